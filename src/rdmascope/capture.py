@@ -1,0 +1,705 @@
+"""The rdmascope capture format: the one module that owns it (schema, version, metadata, I/O).
+
+A *capture* is a directory::
+
+    CAPTURE/
+      manifest.json             metadata (see MANIFEST KEYS below), rewritten atomically
+      segments/seg-000000.parquet   closed segments, rows sorted by (counter_id, sweep)
+      segments/seg-000001.parquet   ...
+      live-000002.arrow         the open segment: an Arrow IPC *stream*, one record batch per flush
+                                (<= FLUSH_INTERVAL_S of readings). Present while recording and after
+                                a crash; rolled into a Parquet segment on roll/close.
+
+Rows are *readings*: one row per counter read (long form). Columns (``SAMPLE_SCHEMA``):
+
+=================  ========  ==================================================================
+column             type      meaning
+=================  ========  ==================================================================
+counter_id         uint16    index into ``manifest["counters"]``
+sweep              int64     sweep number k; its deadline is start_monotonic_ns + k * interval_ns
+t_before_ns        int64     CLOCK_MONOTONIC ns taken just before the read (time.perf_counter_ns)
+read_duration_ns   uint32    t_after - t_before, ns (the read's timing bracket)
+value              uint64    the raw value as the kernel prints it (units per the counter's ``unit``,
+                             e.g. 4 bytes for port_xmit_data); null when status != OK
+status             uint8     STATUS_OK, STATUS_READ_ERROR, STATUS_PARSE_ERROR, STATUS_MISSING
+=================  ========  ==================================================================
+
+MANIFEST KEYS (``manifest.json``, a JSON object):
+
+- ``format`` = ``"rdmascope-capture"``, ``format_version`` (int, ``FORMAT_VERSION``),
+  ``capture_id`` (uuid4 hex), ``writer`` (``"sampler"`` | ``"simulate"``), ``sampler_version``.
+- ``host``, ``kernel``, ``command_line`` (list of str), ``sysfs_root``.
+- ``clock`` = ``"CLOCK_MONOTONIC"`` (clock of every ``*_ns`` column), ``interval_ns``.
+- ``start`` = {``monotonic_ns``, ``realtime_ns``}; ``stop`` = same or ``null`` (null = unclean end).
+- ``clock_pairs``: list of [realtime_ns, monotonic_ns] taken at start, every <= 10 s, and at stop.
+- ``devices``: the discovery records of the sampled RDMA devices (free-form dicts from
+  ``rdmascope.sampler``: name, ports with rate string / rate_gbps / link_layer / netdevs, pci, ...).
+- ``counters``: list of counter descriptors, position = ``counter_id``; each has
+  ``source`` ("infiniband" | "netdev"), ``device``, ``port`` (int or null for netdev),
+  ``name`` (kernel file name, e.g. "port_xmit_data" or "tx_bytes"), ``path``,
+  ``unit`` ("4 bytes" | "bytes" | "packets" | "count"), ``bytes_per_unit`` (4, 1 or null),
+  ``width_bits`` (64, 32, 16, 8 or null when unknown), ``direction`` ("tx" | "rx" | null).
+- ``events``: list of {``t_ns``, ``counter_id`` (or null), ``kind``, ``message``}: unavailable
+  counters (said once, with the reason), recoveries, write errors.
+- ``audit``: the sampler's self-audit at stop (sweeps taken/missed, interval and read-bracket
+  percentiles, CPU seconds), or ``null``.
+- ``extra``: free-form (the emulator stores its scenario and ground truth pointers here).
+
+Only this module reads or writes these files. The sampler writes through ``CaptureWriter``; the
+analysis reads through ``read_capture``. Both depend only on pyarrow (no pandas).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import platform
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+
+FORMAT_NAME = "rdmascope-capture"
+FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+SEGMENT_DIR = "segments"
+LIVE_PREFIX = "live-"
+LIVE_SUFFIX = ".arrow"
+SEGMENT_PREFIX = "seg-"
+SEGMENT_SUFFIX = ".parquet"
+
+#: A flush of the live segment happens at least this often, bounding what a kill -9 can lose.
+FLUSH_INTERVAL_S = 0.5
+#: A live segment is rolled into a Parquet segment after this many seconds of readings.
+ROLL_INTERVAL_S = 60.0
+
+STATUS_OK = 0
+STATUS_READ_ERROR = 1  # read() failed with an errno
+STATUS_PARSE_ERROR = 2  # the file's content was not an unsigned integer
+STATUS_MISSING = 3  # the file is gone / could not be (re)opened
+STATUS_NAMES = {
+    STATUS_OK: "ok",
+    STATUS_READ_ERROR: "read_error",
+    STATUS_PARSE_ERROR: "parse_error",
+    STATUS_MISSING: "missing",
+}
+
+SAMPLE_SCHEMA = pa.schema(
+    [
+        pa.field("counter_id", pa.uint16(), nullable=False),
+        pa.field("sweep", pa.int64(), nullable=False),
+        pa.field("t_before_ns", pa.int64(), nullable=False),
+        pa.field("read_duration_ns", pa.uint32(), nullable=False),
+        pa.field("value", pa.uint64(), nullable=True),
+        pa.field("status", pa.uint8(), nullable=False),
+    ],
+    metadata={b"rdmascope.format": FORMAT_NAME.encode(),
+              b"rdmascope.format_version": str(FORMAT_VERSION).encode()},
+)
+COLUMNS = tuple(SAMPLE_SCHEMA.names)
+
+# Parquet settings chosen for <= 8 bytes per reading on disk: the rows of a segment are sorted by
+# (counter_id, sweep) so each column is a smooth per-counter series, delta-encoded, then zstd.
+_PARQUET_ENCODINGS = {
+    "sweep": "DELTA_BINARY_PACKED",
+    "t_before_ns": "DELTA_BINARY_PACKED",
+    "value": "DELTA_BINARY_PACKED",
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# Errors
+# ----------------------------------------------------------------------------------------------
+
+
+class CaptureError(Exception):
+    """Base class: something is wrong with a capture. ``path`` names the file or directory."""
+
+    def __init__(self, path: str | os.PathLike, message: str):
+        self.path = str(path)
+        self.message = message
+        super().__init__(f"{self.path}: {message}")
+
+
+class NotACaptureError(CaptureError):
+    """The directory has no manifest, or the manifest is not an rdmascope capture manifest."""
+
+
+class UnsupportedVersionError(CaptureError):
+    """The capture was written by a newer (or unknown) format version than this reader supports."""
+
+
+class CaptureSchemaError(CaptureError):
+    """A segment's columns or types differ from SAMPLE_SCHEMA, or the manifest lacks a key."""
+
+
+class CorruptSegmentError(CaptureError):
+    """A Parquet segment cannot be read (truncated or corrupted)."""
+
+
+class CaptureExistsError(CaptureError):
+    """Refusing to overwrite an existing capture without ``force``."""
+
+
+class CaptureWriteError(CaptureError):
+    """Writing failed (disk full, directory unwritable, ...). What was written before is intact."""
+
+
+# ----------------------------------------------------------------------------------------------
+# Helpers
+# ----------------------------------------------------------------------------------------------
+
+
+def clock_pair() -> tuple[int, int]:
+    """Return one (CLOCK_REALTIME ns, CLOCK_MONOTONIC ns) pair taken as close together as possible.
+
+    Takes realtime between two monotonic readings and keeps the pair of the tightest of three tries,
+    placing monotonic at the midpoint. Monotonic is ``time.perf_counter_ns`` (CLOCK_MONOTONIC on
+    Linux, the clock of ``time.perf_counter()`` that benchmark clients use).
+    """
+    best = None
+    for _ in range(3):
+        m0 = time.perf_counter_ns()
+        rt = time.time_ns()
+        m1 = time.perf_counter_ns()
+        if best is None or (m1 - m0) < best[0]:
+            best = (m1 - m0, rt, (m0 + m1) // 2)
+    return best[1], best[2]
+
+
+def host_metadata() -> dict[str, Any]:
+    """Return {host, kernel, python} for the manifest."""
+    return {
+        "host": socket.gethostname(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+    }
+
+
+def _atomic_write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    data = json.dumps(obj, indent=1, sort_keys=False).encode()
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _safe_child(root: Path, name: str) -> Path:
+    """Return root/name, refusing a symlink that would lead outside the capture directory."""
+    p = root / name
+    if p.is_symlink():
+        raise CaptureWriteError(p, "is a symbolic link; refusing to write through it")
+    return p
+
+
+def empty_table() -> pa.Table:
+    """Return an empty table with SAMPLE_SCHEMA."""
+    return SAMPLE_SCHEMA.empty_table()
+
+
+def make_batch(counter_id, sweep, t_before_ns, read_duration_ns, value, status) -> pa.RecordBatch:
+    """Build a record batch with SAMPLE_SCHEMA from six equal-length sequences (lists/arrays).
+
+    ``value`` may contain None (for non-OK rows). Raises ``ValueError`` on unequal lengths.
+    """
+    arrays = [
+        pa.array(counter_id, pa.uint16()),
+        pa.array(sweep, pa.int64()),
+        pa.array(t_before_ns, pa.int64()),
+        pa.array(read_duration_ns, pa.uint32()),
+        pa.array(value, pa.uint64()),
+        pa.array(status, pa.uint8()),
+    ]
+    n = {len(a) for a in arrays}
+    if len(n) != 1:
+        raise ValueError(f"columns have unequal lengths: {[len(a) for a in arrays]}")
+    return pa.RecordBatch.from_arrays(arrays, schema=SAMPLE_SCHEMA)
+
+
+# ----------------------------------------------------------------------------------------------
+# Writer
+# ----------------------------------------------------------------------------------------------
+
+
+class CaptureWriter:
+    """Write one capture directory: manifest, live Arrow IPC segment, rolled Parquet segments.
+
+    Usage::
+
+        w = CaptureWriter.create(path, manifest_fields, force=False)
+        w.write_batch(batch)      # a SAMPLE_SCHEMA RecordBatch (e.g. from make_batch); flushed
+        w.add_clock_pair()        # every <= 10 s
+        w.add_event(t_ns, counter_id, kind, message)
+        w.roll()                  # every ROLL_INTERVAL_S: live stream -> Parquet segment
+        w.close(audit={...})      # final roll, stop clock pair, manifest with stop record
+
+    Memory is bounded by one roll interval of readings (they are kept to write the Parquet
+    segment without re-reading the live file). Every method that writes raises
+    ``CaptureWriteError`` on an OSError (disk full, permissions); data flushed before stays
+    loadable. Not thread-safe: call from one thread.
+    """
+
+    def __init__(self, path: Path, manifest: dict[str, Any]):
+        self.path = path
+        self.manifest = manifest
+        self._segment_index = 0
+        self._pending: list[pa.RecordBatch] = []
+        self._live_path: Path | None = None
+        self._live_file = None
+        self._live_writer: ipc.RecordBatchStreamWriter | None = None
+        self.rows_written = 0
+        self.closed = False
+
+    # -- creation ---------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, path: str | os.PathLike, fields: dict[str, Any], *, force: bool = False
+               ) -> CaptureWriter:
+        """Create a new capture directory and write its first manifest.
+
+        ``fields`` are manifest keys (``counters``, ``devices``, ``interval_ns``, ``sysfs_root``,
+        ``writer``, ``sampler_version``, ``command_line``, ``extra`` ...); format keys, host
+        metadata, ``capture_id``, ``start`` and the first clock pair are filled in here unless
+        given (``start`` may be given by the simulator for synthetic clocks).
+
+        Raises ``CaptureExistsError`` if ``path`` already holds files and ``force`` is false (with
+        ``force`` the old manifest, segments and live files are removed first), and
+        ``CaptureWriteError`` if the directory cannot be created or written.
+        """
+        p = Path(path)
+        try:
+            if p.is_symlink():
+                raise CaptureWriteError(p, "output path is a symbolic link; refusing to follow it")
+            if p.exists():
+                if not p.is_dir():
+                    raise CaptureExistsError(p, "exists and is not a directory")
+                if any(p.iterdir()):
+                    if not force:
+                        raise CaptureExistsError(
+                            p, "already exists and is not empty; use --force to overwrite it")
+                    _remove_capture_files(p)
+            p.mkdir(parents=True, exist_ok=True)
+            seg = _safe_child(p, SEGMENT_DIR)
+            seg.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise CaptureWriteError(p, f"cannot create capture directory: {exc.strerror or exc}"
+                                    ) from exc
+        manifest: dict[str, Any] = {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "capture_id": uuid.uuid4().hex,
+            "writer": "sampler",
+            "clock": "CLOCK_MONOTONIC",
+            **host_metadata(),
+            "start": None,
+            "stop": None,
+            "clock_pairs": [],
+            "devices": [],
+            "counters": [],
+            "events": [],
+            "audit": None,
+            "extra": {},
+        }
+        manifest.update(fields)
+        if manifest["start"] is None:
+            rt, mono = clock_pair()
+            manifest["start"] = {"realtime_ns": rt, "monotonic_ns": mono}
+            manifest["clock_pairs"] = [[rt, mono]]
+        _validate_manifest_fields(p, manifest)
+        w = cls(p, manifest)
+        w.write_manifest()
+        return w
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def write_manifest(self) -> None:
+        """Rewrite manifest.json atomically (temporary file, fsync, rename)."""
+        try:
+            _atomic_write_json(_safe_child(self.path, MANIFEST_NAME), self.manifest)
+        except OSError as exc:
+            raise CaptureWriteError(self.path / MANIFEST_NAME,
+                                    f"cannot write manifest: {exc.strerror or exc}") from exc
+
+    def _open_live(self) -> None:
+        name = f"{LIVE_PREFIX}{self._segment_index:06d}{LIVE_SUFFIX}"
+        self._live_path = _safe_child(self.path, name)
+        self._live_file = open(self._live_path, "xb")  # noqa: SIM115 - closed in roll/close
+        self._live_writer = ipc.new_stream(self._live_file, SAMPLE_SCHEMA)
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        """Append one batch to the live segment and flush it to the OS (survives kill -9).
+
+        ``batch`` must have SAMPLE_SCHEMA (``make_batch`` builds one). Raises ``ValueError`` on a
+        wrong schema and ``CaptureWriteError`` when the write fails.
+        """
+        if self.closed:
+            raise ValueError("capture writer is closed")
+        if not batch.schema.equals(SAMPLE_SCHEMA, check_metadata=False):
+            raise ValueError(f"batch schema differs from SAMPLE_SCHEMA: {batch.schema}")
+        if batch.num_rows == 0:
+            return
+        try:
+            if self._live_writer is None:
+                self._open_live()
+            self._live_writer.write_batch(batch)
+            self._live_file.flush()
+        except OSError as exc:
+            raise CaptureWriteError(self._live_path or self.path,
+                                    f"cannot write readings: {exc.strerror or exc}") from exc
+        self._pending.append(batch)
+        self.rows_written += batch.num_rows
+
+    def add_clock_pair(self, pair: tuple[int, int] | None = None, *, save: bool = True) -> None:
+        """Record a (CLOCK_REALTIME ns, CLOCK_MONOTONIC ns) pair and (by default) save the manifest."""
+        rt, mono = pair if pair is not None else clock_pair()
+        self.manifest["clock_pairs"].append([int(rt), int(mono)])
+        if save:
+            self.write_manifest()
+
+    def add_event(self, t_ns: int, counter_id: int | None, kind: str, message: str,
+                  *, save: bool = True) -> None:
+        """Record an event (unavailable counter, recovery, write error ...) in the manifest."""
+        self.manifest["events"].append(
+            {"t_ns": int(t_ns), "counter_id": counter_id, "kind": kind, "message": message})
+        if save:
+            self.write_manifest()
+
+    def roll(self) -> Path | None:
+        """Turn the live segment into a Parquet segment; return its path (None if empty).
+
+        The Parquet file is written to a temporary name, fsynced and renamed; only then is the
+        live file removed, so a crash at any point leaves every reading loadable exactly once
+        (the reader ignores temporary files and prefers a segment over a live file of the same
+        index). Raises ``CaptureWriteError`` on failure; the live file is then kept.
+        """
+        if not self._pending:
+            return None
+        table = pa.Table.from_batches(self._pending, schema=SAMPLE_SCHEMA)
+        table = table.sort_by([("counter_id", "ascending"), ("sweep", "ascending")])
+        name = f"{SEGMENT_PREFIX}{self._segment_index:06d}{SEGMENT_SUFFIX}"
+        seg_dir = _safe_child(self.path, SEGMENT_DIR)
+        final = _safe_child(seg_dir, name)
+        tmp = seg_dir / f".{name}.tmp"
+        try:
+            write_segment(table, tmp)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, final)
+        except OSError as exc:
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass
+            raise CaptureWriteError(final, f"cannot write segment: {exc.strerror or exc}") from exc
+        self._close_live(remove=True)
+        self._pending = []
+        self._segment_index += 1
+        return final
+
+    def _close_live(self, *, remove: bool) -> None:
+        if self._live_writer is not None:
+            try:
+                self._live_writer.close()
+                self._live_file.close()
+            except OSError:
+                pass
+            if remove and self._live_path is not None:
+                try:
+                    self._live_path.unlink(missing_ok=True)
+                except OSError:
+                    pass
+        self._live_writer = None
+        self._live_file = None
+        self._live_path = None
+
+    def close(self, *, audit: dict[str, Any] | None = None,
+              stop: dict[str, int] | None = None) -> None:
+        """Roll the last segment, take the stop clock pair and save the final manifest.
+
+        If the final roll fails (e.g. disk full) the live file stays and still loads; the error
+        is recorded as an event and re-raised as ``CaptureWriteError`` after the manifest is
+        saved (if it can be).
+        """
+        if self.closed:
+            return
+        err: CaptureWriteError | None = None
+        try:
+            self.roll()
+        except CaptureWriteError as exc:
+            err = exc
+            self._close_live(remove=False)
+        if stop is None:
+            rt, mono = clock_pair()
+            stop = {"realtime_ns": rt, "monotonic_ns": mono}
+            self.manifest["clock_pairs"].append([rt, mono])
+        self.manifest["stop"] = stop
+        if audit is not None:
+            self.manifest["audit"] = audit
+        if err is not None:
+            self.manifest["events"].append({"t_ns": stop["monotonic_ns"], "counter_id": None,
+                                            "kind": "write_error", "message": err.message})
+        self.closed = True
+        try:
+            self.write_manifest()
+        except CaptureWriteError as exc:
+            err = err or exc
+        if err is not None:
+            raise err
+
+
+def write_segment(table: pa.Table, path: str | os.PathLike) -> None:
+    """Write a SAMPLE_SCHEMA table as one Parquet segment with the format's encodings."""
+    pq.write_table(
+        table,
+        path,
+        compression="zstd",
+        compression_level=3,
+        use_dictionary=["counter_id", "status"],
+        column_encoding=_PARQUET_ENCODINGS,
+        row_group_size=1 << 20,
+        write_statistics=["counter_id", "sweep", "t_before_ns"],
+    )
+
+
+def _remove_capture_files(p: Path) -> None:
+    """Remove a capture's own files (used by --force); refuse to wipe a directory that is not one."""
+    manifest = p / MANIFEST_NAME
+    if not manifest.exists():
+        raise CaptureExistsError(
+            p, "exists, is not empty and is not an rdmascope capture; refusing to overwrite it")
+    for child in p.iterdir():
+        if child.name == SEGMENT_DIR and child.is_dir() and not child.is_symlink():
+            for f in child.iterdir():
+                f.unlink()
+            child.rmdir()
+        elif child.name == MANIFEST_NAME or child.name.startswith((LIVE_PREFIX, ".")):
+            child.unlink()
+
+
+def _validate_manifest_fields(path: Path, m: dict[str, Any]) -> None:
+    for i, c in enumerate(m.get("counters", [])):
+        for key in ("source", "device", "port", "name", "unit", "bytes_per_unit", "width_bits",
+                    "direction"):
+            if key not in c:
+                raise ValueError(f"counter descriptor {i} lacks key {key!r}: {c}")
+    if not isinstance(m.get("interval_ns"), int) or m["interval_ns"] <= 0:
+        raise ValueError(f"interval_ns must be a positive int, got {m.get('interval_ns')!r}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Reader
+# ----------------------------------------------------------------------------------------------
+
+REQUIRED_MANIFEST_KEYS = ("format", "format_version", "capture_id", "host", "clock", "interval_ns",
+                          "start", "stop", "clock_pairs", "counters", "events")
+
+
+@dataclass
+class RawCapture:
+    """One capture as stored: the manifest and every reading, in pyarrow form.
+
+    ``table`` has SAMPLE_SCHEMA columns, rows sorted by (counter_id, sweep), shape (n_readings, 6).
+    ``clean_end`` is False when the manifest has no stop record (recorder killed or still running).
+    ``live_rows`` counts rows recovered from live (un-rolled) segments; ``truncated_live`` lists live
+    files whose last message was cut short (the rows before it are kept).
+    """
+
+    path: Path
+    manifest: dict[str, Any]
+    table: pa.Table
+    files: list[Path] = field(default_factory=list)
+    live_rows: int = 0
+    truncated_live: list[Path] = field(default_factory=list)
+
+    @property
+    def clean_end(self) -> bool:
+        return self.manifest.get("stop") is not None
+
+    @property
+    def counters(self) -> list[dict[str, Any]]:
+        return self.manifest["counters"]
+
+
+def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
+    """Read and validate ``<path>/manifest.json``.
+
+    Raises ``NotACaptureError`` (missing/not JSON/not our format), ``UnsupportedVersionError``
+    (a newer or invalid ``format_version``, naming both versions), ``CaptureSchemaError`` (a
+    required key is missing).
+    """
+    p = Path(path)
+    mpath = p / MANIFEST_NAME
+    if not p.is_dir():
+        raise NotACaptureError(p, "is not a directory (a capture is a directory with manifest.json)")
+    if not mpath.is_file():
+        raise NotACaptureError(p, f"has no {MANIFEST_NAME}; not an rdmascope capture")
+    try:
+        m = json.loads(mpath.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise NotACaptureError(mpath, f"is not valid JSON ({exc})") from exc
+    if not isinstance(m, dict) or m.get("format") != FORMAT_NAME:
+        got = m.get("format") if isinstance(m, dict) else type(m).__name__
+        raise NotACaptureError(mpath, f"format is {got!r}, expected {FORMAT_NAME!r}")
+    v = m.get("format_version")
+    if not isinstance(v, int) or v < 1:
+        raise UnsupportedVersionError(mpath, f"format_version {v!r} is not a positive integer")
+    if v > FORMAT_VERSION:
+        raise UnsupportedVersionError(
+            mpath, f"capture format version {v} is newer than this rdmascope supports "
+                   f"(version {FORMAT_VERSION}); upgrade rdmascope to read it")
+    missing = [k for k in REQUIRED_MANIFEST_KEYS if k not in m]
+    if missing:
+        raise CaptureSchemaError(mpath, f"manifest lacks required key(s): {', '.join(missing)}")
+    return m
+
+
+def _check_schema(path: Path, schema: pa.Schema) -> None:
+    got = {f.name: f.type for f in schema}
+    for f in SAMPLE_SCHEMA:
+        if f.name not in got:
+            raise CaptureSchemaError(path, f"column {f.name!r} is missing "
+                                           f"(columns: {', '.join(got) or 'none'})")
+        if got[f.name] != f.type:
+            raise CaptureSchemaError(path, f"column {f.name!r} has type {got[f.name]}, "
+                                           f"expected {f.type}")
+    meta = schema.metadata or {}
+    fv = meta.get(b"rdmascope.format_version")
+    if fv is not None and int(fv) > FORMAT_VERSION:
+        raise UnsupportedVersionError(
+            path, f"segment format version {int(fv)} is newer than supported ({FORMAT_VERSION})")
+
+
+def _read_live(path: Path) -> tuple[list[pa.RecordBatch], bool]:
+    """Read an Arrow IPC stream written by CaptureWriter, tolerating a cut-off tail.
+
+    Returns (batches, truncated). A stream whose schema message is incomplete yields no batches.
+    """
+    batches: list[pa.RecordBatch] = []
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise CorruptSegmentError(path, f"cannot read live segment: {exc.strerror or exc}") from exc
+    if not data:
+        return batches, False
+    try:
+        reader = ipc.open_stream(pa.BufferReader(data))
+    except (pa.ArrowInvalid, OSError):
+        return batches, True  # killed before the schema message was complete
+    _check_schema(path, reader.schema)
+    truncated = False
+    while True:
+        try:
+            b = reader.read_next_batch()
+        except StopIteration:
+            break
+        except (pa.ArrowInvalid, OSError):
+            truncated = True
+            break
+        batches.append(b)
+    return batches, truncated
+
+
+def list_capture_files(path: str | os.PathLike) -> tuple[list[Path], list[Path]]:
+    """Return (parquet segment paths, live IPC paths) of a capture, each sorted by index.
+
+    A live file whose index also has a finished Parquet segment is left out (crash between the
+    rename and the unlink: the segment holds the same rows).
+    """
+    p = Path(path)
+    seg_dir = p / SEGMENT_DIR
+    segs = sorted(f for f in seg_dir.glob(f"{SEGMENT_PREFIX}*{SEGMENT_SUFFIX}")) \
+        if seg_dir.is_dir() else []
+    seg_idx = {f.name[len(SEGMENT_PREFIX):-len(SEGMENT_SUFFIX)] for f in segs}
+    lives = sorted(f for f in p.glob(f"{LIVE_PREFIX}*{LIVE_SUFFIX}")
+                   if f.name[len(LIVE_PREFIX):-len(LIVE_SUFFIX)] not in seg_idx)
+    return segs, lives
+
+
+def read_capture(path: str | os.PathLike, *, columns: list[str] | None = None) -> RawCapture:
+    """Read a whole capture: validated manifest plus every reading (segments and live files).
+
+    Shapes: ``table`` is (n_readings, 6) with SAMPLE_SCHEMA (or the requested ``columns``),
+    sorted by (counter_id, sweep). Raises ``NotACaptureError``, ``UnsupportedVersionError``,
+    ``CaptureSchemaError`` (a segment with wrong columns/types, a counter_id beyond the manifest's
+    counter list) or ``CorruptSegmentError`` (an unreadable Parquet file), each naming the file.
+    """
+    p = Path(path)
+    manifest = read_manifest(p)
+    segs, lives = list_capture_files(p)
+    tables: list[pa.Table] = []
+    for s in segs:
+        try:
+            pf = pq.ParquetFile(s)
+            _check_schema(s, pf.schema_arrow)
+            t = pf.read()
+        except CaptureError:
+            raise
+        except (pa.ArrowException, OSError) as exc:
+            raise CorruptSegmentError(s, f"cannot read Parquet segment ({exc}); the file is "
+                                         "truncated or corrupted") from exc
+        tables.append(t.select(list(COLUMNS)).cast(SAMPLE_SCHEMA))
+    live_rows = 0
+    truncated: list[Path] = []
+    for lf in lives:
+        batches, cut = _read_live(lf)
+        if cut:
+            truncated.append(lf)
+        if batches:
+            t = pa.Table.from_batches(batches).select(list(COLUMNS)).cast(SAMPLE_SCHEMA)
+            live_rows += t.num_rows
+            tables.append(t)
+    table = pa.concat_tables(tables) if tables else empty_table()
+    if table.num_rows:
+        table = table.sort_by([("counter_id", "ascending"), ("sweep", "ascending")])
+        max_id = pa.compute.max(table["counter_id"]).as_py()
+        if max_id >= len(manifest["counters"]):
+            raise CaptureSchemaError(
+                p, f"readings use counter_id {max_id} but the manifest lists only "
+                   f"{len(manifest['counters'])} counters")
+    if columns is not None:
+        table = table.select(columns)
+    return RawCapture(path=p, manifest=manifest, table=table, files=segs + lives,
+                      live_rows=live_rows, truncated_live=truncated)
+
+
+def iter_capture_batches(path: str | os.PathLike, *, batch_rows: int = 1 << 20):
+    """Yield SAMPLE_SCHEMA record batches of a capture, segment by segment, in bounded memory.
+
+    For day-long captures: each segment is read in batches of at most ``batch_rows`` rows; rows
+    come sorted by (counter_id, sweep) within a segment, segments in time order. Same errors as
+    ``read_capture``.
+    """
+    p = Path(path)
+    read_manifest(p)
+    segs, lives = list_capture_files(p)
+    for s in segs:
+        try:
+            pf = pq.ParquetFile(s)
+            _check_schema(s, pf.schema_arrow)
+            yield from pf.iter_batches(batch_size=batch_rows, columns=list(COLUMNS))
+        except CaptureError:
+            raise
+        except (pa.ArrowException, OSError) as exc:
+            raise CorruptSegmentError(s, f"cannot read Parquet segment ({exc})") from exc
+    for lf in lives:
+        batches, _ = _read_live(lf)
+        yield from batches
+
+
+def is_enospc(exc: BaseException) -> bool:
+    """True when an exception chain contains an ENOSPC (disk full) OSError."""
+    while exc is not None:
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return True
+        exc = exc.__cause__
+    return False

@@ -1,0 +1,82 @@
+"""The ``rdmascope`` command: a thin click group whose subcommands are imported only when run.
+
+Each subcommand lives in its own module (``rdmascope.cli.<module>``) and exposes a click command
+object named ``command``. Lazy loading keeps ``rdmascope record`` free of pandas/matplotlib imports
+and makes ``rdmascope --help`` fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from rdmascope import __version__
+
+# command name -> module under rdmascope.cli holding a click command called `command`
+COMMANDS: dict[str, tuple[str, str]] = {
+    # sampler half (sampler dependencies only)
+    "devices": ("devices", "List RDMA devices, ports and counters under a sysfs root."),
+    "record": ("record", "Sample RDMA port counters every 1 ms into a capture directory."),
+    "inspect": ("inspect", "Print a capture's metadata, time span, sampling quality and gaps."),
+    # emulator
+    "simulate": ("simulate", "Serve a live emulated ConnectX-7 sysfs tree, or write a capture directly."),
+    "demo": ("demo", "Run the whole pipeline on the embedded emulated default scenario."),
+    # analysis core
+    "rates": ("rates", "Re-bin a capture to rates at any window width."),
+    "peaks": ("peaks", "Peak rate per window width, mean and percentiles over a time range."),
+    "bursts": ("bursts", "Detect bursts on the 1 ms series: table, duty cycle, gaps."),
+    "verify-emulation": ("verify_emulation", "Check that an NCCL_IB_HCA emulation used one interface."),
+    # attribution, comparison, estimate
+    "attribute": ("attribute", "Split traffic per request into prefill and decode; TTFT, decode speed."),
+    "compare": ("compare", "Compare two runs (e.g. 200 Gb/s vs emulated 100 Gb/s) with the estimate."),
+    "estimate": ("estimate", "Architecture-based estimate of prefill traffic and TTFT impact."),
+    # figures and report
+    "plot": ("plot", "Draw one of the study's figures to PNG/SVG/PDF."),
+    "report": ("report", "Write a self-contained HTML report for one or two configurations."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group that imports a subcommand's module only when that subcommand is used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module_name, short_help = COMMANDS[cmd_name]
+        try:
+            module = importlib.import_module(f"rdmascope.cli.{module_name}")
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("rdmascope.cli."):
+                return _unavailable(cmd_name, short_help, "not implemented yet")
+            if exc.name in {"pandas", "matplotlib", "jinja2"}:
+                return _unavailable(
+                    cmd_name,
+                    short_help,
+                    f"needs the analysis extras ({exc.name} is missing): "
+                    "pip install 'rdmascope[analysis]'",
+                )
+            raise
+        return module.command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Short help from the table, so `rdmascope --help` imports no subcommand module.
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _unavailable(name: str, short_help: str, why: str) -> click.Command:
+    def run() -> None:
+        raise click.ClickException(f"`rdmascope {name}` {why}")
+
+    return click.Command(name, callback=run, short_help=short_help, help=f"{short_help} ({why})")
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="rdmascope")
+def main() -> None:
+    """rdmascope: see what your RDMA network really does, millisecond by millisecond."""
