@@ -1,0 +1,457 @@
+"""The architecture-based estimate of tensor-parallel traffic and its effect on TTFT (pure formulas).
+
+Every formula comes from the study summarised in ``method.md`` ("What tensor parallelism sends",
+"Prefill and decode load the network in opposite ways", "The estimate (upper bound)"). Units:
+bytes are decimal (MB = 1e6 bytes), link speeds are Gb/s (1e9 bit/s), times are seconds.
+
+The model of one forward pass:
+
+- ``2 x layers + 1`` all-reduces (after each attention and each FFN/MoE block, plus the embedding);
+- one all-reduce sums a block of ``tokens_in_pass x hidden_size x bytes_per_value`` bytes;
+- NCCL's ring all-reduce makes every node send ``2 (N-1)/N`` times the block (N = TP size).
+
+So ``bytes per prompt token per node = (2 L + 1) x hidden x bytes x 2 (N-1)/N``. For the study's
+model (78 layers, hidden 6,144, 2 bytes, TP8) that is 3.38 MB per prompt token.
+
+The estimate is an *upper bound* on the extra prefill time when the link slows from ``B_old`` to
+``B_new``: every prefill byte is assumed to move at full link rate with no overlap with compute, so
+the extra time is the time to send the same bytes again at the difference,
+``prefill_bytes x 8 x (1/B_new - 1/B_old)``.
+
+This module needs only the standard library (no numpy/pandas) so the ``estimate`` command is light.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+#: Bytes per value for the dtype names found in Hugging Face ``config.json`` files.
+DTYPE_BYTES: dict[str, int] = {
+    "float32": 4, "fp32": 4, "float": 4,
+    "float16": 2, "fp16": 2, "half": 2,
+    "bfloat16": 2, "bf16": 2,
+    "float8_e4m3fn": 1, "float8_e5m2": 1, "fp8": 1, "float8": 1,
+}
+
+#: The link speeds of the study, Gb/s: the real link, the emulated link (one PCIe x4 path measured
+#: with ib_write_bw), and the real 100 Gb/s cable the emulation stands in for.
+LINK_200_GBPS = 200.0
+LINK_EMULATED_GBPS = 109.0
+LINK_100_GBPS = 100.0
+
+#: The study's prefill chunk (``max_num_batched_tokens``).
+STUDY_CHUNK_TOKENS = 4096
+#: Tokens per request per decode pass in the study: the newest token plus 4 speculative drafts.
+STUDY_DECODE_TOKENS_PER_REQUEST = 5
+
+
+class EstimateError(ValueError):
+    """An input to the estimate is invalid (names the parameter or the config file and field)."""
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The three numbers of a model that decide its tensor-parallel traffic.
+
+    ``layers`` = transformer layers (``num_hidden_layers``), ``hidden_size`` = width of the
+    residual stream (values per token per all-reduce), ``bytes_per_value`` = activation dtype size
+    (2 for bf16/fp16). ``vocab_size`` (optional) sizes the decode output-layer gather.
+    """
+
+    name: str
+    layers: int
+    hidden_size: int
+    bytes_per_value: int
+    vocab_size: int | None = None
+
+    def __post_init__(self) -> None:
+        for field_name in ("layers", "hidden_size", "bytes_per_value"):
+            v = getattr(self, field_name)
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise EstimateError(f"{field_name} must be a positive integer, got {v!r}")
+        if self.vocab_size is not None and (not isinstance(self.vocab_size, int)
+                                            or self.vocab_size <= 0):
+            raise EstimateError(f"vocab_size must be a positive integer, got {self.vocab_size!r}")
+
+
+#: The study's model: a large mixture-of-experts model served with TP8 (method.md, "What tensor
+#: parallelism sends": 78 layers, hidden size 6,144, 2-byte activations).
+STUDY_MODEL = ModelShape(name="study", layers=78, hidden_size=6144, bytes_per_value=2)
+PRESETS: dict[str, ModelShape] = {"study": STUDY_MODEL}
+
+
+def model_from_hf_config(path: str | os.PathLike) -> ModelShape:
+    """Read layers, hidden size, activation bytes (and vocab size) from a Hugging Face config.json.
+
+    Reads ``num_hidden_layers``, ``hidden_size``, ``torch_dtype`` (or the newer ``dtype``; default
+    bfloat16 when neither is present, as serving engines run activations in bf16) and, if present,
+    ``vocab_size``. Multimodal configs that nest the language model under ``text_config`` or
+    ``language_config`` are read from there. A directory is taken to contain ``config.json``.
+
+    Raises ``EstimateError`` naming the file and the missing or invalid field.
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    try:
+        cfg = json.loads(p.read_text())
+    except FileNotFoundError as exc:
+        raise EstimateError(f"{p}: no such file") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise EstimateError(f"{p}: not valid JSON ({exc})") from exc
+    if not isinstance(cfg, dict):
+        raise EstimateError(f"{p}: expected a JSON object, got {type(cfg).__name__}")
+    src = cfg
+    for nested in ("text_config", "language_config", "llm_config"):
+        if "num_hidden_layers" not in cfg and isinstance(cfg.get(nested), dict):
+            src = cfg[nested]
+            break
+    missing = [k for k in ("num_hidden_layers", "hidden_size") if k not in src]
+    if missing:
+        raise EstimateError(f"{p}: field(s) {', '.join(missing)} missing (expected a Hugging Face "
+                            "config.json with num_hidden_layers and hidden_size)")
+    dtype = src.get("torch_dtype", src.get("dtype", cfg.get("torch_dtype", cfg.get("dtype"))))
+    if dtype is None:
+        nbytes = 2
+    else:
+        key = str(dtype).replace("torch.", "").lower()
+        if key not in DTYPE_BYTES:
+            raise EstimateError(f"{p}: field torch_dtype = {dtype!r} is not a known dtype "
+                                f"(known: {', '.join(sorted(DTYPE_BYTES))})")
+        nbytes = DTYPE_BYTES[key]
+    try:
+        return ModelShape(name=str(src.get("model_type") or cfg.get("model_type") or p.parent.name),
+                          layers=int(src["num_hidden_layers"]),
+                          hidden_size=int(src["hidden_size"]),
+                          bytes_per_value=nbytes,
+                          vocab_size=int(src["vocab_size"]) if src.get("vocab_size") else None)
+    except (TypeError, ValueError) as exc:
+        raise EstimateError(f"{p}: {exc}") from exc
+
+
+# ------------------------------------------------------------------------------------------------
+# The formulas
+# ------------------------------------------------------------------------------------------------
+
+
+def _check_tp(tp: int) -> None:
+    if not isinstance(tp, int) or isinstance(tp, bool) or tp < 1:
+        raise EstimateError(f"tp (tensor-parallel size) must be an integer >= 1, got {tp!r}")
+
+
+def _check_gbps(name: str, gbps: float) -> None:
+    if not (isinstance(gbps, (int, float)) and math.isfinite(gbps) and gbps > 0):
+        raise EstimateError(f"{name} must be a positive link speed in Gb/s, got {gbps!r}")
+
+
+def allreduces_per_pass(layers: int) -> int:
+    """Return the all-reduces per forward pass, ``2 x layers + 1`` (method.md, "What TP sends")."""
+    return 2 * layers + 1
+
+
+def ring_factor(tp: int) -> float:
+    """Return the bytes each node sends per all-reduce, as a multiple of the block: ``2(N-1)/N``.
+
+    NCCL ring all-reduce = reduce-scatter + all-gather, ``2(N-1)`` steps of ``block/N`` each
+    (method.md): 1.0 at TP2, 1.5 at TP4, 1.75 at TP8, 1.875 at TP16; 0 at TP1 (no network).
+    """
+    _check_tp(tp)
+    return 2.0 * (tp - 1) / tp
+
+
+def allreduce_block_bytes(tokens: int, model: ModelShape) -> float:
+    """Return the bytes one all-reduce sums: ``tokens x hidden_size x bytes_per_value``.
+
+    Example (method.md): 4,096 tokens x 6,144 x 2 B = 50.3 MB.
+    """
+    if tokens < 0:
+        raise EstimateError(f"tokens must be >= 0, got {tokens!r}")
+    return float(tokens) * model.hidden_size * model.bytes_per_value
+
+
+def allreduce_bytes_per_node(tokens: int, model: ModelShape, tp: int) -> float:
+    """Return the bytes one node sends for one all-reduce of ``tokens`` tokens: block x 2(N-1)/N.
+
+    Example (method.md): TP8, 4,096-token chunk -> 1.75 x 50.3 MB = 88.1 MB.
+    """
+    return allreduce_block_bytes(tokens, model) * ring_factor(tp)
+
+
+def ring_steps(tp: int) -> int:
+    """Return the sequential ring steps of one all-reduce, ``2 (N-1)`` (14 at TP8)."""
+    _check_tp(tp)
+    return 2 * (tp - 1)
+
+
+def bytes_per_prompt_token(model: ModelShape, tp: int) -> float:
+    """Return prefill bytes sent per node per prompt token: ``(2L+1) x hidden x bytes x 2(N-1)/N``.
+
+    Source: method.md, "What tensor parallelism sends". Study model at TP8: 3,376,128 B = 3.38 MB.
+    """
+    return allreduces_per_pass(model.layers) * model.hidden_size * model.bytes_per_value \
+        * ring_factor(tp)
+
+
+def transfer_time_s(nbytes: float, gbps: float) -> float:
+    """Return the time to send ``nbytes`` at ``gbps`` Gb/s at full rate: ``bytes x 8 / (gbps x 1e9)``.
+
+    Example (method.md): 88.1 MB takes 3.5 ms at 200 Gb/s and 7.0 ms at 100 Gb/s.
+    """
+    _check_gbps("link speed", gbps)
+    return nbytes * 8.0 / (gbps * 1e9)
+
+
+def extra_time_bound_s(nbytes: float, link_old_gbps: float, link_new_gbps: float) -> float:
+    """Return the upper bound on the extra time to move ``nbytes`` after a link change.
+
+    ``extra <= bytes x 8 x (1/B_new - 1/B_old)`` (method.md, "The estimate (upper bound)"): every
+    transfer at full link rate, none overlapping compute. Negative when the link gets faster.
+    """
+    _check_gbps("link_old_gbps", link_old_gbps)
+    _check_gbps("link_new_gbps", link_new_gbps)
+    return nbytes * 8.0 / 1e9 * (1.0 / link_new_gbps - 1.0 / link_old_gbps)
+
+
+def ttft_increase_bound_s(prompt_tokens: float, model: ModelShape, tp: int,
+                          link_old_gbps: float, link_new_gbps: float) -> float:
+    """Return the bound on the TTFT increase for ``prompt_tokens`` prompt tokens after a link change.
+
+    ``prompt_tokens x bytes_per_prompt_token x 8 x (1/B_new - 1/B_old)``. Study model, TP8,
+    200 -> 100 Gb/s: 0.135 s per 1,000 prompt tokens; 200 -> 109 Gb/s (emulated): ~0.11 s.
+    """
+    return extra_time_bound_s(prompt_tokens * bytes_per_prompt_token(model, tp),
+                              link_old_gbps, link_new_gbps)
+
+
+def network_share(prefill_bytes: float, prefill_time_s: float, link_gbps: float) -> float:
+    """Return the share of a measured prefill time (TTFT) spent sending its bytes at full rate.
+
+    ``network_share = (prefill_bytes x 8 / B) / prefill_time`` (method.md). Raises
+    ``EstimateError`` for a non-positive prefill time.
+    """
+    if not (prefill_time_s > 0):
+        raise EstimateError(f"measured prefill time / TTFT must be > 0 s, got {prefill_time_s!r}")
+    return transfer_time_s(prefill_bytes, link_gbps) / prefill_time_s
+
+
+def increase_fraction_bound(share: float, link_old_gbps: float, link_new_gbps: float) -> float:
+    """Return the bound on the relative TTFT increase: ``network_share x (B_old / B_new - 1)``.
+
+    Source: method.md, "The estimate (upper bound)".
+    """
+    _check_gbps("link_old_gbps", link_old_gbps)
+    _check_gbps("link_new_gbps", link_new_gbps)
+    return share * (link_old_gbps / link_new_gbps - 1.0)
+
+
+def emulated_to_real_correction_s(measured_prefill_bytes: float,
+                                  emulated_gbps: float = LINK_EMULATED_GBPS,
+                                  real_gbps: float = LINK_100_GBPS) -> float:
+    """Return the extra prefill time a real ``real_gbps`` cable would add beyond the emulated link.
+
+    ``additional <= measured_prefill_bytes x 8 x (1/100 - 1/109)`` per Gb/s (method.md, "To correct
+    an emulated-link result to a real 100 Gb/s cable"). Bytes in, seconds out.
+    """
+    return extra_time_bound_s(measured_prefill_bytes, emulated_gbps, real_gbps)
+
+
+def tp_relative(tp: int, ref_tp: int = 8) -> dict[str, float]:
+    """Return bytes per node and compute per node at TP ``tp`` relative to ``ref_tp``.
+
+    Bytes scale with the ring factor (TP2 0.57x, TP4 0.86x, TP8 1x, TP16 1.07x of TP8), compute per
+    node with ``ref_tp / tp`` (4x, 2x, 1x, 0.5x) (method.md, "Effect of TP size").
+    """
+    _check_tp(tp)
+    _check_tp(ref_tp)
+    if ref_tp == 1:
+        raise EstimateError("ref_tp must be >= 2 (TP1 sends nothing to compare with)")
+    return {"tp": tp, "bytes_rel": ring_factor(tp) / ring_factor(ref_tp),
+            "compute_rel": ref_tp / tp}
+
+
+def tp_projection(model: ModelShape, tp_sizes: Iterable[int], *, prompt_tokens: float,
+                  ttft_ref_s: float, ref_tp: int = 8,
+                  link_old_gbps: float = LINK_200_GBPS,
+                  link_new_gbps: float = LINK_100_GBPS) -> list[dict[str, float]]:
+    """Project the TTFT and its increase bound to other TP sizes from one measured TTFT.
+
+    At ``ref_tp`` the measured ``ttft_ref_s`` is split into network time (the prefill bytes at
+    ``link_old_gbps``, the bound's assumption of no overlap) and compute time (the rest). At TP
+    ``n`` compute scales by ``ref_tp / n`` and network time by the ring factor ratio; the increase
+    bound is the network time x ``(B_old/B_new - 1)`` (method.md, "Effect of TP size"; figure 6).
+
+    Returns one dict per TP size: ``tp, bytes_rel, compute_rel, bytes_per_token, network_s,
+    compute_s, ttft_s, network_share, increase_bound_s, increase_pct``. Raises ``EstimateError``
+    if the measured TTFT is shorter than the network time alone.
+    """
+    net_ref = transfer_time_s(prompt_tokens * bytes_per_prompt_token(model, ref_tp), link_old_gbps)
+    if not ttft_ref_s > net_ref:
+        raise EstimateError(
+            f"measured TTFT {ttft_ref_s:.3f} s is not longer than the time to send the prefill "
+            f"bytes alone ({net_ref:.3f} s at {link_old_gbps:g} Gb/s); check --ttft/--prompt-tokens")
+    compute_ref = ttft_ref_s - net_ref
+    rows = []
+    for tp in tp_sizes:
+        rel = tp_relative(tp, ref_tp)
+        net = net_ref * rel["bytes_rel"]
+        compute = compute_ref * rel["compute_rel"]
+        ttft = net + compute
+        inc = extra_time_bound_s(prompt_tokens * bytes_per_prompt_token(model, tp),
+                                 link_old_gbps, link_new_gbps)
+        rows.append({**rel, "bytes_per_token": bytes_per_prompt_token(model, tp),
+                     "network_s": net, "compute_s": compute, "ttft_s": ttft,
+                     "network_share": net / ttft, "increase_bound_s": inc,
+                     "increase_pct": 100.0 * inc / ttft})
+    return rows
+
+
+def decode_traffic(model: ModelShape, tp: int, *, requests: int = 1,
+                   tokens_per_request: int = STUDY_DECODE_TOKENS_PER_REQUEST,
+                   link_old_gbps: float = LINK_200_GBPS,
+                   link_new_gbps: float = LINK_100_GBPS,
+                   decode_speed_tps: float | None = None) -> dict[str, Any]:
+    """Return the decode traffic per forward pass and its bound on the link-change cost.
+
+    One decode pass handles ``requests x tokens_per_request`` tokens (5 per request with 4
+    speculative drafts): block = tokens x hidden x bytes (61 KB for one request of the study's
+    model), per node per all-reduce x 2(N-1)/N (~108 KB), per pass x (2L+1). If the model has a
+    ``vocab_size``, the output-layer gather is added as a ring all-gather of the logits:
+    ``(N-1)/N x tokens x vocab x bytes`` (an assumption; engines differ). The link-change bound per
+    pass is its bytes at the speed difference; these transfers are latency-bound in practice
+    (2(N-1) sequential ring steps), so decode speed barely depends on link speed (method.md).
+
+    With ``decode_speed_tps`` (tokens/s per request) the mean decode rate is bounded by
+    ``passes/s x bytes per pass`` with at most one pass per output token.
+    """
+    if requests < 1 or tokens_per_request < 1:
+        raise EstimateError("requests and tokens_per_request must be >= 1")
+    tokens = requests * tokens_per_request
+    block = allreduce_block_bytes(tokens, model)
+    per_ar = block * ring_factor(tp)
+    ar_total = per_ar * allreduces_per_pass(model.layers)
+    gather = 0.0
+    if model.vocab_size:
+        gather = (tp - 1) / tp * tokens * model.vocab_size * model.bytes_per_value
+    per_pass = ar_total + gather
+    out: dict[str, Any] = {
+        "tokens_per_pass": tokens,
+        "allreduce_block_bytes": block,
+        "allreduce_bytes_per_node": per_ar,
+        "ring_steps": ring_steps(tp),
+        "allreduce_pass_bytes": ar_total,
+        "output_gather_bytes": gather if model.vocab_size else None,
+        "pass_bytes": per_pass,
+        "pass_time_old_s": transfer_time_s(per_pass, link_old_gbps),
+        "pass_time_new_s": transfer_time_s(per_pass, link_new_gbps),
+        "pass_extra_bound_s": extra_time_bound_s(per_pass, link_old_gbps, link_new_gbps),
+        "rate_bound_gbps": None,
+    }
+    if decode_speed_tps is not None:
+        if not decode_speed_tps > 0:
+            raise EstimateError(f"decode speed must be > 0 tokens/s, got {decode_speed_tps!r}")
+        out["rate_bound_gbps"] = decode_speed_tps * per_pass * 8.0 / 1e9
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# The whole estimate (what `rdmascope estimate` prints)
+# ------------------------------------------------------------------------------------------------
+
+
+def estimate(model: ModelShape, *, tp: int = 8, chunk_tokens: int = STUDY_CHUNK_TOKENS,
+             link_old_gbps: float = LINK_200_GBPS, link_new_gbps: float = LINK_100_GBPS,
+             prompt_tokens: Sequence[int] = (1000,), ttft_s: Sequence[float] = (),
+             emulated_gbps: float = LINK_EMULATED_GBPS, real_gbps: float = LINK_100_GBPS,
+             tp_sizes: Sequence[int] = (2, 4, 8, 16), decode_requests: int = 1,
+             decode_tokens_per_request: int = STUDY_DECODE_TOKENS_PER_REQUEST) -> dict[str, Any]:
+    """Compute every number of the study's estimate for one model and configuration.
+
+    ``ttft_s`` are measured TTFTs at ``link_old_gbps``: either one per prompt length (same order) or
+    empty. Returns a JSON-serialisable dict with sections ``model``, ``per_token``, ``allreduce``
+    (per chunk, with its duration at the old, new, emulated and real link), ``prompts`` (one row per
+    prompt length: bytes, network time, the TTFT increase bound at B_new and at the emulated link,
+    the emulated-to-real correction, and with a TTFT the network share and the % bound),
+    ``decode`` and ``tp_projection`` (relative table; absolute projection when a TTFT is given).
+    Raises ``EstimateError`` on invalid inputs.
+    """
+    _check_tp(tp)
+    if chunk_tokens < 1:
+        raise EstimateError(f"chunk_tokens must be >= 1, got {chunk_tokens!r}")
+    ttft_list = list(ttft_s)
+    prompts = list(prompt_tokens)
+    if ttft_list and len(ttft_list) != len(prompts):
+        raise EstimateError(f"give one --ttft per --prompt-tokens value ({len(prompts)} prompt "
+                            f"length(s), {len(ttft_list)} TTFT(s))")
+    bpt = bytes_per_prompt_token(model, tp)
+    ar = allreduce_bytes_per_node(chunk_tokens, model, tp)
+    links = {"old": link_old_gbps, "new": link_new_gbps, "emulated": emulated_gbps,
+             "real": real_gbps}
+    for k, v in links.items():
+        _check_gbps(f"link_{k}_gbps", v)
+    rows = []
+    for i, n in enumerate(prompts):
+        if n <= 0:
+            raise EstimateError(f"prompt tokens must be > 0, got {n!r}")
+        nbytes = n * bpt
+        row: dict[str, Any] = {
+            "prompt_tokens": n,
+            "prefill_bytes": nbytes,
+            "allreduces": math.ceil(n / chunk_tokens) * allreduces_per_pass(model.layers),
+            "network_time_old_s": transfer_time_s(nbytes, link_old_gbps),
+            "network_time_new_s": transfer_time_s(nbytes, link_new_gbps),
+            "increase_bound_s": extra_time_bound_s(nbytes, link_old_gbps, link_new_gbps),
+            "increase_bound_emulated_s": extra_time_bound_s(nbytes, link_old_gbps, emulated_gbps),
+            "emulated_to_real_s": extra_time_bound_s(nbytes, emulated_gbps, real_gbps),
+            "ttft_s": None, "network_share": None, "increase_bound_pct": None,
+        }
+        if ttft_list:
+            t = ttft_list[i]
+            share = network_share(nbytes, t, link_old_gbps)
+            row.update(ttft_s=t, network_share=share,
+                       increase_bound_pct=100.0 * increase_fraction_bound(
+                           share, link_old_gbps, link_new_gbps))
+        rows.append(row)
+    proj: list[dict[str, Any]]
+    if ttft_list:
+        proj = tp_projection(model, tp_sizes, prompt_tokens=prompts[-1], ttft_ref_s=ttft_list[-1],
+                             ref_tp=tp, link_old_gbps=link_old_gbps, link_new_gbps=link_new_gbps)
+    elif tp >= 2:
+        proj = [{**tp_relative(n, tp), "bytes_per_token": bytes_per_prompt_token(model, n)}
+                for n in tp_sizes]
+    else:
+        proj = []
+    return {
+        "model": asdict(model),
+        "tp": tp,
+        "chunk_tokens": chunk_tokens,
+        "links_gbps": links,
+        "per_token": {
+            "allreduces_per_pass": allreduces_per_pass(model.layers),
+            "ring_factor": ring_factor(tp),
+            "bytes_per_prompt_token": bpt,
+            "increase_bound_per_1000_tokens_s": extra_time_bound_s(1000 * bpt, link_old_gbps,
+                                                                   link_new_gbps),
+            "increase_bound_emulated_per_1000_tokens_s": extra_time_bound_s(
+                1000 * bpt, link_old_gbps, emulated_gbps),
+        },
+        "allreduce": {
+            "block_bytes": allreduce_block_bytes(chunk_tokens, model),
+            "bytes_per_node": ar,
+            "ring_steps": ring_steps(tp),
+            "step_bytes": ar / ring_steps(tp) if tp > 1 else 0.0,
+            "time_old_s": transfer_time_s(ar, link_old_gbps),
+            "time_new_s": transfer_time_s(ar, link_new_gbps),
+            "time_emulated_s": transfer_time_s(ar, emulated_gbps),
+        },
+        "prompts": rows,
+        "decode": decode_traffic(model, tp, requests=decode_requests,
+                                 tokens_per_request=decode_tokens_per_request,
+                                 link_old_gbps=link_old_gbps, link_new_gbps=link_new_gbps),
+        "tp_projection": proj,
+    }

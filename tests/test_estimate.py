@@ -1,0 +1,151 @@
+"""The estimate reproduces the study's numbers (method.md) and rejects bad inputs clearly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from rdmascope.analysis import estimate as est
+
+M = est.STUDY_MODEL
+
+
+def test_study_bytes_per_prompt_token():
+    # method.md: 157 x 6,144 x 2 x 1.75 = 3.38 MB per token
+    assert est.allreduces_per_pass(78) == 157
+    assert est.bytes_per_prompt_token(M, 8) == 157 * 6144 * 2 * 1.75 == 3_376_128
+    assert round(est.bytes_per_prompt_token(M, 8) / 1e6, 2) == 3.38
+
+
+def test_study_allreduce_size_and_duration():
+    # 4,096-token chunk: 50.3 MB block, 88.1 MB per node in 14 steps of ~6.3 MB,
+    # 3.5 ms at 200 Gb/s and 7.0 ms at 100 Gb/s
+    block = est.allreduce_block_bytes(4096, M)
+    assert round(block / 1e6, 1) == 50.3
+    per_node = est.allreduce_bytes_per_node(4096, M, 8)
+    assert round(per_node / 1e6, 1) == 88.1
+    assert est.ring_steps(8) == 14
+    assert round(per_node / 14 / 1e6, 1) == 6.3
+    assert round(est.transfer_time_s(per_node, 200) * 1e3, 1) == 3.5
+    assert round(est.transfer_time_s(per_node, 100) * 1e3, 1) == 7.0
+
+
+def test_ttft_bound_per_1000_tokens():
+    # 0.135 s per 1,000 prompt tokens at 200 -> 100; ~0.11 s with the emulated 109 Gb/s
+    assert est.ttft_increase_bound_s(1000, M, 8, 200, 100) == pytest.approx(0.135, abs=5e-4)
+    b109 = est.ttft_increase_bound_s(1000, M, 8, 200, 109)
+    # by hand: 3.376128e9 B x 8 = 27.009 Gbit; x (1/109 - 1/200) = 0.11274 s
+    assert b109 == pytest.approx(27.009024 * (1 / 109 - 1 / 200), rel=1e-9)
+    assert round(b109, 2) == 0.11
+
+
+def test_ring_factor_table_and_tp_relative():
+    # per node per all-reduce: TP2 1.0x, TP4 1.5x, TP8 1.75x, TP16 1.875x of the block
+    assert [est.ring_factor(n) for n in (2, 4, 8, 16)] == [1.0, 1.5, 1.75, 1.875]
+    rel = [est.tp_relative(n, 8) for n in (2, 4, 8, 16)]
+    assert [round(r["bytes_rel"], 2) for r in rel] == [0.57, 0.86, 1.0, 1.07]
+    assert [r["compute_rel"] for r in rel] == [4.0, 2.0, 1.0, 0.5]
+    assert est.ring_factor(1) == 0.0
+
+
+def test_network_share_and_percent_bound_p2():
+    # P2: 8,192 prompt tokens, TTFT 6.36 s at 200 Gb/s
+    nbytes = 8192 * 3_376_128
+    t_net = nbytes * 8 / 200e9  # 1.1065 s
+    share = est.network_share(nbytes, 6.36, 200)
+    assert share == pytest.approx(t_net / 6.36)
+    assert est.increase_fraction_bound(share, 200, 100) == pytest.approx(share)  # x (2 - 1)
+    assert est.increase_fraction_bound(share, 200, 109) == pytest.approx(share * (200 / 109 - 1))
+    # the bound in seconds equals share x TTFT x (B_old/B_new - 1)
+    assert est.ttft_increase_bound_s(8192, M, 8, 200, 109) == pytest.approx(
+        share * 6.36 * (200 / 109 - 1))
+
+
+def test_emulated_to_real_correction():
+    # measured prefill bytes of a 8K prompt at 3.57 MB/token: bytes x 8 x (1/100 - 1/109) / 1e9
+    nbytes = 8192 * 3.57e6
+    expected = nbytes * 8 * (1 / 100 - 1 / 109) / 1e9
+    assert est.emulated_to_real_correction_s(nbytes) == pytest.approx(expected)
+    assert 0.19 < expected < 0.20
+
+
+def test_decode_traffic_study():
+    # one request, 5 tokens per pass: 61 KB block, ~108 KB per node per all-reduce
+    d = est.decode_traffic(M, 8, requests=1, tokens_per_request=5)
+    assert d["allreduce_block_bytes"] == 5 * 6144 * 2 == 61_440
+    assert round(d["allreduce_bytes_per_node"] / 1e3) == 108
+    assert d["allreduce_pass_bytes"] == pytest.approx(157 * 61_440 * 1.75)
+    assert d["output_gather_bytes"] is None
+    # with a vocabulary the gather is (N-1)/N x tokens x vocab x bytes
+    mv = est.ModelShape("v", 78, 6144, 2, vocab_size=100_000)
+    dv = est.decode_traffic(mv, 8, decode_speed_tps=20.0)
+    assert dv["output_gather_bytes"] == pytest.approx(7 / 8 * 5 * 100_000 * 2)
+    assert dv["rate_bound_gbps"] == pytest.approx(20 * dv["pass_bytes"] * 8 / 1e9)
+
+
+def test_tp_projection_from_one_ttft():
+    rows = est.tp_projection(M, [2, 8, 16], prompt_tokens=8192, ttft_ref_s=6.36, ref_tp=8,
+                             link_old_gbps=200, link_new_gbps=100)
+    net8 = 8192 * 3_376_128 * 8 / 200e9
+    comp8 = 6.36 - net8
+    r2, r8, r16 = rows
+    assert r8["ttft_s"] == pytest.approx(6.36)
+    assert r2["compute_s"] == pytest.approx(4 * comp8)
+    assert r16["network_s"] == pytest.approx(net8 * 1.875 / 1.75)
+    assert r16["increase_bound_s"] == pytest.approx(net8 * 1.875 / 1.75)  # 200->100: x 1
+    # the network share, and the delay, grow with TP size
+    assert r2["network_share"] < r8["network_share"] < r16["network_share"]
+    with pytest.raises(est.EstimateError, match="not longer than"):
+        est.tp_projection(M, [8], prompt_tokens=8192, ttft_ref_s=0.5)
+
+
+def test_estimate_summary_consistent():
+    e = est.estimate(M, prompt_tokens=[1024, 8192], ttft_s=[0.96, 6.36])
+    assert e["per_token"]["bytes_per_prompt_token"] == 3_376_128
+    assert e["allreduce"]["bytes_per_node"] == pytest.approx(88_080_384)
+    p2 = e["prompts"][1]
+    assert p2["increase_bound_pct"] == pytest.approx(100 * p2["network_time_old_s"] / 6.36)
+    assert p2["allreduces"] == 2 * 157
+    json.dumps(e)  # serialisable
+    with pytest.raises(est.EstimateError, match="one --ttft per"):
+        est.estimate(M, prompt_tokens=[1024, 2048], ttft_s=[1.0])
+
+
+def test_hf_config(tmp_path):
+    cfg = {"num_hidden_layers": 78, "hidden_size": 6144, "torch_dtype": "bfloat16",
+           "vocab_size": 151552, "model_type": "x"}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    m = est.model_from_hf_config(tmp_path)
+    assert (m.layers, m.hidden_size, m.bytes_per_value, m.vocab_size) == (78, 6144, 2, 151552)
+    assert est.bytes_per_prompt_token(m, 8) == 3_376_128
+    nested = {"text_config": {"num_hidden_layers": 4, "hidden_size": 8, "dtype": "float32"}}
+    (tmp_path / "n.json").write_text(json.dumps(nested))
+    m2 = est.model_from_hf_config(tmp_path / "n.json")
+    assert (m2.layers, m2.hidden_size, m2.bytes_per_value) == (4, 8, 4)
+
+
+@pytest.mark.parametrize("content, match", [
+    ("{}", "num_hidden_layers, hidden_size missing"),
+    ('{"num_hidden_layers": 2, "hidden_size": 4, "torch_dtype": "int3"}', "torch_dtype"),
+    ("not json", "not valid JSON"),
+    ("[1]", "expected a JSON object"),
+    ('{"num_hidden_layers": 0, "hidden_size": 4}', "layers must be a positive"),
+])
+def test_hf_config_errors(tmp_path, content, match):
+    p = tmp_path / "config.json"
+    p.write_text(content)
+    with pytest.raises(est.EstimateError, match=match) as ei:
+        est.model_from_hf_config(p)
+    if "layers must" not in match:
+        assert str(p) in str(ei.value)
+
+
+def test_bad_parameters():
+    with pytest.raises(est.EstimateError, match="tp"):
+        est.ring_factor(0)
+    with pytest.raises(est.EstimateError, match="link"):
+        est.transfer_time_s(1, 0)
+    with pytest.raises(est.EstimateError, match="TTFT"):
+        est.network_share(1, 0, 200)
+    with pytest.raises(est.EstimateError, match="no such file"):
+        est.model_from_hf_config("/nonexistent/config.json")
