@@ -1,0 +1,692 @@
+"""Draw the study's figures from data the analysis has already computed.
+
+Every function here takes plain data (pandas objects, arrays, dicts) in the shapes of the analysis
+contract (``docs/ARCHITECTURE.md``) and an optional matplotlib ``ax``, and returns the figure or
+axes it drew on. None of them re-bins, detects bursts, attributes or estimates anything: the caller
+passes the rebinned rates (already in Gb/s, see ``series.to_gbps``), the request table, the peak
+values and the estimate numbers. That keeps each figure a pure function of its inputs, and lets the
+tests check the data behind each plot (Line2D data, shaded spans, label texts, reference lines).
+
+Figures are built on :class:`matplotlib.figure.Figure` with the non-interactive Agg canvas, never
+through ``pyplot``: nothing here touches a GUI or global figure state, so the functions are safe in
+a daemon, a test, a CLI and a notebook alike (a returned ``Figure`` displays inline in Jupyter).
+
+Conventions: rates in Gb/s (1e9 bit/s); time axes in seconds (ms on zooms) relative to an origin
+(by default the first request's send time); link capacities as dashed horizontal reference lines.
+The figure numbers follow method.md, "Figures the study shows".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+__all__ = [
+    "FIGURE_FORMATS",
+    "plot_request",
+    "plot_comparison",
+    "plot_windows",
+    "plot_extra_prefill",
+    "plot_increase_vs_tokens",
+    "plot_tp_projection",
+    "plot_devices",
+    "save_figure",
+    "window_label",
+]
+
+#: File formats :func:`save_figure` (and ``rdmascope plot -o``) can write.
+FIGURE_FORMATS = ("png", "svg", "pdf")
+
+RATE_LABEL = "rate (Gb/s)"
+PREFILL_COLOR = "0.55"  # grey, as in the study's figures
+PREFILL_ALPHA = 0.18
+FIRST_TOKEN_COLOR = "#c0392b"
+CAPACITY_COLOR = "0.25"
+#: One colour per configuration / window / device, in order.
+PALETTE = ("#1f77b4", "#e07b00", "#2ca02c", "#9467bd", "#8c564b", "#17becf")
+#: Colours for windows by width, so 1 ms is always the same pale blue, 100 ms the same dark red.
+WINDOW_COLORS = {1_000_000: "#8fb8de", 5_000_000: "#e07b00", 10_000_000: "#2ca02c",
+                 100_000_000: "#b2182b", 1_000_000_000: "#333333"}
+
+
+# ----------------------------------------------------------------------------------------------
+# Helpers
+# ----------------------------------------------------------------------------------------------
+
+
+def _new_figure(nrows: int = 1, ncols: int = 1, *, figsize=(10, 4), sharex=False, sharey=False,
+                height_ratios=None):
+    """Create an Agg-backed figure with a grid of axes (no pyplot)."""
+    fig = Figure(figsize=figsize, layout="constrained")
+    FigureCanvasAgg(fig)
+    gridspec_kw = {"height_ratios": height_ratios} if height_ratios else None
+    axes = fig.subplots(nrows, ncols, sharex=sharex, sharey=sharey, squeeze=False,
+                        gridspec_kw=gridspec_kw)
+    return fig, axes
+
+
+def _legend_above(ax: Axes, **kw):
+    """Place the legend above the axes, right-aligned, in one row (never over the data)."""
+    handles, labels = kw.pop("handles", None), None
+    if handles is None:
+        handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return None
+    kw.setdefault("ncols", len(handles))
+    return ax.legend(handles=handles, **({"labels": labels} if labels else {}), loc="lower right",
+                     bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False, borderaxespad=0.2,
+                     handlelength=1.6, columnspacing=1.2, **kw)
+
+
+def _figure_of(ax: Axes) -> Figure:
+    fig = ax.get_figure()
+    return fig.get_figure(root=True) if hasattr(fig, "get_figure") else fig
+
+
+def _style(ax: Axes) -> None:
+    ax.grid(True, which="major", color="0.88", linewidth=0.7)
+    ax.set_axisbelow(True)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+
+
+def _as_frame(rates: pd.Series | pd.DataFrame, what: str) -> pd.DataFrame:
+    """Return ``rates`` as a DataFrame indexed by int64 ns window start; check the shape."""
+    if isinstance(rates, pd.Series):
+        rates = rates.to_frame(name=rates.name if rates.name is not None else "rate")
+    if not isinstance(rates, pd.DataFrame):
+        raise TypeError(f"{what}: expected a pandas Series or DataFrame of Gb/s indexed by window "
+                        f"start (int64 ns), got {type(rates).__name__}")
+    if rates.shape[1] == 0:
+        raise ValueError(f"{what}: no series to plot (the DataFrame has no columns)")
+    if len(rates) and not np.issubdtype(rates.index.dtype, np.integer):
+        raise ValueError(f"{what}: index must be window starts in int64 ns, got dtype "
+                         f"{rates.index.dtype}")
+    return rates
+
+
+def _seconds(index_ns, origin_ns: int) -> np.ndarray:
+    return (np.asarray(index_ns, dtype=np.int64) - np.int64(origin_ns)) / 1e9
+
+
+def _capacities(link_gbps) -> list[tuple[str, float]]:
+    """Normalise a capacity spec (None, a number, a sequence, or {label: Gb/s}) to (label, Gb/s)."""
+    if link_gbps is None:
+        return []
+    if isinstance(link_gbps, Mapping):
+        return [(str(k), float(v)) for k, v in link_gbps.items()]
+    if np.isscalar(link_gbps):
+        return [(f"{float(link_gbps):g} Gb/s link", float(link_gbps))]
+    return [(f"{float(v):g} Gb/s link", float(v)) for v in link_gbps]
+
+
+def _draw_capacities(ax: Axes, link_gbps) -> list:
+    """Draw link capacities as dashed reference lines with a label at the right edge."""
+    lines = []
+    for label, gbps in _capacities(link_gbps):
+        line = ax.axhline(gbps, color=CAPACITY_COLOR, linestyle=(0, (5, 3)), linewidth=0.9,
+                          zorder=1.5)
+        line.set_gid("capacity")
+        line.set_label("_" + label)  # kept off the legend; the text below names it
+        ax.annotate(label, xy=(1.0, gbps), xycoords=("axes fraction", "data"),
+                    xytext=(-3, 2), textcoords="offset points", ha="right", va="bottom",
+                    fontsize=8, color=CAPACITY_COLOR)
+        lines.append(line)
+    return lines
+
+
+def _headroom(ax: Axes, values: Sequence[float], link_gbps) -> None:
+    """Set the rate axis from 0 to a bit above the highest value or capacity."""
+    top = max([0.0] + [float(v) for v in values if np.isfinite(v)]
+              + [g for _, g in _capacities(link_gbps)])
+    ax.set_ylim(0, top * 1.12 if top > 0 else 1.0)
+
+
+def _merge_spans(spans: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Merge overlapping [start, end] spans (drawing only: one grey band per busy prefill)."""
+    out: list[list[float]] = []
+    for a, b in sorted((float(a), float(b)) for a, b in spans if np.isfinite(a) and np.isfinite(b)):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def _check_columns(df: pd.DataFrame, needed: Sequence[str], what: str) -> None:
+    missing = [c for c in needed if c not in df.columns]
+    if missing:
+        raise ValueError(f"{what}: missing column(s) {missing}; got {list(df.columns)}")
+
+
+def window_label(width_ns: int) -> str:
+    """Format a window width in ns as a short label: 1_000_000 -> '1 ms', 1e9 -> '1 s'."""
+    width_ns = int(width_ns)
+    if width_ns % 1_000_000_000 == 0:
+        return f"{width_ns // 1_000_000_000} s"
+    if width_ns % 1_000_000 == 0:
+        return f"{width_ns // 1_000_000} ms"
+    if width_ns % 1_000 == 0:
+        return f"{width_ns // 1_000} us"
+    return f"{width_ns} ns"
+
+
+def _step_xy(index_ns, values, origin_ns: int, scale: float = 1.0):
+    """x (window starts, in s/scale) and y for a steps-post line, with the last window closed."""
+    x = _seconds(index_ns, origin_ns) / scale
+    y = np.asarray(values, dtype=float)
+    if len(x) >= 2:
+        x = np.append(x, x[-1] + (x[-1] - x[-2]))
+        y = np.append(y, y[-1])
+    return x, y
+
+
+# ----------------------------------------------------------------------------------------------
+# Figure 1: one request at 1 ms, with a zoom inside the prefill
+# ----------------------------------------------------------------------------------------------
+
+
+def plot_request(
+    rates_gbps: pd.Series | pd.DataFrame,
+    *,
+    t_send_ns: int,
+    t_first_ns: int,
+    t_last_ns: int | None = None,
+    zoom_ms: float | None = 200.0,
+    zoom_start_ns: int | None = None,
+    link_gbps=None,
+    title: str | None = None,
+    ax: Axes | None = None,
+    zoom_ax: Axes | None = None,
+) -> Figure:
+    """Draw one request's traffic (1 ms windows) with the prefill shaded and the first token marked.
+
+    Figure 1 of method.md. ``rates_gbps``: Gb/s per window, indexed by window start (int64 ns on
+    the capture clock), one column per series (e.g. one node's summed ``tx``), as returned by
+    ``to_gbps(rebin(...))``. The prefill ``[t_send_ns, t_first_ns)`` is shaded grey, the first
+    token is a vertical line, and the decode runs to ``t_last_ns`` if given. The time axis is
+    seconds since ``t_send_ns``.
+
+    The zoom panel shows ``zoom_ms`` milliseconds (200 by default) inside the prefill, starting at
+    ``zoom_start_ns`` or, by default, centred in the prefill (clipped to it when the prefill is
+    shorter), in ms since send; its extent is outlined on the overview. ``zoom_ms=None`` draws no
+    zoom. With ``ax`` given, the overview goes there and the zoom only if ``zoom_ax`` is given too.
+
+    Returns the Figure. Raises ValueError if ``t_first_ns < t_send_ns`` or the data has the
+    wrong shape.
+    """
+    rates = _as_frame(rates_gbps, "plot_request rates_gbps")
+    t_send_ns, t_first_ns = int(t_send_ns), int(t_first_ns)
+    if t_first_ns < t_send_ns:
+        raise ValueError(f"plot_request: t_first_ns ({t_first_ns}) is before t_send_ns ({t_send_ns})")
+    want_zoom = zoom_ms is not None and zoom_ms > 0
+    if ax is None:
+        if want_zoom:
+            fig, axes = _new_figure(2, 1, figsize=(10, 6.2), height_ratios=[1, 1])
+            ax, zoom_ax = axes[0, 0], axes[1, 0]
+        else:
+            fig, axes = _new_figure(1, 1, figsize=(10, 3.6))
+            ax = axes[0, 0]
+    fig = _figure_of(ax)
+    if zoom_ax is None:
+        want_zoom = False
+
+    origin = t_send_ns
+    multi = rates.shape[1] > 1
+    for i, col in enumerate(rates.columns):
+        x, y = _step_xy(rates.index, rates[col], origin)
+        ax.plot(x, y, drawstyle="steps-post", linewidth=0.6, color=PALETTE[i % len(PALETTE)],
+                label=str(col) if multi else f"{col} (1 ms windows)")
+    prefill_s = (t_first_ns - t_send_ns) / 1e9
+    ax.axvspan(0.0, prefill_s, color=PREFILL_COLOR, alpha=PREFILL_ALPHA, linewidth=0,
+               label=f"prefill (TTFT {prefill_s:.2f} s)", gid="prefill")
+    ax.axvline(prefill_s, color=FIRST_TOKEN_COLOR, linewidth=1.2, label="first token",
+               gid="first_token")
+    if t_last_ns is not None:
+        ax.axvline((int(t_last_ns) - origin) / 1e9, color=FIRST_TOKEN_COLOR, linewidth=0.9,
+                   linestyle=":", label="last token", gid="last_token")
+    _draw_capacities(ax, link_gbps)
+    _headroom(ax, [np.nanmax(rates.to_numpy())] if len(rates) else [], link_gbps)
+    ax.set_xlabel("time since request sent (s)")
+    ax.set_ylabel(RATE_LABEL)
+    ax.set_title(title or "One request: prefill bursts, first token, steady decode", loc="left", pad=20)
+    _legend_above(ax)
+    _style(ax)
+
+    if want_zoom:
+        width_ns = int(round(zoom_ms * 1e6))
+        prefill_ns = t_first_ns - t_send_ns
+        if zoom_start_ns is None:
+            if prefill_ns <= width_ns:
+                z0, z1 = t_send_ns, t_first_ns
+            else:
+                z0 = t_send_ns + (prefill_ns - width_ns) // 2
+                z1 = z0 + width_ns
+        else:
+            z0, z1 = int(zoom_start_ns), int(zoom_start_ns) + width_ns
+        ax.axvspan((z0 - origin) / 1e9, (z1 - origin) / 1e9, facecolor="none",
+                   edgecolor="black", linewidth=1.0, gid="zoom_extent", label="_zoom")
+        ax.annotate("zoom below", xy=((z1 - origin) / 1e9, 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(3, -2), textcoords="offset points", ha="left", va="top", fontsize=8)
+        sel = rates[(rates.index >= z0) & (rates.index < z1)]
+        for i, col in enumerate(sel.columns):
+            x, y = _step_xy(sel.index, sel[col], origin, scale=1e-3)
+            zoom_ax.plot(x, y, drawstyle="steps-post", linewidth=1.0,
+                         color=PALETTE[i % len(PALETTE)], label=str(col))
+            zoom_ax.fill_between(x, y, step="post", color=PALETTE[i % len(PALETTE)], alpha=0.25,
+                                 linewidth=0)
+        if z0 < t_first_ns <= z1:
+            zoom_ax.axvline((t_first_ns - origin) / 1e6, color=FIRST_TOKEN_COLOR, linewidth=1.2,
+                            gid="first_token")
+        _draw_capacities(zoom_ax, link_gbps)
+        _headroom(zoom_ax, [np.nanmax(sel.to_numpy())] if len(sel) else [], link_gbps)
+        zoom_ax.set_xlim((z0 - origin) / 1e6, (z1 - origin) / 1e6)
+        zoom_ax.set_xlabel("time since request sent (ms)")
+        zoom_ax.set_ylabel(RATE_LABEL)
+        zoom_ax.set_title(f"Zoom: {(z1 - z0) / 1e6:.0f} ms inside the prefill, 1 ms windows "
+                          "(each burst is one all-reduce)", loc="left", fontsize=10)
+        _style(zoom_ax)
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------
+# Figure 2: two configurations on one shared time axis
+# ----------------------------------------------------------------------------------------------
+
+
+def plot_comparison(
+    rates_gbps: Mapping[str, pd.Series | pd.DataFrame],
+    requests: Mapping[str, pd.DataFrame],
+    *,
+    link_gbps: Mapping[str, object] | None = None,
+    title: str | None = None,
+    axes: Sequence[Axes] | None = None,
+) -> Figure:
+    """Draw each configuration's traffic in its own panel, stacked, on one shared time axis.
+
+    Figure 2 of method.md. ``rates_gbps`` maps a configuration label (e.g. "200 Gb/s",
+    "emulated 100 Gb/s"; first key on top) to its Gb/s rates over the whole test (all rounds),
+    indexed by window start in int64 ns. ``requests`` maps the same labels to that test's request
+    table (columns ``t_send_ns``, ``t_first_ns``, optional ``round``). Each panel's time axis is
+    seconds since its own first send, so the rounds of both configurations line up; the x and y
+    axes are shared. Each round's prefill (the union of its requests' ``[t_send, t_first]``) is
+    shaded grey and ends at the (last) first token, marked by a red line per request.
+    ``link_gbps`` maps a label to its capacity spec (a number, a list, or {label: Gb/s}).
+
+    Returns the Figure. Raises ValueError when the labels of the two mappings differ or a request
+    table lacks a column.
+    """
+    labels = list(rates_gbps)
+    if not labels:
+        raise ValueError("plot_comparison: no configuration given")
+    if set(labels) != set(requests):
+        raise ValueError(f"plot_comparison: rates are given for {labels} but requests for "
+                         f"{list(requests)}; the labels must match")
+    if axes is None:
+        fig, grid = _new_figure(len(labels), 1, figsize=(10, 2.6 * len(labels) + 0.6),
+                                sharex=True, sharey=True)
+        axes = list(grid[:, 0])
+    elif len(axes) != len(labels):
+        raise ValueError(f"plot_comparison: {len(labels)} configurations but {len(axes)} axes")
+    fig = _figure_of(axes[0])
+    link_gbps = link_gbps or {}
+    top_values = []
+    for i, (label, ax) in enumerate(zip(labels, axes, strict=True)):
+        rates = _as_frame(rates_gbps[label], f"plot_comparison rates_gbps[{label!r}]")
+        req = requests[label]
+        _check_columns(req, ["t_send_ns", "t_first_ns"], f"plot_comparison requests[{label!r}]")
+        if len(req) == 0:
+            raise ValueError(f"plot_comparison requests[{label!r}]: no requests")
+        origin = int(req["t_send_ns"].min())
+        color = PALETTE[i % len(PALETTE)]
+        for j, col in enumerate(rates.columns):
+            x, y = _step_xy(rates.index, rates[col], origin)
+            ax.plot(x, y, drawstyle="steps-post", linewidth=0.6,
+                    color=color if j == 0 else PALETTE[(i + j + 2) % len(PALETTE)],
+                    label=str(col))
+        if len(rates):
+            top_values.append(float(np.nanmax(rates.to_numpy())))
+        rounds = req["round"] if "round" in req.columns else pd.Series(0, index=req.index)
+        for rnd, group in req.groupby(rounds.to_numpy(), sort=True):
+            spans = _merge_spans(list(zip(_seconds(group["t_send_ns"], origin),
+                                          _seconds(group["t_first_ns"], origin), strict=True)))
+            for a, b in spans:
+                ax.axvspan(a, b, color=PREFILL_COLOR, alpha=PREFILL_ALPHA, linewidth=0,
+                           gid="prefill")
+            if "round" in req.columns and spans:
+                ax.annotate(f"round {rnd}", xy=(spans[0][0], 1.0), xycoords=("data", "axes fraction"),
+                            xytext=(2, -2), textcoords="offset points", ha="left", va="top",
+                            fontsize=8, color="0.3")
+        for t in _seconds(req["t_first_ns"], origin):
+            ax.axvline(t, color=FIRST_TOKEN_COLOR, linewidth=0.8, gid="first_token")
+        _draw_capacities(ax, link_gbps.get(label))
+        ax.set_ylabel(RATE_LABEL)
+        ax.set_title(label, loc="left", fontsize=10, fontweight="bold")
+        _style(ax)
+    caps = [g for lbl in labels for _, g in _capacities(link_gbps.get(lbl))]
+    _headroom(axes[0], top_values + caps, None)
+    axes[-1].set_xlabel("time since the test's first request was sent (s)")
+    # A proxy legend once, on the top panel: grey = prefill, red = first token.
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    _legend_above(axes[0], handles=[Patch(color=PREFILL_COLOR, alpha=0.4, label="prefill"),
+                                    Line2D([], [], color=FIRST_TOKEN_COLOR, label="first token")])
+    if title:
+        fig.suptitle(title, x=0.01, ha="left", fontsize=11)
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------
+# Figure 3: one traffic trace at several windows, peak of each labelled
+# ----------------------------------------------------------------------------------------------
+
+
+def plot_windows(
+    rates_by_window: Mapping[int, pd.Series | pd.DataFrame],
+    *,
+    peaks_gbps: Mapping[int, float] | None = None,
+    origin_ns: int | None = None,
+    link_gbps=None,
+    title: str | None = None,
+    axes: Sequence[Axes] | None = None,
+) -> Figure:
+    """Stack the same traffic averaged over several windows, one panel each, peaks labelled.
+
+    Figure 3 of method.md. ``rates_by_window`` maps a window width in ns (e.g. 1_000_000,
+    5_000_000, 100_000_000) to a one-column Gb/s Series/DataFrame at that width, indexed by
+    window start (int64 ns). One panel per width, narrowest on top, sharing the time and rate
+    axes so the fall of the peak with the window is read straight down. ``peaks_gbps`` maps the
+    same widths to the peak values to label (from ``analysis.peaks``); when omitted, each label is
+    the maximum of the series as passed. Each panel has a dotted line at its peak, a marker on the
+    window holding the maximum, and the label "<width> peak: <v> Gb/s". Time axis: seconds since
+    ``origin_ns`` (default: the earliest window start).
+
+    Returns the Figure. Raises ValueError for an empty mapping, a multi-column frame, or a
+    number of ``axes`` different from the number of windows.
+    """
+    if not rates_by_window:
+        raise ValueError("plot_windows: no window given")
+    frames = {}
+    for width, r in rates_by_window.items():
+        f = _as_frame(r, f"plot_windows rates_by_window[{width}]")
+        if f.shape[1] != 1:
+            raise ValueError(f"plot_windows: window {window_label(width)} has {f.shape[1]} "
+                             "columns; pass one series per window (e.g. the node's total tx)")
+        frames[int(width)] = f.iloc[:, 0]
+    widths = sorted(frames)
+    if axes is None:
+        fig, grid = _new_figure(len(widths), 1, figsize=(10, 1.9 * len(widths) + 0.9),
+                                sharex=True, sharey=True)
+        axes = list(grid[:, 0])
+    elif len(axes) != len(widths):
+        raise ValueError(f"plot_windows: {len(widths)} windows but {len(axes)} axes")
+    fig = _figure_of(axes[0])
+    if origin_ns is None:
+        origin_ns = min(int(s.index.min()) for s in frames.values() if len(s))
+    peaks = []
+    for i, (width, ax) in enumerate(zip(widths, axes, strict=True)):
+        s = frames[width]
+        color = WINDOW_COLORS.get(width, PALETTE[i % len(PALETTE)])
+        label = window_label(width)
+        peak = float(peaks_gbps[width]) if peaks_gbps and width in peaks_gbps else float(s.max())
+        peaks.append(peak)
+        x, y = _step_xy(s.index, s.to_numpy(), origin_ns)
+        ax.plot(x, y, drawstyle="steps-post", linewidth=0.7 if width <= 1_000_000 else 1.2,
+                color=color, label=f"{label} windows")
+        ax.fill_between(x, np.nan_to_num(y), step="post", color=color, alpha=0.3, linewidth=0)
+        if len(s):
+            t_peak = (int(s.idxmax()) + width / 2 - origin_ns) / 1e9
+            ax.plot([t_peak], [float(s.max())], marker="o", markersize=5, color=color,
+                    markeredgecolor="black", markeredgewidth=0.6, zorder=10, gid="peak_marker",
+                    linestyle="none", label="_peak")
+        ax.axhline(peak, color="black", linestyle=":", linewidth=1.0, zorder=1.6, gid="peak_line")
+        ax.annotate(f"{label} windows, peak {peak:.0f} Gb/s", xy=(0.0, 1.0),
+                    xycoords="axes fraction", xytext=(4, -3), textcoords="offset points",
+                    ha="left", va="top", fontsize=9, fontweight="bold", gid="peak_label",
+                    bbox={"boxstyle": "round,pad=0.25", "facecolor": "white",
+                          "edgecolor": color, "alpha": 0.9})
+        _draw_capacities(ax, link_gbps)
+        ax.set_ylabel(RATE_LABEL)
+        _style(ax)
+    _headroom(axes[0], peaks, link_gbps)
+    axes[-1].set_xlabel("time since start (s)")
+    axes[0].set_title(title or "The averaging window decides the peak", loc="left")
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------
+# Figures 4-6: measured vs estimated
+# ----------------------------------------------------------------------------------------------
+
+
+def plot_extra_prefill(
+    table: pd.DataFrame,
+    *,
+    test: str = "test",
+    measured: str = "extra_prefill_s",
+    measured_min: str | None = "extra_prefill_min_s",
+    measured_max: str | None = "extra_prefill_max_s",
+    estimate: str = "estimate_s",
+    title: str | None = None,
+    ax: Axes | None = None,
+) -> Axes:
+    """Draw the extra prefill time per test as grouped bars: measured (mean, min-max) vs estimate.
+
+    Figure 4 of method.md. ``table`` has one row per test with the column names given by the
+    keyword arguments (seconds): the measured mean extra prefill time, optionally its min and max
+    over rounds (drawn as an error bar when both columns exist), and the estimate (the upper bound
+    of method.md, "The estimate"). Bars are labelled with their values.
+
+    Returns the Axes. Raises ValueError when a required column is missing.
+    """
+    _check_columns(table, [test, measured, estimate], "plot_extra_prefill table")
+    if ax is None:
+        fig, grid = _new_figure(1, 1, figsize=(8, 4))
+        ax = grid[0, 0]
+    x = np.arange(len(table))
+    w = 0.38
+    meas = table[measured].to_numpy(dtype=float)
+    est = table[estimate].to_numpy(dtype=float)
+    yerr = None
+    if measured_min in table.columns and measured_max in table.columns:
+        lo = table[measured_min].to_numpy(dtype=float)
+        hi = table[measured_max].to_numpy(dtype=float)
+        yerr = np.vstack([meas - lo, hi - meas])
+    b1 = ax.bar(x - w / 2, meas, w, color=PALETTE[0], label="measured (mean of rounds, min-max)",
+                yerr=yerr, capsize=3, error_kw={"linewidth": 0.9})
+    b2 = ax.bar(x + w / 2, est, w, color="none", edgecolor=PALETTE[1], hatch="///", linewidth=1.2,
+                label="estimate (upper bound)")
+    ax.bar_label(b1, labels=[f"{v:.2f}" for v in meas], fontsize=8, padding=2)
+    ax.bar_label(b2, labels=[f"{v:.2f}" for v in est], fontsize=8, padding=2)
+    ax.set_xticks(x, [str(t) for t in table[test]])
+    ax.set_xlabel("test")
+    ax.set_ylabel("extra prefill time (s)")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_title(title or "Extra prefill time per test: measured vs estimate", loc="left")
+    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    _style(ax)
+    ax.margins(y=0.12)
+    return ax
+
+
+def plot_increase_vs_tokens(
+    measured: pd.DataFrame,
+    estimate: pd.DataFrame | Mapping[str, pd.DataFrame],
+    *,
+    tokens: str = "prompt_tokens",
+    increase: str = "increase_s",
+    estimate_col: str = "estimate_s",
+    label: str | None = "test",
+    title: str | None = None,
+    ax: Axes | None = None,
+) -> Axes:
+    """Draw the prefill-time increase against prompt tokens: measured points, estimated line(s).
+
+    Figure 5 of method.md. ``measured`` has one row per round with ``tokens`` (prompt tokens,
+    summed over the requests of a multi-request round) and ``increase`` (seconds); when the column
+    ``label`` (default "test") exists, points are grouped and labelled by it. ``estimate`` is a
+    DataFrame with ``tokens`` and ``estimate_col`` (seconds) drawn as a line, or a mapping
+    {legend label: such DataFrame} for several bounds (e.g. "to 100 Gb/s", "to 109 Gb/s").
+    x axis in thousands of prompt tokens, y in seconds.
+
+    Returns the Axes. Raises ValueError when a required column is missing.
+    """
+    _check_columns(measured, [tokens, increase], "plot_increase_vs_tokens measured")
+    estimates = estimate if isinstance(estimate, Mapping) else {"estimate (upper bound)": estimate}
+    for name, est in estimates.items():
+        _check_columns(est, [tokens, estimate_col], f"plot_increase_vs_tokens estimate[{name!r}]")
+    if ax is None:
+        fig, grid = _new_figure(1, 1, figsize=(8, 4.2))
+        ax = grid[0, 0]
+    for i, (name, est) in enumerate(estimates.items()):
+        e = est.sort_values(tokens)
+        ax.plot(e[tokens].to_numpy(dtype=float) / 1e3, e[estimate_col].to_numpy(dtype=float),
+                color=PALETTE[(i + 1) % len(PALETTE)], linestyle="--" if i else "-",
+                linewidth=1.5, marker=None, label=name, gid="estimate")
+    if label and label in measured.columns:
+        groups = list(measured.groupby(label, sort=False))
+    else:
+        groups = [("measured", measured)]
+    markers = "osD^v<>ph"
+    for i, (name, g) in enumerate(groups):
+        ax.plot(g[tokens].to_numpy(dtype=float) / 1e3, g[increase].to_numpy(dtype=float),
+                linestyle="none", marker=markers[i % len(markers)], markersize=6,
+                markerfacecolor=PALETTE[0], markeredgecolor="black", markeredgewidth=0.5,
+                alpha=0.85, label=f"measured {name}" if len(groups) > 1 else "measured (per round)",
+                gid="measured")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xlabel("prompt tokens (thousands)")
+    ax.set_ylabel("prefill-time increase (s)")
+    ax.set_xlim(left=0)
+    ax.set_title(title or "Prefill-time increase vs prompt tokens", loc="left")
+    ax.legend(loc="upper left", fontsize=8, frameon=False, ncols=2)
+    _style(ax)
+    return ax
+
+
+def plot_tp_projection(
+    projection: pd.DataFrame | pd.Series,
+    *,
+    ylabel: str = "projected TTFT increase (%)",
+    title: str | None = None,
+    ax: Axes | None = None,
+) -> Axes:
+    """Draw the projected TTFT increase against TP size, one line per column.
+
+    Figure 6 of method.md (an illustration from the estimate). ``projection`` is indexed by TP
+    size (e.g. 2, 4, 8, 16) with one column per scenario (e.g. per link change or prompt length)
+    holding the projected increase (percent by default; pass ``ylabel`` for seconds). The x axis
+    is logarithmic in base 2 with a tick at each TP size; each point is labelled with its value.
+
+    Returns the Axes. Raises ValueError for an empty table.
+    """
+    if isinstance(projection, pd.Series):
+        projection = projection.to_frame(name=projection.name or "projection")
+    if projection.empty:
+        raise ValueError("plot_tp_projection: the projection table is empty")
+    if ax is None:
+        fig, grid = _new_figure(1, 1, figsize=(7, 4.2))
+        ax = grid[0, 0]
+    tp = projection.index.to_numpy(dtype=float)
+    for i, col in enumerate(projection.columns):
+        y = projection[col].to_numpy(dtype=float)
+        ax.plot(tp, y, marker="o", color=PALETTE[i % len(PALETTE)], linewidth=1.6, label=str(col))
+        # Value labels: the first line's above its points, the others' below, so they never meet.
+        above = i == 0
+        for xv, yv in zip(tp, y, strict=True):
+            ax.annotate(f"{yv:.1f}", xy=(xv, yv), xytext=(0, 6 if above else -7),
+                        textcoords="offset points", ha="center", va="bottom" if above else "top",
+                        fontsize=8, color=PALETTE[i % len(PALETTE)], gid="value_label")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(tp, [f"TP{int(v)}" for v in tp])
+    ax.minorticks_off()
+    ax.set_xlabel("tensor-parallel size")
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+    ax.margins(y=0.15)
+    ax.set_title(title or "Projected TTFT increase vs TP size", loc="left")
+    if projection.shape[1] > 1 or projection.columns[0] != "projection":
+        ax.legend(loc="upper left", fontsize=8, frameon=False)
+    _style(ax)
+    return ax
+
+
+# ----------------------------------------------------------------------------------------------
+# Per-device (twin) stacked traffic: the emulation check at a glance
+# ----------------------------------------------------------------------------------------------
+
+
+def plot_devices(
+    rates_gbps: pd.DataFrame,
+    *,
+    origin_ns: int | None = None,
+    link_gbps=None,
+    verdict: str | None = None,
+    title: str | None = None,
+    ax: Axes | None = None,
+) -> Axes:
+    """Stack the traffic of each RDMA device (the twin PCIe paths of one port) over time.
+
+    ``rates_gbps``: Gb/s per window, indexed by window start (int64 ns), one column per device
+    series (e.g. "rocep1s0f1/tx", "roceP2p1s0f1/tx"), as from ``to_gbps(rebin(...))``. The areas
+    are stacked in column order, so the top edge is the port total; on an NCCL_IB_HCA emulation
+    one colour carries everything and the other stays flat at zero. ``link_gbps``: capacity
+    reference lines (e.g. {"one PCIe x4 path ~109 Gb/s": 109, "port 200 Gb/s": 200}).
+    ``verdict``: a short text (from ``analysis.verify``) shown under the title.
+
+    Returns the Axes. Raises ValueError for a frame without columns.
+    """
+    rates = _as_frame(rates_gbps, "plot_devices rates_gbps")
+    if ax is None:
+        fig, grid = _new_figure(1, 1, figsize=(10, 3.8))
+        ax = grid[0, 0]
+    if origin_ns is None:
+        origin_ns = int(rates.index.min()) if len(rates) else 0
+    x = _seconds(rates.index, origin_ns)
+    ys = [np.nan_to_num(rates[c].to_numpy(dtype=float)) for c in rates.columns]
+    colors = [PALETTE[i % len(PALETTE)] for i in range(len(ys))]
+    ax.stackplot(x, *ys, labels=[str(c) for c in rates.columns], colors=colors, alpha=0.85,
+                 step="post", linewidth=0)
+    _draw_capacities(ax, link_gbps)
+    _headroom(ax, [float(np.sum([y.max() for y in ys]))] if len(x) else [], link_gbps)
+    ax.set_xlabel("time since start (s)")
+    ax.set_ylabel(RATE_LABEL)
+    ax.set_title(title or "Traffic per RDMA device (twin PCIe paths of one port), stacked",
+                 loc="left", pad=20)
+    if verdict:
+        ax.text(0.0, 1.0, verdict, transform=ax.transAxes, ha="left", va="top", fontsize=9,
+                gid="verdict", bbox={"boxstyle": "round,pad=0.3", "facecolor": "white",
+                                     "edgecolor": "0.7"})
+    _legend_above(ax)
+    _style(ax)
+    return ax
+
+
+# ----------------------------------------------------------------------------------------------
+# Saving
+# ----------------------------------------------------------------------------------------------
+
+
+def save_figure(fig_or_ax: Figure | Axes, path: str | Path, *, dpi: int = 150) -> Path:
+    """Write a figure to ``path`` as PNG, SVG or PDF (chosen by the suffix); return the path.
+
+    Creates missing parent directories. Raises ValueError for any other suffix.
+    """
+    path = Path(path)
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt not in FIGURE_FORMATS:
+        raise ValueError(f"{path}: unsupported figure format {path.suffix!r}; "
+                         f"use one of {', '.join('.' + f for f in FIGURE_FORMATS)}")
+    fig = _figure_of(fig_or_ax) if isinstance(fig_or_ax, Axes) else fig_or_ax
+    if not isinstance(fig.canvas, FigureCanvasAgg) and fmt == "png":
+        FigureCanvasAgg(fig)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format=fmt, dpi=dpi)
+    return path
