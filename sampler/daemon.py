@@ -1,0 +1,480 @@
+"""The recorder: discovery -> counter reader -> 1 ms schedule -> capture writer, with a self-audit.
+
+Threads: the calling (main) thread only samples: it reads every counter per sweep into typed
+buffers and hands a full buffer to the writer thread every ``HANDOFF_INTERVAL_S``. The writer thread
+owns the ``CaptureWriter``: it appends each buffer to the live Arrow IPC segment (flushed to the
+OS, so a ``kill -9`` loses at most ~HANDOFF_INTERVAL_S + one write, well under 1 s), rolls it into
+a Parquet segment every ``capture.ROLL_INTERVAL_S`` (tens of ms of CPU that must not delay a
+sweep), saves events and a clock pair every <= 10 s, updates the audit histograms and prints the
+optional live status line.
+
+Stop: SIGINT/SIGTERM, ``duration_s`` or a write error (disk full, unwritable directory): the loop
+ends, everything handed off is written, the last segment rolled, the stop clock pair and the audit
+saved. Public API: ``RecordOptions``, ``record(options) -> RecordResult``, ``RecordError``.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import queue
+import resource
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+import psutil
+from rdmascope.sampler.audit import LogHistogram
+from rdmascope.sampler.discovery import (
+    DEFAULT_COUNTERS,
+    counter_descriptors,
+    discover,
+    infiniband_dir,
+)
+from rdmascope.sampler.loop import (
+    ScheduleStats,
+    reduce_timer_slack,
+    run_schedule,
+    set_cpu_affinity,
+    set_rt_priority,
+)
+from rdmascope.sampler.reader import CounterReader, SweepBuffers
+
+from rdmascope import __version__
+from rdmascope.capture import (
+    ROLL_INTERVAL_S,
+    CaptureError,
+    CaptureWriteError,
+    CaptureWriter,
+    clock_pair,
+    make_batch,
+)
+
+#: Buffers go to the writer thread this often (s); with the write itself this bounds the loss
+#: after kill -9 well below the 1 s guarantee (issue 2, "Crash safety").
+HANDOFF_INTERVAL_S = 0.25
+#: A clock pair is recorded at least this often (s); method: "at least every 10 s".
+CLOCK_PAIR_INTERVAL_S = 5.0
+MIN_INTERVAL_NS = 100_000
+MAX_INTERVAL_NS = 1_000_000_000
+
+
+class RecordError(Exception):
+    """An expected failure that stops (or prevents) a recording; the message says what to do."""
+
+
+@dataclass
+class RecordOptions:
+    """Options of ``rdmascope record`` (see ``record``)."""
+
+    output: str | os.PathLike
+    interval_ns: int = 1_000_000
+    devices: list[str] | None = None
+    counters: tuple[str, ...] | list[str] = DEFAULT_COUNTERS
+    netdev_stats: bool = False
+    sysfs_root: str | os.PathLike = "/sys"
+    duration_s: float | None = None
+    cpu: int | None = None
+    rt_priority: int | None = None
+    force: bool = False
+    status: bool | None = None  # None: only when stderr is a TTY
+    spin_ns: int = 0
+    command_line: list[str] = field(default_factory=lambda: list(sys.argv))
+
+
+@dataclass
+class RecordResult:
+    """Outcome of ``record``: the capture path, the audit dict, and the error that stopped it."""
+
+    path: Path
+    audit: dict[str, Any]
+    error: str | None = None
+    stopped_by: str = "duration"
+
+
+def _to_batch(buf: SweepBuffers):
+    """Build a SAMPLE_SCHEMA record batch from a buffer (zero-copy numpy views of the arrays)."""
+    value = np.frombuffer(buf.value, dtype=np.uint64)
+    status = np.frombuffer(buf.status, dtype=np.uint8)
+    if buf.n_bad:
+        value = np.ma.masked_array(value, mask=status != 0)
+    return make_batch(
+        np.frombuffer(buf.counter_id, dtype=np.uint16),
+        np.frombuffer(buf.sweep, dtype=np.int64),
+        np.frombuffer(buf.t_before_ns, dtype=np.int64),
+        np.frombuffer(buf.read_duration_ns, dtype=np.uint32),
+        value,
+        status,
+    )
+
+
+def _warm_up(n_counters: int, status: bool) -> None:
+    """Exercise every pyarrow/numpy code path the writer thread uses, on throw-away data.
+
+    The first use of a pyarrow kernel or writer loads code and allocates pools (tens of ms,
+    holding the GIL); done here, before sweep 0, it cannot delay a sweep.
+    """
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    from rdmascope.capture import SAMPLE_SCHEMA, write_segment
+
+    buf = SweepBuffers()
+    for k in range(4):
+        buf.sweep_start_ns.append(k)
+        for i in range(n_counters):
+            for col, v in ((buf.counter_id, i), (buf.sweep, k), (buf.t_before_ns, k),
+                           (buf.read_duration_ns, 1), (buf.value, k), (buf.status, k % 2)):
+                col.append(v)
+    buf.n_bad = 1
+    batch = _to_batch(buf)
+    sink = pa.BufferOutputStream()
+    with ipc.new_stream(sink, SAMPLE_SCHEMA) as w:
+        w.write_batch(batch)
+    table = pa.Table.from_batches([batch], schema=SAMPLE_SCHEMA)
+    table = table.sort_by([("counter_id", "ascending"), ("sweep", "ascending")])
+    write_segment(table, pa.BufferOutputStream())
+    _WriterThread._audit_into(buf, [LogHistogram() for _ in range(n_counters)],
+                              LogHistogram(), [0] * n_counters, None)
+
+
+class _WriterThread(threading.Thread):
+    """Own the CaptureWriter: write handed-off buffers, roll, events, clock pairs, audit, status."""
+
+    def __init__(self, writer: CaptureWriter, counters: list[dict[str, Any]],
+                 status_out: TextIO | None):
+        super().__init__(name="rdmascope-writer", daemon=True)
+        self.writer = writer
+        self.counters = counters
+        self.q: queue.Queue = queue.Queue()
+        self.error: CaptureWriteError | None = None
+        self.interval_hist = LogHistogram()
+        self.read_hist = [LogHistogram() for _ in counters]
+        self.bad_rows = [0] * len(counters)
+        self.last_sweep_start: int | None = None
+        self.last_roll = time.monotonic()
+        self.last_pair = time.monotonic()
+        self.status_out = status_out
+        self._status_prev: dict[int, tuple[int, int]] = {}
+        self._status_t = time.monotonic()
+        self._status_len = 0
+
+    def put(self, buf: SweepBuffers | None, events: list) -> None:
+        self.q.put((buf, events))
+
+    def run(self) -> None:
+        first = True
+        while True:
+            buf, events = self.q.get()
+            if self.error is None:
+                try:
+                    if first:  # the real start record (taken just before sweep 0)
+                        self.writer.write_manifest()
+                        first = False
+                    self._handle(buf, events)
+                except CaptureWriteError as exc:
+                    self.error = exc
+            elif buf is not None:
+                self._audit(buf)  # keep the audit honest even when nothing more can be written
+            if buf is None:
+                return
+
+    def _handle(self, buf: SweepBuffers | None, events: list) -> None:
+        for t_ns, cid, kind, msg in events:
+            self.writer.add_event(t_ns, cid, kind, msg, save=False)
+        dirty = bool(events)
+        if buf is not None and len(buf):
+            self.writer.write_batch(_to_batch(buf))
+            self._audit(buf)
+            if self.status_out is not None:
+                self._status(buf)
+        now = time.monotonic()
+        if buf is not None and now - self.last_roll >= ROLL_INTERVAL_S:
+            self.writer.roll()
+            self.last_roll = now
+        if now - self.last_pair >= CLOCK_PAIR_INTERVAL_S:
+            self.writer.add_clock_pair(save=False)
+            self.last_pair = now
+            dirty = True
+        if dirty:
+            self.writer.write_manifest()
+
+    def _audit(self, buf: SweepBuffers) -> None:
+        self.last_sweep_start = self._audit_into(buf, self.read_hist, self.interval_hist,
+                                                 self.bad_rows, self.last_sweep_start)
+
+    @staticmethod
+    def _audit_into(buf: SweepBuffers, read_hist: list[LogHistogram],
+                    interval_hist: LogHistogram, bad_rows: list[int],
+                    last_start: int | None) -> int | None:
+        """Add a buffer's sweep intervals and read brackets to the histograms."""
+        starts = np.frombuffer(buf.sweep_start_ns, dtype=np.int64)
+        if starts.size:
+            if last_start is not None:
+                interval_hist.add(np.diff(starts, prepend=last_start))
+            else:
+                interval_hist.add(np.diff(starts))
+            last_start = int(starts[-1])
+        n = len(read_hist)
+        dur = np.frombuffer(buf.read_duration_ns, dtype=np.uint32).reshape(-1, n)
+        st = np.frombuffer(buf.status, dtype=np.uint8).reshape(-1, n)
+        for i in range(n):
+            ok = st[:, i] == 0
+            read_hist[i].add(dur[ok, i])
+            bad_rows[i] += int((~ok).sum())
+        return last_start
+
+    def _status(self, buf: SweepBuffers) -> None:
+        n = len(self.counters)
+        vals = np.frombuffer(buf.value, dtype=np.uint64).reshape(-1, n)
+        st = np.frombuffer(buf.status, dtype=np.uint8).reshape(-1, n)
+        tb = np.frombuffer(buf.t_before_ns, dtype=np.int64).reshape(-1, n)
+        now = time.monotonic()
+        latest: dict[int, tuple[int, int]] = {}
+        for i, c in enumerate(self.counters):
+            if c.get("bytes_per_unit") is None:
+                continue
+            ok = np.nonzero(st[:, i] == 0)[0]
+            if ok.size:
+                j = ok[-1]
+                latest[i] = (int(tb[j, i]), int(vals[j, i]) * c["bytes_per_unit"])
+        if now - self._status_t < 1.0 and self._status_prev:
+            return
+        parts: dict[str, list[str]] = {}
+        for i, (t, b) in latest.items():
+            prev = self._status_prev.get(i)
+            c = self.counters[i]
+            key = c["device"] if c["source"] == "infiniband" else f"{c.get('netdev')}(netdev)"
+            if prev is not None and t > prev[0] and b >= prev[1]:
+                gbps = (b - prev[1]) * 8 / (t - prev[0])
+                parts.setdefault(key, []).append(f"{c['direction'] or c['name']} {gbps:7.2f}")
+        self._status_prev = latest
+        self._status_t = now
+        if parts:
+            line = "  ".join(f"{k}: {' '.join(v)}" for k, v in parts.items()) + "  Gb/s"
+            out = self.status_out
+            if out.isatty():
+                out.write("\r" + line.ljust(self._status_len))
+                self._status_len = len(line)
+            else:
+                out.write(line + "\n")
+            out.flush()
+
+
+def _validate(opts: RecordOptions) -> None:
+    if not MIN_INTERVAL_NS <= opts.interval_ns <= MAX_INTERVAL_NS:
+        raise RecordError(f"--interval {opts.interval_ns / 1e6:g} ms is outside the allowed range "
+                          "0.1 ms .. 1 s")
+    if opts.duration_s is not None and opts.duration_s <= 0:
+        raise RecordError(f"--duration must be positive, got {opts.duration_s:g} s")
+
+
+def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) -> RecordResult:
+    """Record a capture until SIGINT/SIGTERM, ``opts.duration_s`` or a write error.
+
+    Discovers the devices under ``opts.sysfs_root`` (all, or ``opts.devices``), samples
+    ``opts.counters`` of every port (+ netdev tx/rx bytes with ``netdev_stats``) every
+    ``opts.interval_ns`` and writes ``opts.output``. ``should_stop`` (optional callable) is
+    polled once per sweep. Messages go to ``log`` (default stderr).
+
+    Returns a ``RecordResult`` (``error`` set when a write error stopped it; what was written is
+    kept). Raises ``RecordError`` before sampling starts: no devices, unknown device, interval
+    outside 0.1 ms..1 s, an existing capture without ``force``, an unwritable output, a refused
+    ``--cpu``/``--rt-priority``.
+    """
+    log = log if log is not None else sys.stderr
+    _validate(opts)
+    root = Path(opts.sysfs_root)
+    ib = infiniband_dir(root)
+    if not ib.is_dir():
+        raise RecordError(f"{ib}: no such directory; no RDMA devices to sample (is rdma-core "
+                          "loaded? wrong --sysfs-root? inside a container without /sys/class?)")
+    available = [d.name for d in discover(root)]
+    if opts.devices:
+        unknown = [d for d in opts.devices if d not in available]
+        if unknown:
+            raise RecordError(f"unknown device(s) {', '.join(unknown)} under {ib} "
+                              f"(available: {', '.join(available) or 'none'})")
+    devices = discover(root, devices=opts.devices or None)
+    if not devices:
+        raise RecordError(f"{ib}: no RDMA devices found")
+    for d in devices:
+        for w in d.warnings:
+            print(f"rdmascope record: warning: {w}", file=log)
+    counters = counter_descriptors(devices, list(opts.counters), netdev_stats=opts.netdev_stats,
+                                   sysfs_root=root)
+    if not counters:
+        raise RecordError(f"nothing to sample: the devices {', '.join(available)} have no ports")
+    if len(counters) > 65535:
+        raise RecordError(f"too many counters ({len(counters)}); at most 65535")
+    try:
+        if opts.cpu is not None:
+            set_cpu_affinity(opts.cpu)
+        if opts.rt_priority is not None:
+            set_rt_priority(opts.rt_priority)
+    except (ValueError, PermissionError) as exc:
+        raise RecordError(str(exc)) from exc
+    slack = reduce_timer_slack(1)
+    interval_ns = int(opts.interval_ns)
+    fields = {
+        "writer": "sampler",
+        "sampler_version": __version__,
+        "command_line": [str(a) for a in opts.command_line],
+        "sysfs_root": str(root),
+        "interval_ns": interval_ns,
+        "devices": [d.to_dict() for d in devices],
+        "counters": counters,
+        "extra": {
+            "values": "raw kernel values; multiply by counters[i].bytes_per_unit for bytes",
+            "timer_slack_reduced": slack,
+            "cpu_affinity": opts.cpu,
+            "rt_priority": opts.rt_priority,
+            "spin_ns": opts.spin_ns,
+        },
+    }
+    try:
+        writer = CaptureWriter.create(opts.output, fields, force=opts.force)
+    except CaptureError as exc:
+        raise RecordError(str(exc)) from exc
+    status_out = None
+    if opts.status or (opts.status is None and log.isatty()):
+        status_out = log
+
+    reader = CounterReader([c["path"] for c in counters])
+    for _t, cid, _kind, msg in reader.events:
+        print(f"rdmascope record: {counters[cid]['device']}: {msg}", file=log)
+
+    stop_reason: list[str] = []
+
+    def on_signal(signum, _frame):
+        if not stop_reason:
+            stop_reason.append(signal.Signals(signum).name)
+
+    old_handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGINT, signal.SIGTERM):
+            old_handlers[s] = signal.signal(s, on_signal)
+
+    _warm_up(len(counters), status_out is not None)
+    proc = psutil.Process()
+    cpu0 = proc.cpu_times()
+    old_switch = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)  # the sampler thread gets the GIL back within 0.5 ms
+    gc.collect()
+    gc.freeze()
+
+    wt = _WriterThread(writer, counters, status_out)
+    wt.start()  # waits for the first buffer before touching the manifest
+    pair = clock_pair()
+    writer.manifest["start"] = {"realtime_ns": pair[0], "monotonic_ns": pair[1]}
+    writer.manifest["clock_pairs"] = [list(pair)]
+
+    n_sweeps = None
+    if opts.duration_s is not None:
+        n_sweeps = max(1, int(round(opts.duration_s * 1e9 / interval_ns)))
+    stats = ScheduleStats()
+    handoff_ns = int(HANDOFF_INTERVAL_S * 1e9)
+    state = {"buf": SweepBuffers(), "next_handoff": pair[1] + handoff_ns}
+    clock = time.perf_counter_ns
+    read_sweep = reader.read_sweep
+
+    def sweep(k: int) -> None:
+        buf = state["buf"]
+        read_sweep(k, buf)
+        now = clock()
+        if now >= state["next_handoff"]:
+            wt.put(buf, reader.drain_events())
+            state["buf"] = SweepBuffers()
+            state["next_handoff"] = now + handoff_ns
+
+    def stop_now() -> bool:
+        if stop_reason or wt.error is not None:
+            return True
+        if n_sweeps is not None and stats.next_k >= n_sweeps:
+            return True
+        return should_stop is not None and should_stop()
+
+    try:
+        run_schedule(sweep, interval_ns, should_stop=stop_now, start_ns=pair[1],
+                     spin_ns=opts.spin_ns, stats=stats)
+    finally:
+        t_stop = clock()
+        wt.put(state["buf"], reader.drain_events())
+        wt.put(None, [])
+        wt.join()
+        reader.close()
+        cpu1 = proc.cpu_times()
+        sys.setswitchinterval(old_switch)
+        gc.unfreeze()
+        for s, h in old_handlers.items():
+            signal.signal(s, h)
+        if status_out is not None and status_out.isatty():
+            status_out.write("\n")
+
+    if stop_reason:
+        stopped_by = stop_reason[0]
+    elif wt.error is not None:
+        stopped_by = "write_error"
+    elif n_sweeps is not None and stats.next_k >= n_sweeps:
+        stopped_by = "duration"
+    else:
+        stopped_by = "request"
+    cpu_s = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+    wall_s = (t_stop - pair[1]) / 1e9
+    deadlines = stats.taken + stats.missed
+    audit = {
+        "sweeps_taken": stats.taken,
+        "sweeps_missed": stats.missed,
+        "sweeps_taken_pct": (100.0 * stats.taken / deadlines) if deadlines else None,
+        "interval_ns": wt.interval_hist.summary(),
+        "read_duration_ns": [
+            {"counter_id": i, "device": c["device"], "port": c["port"], "name": c["name"],
+             **wt.read_hist[i].summary(), "bad_rows": wt.bad_rows[i]}
+            for i, c in enumerate(counters)
+        ],
+        "cpu_s": round(cpu_s, 4),
+        "cpu_user_s": round(cpu1.user - cpu0.user, 4),
+        "cpu_system_s": round(cpu1.system - cpu0.system, 4),
+        "wall_s": round(wall_s, 4),
+        "cpu_pct_one_core": round(100.0 * cpu_s / wall_s, 3) if wall_s > 0 else None,
+        "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "rows_written": writer.rows_written,
+        "stopped_by": stopped_by,
+    }
+    error = wt.error.message if wt.error is not None else None
+    try:
+        writer.close(audit=audit)
+    except CaptureWriteError as exc:
+        error = error or exc.message
+    if error is not None:
+        error = f"{opts.output}: {error}"
+    return RecordResult(path=Path(opts.output), audit=audit, error=error, stopped_by=stopped_by)
+
+
+def format_audit(audit: dict[str, Any]) -> str:
+    """Render an audit dict as a few human-readable lines (printed on stop and by inspect)."""
+    def us(v):
+        return "n/a" if v is None else f"{v / 1e3:.1f} us"
+
+    lines = []
+    pct = audit.get("sweeps_taken_pct")
+    lines.append(f"sweeps: {audit.get('sweeps_taken')} taken, {audit.get('sweeps_missed')} missed"
+                 + (f" ({pct:.3f} % taken)" if pct is not None else ""))
+    iv = audit.get("interval_ns") or {}
+    lines.append(f"interval: p50 {us(iv.get('p50'))}, p99 {us(iv.get('p99'))}, "
+                 f"max {us(iv.get('max'))}")
+    for r in audit.get("read_duration_ns") or []:
+        where = f"{r['device']}" + (f"/{r['port']}" if r.get("port") is not None else "")
+        bad = f", {r['bad_rows']} unavailable" if r.get("bad_rows") else ""
+        lines.append(f"read bracket {where} {r['name']}: p50 {us(r.get('p50'))}, "
+                     f"p99 {us(r.get('p99'))}{bad}")
+    if audit.get("cpu_s") is not None:
+        lines.append(f"cpu: {audit['cpu_s']:.2f} s over {audit.get('wall_s', 0):.1f} s "
+                     f"({audit.get('cpu_pct_one_core')} % of one core), "
+                     f"peak RSS {audit.get('max_rss_bytes', 0) / 1e6:.1f} MB")
+    return "\n".join(lines)

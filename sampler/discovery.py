@@ -1,0 +1,437 @@
+"""Discover RDMA devices, ports and counters under a sysfs root, and describe counters for a capture.
+
+Everything is read from files under ``<sysfs_root>/class/infiniband`` (layout: sysfs.md, "Layout").
+Nothing here raises on a missing or odd file: that item becomes ``None`` ("unavailable") and one
+message naming the file and what was expected goes into the device's ``warnings`` list (the
+robustness rule of sysfs.md; the faults that broke other tools: node_exporter#966, #1511, #2769,
+#3265, procfs#341, #361, #589).
+
+Public API::
+
+    discover(sysfs_root="/sys", devices=None) -> list[DeviceInfo]
+    counter_descriptors(devices, counters=DEFAULT_COUNTERS, netdev_stats=False, sysfs_root=None)
+        -> list[dict]           # the capture's ``manifest["counters"]`` (keys per capture.py)
+    parse_rate(text) -> float | None            # "200 Gb/sec (4X HDR)" -> 200.0 (Gb/s)
+    parse_state(text) -> tuple[int, str] | None # "4: ACTIVE" -> (4, "ACTIVE")
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Counters sampled by default: the two data counters (each extra counter is one more firmware
+#: command per sweep on real hardware, sysfs.md "What mlx5 counts in RoCE mode").
+DEFAULT_COUNTERS: tuple[str, ...] = ("port_xmit_data", "port_rcv_data")
+#: Netdev statistics sampled with ``netdev_stats=True`` (plain bytes, kernel stack traffic).
+NETDEV_STATS: tuple[str, ...] = ("tx_bytes", "rx_bytes")
+
+# Counter widths of the 32-bit PortCounters attribute as the kernel serves them
+# (drivers/infiniband/core/sysfs.c, PORT_PMA_ATTR(name, counter, width, offset)). The narrow ones
+# saturate at 2^width - 1 instead of wrapping (sysfs.md, "Units and width").
+_PMA_WIDTHS: dict[str, int] = {
+    "symbol_error": 16,
+    "link_error_recovery": 8,
+    "link_downed": 8,
+    "port_rcv_errors": 16,
+    "port_rcv_remote_physical_errors": 16,
+    "port_rcv_switch_relay_errors": 16,
+    "port_xmit_discards": 16,
+    "port_xmit_constraint_errors": 8,
+    "port_rcv_constraint_errors": 8,
+    "local_link_integrity_errors": 4,
+    "excessive_buffer_overrun_errors": 4,
+    "VL15_dropped": 16,
+    "port_xmit_wait": 32,
+}
+# Served by PortCountersExtended (64-bit) when the port uses the extended set, else 32-bit.
+_DATA_PACKET_COUNTERS = ("port_xmit_data", "port_rcv_data", "port_xmit_packets",
+                         "port_rcv_packets")
+# Exist only in the extended set (IETF variant): always 64-bit, and their presence is the sign of
+# the extended set (sysfs.md).
+_EXT_ONLY_COUNTERS = ("unicast_xmit_packets", "unicast_rcv_packets", "multicast_xmit_packets",
+                      "multicast_rcv_packets")
+_U32_MAX = (1 << 32) - 1
+
+_RATE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*Gb/sec\b")
+_STATE_RE = re.compile(r"^\s*([0-9]+)\s*:\s*(\S.*?)\s*$")
+
+
+@dataclass
+class PortInfo:
+    """One port of an RDMA device. ``None`` means unavailable (see the device's ``warnings``)."""
+
+    port: int
+    path: str
+    state: str | None = None            # "ACTIVE"
+    state_id: int | None = None         # 4
+    phys_state: str | None = None       # "LinkUp"
+    phys_state_id: int | None = None    # 5
+    link_layer: str | None = None       # "InfiniBand" | "Ethernet"
+    rate: str | None = None             # the raw string, e.g. "200 Gb/sec (4X HDR)"
+    rate_gbps: float | None = None      # parsed, Gb/s (1e9 bit/s); NOT a reliable capacity
+    counters_dir: str | None = None     # "counters" | "counters_ext" | None (no counters at all)
+    counters: list[str] = field(default_factory=list)     # file names in counters/
+    counters_ext: list[str] = field(default_factory=list)  # file names in counters_ext/ (old)
+    extended_counters: bool | None = None  # data/packet counters are 64-bit; None = unknown
+    extended_evidence: str | None = None   # why we believe extended_counters
+    hw_counters: list[str] = field(default_factory=list)
+    hw_counters_lifespan_ms: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able dict of every field."""
+        return asdict(self)
+
+
+@dataclass
+class DeviceInfo:
+    """One RDMA device under ``class/infiniband``. ``None`` fields are unavailable."""
+
+    name: str
+    path: str                           # <root>/class/infiniband/<name>
+    pci: str | None = None              # "0000:01:00.1", basename of the `device` link target
+    netdevs: list[str] = field(default_factory=list)  # from device/net/
+    node_guid: str | None = None
+    fw_ver: str | None = None
+    hca_type: str | None = None
+    board_id: str | None = None
+    node_type: str | None = None
+    ports: list[PortInfo] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able dict (ports as dicts)."""
+        d = asdict(self)
+        d["ports"] = [p.to_dict() for p in self.ports]
+        return d
+
+    def port(self, n: int) -> PortInfo | None:
+        """Return port ``n`` or None."""
+        for p in self.ports:
+            if p.port == n:
+                return p
+        return None
+
+
+# ----------------------------------------------------------------------------------------------
+# Small parsers (pure functions)
+# ----------------------------------------------------------------------------------------------
+
+
+def parse_rate(text: str | None) -> float | None:
+    """Parse a port ``rate`` string to Gb/s (1e9 bit/s); None when it is not "<number> Gb/sec ...".
+
+    Accepts "200 Gb/sec (4X HDR)", "2.5 Gb/sec (1X SDR)", the old "10 Gb/sec (4X)" (sysfs.md,
+    "Layout"). The value is the link speed the driver reports, not a reliable capacity.
+    """
+    if text is None:
+        return None
+    m = _RATE_RE.match(text)
+    return float(m.group(1)) if m else None
+
+
+def parse_state(text: str | None) -> tuple[int, str] | None:
+    """Parse a "<id>: <name>" ``state``/``phys_state`` string; None when it has another shape."""
+    if text is None:
+        return None
+    m = _STATE_RE.match(text)
+    return (int(m.group(1)), m.group(2)) if m else None
+
+
+def _read_text(path: Path, what: str, warnings: list[str], *, required: bool = True) -> str | None:
+    """Return a sysfs file's stripped text, or None (+ one warning when ``required``)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(4096)
+    except FileNotFoundError:
+        if required:
+            warnings.append(f"{path}: missing; {what} unavailable")
+        return None
+    except OSError as exc:
+        warnings.append(f"{path}: cannot read ({exc.strerror or exc}); {what} unavailable")
+        return None
+    try:
+        text = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        warnings.append(f"{path}: not UTF-8 text; {what} unavailable")
+        return None
+    if not text:
+        warnings.append(f"{path}: empty; {what} unavailable")
+        return None
+    return text
+
+
+def _listdir(path: Path, what: str, warnings: list[str], *, required: bool = True) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except FileNotFoundError:
+        if required:
+            warnings.append(f"{path}: missing; {what} unavailable")
+    except OSError as exc:
+        warnings.append(f"{path}: cannot list ({exc.strerror or exc}); {what} unavailable")
+    return []
+
+
+# ----------------------------------------------------------------------------------------------
+# Discovery
+# ----------------------------------------------------------------------------------------------
+
+
+def infiniband_dir(sysfs_root: str | os.PathLike = "/sys") -> Path:
+    """Return ``<sysfs_root>/class/infiniband``."""
+    return Path(sysfs_root) / "class" / "infiniband"
+
+
+def discover(sysfs_root: str | os.PathLike = "/sys",
+             devices: list[str] | None = None) -> list[DeviceInfo]:
+    """Describe every RDMA device under ``<sysfs_root>/class/infiniband`` (or only ``devices``).
+
+    Returns devices sorted by name, each with its ports (sorted by number). A missing
+    ``class/infiniband`` gives an empty list (the caller says so). Never raises for file
+    problems: each missing or odd item is None plus one message in ``DeviceInfo.warnings``.
+    A name in ``devices`` that does not exist gives a DeviceInfo with no ports and a warning.
+    """
+    ib = infiniband_dir(sysfs_root)
+    try:
+        names = sorted(os.listdir(ib))
+    except OSError:
+        names = []
+    if devices is not None:
+        wanted = list(dict.fromkeys(devices))
+        out = []
+        for n in wanted:
+            if n in names:
+                out.append(_discover_device(ib / n, n))
+            else:
+                out.append(DeviceInfo(name=n, path=str(ib / n),
+                                      warnings=[f"{ib / n}: no such RDMA device"]))
+        return out
+    return [_discover_device(ib / n, n) for n in names]
+
+
+def _discover_device(dpath: Path, name: str) -> DeviceInfo:
+    w: list[str] = []
+    dev = DeviceInfo(name=name, path=str(dpath), warnings=w)
+    dev.node_guid = _read_text(dpath / "node_guid", "node_guid", w)
+    dev.fw_ver = _read_text(dpath / "fw_ver", "fw_ver", w)
+    # hca_type, board_id and node_type are driver-specific (hfi1 has no hca_type): no warning.
+    dev.hca_type = _read_text(dpath / "hca_type", "hca_type", w, required=False)
+    dev.board_id = _read_text(dpath / "board_id", "board_id", w, required=False)
+    dev.node_type = _read_text(dpath / "node_type", "node_type", w, required=False)
+    # PCI address: basename of the `device` link target (e.g. ../../../0000:01:00.1).
+    dlink = dpath / "device"
+    try:
+        target = os.readlink(dlink)
+        dev.pci = os.path.basename(target.rstrip("/")) or None
+    except FileNotFoundError:
+        w.append(f"{dlink}: missing; PCI address unavailable")
+    except OSError as exc:
+        if dlink.is_dir():  # a copied tree may hold a real directory: no address to read
+            w.append(f"{dlink}: not a symbolic link; PCI address unavailable")
+        else:
+            w.append(f"{dlink}: cannot read link ({exc.strerror or exc}); PCI address unavailable")
+    if (dlink / "net").is_dir():
+        dev.netdevs = _listdir(dlink / "net", "netdev names", w)
+    else:
+        w.append(f"{dlink / 'net'}: missing; netdev names unavailable")
+    ports_dir = dpath / "ports"
+    for pn in _listdir(ports_dir, "ports", w):
+        if not pn.isdigit():
+            w.append(f"{ports_dir / pn}: port name is not a number; ignored")
+            continue
+        dev.ports.append(_discover_port(ports_dir / pn, int(pn), w))
+    dev.ports.sort(key=lambda p: p.port)
+    return dev
+
+
+def _discover_port(ppath: Path, n: int, w: list[str]) -> PortInfo:
+    p = PortInfo(port=n, path=str(ppath))
+    for attr in ("state", "phys_state"):
+        text = _read_text(ppath / attr, attr, w)
+        parsed = parse_state(text)
+        if text is not None and parsed is None:
+            w.append(f"{ppath / attr}: {text!r} is not '<id>: <name>'; {attr} unavailable")
+        if parsed is not None:
+            setattr(p, f"{attr}_id", parsed[0])
+            setattr(p, attr, parsed[1])
+    p.link_layer = _read_text(ppath / "link_layer", "link_layer", w)  # strip() eats blank lines
+    p.rate = _read_text(ppath / "rate", "rate", w)
+    p.rate_gbps = parse_rate(p.rate)
+    if p.rate is not None and p.rate_gbps is None:
+        w.append(f"{ppath / 'rate'}: {p.rate!r} is not '<number> Gb/sec ...'; "
+                 "rate_gbps unavailable")
+    has_counters = (ppath / "counters").is_dir()
+    has_ext = (ppath / "counters_ext").is_dir()
+    if has_counters:
+        p.counters = _listdir(ppath / "counters", "counters", w)
+    if has_ext:
+        p.counters_ext = _listdir(ppath / "counters_ext", "counters_ext", w)
+    if not has_counters and not has_ext:
+        w.append(f"{ppath / 'counters'}: missing (driver without counters, or another network "
+                 "namespace); port counters unavailable")
+    p.extended_counters, p.extended_evidence = _detect_extended(ppath, p)
+    if has_ext and "port_xmit_data_64" in p.counters_ext and (
+            "port_xmit_data" not in p.counters):
+        p.counters_dir = "counters_ext"
+    elif has_counters:
+        p.counters_dir = "counters"
+    elif has_ext:
+        p.counters_dir = "counters_ext"
+    hw = ppath / "hw_counters"
+    if hw.is_dir():
+        p.hw_counters = [c for c in _listdir(hw, "hw_counters", w) if c != "lifespan"]
+        life = _read_text(hw / "lifespan", "hw_counters/lifespan", w, required=False)
+        if life is not None:
+            try:
+                p.hw_counters_lifespan_ms = int(life)
+            except ValueError:
+                w.append(f"{hw / 'lifespan'}: {life!r} is not an integer (ms); lifespan "
+                         "unavailable")
+    return p
+
+
+def _detect_extended(ppath: Path, p: PortInfo) -> tuple[bool | None, str | None]:
+    """Decide whether the data/packet counters are the 64-bit PortCountersExtended set.
+
+    sysfs.md: the file names do not tell; ``unicast_xmit_packets``/``multicast_xmit_packets`` exist
+    only in the extended set. Old kernels (< 4.5) serve 64-bit values in ``counters_ext/``. The
+    kernel also has an extended set without the unicast/multicast files (the "noietf" group), so
+    their absence proves nothing; a data/packet value above 2^32-1 proves 64 bits. Otherwise
+    the width is unknown (None).
+    """
+    if any(c in p.counters for c in _EXT_ONLY_COUNTERS):
+        return True, "unicast/multicast packet counters present"
+    if any(c.endswith("_64") for c in p.counters_ext) and not p.counters:
+        return True, "counters_ext/ (pre-4.5 kernel)"
+    for c in _DATA_PACKET_COUNTERS:
+        if c in p.counters:
+            text = _read_text(ppath / "counters" / c, c, [], required=False)
+            if text is not None and text.isdigit() and int(text) > _U32_MAX:
+                return True, f"{c} value exceeds 2^32-1"
+    return None, None
+
+
+# ----------------------------------------------------------------------------------------------
+# Counter descriptors (manifest["counters"])
+# ----------------------------------------------------------------------------------------------
+
+
+def _ib_descriptor(dev: DeviceInfo, port: PortInfo | None, port_no: int, name: str
+                   ) -> dict[str, Any]:
+    """Build one infiniband counter descriptor (file may be missing: sampled as unavailable)."""
+    ports_dir = Path(dev.path) / "ports" / str(port_no)
+    hw = False
+    if name.startswith("hw_counters/"):
+        name, hw = name.split("/", 1)[1], True
+    elif port is not None and name not in port.counters and name in port.hw_counters:
+        hw = True
+    if hw:
+        path = ports_dir / "hw_counters" / name
+    elif (port is not None and port.counters_dir == "counters_ext"
+          and f"{name}_64" in port.counters_ext):
+        path = ports_dir / "counters_ext" / f"{name}_64"
+    else:
+        path = ports_dir / "counters" / name
+    ext = port.extended_counters if port is not None else None
+    if hw:
+        unit, bpu, width = "count", None, None
+    elif name in ("port_xmit_data", "port_rcv_data"):
+        # Data octets divided by 4, always; never multiplied by the lane count (sysfs.md).
+        unit, bpu = "4 bytes", 4
+        width = 64 if (ext or path.parent.name == "counters_ext") else None
+    elif name in ("port_xmit_packets", "port_rcv_packets"):
+        unit, bpu = "packets", None
+        width = 64 if (ext or path.parent.name == "counters_ext") else None
+    elif name in _EXT_ONLY_COUNTERS:
+        unit, bpu, width = "packets", None, 64
+    else:
+        unit, bpu, width = "count", None, _PMA_WIDTHS.get(name)
+    return {
+        "source": "infiniband",
+        "device": dev.name,
+        "port": port_no,
+        "name": name,
+        "path": str(path),
+        "unit": unit,
+        "bytes_per_unit": bpu,
+        "width_bits": width,
+        "direction": _direction(name),
+    }
+
+
+def _direction(name: str) -> str | None:
+    if "xmit" in name or name.startswith("tx_"):
+        return "tx"
+    if "rcv" in name or name.startswith("rx_"):
+        return "rx"
+    return None
+
+
+def netdev_stats_path(sysfs_root: str | os.PathLike, dev: DeviceInfo, netdev: str, stat: str
+                      ) -> Path:
+    """Return the statistics file of ``netdev``: ``<root>/class/net/<if>/statistics/<stat>``.
+
+    Falls back to ``<device>/device/net/<if>/statistics/<stat>`` (the same directory on a real
+    system) when ``class/net/<if>`` does not exist in the tree.
+    """
+    p = Path(sysfs_root) / "class" / "net" / netdev / "statistics" / stat
+    if p.parent.parent.exists():
+        return p
+    return Path(dev.path) / "device" / "net" / netdev / "statistics" / stat
+
+
+def counter_descriptors(devices: list[DeviceInfo], counters: tuple[str, ...] | list[str] =
+                        DEFAULT_COUNTERS, *, netdev_stats: bool = False,
+                        sysfs_root: str | os.PathLike | None = None,
+                        ports: dict[str, list[int]] | None = None) -> list[dict[str, Any]]:
+    """Build the capture's counter descriptors (``manifest["counters"]``; keys per capture.py).
+
+    One descriptor per (device, port, counter) for every port of every device in ``devices``
+    (or only ``ports[device]``), in the order devices -> ports -> ``counters``; then, with
+    ``netdev_stats``, tx_bytes and rx_bytes of each device's netdevs (``source`` "netdev",
+    ``port`` None, ``device`` the RDMA device, plus ``netdev``). A counter name may be given as
+    ``hw_counters/<name>``; a name found only in ``hw_counters/`` is taken from there (cached by
+    the kernel for ``lifespan`` ms, sysfs.md).
+
+    Units (sysfs.md, "Units and width"): port_xmit_data/port_rcv_data have ``unit`` "4 bytes"
+    and ``bytes_per_unit`` 4 (never the lane count); netdev tx_bytes/rx_bytes "bytes" and 1;
+    packet and other counters null. ``width_bits``: 64 for the extended set's data/packet
+    counters (and always for unicast/multicast packets), the PortCounters width for the narrow
+    ones (port_xmit_wait 32, symbol_error 16, link_downed 8 ...), null when unknown (a data
+    counter whose port shows no sign of the extended set, hw_counters, netdev). ``direction``:
+    "tx" (xmit/tx_), "rx" (rcv/rx_) or null.
+
+    Counters whose file does not exist are still described (the sampler marks them unavailable
+    with one event and retries opening them). ``sysfs_root`` (for the netdev statistics path)
+    defaults to the root the devices were discovered under.
+    """
+    out: list[dict[str, Any]] = []
+    for dev in devices:
+        port_list = [p.port for p in dev.ports]
+        if ports is not None and dev.name in ports:
+            port_list = list(ports[dev.name])
+        for pn in port_list:
+            port = dev.port(pn)
+            for name in counters:
+                out.append(_ib_descriptor(dev, port, pn, name))
+    if netdev_stats:
+        for dev in devices:
+            root = sysfs_root if sysfs_root is not None else Path(dev.path).parents[2]
+            for nd in dev.netdevs:
+                for stat in NETDEV_STATS:
+                    out.append({
+                        "source": "netdev",
+                        "device": dev.name,
+                        "netdev": nd,
+                        "port": None,
+                        "name": stat,
+                        "path": str(netdev_stats_path(root, dev, nd, stat)),
+                        "unit": "bytes" if stat.endswith("_bytes") else "packets",
+                        "bytes_per_unit": 1 if stat.endswith("_bytes") else None,
+                        "width_bits": None,
+                        "direction": _direction(stat),
+                    })
+    return out

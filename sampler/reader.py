@@ -1,0 +1,226 @@
+"""Read counter files: open once, re-read with ``pread`` at offset 0, stamp every read.
+
+Re-reading an open sysfs file with ``pread(fd, 64, 0)`` re-runs the kernel's show function (a fresh
+firmware query for ``counters/*``); keeping descriptors open is the cheap way to poll (sysfs.md).
+Each read is bracketed by ``time.perf_counter_ns()`` (CLOCK_MONOTONIC) just before and after.
+
+Faults (sysfs.md, "Robustness rule"): a read that fails with an errno gives STATUS_READ_ERROR, content
+that is not an unsigned integer STATUS_PARSE_ERROR, a file that is gone (ENOENT/ENODEV on open or
+read, or unlinked while open) STATUS_MISSING; a missing file is re-opened at most once per
+``reopen_interval_ns`` so a device that comes back is resumed. Each distinct problem of a counter is
+reported once as an event, and so is its recovery; the other counters go on.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from array import array
+from collections.abc import Callable, Sequence
+
+from rdmascope.capture import (
+    STATUS_MISSING,
+    STATUS_NAMES,
+    STATUS_OK,
+    STATUS_PARSE_ERROR,
+    STATUS_READ_ERROR,
+)
+
+_U64_MAX = (1 << 64) - 1
+#: errnos that mean "the file or its device is gone" (kernfs returns ENODEV after removal).
+_GONE_ERRNOS = frozenset({errno.ENOENT, errno.ENODEV, errno.ESTALE, errno.ENXIO})
+#: Bytes requested per read (sysfs.md: read at least 32 bytes in one call; u64 has 20 digits).
+READ_SIZE = 64
+
+
+class SweepBuffers:
+    """Column buffers for one flush batch (typed ``array.array``s; no per-reading objects kept).
+
+    Columns match capture.SAMPLE_SCHEMA; ``value`` holds 0 where status != OK, and ``n_bad``
+    counts such rows so the batch builder knows when a null mask is needed.
+    """
+
+    __slots__ = ("counter_id", "sweep", "t_before_ns", "read_duration_ns", "value", "status",
+                 "sweep_start_ns", "n_bad")
+
+    def __init__(self) -> None:
+        self.counter_id = array("H")
+        self.sweep = array("q")
+        self.t_before_ns = array("q")
+        self.read_duration_ns = array("I")
+        self.value = array("Q")
+        self.status = array("B")
+        self.sweep_start_ns = array("q")  # one per sweep: t_before of its first read
+        self.n_bad = 0
+
+    def __len__(self) -> int:
+        return len(self.sweep)
+
+
+class CounterReader:
+    """Keep one descriptor per counter file open and read them all in one sweep.
+
+    ``paths[i]`` is the file of counter_id ``i``. ``clock`` returns int ns (CLOCK_MONOTONIC;
+    injectable for tests). Events (``(t_ns, counter_id, kind, message)``, kind one of
+    "unavailable", "recovered") accumulate in ``events`` until the caller drains them.
+    """
+
+    def __init__(self, paths: Sequence[str], *, clock: Callable[[], int] = time.perf_counter_ns,
+                 reopen_interval_ns: int = 1_000_000_000):
+        self.paths = [str(p) for p in paths]
+        self.clock = clock
+        self.reopen_interval_ns = int(reopen_interval_ns)
+        n = len(self.paths)
+        self.fds: list[int] = [-1] * n
+        self.state: list[int] = [STATUS_OK] * n     # last status reported per counter
+        self.reason: list[str | None] = [None] * n  # last problem reported per counter
+        self.next_check_ns: list[int] = [0] * n     # next re-open attempt / liveness check
+        self.events: list[tuple[int, int, str, str]] = []
+        self.n_reads = 0
+        now = clock()
+        for i in range(n):
+            self._open(i, now)
+            self.next_check_ns[i] = now + self.reopen_interval_ns
+
+    # -- state changes (rare path) -----------------------------------------------------------
+
+    def _open(self, i: int, now: int) -> bool:
+        try:
+            self.fds[i] = os.open(self.paths[i], os.O_RDONLY | os.O_CLOEXEC)
+            return True
+        except OSError as exc:
+            self.fds[i] = -1
+            if exc.errno in _GONE_ERRNOS:
+                self._problem(i, now, STATUS_MISSING, f"{self.paths[i]}: missing "
+                              f"({exc.strerror}); will retry opening it every "
+                              f"{self.reopen_interval_ns / 1e9:g} s")
+            else:
+                self._problem(i, now, STATUS_MISSING, f"{self.paths[i]}: cannot open "
+                              f"({exc.strerror}); will retry every "
+                              f"{self.reopen_interval_ns / 1e9:g} s")
+            return False
+
+    def _close(self, i: int) -> None:
+        fd = self.fds[i]
+        self.fds[i] = -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def _problem(self, i: int, now: int, status: int, message: str) -> None:
+        """Report a counter's problem once (a new kind of problem is reported again)."""
+        kind = STATUS_NAMES[status]
+        if self.state[i] != status or self.reason[i] is None:
+            self.events.append((now, i, "unavailable", f"{kind}: {message}"))
+        self.state[i] = status
+        self.reason[i] = message
+
+    def _recovered(self, i: int, now: int) -> None:
+        self.events.append((now, i, "recovered",
+                            f"{self.paths[i]}: readable again after "
+                            f"{STATUS_NAMES[self.state[i]]}"))
+        self.state[i] = STATUS_OK
+        self.reason[i] = None
+
+    def _check(self, i: int, now: int) -> None:
+        """Once per reopen interval: re-open a missing file; notice a file unlinked while open."""
+        self.next_check_ns[i] = now + self.reopen_interval_ns
+        fd = self.fds[i]
+        if fd >= 0:
+            try:
+                gone = os.fstat(fd).st_nlink == 0
+            except OSError:
+                gone = True
+            if gone:  # replaced or removed under us (e.g. a rebuilt tree): open the new file
+                self._close(i)
+                if not self._open(i, now):
+                    return
+        else:
+            self._open(i, now)
+
+    # -- the hot path ------------------------------------------------------------------------
+
+    def read_sweep(self, k: int, buf: SweepBuffers) -> None:
+        """Read every counter once for sweep ``k`` and append one row per counter to ``buf``.
+
+        Each row: counter_id, k, t_before_ns, read_duration_ns, value (raw unsigned integer, 0
+        when not OK), status. An unavailable counter gets a row with status != OK (a MISSING one
+        is not read: t_before = the clock, duration 0).
+        """
+        pread = os.pread
+        clock = self.clock
+        fds = self.fds
+        state = self.state
+        cid_a = buf.counter_id.append
+        sw_a = buf.sweep.append
+        tb_a = buf.t_before_ns.append
+        rd_a = buf.read_duration_ns.append
+        v_a = buf.value.append
+        st_a = buf.status.append
+        next_check = self.next_check_ns
+        first = True
+        for i in range(len(fds)):
+            fd = fds[i]
+            t0 = clock()
+            if t0 >= next_check[i]:
+                self._check(i, t0)
+                fd = fds[i]
+                t0 = clock()
+            if fd < 0:
+                st = STATUS_MISSING
+                v = 0
+                t1 = t0
+            else:
+                try:
+                    b = pread(fd, READ_SIZE, 0)
+                    t1 = clock()
+                    try:
+                        v = int(b)
+                        st = STATUS_OK if 0 <= v <= _U64_MAX else STATUS_PARSE_ERROR
+                    except ValueError:
+                        st = STATUS_PARSE_ERROR
+                    if st:
+                        v = 0
+                        self._problem(i, t1, st, f"{self.paths[i]}: content {b[:40]!r} is not "
+                                                 "an unsigned integer")
+                except OSError as exc:
+                    t1 = clock()
+                    v = 0
+                    if exc.errno in _GONE_ERRNOS:
+                        st = STATUS_MISSING
+                        self._close(i)
+                        self._problem(i, t1, st, f"{self.paths[i]}: gone ({exc.strerror}); will "
+                                      f"retry opening it every "
+                                      f"{self.reopen_interval_ns / 1e9:g} s")
+                    else:
+                        st = STATUS_READ_ERROR
+                        self._problem(i, t1, st, f"{self.paths[i]}: read failed "
+                                                 f"({exc.strerror})")
+            if st != state[i] and st == STATUS_OK:
+                self._recovered(i, t1)
+            if first:
+                buf.sweep_start_ns.append(t0)
+                first = False
+            cid_a(i)
+            sw_a(k)
+            tb_a(t0)
+            d = t1 - t0
+            rd_a(d if d < 4294967295 else 4294967295)  # uint32 column; a >4 s read saturates
+            v_a(v)
+            st_a(st)
+            if st:
+                buf.n_bad += 1
+        self.n_reads += len(fds)
+
+    def drain_events(self) -> list[tuple[int, int, str, str]]:
+        """Return and clear the events reported since the last call."""
+        ev, self.events = self.events, []
+        return ev
+
+    def close(self) -> None:
+        """Close every descriptor."""
+        for i in range(len(self.fds)):
+            self._close(i)

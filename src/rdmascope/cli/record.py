@@ -1,0 +1,73 @@
+"""``rdmascope record``: sample RDMA port counters every 1 ms into a capture directory."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from rdmascope.cli.common import DURATION
+
+
+@click.command(name="record")
+@click.option("-o", "--output", required=True, type=click.Path(),
+              help="Capture directory to create (refused if it exists, unless --force).")
+@click.option("--interval", "interval_ns", type=DURATION, default="1ms", show_default=True,
+              help="Sampling interval, 0.1 ms .. 1 s (e.g. 1ms, 500us).")
+@click.option("--device", "devices", multiple=True,
+              help="RDMA device to sample (repeatable); default: every device.")
+@click.option("--duration", "duration_ns", type=DURATION, default=None,
+              help="Stop after this long (e.g. 30s, 10m); default: until SIGINT/SIGTERM.")
+@click.option("--counters", "counters", default=None,
+              help="Comma-separated counter file names to sample in addition to port_xmit_data "
+                   "and port_rcv_data (e.g. port_xmit_packets,port_xmit_wait, "
+                   "hw_counters/out_of_sequence).")
+@click.option("--netdev-stats", is_flag=True,
+              help="Also sample each device's netdev tx_bytes/rx_bytes (kernel-stack traffic).")
+@click.option("--sysfs-root", default="/sys", show_default=True, type=click.Path(),
+              help="Root of the sysfs tree (an emulated tree for tests).")
+@click.option("--cpu", type=int, default=None, help="Pin the sampler to this CPU.")
+@click.option("--rt-priority", type=int, default=None,
+              help="Run under SCHED_FIFO at this priority (needs root or CAP_SYS_NICE).")
+@click.option("--force", is_flag=True, help="Overwrite an existing capture directory.")
+@click.option("--status/--no-status", default=None,
+              help="One-line live status (per-device Gb/s over the last second) on stderr; "
+                   "default: only when stderr is a terminal.")
+def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, sysfs_root, cpu,
+            rt_priority, force, status) -> None:
+    """Sample RDMA port counters into a capture, in the foreground, until stopped.
+
+    Stops cleanly on SIGINT/SIGTERM or after --duration, then prints the self-audit (sweeps
+    taken/missed, interval and read-bracket percentiles, CPU).
+    """
+    from rdmascope.sampler.daemon import (
+        RecordError,
+        RecordOptions,
+        format_audit,
+        record,
+    )
+    from rdmascope.sampler.discovery import DEFAULT_COUNTERS
+
+    names = list(DEFAULT_COUNTERS)
+    if counters:
+        for c in counters.split(","):
+            c = c.strip()
+            if c and c not in names:
+                names.append(c)
+    opts = RecordOptions(
+        output=output, interval_ns=interval_ns, devices=list(devices) or None,
+        counters=names, netdev_stats=netdev_stats, sysfs_root=sysfs_root,
+        duration_s=None if duration_ns is None else duration_ns / 1e9, cpu=cpu,
+        rt_priority=rt_priority, force=force, status=status,
+        command_line=["rdmascope", "record", *sys.argv[2:]] if len(sys.argv) > 1 else sys.argv,
+    )
+    try:
+        result = record(opts)
+    except RecordError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"rdmascope record: stopped ({result.stopped_by}); capture {result.path}",
+               err=True)
+    click.echo(format_audit(result.audit), err=True)
+    if result.error is not None:
+        raise click.ClickException(f"recording stopped by a write error: {result.error} "
+                                   "(everything written before it is kept and loads)")
