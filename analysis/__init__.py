@@ -1,0 +1,53 @@
+"""rdmascope.analysis: from capture files to the study's views (rates, peaks, bursts, checks).
+
+Import what you need from here; see docs/ARCHITECTURE.md ("Analysis data model") for the
+contract between the modules.
+"""
+
+from .load import (
+    Capture,
+    load_capture,
+    load_captures,
+    monotonic_to_realtime,
+    realtime_to_monotonic,
+)
+from .series import (
+    FLAGS,
+    QUALITY_EMPTY,
+    QUALITY_GAP,
+    QUALITY_INVALID,
+    QUALITY_PARTIAL,
+    byte_intervals,
+    group_links,
+    integrate,
+    iter_rebin_capture,
+    parse_duration_ns,
+    rebin,
+    rebin_capture,
+    rebin_with_quality,
+    to_gbps,
+    twin_links,
+)
+
+__all__ = [
+    "Capture",
+    "load_capture",
+    "load_captures",
+    "monotonic_to_realtime",
+    "realtime_to_monotonic",
+    "FLAGS",
+    "QUALITY_EMPTY",
+    "QUALITY_GAP",
+    "QUALITY_INVALID",
+    "QUALITY_PARTIAL",
+    "byte_intervals",
+    "group_links",
+    "integrate",
+    "iter_rebin_capture",
+    "parse_duration_ns",
+    "rebin",
+    "rebin_capture",
+    "rebin_with_quality",
+    "to_gbps",
+    "twin_links",
+]

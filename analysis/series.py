@@ -1,0 +1,708 @@
+"""Counters to bytes, and bytes to windows of any width: the exact, byte-conserving core.
+
+Model (method.md, "The sampler"): a counter's value is exact, its reading instant is known to the
+read bracket. Between two consecutive valid readings of one counter the counter difference times
+``bytes_per_unit`` is the number of bytes of that *interval*; nothing is known about how they were
+spread inside it, so re-binning spreads them uniformly: the cumulative byte count of a counter is
+the piecewise-linear curve through (reading instant, counter value), and the bytes of a window
+[a, b) are F(b) - F(a). Windows of a range therefore sum exactly to the counter difference across
+it, whatever the window width, origin, or spacing of the readings.
+
+Flags (column ``flag`` of ``byte_intervals``; one per interval):
+
+- ``ok``: bytes = (v1 - v0) x bytes_per_unit.
+- ``reset``: the counter went down (driver reload, firmware reset, ``perfquery -R``): bytes NaN.
+- ``saturated``: a narrow counter (``width_bits`` <= 32, or unknown width and the 32-bit maximum)
+  reached 2^w - 1 at the interval's end: it no longer counts, bytes NaN (sysfs.md).
+- ``unavailable``: one or more readings between the two were unavailable (status != OK): the
+  counter may have been reset while unreadable (a driver reload makes the file vanish), so the
+  difference cannot be trusted: bytes NaN.
+- ``gap``: missed sweeps (the two valid readings are more than ``gap_factor`` x interval apart,
+  no unavailable reading between them). The counter kept counting, so the bytes are known
+  exactly (the difference); only their timing inside the gap is not. **Policy: keep the bytes**
+  (conservation holds) and spread them uniformly like any interval; windows that receive
+  gap-spread bytes are marked ``QUALITY_GAP`` by ``rebin_with_quality`` so that rates there can
+  be read as averages over the gap, not as measured 1 ms values.
+
+Windows (``rebin``) overlapping a NaN interval, or not covered by any interval (before the first
+or after the last reading), are NaN: never zero, never negative, never huge.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rdmascope.capture import iter_capture_batches, read_manifest
+
+from .load import Capture, counters_frame, readings_frame
+
+__all__ = [
+    "FLAGS",
+    "QUALITY_GAP",
+    "QUALITY_INVALID",
+    "QUALITY_PARTIAL",
+    "QUALITY_EMPTY",
+    "DEFAULT_GAP_FACTOR",
+    "byte_intervals",
+    "rebin",
+    "rebin_with_quality",
+    "to_gbps",
+    "integrate",
+    "group_links",
+    "twin_links",
+    "iter_rebin_capture",
+    "rebin_capture",
+    "parse_duration_ns",
+]
+
+#: Interval flags, in category order (codes 0..4).
+FLAGS = ("ok", "reset", "saturated", "gap", "unavailable")
+_OK, _RESET, _SAT, _GAP, _UNAV = range(5)
+_NAN_FLAGS = (_RESET, _SAT, _UNAV)
+
+#: Window quality bits (``rebin_with_quality``).
+QUALITY_GAP = 1  #: the window holds bytes spread over a gap (missed sweeps)
+QUALITY_INVALID = 2  #: the window overlaps a reset/saturated/unavailable interval: bytes NaN
+QUALITY_PARTIAL = 4  #: part of the window is outside every interval (capture edges)
+QUALITY_EMPTY = 8  #: no interval overlaps the window at all: bytes NaN
+
+#: Consecutive valid readings further apart than this many sampling intervals form a gap.
+DEFAULT_GAP_FACTOR = 1.5
+
+_U32_MAX = (1 << 32) - 1
+
+
+# ----------------------------------------------------------------------------------------------
+# Counters -> intervals
+# ----------------------------------------------------------------------------------------------
+
+
+def _saturation_limit(width_bits) -> int | None:
+    if width_bits is None or (isinstance(width_bits, float) and math.isnan(width_bits)):
+        return _U32_MAX  # unknown width: a 32-bit counter would stick at 2^32 - 1
+    w = int(width_bits)
+    return (1 << w) - 1 if w <= 32 else None
+
+
+def _intervals_one(t: np.ndarray, unc: np.ndarray, value: np.ndarray, valid: np.ndarray, *,
+                   bytes_per_unit: int, width_bits, interval_ns: int, gap_factor: float,
+                   label: str = "") -> dict[str, np.ndarray]:
+    """Intervals of one counter from its readings (time-ordered); see the module docstring."""
+    idx = np.flatnonzero(valid)
+    if len(idx) < 2:
+        z = np.zeros(0, np.int64)
+        return {"t0_ns": z, "t1_ns": z, "t0_unc_ns": z, "t1_unc_ns": z,
+                "bytes": np.zeros(0), "flag": np.zeros(0, np.int8)}
+    i0, i1 = idx[:-1], idx[1:]
+    t0, t1 = t[i0], t[i1]
+    dt = t1 - t0
+    if (dt < 0).any():
+        k = int(np.flatnonzero(dt < 0)[0])
+        raise ValueError(f"readings of {label or 'a counter'} go back in time between rows "
+                         f"{int(i0[k])} and {int(i1[k])} ({int(t0[k])} -> {int(t1[k])} ns)")
+    v0, v1 = value[i0], value[i1]
+    flag = np.zeros(len(i0), np.int8)
+    gap = dt > gap_factor * interval_ns
+    flag[gap] = _GAP
+    flag[(i1 - i0) > 1] = _UNAV  # invalid readings lie between the two valid ones
+    limit = _saturation_limit(width_bits)
+    if limit is not None:
+        flag[v1 >= np.uint64(limit)] = _SAT
+    reset = v1 < v0
+    flag[reset] = _RESET
+    diff = np.where(reset, np.uint64(0), v1 - v0)  # never wraps into huge values
+    b = diff.astype(np.float64) * float(bytes_per_unit)
+    b[np.isin(flag, _NAN_FLAGS)] = np.nan
+    return {"t0_ns": t0, "t1_ns": t1, "t0_unc_ns": unc[i0], "t1_unc_ns": unc[i1],
+            "bytes": b, "flag": flag}
+
+
+def _select_counters(counters: pd.DataFrame, sel, source: str | None) -> list[int]:
+    data = counters[counters["data"]]
+    if sel is None:
+        if source is not None:
+            data = data[data["source"] == source]
+        return [int(i) for i in data.index]
+    out = []
+    for s in sel:
+        if isinstance(s, (int, np.integer)):
+            if int(s) not in counters.index or not counters.at[int(s), "data"]:
+                raise ValueError(f"counter_id {s} is not a byte counter of this capture")
+            out.append(int(s))
+        else:
+            hit = data.index[data["series"] == s]
+            if len(hit) == 0:
+                known = ", ".join(str(x) for x in data["series"])
+                raise ValueError(f"no byte counter named {s!r} (series: {known})")
+            out.extend(int(i) for i in hit)
+    return out
+
+
+_INTERVAL_COLUMNS = ["counter_id", "series", "device", "direction", "source", "t0_ns", "t1_ns",
+                     "t0_unc_ns", "t1_unc_ns", "bytes", "flag"]
+
+
+def _intervals_frame(parts: list[tuple[int, dict, dict[str, np.ndarray]]]) -> pd.DataFrame:
+    """Assemble per-counter interval arrays into the intervals DataFrame (categorical labels)."""
+    n = [len(p[2]["t0_ns"]) for p in parts]
+    cat = {}
+    for key in ("series", "device", "direction", "source"):
+        labels = list(dict.fromkeys(str(p[1][key]) for p in parts))
+        codes = np.concatenate([np.full(k, labels.index(str(p[1][key])), np.int16)
+                                for k, p in zip(n, parts, strict=True)]) if parts else \
+            np.zeros(0, np.int16)
+        cat[key] = pd.Categorical.from_codes(codes, categories=labels)
+
+    def cc(name, dtype):
+        if not parts:
+            return np.zeros(0, dtype)
+        return np.concatenate([p[2][name].astype(dtype, copy=False) for p in parts])
+
+    df = pd.DataFrame({
+        "counter_id": np.concatenate([np.full(k, p[0], np.uint16)
+                                      for k, p in zip(n, parts, strict=True)])
+        if parts else np.zeros(0, np.uint16),
+        **cat,
+        "t0_ns": cc("t0_ns", np.int64),
+        "t1_ns": cc("t1_ns", np.int64),
+        "t0_unc_ns": cc("t0_unc_ns", np.int64),
+        "t1_unc_ns": cc("t1_unc_ns", np.int64),
+        "bytes": cc("bytes", np.float64),
+        "flag": pd.Categorical.from_codes(cc("flag", np.int8), categories=list(FLAGS)),
+    }, copy=False)
+    return df[_INTERVAL_COLUMNS]
+
+
+def byte_intervals(capture: Capture, *, counters=None, source: str | None = "infiniband",
+                   gap_factor: float = DEFAULT_GAP_FACTOR) -> pd.DataFrame:
+    """Turn a capture's byte counters into intervals between consecutive valid readings.
+
+    ``counters``: None for every byte counter of ``source`` ("infiniband" = the RDMA data
+    counters port_xmit_data/port_rcv_data; "netdev" = kernel-stack tx_bytes/rx_bytes; None =
+    both), or a list of counter_ids and/or series names. ``gap_factor``: valid readings more
+    than ``gap_factor`` x ``interval_ns`` apart form a gap (default 1.5).
+
+    Returns a DataFrame, one row per interval, sorted by (counter_id, t0_ns): counter_id,
+    series, device, direction, source (categorical), t0_ns, t1_ns (int64 ns: the two readings'
+    instants, middle of their read brackets), t0_unc_ns, t1_unc_ns (half-brackets), bytes
+    (float64 decimal bytes = counter difference x bytes_per_unit, e.g. x4 for port_xmit_data,
+    never the lane count; NaN when flagged reset/saturated/unavailable) and flag (one of
+    ``FLAGS``; see the module docstring for the gap policy).
+
+    Raises ``ValueError`` for an unknown counter or readings that go back in time.
+    """
+    cdf = capture.counters
+    ids = _select_counters(cdf, counters, source)
+    r = capture.readings
+    cid = r["counter_id"].to_numpy()
+    t = r["t_ns"].to_numpy()
+    unc = r["t_unc_ns"].to_numpy()
+    val = r["value"].to_numpy()
+    valid = r["valid"].to_numpy()
+    sweep = r["sweep"].to_numpy()
+    parts = []
+    for c in ids:
+        lo, hi = np.searchsorted(cid, c, "left"), np.searchsorted(cid, c, "right")
+        if hi - lo < 2:
+            continue
+        sl = slice(lo, hi)
+        if (np.diff(sweep[sl]) <= 0).any():
+            raise ValueError(f"{capture.path}: counter {c} has duplicate or unordered sweeps")
+        d = cdf.loc[c]
+        iv = _intervals_one(t[sl], unc[sl], val[sl], valid[sl],
+                            bytes_per_unit=int(d["bytes_per_unit"]), width_bits=d["width_bits"],
+                            interval_ns=capture.interval_ns, gap_factor=gap_factor,
+                            label=f"counter {c} ({d['series']}) in {capture.path}")
+        if len(iv["t0_ns"]):
+            parts.append((c, d.to_dict(), iv))
+    return _intervals_frame(parts)
+
+
+# ----------------------------------------------------------------------------------------------
+# Intervals -> windows
+# ----------------------------------------------------------------------------------------------
+
+
+class _Counter:
+    """One counter's intervals, sorted and non-overlapping, with the precomputed cumulative sums."""
+
+    __slots__ = ("t0", "t1", "b", "cb", "dur", "cdur", "nan_t0", "nan_t1", "gap_t0", "gap_t1")
+
+    def __init__(self, t0: np.ndarray, t1: np.ndarray, b: np.ndarray, flag: np.ndarray):
+        self.t0, self.t1 = t0, t1
+        nan = np.isnan(b) | np.isin(flag, _NAN_FLAGS)
+        self.b = np.where(nan, 0.0, b)
+        self.cb = np.concatenate([[0.0], np.cumsum(self.b)])
+        self.dur = t1 - t0
+        self.cdur = np.concatenate([[0], np.cumsum(self.dur)])
+        self.nan_t0, self.nan_t1 = t0[nan], t1[nan]
+        g = flag == _GAP
+        self.gap_t0, self.gap_t1 = t0[g], t1[g]
+
+    def cum(self, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Cumulative bytes (whole intervals, partial interval) and covered ns (same) at e."""
+        n = len(self.t0)
+        j = np.searchsorted(self.t1, e, side="right")  # intervals ending at or before e
+        jj = np.minimum(j, n - 1)
+        inside = (j < n) & (self.t0[jj] < e)
+        num = np.where(inside, e - self.t0[jj], 0)
+        d = self.dur[jj]
+        frac = np.divide(num, d, out=np.zeros(len(e)), where=inside & (d > 0))
+        return self.cb[j], self.b[jj] * frac, self.cdur[j], num
+
+    def windows(self, a: np.ndarray, b: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per range [a, b): (bytes without NaN intervals, #NaN intervals, #gaps, covered ns)."""
+        fa, pa_, ca, na = self.cum(a)
+        fb, pb, cb, nb = self.cum(b)
+        byt = (fb - fa) + (pb - pa_)
+        cov = (cb - ca) + (nb - na)
+        nan = (np.searchsorted(self.nan_t0, b, "left")
+               - np.searchsorted(self.nan_t1, a, "right"))
+        gap = (np.searchsorted(self.gap_t0, b, "left")
+               - np.searchsorted(self.gap_t1, a, "right"))
+        return byt, nan, gap, cov
+
+    def edges(self, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Same as ``windows`` for contiguous windows between consecutive edges (one pass)."""
+        f, p, c, nn = self.cum(e)
+        byt = np.diff(f) + np.diff(p)
+        cov = np.diff(c) + np.diff(nn)
+        a, b = e[:-1], e[1:]
+        nan = (np.searchsorted(self.nan_t0, b, "left")
+               - np.searchsorted(self.nan_t1, a, "right"))
+        gap = (np.searchsorted(self.gap_t0, b, "left")
+               - np.searchsorted(self.gap_t1, a, "right"))
+        return byt, nan, gap, cov
+
+
+def _group_key(by):
+    if by is None:
+        return lambda frame: "total"
+    return lambda frame: frame[by].iloc[0]
+
+
+def _counters_of(intervals: pd.DataFrame, by) -> list[tuple[Any, _Counter]]:
+    """Split intervals per counter (each sorted, checked non-overlapping) with their group key."""
+    if len(intervals) == 0:
+        raise ValueError("no intervals to re-bin (the capture holds fewer than two valid "
+                         "readings of any selected counter)")
+    for col in ("t0_ns", "t1_ns", "bytes", "flag"):
+        if col not in intervals.columns:
+            raise ValueError(f"intervals lack column {col!r} (make them with byte_intervals)")
+    if by is not None and by not in intervals.columns:
+        raise ValueError(f"cannot group by {by!r}: no such column "
+                         f"(columns: {', '.join(map(str, intervals.columns))})")
+    key = intervals["counter_id"].to_numpy() if "counter_id" in intervals.columns else \
+        np.zeros(len(intervals), np.int64)
+    t0 = intervals["t0_ns"].to_numpy(np.int64)
+    t1 = intervals["t1_ns"].to_numpy(np.int64)
+    if (t1 < t0).any():
+        raise ValueError("an interval ends before it starts (t1_ns < t0_ns)")
+    flag = intervals["flag"]
+    fcode = (flag.cat.codes.to_numpy(np.int8) if isinstance(flag.dtype, pd.CategoricalDtype)
+             and list(flag.cat.categories) == list(FLAGS)
+             else pd.Categorical(flag, categories=list(FLAGS)).codes.astype(np.int8))
+    b = intervals["bytes"].to_numpy(np.float64)
+    order = None
+    if len(key) > 1 and ((np.diff(key.astype(np.int64)) < 0).any()
+                         or ((np.diff(t0) < 0) & (np.diff(key.astype(np.int64)) == 0)).any()):
+        order = np.lexsort((t0, key))
+        key, t0, t1, fcode, b = key[order], t0[order], t1[order], fcode[order], b[order]
+    bounds = np.flatnonzero(np.diff(key.astype(np.int64))) + 1
+    starts = np.concatenate([[0], bounds])
+    ends = np.concatenate([bounds, [len(key)]])
+    groups = intervals[by].to_numpy() if by is not None else None
+    if groups is not None and order is not None:
+        groups = groups[order]
+    out = []
+    for s, e in zip(starts, ends, strict=True):
+        ct0, ct1 = t0[s:e], t1[s:e]
+        if (ct0[1:] < ct1[:-1]).any():
+            raise ValueError(f"intervals of counter {key[s]} overlap; each counter's intervals "
+                             "must be consecutive (as byte_intervals makes them)")
+        g = groups[s] if groups is not None else "total"
+        out.append((g, _Counter(ct0, ct1, b[s:e], fcode[s:e])))
+    return out
+
+
+def _grid(counters, width_ns: int, origin_ns, start_ns, end_ns) -> np.ndarray:
+    if not isinstance(width_ns, (int, np.integer)) or width_ns <= 0:
+        raise ValueError(f"window width must be a positive integer of ns, got {width_ns!r}")
+    lo = min(int(c.t0[0]) for _, c in counters)
+    hi = max(int(c.t1[-1]) for _, c in counters)
+    origin = lo if origin_ns is None else int(origin_ns)
+    start = lo if start_ns is None else int(start_ns)
+    end = hi if end_ns is None else int(end_ns)
+    if end <= start:
+        raise ValueError(f"empty time range: start {start} ns >= end {end} ns")
+    k0 = (start - origin) // width_ns
+    k1 = -((origin - end) // width_ns)  # ceil
+    return origin + np.arange(k0, k1 + 1, dtype=np.int64) * int(width_ns)
+
+
+def _combine(keys: list, per: list[tuple], width: np.ndarray | int, index: pd.Index,
+             partial_nan: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Sum per-counter window parts into group columns; NaN and quality bits per the policy."""
+    names = list(dict.fromkeys(keys))
+    out_b, out_q = {}, {}
+    for name in names:
+        byt = None
+        q = None
+        bad = None
+        for k, (b, nan, gap, cov) in zip(keys, per, strict=True):
+            if k != name:
+                continue
+            qq = np.zeros(len(b), np.int8)
+            qq[gap > 0] |= QUALITY_GAP
+            qq[nan > 0] |= QUALITY_INVALID
+            qq[cov < width] |= QUALITY_PARTIAL
+            qq[cov <= 0] |= QUALITY_EMPTY
+            bb = (nan > 0) | (cov <= 0)
+            if partial_nan:
+                bb |= cov < width
+            byt = b.copy() if byt is None else byt + b
+            q = qq if q is None else q | qq
+            bad = bb if bad is None else bad | bb
+        byt[bad] = np.nan
+        out_b[name] = byt
+        out_q[name] = q
+    return (pd.DataFrame(out_b, index=index, columns=names),
+            pd.DataFrame(out_q, index=index, columns=names))
+
+
+def rebin_with_quality(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int | None = None,
+                       start_ns: int | None = None, end_ns: int | None = None,
+                       by: str | None = "series") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Re-bin intervals to windows and also return each window's quality bits.
+
+    Returns (bytes_df, quality_df), same index and columns (see ``rebin``); quality_df holds an
+    int8 bitmask per window and group: ``QUALITY_GAP`` (gap-spread bytes), ``QUALITY_INVALID``
+    (overlaps a reset/saturated/unavailable interval: NaN), ``QUALITY_PARTIAL`` (part of the
+    window lies outside the readings), ``QUALITY_EMPTY`` (no readings at all: NaN).
+    Raises ``ValueError`` as ``rebin`` does.
+    """
+    counters = _counters_of(intervals, by)
+    edges = _grid(counters, width_ns, origin_ns, start_ns, end_ns)
+    index = pd.Index(edges[:-1], name="window_start_ns")
+    per = [c.edges(edges) for _, c in counters]
+    b, q = _combine([k for k, _ in counters], per, int(width_ns), index)
+    b.columns.name = q.columns.name = by
+    return b, q
+
+
+def rebin(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int | None = None,
+          start_ns: int | None = None, end_ns: int | None = None,
+          by: str | None = "series") -> pd.DataFrame:
+    """Re-bin byte intervals to windows of ``width_ns``, spreading each interval by overlap.
+
+    Windows are [origin + k x width, origin + (k+1) x width) for every k whose window overlaps
+    [start_ns, end_ns) (defaults: the first interval's start, for all three, and the last
+    interval's end). Each interval's bytes go to the windows it overlaps in proportion to the
+    overlap (method.md, "The sampler"), computed exactly as differences of the piecewise-linear
+    cumulative byte curve at the window edges, so the windows of a range sum to the counter
+    difference across it (to float rounding, < 1e-6 bytes per window).
+
+    ``by``: a column of ``intervals`` to sum counters by ("series" default, "device",
+    "direction", "counter_id") or None for one "total" column.
+
+    Returns a DataFrame: index ``window_start_ns`` (int64 ns), one float64 column of bytes per
+    group. NaN where the window overlaps a reset/saturated/unavailable interval or has no
+    reading around it (never zero). Raises ``ValueError`` on a non-positive width, an empty
+    range, no intervals or overlapping intervals of one counter.
+    """
+    return rebin_with_quality(intervals, width_ns, origin_ns=origin_ns, start_ns=start_ns,
+                              end_ns=end_ns, by=by)[0]
+
+
+def to_gbps(bytes_df, width_ns: int | float):
+    """Convert bytes per window of ``width_ns`` to Gb/s (1e9 bit/s): bytes x 8 / width_ns.
+
+    Works on a DataFrame, Series or array of any shape; NaN stays NaN.
+    """
+    if width_ns <= 0:
+        raise ValueError(f"window width must be positive, got {width_ns!r}")
+    return bytes_df * 8.0 / float(width_ns)
+
+
+def integrate(intervals: pd.DataFrame, t0_ns, t1_ns, *, by: str | None = "series",
+              allow_partial: bool = False) -> pd.DataFrame:
+    """Return the bytes of each series inside arbitrary ranges [t0_ns[i], t1_ns[i]).
+
+    Shapes: ``t0_ns``, ``t1_ns`` int64 arrays of length n (any order, may overlap) -> DataFrame
+    of n rows (RangeIndex) x one column per group (``by`` as in ``rebin``), float64 bytes, each
+    interval counted in proportion to its overlap with the range (method.md, "The sampler";
+    the attribution of requests uses this). A range overlapping a reset/saturated/unavailable
+    interval is NaN; a range not entirely covered by readings is NaN unless ``allow_partial``
+    (then the covered part's bytes; still NaN when nothing is covered). Gap-spread bytes count.
+
+    Raises ``ValueError`` on unequal lengths or a range with t1 < t0.
+    """
+    a = np.asarray(t0_ns, dtype=np.int64).ravel()
+    b = np.asarray(t1_ns, dtype=np.int64).ravel()
+    if a.shape != b.shape:
+        raise ValueError(f"t0_ns and t1_ns have unequal lengths ({len(a)} and {len(b)})")
+    if (b < a).any():
+        i = int(np.flatnonzero(b < a)[0])
+        raise ValueError(f"range {i} ends before it starts ({a[i]} > {b[i]} ns)")
+    counters = _counters_of(intervals, by)
+    width = b - a
+    per = []
+    for _, c in counters:
+        byt, nan, gap, cov = c.windows(a, b)
+        # a zero-length range inside the readings holds 0 bytes (covered), not NaN
+        cov = np.where((width == 0) & (a >= c.t0[0]) & (a <= c.t1[-1]), 1, cov)
+        if allow_partial:
+            cov = np.where(cov > 0, np.maximum(cov, width), cov)
+        per.append((byt, nan, gap, cov))
+    out, _ = _combine([k for k, _ in counters], per, width, pd.RangeIndex(len(a)),
+                      partial_nan=True)
+    out.columns.name = by
+    return out
+
+
+def group_links(df: pd.DataFrame, groups: dict[str, list[str]], *, keep: bool = True
+                ) -> pd.DataFrame:
+    """Sum twin series into per-link series (one cable seen as two PCI functions, sysfs.md).
+
+    ``groups`` maps a link name to the series it sums, e.g. {"link/tx": ["rocep1s0f1/tx",
+    "roceP2p1s0f1/tx"]}. A link is NaN where any member is NaN. With ``keep`` (default) the
+    twins stay beside the links ("reported separately as well"); else only the links remain.
+    Raises ``ValueError`` naming a member that is not a column.
+    """
+    out = df.copy() if keep else pd.DataFrame(index=df.index)
+    for link, members in groups.items():
+        missing = [m for m in members if m not in df.columns]
+        if missing:
+            raise ValueError(f"link {link!r}: no series {', '.join(map(repr, missing))} "
+                             f"(columns: {', '.join(map(str, df.columns))})")
+        out[link] = df[list(members)].sum(axis=1, skipna=False)
+    return out
+
+
+def twin_links(capture: Capture, *, source: str = "infiniband") -> dict[str, list[str]]:
+    """Return the twin groups of a capture's series: {"link:<dev>+<dev>/<dir>": [series, ...]}.
+
+    Devices are twins when their PCI addresses match without the PCI domain (DGX Spark:
+    0000:01:00.1 and 0002:01:00.1, sysfs.md) or, when the manifest has no PCI address, when
+    they share a ``sys_image_guid``/``node_guid``; with neither, all devices form one link (the
+    study's one cable per node). Only groups of two or more series are returned.
+    """
+    dev_info = {d.get("name"): d for d in capture.meta.get("devices") or [] if isinstance(d, dict)}
+    c = capture.counters
+    c = c[c["data"] & (c["source"] == source)]
+    keys: dict[tuple, list[tuple[str, str]]] = {}
+    for _, row in c.iterrows():
+        info = dev_info.get(row["device"], {})
+        pci = info.get("pci")
+        if pci and ":" in pci:
+            k = ("pci", pci.split(":", 1)[1] if pci.count(":") == 2 else pci)
+        elif info.get("sys_image_guid") or info.get("node_guid"):
+            k = ("guid", info.get("sys_image_guid") or info.get("node_guid"))
+        else:
+            k = ("all",)
+        keys.setdefault((k, row["direction"]), []).append((row["device"], row["series"]))
+    out = {}
+    for (_, direction), members in keys.items():
+        if len(members) < 2:
+            continue
+        devs = "+".join(dict.fromkeys(m[0] for m in members))
+        out[f"link:{devs}/{direction}"] = [m[1] for m in members]
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Chunked path over iter_capture_batches (bounded memory for day-long captures)
+# ----------------------------------------------------------------------------------------------
+
+
+def iter_rebin_capture(path: str | os.PathLike, width_ns: int, *, origin_ns: int | None = None,
+                       by: str | None = "series", source: str | None = "infiniband",
+                       gap_factor: float = DEFAULT_GAP_FACTOR, batch_rows: int = 1 << 20,
+                       progress: Callable[[int], None] | None = None,
+                       ) -> Iterator[tuple[pd.DataFrame, pd.DataFrame]]:
+    """Re-bin a capture segment by segment, yielding finished windows in bounded memory.
+
+    Same result as ``rebin_with_quality(byte_intervals(load_capture(path)), ...)`` with the
+    same origin, but reads ``rdmascope.capture.iter_capture_batches`` one record batch at a time
+    and keeps only the readings of the current batch plus the windows not yet final (those after
+    the earliest last-valid reading of any counter: about one segment). Memory is bounded by
+    ``batch_rows`` and one segment's windows, whatever the capture length. ``origin_ns``
+    defaults to the capture's start (manifest). ``progress`` is called with the rows of each
+    batch read. Yields (bytes_df, quality_df) blocks in time order; concatenate them, or reduce
+    each (e.g. a running maximum) for a day at 1 ms.
+    Raises the loader errors of ``load_capture`` and ``ValueError`` as ``rebin`` does.
+    """
+    if not isinstance(width_ns, (int, np.integer)) or width_ns <= 0:
+        raise ValueError(f"window width must be a positive integer of ns, got {width_ns!r}")
+    w = int(width_ns)
+    m = read_manifest(path)
+    cdf = counters_frame(m, os.path.join(os.fspath(path), "manifest.json"))
+    ids = _select_counters(cdf, None, source)
+    if by is None:
+        key_of = {c: "total" for c in ids}
+    else:
+        key_of = {c: (c if by == "counter_id" else cdf.at[c, by]) for c in ids}
+    names = list(dict.fromkeys(key_of[c] for c in ids))
+    origin = int(m["start"]["monotonic_ns"]) if origin_ns is None else int(origin_ns)
+    interval_ns = int(m["interval_ns"])
+    # per counter: carried last valid reading (t, unc, value) and "invalid rows since it"
+    carry: dict[int, tuple[int, int, int, bool]] = {}
+    # per counter: the instant before which its future intervals cannot start (last valid
+    # reading, else the last row seen); windows ending before the minimum over all counters
+    # are final. A counter not seen yet holds everything back.
+    bound: dict[int, int] = {}
+    # pending windows: window numbers [k_lo, k_lo + n) with per-counter accumulators
+    k_lo: int | None = None
+    acc: dict[int, list[np.ndarray]] = {}
+
+    def grow(k_start: int, k_end: int) -> None:
+        nonlocal k_lo
+        if k_lo is None:
+            k_lo = k_start
+        n_old = len(next(iter(acc.values()))[0]) if acc else 0
+        lo = min(k_lo, k_start)
+        hi = max(k_lo + n_old, k_end)
+        for c in ids:
+            old = acc.get(c)
+            new = [np.zeros(hi - lo), np.zeros(hi - lo, np.int64), np.zeros(hi - lo, np.int64),
+                   np.zeros(hi - lo, np.int64)]
+            if old is not None and n_old:
+                for a_new, a_old in zip(new, old, strict=True):
+                    a_new[k_lo - lo:k_lo - lo + n_old] = a_old
+            acc[c] = new
+        k_lo = lo
+
+    def emit(k_end: int):
+        nonlocal k_lo
+        if k_lo is None or not acc:
+            return None
+        n = len(acc[ids[0]][0])
+        cut = max(0, min(n, k_end - k_lo))
+        if cut == 0:
+            return None
+        edges = origin + (k_lo + np.arange(cut, dtype=np.int64)) * w
+        per = [tuple(a[:cut] for a in acc[c]) for c in ids]
+        b, q = _combine([key_of[c] for c in ids], per, w, pd.Index(edges, name="window_start_ns"))
+        b = b.reindex(columns=names)
+        q = q.reindex(columns=names)
+        b.columns.name = q.columns.name = by
+        for c in ids:
+            acc[c] = [a[cut:] for a in acc[c]]
+        k_lo += cut
+        return b, q
+
+    idset = set(ids)
+    for batch in iter_capture_batches(path, batch_rows=batch_rows):
+        if progress is not None:
+            progress(batch.num_rows)
+        r = readings_frame(batch)
+        cid = r["counter_id"].to_numpy()
+        if len(cid) and (np.diff(cid.astype(np.int64)) < 0).any():
+            order = np.lexsort((r["sweep"].to_numpy(), cid))
+            r = r.iloc[order]
+            cid = cid[order]
+        for c in np.unique(cid):
+            c = int(c)
+            if c not in idset:
+                continue
+            lo, hi = np.searchsorted(cid, c, "left"), np.searchsorted(cid, c, "right")
+            t = r["t_ns"].to_numpy()[lo:hi]
+            unc = r["t_unc_ns"].to_numpy()[lo:hi]
+            val = r["value"].to_numpy()[lo:hi]
+            valid = r["valid"].to_numpy()[lo:hi]
+            if c in carry:
+                ct, cu, cv, inv = carry[c]
+                pre = 2 if inv else 1  # a placeholder invalid row keeps the "unavailable" flag
+                t = np.concatenate([[ct] * pre, t]).astype(np.int64)
+                unc = np.concatenate([[cu] * pre, unc]).astype(np.int64)
+                val = np.concatenate([[cv] * pre, val]).astype(np.uint64)
+                valid = np.concatenate([[True, False][:pre], valid])
+            vidx = np.flatnonzero(valid)
+            if len(vidx):
+                last = int(vidx[-1])
+                carry[c] = (int(t[last]), int(unc[last]), int(val[last]), last < len(t) - 1)
+            elif c in carry:
+                carry[c] = (*carry[c][:3], True)
+            bound[c] = carry[c][0] if c in carry else int(t[-1])
+            d = cdf.loc[c]
+            iv = _intervals_one(t, unc, val, valid, bytes_per_unit=int(d["bytes_per_unit"]),
+                                width_bits=d["width_bits"], interval_ns=interval_ns,
+                                gap_factor=gap_factor, label=f"counter {c} in {path}")
+            if not len(iv["t0_ns"]):
+                continue
+            cnt = _Counter(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])
+            ka = (int(cnt.t0[0]) - origin) // w
+            kb = -((origin - int(cnt.t1[-1])) // w)
+            grow(ka, kb)
+            edges = origin + np.arange(ka, kb + 1, dtype=np.int64) * w
+            parts = cnt.edges(edges)
+            off = ka - k_lo
+            for a, p in zip(acc[c], parts, strict=True):
+                a[off:off + len(p)] += p
+        if len(bound) == len(ids):
+            final_t = min(bound.values())
+            out = emit((final_t - origin) // w)
+            if out is not None:
+                yield out
+    if k_lo is not None and acc:
+        out = emit(k_lo + len(acc[ids[0]][0]))
+        if out is not None:
+            yield out
+
+
+def rebin_capture(path: str | os.PathLike, width_ns: int, **kwargs) -> tuple[pd.DataFrame,
+                                                                               pd.DataFrame]:
+    """Re-bin a whole capture through the chunked path; return (bytes_df, quality_df).
+
+    Keyword arguments as ``iter_rebin_capture``. The reading side runs in bounded memory; the
+    result itself has one row per window (a day at 1 s is 86,400 rows; for a day at 1 ms
+    consume ``iter_rebin_capture`` block by block instead). Windows before the first reading
+    (between the origin and it) are left out.
+    """
+    blocks = list(iter_rebin_capture(path, width_ns, **kwargs))
+    if not blocks:
+        raise ValueError(f"{path}: no intervals to re-bin (fewer than two valid readings)")
+    b = pd.concat([x[0] for x in blocks])
+    q = pd.concat([x[1] for x in blocks])
+    keep = (q & QUALITY_EMPTY).eq(0).any(axis=1).to_numpy()
+    first = int(np.argmax(keep)) if keep.any() else len(keep)
+    return b.iloc[first:], q.iloc[first:]
+
+
+# ----------------------------------------------------------------------------------------------
+# Small helpers for the CLI
+# ----------------------------------------------------------------------------------------------
+
+_UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
+             "min": 60_000_000_000}
+
+
+def parse_duration_ns(text: str) -> int:
+    """Parse "1ms", "5 ms", "100us", "1s", "0.5s", "250000ns" to integer ns.
+
+    A bare number is seconds. Raises ``ValueError`` naming the text on anything else or a
+    non-positive result.
+    """
+    s = str(text).strip().lower().replace(" ", "")
+    for unit in sorted(_UNITS_NS, key=len, reverse=True):
+        if s.endswith(unit):
+            num, mult = s[: -len(unit)], _UNITS_NS[unit]
+            break
+    else:
+        num, mult = s, 1_000_000_000
+    try:
+        v = float(num)
+    except ValueError:
+        raise ValueError(f"cannot read {text!r} as a duration (e.g. 1ms, 5ms, 100ms, 1s)") from None
+    ns = int(round(v * mult))
+    if ns <= 0:
+        raise ValueError(f"duration {text!r} must be positive")
+    return ns
+
