@@ -1,0 +1,63 @@
+"""Build small synthetic captures (exact bytes per 1 ms interval) for the request-log tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from rdmascope.capture import STATUS_OK, CaptureWriter, make_batch
+
+MS = 1_000_000
+DEVICES = ("rocep1s0f1", "roceP2p1s0f1")
+PCI = {"rocep1s0f1": "0000:01:00.1", "roceP2p1s0f1": "0002:01:00.1"}
+
+
+def build_capture(path: Path, t0_ns: int, per_ms_bytes: dict[str, np.ndarray], *,
+                  interval_ns: int = MS, clock_pairs: list[list[int]] | None = None,
+                  realtime_offset_ns: int = 1_700_000_000_000_000_000) -> Path:
+    """Write a capture whose series receive exactly ``per_ms_bytes[series][k]`` bytes in interval k.
+
+    ``per_ms_bytes`` maps "<device>/<tx|rx>" to an array of n bytes (multiples of 4). Readings
+    are at ``t0_ns + k * interval_ns`` (k = 0..n), read bracket 2 us centred on that instant.
+    ``clock_pairs`` default: [t + realtime_offset_ns, t] at start and stop.
+    """
+    counters, values = [], []
+    n = None
+    for series, arr in per_ms_bytes.items():
+        dev, direction = series.split("/")
+        arr = np.asarray(arr, dtype=np.int64)
+        assert (arr % 4 == 0).all(), "bytes must be multiples of 4 (port_xmit_data units)"
+        n = len(arr) if n is None else n
+        assert len(arr) == n
+        counters.append({
+            "source": "infiniband", "device": dev, "port": 1,
+            "name": "port_xmit_data" if direction == "tx" else "port_rcv_data",
+            "path": f"/sys/class/infiniband/{dev}/ports/1/counters/"
+                    + ("port_xmit_data" if direction == "tx" else "port_rcv_data"),
+            "unit": "4 bytes", "bytes_per_unit": 4, "width_bits": 64, "direction": direction})
+        values.append(np.concatenate([[1000], 1000 + np.cumsum(arr // 4)]))
+    t_end = t0_ns + n * interval_ns
+    pairs = clock_pairs if clock_pairs is not None else [
+        [t0_ns + realtime_offset_ns, t0_ns], [t_end + realtime_offset_ns, t_end]]
+    devices = [{"name": d, "pci": PCI[d], "ports": [{"port": 1, "rate_gbps": 200.0}]}
+               for d in dict.fromkeys(s.split("/")[0] for s in per_ms_bytes)]
+    w = CaptureWriter.create(path, {
+        "writer": "simulate", "counters": counters, "devices": devices,
+        "interval_ns": interval_ns, "sysfs_root": "/sys",
+        "start": {"realtime_ns": pairs[0][0], "monotonic_ns": t0_ns},
+        "clock_pairs": [list(p) for p in pairs[:-1]]})
+    cid, sweep, tb, dur, val, st = [], [], [], [], [], []
+    for c, v in enumerate(values):
+        for k in range(n + 1):
+            cid.append(c)
+            sweep.append(k)
+            tb.append(t0_ns + k * interval_ns - 1000)
+            dur.append(2000)
+            val.append(int(v[k]))
+            st.append(STATUS_OK)
+    w.write_batch(make_batch(cid, sweep, tb, dur, val, st))
+    w.close(stop={"realtime_ns": pairs[-1][0], "monotonic_ns": pairs[-1][1]})
+    w.manifest["clock_pairs"] = [list(p) for p in pairs]
+    w.write_manifest()
+    return path

@@ -1,0 +1,363 @@
+"""Request logs: every format from small files in the tools' shapes, clocks, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rdmascope.analysis.load import load_capture
+from rdmascope.analysis.requestlogs import (
+    CLOCK_MONOTONIC,
+    CLOCK_REALTIME,
+    CLOCK_RELATIVE,
+    RequestLogError,
+    align,
+    detect_format,
+    read_request_log,
+)
+from requestlog_helpers import MS, build_capture
+
+DATA = Path(__file__).parent / "data" / "requestlogs"
+S = 1_000_000_000
+
+
+def ok_row(log, rid):
+    r = log.requests.set_index("request_id").loc[rid]
+    return r
+
+
+# ------------------------------------------------------------------------------------------------
+# Formats
+# ------------------------------------------------------------------------------------------------
+
+
+def test_native_jsonl():
+    log = read_request_log(DATA / "native.jsonl")
+    assert (log.format, log.clock, log.n_failed) == ("native", CLOCK_MONOTONIC, 1)
+    assert list(log.requests["request_id"]) == ["p1-r1-0", "p4-r1-0", "p4-r1-1", "p4-r1-2"]
+    r = ok_row(log, "p4-r1-1")
+    assert (r.t_send_ns, r.t_first_ns, r.t_last_ns) == (1000_001_000_000, 1000_750_000_000,
+                                                       1002_750_000_000)
+    assert (r.prompt_tokens, r.output_tokens, r.test, r["round"], r.row) == (8192, 101, "P4", 1, 2)
+    p1 = ok_row(log, "p1-r1-0")
+    assert p1.chunk_times == [990_250_000_000, 990_500_000_000, 991_250_000_000]
+    assert p1.row == 5  # the blank line is counted: rows are file lines
+    failed = ok_row(log, "p4-r1-2")
+    assert (not failed.ok) and failed.error == "HTTP 500"
+    assert len(log.ok) == 3
+
+
+def test_native_csv():
+    log = read_request_log(DATA / "native.csv")
+    assert (log.format, log.clock, log.n_failed) == ("native", CLOCK_MONOTONIC, 0)
+    b = ok_row(log, "b")
+    assert (b.t_send_ns, b.t_first_ns, b.t_last_ns, b["round"], b.row) == (
+        1010 * S, 1010_400_000_000, 1012_400_000_000, 2, 3)
+
+
+def test_vllm_with_start_times():
+    log = read_request_log(DATA / "vllm_serve_result.json")
+    assert (log.format, log.clock, log.n_failed) == ("vllm", CLOCK_MONOTONIC, 1)
+    r1 = ok_row(log, "1")
+    # t_send = start_times[1]; t_first = t_send + ttfts[1]; t_last = t_send + latencies[1]
+    assert r1.t_send_ns == 5000_125_000_000
+    assert r1.t_first_ns == 5000_125_000_000 + 6_500_000_000
+    assert r1.t_last_ns == 5000_125_000_000 + 7_000_000_000
+    # chunk k at t_first + sum(itls[:k])
+    assert r1.chunk_times == [5006_625_000_000, 5006_875_000_000, 5007_125_000_000]
+    assert (r1.prompt_tokens, r1.output_tokens) == (8192, 3)
+    assert ok_row(log, "2").error == "Bad Request: prompt too long"
+
+
+def test_vllm_without_start_times_is_relative():
+    log = read_request_log(DATA / "vllm_serve_result_nostart.json")
+    assert log.clock == CLOCK_RELATIVE
+    assert list(log.ok["t_send_ns"]) == [0, 0]
+    assert list(log.ok["t_first_ns"]) == [6_250_000_000, 6_500_000_000]
+    assert any("start_times" in n for n in log.notes)
+
+
+def test_vllm_finite_rate_without_start_times_refused(tmp_path):
+    d = json.loads((DATA / "vllm_serve_result_nostart.json").read_text())
+    d["request_rate"] = 2.0
+    p = tmp_path / "v.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(RequestLogError, match="start_times") as ei:
+        read_request_log(p)
+    assert ei.value.field == "start_times"
+
+
+def test_guidellm_v04_and_flat():
+    log = read_request_log(DATA / "guidellm_benchmarks_v04.json")
+    assert (log.format, log.clock, log.n_failed) == ("guidellm", CLOCK_REALTIME, 1)
+    r = ok_row(log, "9c1f0b7e-1")
+    assert r.t_send_ns == 1767261600 * S
+    assert r.t_first_ns == 1767261600_960_000_000
+    assert r.t_last_ns == 1767261601_960_000_000
+    assert (r.prompt_tokens, r.output_tokens) == (1024, 11)
+    flat = read_request_log(DATA / "guidellm_benchmarks_flat.json")
+    assert flat.n_failed == 1  # the incomplete request is not a success
+    r = ok_row(flat, "r-1")
+    assert (r.t_send_ns, r.t_first_ns, r.t_last_ns) == (1767261700 * S, 1767261701 * S,
+                                                       1767261703 * S)
+
+
+def test_genai_perf():
+    log = read_request_log(DATA / "genai_perf_profile_export.json")
+    assert (log.format, log.clock, log.n_failed) == ("genai-perf", CLOCK_REALTIME, 1)
+    r = log.ok.iloc[0]
+    # the usage-only chunk and [DONE] are not tokens: last token = the third response
+    assert (r.t_send_ns, r.t_first_ns, r.t_last_ns) == (
+        1767261800_000_000_000, 1767261800_500_000_000, 1767261800_800_000_000)
+    assert (r.prompt_tokens, r.output_tokens) == (1024, 4)  # from usage, not the chunk count
+    assert len(r.chunk_times) == 3
+
+
+def test_aiperf():
+    log = read_request_log(DATA / "aiperf_profile_export.jsonl")
+    assert (log.format, log.clock, log.n_failed) == ("aiperf", CLOCK_REALTIME, 1)
+    r = log.ok.iloc[0]
+    t0 = 1767261900_000_000_000
+    # ttft 1000 ms; chunks at +100 ms and +150 ms after the first
+    assert (r.t_send_ns, r.t_first_ns, r.t_last_ns) == (t0, t0 + S, t0 + S + 250 * MS)
+    assert (r.prompt_tokens, r.output_tokens) == (8192, 11)
+    assert "cancelled" in log.requests.loc[~log.requests["ok"], "error"].iloc[0]
+
+
+def test_inference_perf():
+    log = read_request_log(DATA / "inference_perf_per_request_lifecycle_metrics.json")
+    assert (log.format, log.clock, log.n_failed) == ("inference-perf", CLOCK_MONOTONIC, 1)
+    r = log.ok.iloc[0]
+    assert (r.t_send_ns, r.t_first_ns, r.t_last_ns) == (7000 * S, 7001 * S, 7003 * S)
+    assert (r.prompt_tokens, r.output_tokens) == (4096, 21)
+
+
+@pytest.mark.parametrize("name, fmt", [
+    ("native.jsonl", "native"), ("native.csv", "native"), ("vllm_serve_result.json", "vllm"),
+    ("guidellm_benchmarks_v04.json", "guidellm"), ("guidellm_benchmarks_flat.json", "guidellm"),
+    ("genai_perf_profile_export.json", "genai-perf"),
+    ("aiperf_profile_export.jsonl", "aiperf"),
+    ("inference_perf_per_request_lifecycle_metrics.json", "inference-perf"),
+])
+def test_detection_and_explicit_format(name, fmt):
+    assert detect_format(DATA / name) == fmt
+    assert read_request_log(DATA / name, format=fmt).format == fmt
+
+
+def test_explicit_wrong_format_names_the_field():
+    with pytest.raises(RequestLogError, match="input_lens"):
+        read_request_log(DATA / "guidellm_benchmarks_v04.json", format="vllm")
+    with pytest.raises(RequestLogError, match="unknown format 'sglang'"):
+        read_request_log(DATA / "native.csv", format="sglang")
+
+
+# ------------------------------------------------------------------------------------------------
+# Bad input: each error names the file, the row and the field
+# ------------------------------------------------------------------------------------------------
+
+HDR = "request_id,t_send,t_first_token,t_last_token,prompt_tokens,output_tokens\n"
+
+
+@pytest.mark.parametrize("name, content, row, field, match", [
+    ("empty.jsonl", "", None, None, "is empty"),
+    ("blank.jsonl", "\n  \n", None, None, "is empty"),
+    ("unknown.json", '{"foo": 1}', None, None, "unknown format"),
+    ("unknown.txt", "hello world\n", None, None, "unknown format"),
+    ("bad.jsonl", '{"request_id": "a", "t_send": 1, "t_first_token": 2, "t_last_token": 3, '
+                  '"prompt_tokens": 1, "output_tokens": 2}\n{"request_id": "b", "t_send": \n',
+     2, None, "malformed JSON"),
+    ("missing.csv", "request_id,t_send,t_last_token,prompt_tokens,output_tokens\na,1,3,1,2\n",
+     2, "t_first_token", "missing"),
+    ("missing_tok.jsonl", '{"request_id": "a", "t_send": 1, "t_first_token": 2, '
+                          '"t_last_token": 3, "prompt_tokens": 1}\n', 1, "output_tokens",
+     "missing"),
+    ("before.csv", HDR + "a,10,11,12,1,2\nb,10,9.5,12,1,2\n", 3, "t_first_token",
+     "before the send"),
+    ("last.csv", HDR + "a,10,11,10.5,1,2\n", 2, "t_last_token", "before the first token"),
+    ("nonnum.csv", HDR + "a,10,eleven,12,1,2\n", 2, "t_first_token", "expected a number"),
+    ("negtok.csv", HDR + "a,10,11,12,-1,2\n", 2, "prompt_tokens", "non-negative integer"),
+    ("extra.csv", HDR + "a,10,11,12,1,2,9\n", 2, None, "header names 6"),
+    ("dup.csv", HDR + "a,10,11,12,1,2\na,20,21,22,1,2\n", 3, "request_id", "more than once"),
+    ("noid.csv", HDR + ",10,11,12,1,2\n", 2, "request_id", "missing"),
+    ("clock.jsonl", '{"request_id": "a", "t_send": 1, "t_first_token": 2, "t_last_token": 3, '
+                    '"prompt_tokens": 1, "output_tokens": 2, "clock": "TAI"}\n', 1, "clock",
+     "unknown clock"),
+    ("mixed.jsonl", '{"request_id": "a", "t_send": 1, "t_first_token": 2, "t_last_token": 3, '
+                    '"prompt_tokens": 1, "output_tokens": 2, "clock": "CLOCK_REALTIME"}\n'
+                    '{"request_id": "b", "t_send": 1, "t_first_token": 2, "t_last_token": 3, '
+                    '"prompt_tokens": 1, "output_tokens": 2}\n', None, "clock",
+     "different clocks"),
+    ("chunks.jsonl", '{"request_id": "a", "t_send": 1, "t_first_token": 2, "t_last_token": 3, '
+                     '"prompt_tokens": 1, "output_tokens": 2, "chunk_times": [2, 2.5, 2.4, 3]}\n',
+     1, "chunk_times", "out of order"),
+    ("allfailed.csv", "request_id,t_send,t_first_token,t_last_token,prompt_tokens,"
+                      "output_tokens,error\na,10,,,1,,boom\n", None, None,
+     "no successful request"),
+])
+def test_bad_native_input(tmp_path, name, content, row, field, match):
+    p = tmp_path / name
+    p.write_text(content)
+    with pytest.raises(RequestLogError, match=match) as ei:
+        read_request_log(p)
+    e = ei.value
+    assert str(p) in str(e)
+    assert e.row == row
+    assert e.field == field
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(RequestLogError, match="no such file"):
+        read_request_log(tmp_path / "nope.jsonl")
+
+
+def test_vllm_bad_inputs(tmp_path):
+    base = json.loads((DATA / "vllm_serve_result.json").read_text())
+    d = dict(base, start_times=[5000.0, 4999.0, 5000.25])
+    p = tmp_path / "v.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(RequestLogError, match="dispatch order") as ei:
+        read_request_log(p)
+    assert (ei.value.row, ei.value.field) == (2, "start_times")
+    d = dict(base, output_lens=[5, 3])
+    p.write_text(json.dumps(d))
+    with pytest.raises(RequestLogError, match="expected 3") as ei:
+        read_request_log(p)
+    assert ei.value.field == "output_lens"
+    d = dict(base, ttfts=[6.25, -1.0, 0.0])
+    p.write_text(json.dumps(d))
+    with pytest.raises(RequestLogError, match="before the send") as ei:
+        read_request_log(p)
+    assert (ei.value.row, ei.value.field) == (2, "t_first_token")
+
+
+def test_tool_missing_fields(tmp_path):
+    d = json.loads((DATA / "guidellm_benchmarks_v04.json").read_text())
+    del d["benchmarks"][0]["requests"]["successful"][0]["info"]["timings"]["first_token_iteration"]
+    p = tmp_path / "g.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(RequestLogError) as ei:
+        read_request_log(p)
+    assert (ei.value.row, ei.value.field) == (1, "info.timings.first_token_iteration")
+    lines = (DATA / "aiperf_profile_export.jsonl").read_text().splitlines()
+    rec = json.loads(lines[0])
+    del rec["metrics"]["time_to_first_token"]
+    p = tmp_path / "a.jsonl"
+    p.write_text(json.dumps(rec) + "\n")
+    with pytest.raises(RequestLogError) as ei:
+        read_request_log(p)
+    assert (ei.value.row, ei.value.field) == (1, "metrics.time_to_first_token")
+    d = json.loads((DATA / "inference_perf_per_request_lifecycle_metrics.json").read_text())
+    d[0]["info"]["response_metrics"]["chunk_times"] = []
+    d[0]["info"]["response_metrics"]["output_token_times"] = []
+    p = tmp_path / "per_request_lifecycle_metrics.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(RequestLogError) as ei:
+        read_request_log(p)
+    assert (ei.value.row, ei.value.field) == (1, "info.response_metrics.chunk_times")
+
+
+# ------------------------------------------------------------------------------------------------
+# Clock alignment
+# ------------------------------------------------------------------------------------------------
+
+T0 = 1000 * S  # capture start on CLOCK_MONOTONIC
+
+
+def _capture(tmp_path, n=4000, burst_at_ms=None, pairs=None):
+    tx = np.full(n, 400, dtype=np.int64)  # 3.2 Gb/s background
+    if burst_at_ms is not None:
+        tx[burst_at_ms:burst_at_ms + 5] = 20_000_000  # 160 Gb/s for 5 ms
+    path = build_capture(tmp_path / "cap", T0, {"rocep1s0f1/tx": tx, "rocep1s0f1/rx": tx},
+                         clock_pairs=pairs)
+    return load_capture(path)
+
+
+def _native(tmp_path, rows, clock=None, name="log.jsonl"):
+    p = tmp_path / name
+    with open(p, "w") as f:
+        for i, (a, b, c) in enumerate(rows):
+            d = {"request_id": f"r{i}", "t_send": a, "t_first_token": b, "t_last_token": c,
+                 "prompt_tokens": 10, "output_tokens": 5}
+            if clock:
+                d["clock"] = clock
+            f.write(json.dumps(d) + "\n")
+    return read_request_log(p)
+
+
+def test_align_monotonic_direct(tmp_path):
+    cap = _capture(tmp_path)
+    log = _native(tmp_path, [(1000.5, 1001.0, 1002.0)])
+    a = align(log, cap)
+    assert a.alignment["method"] == "monotonic"
+    assert a.requests.loc[0, "t_send_ns"] == 1000_500_000_000
+
+
+def test_align_realtime_through_clock_pairs(tmp_path):
+    # realtime - monotonic = 1.7e18 + 0 at start, + 2 ms at the end (4 s later): the offset is
+    # interpolated linearly, so at the middle (2 s) it is 1 ms.
+    off = 1_700_000_000_000_000_000
+    pairs = [[T0 + off, T0], [T0 + 4 * S + off + 2 * MS, T0 + 4 * S]]
+    cap = _capture(tmp_path, pairs=pairs)
+    rt_mid = (T0 + 2 * S + off + 1 * MS) / 1e9  # realtime seconds of monotonic T0 + 2 s
+    log = _native(tmp_path, [(rt_mid, rt_mid + 0.5, rt_mid + 1.0)], clock="CLOCK_REALTIME")
+    assert log.clock == CLOCK_REALTIME
+    a = align(log, cap)
+    assert a.alignment["method"] == "clock_pairs"
+    # float seconds of an epoch time carry ~0.2 us of rounding; the mapping itself is exact
+    assert abs(a.requests.loc[0, "t_send_ns"] - (T0 + 2 * S)) < 1000
+    # at +2.5 s the offset has slewed by 0.5 ms/s: m - T0 = (2.5 s + 1 ms) / (1 + 0.5e-3)
+    expected = T0 + (2.5 * S + 1 * MS) / (1 + 0.5e-3)
+    assert abs(a.requests.loc[0, "t_first_ns"] - expected) < 1000
+    assert a.alignment["uncertainty_ns"] == 1 * MS  # half the 2 ms spread of the offsets
+
+
+def test_align_monotonic_to_realtime_both_ways(tmp_path):
+    """A monotonic log and its realtime twin land on the same capture instants."""
+    off = 1_700_000_000_000_000_000
+    cap = _capture(tmp_path, pairs=[[T0 + off, T0], [T0 + 4 * S + off, T0 + 4 * S]])
+    mono = align(_native(tmp_path, [(1001.0, 1001.5, 1003.0)], name="m.jsonl"), cap)
+    rt = align(_native(tmp_path, [((T0 + off) / 1e9 + 1.0, (T0 + off) / 1e9 + 1.5,
+                                   (T0 + off) / 1e9 + 3.0)], clock="realtime", name="r.jsonl"),
+               cap)
+    for c in ("t_send_ns", "t_first_ns", "t_last_ns"):
+        assert abs(int(mono.requests.loc[0, c]) - int(rt.requests.loc[0, c])) < 1000
+
+
+def test_align_relative_with_offset_and_anchor(tmp_path):
+    cap = _capture(tmp_path, n=8000, burst_at_ms=1500)
+    log = read_request_log(DATA / "vllm_serve_result_nostart.json")
+    with pytest.raises(RequestLogError, match="outside the capture"):
+        align(log, cap, offset_s=5000.0)  # placed beyond the 8 s capture
+    a = align(log, cap, offset_s=1000.2)
+    assert a.alignment["method"] == "offset"
+    assert a.ok.loc[0, "t_send_ns"] == 1000_200_000_000
+    assert a.ok.loc[0, "t_first_ns"] == 1000_200_000_000 + 6_250_000_000
+    # anchored: the first send goes to the start of the first 1 ms window of the burst
+    short = _native(tmp_path, [(0.0, 0.5, 1.0), (0.1, 0.7, 1.2)], clock="relative")
+    b = align(short, cap)
+    assert b.alignment["method"] == "anchor"
+    assert "ESTIMATE" in b.alignment["note"]
+    assert b.alignment["uncertainty_ns"] == 1 * MS
+    assert b.ok.loc[0, "t_send_ns"] == T0 + 1500 * MS
+    assert b.ok.loc[1, "t_send_ns"] == T0 + 1600 * MS
+
+
+def test_align_relative_without_burst_fails(tmp_path):
+    cap = _capture(tmp_path)  # flat 3.2 Gb/s: nothing reaches 5 Gb/s
+    log = _native(tmp_path, [(0.0, 0.5, 1.0)], clock="relative")
+    with pytest.raises(RequestLogError, match="cannot be anchored"):
+        align(log, cap)
+
+
+def test_request_outside_capture_span(tmp_path):
+    cap = _capture(tmp_path)  # 1000 s .. 1004 s
+    log = _native(tmp_path, [(1001.0, 1001.5, 1002.0), (1003.0, 1003.5, 1004.5)])
+    with pytest.raises(RequestLogError, match="outside the capture") as ei:
+        align(log, cap)
+    assert (ei.value.row, ei.value.field) == (2, "t_last_token")
+    log = _native(tmp_path, [(999.0, 1001.5, 1002.0)], name="early.jsonl")
+    with pytest.raises(RequestLogError) as ei:
+        align(log, cap)
+    assert (ei.value.row, ei.value.field) == (1, "t_send")
