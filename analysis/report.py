@@ -23,7 +23,7 @@ import io
 import math
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -287,3 +287,229 @@ def _atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
+
+
+# ----------------------------------------------------------------------------------------------
+# From captures and request logs to figure data (the glue; the analysis does the computing)
+# ----------------------------------------------------------------------------------------------
+
+MS_NS = 1_000_000
+#: The study's windows for figure 3 and the peak table.
+DEFAULT_WINDOWS_NS = (1 * MS_NS, 5 * MS_NS, 100 * MS_NS)
+
+
+@dataclass
+class Configuration:
+    """One configuration: a capture, its byte intervals, and its request log on the capture clock.
+
+    ``requests`` holds the successful requests (``RequestLog.ok`` after ``align``) with int64
+    time columns; ``log`` is None when no log was given.
+    """
+
+    label: str
+    capture: Any  # rdmascope.analysis.load.Capture
+    intervals: pd.DataFrame
+    log: Any = None  # rdmascope.analysis.requestlogs.RequestLog (aligned)
+    requests: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def port_gbps(self) -> float | None:
+        """The port's nominal rate from the manifest's device records (e.g. 200), or None."""
+        rates = []
+        for d in self.capture.meta.get("devices") or []:
+            for p in (d.get("ports") or []) if isinstance(d, dict) else []:
+                if isinstance(p, dict) and p.get("rate_gbps"):
+                    rates.append(float(p["rate_gbps"]))
+        return max(rates) if rates else None
+
+    @property
+    def devices(self) -> list[str]:
+        """The RDMA devices with data counters in the capture."""
+        c = self.capture.counters
+        return list(dict.fromkeys(c.loc[c["data"] & (c["source"] == "infiniband"), "device"]))
+
+
+def _label_of(capture) -> str:
+    extra = capture.meta.get("extra") or {}
+    for key in ("label", "config_label", "link"):
+        v = extra.get(key) if isinstance(extra, dict) else None
+        if isinstance(v, str) and v:
+            return v
+        if isinstance(v, dict) and isinstance(v.get("name"), str):
+            return v["name"]
+    return capture.path.name
+
+
+def load_configuration(capture_path: str | os.PathLike, request_logs=(), *,
+                       label: str | None = None, offset_s: float | None = None,
+                       log_format: str | None = None) -> Configuration:
+    """Load one capture and its request log(s), aligned on the capture's clock.
+
+    ``request_logs``: paths of request logs (any format ``read_request_log`` reads); several
+    are concatenated. ``label`` defaults to the capture's manifest ``extra.label`` (the emulator
+    writes one) or the directory name. Raises what ``load_capture`` / ``read_request_log`` /
+    ``align`` raise (errors name the file, row and field).
+    """
+    from .load import load_capture
+    from .requestlogs import align, read_request_log
+    from .series import byte_intervals
+
+    cap = load_capture(capture_path)
+    iv = byte_intervals(cap)
+    if not len(iv):
+        raise ValueError(f"{capture_path}: no RDMA data counter intervals (fewer than two valid "
+                         "readings of port_xmit_data/port_rcv_data)")
+    logs = [align(read_request_log(p, log_format), cap, offset_s) for p in request_logs]
+    reqs = pd.DataFrame()
+    if logs:
+        reqs = pd.concat([lg.ok for lg in logs], ignore_index=True)
+        for c in ("t_send_ns", "t_first_ns", "t_last_ns"):
+            reqs[c] = reqs[c].astype("int64")
+        reqs = reqs.sort_values("t_send_ns", kind="stable").reset_index(drop=True)
+    return Configuration(label=label or _label_of(cap), capture=cap, intervals=iv,
+                         log=logs[0] if len(logs) == 1 else (logs or None), requests=reqs)
+
+
+def node_gbps(cfg: Configuration, width_ns: int, start_ns: int, end_ns: int, *,
+              direction: str = "tx", by: str = "direction") -> pd.DataFrame:
+    """Re-bin one node's traffic of ``direction`` to Gb/s windows over [start_ns, end_ns).
+
+    ``by="direction"`` sums every device (the twins of one port: the node's total), one column
+    named after the direction; ``by="series"`` keeps one column per device. Windows are aligned
+    on ``start_ns``. Uses ``series.rebin`` and ``series.to_gbps``.
+    """
+    from .series import rebin, to_gbps
+
+    iv = cfg.intervals[cfg.intervals["direction"] == direction]
+    if not len(iv):
+        raise ValueError(f"{cfg.capture.path}: no {direction} data counters")
+    start_ns = max(int(start_ns), int(iv["t0_ns"].min()))
+    end_ns = min(int(end_ns), int(iv["t1_ns"].max()))
+    b = rebin(iv, int(width_ns), origin_ns=start_ns, start_ns=start_ns, end_ns=end_ns, by=by)
+    out = to_gbps(b, width_ns)
+    if by == "direction":
+        out.columns = [f"{direction} (all devices)"]
+    return out
+
+
+def pick_request(cfg: Configuration, request_id: str | None = None) -> pd.Series:
+    """Return the request to show in figure 1: ``request_id``, else the longest lone prefill.
+
+    "Lone": no other request is in flight between its send and its first token, so its traffic
+    is its own; among those the one with the longest TTFT (most bursts). Raises ValueError when
+    the configuration has no requests or the id is unknown.
+    """
+    r = cfg.requests
+    if not len(r):
+        raise ValueError(f"{cfg.label}: no request log given (needed to place the prefill)")
+    if request_id is not None:
+        hit = r[r["request_id"].astype(str) == str(request_id)]
+        if not len(hit):
+            raise ValueError(f"{cfg.label}: no successful request {request_id!r}; known: "
+                             f"{', '.join(map(str, r['request_id'][:10]))}")
+        return hit.iloc[0]
+    send, first, last = (r[c].to_numpy() for c in ("t_send_ns", "t_first_ns", "t_last_ns"))
+    lone = np.array([not np.any((send < first[i]) & (last > send[i]) & (np.arange(len(r)) != i))
+                     for i in range(len(r))])
+    cand = r[lone] if lone.any() else r
+    return cand.loc[(cand["t_first_ns"] - cand["t_send_ns"]).idxmax()]
+
+
+def capacity_lines(cfg: Configuration) -> dict[str, float]:
+    """Reference lines for a configuration: the port rate and, with twin devices, one PCIe path.
+
+    The path value is the study's measured ~109 Gb/s (``estimate.LINK_EMULATED_GBPS``).
+    """
+    from .estimate import LINK_EMULATED_GBPS
+
+    lines = {}
+    port = cfg.port_gbps
+    if port:
+        lines[f"port {port:g} Gb/s"] = port
+    if len(cfg.devices) >= 2:
+        lines[f"one PCIe x4 path ~{LINK_EMULATED_GBPS:g} Gb/s"] = LINK_EMULATED_GBPS
+    return lines
+
+
+def figure_request(cfg: Configuration, request_id: str | None = None, *,
+                   zoom_ms: float | None = 200.0, zoom_start_s: float | None = None,
+                   pad_s: float = 0.5):
+    """Draw figure 1 for one request of a configuration (1 ms windows of the node's tx)."""
+    from . import figures
+
+    req = pick_request(cfg, request_id)
+    send, first, last = int(req["t_send_ns"]), int(req["t_first_ns"]), int(req["t_last_ns"])
+    pad = int(pad_s * 1e9)
+    rates = node_gbps(cfg, MS_NS, send - pad, last + pad)
+    zoom_start = None if zoom_start_s is None else send + int(zoom_start_s * 1e9)
+    title = (f"{cfg.label}: request {req['request_id']}"
+             + (f", {int(req['prompt_tokens']):,} prompt tokens"
+                if pd.notna(req.get("prompt_tokens")) else ""))
+    return figures.plot_request(rates, t_send_ns=send, t_first_ns=first, t_last_ns=last,
+                                zoom_ms=zoom_ms, zoom_start_ns=zoom_start,
+                                link_gbps=capacity_lines(cfg), title=title)
+
+
+def figure_windows(cfg: Configuration, request_id: str | None = None, *,
+                   windows_ns=DEFAULT_WINDOWS_NS, peaks: Mapping[int, float] | None = None):
+    """Draw figure 3: one request's prefill at several windows, each panel's peak labelled.
+
+    Windows are aligned on the send; the range is the prefill [send, first token).
+    """
+    from . import figures
+
+    req = pick_request(cfg, request_id)
+    send, first = int(req["t_send_ns"]), int(req["t_first_ns"])
+    by_w = {int(w): node_gbps(cfg, int(w), send, first) for w in windows_ns}
+    return figures.plot_windows(by_w, peaks_gbps=peaks, origin_ns=send,
+                                link_gbps=capacity_lines(cfg),
+                                title=f"{cfg.label}: request {req['request_id']}'s prefill "
+                                      "averaged over different windows")
+
+
+def figure_devices(cfg: Configuration, *, width_ns: int = 100 * MS_NS, direction: str = "tx",
+                   verdict: str | None = None):
+    """Draw the per-device stacked traffic of a configuration over the whole capture.
+
+    100 ms windows by default: wide enough that the periodic bursts do not alias into moire
+    patterns over a whole capture, narrow enough to separate the requests.
+    """
+    from . import figures
+
+    iv = cfg.intervals
+    rates = node_gbps(cfg, width_ns, int(iv["t0_ns"].min()), int(iv["t1_ns"].max()),
+                      direction=direction, by="series")
+    return figures.plot_devices(
+        rates, link_gbps=capacity_lines(cfg), verdict=verdict,
+        title=f"{cfg.label}: {direction} per RDMA device, stacked "
+              f"({figures.window_label(width_ns)} windows)")
+
+
+def figure_comparison(configs: Sequence[Configuration], test: str | None = None, *,
+                      width_ns: int = MS_NS, pad_s: float = 1.0):
+    """Draw figure 2: the configurations of one test stacked on a shared time axis.
+
+    ``test`` selects the requests by their ``test`` column (all requests when None). Rates are the
+    node's tx at ``width_ns`` (1 ms by default, as in the study: the bursts' height, ~180 vs
+    ~105 Gb/s, is what differs; wider windows average it away and alias with the burst period).
+    """
+    from . import figures
+
+    rates, reqs, caps = {}, {}, {}
+    for cfg in configs:
+        r = cfg.requests
+        if not len(r):
+            raise ValueError(f"{cfg.label}: no request log given")
+        if test is not None:
+            r = r[r["test"].astype(str) == str(test)]
+            if not len(r):
+                raise ValueError(f"{cfg.label}: no request of test {test!r}")
+        pad = int(pad_s * 1e9)
+        rates[cfg.label] = node_gbps(cfg, width_ns, int(r["t_send_ns"].min()) - pad,
+                                     int(r["t_last_ns"].max()) + pad)
+        reqs[cfg.label] = r
+        caps[cfg.label] = capacity_lines(cfg)
+    return figures.plot_comparison(
+        rates, reqs, link_gbps=caps,
+        title=(f"Test {test}: " if test else "") + " vs ".join(rates)
+        + f" ({figures.window_label(width_ns)} windows, tx of one node)")
