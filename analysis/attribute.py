@@ -1,0 +1,375 @@
+"""Split a node's RDMA traffic per request into prefill and decode, per round and per test.
+
+Requests and counter readings share CLOCK_MONOTONIC (``requestlogs.align``), so each request's
+prefill window [send, first token] and decode window [first token, last token] select their bytes
+exactly (method.md, "Metrics, as the study defines them"). Bytes inside a window come from
+``series.integrate``: each counter interval contributes in proportion to its overlap with the
+window. Metric definitions: ``rdmascope.analysis.metrics.DEFINITIONS``.
+
+Rounds: requests labelled ``test``/``round`` are grouped by those labels; otherwise requests sent
+within ``arrival_window_s`` of a round's first send form one round ("arriving together"), and
+the test label becomes "<n>x<prompt tokens>" (e.g. "4x8192") so two runs of the same plan match.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import metrics as M
+
+#: Default threshold for counting a 1 ms window as part of a burst (Gb/s): well above decode
+#: traffic (a few Gb/s, method.md) and below the smallest prefill bursts (~100 Gb/s for 1K prompts).
+BURST_THRESHOLD_GBPS = 20.0
+PEAK_WIDTH_NS = 1_000_000
+STATES = ("prefill", "decode-only", "idle")
+
+
+@dataclass
+class Attribution:
+    """The result of ``attribute``: DataFrames per request, per window and series, per round.
+
+    - ``requests``: one row per successful request (see ``attribute`` for columns).
+    - ``by_series``: long form, one row per (request, window, series): ``request_id, window``
+      ("prefill" | "decode"), ``series`` ("<device>/<tx|rx>" or "link:<dev>+<dev>/<dir>"),
+      ``bytes``, ``mean_gbps``.
+    - ``rounds``: one row per (test, round); ``tests``: per test, means with min/max over rounds.
+    - ``timeline``: the capture cut into segments ``t0_ns, t1_ns, state, tx_bytes, rx_bytes``;
+      ``time_classes``: per state ``seconds, share, tx_bytes, rx_bytes, mean_tx_gbps``.
+    - ``summary``: counts, pooled ITL, output throughput; ``notes``: alignment and caveats.
+    """
+
+    capture_path: str
+    log_path: str
+    log_format: str
+    alignment: dict[str, Any]
+    requests: pd.DataFrame
+    by_series: pd.DataFrame
+    rounds: pd.DataFrame
+    tests: pd.DataFrame
+    timeline: pd.DataFrame
+    time_classes: pd.DataFrame
+    summary: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------------
+# Grouping into rounds
+# ------------------------------------------------------------------------------------------------
+
+
+def assign_rounds(requests: pd.DataFrame, arrival_window_s: float = 1.0) -> pd.DataFrame:
+    """Return ``requests`` with ``test`` and ``round`` filled for every row.
+
+    Rows that carry both labels keep them. Others are clustered by arrival: sorted by send, a new
+    round starts when a send is more than ``arrival_window_s`` after the current round's first
+    send (within the same test label, if any). Unlabelled rounds get the test label
+    "<n>x<prompt tokens>" (or "<n> requests" with mixed prompts) and rounds are numbered 1.. per
+    test in time order. Shapes: same rows, same index order.
+    """
+    df = requests.copy()
+    labelled = df["test"].notna() & df["round"].notna()
+    if labelled.all():
+        df["round"] = df["round"].astype("int64")
+        return df
+    win = int(round(arrival_window_s * 1e9))
+    todo = df[~labelled].sort_values("t_send_ns", kind="stable")
+    groups: list[list[Any]] = []
+    cur: list[Any] = []
+    cur_start = cur_test = None
+    for idx, r in todo.iterrows():
+        t = int(r["t_send_ns"])
+        if cur and (t - cur_start > win or r["test"] != cur_test):
+            groups.append(cur)
+            cur = []
+        if not cur:
+            cur_start, cur_test = t, r["test"]
+        cur.append(idx)
+    if cur:
+        groups.append(cur)
+    tests = df["test"].astype(object).copy()
+    rounds = pd.array(df["round"], dtype="Int64")
+    counters: dict[str, int] = {}
+    for g in groups:
+        rows = df.loc[g]
+        label = rows["test"].iloc[0]
+        if label is None or (isinstance(label, float) and np.isnan(label)):
+            p = rows["prompt_tokens"].dropna().unique()
+            label = f"{len(g)}x{int(p[0])}" if len(p) == 1 else f"{len(g)} requests"
+        counters[label] = counters.get(label, 0) + 1
+        for idx in g:
+            tests[idx] = label
+            rounds[df.index.get_loc(idx)] = counters[label]
+    df["test"] = tests
+    df["round"] = np.asarray(rounds, dtype="int64")
+    return df
+
+
+# ------------------------------------------------------------------------------------------------
+# Helpers on the 1 ms series
+# ------------------------------------------------------------------------------------------------
+
+
+def _burst_count(gbps: np.ndarray, threshold: float) -> int:
+    above = np.nan_to_num(gbps, nan=0.0) >= threshold
+    if not above.any():
+        return 0
+    return int(np.count_nonzero(above[1:] & ~above[:-1]) + int(above[0]))
+
+
+def _window_stats(t0: np.ndarray, t1: np.ndarray, fine: pd.Series, width_ns: int,
+                  threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """Highest fine-window rate and burst count inside each [t0, t1] (full windows only)."""
+    starts = fine.index.to_numpy(dtype=np.int64)
+    vals = fine.to_numpy(dtype=float)
+    peak = np.full(len(t0), np.nan)
+    bursts = np.zeros(len(t0), dtype=np.int64)
+    lo = np.searchsorted(starts, t0, "left")
+    hi = np.searchsorted(starts + width_ns, t1, "right")
+    for i in range(len(t0)):
+        if hi[i] > lo[i]:
+            seg = vals[lo[i]:hi[i]]
+            if np.isfinite(seg).any():
+                peak[i] = np.nanmax(seg)
+            bursts[i] = _burst_count(seg, threshold)
+    return peak, bursts
+
+
+def _rate_gbps(nbytes, t0, t1) -> np.ndarray:
+    dur = (np.asarray(t1, dtype=np.int64) - np.asarray(t0, dtype=np.int64)).astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(dur > 0, np.asarray(nbytes, dtype=float) * 8.0 / dur, np.nan)
+
+
+def _dir_cols(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    z = np.full(len(df), np.nan)
+    tx = df["tx"].to_numpy(dtype=float) if "tx" in df.columns else z
+    rx = df["rx"].to_numpy(dtype=float) if "rx" in df.columns else z
+    return tx, rx
+
+
+# ------------------------------------------------------------------------------------------------
+# Time classification
+# ------------------------------------------------------------------------------------------------
+
+
+def classify_time(requests: pd.DataFrame, t_start_ns: int, t_end_ns: int) -> pd.DataFrame:
+    """Cut [t_start_ns, t_end_ns) into segments classified prefill / decode-only / idle.
+
+    An instant is "prefill" if any request's [send, first token) covers it, else "decode-only"
+    if any [first token, last token) covers it, else "idle". Adjacent segments of one state are
+    merged. Returns ``t0_ns, t1_ns, state`` sorted by time.
+    """
+    send = requests["t_send_ns"].to_numpy(dtype=np.int64)
+    first = requests["t_first_ns"].to_numpy(dtype=np.int64)
+    last = requests["t_last_ns"].to_numpy(dtype=np.int64)
+    edges = np.unique(np.clip(np.concatenate([[t_start_ns, t_end_ns], send, first, last]),
+                              t_start_ns, t_end_ns))
+    if len(edges) < 2:
+        return pd.DataFrame({"t0_ns": [], "t1_ns": [], "state": []})
+    a, b = edges[:-1], edges[1:]
+    mid = a + (b - a) // 2
+    # counts of open windows at each segment's midpoint, via sorted starts/ends
+    def open_count(starts, ends):
+        return (np.searchsorted(np.sort(starts), mid, "right")
+                - np.searchsorted(np.sort(ends), mid, "right"))
+    pre = open_count(send, first) > 0
+    dec = open_count(first, last) > 0
+    state = np.where(pre, "prefill", np.where(dec, "decode-only", "idle"))
+    rows = []
+    for s0, s1, st in zip(a, b, state, strict=True):
+        if rows and rows[-1][2] == st and rows[-1][1] == s0:
+            rows[-1][1] = s1
+        else:
+            rows.append([int(s0), int(s1), str(st)])
+    return pd.DataFrame(rows, columns=["t0_ns", "t1_ns", "state"])
+
+
+# ------------------------------------------------------------------------------------------------
+# The attribution
+# ------------------------------------------------------------------------------------------------
+
+
+def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
+              arrival_window_s: float = 1.0,
+              burst_threshold_gbps: float = BURST_THRESHOLD_GBPS,
+              peak_width_ns: int = PEAK_WIDTH_NS) -> Attribution:
+    """Attribute a capture's traffic to the requests of an aligned request log.
+
+    ``capture``: a ``load.Capture``; ``log``: a ``RequestLog`` already placed on the capture's
+    clock by ``requestlogs.align`` (a log still on its own clock is aligned here with defaults).
+    ``intervals``: ``series.byte_intervals(capture)`` if already computed.
+
+    ``requests`` columns: ``request_id, test, round, prompt_tokens, output_tokens, t_send_ns,
+    t_first_ns, t_last_ns``, the timing metrics of ``metrics.request_timing``, and for each window
+    w in (prefill, decode): ``w_tx_bytes, w_rx_bytes`` (node total over RDMA devices),
+    ``w_tx_gbps`` (mean rate), ``w_peak_tx_gbps`` (highest 1 ms window), ``w_bursts``; plus
+    ``prefill_per_token_bytes`` (tx bytes per prompt token). Bytes are NaN where the window
+    overlaps a counter reset/saturation or lies outside the readings (never guessed).
+
+    Raises ``ValueError`` when the capture has no RDMA data counters, and whatever ``align``
+    raises for a log outside the capture.
+    """
+    from . import series
+    from .requestlogs import align
+
+    if log.alignment is None:
+        log = align(log, capture)
+    iv = intervals if intervals is not None else series.byte_intervals(capture)
+    if not len(iv):
+        raise ValueError(f"{capture.path}: no RDMA data counter intervals to attribute")
+    req = log.ok.copy()
+    for c in ("t_send_ns", "t_first_ns", "t_last_ns"):
+        req[c] = req[c].astype("int64")
+    req = assign_rounds(req, arrival_window_s)
+    timing = M.request_timing(req)
+
+    send = req["t_send_ns"].to_numpy(np.int64)
+    first = req["t_first_ns"].to_numpy(np.int64)
+    last = req["t_last_ns"].to_numpy(np.int64)
+    windows = {"prefill": (send, first), "decode": (first, last)}
+
+    # node totals per direction, and the 1 ms series for peaks and bursts
+    fine = series.rebin(iv, peak_width_ns, origin_ns=int(capture.t_start_ns), by="direction")
+    fine_gbps = series.to_gbps(fine, peak_width_ns)
+    fine_tx = fine_gbps["tx"] if "tx" in fine_gbps.columns else pd.Series(dtype=float)
+
+    out = req[["request_id", "test", "round", "prompt_tokens", "output_tokens", "t_send_ns",
+               "t_first_ns", "t_last_ns"]].copy()
+    out = pd.concat([out, timing], axis=1)
+    links = series.twin_links(capture)
+    long_parts = []
+    for w, (a, b) in windows.items():
+        by_dir = series.integrate(iv, a, b, by="direction")
+        tx, rx = _dir_cols(by_dir)
+        out[f"{w}_tx_bytes"] = tx
+        out[f"{w}_rx_bytes"] = rx
+        out[f"{w}_tx_gbps"] = _rate_gbps(tx, a, b)
+        peak, nb = _window_stats(a, b, fine_tx, peak_width_ns, burst_threshold_gbps)
+        out[f"{w}_peak_tx_gbps"] = peak
+        out[f"{w}_bursts"] = nb
+        by_series = series.integrate(iv, a, b, by="series")
+        if links:
+            by_series = series.group_links(by_series, links)
+        by_series.index = req["request_id"].to_numpy()
+        long = by_series.stack(future_stack=True).rename("bytes").reset_index()
+        long.columns = ["request_id", "series", "bytes"]
+        dur = np.repeat(b - a, by_series.shape[1])
+        long["mean_gbps"] = _rate_gbps(long["bytes"], np.zeros_like(dur), dur)
+        long.insert(1, "window", w)
+        long_parts.append(long)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pt = out["prompt_tokens"].to_numpy(dtype=float, na_value=np.nan)
+        out["prefill_per_token_bytes"] = np.where(pt > 0, out["prefill_tx_bytes"] / pt, np.nan)
+    by_series_df = pd.concat(long_parts, ignore_index=True)
+
+    rounds = _rounds(out, iv, fine_tx, peak_width_ns, burst_threshold_gbps)
+    tests = _tests(rounds)
+    t_lo = int(iv["t0_ns"].min())
+    t_hi = int(iv["t1_ns"].max())
+    timeline = classify_time(req, t_lo, t_hi)
+    if len(timeline):
+        seg = series.integrate(iv, timeline["t0_ns"], timeline["t1_ns"], by="direction",
+                               allow_partial=True)
+        timeline["tx_bytes"], timeline["rx_bytes"] = _dir_cols(seg)
+    classes = []
+    total_s = (t_hi - t_lo) / 1e9
+    for st in STATES:
+        seg = timeline[timeline["state"] == st] if len(timeline) else timeline
+        secs = float((seg["t1_ns"] - seg["t0_ns"]).sum() / 1e9) if len(seg) else 0.0
+        txb = float(seg["tx_bytes"].sum(min_count=1)) if len(seg) else 0.0
+        rxb = float(seg["rx_bytes"].sum(min_count=1)) if len(seg) else 0.0
+        classes.append({"state": st, "seconds_s": secs,
+                        "share": secs / total_s if total_s > 0 else np.nan,
+                        "tx_bytes": txb, "rx_bytes": rxb,
+                        "mean_tx_gbps": txb * 8 / (secs * 1e9) if secs > 0 else np.nan})
+    itl = M.pooled_itl(req)
+    out_tok = req["output_tokens"].to_numpy(dtype=float, na_value=np.nan)
+    run_s = (last.max() - send.min()) / 1e9
+    summary = {
+        "n_requests": int(len(log.requests)), "n_ok": int(len(req)), "n_failed": log.n_failed,
+        "n_rounds": int(len(rounds)),
+        "mean_ttft_s": float(timing["ttft_s"].mean()),
+        "mean_decode_speed_tps": float(np.nanmean(timing["decode_speed_tps"]))
+        if np.isfinite(timing["decode_speed_tps"]).any() else None,
+        "itl_pooled_mean_s": float(itl.mean()) if len(itl) else None,
+        "itl_pooled_p50_s": float(np.median(itl)) if len(itl) else None,
+        "itl_pooled_p99_s": float(np.percentile(itl, 99)) if len(itl) else None,
+        "output_throughput_tps": float(np.nansum(out_tok) / run_s) if run_s > 0 else None,
+        "burst_threshold_gbps": burst_threshold_gbps,
+    }
+    notes = list(log.notes)
+    if log.alignment:
+        notes.append(f"alignment: {log.alignment['method']} ({log.alignment['note']}; "
+                     f"uncertainty {log.alignment['uncertainty_ns'] / 1e6:g} ms)")
+    if out["prefill_tx_bytes"].isna().any():
+        notes.append(f"{int(out['prefill_tx_bytes'].isna().sum())} prefill window(s) overlap a "
+                     "counter reset/saturation/unreadable interval or lie outside the readings: "
+                     "bytes left empty")
+    return Attribution(capture_path=str(capture.path), log_path=str(log.path),
+                       log_format=log.format, alignment=dict(log.alignment or {}),
+                       requests=out, by_series=by_series_df, rounds=rounds, tests=tests,
+                       timeline=timeline, time_classes=pd.DataFrame(classes), summary=summary,
+                       notes=notes)
+
+
+def _rounds(req: pd.DataFrame, iv: pd.DataFrame, fine_tx: pd.Series, width_ns: int,
+            threshold: float) -> pd.DataFrame:
+    """One row per (test, round): the round's timing and its prefill/decode bytes."""
+    from . import series
+
+    rows = []
+    for (test, rnd), g in req.groupby(["test", "round"], sort=False):
+        rows.append({
+            "test": test, "round": int(rnd), "n_requests": len(g),
+            "t_start_ns": int(g["t_send_ns"].min()),
+            "t_last_first_ns": int(g["t_first_ns"].max()),
+            "t_end_ns": int(g["t_last_ns"].max()),
+            "prompt_tokens": g["prompt_tokens"].sum(min_count=len(g)),
+            "time_to_last_first_token_s": (g["t_first_ns"].max() - g["t_send_ns"].min()) / 1e9,
+            "mean_ttft_s": float(g["ttft_s"].mean()),
+            "decode_speed_tps": float(g["decode_speed_tps"].mean()),
+        })
+    r = pd.DataFrame(rows)
+    if not len(r):
+        return r
+    a, m, b = (r[c].to_numpy(np.int64) for c in ("t_start_ns", "t_last_first_ns", "t_end_ns"))
+    pre = series.integrate(iv, a, m, by="direction")
+    dec = series.integrate(iv, m, b, by="direction")
+    r["prefill_tx_bytes"], r["prefill_rx_bytes"] = _dir_cols(pre)
+    r["decode_tx_bytes"], r["decode_rx_bytes"] = _dir_cols(dec)
+    r["prefill_tx_gbps"] = _rate_gbps(r["prefill_tx_bytes"], a, m)
+    r["decode_tx_gbps"] = _rate_gbps(r["decode_tx_bytes"], m, b)
+    r["prefill_peak_tx_gbps"], r["prefill_bursts"] = _window_stats(a, m, fine_tx, width_ns,
+                                                                   threshold)
+    pt = r["prompt_tokens"].to_numpy(dtype=float, na_value=np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r["prefill_per_token_bytes"] = np.where(pt > 0, r["prefill_tx_bytes"] / pt, np.nan)
+    return r.sort_values(["t_start_ns"], kind="stable").reset_index(drop=True)
+
+
+#: The round metrics summarised across rounds (mean with min-max spread, method.md).
+TEST_METRICS = ("time_to_last_first_token_s", "mean_ttft_s", "decode_speed_tps",
+                "prefill_tx_bytes", "prefill_per_token_bytes", "decode_tx_bytes",
+                "prefill_tx_gbps", "prefill_peak_tx_gbps")
+
+
+def _tests(rounds: pd.DataFrame) -> pd.DataFrame:
+    """Per test: number of rounds, prompt tokens per round, and mean/min/max of TEST_METRICS."""
+    rows = []
+    if not len(rounds):
+        return pd.DataFrame()
+    for test, g in rounds.groupby("test", sort=False):
+        row: dict[str, Any] = {"test": test, "rounds": len(g),
+                               "n_requests": int(g["n_requests"].max()),
+                               "prompt_tokens": g["prompt_tokens"].max()}
+        for mcol in TEST_METRICS:
+            mean, lo, hi = M.spread(g[mcol])
+            row[mcol] = mean
+            row[M.spread_name(mcol, "min")] = lo
+            row[M.spread_name(mcol, "max")] = hi
+        rows.append(row)
+    return pd.DataFrame(rows)

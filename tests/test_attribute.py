@@ -1,0 +1,162 @@
+"""Attribution: hand-computed bytes per request window, rounds, time classes, bursts."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from rdmascope.analysis.attribute import assign_rounds, attribute, classify_time
+from rdmascope.analysis.load import load_capture
+from rdmascope.analysis.requestlogs import align, read_request_log
+from requestlog_helpers import MS, build_capture
+
+T0 = 1000 * 1_000_000_000
+A, B = "rocep1s0f1", "roceP2p1s0f1"
+LINK_TX = f"link:{A}+{B}/tx"
+
+
+def a_tx(k):
+    """Bytes device A sends in millisecond k of the capture: 4000 x (k + 1)."""
+    return 4000 * (k + 1)
+
+
+@pytest.fixture
+def overlap_capture(tmp_path):
+    n = 100
+    k = np.arange(n)
+    path = build_capture(tmp_path / "cap", T0, {
+        f"{A}/tx": a_tx(k), f"{B}/tx": np.full(n, 8000),
+        f"{A}/rx": np.full(n, 400), f"{B}/rx": np.full(n, 800)})
+    return load_capture(path)
+
+
+def write_log(path, rows, labels=True):
+    with open(path, "w") as f:
+        for i, (s, a, b) in enumerate(rows):
+            d = {"request_id": f"r{i}", "t_send": (T0 + s * MS) / 1e9,
+                 "t_first_token": (T0 + a * MS) / 1e9, "t_last_token": (T0 + b * MS) / 1e9,
+                 "prompt_tokens": 8192, "output_tokens": 101}
+            if labels:
+                d.update(test="P4", round=1)
+            f.write(json.dumps(d) + "\n")
+    return read_request_log(path)
+
+
+# four concurrent requests (ms after the capture start): send, first token, last token
+FOUR = [(10, 30, 60), (10.5, 40, 70), (11, 50, 80), (12.25, 55.5, 90)]
+
+
+def test_four_concurrent_requests_hand_computed(tmp_path, overlap_capture):
+    log = align(write_log(tmp_path / "log.jsonl", FOUR), overlap_capture)
+    att = attribute(overlap_capture, log)
+    r = att.requests.set_index("request_id")
+    # r0 prefill [10, 30] ms: A sends sum_{k=10}^{29} 4000(k+1) = 4000 x (465 - 55) = 1,640,000;
+    # B sends 20 ms x 8,000 = 160,000
+    assert r.loc["r0", "prefill_tx_bytes"] == pytest.approx(1_800_000, abs=1e-3)
+    # r1 prefill [10.5, 40]: half of ms 10 (22,000) + 4000 x sum_{12}^{40} (3,016,000) + B 236,000
+    assert r.loc["r1", "prefill_tx_bytes"] == pytest.approx(22_000 + 3_016_000 + 236_000, abs=1e-3)
+    # r3 decode [55.5, 90]: half of ms 55 (112,000) + 4000 x sum_{57}^{90} (9,996,000) + B 276,000
+    assert r.loc["r3", "decode_tx_bytes"] == pytest.approx(112_000 + 9_996_000 + 276_000, abs=1e-3)
+    # rx: (400 + 800) per ms
+    assert r.loc["r0", "prefill_rx_bytes"] == pytest.approx(20 * 1200, abs=1e-3)
+    assert r.loc["r2", "decode_rx_bytes"] == pytest.approx(30 * 1200, abs=1e-3)
+    # an independent per-millisecond sum for every window of every request
+    for rid, (s, f, e) in zip(["r0", "r1", "r2", "r3"], FOUR, strict=True):
+        for w, (x, y) in (("prefill", (s, f)), ("decode", (f, e))):
+            want = sum((a_tx(k) + 8000) * max(0.0, min(k + 1, y) - max(k, x)) for k in range(100))
+            assert r.loc[rid, f"{w}_tx_bytes"] == pytest.approx(want, abs=1e-3), (rid, w)
+    # mean rate = bytes x 8 / window
+    assert r.loc["r0", "prefill_tx_gbps"] == pytest.approx(1_800_000 * 8 / 20e6)
+    # per device and per link
+    bs = att.by_series.set_index(["request_id", "window", "series"])["bytes"]
+    assert bs[("r0", "prefill", f"{A}/tx")] == pytest.approx(1_640_000, abs=1e-3)
+    assert bs[("r0", "prefill", f"{B}/tx")] == pytest.approx(160_000, abs=1e-3)
+    assert bs[("r0", "prefill", LINK_TX)] == pytest.approx(1_800_000, abs=1e-3)
+    # timing metrics
+    assert r.loc["r0", "ttft_s"] == pytest.approx(0.020)
+    assert r.loc["r3", "ttft_s"] == pytest.approx(0.04325)
+    assert r.loc["r0", "decode_speed_tps"] == pytest.approx(100 / 0.030)
+    assert r.loc["r0", "tpot_s"] == pytest.approx(0.030 / 100)
+    assert r.loc["r0", "e2e_s"] == pytest.approx(0.050)
+    assert r.loc["r0", "prefill_per_token_bytes"] == pytest.approx(1_800_000 / 8192)
+    # 1 ms peak inside r0's prefill: ms 29, A 120,000 + B 8,000 bytes = 1.024 Gb/s
+    assert r.loc["r0", "prefill_peak_tx_gbps"] == pytest.approx(128_000 * 8 / 1e6)
+    assert r.loc["r0", "prefill_bursts"] == 0
+
+    # the round: prefill = [first send 10, last first token 55.5], decode = [55.5, last token 90]
+    (rnd,) = att.rounds.itertuples(index=False)
+    assert (rnd.test, rnd.round, rnd.n_requests) == ("P4", 1, 4)
+    assert rnd.time_to_last_first_token_s == pytest.approx(0.0455)
+    assert rnd.mean_ttft_s == pytest.approx((20 + 29.5 + 39 + 43.25) / 4 / 1e3)
+    # A: 4000 x sum_{11}^{55} + half of ms 55 = 5,940,000 + 112,000; B: 45.5 x 8,000
+    assert rnd.prefill_tx_bytes == pytest.approx(6_052_000 + 364_000, abs=1e-3)
+    assert rnd.decode_tx_bytes == pytest.approx(10_108_000 + 276_000, abs=1e-3)
+    assert rnd.prompt_tokens == 4 * 8192
+    assert rnd.prefill_per_token_bytes == pytest.approx(6_416_000 / 32768)
+
+    # time classes over the 100 ms capture
+    tc = att.time_classes.set_index("state")
+    assert tc.loc["prefill", "seconds_s"] == pytest.approx(0.0455)
+    assert tc.loc["decode-only", "seconds_s"] == pytest.approx(0.0345)
+    assert tc.loc["idle", "seconds_s"] == pytest.approx(0.020)
+    assert tc["tx_bytes"].sum() == pytest.approx(sum(a_tx(k) + 8000 for k in range(100)),
+                                                 abs=1e-2)
+    assert att.summary["n_ok"] == 4 and att.summary["n_failed"] == 0
+
+
+def test_unlabelled_requests_group_by_arrival(tmp_path, overlap_capture):
+    log = align(write_log(tmp_path / "log.jsonl", FOUR, labels=False), overlap_capture)
+    att = attribute(overlap_capture, log, arrival_window_s=0.005)
+    assert list(att.rounds["test"]) == ["4x8192"]
+    att = attribute(overlap_capture, log, arrival_window_s=0.0015)  # 12.25 ms is 2.25 ms late
+    assert list(att.rounds["n_requests"]) == [3, 1]
+    assert list(att.rounds["test"]) == ["3x8192", "1x8192"]
+
+
+def test_assign_rounds_numbers_rounds_per_test():
+    import pandas as pd
+    df = pd.DataFrame({"t_send_ns": [0, 10, 5_000_000_000, 9_000_000_000],
+                       "prompt_tokens": [8, 8, 8, 16], "test": [None] * 4,
+                       "round": pd.array([None] * 4, dtype="Int64")})
+    out = assign_rounds(df, 1.0)
+    assert list(out["test"]) == ["2x8", "2x8", "1x8", "1x16"]
+    assert list(out["round"]) == [1, 1, 1, 1]
+
+
+def test_classify_time_pairs_like_p6():
+    import pandas as pd
+    # two pairs: the first decodes while the second is still in prefill
+    req = pd.DataFrame({"t_send_ns": [0, 0, 0, 0], "t_first_ns": [22, 22, 45, 45],
+                        "t_last_ns": [80, 81, 100, 101]})
+    tl = classify_time(req, 0, 110)
+    assert tl.values.tolist() == [[0, 45, "prefill"], [45, 101, "decode-only"],
+                                  [101, 110, "idle"]]
+
+
+def test_bursts_and_peak(tmp_path):
+    n = 50
+    tx = np.full(n, 4000)
+    tx[[10, 11, 12, 20, 30, 31]] = 20_000_000  # 160 Gb/s windows: three bursts
+    path = build_capture(tmp_path / "cap", T0, {f"{A}/tx": tx, f"{A}/rx": np.full(n, 4)})
+    cap = load_capture(path)
+    log = align(write_log(tmp_path / "l.jsonl", [(5, 35, 45)]), cap)
+    r = attribute(cap, log).requests.iloc[0]
+    assert r.prefill_bursts == 3
+    assert r.prefill_peak_tx_gbps == pytest.approx(160.0)
+    assert r.decode_bursts == 0
+    assert r.prefill_tx_bytes == pytest.approx(6 * 20_000_000 + 24 * 4000)
+
+
+def test_failed_requests_kept_out(tmp_path, overlap_capture):
+    p = tmp_path / "log.jsonl"
+    write_log(p, FOUR)
+    with open(p, "a") as f:
+        f.write(json.dumps({"request_id": "bad", "t_send": (T0 + 20 * MS) / 1e9,
+                            "t_first_token": None, "t_last_token": None, "prompt_tokens": 8192,
+                            "output_tokens": 0, "test": "P4", "round": 1,
+                            "error": "HTTP 503"}) + "\n")
+    att = attribute(overlap_capture, align(read_request_log(p), overlap_capture))
+    assert att.summary["n_failed"] == 1 and att.summary["n_ok"] == 4
+    assert "bad" not in set(att.requests["request_id"])
+    assert att.rounds.iloc[0]["n_requests"] == 4
