@@ -21,9 +21,8 @@ import pandas as pd
 
 from . import metrics as M
 
-#: Default threshold for counting a 1 ms window as part of a burst (Gb/s): well above decode
-#: traffic (a few Gb/s, method.md) and below the smallest prefill bursts (~100 Gb/s for 1K prompts).
-BURST_THRESHOLD_GBPS = 20.0
+#: Link capacity assumed for burst detection when the manifest records no port rate (Gb/s).
+DEFAULT_CAPACITY_GBPS = 200.0
 PEAK_WIDTH_NS = 1_000_000
 STATES = ("prefill", "decode-only", "idle")
 
@@ -113,28 +112,37 @@ def assign_rounds(requests: pd.DataFrame, arrival_window_s: float = 1.0) -> pd.D
 # ------------------------------------------------------------------------------------------------
 
 
-def _burst_count(gbps: np.ndarray, threshold: float) -> int:
-    above = np.nan_to_num(gbps, nan=0.0) >= threshold
-    if not above.any():
-        return 0
-    return int(np.count_nonzero(above[1:] & ~above[:-1]) + int(above[0]))
+def capacity_gbps(capture) -> float:
+    """Return the port rate recorded in the capture's device records (Gb/s), else 200."""
+    rates = [float(p["rate_gbps"]) for d in capture.meta.get("devices") or []
+             if isinstance(d, dict) for p in d.get("ports") or []
+             if isinstance(p, dict) and p.get("rate_gbps")]
+    return max(rates) if rates else DEFAULT_CAPACITY_GBPS
 
 
 def _window_stats(t0: np.ndarray, t1: np.ndarray, fine: pd.Series, width_ns: int,
-                  threshold: float) -> tuple[np.ndarray, np.ndarray]:
-    """Highest fine-window rate and burst count inside each [t0, t1] (full windows only)."""
+                  capacity: float) -> tuple[np.ndarray, np.ndarray]:
+    """Highest fine-window rate (Gb/s) and burst count inside each [t0, t1] (full windows only).
+
+    ``fine``: bytes per ``width_ns`` window. Bursts come from ``bursts.detect_bursts`` (hysteresis
+    relative to ``capacity``) on the windows inside the range.
+    """
+    from .bursts import detect_bursts
+    from .series import to_gbps
+
     starts = fine.index.to_numpy(dtype=np.int64)
-    vals = fine.to_numpy(dtype=float)
+    rate = to_gbps(fine.to_numpy(dtype=float), width_ns)
     peak = np.full(len(t0), np.nan)
     bursts = np.zeros(len(t0), dtype=np.int64)
     lo = np.searchsorted(starts, t0, "left")
     hi = np.searchsorted(starts + width_ns, t1, "right")
     for i in range(len(t0)):
         if hi[i] > lo[i]:
-            seg = vals[lo[i]:hi[i]]
+            seg = rate[lo[i]:hi[i]]
             if np.isfinite(seg).any():
                 peak[i] = np.nanmax(seg)
-            bursts[i] = _burst_count(seg, threshold)
+            bursts[i] = len(detect_bursts(fine.iloc[lo[i]:hi[i]], width_ns,
+                                          capacity_gbps=capacity))
     return peak, bursts
 
 
@@ -194,14 +202,15 @@ def classify_time(requests: pd.DataFrame, t_start_ns: int, t_end_ns: int) -> pd.
 
 
 def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
-              arrival_window_s: float = 1.0,
-              burst_threshold_gbps: float = BURST_THRESHOLD_GBPS,
+              arrival_window_s: float = 1.0, link_capacity_gbps: float | None = None,
               peak_width_ns: int = PEAK_WIDTH_NS) -> Attribution:
     """Attribute a capture's traffic to the requests of an aligned request log.
 
     ``capture``: a ``load.Capture``; ``log``: a ``RequestLog`` already placed on the capture's
     clock by ``requestlogs.align`` (a log still on its own clock is aligned here with defaults).
     ``intervals``: ``series.byte_intervals(capture)`` if already computed.
+    ``link_capacity_gbps``: the capacity bursts are detected against (``bursts.detect_bursts``:
+    enter at 25 %, leave at 10 %); default the port rate in the manifest (``capacity_gbps``).
 
     ``requests`` columns: ``request_id, test, round, prompt_tokens, output_tokens, t_send_ns,
     t_first_ns, t_last_ns``, the timing metrics of ``metrics.request_timing``, and for each window
@@ -233,9 +242,9 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
     windows = {"prefill": (send, first), "decode": (first, last)}
 
     # node totals per direction, and the 1 ms series for peaks and bursts
+    cap_gbps = link_capacity_gbps or capacity_gbps(capture)
     fine = series.rebin(iv, peak_width_ns, origin_ns=int(capture.t_start_ns), by="direction")
-    fine_gbps = series.to_gbps(fine, peak_width_ns)
-    fine_tx = fine_gbps["tx"] if "tx" in fine_gbps.columns else pd.Series(dtype=float)
+    fine_tx = fine["tx"] if "tx" in fine.columns else pd.Series(dtype=float)
 
     out = req[["request_id", "test", "round", "prompt_tokens", "output_tokens", "t_send_ns",
                "t_first_ns", "t_last_ns"]].copy()
@@ -248,7 +257,7 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
         out[f"{w}_tx_bytes"] = tx
         out[f"{w}_rx_bytes"] = rx
         out[f"{w}_tx_gbps"] = _rate_gbps(tx, a, b)
-        peak, nb = _window_stats(a, b, fine_tx, peak_width_ns, burst_threshold_gbps)
+        peak, nb = _window_stats(a, b, fine_tx, peak_width_ns, cap_gbps)
         out[f"{w}_peak_tx_gbps"] = peak
         out[f"{w}_bursts"] = nb
         by_series = series.integrate(iv, a, b, by="series")
@@ -266,7 +275,7 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
         out["prefill_per_token_bytes"] = np.where(pt > 0, out["prefill_tx_bytes"] / pt, np.nan)
     by_series_df = pd.concat(long_parts, ignore_index=True)
 
-    rounds = _rounds(out, iv, fine_tx, peak_width_ns, burst_threshold_gbps)
+    rounds = _rounds(out, iv, fine_tx, peak_width_ns, cap_gbps)
     tests = _tests(rounds)
     t_lo = int(iv["t0_ns"].min())
     t_hi = int(iv["t1_ns"].max())
@@ -299,7 +308,7 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
         "itl_pooled_p50_s": float(np.median(itl)) if len(itl) else None,
         "itl_pooled_p99_s": float(np.percentile(itl, 99)) if len(itl) else None,
         "output_throughput_tps": float(np.nansum(out_tok) / run_s) if run_s > 0 else None,
-        "burst_threshold_gbps": burst_threshold_gbps,
+        "burst_capacity_gbps": cap_gbps,
     }
     notes = list(log.notes)
     if log.alignment:
@@ -317,7 +326,7 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
 
 
 def _rounds(req: pd.DataFrame, iv: pd.DataFrame, fine_tx: pd.Series, width_ns: int,
-            threshold: float) -> pd.DataFrame:
+            capacity: float) -> pd.DataFrame:
     """One row per (test, round): the round's timing and its prefill/decode bytes."""
     from . import series
 
@@ -344,7 +353,7 @@ def _rounds(req: pd.DataFrame, iv: pd.DataFrame, fine_tx: pd.Series, width_ns: i
     r["prefill_tx_gbps"] = _rate_gbps(r["prefill_tx_bytes"], a, m)
     r["decode_tx_gbps"] = _rate_gbps(r["decode_tx_bytes"], m, b)
     r["prefill_peak_tx_gbps"], r["prefill_bursts"] = _window_stats(a, m, fine_tx, width_ns,
-                                                                   threshold)
+                                                                   capacity)
     pt = r["prompt_tokens"].to_numpy(dtype=float, na_value=np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         r["prefill_per_token_bytes"] = np.where(pt > 0, r["prefill_tx_bytes"] / pt, np.nan)

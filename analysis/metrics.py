@@ -37,8 +37,8 @@ DEFINITIONS: dict[str, str] = {
     "prefill_per_token_bytes": "prefill tx bytes / prompt tokens (bytes per prompt token)",
     "prefill_peak_tx_gbps": "highest 1 ms window (aligned on the capture start) fully inside "
                             "the window, node tx (Gb/s); single 1 ms values carry +-15-25 %",
-    "prefill_bursts": "number of runs of consecutive 1 ms windows at or above the burst "
-                      "threshold inside the window",
+    "prefill_bursts": "number of bursts (bursts.detect_bursts on the 1 ms windows inside the "
+                      "window: enter at 25 %, leave at 10 % of the link capacity)",
     "round_prefill_tx_bytes": "bytes sent in [first send, last first token] of the round",
     "round_decode_tx_bytes": "bytes sent in [last first token, last token] of the round "
                              "(decode-only time)",
