@@ -268,6 +268,30 @@ def named_scenario(name: str) -> Scenario:
 SCENARIO_NAMES = (*TEST_PLAN, "demo")
 
 
+def make_scenario(name: str, *, output_tokens: int | None = None, rounds: int | None = None,
+                  idle_gap_s: float | None = None) -> Scenario:
+    """Return the named scenario (see ``named_scenario``) with optional overrides.
+
+    ``output_tokens`` replaces every group's output size, ``rounds`` the number of measured rounds
+    of a P1..P6 scenario (the warm-up is then dropped), ``idle_gap_s`` the gap between groups.
+    Raises ``ValueError`` for an unknown name or a non-positive override.
+    """
+    sc = named_scenario(name)
+    if rounds is not None:
+        if name not in TEST_PLAN:
+            raise ValueError(f"--rounds applies to the test plan scenarios P1..P6, not {name!r}")
+        sc = test_plan_scenario(name, rounds=rounds, warmup=False)
+    if output_tokens is not None and output_tokens < 1:
+        raise ValueError(f"output_tokens must be >= 1, got {output_tokens}")
+    if idle_gap_s is not None and idle_gap_s < 0:
+        raise ValueError(f"idle_gap_s must be >= 0, got {idle_gap_s}")
+    groups = tuple(replace(g, output_tokens=output_tokens or g.output_tokens,
+                           gap_before_s=(g.gap_before_s if i == 0 or idle_gap_s is None
+                                         else idle_gap_s))
+                   for i, g in enumerate(sc.groups))
+    return replace(sc, groups=groups)
+
+
 # ----------------------------------------------------------------------------------------------
 # Result
 # ----------------------------------------------------------------------------------------------

@@ -1,0 +1,139 @@
+"""``rdmascope simulate``: serve a live emulated ConnectX-7 sysfs tree, or write a capture directly."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+SCENARIO_HELP = ("Scenario: P1..P6 (the study's tests: warm-up + 3 rounds, 1,024 output tokens) "
+                 "or demo (P1 then P2, 64 output tokens).")
+
+
+def _scenario_options(f):
+    f = click.option("--scenario", default="demo", show_default=True, help=SCENARIO_HELP)(f)
+    f = click.option("--link", type=click.Choice(["200", "emulated100"]), default="200",
+                     show_default=True,
+                     help="200: NCCL uses both twins; emulated100: only the first twin.")(f)
+    f = click.option("--tcp-fallback", is_flag=True,
+                     help="The collective falls back to TCP: netdev bytes move, RDMA counters "
+                          "stay flat.")(f)
+    f = click.option("--seed", type=int, default=0, show_default=True,
+                     help="Seed of the model's jitter (deterministic output).")(f)
+    f = click.option("--output-tokens", type=int, default=None,
+                     help="Override the output tokens of every request.")(f)
+    f = click.option("--rounds", type=int, default=None,
+                     help="Measured rounds of a P1..P6 scenario (drops the warm-up).")(f)
+    return f
+
+
+def _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds):
+    from rdmascope.emulator.model import TrafficConfig, link_config, make_scenario, simulate
+
+    try:
+        sc = make_scenario(scenario, output_tokens=output_tokens, rounds=rounds)
+        cfg = TrafficConfig(link=link_config(link, tcp_fallback=tcp_fallback))
+        return simulate(sc, cfg, seed=seed)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@click.group(name="simulate")
+def command() -> None:
+    """Emulate a DGX Spark node's ConnectX-7 twins under tensor-parallel inference traffic."""
+
+
+@command.command(name="serve")
+@click.option("--root", default=None, type=click.Path(),
+              help="Directory for the emulated sysfs tree (default /dev/shm/rdmascope-sim-<pid>).")
+@_scenario_options
+@click.option("--speed", type=float, default=1.0, show_default=True,
+              help="Model time runs this many times faster than real time.")
+@click.option("--out", default=None, type=click.Path(),
+              help="Where to write requests.jsonl and truth.json (default: the tree root).")
+@click.option("--start-delay", type=float, default=0.0, show_default=True,
+              help="Seconds of idle counters before the scenario's time 0.")
+@click.option("--wait-for", default=None, type=click.Path(),
+              help="Start only once a recorder writes this capture directory (a live segment "
+                   "exists).")
+@click.option("--cleanup", is_flag=True, help="Remove the tree when done.")
+def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, speed, out,
+              start_delay, wait_for, cleanup) -> None:
+    """Play a scenario live into an emulated sysfs tree; prints the tree root, then runs in the
+    foreground until the scenario ends or SIGINT/SIGTERM.
+
+    Point the sampler at it: rdmascope record -o CAPTURE --sysfs-root ROOT --netdev-stats
+    """
+    import os
+    import signal
+
+    from rdmascope.emulator.serve import serve
+    from rdmascope.emulator.tree import DEFAULT_ROOT, remove_tree
+
+    if speed <= 0:
+        raise click.ClickException(f"--speed must be positive, got {speed:g}")
+    traffic = _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds)
+    root = root or f"{DEFAULT_ROOT}-{os.getpid()}"
+    stop: list[str] = []
+
+    def on_signal(signum, _frame):
+        stop.append(signal.Signals(signum).name)
+
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, on_signal)
+
+    def on_event(kind, value):
+        if kind == "root":
+            click.echo(f"root: {value}")
+        elif kind == "start":
+            click.echo(f"start_monotonic_ns: {value}")
+            click.echo(f"playing {traffic.scenario.name} at link {link}"
+                       f"{' (TCP fallback)' if tcp_fallback else ''}: "
+                       f"{traffic.duration_ns / 1e9 / speed:.1f} s", err=True)
+        sys.stdout.flush()
+
+    try:
+        stats, log, truth = serve(root, traffic, out=out, speed=speed,
+                                  start_delay_s=start_delay, wait_for=wait_for,
+                                  should_stop=lambda: bool(stop), on_event=on_event)
+    except (FileExistsError, TimeoutError, InterruptedError, OSError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        if cleanup:
+            try:
+                remove_tree(root)
+            except (ValueError, OSError):
+                pass
+    click.echo(f"request log: {log}")
+    click.echo(f"truth: {truth}")
+    click.echo(f"player: {stats.ticks} ticks at {stats.tick_hz:.0f} Hz, longest gap "
+               f"{stats.max_tick_gap_ns / 1e6:.2f} ms, "
+               f"{'completed' if stats.completed else 'stopped by ' + stop[0]}", err=True)
+
+
+@command.command(name="capture")
+@click.option("-o", "--output", required=True, type=click.Path(),
+              help="Capture directory to write (refused if not empty, unless --force).")
+@_scenario_options
+@click.option("--no-netdev-stats", is_flag=True,
+              help="Leave out the netdev tx/rx bytes (as `rdmascope record` without "
+                   "--netdev-stats).")
+@click.option("--force", is_flag=True, help="Overwrite an existing capture.")
+def capture_cmd(output, scenario, link, tcp_fallback, seed, output_tokens, rounds,
+                no_netdev_stats, force) -> None:
+    """Write a capture as if sampled every 1 ms (with read-timestamp jitter) plus requests.jsonl
+    and truth.json, without real time passing."""
+    from rdmascope.capture import CaptureError
+    from rdmascope.emulator.simcapture import simulate_capture
+
+    traffic = _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds)
+    argv = ["rdmascope", "simulate", "capture", *sys.argv[3:]] if len(sys.argv) > 2 else None
+    try:
+        path = simulate_capture(output, traffic, netdev_stats=not no_netdev_stats, force=force,
+                                command_line=argv)
+    except CaptureError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"capture: {path} ({traffic.duration_ns / 1e9:.1f} s, "
+               f"{len(traffic.requests)} requests, link {link})")
+    click.echo(f"request log: {path / 'requests.jsonl'}")
+    click.echo(f"truth: {path / 'truth.json'}")

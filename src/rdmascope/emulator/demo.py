@@ -1,0 +1,214 @@
+"""``rdmascope demo``: the whole pipeline on the embedded emulated default, with nothing to configure.
+
+For each link setting (200 Gb/s = both twins, then the emulated 100 Gb/s = first twin only):
+
+1. ``python -m rdmascope simulate serve`` (a separate process) builds an emulated Spark sysfs tree
+   on tmpfs and waits;
+2. the **real** recorder, ``python -m rdmascope record --netdev-stats``, samples that tree every
+   1 ms into ``<outdir>/<link>/`` (a separate process, exactly as on a node);
+3. once the recorder writes, the player plays the ``demo`` scenario (P1 then P2, 64 output tokens)
+   and writes the request log (``requests.jsonl``) and the model's ground truth (``truth.json``)
+   into the capture directory; then the recorder is stopped with SIGINT and the tree removed.
+
+Then ``run_analysis(outdir, runs)`` runs the analysis that exists and prints where the outputs are.
+
+Output directory: like ``rdmascope record``, the demo refuses to write into a non-empty directory
+unless ``force`` (then it replaces only its own outputs: the run directories and the summary). A user
+who runs the demo twice gets a clear message instead of silently mixed or lost results.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rdmascope.emulator.tree import remove_tree
+
+DEFAULT_OUTDIR = "rdmascope-demo"
+LINKS = ("200", "emulated100")
+SUMMARY_NAME = "summary.txt"
+
+
+class DemoError(Exception):
+    """An expected failure of the demo; the message says what happened and what to do."""
+
+
+@dataclass
+class DemoRun:
+    """One link setting's outputs."""
+
+    name: str  # link name: "200" | "emulated100"
+    capture: Path
+    request_log: Path
+    truth: Path
+    player: str = ""
+    recorder_log: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def _tmpfs_dir() -> Path:
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        return shm
+    import tempfile
+    return Path(tempfile.gettempdir())
+
+
+def _check_outdir(outdir: Path, force: bool) -> None:
+    if outdir.exists() and not outdir.is_dir():
+        raise DemoError(f"{outdir}: exists and is not a directory")
+    if outdir.is_dir() and any(outdir.iterdir()):
+        if not force:
+            raise DemoError(f"{outdir}: already exists and is not empty; use --force to replace "
+                            "the demo's outputs there, or -o to choose another directory")
+        for name in (*LINKS, SUMMARY_NAME):
+            p = outdir / name
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            elif p.exists() or p.is_symlink():
+                p.unlink()
+
+
+def play_and_record(run_dir: Path, link: str, *, scenario: str = "demo", seed: int = 0,
+                    output_tokens: int | None = None, log: Callable[[str], None] = print,
+                    timeout_s: float = 600.0) -> DemoRun:
+    """Serve ``scenario`` at ``link`` live and record it with the real ``rdmascope record``.
+
+    Both run as separate processes (``sys.executable -m rdmascope ...``). The capture, the request
+    log and the truth end up in ``run_dir``. Raises ``DemoError`` if either process fails (its
+    stderr is included).
+    """
+    py = [sys.executable, "-m", "rdmascope"]
+    root = _tmpfs_dir() / f"rdmascope-demo-{os.getpid()}-{link}"
+    serve_cmd = [*py, "simulate", "serve", "--root", str(root), "--scenario", scenario,
+                 "--link", link, "--seed", str(seed), "--out", str(run_dir),
+                 "--wait-for", str(run_dir), "--start-delay", "0.5"]
+    if output_tokens is not None:
+        serve_cmd += ["--output-tokens", str(output_tokens)]
+    server = subprocess.Popen(serve_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    recorder = None
+    try:
+        line = server.stdout.readline()
+        if not line.startswith("root: "):
+            server.wait(timeout=10)
+            raise DemoError(f"the emulator did not start: {line}{server.stderr.read()}")
+        rec_cmd = [*py, "record", "-o", str(run_dir), "--sysfs-root", str(root),
+                   "--netdev-stats", "--interval", "1ms"]
+        recorder = subprocess.Popen(rec_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True)
+        log(f"  {link}: emulated tree {root}; recording with: rdmascope record -o {run_dir} "
+            f"--sysfs-root {root} --netdev-stats")
+        try:
+            out, err = server.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            raise DemoError(f"the emulator did not finish within {timeout_s:g} s") from exc
+        if server.returncode != 0:
+            raise DemoError(f"the emulator failed (exit {server.returncode}): {err.strip()}")
+        time.sleep(0.3)  # a little idle tail after the last token
+        if recorder.poll() is not None:
+            raise DemoError(f"rdmascope record stopped early (exit {recorder.returncode}): "
+                            f"{recorder.stderr.read().strip()}")
+        recorder.send_signal(signal.SIGINT)
+        rout, rerr = recorder.communicate(timeout=60)
+        if recorder.returncode != 0:
+            raise DemoError(f"rdmascope record failed (exit {recorder.returncode}): "
+                            f"{rerr.strip()}")
+        player = next((ln for ln in err.splitlines() if ln.startswith("player:")), "")
+        return DemoRun(name=link, capture=run_dir, request_log=run_dir / "requests.jsonl",
+                       truth=run_dir / "truth.json", player=player, recorder_log=rerr)
+    finally:
+        for p in (server, recorder):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+        try:
+            remove_tree(root)
+        except (ValueError, OSError):
+            pass
+
+
+def _read_log(path: Path) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(ln) for ln in f if ln.strip()]
+
+
+def run_analysis(outdir: Path, runs: list[DemoRun], *, log: Callable[[str], None] = print
+                 ) -> Path:
+    """Analyse the demo's runs and write ``<outdir>/summary.txt``; return its path.
+
+    For now: ``rdmascope inspect`` of each capture (span, sampling quality) and each request's
+    TTFT and decode speed from its request log, with the TTFT change from the first run to the
+    others. This is the one place the analysis steps plug in (figures, report).
+    """
+    lines: list[str] = []
+    ttfts: dict[str, dict[str, float]] = {}
+    for run in runs:
+        res = subprocess.run([sys.executable, "-m", "rdmascope", "inspect", str(run.capture)],
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            raise DemoError(f"rdmascope inspect {run.capture} failed: {res.stderr.strip()}")
+        lines.append(f"== {run.name}: {run.capture}")
+        lines.append(res.stdout.rstrip())
+        if run.player:
+            lines.append(run.player)
+        lines.append("requests (from requests.jsonl):")
+        ttfts[run.name] = {}
+        for r in _read_log(run.request_log):
+            ttft = r["t_first_token"] - r["t_send"]
+            dec = r["t_last_token"] - r["t_first_token"]
+            speed = (r["output_tokens"] - 1) / dec if dec > 0 else float("nan")
+            ttfts[run.name][r["request_id"]] = ttft
+            lines.append(f"  {r['request_id']}: {r['prompt_tokens']} prompt tokens, "
+                         f"TTFT {ttft:.3f} s, decode speed {speed:.1f} tokens/s")
+        lines.append("")
+    if len(runs) > 1:
+        base = runs[0].name
+        lines.append(f"TTFT change from {base}:")
+        for run in runs[1:]:
+            for rid, t in ttfts[run.name].items():
+                if rid in ttfts[base]:
+                    b = ttfts[base][rid]
+                    lines.append(f"  {rid}: {b:.3f} s -> {t:.3f} s ({run.name}, "
+                                 f"{(t - b):+.3f} s, {100 * (t / b - 1):+.1f} %)")
+    path = outdir / SUMMARY_NAME
+    path.write_text("\n".join(lines) + "\n")
+    short = [ln for ln in lines if not ln.startswith(_LONG_PREFIXES)]
+    log("\n".join(short))
+    return path
+
+
+# inspect lines left out of the printed summary (they stay in summary.txt)
+_LONG_PREFIXES = ("  [", "  read bracket", "  sweeps ", "  ... and", "device ", "counters:",
+                  "host ", "interval ")
+
+
+def run_demo(outdir: str | os.PathLike = DEFAULT_OUTDIR, *, force: bool = False,
+             scenario: str = "demo", log: Callable[[str], None] = print) -> list[DemoRun]:
+    """Run the demo into ``outdir`` (see the module docstring); return the runs.
+
+    Raises ``DemoError`` for a non-empty ``outdir`` without ``force`` or a failed step.
+    """
+    out = Path(outdir)
+    _check_outdir(out, force)
+    out.mkdir(parents=True, exist_ok=True)
+    runs = []
+    t0 = time.monotonic()
+    for link in LINKS:
+        log(f"playing scenario {scenario!r} at link {link} ...")
+        runs.append(play_and_record(out / link, link, scenario=scenario, log=log))
+    log(f"recorded {len(runs)} captures in {time.monotonic() - t0:.0f} s; analysing ...")
+    summary = run_analysis(out, runs, log=log)
+    log("outputs:")
+    for r in runs:
+        log(f"  {r.name}: capture {r.capture}  request log {r.request_log}  truth {r.truth}")
+    log(f"  summary: {summary}")
+    return runs
