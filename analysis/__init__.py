@@ -51,3 +51,20 @@ __all__ = [
     "to_gbps",
     "twin_links",
 ]
+
+from .bursts import BurstResult, allreduce_bytes, burst_analysis, detect_bursts  # noqa: E402
+from .peaks import DEFAULT_WINDOWS_NS, peak_bounds, peak_table, rebin_view  # noqa: E402
+from .verify import Verdict, verify_emulation  # noqa: E402
+
+__all__ += [
+    "BurstResult",
+    "allreduce_bytes",
+    "burst_analysis",
+    "detect_bursts",
+    "DEFAULT_WINDOWS_NS",
+    "peak_bounds",
+    "peak_table",
+    "rebin_view",
+    "Verdict",
+    "verify_emulation",
+]

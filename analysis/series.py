@@ -232,10 +232,13 @@ def byte_intervals(capture: Capture, *, counters=None, source: str | None = "inf
 class _Counter:
     """One counter's intervals, sorted and non-overlapping, with the precomputed cumulative sums."""
 
-    __slots__ = ("t0", "t1", "b", "cb", "dur", "cdur", "nan_t0", "nan_t1", "gap_t0", "gap_t1")
+    __slots__ = ("t0", "t1", "b", "cb", "dur", "cdur", "nan_t0", "nan_t1", "gap_t0", "gap_t1",
+                 "unc")
 
-    def __init__(self, t0: np.ndarray, t1: np.ndarray, b: np.ndarray, flag: np.ndarray):
+    def __init__(self, t0: np.ndarray, t1: np.ndarray, b: np.ndarray, flag: np.ndarray,
+                 unc: np.ndarray | None = None):
         self.t0, self.t1 = t0, t1
+        self.unc = unc  # per interval: max of its two readings' half-brackets (ns), or None
         nan = np.isnan(b) | np.isin(flag, _NAN_FLAGS)
         self.b = np.where(nan, 0.0, b)
         self.cb = np.concatenate([[0.0], np.cumsum(self.b)])
@@ -255,6 +258,13 @@ class _Counter:
         d = self.dur[jj]
         frac = np.divide(num, d, out=np.zeros(len(e)), where=inside & (d > 0))
         return self.cb[j], self.b[jj] * frac, self.cdur[j], num
+
+    def edge_unc(self, e: np.ndarray) -> np.ndarray:
+        """Timing uncertainty (ns) of the readings bracketing each instant e (0 if unknown)."""
+        if self.unc is None:
+            return np.zeros(len(e), np.int64)
+        j = np.minimum(np.searchsorted(self.t1, e, side="left"), len(self.t0) - 1)
+        return self.unc[j]
 
     def windows(self, a: np.ndarray, b: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -310,11 +320,16 @@ def _counters_of(intervals: pd.DataFrame, by) -> list[tuple[Any, _Counter]]:
              and list(flag.cat.categories) == list(FLAGS)
              else pd.Categorical(flag, categories=list(FLAGS)).codes.astype(np.int8))
     b = intervals["bytes"].to_numpy(np.float64)
+    unc = (np.maximum(intervals["t0_unc_ns"].to_numpy(np.int64),
+                      intervals["t1_unc_ns"].to_numpy(np.int64))
+           if {"t0_unc_ns", "t1_unc_ns"} <= set(intervals.columns) else None)
     order = None
     if len(key) > 1 and ((np.diff(key.astype(np.int64)) < 0).any()
                          or ((np.diff(t0) < 0) & (np.diff(key.astype(np.int64)) == 0)).any()):
         order = np.lexsort((t0, key))
         key, t0, t1, fcode, b = key[order], t0[order], t1[order], fcode[order], b[order]
+        if unc is not None:
+            unc = unc[order]
     bounds = np.flatnonzero(np.diff(key.astype(np.int64))) + 1
     starts = np.concatenate([[0], bounds])
     ends = np.concatenate([bounds, [len(key)]])
@@ -328,7 +343,8 @@ def _counters_of(intervals: pd.DataFrame, by) -> list[tuple[Any, _Counter]]:
             raise ValueError(f"intervals of counter {key[s]} overlap; each counter's intervals "
                              "must be consecutive (as byte_intervals makes them)")
         g = groups[s] if groups is not None else "total"
-        out.append((g, _Counter(ct0, ct1, b[s:e], fcode[s:e])))
+        out.append((g, _Counter(ct0, ct1, b[s:e], fcode[s:e],
+                                None if unc is None else unc[s:e])))
     return out
 
 

@@ -1,0 +1,213 @@
+"""Peak rate per window width over a time range: the study's peak-vs-window table.
+
+The averaging window decides the peak (method.md, "Reference observations": the same 8K prefill
+peaked at 181 Gb/s in 1 ms windows, 96 in 5 ms, 44 in 100 ms, 40 in 1 s, 37 over the whole
+prefill). ``peak_table`` reproduces that table's shape for any range of a capture: for each
+series and each window width the highest rate, when it happened, percentiles of the window rates,
+and the mean over the range; optionally the uncertainty of each peak from the readings' timing
+brackets.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .series import (
+    QUALITY_EMPTY,
+    QUALITY_GAP,
+    QUALITY_INVALID,
+    QUALITY_PARTIAL,
+    _counters_of,
+    group_links,
+    rebin_with_quality,
+    to_gbps,
+)
+
+__all__ = ["DEFAULT_WINDOWS_NS", "peak_table", "window_label", "rebin_view",
+           "peak_bounds"]
+
+MS = 1_000_000
+#: The study's window widths: 1 ms, 5 ms, 100 ms, 1 s (the whole range is added as a last row).
+DEFAULT_WINDOWS_NS = (MS, 5 * MS, 100 * MS, 1000 * MS)
+
+
+def window_label(width_ns: int) -> str:
+    """Return a short label for a window width: "1 ms", "100 ms", "1 s", "250 us"."""
+    for unit, ns in (("s", 10**9), ("ms", 10**6), ("us", 10**3)):
+        if width_ns >= ns and width_ns % ns == 0:
+            return f"{width_ns // ns} {unit}"
+    for unit, ns in (("s", 10**9), ("ms", 10**6), ("us", 10**3)):
+        if width_ns >= ns:
+            return f"{width_ns / ns:g} {unit}"
+    return f"{width_ns} ns"
+
+
+def _range(intervals: pd.DataFrame, start_ns, end_ns) -> tuple[int, int]:
+    lo = int(intervals["t0_ns"].min()) if start_ns is None else int(start_ns)
+    hi = int(intervals["t1_ns"].max()) if end_ns is None else int(end_ns)
+    if hi <= lo:
+        raise ValueError(f"empty time range: {lo} ns to {hi} ns")
+    return lo, hi
+
+
+def rebin_view(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int | None = None,
+               start_ns: int | None = None, end_ns: int | None = None, by: str | None = "series",
+               groups: dict[str, list[str]] | None = None, keep: bool = True
+               ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Re-bin with quality and, when ``groups`` is given, add the summed link columns.
+
+    Returns (bytes_df, quality_df) as ``rebin_with_quality``; a link's quality is the OR of its
+    members'. With ``keep=False`` only the links remain. Errors as ``rebin`` and ``group_links``.
+    """
+    b, q = rebin_with_quality(intervals, width_ns, origin_ns=origin_ns, start_ns=start_ns,
+                              end_ns=end_ns, by=by)
+    if groups:
+        b = group_links(b, groups, keep=keep)
+        q2 = q.copy() if keep else pd.DataFrame(index=q.index)
+        for link, members in groups.items():
+            q2[link] = np.bitwise_or.reduce(q[list(members)].to_numpy(), axis=1)
+        q = q2
+    return b, q
+
+
+def peak_bounds(intervals: pd.DataFrame, window_start_ns, width_ns: int, *,
+                by: str | None = "series", groups: dict[str, list[str]] | None = None
+                ) -> pd.DataFrame:
+    """Return the low/high bytes of given windows when reading instants move within brackets.
+
+    Each reading's instant is known to +-half its read bracket (``t_unc_ns``). The cumulative
+    byte curve through the readings can then lie anywhere between itself shifted earlier and
+    later by the local half-width u, so a window [a, b) holds between F(b - u_b) - F(a + u_a)
+    and F(b + u_b) - F(a - u_a) bytes (method.md, "The sampler": ~+-0.1-0.2 ms per reading gives
+    +-15-25 % on a single 1 ms value). ``window_start_ns``: one start per column (a Series
+    indexed by group name, e.g. each series' peak window). Returns a DataFrame indexed by group:
+    ``low_bytes``, ``high_bytes`` (NaN when the window touches a NaN interval).
+    """
+    counters = _counters_of(intervals, by)
+    rows = {}
+    names = list(window_start_ns.index)
+    members = {n: [n] for n in names}
+    for link, ms in (groups or {}).items():
+        if link in members:
+            members[link] = list(ms)
+    for name in names:
+        a0 = window_start_ns[name]
+        if pd.isna(a0):
+            rows[name] = (np.nan, np.nan)
+            continue
+        a = np.array([int(a0)], np.int64)
+        b = a + int(width_ns)
+        lo = hi = 0.0
+        for key, c in counters:
+            if key not in members[name]:
+                continue
+            ua, ub = c.edge_unc(a), c.edge_unc(b)
+            f = {}
+            for tag, pts in (("a-", a - ua), ("a+", a + ua), ("b-", b - ub), ("b+", b + ub)):
+                full, part, _, _ = c.cum(pts)
+                f[tag] = full + part
+            _, nan, _, _ = c.windows(a - ua, b + ub)
+            if nan[0] > 0:
+                lo = hi = np.nan
+                break
+            lo += float(max(0.0, (f["b-"] - f["a+"])[0]))
+            hi += float((f["b+"] - f["a-"])[0])
+        rows[name] = (lo, hi)
+    return pd.DataFrame.from_dict(rows, orient="index", columns=["low_bytes", "high_bytes"])
+
+
+def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
+               end_ns: int | None = None, windows_ns=DEFAULT_WINDOWS_NS,
+               origin_ns: int | None = None, by: str | None = "series",
+               groups: dict[str, list[str]] | None = None, keep: bool = True,
+               percentiles=(50, 90, 99), uncertainty: bool = False,
+               t_ref_ns: int | None = None) -> pd.DataFrame:
+    """Return the peak-vs-window table of a time range [start_ns, end_ns).
+
+    For each series (columns of ``rebin``, plus links of ``groups``) and each width in
+    ``windows_ns``: windows aligned to ``origin_ns`` (default: ``start_ns``), only those lying
+    wholly inside the range and fully covered by readings; the highest rate ``peak_gbps`` and
+    the start of its window ``peak_t_ns``, percentiles ``p<q>_gbps`` of the window rates, the
+    counts ``n_windows`` / ``n_nan_windows`` (windows touching a reset/saturated/unavailable
+    interval, left out) / ``n_gap_windows`` (holding gap-spread bytes, kept). A last row per
+    series with window "whole range" gives the mean over the range (bytes / duration).
+    ``mean_gbps`` repeats that mean on every row. With ``uncertainty`` each row also has
+    ``peak_low_gbps`` / ``peak_high_gbps`` (see ``peak_bounds``). ``t_ref_ns`` (default
+    ``start_ns``) makes ``peak_t_s`` relative seconds.
+
+    Rates in Gb/s (1e9 bit/s). Returns a long DataFrame: series, window, window_ns, peak_gbps,
+    peak_t_ns, peak_t_s, mean_gbps, p.._gbps, n_windows, n_nan_windows, n_gap_windows
+    [, peak_low_gbps, peak_high_gbps]. Raises ``ValueError`` on an empty range or no intervals.
+    """
+    lo, hi = _range(intervals, start_ns, end_ns)
+    origin = lo if origin_ns is None else int(origin_ns)
+    t_ref = lo if t_ref_ns is None else int(t_ref_ns)
+    # the mean over the whole range: one window [lo, hi)
+    whole_b, whole_q = rebin_view(intervals, hi - lo, origin_ns=lo, start_ns=lo, end_ns=hi,
+                                  by=by, groups=groups, keep=keep)
+    rows = []
+    for w in windows_ns:
+        w = int(w)
+        b, q = rebin_view(intervals, w, origin_ns=origin, start_ns=lo, end_ns=hi, by=by,
+                          groups=groups, keep=keep)
+        inside = (b.index.to_numpy() >= lo) & (b.index.to_numpy() + w <= hi)
+        b, q = b[inside], q[inside]
+        gbps = to_gbps(b, w)
+        new_rows = []
+        for col in b.columns:
+            qq = q[col].to_numpy()
+            usable = (qq & (QUALITY_PARTIAL | QUALITY_EMPTY | QUALITY_INVALID)) == 0
+            r = gbps[col].to_numpy()[usable]
+            row = {"series": col, "window": window_label(w), "window_ns": w,
+                   "n_windows": int(usable.sum()),
+                   "n_nan_windows": int(((qq & QUALITY_INVALID) != 0).sum()),
+                   "n_gap_windows": int(((qq & QUALITY_GAP) != 0).sum())}
+            if len(r):
+                k = int(np.argmax(r))
+                t_peak = int(b.index.to_numpy()[usable][k])
+                row.update(peak_gbps=float(r[k]), peak_t_ns=t_peak,
+                           peak_t_s=(t_peak - t_ref) / 1e9)
+                for p, v in zip(percentiles, np.percentile(r, percentiles), strict=True):
+                    row[f"p{p:g}_gbps"] = float(v)
+            else:
+                row.update(peak_gbps=np.nan, peak_t_ns=None, peak_t_s=np.nan)
+                for p in percentiles:
+                    row[f"p{p:g}_gbps"] = np.nan
+            new_rows.append(row)
+        if uncertainty:
+            starts = pd.Series({r["series"]: (r["peak_t_ns"] if r["peak_t_ns"] is not None
+                                              else np.nan) for r in new_rows}, dtype=object)
+            bounds = to_gbps(peak_bounds(intervals, starts, w, by=by, groups=groups), w)
+            for row in new_rows:
+                row["peak_low_gbps"] = float(bounds.at[row["series"], "low_bytes"])
+                row["peak_high_gbps"] = float(bounds.at[row["series"], "high_bytes"])
+        rows.extend(new_rows)
+    whole = to_gbps(whole_b, hi - lo)
+    for col in whole.columns:
+        mean = float(whole[col].iloc[0])
+        qq = int(whole_q[col].iloc[0])
+        row = {"series": col, "window": "whole range", "window_ns": hi - lo,
+               "peak_gbps": mean, "peak_t_ns": lo, "peak_t_s": (lo - t_ref) / 1e9,
+               "n_windows": 1 if not (qq & (QUALITY_EMPTY | QUALITY_INVALID)) else 0,
+               "n_nan_windows": int(bool(qq & QUALITY_INVALID)),
+               "n_gap_windows": int(bool(qq & QUALITY_GAP))}
+        for p in percentiles:
+            row[f"p{p:g}_gbps"] = mean
+        if uncertainty:
+            row["peak_low_gbps"] = row["peak_high_gbps"] = mean
+        rows.append(row)
+    means = {col: float(whole[col].iloc[0]) for col in whole.columns}
+    out = pd.DataFrame(rows)
+    out["mean_gbps"] = out["series"].map(means)
+    order = {c: i for i, c in enumerate(whole.columns)}
+    out["_o"] = out["series"].map(order)
+    out = out.sort_values(["_o", "window_ns"], kind="stable").drop(columns="_o")
+    cols = ["series", "window", "window_ns", "peak_gbps", "peak_t_ns", "peak_t_s", "mean_gbps",
+            *[f"p{p:g}_gbps" for p in percentiles], "n_windows", "n_nan_windows",
+            "n_gap_windows"]
+    if uncertainty:
+        cols += ["peak_low_gbps", "peak_high_gbps"]
+    out = out[cols].reset_index(drop=True)
+    out["peak_t_ns"] = out["peak_t_ns"].astype("Int64")
+    return out
