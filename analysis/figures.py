@@ -592,7 +592,7 @@ def plot_tp_projection(
     if projection.empty:
         raise ValueError("plot_tp_projection: the projection table is empty")
     if ax is None:
-        fig, grid = _new_figure(1, 1, figsize=(7, 4.2))
+        fig, grid = _new_figure(1, 1, figsize=(8, 4.4))
         ax = grid[0, 0]
     tp = projection.index.to_numpy(dtype=float)
     for i, col in enumerate(projection.columns):
@@ -609,8 +609,7 @@ def plot_tp_projection(
     ax.minorticks_off()
     ax.set_xlabel("tensor-parallel size")
     ax.set_ylabel(ylabel)
-    ax.set_ylim(bottom=0)
-    ax.margins(y=0.15)
+    ax.set_ylim(0, float(np.nanmax(projection.to_numpy(dtype=float))) * 1.15)
     ax.set_title(title or "Projected TTFT increase vs TP size", loc="left")
     if projection.shape[1] > 1 or projection.columns[0] != "projection":
         ax.legend(loc="upper left", fontsize=8, frameon=False)

@@ -154,7 +154,7 @@ def _decimals(values: np.ndarray) -> int:
     finite = np.abs(values[np.isfinite(values)])
     if finite.size == 0:
         return 2
-    if np.all(finite == np.round(finite)) and finite.max() >= 1:
+    if np.all(finite == np.round(finite)) and finite.max() >= 10:
         return 0
     top = float(np.median(finite[finite > 0])) if np.any(finite > 0) else 0.0
     if top >= 100:
@@ -217,6 +217,8 @@ def _anchor(text: str) -> str:
 
 
 def _figure_png(fig, dpi: int = 110) -> bytes:
+    if not hasattr(fig, "savefig"):  # an Axes
+        fig = fig.get_figure(root=True) if hasattr(fig, "get_figure") else fig.figure
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
     return buf.getvalue()
@@ -329,15 +331,22 @@ class Configuration:
         return list(dict.fromkeys(c.loc[c["data"] & (c["source"] == "infiniband"), "device"]))
 
 
+#: Labels for the link names the emulator and the demo use (capture directory names).
+LINK_LABELS = {"200": "200 Gb/s", "emulated100": "emulated 100 Gb/s"}
+
+
 def _label_of(capture) -> str:
     extra = capture.meta.get("extra") or {}
+    sim = extra.get("simulated") if isinstance(extra, dict) else None
+    if isinstance(sim, dict) and sim.get("link") in LINK_LABELS:
+        return LINK_LABELS[sim["link"]] + (" (TCP)" if sim.get("tcp_fallback") else "")
     for key in ("label", "config_label", "link"):
         v = extra.get(key) if isinstance(extra, dict) else None
         if isinstance(v, str) and v:
             return v
         if isinstance(v, dict) and isinstance(v.get("name"), str):
             return v["name"]
-    return capture.path.name
+    return LINK_LABELS.get(capture.path.name, capture.path.name)
 
 
 def load_configuration(capture_path: str | os.PathLike, request_logs=(), *,
@@ -513,3 +522,298 @@ def figure_comparison(configs: Sequence[Configuration], test: str | None = None,
         rates, reqs, link_gbps=caps,
         title=(f"Test {test}: " if test else "") + " vs ".join(rates)
         + f" ({figures.window_label(width_ns)} windows, tx of one node)")
+
+
+def tp_projection_frame(*, prompt_tokens: float, ttft_s: float, model=None, tp: int = 8,
+                        tp_sizes=(2, 4, 8, 16), links_gbps=((200.0, 100.0),)) -> pd.DataFrame:
+    """Return the projected TTFT increase (%) by TP size, one column per link change.
+
+    From ``estimate.tp_projection`` (method.md, "Effect of TP size"): one measured TTFT at TP
+    ``tp`` for ``prompt_tokens`` (at the old link speed) projected to ``tp_sizes``. ``model``
+    defaults to the study's model (``estimate.STUDY_MODEL``). Index: TP size; columns like
+    "8,192 prompt tokens, 200 → 100 Gb/s". Raises ``EstimateError`` as the estimate does.
+    """
+    from . import estimate as E
+
+    model = model or E.STUDY_MODEL
+    cols = {}
+    for old, new in links_gbps:
+        rows = E.tp_projection(model, tp_sizes, prompt_tokens=prompt_tokens, ttft_ref_s=ttft_s,
+                               ref_tp=tp, link_old_gbps=old, link_new_gbps=new)
+        cols[f"{int(prompt_tokens):,} prompt tokens, {old:g} → {new:g} Gb/s"] = \
+            pd.Series({int(r["tp"]): r["increase_pct"] for r in rows})
+    out = pd.DataFrame(cols)
+    out.index.name = "tp"
+    return out
+
+
+def figure_tp(**kwargs):
+    """Draw figure 6 from ``tp_projection_frame(**kwargs)`` (same arguments)."""
+    from . import figures
+
+    frame = tp_projection_frame(**kwargs)
+    return figures.plot_tp_projection(
+        frame, title=f"Projected TTFT increase vs TP size\n(upper bound, from a measured TTFT of "
+                     f"{kwargs['ttft_s']:.2f} s at TP{kwargs.get('tp', 8)})")
+
+
+# ----------------------------------------------------------------------------------------------
+# The whole report
+# ----------------------------------------------------------------------------------------------
+
+
+def default_request_logs(capture_path: str | os.PathLike) -> list[Path]:
+    """Return the request log stored beside a capture (``requests.jsonl``, as the emulator and
+    ``rdmascope demo`` write it), or an empty list."""
+    p = Path(capture_path) / "requests.jsonl"
+    return [p] if p.is_file() else []
+
+
+def emulation_verdict(cfg: Configuration):
+    """Run the emulation check on a configuration; return (verify.Verdict, status, headline).
+
+    Tries ``expect="single"`` (one interface carried >= 99 % of the RDMA bytes: an NCCL_IB_HCA
+    emulation), then ``expect="both"``. Status "ok" when either holds, except that a label saying
+    "emulated" with traffic on both interfaces is a "fail" (the emulation did not take); "warn"
+    when neither holds (e.g. too little traffic, or TCP suspected).
+    """
+    from .verify import verify_emulation
+
+    single = verify_emulation(cfg.capture)
+    emulated_label = "emul" in cfg.label.lower()
+    if single.ok:
+        return single, "ok", f"{cfg.label}: one interface carried all RDMA traffic " \
+                             f"({single.main_device}) — an emulated link"
+    both = verify_emulation(cfg.capture, expect="both")
+    if both.ok:
+        if emulated_label:
+            return both, "fail", f"{cfg.label}: labelled emulated, but BOTH interfaces " \
+                                 "carried traffic — the emulation did not take"
+        return both, "ok", f"{cfg.label}: both interfaces carried traffic — the full link"
+    return single, "warn", f"{cfg.label}: emulation check inconclusive"
+
+
+def emulation_verdict_text(cfg: Configuration) -> str:
+    """Return the emulation check as one short line for a figure."""
+    v, status, headline = emulation_verdict(cfg)
+    mark = {"ok": "✓", "fail": "✗", "warn": "?"}.get(status, "")
+    return f"{mark} {headline.split(': ', 1)[-1]}"
+
+
+def _capture_fields(cfg: Configuration) -> list[tuple[str, str]]:
+    cap, m = cfg.capture, cfg.capture.meta
+    audit = m.get("audit") or {}
+    fields = [
+        ("directory", str(cap.path)),
+        ("host / kernel", f"{m.get('host', '?')} / {m.get('kernel', '?')}"),
+        ("written by", f"{m.get('writer', '?')} (rdmascope {m.get('sampler_version', '?')})"),
+        ("clock", str(m.get("clock", "CLOCK_MONOTONIC"))),
+        ("sampling interval", f"{cap.interval_ns / 1e6:g} ms"),
+        ("duration", f"{cap.duration_s():.3f} s"),
+        ("RDMA devices", ", ".join(cfg.devices) or "none"),
+        ("port rate", f"{cfg.port_gbps:g} Gb/s" if cfg.port_gbps else "unknown"),
+        ("counters", ", ".join(sorted(set(cap.counters["name"].astype(str))))),
+        ("clean end", "yes" if cap.clean_end else "NO (no stop record: killed or still running)"),
+    ]
+    if audit:
+        taken, missed = audit.get("sweeps_taken"), audit.get("sweeps_missed")
+        if taken is not None:
+            fields.append(("sweeps taken / missed",
+                           f"{taken:,} / {missed:,} ({audit.get('sweeps_taken_pct', 0):.3f} % "
+                           "taken)"))
+        iv = audit.get("interval_ns") or {}
+        pct = {k: v for k, v in iv.items() if isinstance(v, (int, float)) and k.startswith("p")}
+        if pct:
+            fields.append(("sweep interval percentiles",
+                           ", ".join(f"{k} {v / 1e6:.3f} ms" for k, v in pct.items())))
+        if audit.get("cpu_s") is not None:
+            fields.append(("sampler CPU", f"{audit['cpu_s']:.2f} s"))
+    flags = cfg.intervals["flag"].astype(str).value_counts()
+    fields.append(("intervals by flag", ", ".join(f"{k} {v:,}" for k, v in flags.items())))
+    if cfg.log is not None:
+        logs = cfg.log if isinstance(cfg.log, list) else [cfg.log]
+        for lg in logs:
+            al = lg.alignment or {}
+            fields.append(("request log", f"{lg.path} ({lg.format}, {len(lg.requests)} requests, "
+                                          f"{lg.n_failed} failed; aligned by "
+                                          f"{al.get('method', '?')})"))
+    return fields
+
+
+REQUEST_COLUMNS = ("request_id", "test", "round", "prompt_tokens", "output_tokens", "ttft_s",
+                   "decode_speed_tps", "prefill_tx_bytes", "prefill_per_token_bytes",
+                   "prefill_tx_gbps", "prefill_peak_tx_gbps", "prefill_bursts",
+                   "decode_tx_gbps")
+TEST_COLUMNS = ("test", "rounds", "n_requests", "prompt_tokens", "time_to_last_first_token_s",
+                "time_to_last_first_token_min_s", "time_to_last_first_token_max_s",
+                "decode_speed_tps", "prefill_tx_bytes", "prefill_per_token_bytes",
+                "prefill_peak_tx_gbps")
+
+
+def _pick(df: pd.DataFrame, cols) -> pd.DataFrame:
+    return df[[c for c in cols if c in df.columns]]
+
+
+def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], None] | None = None,
+                 title: str | None = None) -> ReportContent:
+    """Run the analysis on one or two configurations and assemble the report's content.
+
+    Per configuration: capture metadata and sampling quality, the emulation verdict
+    (``verify.verify_emulation``), figure 1 and the peak-vs-window table (``peaks.peak_table``)
+    for the longest lone request, the burst summary (``bursts.burst_analysis``), the per-request
+    and per-test tables (``attribute.attribute``), and the per-device traffic. With two
+    configurations also figure 2 per common test and the comparison with the estimate
+    (figures 4-6, via ``compare``). ``progress`` receives one line per step.
+    Raises ValueError for zero or more than two configurations.
+    """
+    from .attribute import attribute
+    from .bursts import burst_analysis
+    from .peaks import peak_table
+
+    say = progress or (lambda _m: None)
+    if not 1 <= len(configs) <= 2:
+        raise ValueError(f"a report covers one or two configurations, got {len(configs)}")
+    labels = [c.label for c in configs]
+    content = ReportContent(
+        title=title or ("rdmascope report: " + " vs ".join(labels)),
+        subtitle=f"{len(configs)} configuration(s): " + "; ".join(
+            f"{c.label} ({c.capture.path.name}, {c.capture.duration_s():.1f} s)" for c in configs))
+    attributions = {}
+    for cfg in configs:
+        say(f"[{cfg.label}] emulation check")
+        v, status, headline = emulation_verdict(cfg)
+        content.verdicts.append(Verdict(headline, status, v.message))
+        tables = []
+        if len(cfg.requests):
+            say(f"[{cfg.label}] attributing traffic to {len(cfg.requests)} request(s)")
+            att = attribute(cfg.capture, cfg.log if not isinstance(cfg.log, list) else cfg.log[0],
+                            intervals=cfg.intervals)
+            attributions[cfg.label] = att
+            req = pick_request(cfg)
+            send, first = int(req["t_send_ns"]), int(req["t_first_ns"])
+            say(f"[{cfg.label}] figure 1 and peaks for request {req['request_id']}")
+            content.figures.append(ReportFigure(
+                _anchor(f"request-{cfg.label}"), f"{cfg.label}: one request at 1 ms",
+                figure_request(cfg, str(req["request_id"])),
+                "Each spike in the zoom is one all-reduce of the prefill, at close to line rate; "
+                "the grey band is the prefill (send to first token), after it the steady decode."))
+            pk = peak_table(cfg.intervals, start_ns=send, end_ns=first, by="direction")
+            pk_tx = pk[pk["series"] == "tx"]
+            peaks = {int(r.window_ns): float(r.peak_gbps) for r in pk_tx.itertuples()
+                     if r.window != "whole range"}
+            content.figures.append(ReportFigure(
+                _anchor(f"windows-{cfg.label}"), f"{cfg.label}: the averaging window decides "
+                "the peak", figure_windows(cfg, str(req["request_id"]), peaks=peaks),
+                "The same prefill averaged over 1, 5 and 100 ms windows: the peak falls as the "
+                "window widens, although the bytes are the same."))
+            tables.append(ReportTable(
+                _pick(pk_tx, ("window", "peak_gbps", "p50_gbps", "p90_gbps", "p99_gbps",
+                              "mean_gbps", "n_windows")),
+                title=f"Peak vs window: prefill of request {req['request_id']} "
+                      f"({(first - send) / 1e9:.2f} s), tx of one node",
+                note="'whole range' is the mean over the whole prefill."))
+            tables.append(ReportTable(_pick(att.tests, TEST_COLUMNS), title="Per test",
+                                      note="Means over rounds; min/max columns give the spread. "
+                                           "Time to last first token covers all prompts' bytes."))
+            tables.append(ReportTable(_pick(att.requests, REQUEST_COLUMNS), title="Per request",
+                                      note="Prefill = [send, first token], decode = [first "
+                                           "token, last token]; bytes are tx of one node."))
+        say(f"[{cfg.label}] bursts")
+        bt = burst_analysis(cfg.intervals, capacity_gbps=cfg.port_gbps or 200.0, by="direction")
+        tables.insert(1 if len(tables) else 0, ReportTable(
+            _pick(bt.summary, ("series", "n_bursts", "duty_cycle", "burst_bytes", "total_bytes",
+                               "burst_share", "mean_gap_s", "median_gap_s", "enter_gbps",
+                               "leave_gbps")),
+            title="Burst summary (1 ms windows, whole capture)"))
+        say(f"[{cfg.label}] per-device traffic")
+        content.figures.append(ReportFigure(
+            _anchor(f"devices-{cfg.label}"), f"{cfg.label}: traffic per RDMA device",
+            figure_devices(cfg, verdict=emulation_verdict_text(cfg)),
+            "The two RDMA devices are the two PCIe paths of one port; on an NCCL_IB_HCA "
+            "emulation one of them carries everything."))
+        dev = v.devices.reset_index()
+        tables.append(ReportTable(_pick(dev, ("device", "tx_bytes", "rx_bytes", "share",
+                                              "peak_1ms_gbps", "nan_windows")),
+                                  title="Bytes per RDMA device", headers={"share": "share"}))
+        content.sections.append(ReportSection(cfg.label, tables))
+        content.captures.append((cfg.label, _capture_fields(cfg)))
+        if cfg.label in attributions:
+            s = attributions[cfg.label].summary
+            content.cards.append((f"{cfg.label}: mean TTFT", f"{s['mean_ttft_s']:.2f} s",
+                                  f"{s['n_ok']} request(s), {s['n_rounds']} round(s)"))
+            pk1 = peaks.get(MS_NS)
+            if pk1 is not None:
+                content.cards.append((f"{cfg.label}: 1 ms peak", f"{pk1:.0f} Gb/s",
+                                      f"100 ms: {peaks.get(100 * MS_NS, float('nan')):.0f} Gb/s"))
+    if len(configs) == 2 and all(c.label in attributions for c in configs):
+        _add_comparison(content, configs, attributions, say)
+    # figures first: per-request figures, then comparison, then device stacks
+    order = {"request": 0, "windows": 1, "compare": 2, "extra": 3, "tokens": 4, "tp": 5,
+             "devices": 6}
+    content.figures.sort(key=lambda f: order.get(f.name.split("-")[0], 9))
+    return content
+
+
+def _add_comparison(content: ReportContent, configs, attributions, say) -> None:
+    """Figure 2 per common test, and (with ``analysis.compare``) figures 4-6 and tables."""
+    a, b = configs
+    tests_a = [t for t in attributions[a.label].tests["test"].astype(str)]
+    tests_b = set(attributions[b.label].tests["test"].astype(str))
+    for test in [t for t in tests_a if t in tests_b]:
+        say(f"figure 2 for test {test}")
+        content.figures.append(ReportFigure(
+            _anchor(f"compare-{test}"), f"Test {test}: {a.label} above {b.label}",
+            figure_comparison(configs, test),
+            "Both configurations on one time axis (seconds since each test's first send), all "
+            "rounds; grey = prefill, red line = first token. Halving the link caps each burst "
+            "lower and stretches the prefill."))
+    _add_estimate_comparison(content, configs, attributions, say)
+
+
+def _add_estimate_comparison(content: ReportContent, configs, attributions, say) -> None:
+    """Figures 4-6 and the comparison table from ``analysis.compare`` (when installed)."""
+    try:
+        from . import compare  # noqa: F401
+    except ImportError:
+        content.sections.append(ReportSection(
+            "Comparison with the estimate", [],
+            note="The comparison module (analysis.compare) is not available in this install."))
+        return
+
+
+def write_report(captures: Sequence[str | os.PathLike], request_logs=None,
+                 out_dir: str | os.PathLike = "rdmascope-report", *,
+                 labels: Sequence[str] | None = None, offset_s: float | None = None,
+                 embed: bool = True, title: str | None = None,
+                 progress: Callable[[str], None] | None = None) -> Path:
+    """Analyse one or two captures with their request logs and write the HTML report.
+
+    ``captures``: one or two capture directories (two = two configurations, e.g. 200 Gb/s and
+    the emulated 100 Gb/s; the first is the baseline). ``request_logs``: one log path per capture
+    (same order), or None to use each capture's own ``requests.jsonl`` when present. ``labels``:
+    one per capture (default: the manifest's label, else the directory name). Writes
+    ``out_dir/report.html`` (figures inline), ``out_dir/figures/*.png``, ``out_dir/tables/*.csv``
+    and returns the HTML path. ``progress`` receives one line per step (the CLI prints them on
+    stderr). Raises ValueError (mismatched arguments, a bad log or capture: the message names
+    the file) and OSError.
+    """
+    captures = list(captures)
+    if not 1 <= len(captures) <= 2:
+        raise ValueError(f"give one or two captures, got {len(captures)}")
+    if request_logs is not None and len(request_logs) not in (0, len(captures)):
+        raise ValueError(f"give one request log per capture ({len(captures)} capture(s), "
+                         f"{len(request_logs)} log(s))")
+    if labels is not None and len(labels) not in (0, len(captures)):
+        raise ValueError(f"give one label per capture ({len(captures)} capture(s), "
+                         f"{len(labels)} label(s))")
+    say = progress or (lambda _m: None)
+    configs = []
+    for i, cap in enumerate(captures):
+        logs = [request_logs[i]] if request_logs else default_request_logs(cap)
+        say(f"loading {cap}" + (f" with {', '.join(map(str, logs))}" if logs else ""))
+        configs.append(load_configuration(cap, logs, label=labels[i] if labels else None,
+                                          offset_s=offset_s))
+    if len(configs) == 2 and configs[0].label == configs[1].label:
+        configs[1].label += " (2)"
+    content = build_report(configs, progress=say, title=title)
+    return render_report(content, out_dir, embed=embed, progress=say)

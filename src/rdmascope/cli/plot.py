@@ -1,0 +1,130 @@
+"""``rdmascope plot KIND CAPTURE... -o FILE``: draw one of the study's figures to PNG/SVG/PDF."""
+
+from __future__ import annotations
+
+import click
+
+from rdmascope.cli.common import DURATION
+
+KINDS = {
+    "request": "figure 1: one request at 1 ms, prefill shaded, first token, zoom inside the prefill",
+    "compare": "figure 2: two configurations of one test on a shared time axis",
+    "windows": "figure 3: one request's prefill at 1/5/100 ms windows, peaks labelled",
+    "extra-prefill": "figure 4: extra prefill time per test, measured vs estimate (two captures)",
+    "tokens": "figure 5: prefill-time increase vs prompt tokens, measured and estimated",
+    "tp": "figure 6: projected TTFT increase vs TP size (from the estimate; no capture)",
+    "devices": "per-device stacked traffic (the emulation check at a glance)",
+}
+
+_HELP = "KIND is one of:\n\n" + "\n\n".join(f"\b\n  {k:14s} {v}" for k, v in KINDS.items())
+
+
+@click.command("plot", help="Draw one of the study's figures to PNG/SVG/PDF.\n\n" + _HELP)
+@click.argument("kind", type=click.Choice(list(KINDS)))
+@click.argument("captures", nargs=-1, type=click.Path(exists=True, file_okay=False))
+@click.option("--requests", "request_logs", multiple=True, type=click.Path(exists=True,
+              dir_okay=False), help="Request log, one per capture in the same order "
+              "(default: the capture's own requests.jsonl when it has one).")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Output file; the suffix picks the format: .png, .svg or .pdf.")
+@click.option("--label", "labels", multiple=True, help="Label per capture (default: from the "
+              "capture's manifest, else its directory name).")
+@click.option("--request-id", help="request/windows: the request to draw (default: the longest "
+              "prefill with no other request in flight).")
+@click.option("--test", "test_name", help="compare: the test whose rounds to draw (default: all "
+              "requests).")
+@click.option("--zoom", "zoom_ns", type=DURATION, default="200ms", show_default=True,
+              help="request: width of the zoom window inside the prefill (0 for none).")
+@click.option("--zoom-start", "zoom_start_ns", type=DURATION, default=None,
+              help="request: zoom start, as time since the send (default: centred in the prefill).")
+@click.option("--windows", "windows_text", default="1ms,5ms,100ms", show_default=True,
+              help="windows: comma-separated window widths.")
+@click.option("--window", "window_ns", type=DURATION, default=None,
+              help="compare (default 1ms) / devices (default 100ms): window width.")
+@click.option("--offset", "offset_s", type=float, default=None,
+              help="Seconds added to the request log's times (logs without a shared clock).")
+@click.option("--prompt-tokens", type=int, help="tp: prompt tokens of the measured request.")
+@click.option("--ttft", "ttft_s", type=float, help="tp: its measured TTFT at the old link, s.")
+@click.option("--tp", "tp_size", type=int, default=8, show_default=True,
+              help="tp: the TP size the TTFT was measured at.")
+@click.option("--dpi", type=int, default=150, show_default=True, help="PNG resolution.")
+def command(kind, captures, request_logs, output, labels, request_id, test_name, zoom_ns,
+            zoom_start_ns, windows_text, window_ns, offset_s, prompt_tokens, ttft_s, tp_size,
+            dpi):
+    from pathlib import Path
+
+    from rdmascope.analysis import figures
+    from rdmascope.analysis import report as R
+    from rdmascope.cli.common import parse_duration_ns
+
+    suffix = Path(output).suffix.lower().lstrip(".")
+    if suffix not in figures.FIGURE_FORMATS:
+        raise click.ClickException(f"{output}: the output must end in .png, .svg or .pdf")
+
+    if kind == "tp":
+        if captures:
+            raise click.ClickException("`plot tp` draws from the estimate and takes no capture; "
+                                       "give --prompt-tokens and --ttft")
+        if prompt_tokens is None or ttft_s is None:
+            raise click.ClickException("`plot tp` needs --prompt-tokens and --ttft (a measured "
+                                       "TTFT at the old link speed)")
+        try:
+            fig = R.figure_tp(prompt_tokens=prompt_tokens, ttft_s=ttft_s, tp=tp_size,
+                              links_gbps=((200.0, 100.0), (200.0, 109.0)))
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from exc
+        _save(figures, fig, output, dpi)
+        return
+
+    need = 2 if kind in ("compare", "extra-prefill", "tokens") else 1
+    if len(captures) < need:
+        raise click.ClickException(f"`plot {kind}` needs {need} capture(s), got {len(captures)}")
+    if kind not in ("compare", "extra-prefill", "tokens") and len(captures) > 1:
+        raise click.ClickException(f"`plot {kind}` draws one capture, got {len(captures)}")
+    if request_logs and len(request_logs) != len(captures):
+        raise click.ClickException(f"give one --requests per capture ({len(captures)} "
+                                   f"capture(s), {len(request_logs)} log(s))")
+    if labels and len(labels) != len(captures):
+        raise click.ClickException(f"give one --label per capture ({len(captures)} capture(s), "
+                                   f"{len(labels)} label(s))")
+    needs_log = kind != "devices"
+    try:
+        configs = []
+        for i, cap in enumerate(captures):
+            logs = [request_logs[i]] if request_logs else R.default_request_logs(cap)
+            if needs_log and not logs:
+                raise click.ClickException(f"{cap}: `plot {kind}` needs a request log; give "
+                                           "--requests LOG")
+            click.echo(f"loading {cap} ...", err=True)
+            configs.append(R.load_configuration(cap, logs, label=labels[i] if labels else None,
+                                                offset_s=offset_s))
+        cfg = configs[0]
+        if kind == "request":
+            fig = R.figure_request(cfg, request_id, zoom_ms=(zoom_ns / 1e6) or None,
+                                   zoom_start_s=None if zoom_start_ns is None
+                                   else zoom_start_ns / 1e9)
+        elif kind == "windows":
+            widths = [parse_duration_ns(w) for w in windows_text.split(",") if w.strip()]
+            fig = R.figure_windows(cfg, request_id, windows_ns=widths)
+        elif kind == "devices":
+            verdict = R.emulation_verdict_text(cfg)
+            fig = R.figure_devices(cfg, width_ns=window_ns or 100 * R.MS_NS, verdict=verdict)
+        elif kind == "compare":
+            fig = R.figure_comparison(configs, test_name, width_ns=window_ns or R.MS_NS)
+        elif kind == "extra-prefill":
+            fig = R.figure_extra_prefill(configs)
+        else:  # tokens
+            fig = R.figure_tokens(configs)
+    except click.ClickException:
+        raise
+    except (ValueError, OSError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    _save(figures, fig, output, dpi)
+
+
+def _save(figures, fig, output, dpi) -> None:
+    try:
+        path = figures.save_figure(fig, output, dpi=dpi)
+    except (ValueError, OSError) as exc:
+        raise click.ClickException(f"cannot write {output}: {exc}") from exc
+    click.echo(str(path))

@@ -1,0 +1,46 @@
+"""``rdmascope report CAPTURE... --requests LOG... -o DIR``: the self-contained HTML report."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command("report")
+@click.argument("captures", nargs=-1, required=True,
+                type=click.Path(exists=True, file_okay=False))
+@click.option("--requests", "request_logs", multiple=True,
+              type=click.Path(exists=True, dir_okay=False),
+              help="Request log, one per capture in the same order (default: the capture's own "
+                   "requests.jsonl when it has one).")
+@click.option("-o", "--output", "out_dir", default="rdmascope-report", show_default=True,
+              type=click.Path(file_okay=False), help="Directory for report.html, figures/ and "
+                                                     "tables/.")
+@click.option("--label", "labels", multiple=True,
+              help="Label per capture, e.g. --label '200 Gb/s' --label 'emulated 100 Gb/s'.")
+@click.option("--title", help="Report title.")
+@click.option("--offset", "offset_s", type=float, default=None,
+              help="Seconds added to the request logs' times (logs without a shared clock).")
+@click.option("--no-embed", is_flag=True,
+              help="Link the figures (figures/*.png) instead of embedding them in the HTML.")
+def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed):
+    """Write a self-contained HTML report for one or two configurations.
+
+    Two captures are compared (the first is the baseline, e.g. 200 Gb/s, the second e.g. the
+    emulated 100 Gb/s). Progress goes to stderr; the report's path to stdout.
+    """
+    import time
+
+    from rdmascope.analysis.report import write_report
+
+    t0 = time.monotonic()
+
+    def progress(msg: str) -> None:
+        click.echo(f"[{time.monotonic() - t0:6.1f} s] {msg}", err=True)
+
+    try:
+        path = write_report(list(captures), list(request_logs) or None, out_dir,
+                            labels=list(labels) or None, offset_s=offset_s,
+                            embed=not no_embed, title=title, progress=progress)
+    except (ValueError, OSError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(str(path))
