@@ -771,14 +771,95 @@ def _add_comparison(content: ReportContent, configs, attributions, say) -> None:
 
 
 def _add_estimate_comparison(content: ReportContent, configs, attributions, say) -> None:
-    """Figures 4-6 and the comparison table from ``analysis.compare`` (when installed)."""
-    try:
-        from . import compare  # noqa: F401
-    except ImportError:
-        content.sections.append(ReportSection(
-            "Comparison with the estimate", [],
-            note="The comparison module (analysis.compare) is not available in this install."))
-        return
+    """Figures 4-6 and the comparison table from ``analysis.compare``."""
+    a, b = configs
+    say("comparison with the estimate")
+    cmp = comparison(configs, attributions)
+    t = cmp.tests
+    content.figures.append(ReportFigure(
+        "extra-prefill", "Extra prefill time per test: measured vs estimate",
+        figure_extra_prefill(cmp),
+        f"Measured: increase of the time to the last first token from {a.label} to {b.label} "
+        "(mean of rounds, min-max). Estimate: the prefill bytes sent again at the speed "
+        "difference, an upper bound (full link rate, no overlap with compute)."))
+    content.figures.append(ReportFigure(
+        "tokens-increase", "Prefill-time increase vs prompt tokens", figure_tokens(cmp),
+        "One point per round; the line is the estimate (upper bound) per test."))
+    big = t.loc[t["prompt_tokens"].astype(float).idxmax()]
+    content.figures.append(ReportFigure(
+        "tp-projection", "Projected TTFT increase vs TP size",
+        figure_tp(prompt_tokens=float(big["prompt_tokens"]), ttft_s=float(big["ttlft_a_s"]),
+                  links_gbps=((cmp.link_a_gbps, E_LINK_100), (cmp.link_a_gbps, cmp.link_b_gbps))),
+        f"An illustration from the estimate for the study's model (78 layers, hidden 6,144, 2 "
+        f"bytes), starting from test {big['test']}'s measured {float(big['ttlft_a_s']):.2f} s "
+        f"at {cmp.link_a_gbps:g} Gb/s, TP8."))
+    cols = ("test", "prompt_tokens", "ttlft_a_s", "ttlft_b_s", "ttlft_change_s",
+            "ttlft_change_pct", "estimate_s", "bound_used_pct", "decode_speed_change_pct",
+            "per_token_a_bytes", "per_token_b_bytes", "correction_to_real_s", "ttlft_b_real_s")
+    headers = {"ttlft_a_s": f"time to last first token, {a.label} (s)",
+               "ttlft_b_s": f"time to last first token, {b.label} (s)",
+               "ttlft_change_s": "change (s)", "ttlft_change_pct": "change (%)",
+               "estimate_s": "estimate, upper bound (s)", "bound_used_pct": "of the bound (%)",
+               "decode_speed_change_pct": "decode speed change (%)",
+               "per_token_a_bytes": f"prefill per token, {a.label} (MB)",
+               "per_token_b_bytes": f"prefill per token, {b.label} (MB)",
+               "correction_to_real_s": f"correction {cmp.link_b_gbps:g} → "
+                                       f"{cmp.real_gbps or 0:g} Gb/s (s)",
+               "ttlft_b_real_s": f"corrected to a real {cmp.real_gbps or 0:g} Gb/s cable (s)"}
+    content.sections.insert(0, ReportSection(
+        f"Comparison: {a.label} → {b.label}",
+        [ReportTable(_pick(t, cols), headers=headers)], note=" ".join(cmp.notes)))
+    content.cards.insert(0, (
+        f"test {big['test']}: time to last first token",
+        f"{float(big['ttlft_change_s']):+.2f} s ({float(big['ttlft_change_pct']):+.1f} %)",
+        f"{a.label} → {b.label}; estimate ≤ {float(big['estimate_s']):.2f} s"))
+
+
+E_LINK_100 = 100.0
+
+
+def comparison(configs: Sequence[Configuration], attributions: Mapping[str, Any] | None = None):
+    """Return ``compare.compare`` of two configurations (attributing them first if needed).
+
+    The link speeds are the study's: 200 Gb/s for the first configuration, the emulated
+    ~109 Gb/s for the second, corrected to a real 100 Gb/s cable (``compare`` defaults).
+    Raises ValueError without request logs or without a common test.
+    """
+    from .attribute import attribute
+    from .compare import compare
+
+    if len(configs) != 2:
+        raise ValueError(f"a comparison needs two configurations, got {len(configs)}")
+    atts = dict(attributions or {})
+    for cfg in configs:
+        if cfg.label not in atts:
+            if not len(cfg.requests):
+                raise ValueError(f"{cfg.label}: no request log given (needed to compare)")
+            log = cfg.log[0] if isinstance(cfg.log, list) else cfg.log
+            atts[cfg.label] = attribute(cfg.capture, log, intervals=cfg.intervals)
+    a, b = configs
+    return compare(atts[a.label], atts[b.label], label_a=a.label, label_b=b.label)
+
+
+def figure_extra_prefill(cmp_or_configs):
+    """Draw figure 4 from a ``compare.Comparison`` (or two configurations)."""
+    from . import figures
+
+    cmp = cmp_or_configs if hasattr(cmp_or_configs, "tests") else comparison(cmp_or_configs)
+    return figures.plot_extra_prefill(
+        cmp.tests, title=f"Extra prefill time per test, {cmp.label_a} → {cmp.label_b}: "
+                         "measured vs estimate")
+
+
+def figure_tokens(cmp_or_configs):
+    """Draw figure 5 from a ``compare.Comparison`` (or two configurations)."""
+    from . import figures
+
+    cmp = cmp_or_configs if hasattr(cmp_or_configs, "tests") else comparison(cmp_or_configs)
+    measured = cmp.rounds.rename(columns={"tokens": "prompt_tokens", "increase": "increase_s"})
+    return figures.plot_increase_vs_tokens(
+        measured, {"estimate (upper bound)": cmp.tests[["prompt_tokens", "estimate_s"]]},
+        title=f"Prefill-time increase vs prompt tokens, {cmp.label_a} → {cmp.label_b}")
 
 
 def write_report(captures: Sequence[str | os.PathLike], request_logs=None,
