@@ -61,3 +61,19 @@ def build_capture(path: Path, t0_ns: int, per_ms_bytes: dict[str, np.ndarray], *
     w.manifest["clock_pairs"] = [list(p) for p in pairs]
     w.write_manifest()
     return path
+
+
+def simulated_run(outdir: Path, link: str, *, tests=("P1", "P4"), rounds: int = 2,
+                  output_tokens: int = 32, seed: int = 3) -> Path:
+    """Write an emulator run (capture + requests.jsonl + truth.json) of a short test plan.
+
+    Uses the emulator's fixtures in ``fixtures/`` when the lead commits them; this builds the same
+    kind of run in a temporary directory so the tests do not depend on them.
+    """
+    from rdmascope.emulator.model import TrafficConfig, link_config, simulate, test_plan_scenario
+    from rdmascope.emulator.simcapture import simulate_capture
+
+    sc = test_plan_scenario(list(tests), rounds=rounds, warmup=False, output_tokens=output_tokens,
+                            idle_gap_s=1.0, lead_in_s=0.5, tail_s=0.5)
+    traffic = simulate(sc, TrafficConfig(link=link_config(link)), seed=seed)
+    return simulate_capture(outdir / link, traffic)

@@ -1,0 +1,181 @@
+"""Compare two runs of the same test plan (e.g. 200 Gb/s vs emulated 100 Gb/s) with the estimate.
+
+Inputs are two ``attribute.Attribution`` results. Tests are matched by their label (``test``
+column; unlabelled logs are labelled "<n>x<prompt tokens>" by ``attribute.assign_rounds`` so the
+same plan matches). Per test the comparison gives, side A -> side B:
+
+- TTFT (mean over rounds of the per-round mean TTFT) and the time to the LAST first token, each
+  with the change in seconds and in %;
+- decode speed ``(output_tokens - 1) / (t_last - t_first)`` and its change in %;
+- measured prefill bytes per prompt token on both sides (should agree: the bytes do not depend
+  on the link);
+- the estimate (upper bound, method.md "The estimate"): the measured prefill bytes of side A sent
+  again at the speed difference, ``bytes x 8 x (1/B_b - 1/B_a)``, beside the measured increase of
+  the time to the last first token, and the share of the bound it used; with a model shape, also
+  the architecture estimate from the prompt tokens;
+- the correction from an emulated ``B_b`` link (109 Gb/s) to a real cable (100 Gb/s):
+  ``bytes x 8 x (1/100 - 1/109)``, added to side B's time to the last first token.
+
+Rounds are paired by round number for the per-round increase and its min-max spread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import estimate as E
+from . import metrics as M
+
+
+@dataclass
+class Comparison:
+    """Result of ``compare``: per-test table, per-round increases, and the settings used."""
+
+    label_a: str
+    label_b: str
+    link_a_gbps: float
+    link_b_gbps: float
+    real_gbps: float | None
+    tests: pd.DataFrame
+    rounds: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-serialisable dict (tables as lists of records, NaN as None)."""
+        def recs(df):
+            return json_records(df)
+        return {"label_a": self.label_a, "label_b": self.label_b,
+                "link_a_gbps": self.link_a_gbps, "link_b_gbps": self.link_b_gbps,
+                "real_gbps": self.real_gbps, "tests": recs(self.tests),
+                "rounds": recs(self.rounds), "notes": self.notes}
+
+
+def json_records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """Return DataFrame rows as plain-Python dicts (NaN/NA -> None, numpy scalars -> Python)."""
+    out = []
+    for rec in df.to_dict(orient="records"):
+        clean = {}
+        for k, v in rec.items():
+            if isinstance(v, (list, tuple)):
+                clean[k] = [x.item() if hasattr(x, "item") else x for x in v]
+            elif v is None or v is pd.NA or (isinstance(v, float) and not np.isfinite(v)):
+                clean[k] = None
+            elif hasattr(v, "item"):
+                x = v.item()
+                clean[k] = None if isinstance(x, float) and not np.isfinite(x) else x
+            else:
+                clean[k] = v
+        out.append(clean)
+    return out
+
+
+def _pct(new, old):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 100.0 * (np.asarray(new, dtype=float) - np.asarray(old, dtype=float)) / \
+            np.asarray(old, dtype=float)
+
+
+def compare(att_a, att_b, *, label_a: str = "A", label_b: str = "B",
+            link_a_gbps: float = E.LINK_200_GBPS, link_b_gbps: float = E.LINK_EMULATED_GBPS,
+            real_gbps: float | None = E.LINK_100_GBPS, model: E.ModelShape | None = None,
+            tp: int = 8) -> Comparison:
+    """Compare two attributions test by test (see the module docstring for every column).
+
+    ``link_a_gbps``/``link_b_gbps``: the effective link speeds of the two runs (defaults: the
+    study's 200 Gb/s and the emulated ~109 Gb/s). ``real_gbps``: the real cable the emulated side
+    stands for (None to skip the correction). ``model``/``tp``: add the architecture estimate.
+
+    Returns a ``Comparison``; ``tests`` has one row per test present on both sides:
+    ``test, rounds_a, rounds_b, n_requests, prompt_tokens, ttft_a_s, ttft_b_s, ttft_change_s,
+    ttft_change_pct, ttlft_a_s, ttlft_b_s, ttlft_change_s, ttlft_change_pct (time to last first
+    token), decode_speed_a_tps, decode_speed_b_tps, decode_speed_change_pct, per_token_a_bytes,
+    per_token_b_bytes, per_token_diff_pct, prefill_a_bytes, network_share_a, estimate_s,
+    extra_prefill_s, extra_prefill_min_s, extra_prefill_max_s, bound_used_pct,
+    [estimate_arch_s], correction_to_real_s, ttlft_b_real_s``. Raises ``ValueError`` when the two
+    runs share no test.
+    """
+    ta, tb = att_a.tests, att_b.tests
+    common = [t for t in ta["test"] if t in set(tb["test"])] if len(ta) and len(tb) else []
+    if not common:
+        raise ValueError(f"the two runs share no test (A: {', '.join(map(str, ta.get('test', [])))}"
+                         f"; B: {', '.join(map(str, tb.get('test', [])))}); label the requests "
+                         "with test/round or use the same plan")
+    notes = []
+    only = sorted(set(ta["test"]) ^ set(tb["test"]))
+    if only:
+        notes.append(f"tests on one side only (left out): {', '.join(map(str, only))}")
+    ra, rb = att_a.rounds, att_b.rounds
+    rows, round_rows = [], []
+    for test in common:
+        a = ta[ta["test"] == test].iloc[0]
+        b = tb[tb["test"] == test].iloc[0]
+        if a["prompt_tokens"] != b["prompt_tokens"]:
+            notes.append(f"test {test}: prompt tokens differ ({a['prompt_tokens']} vs "
+                         f"{b['prompt_tokens']}); compared anyway")
+        prefill_a = float(a["prefill_tx_bytes"])
+        est = E.extra_time_bound_s(prefill_a, link_a_gbps, link_b_gbps)
+        # per-round increases, rounds paired by number
+        pa = ra[ra["test"] == test].set_index("round")
+        pb = rb[rb["test"] == test].set_index("round")
+        paired = sorted(set(pa.index) & set(pb.index))
+        incs = []
+        for rnd in paired:
+            inc = float(pb.loc[rnd, "time_to_last_first_token_s"]
+                        - pa.loc[rnd, "time_to_last_first_token_s"])
+            incs.append(inc)
+            round_rows.append({
+                "test": test, "round": int(rnd), "tokens": pa.loc[rnd, "prompt_tokens"],
+                "ttlft_a_s": float(pa.loc[rnd, "time_to_last_first_token_s"]),
+                "ttlft_b_s": float(pb.loc[rnd, "time_to_last_first_token_s"]),
+                "increase": inc,
+                "estimate_s": E.extra_time_bound_s(float(pa.loc[rnd, "prefill_tx_bytes"]),
+                                                   link_a_gbps, link_b_gbps)})
+        extra = float(b["time_to_last_first_token_s"] - a["time_to_last_first_token_s"])
+        _, lo, hi = M.spread(incs)
+        row = {
+            "test": test, "rounds_a": int(a["rounds"]), "rounds_b": int(b["rounds"]),
+            "n_requests": int(a["n_requests"]), "prompt_tokens": a["prompt_tokens"],
+            "ttft_a_s": a["mean_ttft_s"], "ttft_b_s": b["mean_ttft_s"],
+            "ttft_change_s": b["mean_ttft_s"] - a["mean_ttft_s"],
+            "ttft_change_pct": float(_pct(b["mean_ttft_s"], a["mean_ttft_s"])),
+            "ttlft_a_s": a["time_to_last_first_token_s"],
+            "ttlft_b_s": b["time_to_last_first_token_s"],
+            "ttlft_change_s": extra,
+            "ttlft_change_pct": float(_pct(b["time_to_last_first_token_s"],
+                                           a["time_to_last_first_token_s"])),
+            "decode_speed_a_tps": a["decode_speed_tps"], "decode_speed_b_tps": b["decode_speed_tps"],
+            "decode_speed_change_pct": float(_pct(b["decode_speed_tps"], a["decode_speed_tps"])),
+            "per_token_a_bytes": a["prefill_per_token_bytes"],
+            "per_token_b_bytes": b["prefill_per_token_bytes"],
+            "per_token_diff_pct": float(_pct(b["prefill_per_token_bytes"],
+                                             a["prefill_per_token_bytes"])),
+            "prefill_a_bytes": prefill_a,
+            "network_share_a": (E.transfer_time_s(prefill_a, link_a_gbps)
+                                / a["time_to_last_first_token_s"]
+                                if a["time_to_last_first_token_s"] > 0 else np.nan),
+            "estimate_s": est,
+            "extra_prefill_s": extra,
+            "extra_prefill_min_s": lo, "extra_prefill_max_s": hi,
+            "bound_used_pct": 100.0 * extra / est if est > 0 else np.nan,
+        }
+        if model is not None:
+            row["estimate_arch_s"] = E.ttft_increase_bound_s(float(a["prompt_tokens"]), model, tp,
+                                                            link_a_gbps, link_b_gbps)
+        if real_gbps is not None:
+            corr = E.emulated_to_real_correction_s(float(b["prefill_tx_bytes"]),
+                                                   emulated_gbps=link_b_gbps, real_gbps=real_gbps)
+            row["correction_to_real_s"] = corr
+            row["ttlft_b_real_s"] = b["time_to_last_first_token_s"] + corr
+        rows.append(row)
+    if real_gbps is not None:
+        notes.append(f"correction to a real {real_gbps:g} Gb/s cable: side B's prefill bytes x 8 "
+                     f"x (1/{real_gbps:g} - 1/{link_b_gbps:g}) per Gb/s (an upper bound)")
+    notes.append(f"estimate = side A's measured prefill bytes x 8 x (1/{link_b_gbps:g} - "
+                 f"1/{link_a_gbps:g}) per Gb/s: an upper bound (full link rate, no overlap)")
+    return Comparison(label_a=label_a, label_b=label_b, link_a_gbps=link_a_gbps,
+                      link_b_gbps=link_b_gbps, real_gbps=real_gbps, tests=pd.DataFrame(rows),
+                      rounds=pd.DataFrame(round_rows), notes=notes)
