@@ -32,7 +32,7 @@ class Verdict:
     ``ok``: the expectation holds. ``expect``: "single" or "both". ``message``: one sentence with
     the numbers. ``devices``: DataFrame indexed by RDMA device: tx_bytes, rx_bytes, bytes,
     share (of all RDMA bytes), peak_1ms_gbps (highest 1 ms rate, tx or rx), nan_windows (1 ms
-    windows with unknown bytes: flagged counters or no readings). ``kernel``: the same bytes from netdev statistics per RDMA device
+    windows with unknown bytes inside the device's readings: reset/saturated/unavailable). ``kernel``: the same bytes from netdev statistics per RDMA device
     (kernel_bytes, rdma_bytes) or None when not sampled. ``tcp_suspected``: kernel-stack bytes
     reached the TCP threshold. ``main_device``: the device with the largest share.
     """
@@ -66,7 +66,7 @@ def _bytes_by(capture: Capture, source: str, by: str, start_ns, end_ns, width_ns
     """Bytes per ``width_ns`` window over [start, end), the last window clipped at end."""
     iv = byte_intervals(capture, source=source)
     if len(iv) == 0:
-        return None, start_ns, end_ns
+        return None, start_ns, end_ns, None
     lo = int(iv["t0_ns"].min()) if start_ns is None else int(start_ns)
     hi = int(iv["t1_ns"].max()) if end_ns is None else int(end_ns)
     if hi <= lo:
@@ -75,7 +75,12 @@ def _bytes_by(capture: Capture, source: str, by: str, start_ns, end_ns, width_ns
     e = np.minimum(a + width_ns, hi)
     out = integrate(iv, a, e, by=by, allow_partial=True)
     out.index = pd.Index(a, name="window_start_ns")
-    return out, lo, hi
+    # windows outside a series' own readings (capture edges) are NaN but not "unknown bytes"
+    first = iv.groupby(by, observed=True)["t0_ns"].min()
+    last = iv.groupby(by, observed=True)["t1_ns"].max()
+    outside = pd.DataFrame({c: (a + width_ns <= first[c]) | (a >= last[c]) for c in out.columns},
+                           index=out.index)
+    return out, lo, hi, outside
 
 
 def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: int | None = None,
@@ -98,7 +103,7 @@ def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: i
     c = capture.counters
     if not (c["data"] & (c["source"] == "infiniband")).any():
         raise ValueError(f"{capture.path}: no RDMA data counters (port_xmit_data/port_rcv_data)")
-    b, lo, hi = _bytes_by(capture, "infiniband", "series", start_ns, end_ns, MS)
+    b, lo, hi, outside = _bytes_by(capture, "infiniband", "series", start_ns, end_ns, MS)
     lo = capture.t_start_ns if lo is None else lo
     hi = capture.t_end_ns if hi is None else hi
     ser = c[c["data"] & (c["source"] == "infiniband")]
@@ -116,7 +121,7 @@ def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: i
                 row[f"{dir_of[s]}_bytes"] += float(np.nansum(v))
                 pk = np.nanmax(to_gbps(v, MS)) if np.isfinite(v).any() else np.nan
                 row["peak_1ms_gbps"] = np.nanmax([row["peak_1ms_gbps"], pk])
-                row["nan_windows"] += int(np.isnan(v).sum())
+                row["nan_windows"] += int((np.isnan(v) & ~outside[s].to_numpy()).sum())
         rows[dev] = row
     df = pd.DataFrame.from_dict(rows, orient="index")
     df.index.name = "device"
@@ -130,7 +135,7 @@ def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: i
     kernel = None
     tcp = False
     if (c["data"] & (c["source"] == "netdev")).any():
-        kb, _, _ = _bytes_by(capture, "netdev", "device", lo, hi, 1000 * MS)
+        kb, _, _, _ = _bytes_by(capture, "netdev", "device", lo, hi, 1000 * MS)
         kern = {dev: (float(np.nansum(kb[dev].to_numpy())) if kb is not None and dev in kb
                       else 0.0) for dev in dict.fromkeys(c[c["source"] == "netdev"]["device"])}
         kernel = pd.DataFrame({"kernel_bytes": pd.Series(kern),

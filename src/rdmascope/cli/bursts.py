@@ -1,0 +1,98 @@
+"""``rdmascope bursts``: detect bursts on the 1 ms series: table, duty cycle, gaps."""
+
+from __future__ import annotations
+
+import click
+
+from rdmascope.cli.common import DURATION
+from rdmascope.cli.output import (
+    emit,
+    format_table,
+    load_or_fail,
+    output_options,
+    time_range,
+    time_range_options,
+)
+
+
+def default_capacity(meta: dict) -> float | None:
+    """Return the highest port rate (Gb/s) the devices of a manifest report, or None."""
+    rates = [p.get("rate_gbps") for d in meta.get("devices") or [] if isinstance(d, dict)
+             for p in d.get("ports") or [] if isinstance(p, dict)]
+    rates = [float(r) for r in rates if isinstance(r, (int, float)) and r > 0]
+    return max(rates) if rates else None
+
+
+@click.command(help="Detect bursts on the 1 ms series with hysteresis relative to the link "
+                    "capacity: burst table (start, end, duration, bytes, peak, mean), duty "
+                    "cycle and inter-burst gaps; with --tokens/--hidden/--tp each burst's "
+                    "bytes beside one all-reduce's.")
+@click.argument("capture", type=click.Path(exists=True, file_okay=False))
+@time_range_options
+@click.option("--capacity", "capacity_gbps", type=float, default=None,
+              help="Link capacity in Gb/s [default: the highest port rate in the capture, "
+                   "else 200].")
+@click.option("--enter", "enter_frac", type=float, default=0.25, show_default=True,
+              help="A burst starts at this fraction of the capacity.")
+@click.option("--leave", "leave_frac", type=float, default=0.10, show_default=True,
+              help="A burst ends below this fraction of the capacity.")
+@click.option("--window", "width_ns", type=DURATION, default="1ms", show_default=True)
+@click.option("--group", type=click.Choice(["none", "twins"]), default="none",
+              show_default=True, help="twins: also detect bursts on the summed link.")
+@click.option("--tokens", type=int, default=None, help="Tokens per forward pass (all-reduce).")
+@click.option("--hidden", "hidden_size", type=int, default=None, help="Model hidden size.")
+@click.option("--bytes-per-value", type=int, default=2, show_default=True)
+@click.option("--tp", type=int, default=None, help="Tensor-parallel size N.")
+@click.option("--limit", type=int, default=40, show_default=True,
+              help="Burst rows shown in the human table.")
+@output_options
+def command(capture, t_from, t_to, capacity_gbps, enter_frac, leave_frac, width_ns, group,
+            tokens, hidden_size, bytes_per_value, tp, limit, out):
+    from rdmascope.analysis import allreduce_bytes, burst_analysis, byte_intervals, twin_links
+
+    cap = load_or_fail(capture)
+    start, end = time_range(cap.t_start_ns, t_from, t_to)
+    model = [tokens, hidden_size, tp]
+    if any(v is not None for v in model) and not all(v is not None for v in model):
+        raise click.UsageError("--tokens, --hidden and --tp go together")
+    cap_note = ""
+    if capacity_gbps is None:
+        capacity_gbps = default_capacity(cap.meta)
+        cap_note = " (the ports' reported rate)"
+        if capacity_gbps is None:
+            capacity_gbps, cap_note = 200.0, " (default; the capture reports no port rate)"
+    try:
+        expected = (allreduce_bytes(tokens, hidden_size, bytes_per_value, tp)
+                    if tokens is not None else None)
+        iv = byte_intervals(cap)
+        groups = twin_links(cap) if group == "twins" else None
+        res = burst_analysis(iv, capacity_gbps=capacity_gbps, start_ns=start, end_ns=end,
+                             width_ns=width_ns, groups=groups, enter_frac=enter_frac,
+                             leave_frac=leave_frac, expected_allreduce=expected,
+                             t_ref_ns=cap.t_start_ns)
+    except ValueError as exc:
+        raise click.ClickException(f"{capture}: {exc}") from exc
+
+    def human():
+        click.echo(f"{capture}: capacity {capacity_gbps:g} Gb/s{cap_note}; a burst enters at "
+                   f">= {enter_frac * capacity_gbps:g} Gb/s and ends below "
+                   f"{leave_frac * capacity_gbps:g} Gb/s ({width_ns / 1e6:g} ms windows)")
+        if expected:
+            click.echo(f"one all-reduce per node: {expected / 1e6:,.1f} MB "
+                       f"(2(N-1)/N x {tokens} tokens x {hidden_size} x {bytes_per_value} B, "
+                       f"N={tp})")
+        click.echo(format_table(res.summary, floatfmt="{:,.4f}",
+                                formats={"duty_cycle": "{:.2%}", "burst_share": "{:.2%}",
+                                         "burst_bytes": "{:,.0f}", "total_bytes": "{:,.0f}"}))
+        click.echo("")
+        t = res.table.drop(columns=["start_ns", "end_ns"]) if len(res.table) else res.table
+        if len(t):
+            click.echo(format_table(t, max_rows=limit, floatfmt="{:,.3f}",
+                                    formats={"bytes": "{:,.0f}", "t_start_s": "{:.4f}",
+                                             "duration_s": "{:.4f}", "gap_before_s": "{:.4f}",
+                                             "expected_allreduce_bytes": "{:,.0f}"}))
+        else:
+            click.echo("no bursts")
+
+    emit({"bursts": res.table, "summary": res.summary}, out, human=human,
+         meta={"capture": str(capture), **res.params, "t_start_ns": cap.t_start_ns})

@@ -1,0 +1,60 @@
+"""``rdmascope verify-emulation``: did all RDMA traffic use one interface? Exit code 0/1."""
+
+from __future__ import annotations
+
+import click
+
+from rdmascope.cli.output import (
+    emit,
+    format_table,
+    load_or_fail,
+    output_options,
+    time_range,
+    time_range_options,
+)
+
+
+@click.command(help="Check that an NCCL_IB_HCA emulation used one interface: each RDMA "
+                    "device's share of the bytes and highest 1 ms rate, and a verdict. Exit "
+                    "code 0 when the expectation holds, 1 when not. With netdev statistics in "
+                    "the capture, also flags a collective that ran over TCP.")
+@click.argument("capture", type=click.Path(exists=True, file_okay=False))
+@time_range_options
+@click.option("--expect-single/--expect-both", "single", default=True, show_default=True,
+              help="Expect all traffic on one interface (emulated link) or on both twins.")
+@click.option("--share", type=float, default=0.99, show_default=True,
+              help="--expect-single: the share one device must carry.")
+@click.option("--min-share", type=float, default=0.25, show_default=True,
+              help="--expect-both: the share each of two devices must carry.")
+@output_options
+def command(capture, t_from, t_to, single, share, min_share, out):
+    from rdmascope.analysis import verify_emulation
+
+    cap = load_or_fail(capture)
+    start, end = time_range(cap.t_start_ns, t_from, t_to)
+    try:
+        v = verify_emulation(cap, start_ns=start, end_ns=end,
+                             expect="single" if single else "both", single_share=share,
+                             both_min_share=min_share)
+    except ValueError as exc:
+        raise click.ClickException(f"{capture}: {exc}") from exc
+    tables = {"devices": v.devices}
+    if v.kernel is not None:
+        tables["kernel"] = v.kernel
+
+    def human():
+        click.echo(f"{capture}: {(v.start_ns - cap.t_start_ns) / 1e9:.3f} s to "
+                   f"{(v.end_ns - cap.t_start_ns) / 1e9:.3f} s after capture start, "
+                   f"expecting {'one interface' if single else 'both interfaces'}")
+        click.echo(format_table(v.devices, floatfmt="{:,.2f}",
+                                formats={"share": "{:.2%}", "tx_bytes": "{:,.0f}",
+                                         "rx_bytes": "{:,.0f}", "bytes": "{:,.0f}"}))
+        if v.kernel is not None:
+            click.echo("\nRDMA vs kernel network stack (netdev statistics), bytes:")
+            click.echo(format_table(v.kernel, floatfmt="{:,.0f}"))
+        click.echo(f"\n{'PASS' if v.ok else 'FAIL'}: {v.message}")
+
+    meta = {k: val for k, val in v.to_dict().items() if k not in ("devices", "kernel")}
+    emit(tables, out, human=human, meta={"capture": str(capture), **meta})
+    if not v.ok:
+        click.get_current_context().exit(1)
