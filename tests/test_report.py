@@ -98,3 +98,132 @@ def test_render_can_link_figures_instead_of_embedding(tmp_path):
     page = R.render_report(_content(), tmp_path, embed=False, progress=steps.append).read_text()
     assert '<img src="figures/request.png"' in page and "base64" not in page
     assert steps[0] == "drawing figure: One request" and steps[-1].startswith("wrote ")
+
+
+# ------------------------------------------------------------------------------------------------
+# The report built from simulated captures (emulator ground truth as the independent reference)
+# ------------------------------------------------------------------------------------------------
+
+import json  # noqa: E402
+
+from click.testing import CliRunner  # noqa: E402
+
+from rdmascope.cli import main  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def sim_runs(tmp_path_factory):
+    """Two simulated captures of the demo scenario (P1 then P2, 16 output tokens): 200 Gb/s and
+    the emulated 100 Gb/s, each with its requests.jsonl and truth.json."""
+    root = tmp_path_factory.mktemp("sim")
+    runner = CliRunner()
+    for link in ("200", "emulated100"):
+        res = runner.invoke(main, ["simulate", "capture", "-o", str(root / link), "--scenario",
+                                   "demo", "--output-tokens", "16", "--link", link])
+        assert res.exit_code == 0, res.output
+    return root
+
+
+def _truth(run):
+    return json.loads((run / "truth.json").read_text())
+
+
+def test_report_from_two_simulated_configurations(sim_runs, tmp_path):
+    steps = []
+    html = R.write_report([sim_runs / "200", sim_runs / "emulated100"], None, tmp_path / "rep",
+                          progress=steps.append)
+    page = html.read_text()
+    # the emulation verdicts, from the per-device bytes
+    assert "200 Gb/s: both interfaces carried traffic" in page
+    assert "emulated 100 Gb/s: one interface carried all RDMA traffic (rocep1s0f1)" in page
+    figs = sorted(p.stem for p in (tmp_path / "rep" / "figures").glob("*.png"))
+    assert figs == sorted(["request-200-gb-s", "request-emulated-100-gb-s", "windows-200-gb-s",
+                           "windows-emulated-100-gb-s", "compare-p1", "compare-p2",
+                           "devices-200-gb-s", "devices-emulated-100-gb-s", "extra-prefill",
+                           "tokens-increase", "tp-projection"])
+    assert all((tmp_path / "rep" / "figures" / f"{f}.png").stat().st_size > 10_000 for f in figs)
+    assert page.count("data:image/png;base64,") == len(figs)
+    # figures first, then the comparison section, the per-configuration sections, the captures
+    order = [page.index(s) for s in ('id="figures"', 'id="comparison-200-gb-s-emulated-100-gb-s"',
+                                     'id="200-gb-s"', 'id="emulated-100-gb-s"', 'id="captures"')]
+    assert order == sorted(order)
+    assert any(s.startswith("[emulated 100 Gb/s] attributing") for s in steps)
+    # per-request table: TTFT as the ground truth has it (independent of the analysis)
+    tables = sorted((tmp_path / "rep" / "tables").glob("200-gb-s-*.csv"))
+    per_req = next(pd.read_csv(t) for t in tables if "ttft_s" in pd.read_csv(t).columns
+                   and "request_id" in pd.read_csv(t).columns)
+    truth = {r["request_id"]: r for r in _truth(sim_runs / "200")["requests"]}
+    for row in per_req.itertuples():
+        assert row.ttft_s == pytest.approx(truth[row.request_id]["ttft_s"], abs=1e-6)
+        tx_truth = sum(v for k, v in truth[row.request_id]["prefill_bytes"].items()
+                       if k.endswith("/tx") and not k.startswith("en"))
+        assert row.prefill_tx_bytes == pytest.approx(tx_truth, rel=0.005)
+
+
+def test_report_of_one_configuration_has_no_comparison(sim_runs, tmp_path):
+    page = R.write_report([sim_runs / "emulated100"], None, tmp_path).read_text()
+    assert "Comparison" not in page and 'id="compare-' not in page
+    assert "request-emulated-100-gb-s" in page
+
+
+def test_request_figure_from_a_capture_shows_the_burst_heights(sim_runs):
+    """1 ms peaks: near 180 Gb/s on both twins, held under one PCIe path (~109) when emulated."""
+    peaks = {}
+    for link in ("200", "emulated100"):
+        cfg = R.load_configuration(sim_runs / link, R.default_request_logs(sim_runs / link))
+        fig = R.figure_request(cfg)
+        ax, zoom = fig.axes
+        req = _truth(sim_runs / link)["requests"][1]  # P2, the longest lone prefill
+        assert ax.get_title(loc="left").startswith(f"{cfg.label}: request {req['request_id']}")
+        (span,) = [p for p in ax.patches if p.get_gid() == "prefill"]
+        xs = span.get_path().transformed(span.get_patch_transform()).vertices[:, 0]
+        assert (xs.min(), xs.max()) == pytest.approx((0.0, req["ttft_s"]), abs=1e-9)
+        (line,) = [ln for ln in zoom.get_lines() if ln.get_gid() is None]
+        y = line.get_ydata()
+        peaks[link] = y.max()
+        # bursts and gaps: the zoom has near-idle windows between the all-reduces
+        assert (y < 5).sum() > 50 and (y > 0.5 * y.max()).sum() > 10
+    assert 150 < peaks["200"] < 200
+    assert 90 < peaks["emulated100"] < 125
+
+
+@pytest.mark.parametrize("kind,args,ext", [
+    ("request", ["{a}"], "png"),
+    ("windows", ["{a}", "--windows", "1ms,10ms"], "svg"),
+    ("devices", ["{b}"], "pdf"),
+    ("compare", ["{a}", "{b}", "--test", "P2"], "png"),
+    ("extra-prefill", ["{a}", "{b}"], "png"),
+    ("tokens", ["{a}", "{b}"], "png"),
+    ("tp", ["--prompt-tokens", "8192", "--ttft", "6.36"], "png"),
+])
+def test_plot_command_writes_each_kind(sim_runs, tmp_path, kind, args, ext):
+    out = tmp_path / f"fig.{ext}"
+    argv = [a.format(a=sim_runs / "200", b=sim_runs / "emulated100") for a in args]
+    res = CliRunner().invoke(main, ["plot", kind, *argv, "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    magic = {"png": b"\x89PNG", "svg": b"<?xml", "pdf": b"%PDF"}[ext]
+    assert out.read_bytes().startswith(magic) and out.stat().st_size > 2000
+
+
+@pytest.mark.parametrize("args,message", [
+    (["request", "{a}", "-o", "x.jpg"], "must end in .png, .svg or .pdf"),
+    (["compare", "{a}", "-o", "x.png"], "needs 2 capture(s), got 1"),
+    (["tp", "-o", "x.png"], "needs --prompt-tokens and --ttft"),
+    (["request", "{a}", "--request-id", "nope", "-o", "x.png"], "no successful request 'nope'"),
+])
+def test_plot_command_errors(sim_runs, tmp_path, args, message):
+    argv = [a.format(a=sim_runs / "200") for a in args]
+    res = CliRunner().invoke(main, ["plot", *argv])
+    assert res.exit_code != 0 and message in res.output
+
+
+def test_report_command_prints_progress_and_the_path(sim_runs, tmp_path):
+    res = CliRunner().invoke(main, ["report", str(sim_runs / "200"), "-o", str(tmp_path / "r"),
+                                    "--label", "fast link"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.strip().endswith("report.html")
+    assert "fast link: both interfaces carried traffic" in (tmp_path / "r" / "report.html").read_text()
+    assert "attributing" in res.stderr
+    bad = CliRunner().invoke(main, ["report", str(sim_runs / "200"), "--label", "a", "--label",
+                                    "b", "-o", str(tmp_path / "r2")])
+    assert bad.exit_code != 0 and "one label per capture" in bad.output
