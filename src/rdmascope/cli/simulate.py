@@ -7,7 +7,7 @@ import sys
 import click
 
 SCENARIO_HELP = ("Scenario: P1..P6 (the study's tests: warm-up + 3 rounds, 1,024 output tokens) "
-                 "or demo (P1 then P2, 64 output tokens).")
+                 "demo (P1 then P2, 64 output tokens) or single4k (one 4,096-token prompt, ~4 s).")
 
 
 def _scenario_options(f):

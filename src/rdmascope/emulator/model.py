@@ -227,7 +227,7 @@ TEST_PLAN: dict[str, tuple[int, ...]] = {
 }
 
 
-def test_plan_scenario(tests: str | list[str], *, rounds: int = 3, warmup: bool = True,
+def plan_scenario(tests: str | list[str], *, rounds: int = 3, warmup: bool = True,
                        output_tokens: int = 1024, idle_gap_s: float = 10.0, lead_in_s: float = 1.0,
                        tail_s: float = 1.0, name: str | None = None) -> Scenario:
     """Build a scenario running the study's tests (P1..P6) in order, each for its rounds.
@@ -253,19 +253,23 @@ def test_plan_scenario(tests: str | list[str], *, rounds: int = 3, warmup: bool 
 
 def named_scenario(name: str) -> Scenario:
     """Return a named scenario: ``P1``..``P6`` (the study's plan: warm-up + 3 rounds, output 1,024
-    tokens, 10 s idle gaps) or ``demo`` (P1 then P2, one round, 64 output tokens, 1 s gaps).
+    tokens, 10 s idle gaps), ``demo`` (P1 then P2, one round, 64 output tokens, 1 s gaps) or
+    ``single4k`` (one 4,096-token prompt = one full prefill chunk, 16 output tokens: ~4 s).
 
     Raises ``ValueError`` for an unknown name.
     """
     if name in TEST_PLAN:
-        return test_plan_scenario(name)
+        return plan_scenario(name)
     if name == "demo":
-        return test_plan_scenario(["P1", "P2"], rounds=1, warmup=False, output_tokens=64,
+        return plan_scenario(["P1", "P2"], rounds=1, warmup=False, output_tokens=64,
                                   idle_gap_s=1.0, lead_in_s=0.5, tail_s=0.5, name="demo")
+    if name == "single4k":
+        return Scenario("single4k", (RequestGroup("single4k", 1, (4096,), 16, 0.5),), 0.3,
+                        "one 4,096-token prompt (one full prefill chunk), 16 output tokens")
     raise ValueError(f"unknown scenario {name!r}; expected one of {', '.join(SCENARIO_NAMES)}")
 
 
-SCENARIO_NAMES = (*TEST_PLAN, "demo")
+SCENARIO_NAMES = (*TEST_PLAN, "demo", "single4k")
 
 
 def make_scenario(name: str, *, output_tokens: int | None = None, rounds: int | None = None,
@@ -277,10 +281,12 @@ def make_scenario(name: str, *, output_tokens: int | None = None, rounds: int | 
     Raises ``ValueError`` for an unknown name or a non-positive override.
     """
     sc = named_scenario(name)
+    if rounds is not None and rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
     if rounds is not None:
         if name not in TEST_PLAN:
             raise ValueError(f"--rounds applies to the test plan scenarios P1..P6, not {name!r}")
-        sc = test_plan_scenario(name, rounds=rounds, warmup=False)
+        sc = plan_scenario(name, rounds=rounds, warmup=False)
     if output_tokens is not None and output_tokens < 1:
         raise ValueError(f"output_tokens must be >= 1, got {output_tokens}")
     if idle_gap_s is not None and idle_gap_s < 0:
@@ -556,3 +562,9 @@ def _series(link: LinkConfig) -> list[Series]:
         out.append(Series(f"{nd}/tx", "netdev", nd, "tx", share, link.netdev_idle_tx_bps))
         out.append(Series(f"{nd}/rx", "netdev", nd, "rx", share, link.netdev_idle_rx_bps))
     return out
+
+
+# The name other modules started with; kept as an alias. ``__test__`` stops pytest from collecting
+# it as a test when a test module imports it.
+test_plan_scenario = plan_scenario
+plan_scenario.__test__ = False

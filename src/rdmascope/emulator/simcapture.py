@@ -19,7 +19,7 @@ capture describes its counters exactly as ``rdmascope record --netdev-stats`` wo
 
 Reading instants: sweep k is due at ``start + k x interval``; it wakes 15 us + Exp(25 us) late
 (rarely a sweep is missed, as the real daemon counts); each read's bracket is ~3-6 us; the value is
-the model's at the bracket's midpoint plus a normal offset (sd 0.05 ms, clipped at 0.15 ms), the
+the model's at the bracket's midpoint plus a normal offset (sd 0.03 ms, clipped at +-0.1 ms), the
 uncertainty of a reading's instant on real hardware (method.md, "The sampler").
 """
 
@@ -47,8 +47,8 @@ TRUTH_FORMAT = "rdmascope-emulator-truth"
 SYNTHETIC_MONOTONIC_NS = 3_600_000_000_000
 SYNTHETIC_REALTIME_NS = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z
 
-READ_OFFSET_SD_NS = 50_000
-READ_OFFSET_CLIP_NS = 150_000
+READ_OFFSET_SD_NS = 30_000
+READ_OFFSET_CLIP_NS = 100_000
 MISS_PROBABILITY = 1e-4
 
 
