@@ -1,0 +1,155 @@
+"""``rdmascope attribute``: split a capture's traffic per request into prefill and decode."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+TABLES = ("requests", "rounds", "tests", "series", "time")
+_COUNT_SUFFIXES = ("tokens", "round", "rounds", "requests", "bursts", "n_chunks")
+
+
+def default_log(capture: str, given: str | None, option: str) -> str:
+    """Return the request log to use: ``given``, else CAPTURE/requests.jsonl if it exists."""
+    if given:
+        return given
+    p = Path(capture) / "requests.jsonl"
+    if p.is_file():
+        return str(p)
+    raise click.ClickException(f"no request log: give {option} LOG (and no {p} exists)")
+
+
+def echo_table(df, columns: list[str], title: str | None = None) -> None:
+    """Print selected columns of a DataFrame as an aligned text table (MB for *_bytes)."""
+    import math
+
+    from rdmascope.analysis.report import column_header
+
+    cols = [c for c in columns if c in df.columns]
+    heads, cells = [], []
+    for c in cols:
+        text, factor = column_header(c)
+        heads.append(text)
+        col = []
+        for v in df[c].tolist():
+            if v is None or (isinstance(v, float) and math.isnan(v)):
+                col.append("-")
+            elif isinstance(v, bool):
+                col.append("yes" if v else "no")
+            elif isinstance(v, int) or (isinstance(v, float) and v.is_integer()
+                                         and c.endswith(_COUNT_SUFFIXES)):
+                col.append(f"{int(v):,}")
+            elif isinstance(v, float):
+                x = v * factor
+                col.append(f"{x:,.3f}" if abs(x) < 10 else f"{x:,.2f}" if abs(x) < 1000
+                           else f"{x:,.0f}")
+            else:
+                col.append(str(v))
+        cells.append(col)
+    widths = [max([len(h)] + [len(x) for x in col]) for h, col in zip(heads, cells, strict=True)]
+    if title:
+        click.echo(f"\n{title}")
+    click.echo("  ".join(h.rjust(w) for h, w in zip(heads, widths, strict=True)))
+    for i in range(len(df)):
+        click.echo("  ".join(col[i].rjust(w) for col, w in zip(cells, widths, strict=True)))
+
+
+REQ_COLS = ["request_id", "test", "round", "prompt_tokens", "output_tokens", "ttft_s",
+            "decode_speed_tps", "tpot_s", "itl_mean_s", "prefill_tx_bytes",
+            "prefill_per_token_bytes", "prefill_tx_gbps", "prefill_peak_tx_gbps",
+            "prefill_bursts", "decode_tx_bytes", "decode_tx_gbps"]
+ROUND_COLS = ["test", "round", "n_requests", "prompt_tokens", "time_to_last_first_token_s",
+              "mean_ttft_s", "decode_speed_tps", "prefill_tx_bytes", "prefill_per_token_bytes",
+              "decode_tx_bytes", "prefill_peak_tx_gbps", "prefill_bursts"]
+TEST_COLS = ["test", "rounds", "n_requests", "time_to_last_first_token_s",
+             "time_to_last_first_token_min_s", "time_to_last_first_token_max_s", "mean_ttft_s",
+             "mean_ttft_min_s", "mean_ttft_max_s", "decode_speed_tps", "decode_speed_min_tps",
+             "decode_speed_max_tps", "prefill_per_token_bytes"]
+TIME_COLS = ["state", "seconds_s", "share", "tx_bytes", "rx_bytes", "mean_tx_gbps"]
+
+
+def attribution_dict(att) -> dict:
+    """Return an Attribution as a JSON-serialisable dict."""
+    from rdmascope.analysis.compare import json_records
+    from rdmascope.analysis.metrics import DEFINITIONS
+
+    reqs = att.requests.copy()
+    return {"capture": att.capture_path, "request_log": att.log_path, "format": att.log_format,
+            "alignment": att.alignment, "summary": att.summary, "definitions": DEFINITIONS,
+            "requests": json_records(reqs), "by_series": json_records(att.by_series),
+            "rounds": json_records(att.rounds), "tests": json_records(att.tests),
+            "time_classes": json_records(att.time_classes),
+            "timeline": json_records(att.timeline), "notes": att.notes}
+
+
+@click.command("attribute", short_help="Split traffic per request into prefill and decode.")
+@click.argument("capture", type=click.Path(exists=True, file_okay=False))
+@click.option("--requests", "requests_log", type=click.Path(dir_okay=False),
+              help="Request log (default: CAPTURE/requests.jsonl).")
+@click.option("--format", "fmt", type=click.Choice(
+    ["native", "vllm", "guidellm", "genai-perf", "aiperf", "inference-perf"]),
+              help="Request log format (default: detected from the content).")
+@click.option("--offset", type=float, default=None,
+              help="Seconds added to the log's times (places a relative log on the capture).")
+@click.option("--arrival-window", type=float, default=1.0, show_default=True,
+              help="Unlabelled requests sent within this many seconds form one round.")
+@click.option("--capacity", type=float, default=None,
+              help="Link capacity for burst detection, Gb/s (default: the manifest's port rate).")
+@click.option("--json", "as_json", is_flag=True, help="Print everything as JSON.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print one table (--table) as CSV.")
+@click.option("--table", type=click.Choice(TABLES), default="requests", show_default=True,
+              help="Table for --csv.")
+@click.option("--definitions", is_flag=True, help="Also print the metric definitions.")
+def command(capture, requests_log, fmt, offset, arrival_window, capacity, as_json, as_csv, table,
+            definitions):
+    """Attribute CAPTURE's RDMA traffic to the requests of a request log.
+
+    Per request: prefill [send, first token] and decode [first token, last token] bytes (node
+    total, per device and per link in --json/--table series), mean and 1 ms peak rates, bursts,
+    bytes per prompt token, TTFT, TPOT, decode speed, ITL. Per round and test: time to the last
+    first token, mean TTFT, prefill and decode bytes (means with min-max over rounds), and the
+    capture's time split into prefill / decode-only / idle.
+    """
+    from rdmascope.analysis.attribute import attribute
+    from rdmascope.analysis.load import load_capture
+    from rdmascope.analysis.metrics import DEFINITIONS
+    from rdmascope.analysis.requestlogs import RequestLogError, align, read_request_log
+    from rdmascope.capture import CaptureError
+
+    if as_json and as_csv:
+        raise click.ClickException("give either --json or --csv")
+    log_path = default_log(capture, requests_log, "--requests")
+    try:
+        cap = load_capture(capture)
+        log = align(read_request_log(log_path, fmt), cap, offset)
+        att = attribute(cap, log, arrival_window_s=arrival_window, link_capacity_gbps=capacity)
+    except (RequestLogError, CaptureError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps(attribution_dict(att), indent=2, default=str))
+        return
+    if as_csv:
+        frames = {"requests": att.requests.drop(columns=[], errors="ignore"),
+                  "rounds": att.rounds, "tests": att.tests, "series": att.by_series,
+                  "time": att.time_classes}
+        frames[table].to_csv(sys.stdout, index=False)
+        return
+    s = att.summary
+    click.echo(f"capture {att.capture_path}; requests {att.log_path} ({att.log_format}): "
+               f"{s['n_ok']} ok, {s['n_failed']} failed (kept out), {s['n_rounds']} round(s)")
+    echo_table(att.requests, REQ_COLS, "Per request (node tx, all RDMA devices)")
+    echo_table(att.rounds, ROUND_COLS, "Per round")
+    echo_table(att.tests, TEST_COLS, "Per test (mean of rounds, min and max)")
+    echo_table(att.time_classes, TIME_COLS, "Time classes of the capture")
+    if s.get("itl_pooled_mean_s") is not None:
+        click.echo(f"\npooled ITL: mean {s['itl_pooled_mean_s'] * 1e3:.2f} ms, p50 "
+                   f"{s['itl_pooled_p50_s'] * 1e3:.2f} ms, p99 {s['itl_pooled_p99_s'] * 1e3:.2f} ms")
+    for n in att.notes:
+        click.echo(f"note: {n}")
+    if definitions:
+        click.echo("\nDefinitions:")
+        for k, v in DEFINITIONS.items():
+            click.echo(f"  {k}: {v}")
