@@ -1,0 +1,110 @@
+"""``rdmascope compare``: two runs of one test plan side by side, with the estimate."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+FORMATS = ["native", "vllm", "guidellm", "genai-perf", "aiperf", "inference-perf"]
+
+TABLE_COLS = ["test", "n_requests", "prompt_tokens", "ttft_a_s", "ttft_b_s", "ttft_change_s",
+              "ttft_change_pct", "ttlft_a_s", "ttlft_b_s", "ttlft_change_s", "ttlft_change_pct",
+              "decode_speed_a_tps", "decode_speed_b_tps", "decode_speed_change_pct"]
+EST_COLS = ["test", "per_token_a_bytes", "per_token_b_bytes", "per_token_diff_pct",
+            "network_share_a", "extra_prefill_s", "extra_prefill_min_s", "extra_prefill_max_s",
+            "estimate_s", "estimate_arch_s", "bound_used_pct", "correction_to_real_s",
+            "ttlft_b_real_s"]
+
+
+@click.command("compare", short_help="Compare two runs with the estimate beside the measurement.")
+@click.argument("capture_a", type=click.Path(exists=True, file_okay=False))
+@click.argument("capture_b", type=click.Path(exists=True, file_okay=False))
+@click.option("--requests-a", type=click.Path(dir_okay=False),
+              help="Request log of A (default: CAPTURE_A/requests.jsonl).")
+@click.option("--requests-b", type=click.Path(dir_okay=False),
+              help="Request log of B (default: CAPTURE_B/requests.jsonl).")
+@click.option("--format-a", type=click.Choice(FORMATS), default=None)
+@click.option("--format-b", type=click.Choice(FORMATS), default=None)
+@click.option("--offset-a", type=float, default=None, help="Seconds added to A's log times.")
+@click.option("--offset-b", type=float, default=None, help="Seconds added to B's log times.")
+@click.option("--label-a", default=None, help="Name of run A (default: its directory name).")
+@click.option("--label-b", default=None, help="Name of run B.")
+@click.option("--link-a", type=float, default=200.0, show_default=True,
+              help="Effective link speed of A, Gb/s.")
+@click.option("--link-b", type=float, default=109.0, show_default=True,
+              help="Effective link speed of B, Gb/s (the emulated 100 Gb/s link moves ~109).")
+@click.option("--real", "real_gbps", type=float, default=100.0, show_default=True,
+              help="Real cable B stands for, Gb/s (correction B -> real); 0 to skip.")
+@click.option("--preset", type=click.Choice(["study"]), default=None,
+              help="Add the architecture estimate for this model.")
+@click.option("--config", type=click.Path(exists=True), default=None,
+              help="Add the architecture estimate from a Hugging Face config.json.")
+@click.option("--tp", type=int, default=8, show_default=True)
+@click.option("--arrival-window", type=float, default=1.0, show_default=True,
+              help="Unlabelled requests sent within this many seconds form one round.")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print the per-test table as CSV.")
+def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, offset_a, offset_b,
+            label_a, label_b, link_a, link_b, real_gbps, preset, config, tp, arrival_window,
+            as_json, as_csv):
+    """Compare run A (e.g. 200 Gb/s) with run B (e.g. emulated 100 Gb/s), test by test.
+
+    Each run is a capture plus its request log. Per test: TTFT and time to the last first token
+    (change in s and %), decode speed change, prefill bytes per prompt token on both sides, and
+    the estimate (A's prefill bytes sent again at the speed difference) beside the measured
+    increase, plus the correction of B from the emulated link to a real cable.
+    """
+    from pathlib import Path
+
+    from rdmascope.analysis import estimate as E
+    from rdmascope.analysis.attribute import attribute
+    from rdmascope.analysis.compare import compare
+    from rdmascope.analysis.load import load_capture
+    from rdmascope.analysis.requestlogs import RequestLogError, align, read_request_log
+    from rdmascope.capture import CaptureError
+    from rdmascope.cli.attribute import default_log, echo_table
+
+    if as_json and as_csv:
+        raise click.ClickException("give either --json or --csv")
+    model = None
+    if preset and config:
+        raise click.ClickException("give either --preset or --config")
+    try:
+        if config:
+            model = E.model_from_hf_config(config)
+        elif preset:
+            model = E.PRESETS[preset]
+    except E.EstimateError as exc:
+        raise click.ClickException(str(exc)) from exc
+    atts = []
+    for cap_path, log_given, fmt, off, opt in (
+            (capture_a, requests_a, format_a, offset_a, "--requests-a"),
+            (capture_b, requests_b, format_b, offset_b, "--requests-b")):
+        log_path = default_log(cap_path, log_given, opt)
+        try:
+            cap = load_capture(cap_path)
+            log = align(read_request_log(log_path, fmt), cap, off)
+            atts.append(attribute(cap, log, arrival_window_s=arrival_window))
+        except (RequestLogError, CaptureError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from exc
+    la = label_a or Path(capture_a).name
+    lb = label_b or Path(capture_b).name
+    try:
+        c = compare(atts[0], atts[1], label_a=la, label_b=lb, link_a_gbps=link_a,
+                    link_b_gbps=link_b, real_gbps=real_gbps or None, model=model, tp=tp)
+    except (ValueError, E.EstimateError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps(c.to_dict(), indent=2, default=str))
+        return
+    if as_csv:
+        c.tests.to_csv(sys.stdout, index=False)
+        return
+    click.echo(f"A = {la} ({link_a:g} Gb/s): {capture_a}\nB = {lb} ({link_b:g} Gb/s): {capture_b}")
+    echo_table(c.tests, TABLE_COLS, "Timing per test (means of rounds; ttlft = time to the last "
+                                    "first token)")
+    echo_table(c.tests, EST_COLS, "Measured increase vs the estimate (upper bound)")
+    for n in c.notes:
+        click.echo(f"note: {n}")

@@ -1,0 +1,165 @@
+"""``rdmascope estimate``: the architecture-based estimate of prefill traffic and TTFT impact."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+
+import click
+
+
+def _ints(text: str | None) -> list[int]:
+    if not text:
+        return []
+    try:
+        return [int(x) for x in str(text).replace(",", " ").split()]
+    except ValueError as exc:
+        raise click.BadParameter(f"{text!r}: expected integers like 2,4,8,16") from exc
+
+
+def model_from_options(preset, config, layers, hidden, nbytes, vocab):
+    """Return (ModelShape, description) from the CLI's model options (preset study by default)."""
+    from rdmascope.analysis import estimate as E
+
+    given = [x is not None for x in (layers, hidden, nbytes)]
+    if sum(bool(v) for v in (preset, config, any(given))) > 1:
+        raise click.ClickException("give one of --preset, --config, or --layers/--hidden/--bytes")
+    try:
+        if config:
+            m = E.model_from_hf_config(config)
+            return m, f"{config} ({m.layers} layers, hidden {m.hidden_size}, "\
+                      f"{m.bytes_per_value} B)"
+        if any(given):
+            if not all(given):
+                raise click.ClickException("--layers, --hidden and --bytes go together")
+            m = E.ModelShape("custom", layers, hidden, nbytes, vocab)
+            return m, f"custom ({layers} layers, hidden {hidden}, {nbytes} B)"
+        m = E.PRESETS[preset or "study"]
+    except E.EstimateError as exc:
+        raise click.ClickException(str(exc)) from exc
+    return m, (f"preset {m.name} ({m.layers} layers, hidden {m.hidden_size}, "
+               f"{m.bytes_per_value} B)")
+
+
+@click.command("estimate", short_help="Architecture-based estimate of prefill traffic and TTFT.")
+@click.option("--preset", type=click.Choice(["study"]), default=None,
+              help="A known model (default: study, the study's 78-layer model).")
+@click.option("--config", type=click.Path(exists=True), default=None,
+              help="A Hugging Face config.json (num_hidden_layers, hidden_size, torch_dtype).")
+@click.option("--layers", type=int, default=None, help="Transformer layers.")
+@click.option("--hidden", type=int, default=None, help="Hidden size.")
+@click.option("--bytes", "nbytes", type=int, default=None, help="Bytes per activation value.")
+@click.option("--vocab", type=int, default=None, help="Vocabulary size (decode logits gather).")
+@click.option("--tp", type=int, default=8, show_default=True, help="Tensor-parallel size.")
+@click.option("--chunk", type=int, default=4096, show_default=True,
+              help="Prefill chunk (max_num_batched_tokens).")
+@click.option("--link-old", type=float, default=200.0, show_default=True, help="Gb/s.")
+@click.option("--link-new", type=float, default=100.0, show_default=True, help="Gb/s.")
+@click.option("--emulated", type=float, default=109.0, show_default=True,
+              help="The emulated link's real speed, Gb/s (one PCIe x4 path).")
+@click.option("--prompt-tokens", default="1000", show_default=True,
+              help="Prompt lengths, comma-separated.")
+@click.option("--ttft", default=None,
+              help="Measured TTFT(s) at --link-old, seconds, one per prompt length.")
+@click.option("--tp-sizes", default="2,4,8,16", show_default=True,
+              help="TP sizes for the projection.")
+@click.option("--decode-requests", type=int, default=1, show_default=True)
+@click.option("--decode-tokens", type=int, default=5, show_default=True,
+              help="Tokens per request per decode pass (1 + speculative drafts).")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole estimate as JSON.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print the per-prompt table as CSV.")
+def command(preset, config, layers, hidden, nbytes, vocab, tp, chunk, link_old, link_new,
+            emulated, prompt_tokens, ttft, tp_sizes, decode_requests, decode_tokens, as_json,
+            as_csv):
+    """Estimate tensor-parallel traffic and the TTFT cost of a slower link (method.md).
+
+    Bytes per prompt token per node = (2 x layers + 1) x hidden x bytes x 2(N-1)/N; each
+    all-reduce's size and time at each link speed; the TTFT increase bound for each prompt
+    length; with --ttft the network share and the bound as % of TTFT; the decode traffic per
+    pass; the TP-size projection; and the emulated (109 Gb/s) to real 100 Gb/s correction.
+    """
+    from rdmascope.analysis import estimate as E
+
+    model, desc = model_from_options(preset, config, layers, hidden, nbytes, vocab)
+    try:
+        ttfts = [float(x) for x in str(ttft).replace(",", " ").split()] if ttft else []
+    except ValueError as exc:
+        raise click.ClickException(f"--ttft {ttft!r}: expected seconds like 6.36") from exc
+    try:
+        e = E.estimate(model, tp=tp, chunk_tokens=chunk, link_old_gbps=link_old,
+                       link_new_gbps=link_new, prompt_tokens=_ints(prompt_tokens),
+                       ttft_s=ttfts, emulated_gbps=emulated, real_gbps=link_new,
+                       tp_sizes=_ints(tp_sizes), decode_requests=decode_requests,
+                       decode_tokens_per_request=decode_tokens)
+    except E.EstimateError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps(e, indent=2))
+        return
+    if as_csv:
+        w = csv.DictWriter(sys.stdout, fieldnames=list(e["prompts"][0]))
+        w.writeheader()
+        w.writerows(e["prompts"])
+        return
+    pt, ar, dec = e["per_token"], e["allreduce"], e["decode"]
+    o, n = link_old, link_new
+    click.echo(f"model: {desc}, TP{tp}, chunk {chunk} tokens; links {o:g} -> {n:g} Gb/s "
+               f"(emulated {emulated:g})")
+    click.echo(f"all-reduces per forward pass: {pt['allreduces_per_pass']} (2 x layers + 1); "
+               f"ring factor 2(N-1)/N = {pt['ring_factor']:.3f}")
+    click.echo(f"prefill bytes per prompt token per node: {pt['bytes_per_prompt_token'] / 1e6:.2f}"
+               f" MB")
+    click.echo(f"one all-reduce of a {chunk}-token chunk: block {ar['block_bytes'] / 1e6:.1f} MB, "
+               f"{ar['bytes_per_node'] / 1e6:.1f} MB sent per node in {ar['ring_steps']} steps of "
+               f"{ar['step_bytes'] / 1e6:.1f} MB; {ar['time_old_s'] * 1e3:.1f} ms at {o:g} Gb/s, "
+               f"{ar['time_new_s'] * 1e3:.1f} ms at {n:g}, {ar['time_emulated_s'] * 1e3:.1f} ms "
+               f"at {emulated:g}")
+    click.echo(f"TTFT increase bound per 1,000 prompt tokens: "
+               f"{pt['increase_bound_per_1000_tokens_s']:.3f} s ({o:g} -> {n:g} Gb/s), "
+               f"{pt['increase_bound_emulated_per_1000_tokens_s']:.3f} s ({o:g} -> "
+               f"{emulated:g})")
+    click.echo("")
+    head = (f"{'prompt tokens':>13}  {'prefill (MB)':>12}  {'net @' + format(o, 'g') + ' (s)':>12}"
+            f"  {'bound (s)':>9}  {'bound @' + format(emulated, 'g') + ' (s)':>14}  "
+            f"{format(emulated, 'g') + '->' + format(n, 'g') + ' (s)':>11}  {'TTFT (s)':>8}  "
+            f"{'net share':>9}  {'bound (%)':>9}")
+    click.echo(head)
+    for r in e["prompts"]:
+        share = f"{100 * r['network_share']:.1f} %" if r["network_share"] is not None else "-"
+        pct = f"{r['increase_bound_pct']:.1f}" if r["increase_bound_pct"] is not None else "-"
+        t = f"{r['ttft_s']:.2f}" if r["ttft_s"] is not None else "-"
+        click.echo(f"{r['prompt_tokens']:>13,}  {r['prefill_bytes'] / 1e6:>12,.0f}  "
+                   f"{r['network_time_old_s']:>12.3f}  {r['increase_bound_s']:>9.3f}  "
+                   f"{r['increase_bound_emulated_s']:>14.3f}  {r['emulated_to_real_s']:>11.3f}  "
+                   f"{t:>8}  {share:>9}  {pct:>9}")
+    click.echo("")
+    gather = (f" + logits gather {dec['output_gather_bytes'] / 1e6:.2f} MB"
+              if dec["output_gather_bytes"] else "")
+    click.echo(f"decode ({dec['tokens_per_pass']} token(s) per pass): block "
+               f"{dec['allreduce_block_bytes'] / 1e3:.1f} KB, {dec['allreduce_bytes_per_node'] / 1e3:.1f}"
+               f" KB per node per all-reduce, {dec['allreduce_pass_bytes'] / 1e6:.1f} MB per pass"
+               f"{gather}; bandwidth time per pass {dec['pass_time_old_s'] * 1e3:.2f} ms at "
+               f"{o:g}, bound on the extra {dec['pass_extra_bound_s'] * 1e3:.2f} ms at {n:g} "
+               f"(latency-bound in practice: {dec['ring_steps']} sequential ring steps)")
+    if e["tp_projection"]:
+        click.echo("")
+        rows = e["tp_projection"]
+        if "ttft_s" in rows[0]:
+            click.echo(f"TP projection from TTFT {ttfts[-1]:g} s at TP{tp} "
+                       f"({e['prompts'][-1]['prompt_tokens']:,} prompt tokens):")
+            click.echo(f"{'TP':>4}  {'bytes rel':>9}  {'compute rel':>11}  {'TTFT (s)':>8}  "
+                       f"{'net share':>9}  {'increase bound (s)':>18}  {'(%)':>6}")
+            for r in rows:
+                click.echo(f"{r['tp']:>4}  {r['bytes_rel']:>9.2f}  {r['compute_rel']:>11.2f}  "
+                           f"{r['ttft_s']:>8.2f}  {100 * r['network_share']:>8.1f}%  "
+                           f"{r['increase_bound_s']:>18.3f}  {r['increase_pct']:>6.1f}")
+        else:
+            click.echo(f"TP size relative to TP{tp} (give --ttft for absolute projections):")
+            click.echo(f"{'TP':>4}  {'bytes per node':>14}  {'compute per node':>16}  "
+                       f"{'MB per token':>12}")
+            for r in rows:
+                click.echo(f"{r['tp']:>4}  {r['bytes_rel']:>13.2f}x  {r['compute_rel']:>15.2f}x  "
+                           f"{r['bytes_per_token'] / 1e6:>12.2f}")
+    click.echo("\nAll bounds assume every prefill byte moves at full link rate with no overlap "
+               "with compute (method.md, 'The estimate (upper bound)').")
