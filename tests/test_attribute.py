@@ -193,3 +193,31 @@ def test_prefill_bytes_match_emulator_truth(tmp_path, link):
                     assert got == pytest.approx(want, rel=0.005, abs=3.75e6), (rid, w, s)
                 else:  # the unused twin of the emulated link: (almost) nothing
                     assert got < 1e6, (rid, w, s)
+
+
+def test_cli_attribute_outputs_and_errors(tmp_path, overlap_capture):
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    write_log(tmp_path / "log.jsonl", FOUR)
+    cap = str(overlap_capture.path)
+    r = CliRunner().invoke(main, ["attribute", cap, "--requests", str(tmp_path / "log.jsonl"),
+                                  "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    r0 = next(x for x in d["requests"] if x["request_id"] == "r0")
+    assert r0["prefill_tx_bytes"] == pytest.approx(1_800_000, abs=1e-3)
+    assert "decode_speed_tps" in d["definitions"]
+    r = CliRunner().invoke(main, ["attribute", cap, "--requests", str(tmp_path / "log.jsonl"),
+                                  "--csv", "--table", "rounds"])
+    assert r.exit_code == 0 and r.output.startswith("test,round,")
+    r = CliRunner().invoke(main, ["attribute", cap, "--requests", str(tmp_path / "log.jsonl")])
+    assert r.exit_code == 0 and "Per round" in r.output and "decode-only" in r.output
+    # a request beyond the capture: the error names the file, row and field
+    write_log(tmp_path / "late.jsonl", [(10, 30, 150)])
+    r = CliRunner().invoke(main, ["attribute", cap, "--requests", str(tmp_path / "late.jsonl")])
+    assert r.exit_code == 1
+    assert "late.jsonl: row 1: field 't_last_token'" in r.output
+    r = CliRunner().invoke(main, ["attribute", cap])
+    assert r.exit_code == 1 and "--requests" in r.output

@@ -83,3 +83,39 @@ def test_compare_emulator_runs(tmp_path):
         # the bytes per prompt token do not depend on the link
         assert abs(t.loc[test, "per_token_diff_pct"]) < 0.5
         assert abs(t.loc[test, "decode_speed_change_pct"]) < 5
+
+
+def test_cli_compare_shows_increase_and_estimate(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+    from requestlog_helpers import simulated_run
+
+    from rdmascope.cli import main
+
+    a = simulated_run(tmp_path, "200", tests=("P2",), rounds=1)
+    b = simulated_run(tmp_path, "emulated100", tests=("P2",), rounds=1)
+    r = CliRunner().invoke(main, ["compare", str(a), str(b), "--json"])
+    assert r.exit_code == 0, r.output
+    t = json.loads(r.output)["tests"][0]
+    truth_a = json.loads((a / "truth.json").read_text())["requests"][0]["ttft_s"]
+    truth_b = json.loads((b / "truth.json").read_text())["requests"][0]["ttft_s"]
+    assert t["ttft_change_s"] == pytest.approx(truth_b - truth_a, abs=1e-6)
+    assert 0 < t["ttft_change_s"] <= t["estimate_s"] * 1.01
+    r = CliRunner().invoke(main, ["compare", str(a), str(b), "--preset", "study"])
+    assert r.exit_code == 0, r.output
+    assert "TTFT change (s)" in r.output and "estimate (s)" in r.output
+    assert "correction to real (s)" in r.output
+
+
+def test_cli_compare_missing_log(tmp_path):
+    from click.testing import CliRunner
+    from requestlog_helpers import simulated_run
+
+    from rdmascope.cli import main
+
+    a = simulated_run(tmp_path, "200", tests=("P1",), rounds=1)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = CliRunner().invoke(main, ["compare", str(a), str(empty)])
+    assert r.exit_code == 1 and "--requests-b" in r.output

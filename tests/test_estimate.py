@@ -149,3 +149,36 @@ def test_bad_parameters():
         est.network_share(1, 0, 200)
     with pytest.raises(est.EstimateError, match="no such file"):
         est.model_from_hf_config("/nonexistent/config.json")
+
+
+def test_cli_estimate_study_numbers():
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    r = CliRunner().invoke(main, ["estimate", "--prompt-tokens", "1000,8192", "--ttft",
+                                  "0.96,6.36"])
+    assert r.exit_code == 0, r.output
+    assert "3.38 MB" in r.output
+    assert "88.1 MB sent per node in 14 steps of 6.3 MB; 3.5 ms at 200 Gb/s, 7.0 ms at 100" \
+        in r.output
+    assert "0.135 s (200 -> 100 Gb/s), 0.113 s (200 -> 109)" in r.output
+    r = CliRunner().invoke(main, ["estimate", "--json", "--tp-sizes", "2,4,8,16"])
+    e = json.loads(r.output)
+    assert [round(x["bytes_rel"], 2) for x in e["tp_projection"]] == [0.57, 0.86, 1.0, 1.07]
+    assert [x["compute_rel"] for x in e["tp_projection"]] == [4.0, 2.0, 1.0, 0.5]
+
+
+def test_cli_estimate_errors(tmp_path):
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    r = CliRunner().invoke(main, ["estimate", "--layers", "4"])
+    assert r.exit_code == 1 and "go together" in r.output
+    r = CliRunner().invoke(main, ["estimate", "--prompt-tokens", "1000,2000", "--ttft", "1"])
+    assert r.exit_code == 1 and "one --ttft per" in r.output
+    p = tmp_path / "config.json"
+    p.write_text('{"hidden_size": 8}')
+    r = CliRunner().invoke(main, ["estimate", "--config", str(p)])
+    assert r.exit_code == 1 and "num_hidden_layers" in r.output and str(p) in r.output
