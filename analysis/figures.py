@@ -38,6 +38,7 @@ __all__ = [
     "plot_devices",
     "save_figure",
     "window_label",
+    "figure_of",
 ]
 
 #: File formats :func:`save_figure` (and ``rdmascope plot -o``) can write.
@@ -84,9 +85,15 @@ def _legend_above(ax: Axes, **kw):
                      handlelength=1.6, columnspacing=1.2, **kw)
 
 
-def _figure_of(ax: Axes) -> Figure:
+def figure_of(ax: Axes) -> Figure:
+    """Return the top-level Figure an Axes belongs to."""
     fig = ax.get_figure()
-    return fig.get_figure(root=True) if hasattr(fig, "get_figure") else fig
+    while fig is not None and not isinstance(fig, Figure) and hasattr(fig, "get_figure"):
+        fig = fig.get_figure()
+    return fig
+
+
+_figure_of = figure_of
 
 
 def _style(ax: Axes) -> None:

@@ -397,7 +397,7 @@ def node_gbps(cfg: Configuration, width_ns: int, start_ns: int, end_ns: int, *,
     b = rebin(iv, int(width_ns), origin_ns=start_ns, start_ns=start_ns, end_ns=end_ns, by=by)
     out = to_gbps(b, width_ns)
     if by == "direction":
-        out.columns = [f"{direction} (all devices)"]
+        out.columns = [f"{direction}, all devices"]
     return out
 
 
@@ -488,10 +488,11 @@ def figure_devices(cfg: Configuration, *, width_ns: int = 100 * MS_NS, direction
     iv = cfg.intervals
     rates = node_gbps(cfg, width_ns, int(iv["t0_ns"].min()), int(iv["t1_ns"].max()),
                       direction=direction, by="series")
-    return figures.plot_devices(
+    ax = figures.plot_devices(
         rates, link_gbps=capacity_lines(cfg), verdict=verdict,
         title=f"{cfg.label}: {direction} per RDMA device, stacked "
               f"({figures.window_label(width_ns)} windows)")
+    return figures.figure_of(ax)
 
 
 def figure_comparison(configs: Sequence[Configuration], test: str | None = None, *,
@@ -548,13 +549,16 @@ def tp_projection_frame(*, prompt_tokens: float, ttft_s: float, model=None, tp: 
 
 
 def figure_tp(**kwargs):
-    """Draw figure 6 from ``tp_projection_frame(**kwargs)`` (same arguments)."""
+    """Draw figure 6 from ``tp_projection_frame(**kwargs)`` (same arguments); return the Figure.
+
+    Like every ``figure_*`` function here it returns a matplotlib Figure (ready for
+    ``figures.save_figure``, or to display in a notebook)."""
     from . import figures
 
     frame = tp_projection_frame(**kwargs)
-    return figures.plot_tp_projection(
+    return figures.figure_of(figures.plot_tp_projection(
         frame, title=f"Projected TTFT increase vs TP size\n(upper bound, from a measured TTFT of "
-                     f"{kwargs['ttft_s']:.2f} s at TP{kwargs.get('tp', 8)})")
+                     f"{kwargs['ttft_s']:.2f} s at TP{kwargs.get('tp', 8)})"))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -846,9 +850,9 @@ def figure_extra_prefill(cmp_or_configs):
     from . import figures
 
     cmp = cmp_or_configs if hasattr(cmp_or_configs, "tests") else comparison(cmp_or_configs)
-    return figures.plot_extra_prefill(
+    return figures.figure_of(figures.plot_extra_prefill(
         cmp.tests, title=f"Extra prefill time per test, {cmp.label_a} → {cmp.label_b}: "
-                         "measured vs estimate")
+                         "measured vs estimate"))
 
 
 def figure_tokens(cmp_or_configs):
@@ -857,9 +861,9 @@ def figure_tokens(cmp_or_configs):
 
     cmp = cmp_or_configs if hasattr(cmp_or_configs, "tests") else comparison(cmp_or_configs)
     measured = cmp.rounds.rename(columns={"tokens": "prompt_tokens", "increase": "increase_s"})
-    return figures.plot_increase_vs_tokens(
+    return figures.figure_of(figures.plot_increase_vs_tokens(
         measured, {"estimate (upper bound)": cmp.tests[["prompt_tokens", "estimate_s"]]},
-        title=f"Prefill-time increase vs prompt tokens, {cmp.label_a} → {cmp.label_b}")
+        title=f"Prefill-time increase vs prompt tokens, {cmp.label_a} → {cmp.label_b}"))
 
 
 def write_report(captures: Sequence[str | os.PathLike], request_logs=None,
