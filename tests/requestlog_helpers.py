@@ -63,17 +63,24 @@ def build_capture(path: Path, t0_ns: int, per_ms_bytes: dict[str, np.ndarray], *
     return path
 
 
+_RUNS: dict[tuple, Path] = {}
+
+
 def simulated_run(outdir: Path, link: str, *, tests=("P1", "P4"), rounds: int = 2,
                   output_tokens: int = 32, seed: int = 3) -> Path:
-    """Write an emulator run (capture + requests.jsonl + truth.json) of a short test plan.
+    """Return an emulator run (capture + requests.jsonl + truth.json) of a short test plan.
 
-    Uses the emulator's fixtures in ``fixtures/`` when the lead commits them; this builds the same
-    kind of run in a temporary directory so the tests do not depend on them.
+    Several rounds per test (the committed fixtures have one), written under ``outdir`` the first
+    time and reused by later calls with the same arguments in this process.
     """
+    key = (link, tuple(tests), rounds, output_tokens, seed)
+    if key in _RUNS and _RUNS[key].is_dir():
+        return _RUNS[key]
     from rdmascope.emulator.model import TrafficConfig, link_config, simulate, test_plan_scenario
     from rdmascope.emulator.simcapture import simulate_capture
 
     sc = test_plan_scenario(list(tests), rounds=rounds, warmup=False, output_tokens=output_tokens,
                             idle_gap_s=1.0, lead_in_s=0.5, tail_s=0.5)
     traffic = simulate(sc, TrafficConfig(link=link_config(link)), seed=seed)
-    return simulate_capture(outdir / link, traffic)
+    _RUNS[key] = simulate_capture(outdir / f"{link}-{'-'.join(tests)}-{rounds}-{seed}", traffic)
+    return _RUNS[key]

@@ -85,16 +85,16 @@ def test_compare_emulator_runs(tmp_path):
         assert abs(t.loc[test, "decode_speed_change_pct"]) < 5
 
 
-def test_cli_compare_shows_increase_and_estimate(tmp_path):
+def test_cli_compare_shows_increase_and_estimate():
     import json
+    from pathlib import Path
 
     from click.testing import CliRunner
-    from requestlog_helpers import simulated_run
 
     from rdmascope.cli import main
 
-    a = simulated_run(tmp_path, "200", tests=("P2",), rounds=1)
-    b = simulated_run(tmp_path, "emulated100", tests=("P2",), rounds=1)
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    a, b = fixtures / "sim-p2-200", fixtures / "sim-p2-emulated100"
     r = CliRunner().invoke(main, ["compare", str(a), str(b), "--json"])
     assert r.exit_code == 0, r.output
     t = json.loads(r.output)["tests"][0]

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import click
 
-TABLES = ("requests", "rounds", "tests", "series", "time")
+from rdmascope.cli.output import emit, output_options
+
 _COUNT_SUFFIXES = ("tokens", "round", "rounds", "requests", "bursts", "n_chunks")
 
 
@@ -71,18 +70,17 @@ TEST_COLS = ["test", "rounds", "n_requests", "time_to_last_first_token_s",
 TIME_COLS = ["state", "seconds_s", "share", "tx_bytes", "rx_bytes", "mean_tx_gbps"]
 
 
-def attribution_dict(att) -> dict:
-    """Return an Attribution as a JSON-serialisable dict."""
-    from rdmascope.analysis.compare import json_records
+def attribution_tables(att) -> dict:
+    """Return the Attribution's tables (name -> DataFrame) and its metadata for ``emit``."""
     from rdmascope.analysis.metrics import DEFINITIONS
 
-    reqs = att.requests.copy()
-    return {"capture": att.capture_path, "request_log": att.log_path, "format": att.log_format,
+    tables = {"requests": att.requests.drop(columns=["chunk_times"], errors="ignore"),
+              "rounds": att.rounds, "tests": att.tests, "by_series": att.by_series,
+              "time_classes": att.time_classes, "timeline": att.timeline}
+    meta = {"capture": att.capture_path, "request_log": att.log_path, "format": att.log_format,
             "alignment": att.alignment, "summary": att.summary, "definitions": DEFINITIONS,
-            "requests": json_records(reqs), "by_series": json_records(att.by_series),
-            "rounds": json_records(att.rounds), "tests": json_records(att.tests),
-            "time_classes": json_records(att.time_classes),
-            "timeline": json_records(att.timeline), "notes": att.notes}
+            "notes": att.notes}
+    return tables, meta
 
 
 @click.command("attribute", short_help="Split traffic per request into prefill and decode.")
@@ -98,29 +96,23 @@ def attribution_dict(att) -> dict:
               help="Unlabelled requests sent within this many seconds form one round.")
 @click.option("--capacity", type=float, default=None,
               help="Link capacity for burst detection, Gb/s (default: the manifest's port rate).")
-@click.option("--json", "as_json", is_flag=True, help="Print everything as JSON.")
-@click.option("--csv", "as_csv", is_flag=True, help="Print one table (--table) as CSV.")
-@click.option("--table", type=click.Choice(TABLES), default="requests", show_default=True,
-              help="Table for --csv.")
 @click.option("--definitions", is_flag=True, help="Also print the metric definitions.")
-def command(capture, requests_log, fmt, offset, arrival_window, capacity, as_json, as_csv, table,
-            definitions):
+@output_options
+def command(capture, requests_log, fmt, offset, arrival_window, capacity, definitions, out):
     """Attribute CAPTURE's RDMA traffic to the requests of a request log.
 
     Per request: prefill [send, first token] and decode [first token, last token] bytes (node
-    total, per device and per link in --json/--table series), mean and 1 ms peak rates, bursts,
+    total; per device and per link in the by_series table of --json/--csv/--parquet), mean and
+    1 ms peak rates, bursts,
     bytes per prompt token, TTFT, TPOT, decode speed, ITL. Per round and test: time to the last
     first token, mean TTFT, prefill and decode bytes (means with min-max over rounds), and the
     capture's time split into prefill / decode-only / idle.
     """
     from rdmascope.analysis.attribute import attribute
     from rdmascope.analysis.load import load_capture
-    from rdmascope.analysis.metrics import DEFINITIONS
     from rdmascope.analysis.requestlogs import RequestLogError, align, read_request_log
     from rdmascope.capture import CaptureError
 
-    if as_json and as_csv:
-        raise click.ClickException("give either --json or --csv")
     log_path = default_log(capture, requests_log, "--requests")
     try:
         cap = load_capture(capture)
@@ -128,15 +120,13 @@ def command(capture, requests_log, fmt, offset, arrival_window, capacity, as_jso
         att = attribute(cap, log, arrival_window_s=arrival_window, link_capacity_gbps=capacity)
     except (RequestLogError, CaptureError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
-    if as_json:
-        click.echo(json.dumps(attribution_dict(att), indent=2, default=str))
-        return
-    if as_csv:
-        frames = {"requests": att.requests.drop(columns=[], errors="ignore"),
-                  "rounds": att.rounds, "tests": att.tests, "series": att.by_series,
-                  "time": att.time_classes}
-        frames[table].to_csv(sys.stdout, index=False)
-        return
+    tables, meta = attribution_tables(att)
+    emit(tables, out, human=lambda: _human(att, definitions), meta=meta)
+
+
+def _human(att, definitions: bool) -> None:
+    from rdmascope.analysis.metrics import DEFINITIONS
+
     s = att.summary
     click.echo(f"capture {att.capture_path}; requests {att.log_path} ({att.log_format}): "
                f"{s['n_ok']} ok, {s['n_failed']} failed (kept out), {s['n_rounds']} round(s)")

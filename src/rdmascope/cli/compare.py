@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import sys
-
 import click
+
+from rdmascope.cli.output import emit, output_options
 
 FORMATS = ["native", "vllm", "guidellm", "genai-perf", "aiperf", "inference-perf"]
 
@@ -44,11 +43,9 @@ EST_COLS = ["test", "per_token_a_bytes", "per_token_b_bytes", "per_token_diff_pc
 @click.option("--tp", type=int, default=8, show_default=True)
 @click.option("--arrival-window", type=float, default=1.0, show_default=True,
               help="Unlabelled requests sent within this many seconds form one round.")
-@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
-@click.option("--csv", "as_csv", is_flag=True, help="Print the per-test table as CSV.")
+@output_options
 def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, offset_a, offset_b,
-            label_a, label_b, link_a, link_b, real_gbps, preset, config, tp, arrival_window,
-            as_json, as_csv):
+            label_a, label_b, link_a, link_b, real_gbps, preset, config, tp, arrival_window, out):
     """Compare run A (e.g. 200 Gb/s) with run B (e.g. emulated 100 Gb/s), test by test.
 
     Each run is a capture plus its request log. Per test: TTFT and time to the last first token
@@ -64,10 +61,8 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
     from rdmascope.analysis.load import load_capture
     from rdmascope.analysis.requestlogs import RequestLogError, align, read_request_log
     from rdmascope.capture import CaptureError
-    from rdmascope.cli.attribute import default_log, echo_table
+    from rdmascope.cli.attribute import default_log
 
-    if as_json and as_csv:
-        raise click.ClickException("give either --json or --csv")
     model = None
     if preset and config:
         raise click.ClickException("give either --preset or --config")
@@ -96,12 +91,14 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
                     link_b_gbps=link_b, real_gbps=real_gbps or None, model=model, tp=tp)
     except (ValueError, E.EstimateError) as exc:
         raise click.ClickException(str(exc)) from exc
-    if as_json:
-        click.echo(json.dumps(c.to_dict(), indent=2, default=str))
-        return
-    if as_csv:
-        c.tests.to_csv(sys.stdout, index=False)
-        return
+    meta = {k: v for k, v in c.to_dict().items() if k not in ("tests", "rounds")}
+    emit({"tests": c.tests, "rounds": c.rounds}, out, meta=meta,
+         human=lambda: _human(c, la, lb, link_a, link_b, capture_a, capture_b))
+
+
+def _human(c, la, lb, link_a, link_b, capture_a, capture_b) -> None:
+    from rdmascope.cli.attribute import echo_table
+
     click.echo(f"A = {la} ({link_a:g} Gb/s): {capture_a}\nB = {lb} ({link_b:g} Gb/s): {capture_b}")
     echo_table(c.tests, TABLE_COLS, "Timing per test (means of rounds; ttlft = time to the last "
                                     "first token)")
