@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import csv
-import json
-import sys
-
 import click
+
+from rdmascope.cli.output import emit, output_options
 
 
 def _ints(text: str | None) -> list[int]:
@@ -67,11 +65,9 @@ def model_from_options(preset, config, layers, hidden, nbytes, vocab):
 @click.option("--decode-requests", type=int, default=1, show_default=True)
 @click.option("--decode-tokens", type=int, default=5, show_default=True,
               help="Tokens per request per decode pass (1 + speculative drafts).")
-@click.option("--json", "as_json", is_flag=True, help="Print the whole estimate as JSON.")
-@click.option("--csv", "as_csv", is_flag=True, help="Print the per-prompt table as CSV.")
+@output_options
 def command(preset, config, layers, hidden, nbytes, vocab, tp, chunk, link_old, link_new,
-            emulated, prompt_tokens, ttft, tp_sizes, decode_requests, decode_tokens, as_json,
-            as_csv):
+            emulated, prompt_tokens, ttft, tp_sizes, decode_requests, decode_tokens, out):
     """Estimate tensor-parallel traffic and the TTFT cost of a slower link (method.md).
 
     Bytes per prompt token per node = (2 x layers + 1) x hidden x bytes x 2(N-1)/N; each
@@ -94,14 +90,16 @@ def command(preset, config, layers, hidden, nbytes, vocab, tp, chunk, link_old, 
                        decode_tokens_per_request=decode_tokens)
     except E.EstimateError as exc:
         raise click.ClickException(str(exc)) from exc
-    if as_json:
-        click.echo(json.dumps(e, indent=2))
-        return
-    if as_csv:
-        w = csv.DictWriter(sys.stdout, fieldnames=list(e["prompts"][0]))
-        w.writeheader()
-        w.writerows(e["prompts"])
-        return
+    import pandas as pd
+
+    meta = {k: v for k, v in e.items() if k not in ("prompts", "tp_projection")}
+    meta["model_description"] = desc
+    emit({"prompts": pd.DataFrame(e["prompts"]), "tp_projection": pd.DataFrame(e["tp_projection"])},
+         out, meta=meta, human=lambda: _human(e, desc, tp, chunk, link_old, link_new, emulated,
+                                              ttfts))
+
+
+def _human(e, desc, tp, chunk, link_old, link_new, emulated, ttfts) -> None:
     pt, ar, dec = e["per_token"], e["allreduce"], e["decode"]
     o, n = link_old, link_new
     click.echo(f"model: {desc}, TP{tp}, chunk {chunk} tokens; links {o:g} -> {n:g} Gb/s "
