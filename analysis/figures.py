@@ -402,6 +402,7 @@ def plot_windows(
     origin_ns: int | None = None,
     link_gbps=None,
     title: str | None = None,
+    xlabel: str = "time since start (s)",
     axes: Sequence[Axes] | None = None,
 ) -> Figure:
     """Stack the same traffic averaged over several windows, one panel each, peaks labelled.
@@ -463,7 +464,7 @@ def plot_windows(
         ax.set_ylabel(RATE_LABEL)
         _style(ax)
     _headroom(axes[0], peaks, link_gbps)
-    axes[-1].set_xlabel("time since start (s)")
+    axes[-1].set_xlabel(xlabel)
     axes[0].set_title(title or "The averaging window decides the peak", loc="left")
     return fig
 

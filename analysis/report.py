@@ -471,6 +471,7 @@ def figure_windows(cfg: Configuration, request_id: str | None = None, *,
     send, first = int(req["t_send_ns"]), int(req["t_first_ns"])
     by_w = {int(w): node_gbps(cfg, int(w), send, first) for w in windows_ns}
     return figures.plot_windows(by_w, peaks_gbps=peaks, origin_ns=send,
+                                xlabel="time since request sent (s)",
                                 link_gbps=capacity_lines(cfg),
                                 title=f"{cfg.label}: request {req['request_id']}'s prefill "
                                       "averaged over different windows")
