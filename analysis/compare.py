@@ -113,7 +113,8 @@ def compare(att_a, att_b, *, label_a: str = "A", label_b: str = "B",
     for test in common:
         a = ta[ta["test"] == test].iloc[0]
         b = tb[tb["test"] == test].iloc[0]
-        if a["prompt_tokens"] != b["prompt_tokens"]:
+        pa_tok, pb_tok = a["prompt_tokens"], b["prompt_tokens"]
+        if not (pd.isna(pa_tok) or pd.isna(pb_tok)) and pa_tok != pb_tok:
             notes.append(f"test {test}: prompt tokens differ ({a['prompt_tokens']} vs "
                          f"{b['prompt_tokens']}); compared anyway")
         prefill_a = float(a["prefill_tx_bytes"])
