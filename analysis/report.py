@@ -579,8 +579,8 @@ def emulation_verdict(cfg: Configuration):
 
     Tries ``expect="single"`` (one interface carried >= 99 % of the RDMA bytes: an NCCL_IB_HCA
     emulation), then ``expect="both"``. Status "ok" when either holds, except that a label saying
-    "emulated" with traffic on both interfaces is a "fail" (the emulation did not take); "warn"
-    when neither holds (e.g. too little traffic, or TCP suspected).
+    "emulated" with traffic on both interfaces is a "fail" (the emulation did not take); "fail"
+    when TCP is suspected (netdev bytes without RDMA bytes); "warn" otherwise (too little traffic).
     """
     from .verify import verify_emulation
 
@@ -595,6 +595,9 @@ def emulation_verdict(cfg: Configuration):
             return both, "fail", f"{cfg.label}: labelled emulated, but BOTH interfaces " \
                                  "carried traffic — the emulation did not take"
         return both, "ok", f"{cfg.label}: both interfaces carried traffic — the full link"
+    if single.tcp_suspected:
+        return single, "fail", f"{cfg.label}: the kernel network stack carried the traffic, " \
+                               "not RDMA — did NCCL fall back to TCP sockets?"
     return single, "warn", f"{cfg.label}: emulation check inconclusive"
 
 

@@ -227,3 +227,13 @@ def test_report_command_prints_progress_and_the_path(sim_runs, tmp_path):
     bad = CliRunner().invoke(main, ["report", str(sim_runs / "200"), "--label", "a", "--label",
                                     "b", "-o", str(tmp_path / "r2")])
     assert bad.exit_code != 0 and "one label per capture" in bad.output
+
+
+def test_report_flags_a_tcp_fallback(fixtures_dir, tmp_path):
+    """The committed P1 run whose collective fell back to TCP: RDMA idle, netdev busy."""
+    run = fixtures_dir / "sim-p1-tcp-fallback"
+    if not run.is_dir():
+        pytest.skip("fixture sim-p1-tcp-fallback not committed")
+    page = R.write_report([run], None, tmp_path).read_text()
+    assert 'class="verdict fail"' in page
+    assert "did NCCL fall back to TCP sockets?" in page
