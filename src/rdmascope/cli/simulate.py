@@ -107,7 +107,8 @@ def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, s
     click.echo(f"request log: {log}")
     click.echo(f"truth: {truth}")
     click.echo(f"player: {stats.ticks} ticks at {stats.tick_hz:.0f} Hz, longest gap "
-               f"{stats.max_tick_gap_ns / 1e6:.2f} ms, "
+               f"{stats.max_tick_gap_ns / 1e6:.2f} ms, {stats.late_ticks} gaps > 1 ms, "
+               f"priority {stats.priority}, "
                f"{'completed' if stats.completed else 'stopped by ' + stop[0]}", err=True)
 
 
