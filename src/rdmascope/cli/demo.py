@@ -6,13 +6,15 @@ import click
 
 
 @click.command(name="demo")
-@click.option("-o", "--output", default="rdmascope-demo", show_default=True, type=click.Path(),
-              help="Directory for the demo's captures, request logs and summary.")
+@click.option("-o", "--output", default=None, type=click.Path(),
+              help="Directory for the demo's captures, request logs and summary "
+                   "[default: a new ./rdmascope-demo/<date-time>/ per run].")
 @click.option("--force", is_flag=True,
-              help="Replace the outputs of an earlier demo in a non-empty output directory.")
+              help="With -o: replace the outputs of an earlier demo in a non-empty directory.")
 def command(output, force) -> None:
     """Emulated ConnectX-7 twins -> the real `rdmascope record` -> analysis, at 200 Gb/s and at the
-    emulated 100 Gb/s (about a minute). Refuses a non-empty output directory unless --force."""
+    emulated 100 Gb/s (about a minute). Without -o each run gets a fresh directory; with -o a
+    non-empty directory is refused unless --force."""
     from rdmascope.emulator.demo import DemoError, run_demo
 
     try:

@@ -12,9 +12,11 @@ For each link setting (200 Gb/s = both twins, then the emulated 100 Gb/s = first
 
 Then ``run_analysis(outdir, runs)`` runs the analysis that exists and prints where the outputs are.
 
-Output directory: like ``rdmascope record``, the demo refuses to write into a non-empty directory
-unless ``force`` (then it replaces only its own outputs: the run directories and the summary). A user
-who runs the demo twice gets a clear message instead of silently mixed or lost results.
+Output directory: without ``-o`` every run writes a fresh timestamped directory
+``./rdmascope-demo/<YYYYmmdd-HHMMSS>/``, so re-running the README's one-line command always works
+and never overwrites an earlier result. With ``-o DIR`` the outputs go exactly into DIR and, like
+``rdmascope record``, a non-empty DIR is refused unless ``force`` (which replaces only the demo's own
+outputs there: the run directories and the summary).
 """
 
 from __future__ import annotations
@@ -191,13 +193,25 @@ _LONG_PREFIXES = ("  [", "  read bracket", "  sweeps ", "  ... and", "device ", 
                   "host ", "interval ")
 
 
-def run_demo(outdir: str | os.PathLike = DEFAULT_OUTDIR, *, force: bool = False,
-             scenario: str = "demo", log: Callable[[str], None] = print) -> list[DemoRun]:
-    """Run the demo into ``outdir`` (see the module docstring); return the runs.
+def fresh_outdir(parent: str | os.PathLike = DEFAULT_OUTDIR) -> Path:
+    """Return a new, not yet existing ``<parent>/<YYYYmmdd-HHMMSS>[-n]`` directory path."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    p = Path(parent) / stamp
+    n = 1
+    while p.exists():
+        n += 1
+        p = Path(parent) / f"{stamp}-{n}"
+    return p
 
-    Raises ``DemoError`` for a non-empty ``outdir`` without ``force`` or a failed step.
+
+def run_demo(outdir: str | os.PathLike | None = None, *, force: bool = False,
+             scenario: str = "demo", log: Callable[[str], None] = print) -> list[DemoRun]:
+    """Run the demo into ``outdir`` (default: a fresh ``fresh_outdir()``); return the runs.
+
+    See the module docstring. Raises ``DemoError`` for a non-empty ``outdir`` without ``force``
+    or a failed step.
     """
-    out = Path(outdir)
+    out = Path(outdir) if outdir is not None else fresh_outdir()
     _check_outdir(out, force)
     out.mkdir(parents=True, exist_ok=True)
     runs = []
