@@ -158,3 +158,40 @@ def test_live_reader_sees_monotonic_values_that_track_the_model(tmp_path):
     assert within.mean() > 0.95, f"{(~within).sum()} of {within.size} reads off by > 0.5 ms"
     lo10, hi10 = model(tb - 20_000_000), model(ta + 20_000_000)
     assert ((got >= lo10) & (got <= hi10)).all()
+
+
+_WRITER = """
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY)
+v, end = 10**12, time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    for _ in range(1000):
+        v += 999_999  # every write changes many digits (carries), the worst case for tearing
+        os.pwrite(fd, b"%d\\n" % v, 0)
+"""
+
+
+def test_emulate_in_place_writes_are_never_seen_torn(tmp_path):
+    """The player's mechanism (pwrite at offset 0, growing values) under a reader re-reading an
+    open descriptor with pread, both flat out: every value read is one the writer wrote whole."""
+    shm = Path("/dev/shm")
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else tmp_path
+    path = base / f"rdmascope-tear-{os.getpid()}"
+    path.write_text(f"{10**12}\n")
+    try:
+        w = subprocess.Popen([sys.executable, "-c", _WRITER, str(path), "1.5"])
+        fd = os.open(path, os.O_RDONLY)
+        vals = []
+        try:
+            while w.poll() is None:
+                for _ in range(1000):
+                    vals.append(int(os.pread(fd, 64, 0)))
+        finally:
+            os.close(fd)
+        assert w.wait() == 0
+    finally:
+        path.unlink()
+    v = np.asarray(vals, dtype=np.int64)
+    assert v.size > 100_000 and np.unique(v).size > 1_000
+    assert (np.diff(v) >= 0).all()
+    assert ((v - 10**12) % 999_999 == 0).all()  # no mix of two values' digits
