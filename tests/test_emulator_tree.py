@@ -163,6 +163,7 @@ def test_live_reader_sees_monotonic_values_that_track_the_model(tmp_path):
 _WRITER = """
 import os, sys, time
 fd = os.open(sys.argv[1], os.O_WRONLY)
+print("ready", flush=True)
 v, end = 10**12, time.monotonic() + float(sys.argv[2])
 while time.monotonic() < end:
     for _ in range(1000):
@@ -179,7 +180,9 @@ def test_emulate_in_place_writes_are_never_seen_torn(tmp_path):
     path = base / f"rdmascope-tear-{os.getpid()}"
     path.write_text(f"{10**12}\n")
     try:
-        w = subprocess.Popen([sys.executable, "-c", _WRITER, str(path), "1.5"])
+        w = subprocess.Popen([sys.executable, "-c", _WRITER, str(path), "1.5"],
+                             stdout=subprocess.PIPE, text=True)
+        assert w.stdout.readline() == "ready\n"
         fd = os.open(path, os.O_RDONLY)
         vals = []
         try:
