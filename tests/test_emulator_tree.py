@@ -195,6 +195,8 @@ def test_emulate_in_place_writes_are_never_seen_torn(tmp_path):
     finally:
         path.unlink()
     v = np.asarray(vals, dtype=np.int64)
-    assert v.size > 100_000 and np.unique(v).size > 1_000
+    # on an idle 2-core machine the two run in parallel and the reader sees ~10^5 distinct values;
+    # when other jobs load the cores they are time-sliced and it sees only a few hundred
+    assert v.size > 100_000 and np.unique(v).size > 50
     assert (np.diff(v) >= 0).all()
     assert ((v - 10**12) % 999_999 == 0).all()  # no mix of two values' digits
