@@ -84,36 +84,34 @@ def peak_bounds(intervals: pd.DataFrame, window_start_ns, width_ns: int, *,
     indexed by group name, e.g. each series' peak window). Returns a DataFrame indexed by group:
     ``low_bytes``, ``high_bytes`` (NaN when the window touches a NaN interval).
     """
-    counters = _counters_of(intervals, by)
-    rows = {}
+    counters = _counters_of(intervals, by, with_unc=True)
     names = list(window_start_ns.index)
     members = {n: [n] for n in names}
     for link, ms in (groups or {}).items():
         if link in members:
             members[link] = list(ms)
-    for name in names:
-        a0 = window_start_ns[name]
-        if pd.isna(a0):
-            rows[name] = (np.nan, np.nan)
-            continue
-        a = np.array([int(a0)], np.int64)
-        b = a + int(width_ns)
-        lo = hi = 0.0
-        for key, c in counters:
-            if key not in members[name]:
+    lo = dict.fromkeys(names, 0.0)
+    hi = dict.fromkeys(names, 0.0)
+    for key, spec in counters:
+        c = None
+        for name in names:
+            if key not in members[name] or pd.isna(window_start_ns[name]):
                 continue
+            c = c or spec.build()
+            a = np.array([int(window_start_ns[name])], np.int64)
+            b = a + int(width_ns)
             ua, ub = c.edge_unc(a), c.edge_unc(b)
             f = {}
             for tag, pts in (("a-", a - ua), ("a+", a + ua), ("b-", b - ub), ("b+", b + ub)):
                 full, part, _, _ = c.cum(pts)
                 f[tag] = full + part
-            _, nan, _, _ = c.windows(a - ua, b + ub)
-            if nan[0] > 0:
-                lo = hi = np.nan
-                break
-            lo += float(max(0.0, (f["b-"] - f["a+"])[0]))
-            hi += float((f["b+"] - f["a-"])[0])
-        rows[name] = (lo, hi)
+            if c.windows(a - ua, b + ub)[1][0] > 0:
+                lo[name] = hi[name] = np.nan
+                continue
+            lo[name] += float(max(0.0, (f["b-"] - f["a+"])[0]))
+            hi[name] += float((f["b+"] - f["a-"])[0])
+    rows = {n: ((lo[n], hi[n]) if not pd.isna(window_start_ns[n]) else (np.nan, np.nan))
+            for n in names}
     return pd.DataFrame.from_dict(rows, orient="index", columns=["low_bytes", "high_bytes"])
 
 

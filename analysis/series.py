@@ -58,7 +58,6 @@ __all__ = [
     "twin_links",
     "iter_rebin_capture",
     "rebin_capture",
-    "parse_duration_ns",
 ]
 
 #: Interval flags, in category order (codes 0..4).
@@ -239,7 +238,7 @@ class _Counter:
                  unc: np.ndarray | None = None):
         self.t0, self.t1 = t0, t1
         self.unc = unc  # per interval: max of its two readings' half-brackets (ns), or None
-        nan = np.isnan(b) | np.isin(flag, _NAN_FLAGS)
+        nan = np.isnan(b) | (flag == _RESET) | (flag == _SAT) | (flag == _UNAV)
         self.b = np.where(nan, 0.0, b)
         self.cb = np.concatenate([[0.0], np.cumsum(self.b)])
         self.dur = t1 - t0
@@ -279,27 +278,58 @@ class _Counter:
                - np.searchsorted(self.gap_t1, a, "right"))
         return byt, nan, gap, cov
 
-    def edges(self, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Same as ``windows`` for contiguous windows between consecutive edges (one pass)."""
-        f, p, c, nn = self.cum(e)
-        byt = np.diff(f) + np.diff(p)
-        cov = np.diff(c) + np.diff(nn)
+    def edges(self, e: np.ndarray, block: int = 1 << 19
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Same as ``windows`` for contiguous windows between consecutive edges.
+
+        Evaluated in blocks of ``block`` edges so the temporaries stay small (and in cache);
+        returns (bytes float64, overlaps-NaN bool, holds-gap bool, covered ns int64).
+        """
+        m = len(e) - 1
+        byt = np.empty(m)
+        cov = np.empty(m, np.int64)
+        for s in range(0, m, block):
+            ee = e[s:min(m, s + block) + 1]
+            f, p, c, nn = self.cum(ee)
+            np.subtract(f[1:], f[:-1], out=byt[s:s + len(ee) - 1])
+            byt[s:s + len(ee) - 1] += np.diff(p)
+            np.subtract(c[1:], c[:-1], out=cov[s:s + len(ee) - 1])
+            cov[s:s + len(ee) - 1] += np.diff(nn)
         a, b = e[:-1], e[1:]
-        nan = (np.searchsorted(self.nan_t0, b, "left")
-               - np.searchsorted(self.nan_t1, a, "right"))
-        gap = (np.searchsorted(self.gap_t0, b, "left")
-               - np.searchsorted(self.gap_t1, a, "right"))
+        if len(self.nan_t0):
+            nan = (np.searchsorted(self.nan_t0, b, "left")
+                   - np.searchsorted(self.nan_t1, a, "right")) > 0
+        else:
+            nan = np.zeros(m, bool)
+        if len(self.gap_t0):
+            gap = (np.searchsorted(self.gap_t0, b, "left")
+                   - np.searchsorted(self.gap_t1, a, "right")) > 0
+        else:
+            gap = np.zeros(m, bool)
         return byt, nan, gap, cov
 
 
-def _group_key(by):
-    if by is None:
-        return lambda frame: "total"
-    return lambda frame: frame[by].iloc[0]
+class _Spec:
+    """A counter's sorted interval arrays (views); ``build()`` makes the heavy ``_Counter``.
+
+    Kept lazy so that re-binning holds the cumulative arrays of one counter at a time.
+    """
+
+    __slots__ = ("t0", "t1", "b", "flag", "unc")
+
+    def __init__(self, t0, t1, b, flag, unc):
+        self.t0, self.t1, self.b, self.flag, self.unc = t0, t1, b, flag, unc
+
+    def build(self) -> _Counter:
+        return _Counter(self.t0, self.t1, self.b, self.flag, self.unc)
 
 
-def _counters_of(intervals: pd.DataFrame, by) -> list[tuple[Any, _Counter]]:
-    """Split intervals per counter (each sorted, checked non-overlapping) with their group key."""
+def _counters_of(intervals: pd.DataFrame, by, with_unc: bool = False
+                 ) -> list[tuple[Any, _Spec]]:
+    """Split intervals per counter (each sorted, checked non-overlapping) with their group key.
+
+    ``with_unc``: also carry each interval's timing uncertainty (for ``peak_bounds``).
+    """
     if len(intervals) == 0:
         raise ValueError("no intervals to re-bin (the capture holds fewer than two valid "
                          "readings of any selected counter)")
@@ -322,29 +352,30 @@ def _counters_of(intervals: pd.DataFrame, by) -> list[tuple[Any, _Counter]]:
     b = intervals["bytes"].to_numpy(np.float64)
     unc = (np.maximum(intervals["t0_unc_ns"].to_numpy(np.int64),
                       intervals["t1_unc_ns"].to_numpy(np.int64))
-           if {"t0_unc_ns", "t1_unc_ns"} <= set(intervals.columns) else None)
+           if with_unc and {"t0_unc_ns", "t1_unc_ns"} <= set(intervals.columns) else None)
     order = None
-    if len(key) > 1 and ((np.diff(key.astype(np.int64)) < 0).any()
-                         or ((np.diff(t0) < 0) & (np.diff(key.astype(np.int64)) == 0)).any()):
+    kd = np.diff(key.astype(np.int32)) if len(key) > 1 else np.zeros(0, np.int32)
+    if len(key) > 1 and ((kd < 0).any() or ((kd == 0) & (t0[1:] < t0[:-1])).any()):
         order = np.lexsort((t0, key))
         key, t0, t1, fcode, b = key[order], t0[order], t1[order], fcode[order], b[order]
         if unc is not None:
             unc = unc[order]
-    bounds = np.flatnonzero(np.diff(key.astype(np.int64))) + 1
+        kd = np.diff(key.astype(np.int32))
+    bounds = np.flatnonzero(kd) + 1
+    del kd
     starts = np.concatenate([[0], bounds])
     ends = np.concatenate([bounds, [len(key)]])
-    groups = intervals[by].to_numpy() if by is not None else None
-    if groups is not None and order is not None:
-        groups = groups[order]
+    # the group key of each counter: its first row's value (avoids materialising the column)
+    first_rows = starts if order is None else order[starts]
+    groups = intervals[by].iloc[first_rows].tolist() if by is not None else None
     out = []
     for s, e in zip(starts, ends, strict=True):
         ct0, ct1 = t0[s:e], t1[s:e]
         if (ct0[1:] < ct1[:-1]).any():
             raise ValueError(f"intervals of counter {key[s]} overlap; each counter's intervals "
                              "must be consecutive (as byte_intervals makes them)")
-        g = groups[s] if groups is not None else "total"
-        out.append((g, _Counter(ct0, ct1, b[s:e], fcode[s:e],
-                                None if unc is None else unc[s:e])))
+        g = groups[len(out)] if groups is not None else "total"
+        out.append((g, _Spec(ct0, ct1, b[s:e], fcode[s:e], None if unc is None else unc[s:e])))
     return out
 
 
@@ -363,34 +394,36 @@ def _grid(counters, width_ns: int, origin_ns, start_ns, end_ns) -> np.ndarray:
     return origin + np.arange(k0, k1 + 1, dtype=np.int64) * int(width_ns)
 
 
-def _combine(keys: list, per: list[tuple], width: np.ndarray | int, index: pd.Index,
-             partial_nan: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Sum per-counter window parts into group columns; NaN and quality bits per the policy."""
-    names = list(dict.fromkeys(keys))
-    out_b, out_q = {}, {}
-    for name in names:
-        byt = None
-        q = None
-        bad = None
-        for k, (b, nan, gap, cov) in zip(keys, per, strict=True):
-            if k != name:
-                continue
-            qq = np.zeros(len(b), np.int8)
-            qq[gap > 0] |= QUALITY_GAP
-            qq[nan > 0] |= QUALITY_INVALID
-            qq[cov < width] |= QUALITY_PARTIAL
-            qq[cov <= 0] |= QUALITY_EMPTY
-            bb = (nan > 0) | (cov <= 0)
-            if partial_nan:
-                bb |= cov < width
-            byt = b.copy() if byt is None else byt + b
-            q = qq if q is None else q | qq
-            bad = bb if bad is None else bad | bb
-        byt[bad] = np.nan
-        out_b[name] = byt
-        out_q[name] = q
-    return (pd.DataFrame(out_b, index=index, columns=names),
-            pd.DataFrame(out_q, index=index, columns=names))
+def _combine(items, width: np.ndarray | int, index: pd.Index, partial_nan: bool = False
+             ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Sum per-counter window parts into group columns; NaN and quality bits per the policy.
+
+    ``items`` yields (group key, (bytes, n_nan, n_gap, covered_ns)) per counter, consumed one at
+    a time (so only one counter's parts need to be alive).
+    """
+    acc: dict[Any, list] = {}
+    for k, (b, nan, gap, cov) in items:
+        qq = np.zeros(len(b), np.int8)
+        qq[gap > 0] |= QUALITY_GAP
+        qq[nan > 0] |= QUALITY_INVALID
+        part = cov < width
+        qq[part] |= QUALITY_PARTIAL
+        empty = cov <= 0
+        qq[empty] |= QUALITY_EMPTY
+        bad = (nan > 0) | empty
+        if partial_nan:
+            bad |= part
+        if k not in acc:
+            acc[k] = [np.array(b, dtype=np.float64, copy=True), qq, bad]
+        else:
+            acc[k][0] += b
+            acc[k][1] |= qq
+            acc[k][2] |= bad
+    for v in acc.values():
+        v[0][v[2]] = np.nan
+    names = list(acc)
+    return (pd.DataFrame({n: acc[n][0] for n in names}, index=index, columns=names),
+            pd.DataFrame({n: acc[n][1] for n in names}, index=index, columns=names))
 
 
 def rebin_with_quality(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int | None = None,
@@ -407,8 +440,8 @@ def rebin_with_quality(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int
     counters = _counters_of(intervals, by)
     edges = _grid(counters, width_ns, origin_ns, start_ns, end_ns)
     index = pd.Index(edges[:-1], name="window_start_ns")
-    per = [c.edges(edges) for _, c in counters]
-    b, q = _combine([k for k, _ in counters], per, int(width_ns), index)
+    b, q = _combine(((k, spec.build().edges(edges)) for k, spec in counters), int(width_ns),
+                    index)
     b.columns.name = q.columns.name = by
     return b, q
 
@@ -469,16 +502,19 @@ def integrate(intervals: pd.DataFrame, t0_ns, t1_ns, *, by: str | None = "series
         raise ValueError(f"range {i} ends before it starts ({a[i]} > {b[i]} ns)")
     counters = _counters_of(intervals, by)
     width = b - a
-    per = []
-    for _, c in counters:
+    def parts():
+        for k, spec in counters:
+            yield k, one(spec.build())
+
+    def one(c):
         byt, nan, gap, cov = c.windows(a, b)
         # a zero-length range inside the readings holds 0 bytes (covered), not NaN
         cov = np.where((width == 0) & (a >= c.t0[0]) & (a <= c.t1[-1]), 1, cov)
         if allow_partial:
             cov = np.where(cov > 0, np.maximum(cov, width), cov)
-        per.append((byt, nan, gap, cov))
-    out, _ = _combine([k for k, _ in counters], per, width, pd.RangeIndex(len(a)),
-                      partial_nan=True)
+        return byt, nan, gap, cov
+
+    out, _ = _combine(parts(), width, pd.RangeIndex(len(a)), partial_nan=True)
     out.columns.name = by
     return out
 
@@ -604,8 +640,8 @@ def iter_rebin_capture(path: str | os.PathLike, width_ns: int, *, origin_ns: int
         if cut == 0:
             return None
         edges = origin + (k_lo + np.arange(cut, dtype=np.int64)) * w
-        per = [tuple(a[:cut] for a in acc[c]) for c in ids]
-        b, q = _combine([key_of[c] for c in ids], per, w, pd.Index(edges, name="window_start_ns"))
+        b, q = _combine(((key_of[c], tuple(a[:cut] for a in acc[c])) for c in ids), w,
+                        pd.Index(edges, name="window_start_ns"))
         b = b.reindex(columns=names)
         q = q.reindex(columns=names)
         b.columns.name = q.columns.name = by
@@ -690,35 +726,3 @@ def rebin_capture(path: str | os.PathLike, width_ns: int, **kwargs) -> tuple[pd.
     keep = (q & QUALITY_EMPTY).eq(0).any(axis=1).to_numpy()
     first = int(np.argmax(keep)) if keep.any() else len(keep)
     return b.iloc[first:], q.iloc[first:]
-
-
-# ----------------------------------------------------------------------------------------------
-# Small helpers for the CLI
-# ----------------------------------------------------------------------------------------------
-
-_UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
-             "min": 60_000_000_000}
-
-
-def parse_duration_ns(text: str) -> int:
-    """Parse "1ms", "5 ms", "100us", "1s", "0.5s", "250000ns" to integer ns.
-
-    A bare number is seconds. Raises ``ValueError`` naming the text on anything else or a
-    non-positive result.
-    """
-    s = str(text).strip().lower().replace(" ", "")
-    for unit in sorted(_UNITS_NS, key=len, reverse=True):
-        if s.endswith(unit):
-            num, mult = s[: -len(unit)], _UNITS_NS[unit]
-            break
-    else:
-        num, mult = s, 1_000_000_000
-    try:
-        v = float(num)
-    except ValueError:
-        raise ValueError(f"cannot read {text!r} as a duration (e.g. 1ms, 5ms, 100ms, 1s)") from None
-    ns = int(round(v * mult))
-    if ns <= 0:
-        raise ValueError(f"duration {text!r} must be positive")
-    return ns
-
