@@ -159,7 +159,7 @@ def run_analysis(outdir: Path, runs: list[DemoRun], *, log: Callable[[str], None
         if res.returncode != 0:
             raise DemoError(f"rdmascope inspect {run.capture} failed: {res.stderr.strip()}")
         lines.append(f"== {run.name}: {run.capture}")
-        lines.append(res.stdout.rstrip())
+        lines.extend(res.stdout.rstrip().splitlines())
         if run.player:
             lines.append(run.player)
         lines.append("requests (from requests.jsonl):")
