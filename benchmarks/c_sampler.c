@@ -4,7 +4,8 @@
  * clock_gettime(CLOCK_MONOTONIC) before and after a pread(fd, buf, 64, 0), parse the unsigned
  * integer, store (t_before, duration, value) in memory; sleeps to absolute deadlines
  * start + k * interval with clock_nanosleep(TIMER_ABSTIME); a late sweep skips the passed
- * deadlines (same rule as sampler/loop.py: more than interval/2 late = missed). Timer slack 1 ns.
+ * deadlines (same rule as sampler/loop.py: a deadline passed entirely before the loop
+ * gets to it is missed; the latest passed deadline is taken at once). Timer slack 1 ns.
  *
  * usage: c_sampler INTERVAL_NS DURATION_S FILE...
  * prints one JSON line: sweeps taken/missed, interval p50/p99/max (ns), CPU seconds, wall seconds.
@@ -60,7 +61,7 @@ int main(int argc, char **argv) {
     uint64_t *val = malloc(cap * sizeof(uint64_t));
     int64_t *starts = malloc((size_t)(n_deadlines + 1) * sizeof(int64_t));
     size_t pos = 0;
-    int64_t taken = 0, missed = 0, k = 0, tol = interval / 2;
+    int64_t taken = 0, missed = 0, k = 0;
     uint64_t checksum = 0;
     char buf[64];
     int64_t start = now_ns();
@@ -70,12 +71,12 @@ int main(int argc, char **argv) {
         if (t < deadline) {
             struct timespec ts = {deadline / 1000000000LL, deadline % 1000000000LL};
             while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR && !stop) {}
-        } else if (t - deadline > tol) {
+            t = now_ns();
+        }
+        if (t - deadline >= interval) { /* passed the next deadline(s): skip, count missed */
             int64_t m = (t - start) / interval;
-            if (t - (start + m * interval) > tol) m++;
             missed += m - k;
             k = m;
-            continue;
         }
         for (int i = 0; i < n; i++) {
             int64_t t0 = now_ns();

@@ -373,6 +373,10 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     pair = clock_pair()
     writer.manifest["start"] = {"realtime_ns": pair[0], "monotonic_ns": pair[1]}
     writer.manifest["clock_pairs"] = [list(pair)]
+    # Save the real start record now (the writer thread does it on its first message), not at the
+    # first handoff: a kill -9 before that handoff must not leave the create-time start, which
+    # precedes the warm-up and would make the capture claim sweeps it never took.
+    wt.put(SweepBuffers(), [])
 
     n_sweeps = None
     if opts.duration_s is not None:

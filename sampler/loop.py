@@ -1,13 +1,16 @@
 """The sampling schedule: absolute deadlines start + k * interval, no catch-up bursts.
 
-``run_schedule`` calls ``sweep(k)`` once per deadline k. A sweep that starts late is still taken
-as long as it is at most ``late_tolerance_ns`` (default half an interval) past its deadline;
-otherwise the deadlines that have passed are skipped and counted as missed, and the loop waits for
-the next one, so a stall never produces a burst of back-to-back sweeps.
+``run_schedule`` calls ``sweep(k)`` for deadline k, within k's own slot
+[start + k * interval, start + (k + 1) * interval). When the loop gets to deadline k only after the
+next deadline has passed too (a long sweep, a stall, a late wake-up), the passed deadlines are
+*missed*: skipped and counted, never made up; the latest passed one is taken at once. So a stall
+never produces a burst of back-to-back sweeps, a steady wake-up latency below one interval costs
+no sweep, and every deadline is either taken or missed exactly once.
 
 Waiting is ``sleep`` until ``spin_ns`` before the deadline, then a busy spin on ``clock`` (set
-``spin_ns=0`` to sleep straight to the deadline). Clock and sleep are injectable: tests run the
-loop on a fake clock (see ``tests/test_loop.py``), like pyinstrument's ``fake_time_util``.
+``spin_ns=0``, the default, to sleep straight to the deadline). Clock and sleep are injectable:
+tests run the loop on a fake clock (see ``tests/test_loop.py``), like pyinstrument's
+``fake_time_util``.
 
 Also here: best-effort timer slack reduction (``prctl(PR_SET_TIMERSLACK, 1)``), CPU affinity and
 SCHED_FIFO priority for the sampling thread.
@@ -41,21 +44,19 @@ def run_schedule(sweep: Callable[[int], None], interval_ns: int, *,
                  sleep: Callable[[float], None] = time.sleep,
                  start_ns: int | None = None,
                  spin_ns: int = 0,
-                 late_tolerance_ns: int | None = None,
                  max_sweeps: int | None = None,
                  stats: ScheduleStats | None = None) -> ScheduleStats:
     """Call ``sweep(k)`` at deadlines ``start_ns + k * interval_ns`` until ``should_stop()``.
 
     ``clock`` returns int ns (CLOCK_MONOTONIC); ``sleep`` takes seconds. ``start_ns`` defaults to
-    ``clock()``, so sweep 0 runs at once. ``should_stop`` is checked before every wait. A deadline
-    k is *missed* when the loop reaches it more than ``late_tolerance_ns`` (default interval/2)
-    late: it is skipped, never made up. ``max_sweeps`` bounds the sweeps taken (tests).
-    ``stats`` (updated in place, also returned) lets another thread watch progress.
-    Raises ``ValueError`` for a non-positive interval.
+    ``clock()``, so sweep 0 runs at once. ``should_stop`` is checked before every wait. Sweep k
+    starts in [deadline k, deadline k+1); deadlines passed entirely are counted in
+    ``stats.missed`` and skipped (the latest passed deadline is taken at once). ``max_sweeps``
+    bounds the sweeps taken (tests). ``stats`` (updated in place, also returned) lets another
+    thread watch progress. Raises ``ValueError`` for a non-positive interval.
     """
     if interval_ns <= 0:
         raise ValueError(f"interval_ns must be > 0, got {interval_ns}")
-    tol = interval_ns // 2 if late_tolerance_ns is None else late_tolerance_ns
     st = stats if stats is not None else ScheduleStats()
     start = clock() if start_ns is None else start_ns
     st.start_ns = start
@@ -72,16 +73,12 @@ def run_schedule(sweep: Callable[[int], None], interval_ns: int, *,
             now = clock()
             while now < deadline:
                 now = clock()
-        elif now - deadline > tol:
-            # Late: skip every deadline that passed (and the current one if we are already too
-            # late for it); count them as missed. No catch-up burst.
+        if now - deadline >= interval_ns:
+            # The next deadline(s) passed too: skip to the latest passed one and count the
+            # skipped ones as missed. No catch-up burst.
             m = (now - start) // interval_ns
-            if now - (start + m * interval_ns) > tol:
-                m += 1
             st.missed += m - k
             k = m
-            st.next_k = k
-            continue  # wait for deadline k (or take it: it is within tolerance)
         sweep(k)
         st.taken += 1
         k += 1

@@ -1,0 +1,203 @@
+"""``rdmascope inspect``: print a capture's metadata, time span, sampling quality and gaps.
+
+Uses only ``rdmascope.capture`` + pyarrow/numpy (no pandas), so it runs on a lean sampler install.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from rdmascope.cli.common import echo_json
+
+#: At most this many gaps are listed one by one (all are counted).
+MAX_GAPS_LISTED = 20
+
+
+def summarize_capture(path: str) -> dict[str, Any]:
+    """Summarize a capture as a JSON-able dict (metadata, span, rows, quality, gaps).
+
+    Sampling quality comes from the manifest's ``audit``; when it is missing (the recorder was
+    killed) it is computed from the readings: sweeps taken = distinct sweep numbers, missed =
+    the sweep numbers absent between the first and the last, intervals = differences of each
+    sweep's earliest ``t_before_ns``. Gaps are ranges of absent sweep numbers (sweep k's
+    deadline is ``start.monotonic_ns + k * interval_ns``, capture.py). Raises
+    ``rdmascope.capture.CaptureError`` subclasses for an unreadable capture.
+    """
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from rdmascope.capture import STATUS_NAMES, read_capture
+
+    raw = read_capture(path)
+    m = raw.manifest
+    t = raw.table
+    interval = int(m["interval_ns"])
+    counters = m["counters"]
+    out: dict[str, Any] = {
+        "path": str(raw.path),
+        "format_version": m["format_version"],
+        "capture_id": m.get("capture_id"),
+        "writer": m.get("writer"),
+        "sampler_version": m.get("sampler_version"),
+        "host": m.get("host"),
+        "kernel": m.get("kernel"),
+        "command_line": m.get("command_line"),
+        "sysfs_root": m.get("sysfs_root"),
+        "interval_ns": interval,
+        "clean_end": raw.clean_end,
+        "start": m.get("start"),
+        "stop": m.get("stop"),
+        "clock_pairs": len(m.get("clock_pairs") or []),
+        "devices": [
+            {"name": d.get("name"), "pci": d.get("pci"), "netdevs": d.get("netdevs"),
+             "ports": [{"port": p.get("port"), "rate": p.get("rate"),
+                        "rate_gbps": p.get("rate_gbps"), "link_layer": p.get("link_layer"),
+                        "state": p.get("state")} for p in d.get("ports", [])]}
+            for d in m.get("devices") or []
+        ],
+        "files": [str(f.relative_to(raw.path)) for f in raw.files],
+        "live_rows": raw.live_rows,
+        "truncated_live": [str(f) for f in raw.truncated_live],
+        "rows": t.num_rows,
+    }
+    cid = t["counter_id"].to_numpy()
+    status = t["status"].to_numpy()
+    sweep = t["sweep"].to_numpy()
+    tb = t["t_before_ns"].to_numpy()
+    per_counter = []
+    for i, c in enumerate(counters):
+        sel = cid == i
+        st = status[sel]
+        by_status = {STATUS_NAMES.get(int(s), str(int(s))): int(n)
+                     for s, n in zip(*np.unique(st, return_counts=True))}
+        per_counter.append({"counter_id": i, "device": c["device"], "port": c["port"],
+                            "name": c["name"], "unit": c["unit"], "rows": int(sel.sum()),
+                            "by_status": by_status})
+    out["counters"] = per_counter
+    out["unavailable"] = [
+        {"counter_id": e.get("counter_id"), "kind": e.get("kind"), "message": e.get("message"),
+         "t_ns": e.get("t_ns")}
+        for e in m.get("events") or []
+    ]
+    if t.num_rows:
+        t0, t1 = int(pc.min(t["t_before_ns"]).as_py()), int(pc.max(t["t_before_ns"]).as_py())
+        out["span"] = {"first_t_ns": t0, "last_t_ns": t1, "duration_s": (t1 - t0) / 1e9}
+        sweeps = np.unique(sweep)
+        # earliest t_before of each sweep (rows are sorted by counter, then sweep)
+        starts = np.full(sweeps.size, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(starts, np.searchsorted(sweeps, sweep), tb)
+        d = np.diff(sweeps)
+        gi = np.nonzero(d > 1)[0]
+        start_ns = int((m.get("start") or {}).get("monotonic_ns") or 0)
+        gaps = [{"first_missed_sweep": int(sweeps[j] + 1), "last_missed_sweep": int(sweeps[j + 1] - 1),
+                 "missed": int(d[j] - 1),
+                 "from_s": (int(sweeps[j] + 1) * interval) / 1e9,
+                 "gap_ms": (int(starts[j + 1]) - int(starts[j])) / 1e6}
+                for j in gi]
+        out["gaps"] = {"count": len(gaps), "missed_sweeps": int((d - 1)[gi].sum()),
+                       "longest_ms": max((g["gap_ms"] for g in gaps), default=0.0),
+                       "list": gaps[:MAX_GAPS_LISTED], "start_monotonic_ns": start_ns}
+    else:
+        out["span"] = None
+        out["gaps"] = {"count": 0, "missed_sweeps": 0, "longest_ms": 0.0, "list": []}
+    audit = m.get("audit")
+    if audit:
+        out["quality"] = {"source": "audit", **audit}
+    elif t.num_rows:
+        iv = np.diff(starts)
+        n_dead = int(sweeps[-1] - sweeps[0] + 1) if sweeps.size else 0
+        out["quality"] = {
+            "source": "computed from readings (no audit: unclean end)",
+            "sweeps_taken": int(sweeps.size),
+            "sweeps_missed": n_dead - int(sweeps.size),
+            "sweeps_taken_pct": 100.0 * sweeps.size / n_dead if n_dead else None,
+            "interval_ns": {"p50": float(np.percentile(iv, 50)) if iv.size else None,
+                            "p99": float(np.percentile(iv, 99)) if iv.size else None,
+                            "max": int(iv.max()) if iv.size else None},
+            "read_duration_ns": [
+                {"counter_id": i, "device": c["device"], "port": c["port"], "name": c["name"],
+                 **_pcts(t["read_duration_ns"].to_numpy()[(cid == i) & (status == 0)])}
+                for i, c in enumerate(counters)],
+        }
+    else:
+        out["quality"] = None
+    return out
+
+
+def _pcts(a) -> dict[str, float | None]:
+    import numpy as np
+
+    if a.size == 0:
+        return {"p50": None, "p99": None, "max": None}
+    return {"p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)),
+            "max": int(a.max())}
+
+
+def _print(s: dict[str, Any]) -> None:
+    from rdmascope.sampler.daemon import format_audit
+
+    e = click.echo
+    e(f"capture {s['path']}  (format v{s['format_version']}, writer {s['writer']} "
+      f"{s.get('sampler_version') or ''}, id {s['capture_id']})")
+    e(f"host {s['host']}  kernel {s['kernel']}  sysfs {s['sysfs_root']}")
+    e(f"interval {s['interval_ns'] / 1e6:g} ms   clock pairs {s['clock_pairs']}")
+    if s["span"]:
+        e(f"span {s['span']['duration_s']:.3f} s  ({s['rows']} readings in "
+          f"{len(s['files'])} file(s), {s['live_rows']} from live segments)")
+    else:
+        e("span: no readings")
+    if not s["clean_end"]:
+        e("UNCLEAN END: the manifest has no stop record (recorder killed or still running)")
+    for f in s["truncated_live"]:
+        e(f"truncated live segment (tail cut, earlier rows kept): {f}")
+    for d in s["devices"]:
+        ports = ", ".join(f"port {p['port']} {p['link_layer']} {p['rate']}" for p in d["ports"])
+        e(f"device {d['name']}  pci {d['pci']}  netdevs {', '.join(d['netdevs'] or []) or '-'}  "
+          f"{ports}")
+    e("counters:")
+    for c in s["counters"]:
+        where = c["device"] + (f"/{c['port']}" if c["port"] is not None else "")
+        st = ", ".join(f"{k} {v}" for k, v in c["by_status"].items())
+        e(f"  [{c['counter_id']}] {where} {c['name']} ({c['unit']}): {c['rows']} rows ({st})")
+    q = s["quality"]
+    if q:
+        e(f"sampling quality ({q['source']}):")
+        if q["source"] == "audit":
+            e("  " + format_audit(q).replace("\n", "\n  "))
+        else:
+            iv = q["interval_ns"]
+            e(f"  sweeps: {q['sweeps_taken']} taken, {q['sweeps_missed']} missed")
+            if iv["p50"] is not None:
+                e(f"  interval: p50 {iv['p50'] / 1e3:.1f} us, p99 {iv['p99'] / 1e3:.1f} us, "
+                  f"max {iv['max'] / 1e3:.1f} us")
+    if s["unavailable"]:
+        e("events:")
+        for ev in s["unavailable"]:
+            e(f"  {ev['kind']}: counter {ev['counter_id']}: {ev['message']}")
+    g = s["gaps"]
+    e(f"gaps: {g['count']} ({g['missed_sweeps']} missed sweeps, longest "
+      f"{g['longest_ms']:.2f} ms between sweeps)")
+    for x in g["list"]:
+        e(f"  sweeps {x['first_missed_sweep']}..{x['last_missed_sweep']} ({x['missed']} missed) "
+          f"at {x['from_s']:.3f} s: {x['gap_ms']:.2f} ms between sweeps")
+    if g["count"] > len(g["list"]):
+        e(f"  ... and {g['count'] - len(g['list'])} more")
+
+
+@click.command(name="inspect")
+@click.argument("capture", type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def command(capture: str, as_json: bool) -> None:
+    """Print a capture's metadata, time span, row counts, sampling quality and gaps."""
+    from rdmascope.capture import CaptureError
+
+    try:
+        s = summarize_capture(capture)
+    except CaptureError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        echo_json(s)
+    else:
+        _print(s)
