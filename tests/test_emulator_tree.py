@@ -200,3 +200,28 @@ def test_emulate_in_place_writes_are_never_seen_torn(tmp_path):
     assert v.size > 100_000 and np.unique(v).size > 50
     assert (np.diff(v) >= 0).all()
     assert ((v - 10**12) % 999_999 == 0).all()  # no mix of two values' digits
+
+
+def test_serve_stops_on_sigint_and_logs_the_finished_requests(tmp_path):
+    import json
+    import signal
+
+    root = tmp_path / "sys"
+    # demo at speed 2: P1 ends ~1.5 s after the start, P2 ~6 s later
+    proc, t0 = _serve(root, "--scenario", "demo", "--speed", "2", "--out", str(tmp_path))
+    try:
+        time.sleep(max(0.0, (t0 - time.perf_counter_ns()) / 1e9) + 3.0)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "stopped by SIGINT" in err
+    recs = [json.loads(ln) for ln in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    assert [r["request_id"] for r in recs] == ["P1-r1-0"]
+    truth = json.loads((tmp_path / "truth.json").read_text())
+    assert truth["speed"] == 2.0 and truth["live"]["completed"] is False
+    # times are real CLOCK_MONOTONIC seconds: model times / speed after the start
+    assert recs[0]["t_send"] == pytest.approx((t0 + 0.5e9 / 2) / 1e9, abs=1e-6)
+    remove_tree(root)

@@ -6,24 +6,28 @@ import sys
 
 import click
 
-SCENARIO_HELP = ("Scenario: P1..P6 (the study's tests: warm-up + 3 rounds, 1,024 output tokens) "
+SCENARIO_HELP = ("Scenario: P1..P6 (the study's tests: warm-up + 3 rounds, 1,024 output tokens), "
                  "demo (P1 then P2, 64 output tokens) or single4k (one 4,096-token prompt, ~4 s).")
 
 
 def _scenario_options(f):
-    f = click.option("--scenario", default="demo", show_default=True, help=SCENARIO_HELP)(f)
-    f = click.option("--link", type=click.Choice(["200", "emulated100"]), default="200",
+    options = [
+        click.option("--scenario", default="demo", show_default=True, help=SCENARIO_HELP),
+        click.option("--link", type=click.Choice(["200", "emulated100"]), default="200",
                      show_default=True,
-                     help="200: NCCL uses both twins; emulated100: only the first twin.")(f)
-    f = click.option("--tcp-fallback", is_flag=True,
+                     help="200: NCCL uses both twins; emulated100: only the first twin."),
+        click.option("--tcp-fallback", is_flag=True,
                      help="The collective falls back to TCP: netdev bytes move, RDMA counters "
-                          "stay flat.")(f)
-    f = click.option("--seed", type=int, default=0, show_default=True,
-                     help="Seed of the model's jitter (deterministic output).")(f)
-    f = click.option("--output-tokens", type=int, default=None,
-                     help="Override the output tokens of every request.")(f)
-    f = click.option("--rounds", type=int, default=None,
-                     help="Measured rounds of a P1..P6 scenario (drops the warm-up).")(f)
+                          "stay flat."),
+        click.option("--seed", type=int, default=0, show_default=True,
+                     help="Seed of the model's jitter (deterministic output)."),
+        click.option("--output-tokens", type=int, default=None,
+                     help="Override the output tokens of every request."),
+        click.option("--rounds", type=int, default=None,
+                     help="Measured rounds of a P1..P6 scenario (drops the warm-up)."),
+    ]
+    for opt in reversed(options):  # click lists options in the order they wrap the function
+        f = opt(f)
     return f
 
 
