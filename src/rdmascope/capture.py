@@ -467,6 +467,7 @@ def write_segment(table: pa.Table, path: str | os.PathLike) -> None:
         column_encoding=_PARQUET_ENCODINGS,
         row_group_size=1 << 20,
         write_statistics=["counter_id", "sweep", "t_before_ns"],
+        write_page_checksum=True,  # a flipped byte in a data page is an error, never a value
     )
 
 
@@ -637,17 +638,19 @@ def read_capture(path: str | os.PathLike, *, columns: list[str] | None = None) -
     manifest = read_manifest(p)
     segs, lives = list_capture_files(p)
     tables: list[pa.Table] = []
+    table_files: list[Path] = []
     for s in segs:
         try:
-            pf = pq.ParquetFile(s)
+            pf = pq.ParquetFile(s, page_checksum_verification=True)
             _check_schema(s, pf.schema_arrow)
             t = pf.read()
         except CaptureError:
             raise
-        except (pa.ArrowException, OSError) as exc:
+        except (pa.ArrowException, OSError, ValueError) as exc:  # ValueError: undecodable footer
             raise CorruptSegmentError(s, f"cannot read Parquet segment ({exc}); the file is "
                                          "truncated or corrupted") from exc
         tables.append(t.select(list(COLUMNS)).cast(SAMPLE_SCHEMA))
+        table_files.append(s)
     live_rows = 0
     truncated: list[Path] = []
     for lf in lives:
@@ -658,6 +661,8 @@ def read_capture(path: str | os.PathLike, *, columns: list[str] | None = None) -
             t = pa.Table.from_batches(batches).select(list(COLUMNS)).cast(SAMPLE_SCHEMA)
             live_rows += t.num_rows
             tables.append(t)
+            table_files.append(lf)
+    files = segs + lives
     table = pa.concat_tables(tables) if tables else empty_table()
     if table.num_rows:
         table = table.sort_by([("counter_id", "ascending"), ("sweep", "ascending")])
@@ -666,10 +671,36 @@ def read_capture(path: str | os.PathLike, *, columns: list[str] | None = None) -
             raise CaptureSchemaError(
                 p, f"readings use counter_id {max_id} but the manifest lists only "
                    f"{len(manifest['counters'])} counters")
+        _check_unique_readings(p, table, table_files, tables)
     if columns is not None:
         table = table.select(columns)
-    return RawCapture(path=p, manifest=manifest, table=table, files=segs + lives,
+    return RawCapture(path=p, manifest=manifest, table=table, files=files,
                       live_rows=live_rows, truncated_live=truncated)
+
+
+def _check_unique_readings(path: Path, table: pa.Table, files: list[Path],
+                           tables: list[pa.Table]) -> None:
+    """Raise ``CaptureSchemaError`` if a (counter_id, sweep) is stored twice (``table`` sorted).
+
+    Each reading is stored once; a repeat means files of different captures were mixed in one
+    directory (e.g. two nodes' segments copied together). The message names the files holding it.
+    """
+    import numpy as np
+
+    cid = table["counter_id"].to_numpy()
+    sweep = table["sweep"].to_numpy()
+    dup = np.flatnonzero((cid[1:] == cid[:-1]) & (sweep[1:] == sweep[:-1]))
+    if not dup.size:
+        return
+    c, k = int(cid[dup[0]]), int(sweep[dup[0]])
+    holders = [f.name if f.parent == path else f"{f.parent.name}/{f.name}"
+               for f, t in zip(files, tables, strict=True)
+               if pa.compute.any(pa.compute.and_(pa.compute.equal(t["counter_id"], c),
+                                                 pa.compute.equal(t["sweep"], k))).as_py()]
+    raise CaptureSchemaError(
+        path, f"{dup.size} reading(s) are stored twice (first: counter_id {c}, sweep {k}, in "
+              f"{', '.join(holders)}); the directory mixes files of different captures (e.g. "
+              "from two hosts); keep one capture per directory")
 
 
 def iter_capture_batches(path: str | os.PathLike, *, batch_rows: int = 1 << 20):
@@ -684,12 +715,12 @@ def iter_capture_batches(path: str | os.PathLike, *, batch_rows: int = 1 << 20):
     segs, lives = list_capture_files(p)
     for s in segs:
         try:
-            pf = pq.ParquetFile(s)
+            pf = pq.ParquetFile(s, page_checksum_verification=True)
             _check_schema(s, pf.schema_arrow)
             yield from pf.iter_batches(batch_size=batch_rows, columns=list(COLUMNS))
         except CaptureError:
             raise
-        except (pa.ArrowException, OSError) as exc:
+        except (pa.ArrowException, OSError, ValueError) as exc:
             raise CorruptSegmentError(s, f"cannot read Parquet segment ({exc})") from exc
     for lf in lives:
         batches, _ = _read_live(lf)
