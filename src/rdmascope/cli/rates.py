@@ -18,7 +18,12 @@ def _capture_rows(path) -> int:
     from rdmascope.capture import list_capture_files
 
     segs, lives = list_capture_files(path)
-    n = sum(pq.ParquetFile(s).metadata.num_rows for s in segs)
+    n = 0
+    for s in segs:
+        try:
+            n += pq.ParquetFile(s).metadata.num_rows
+        except (OSError, ValueError):  # ArrowInvalid is a ValueError; the reader names the file
+            pass
     return n + sum(f.stat().st_size // 40 for f in lives)  # live rows: ~40 bytes each in IPC
 
 
