@@ -71,7 +71,7 @@ def summarize_capture(path: str) -> dict[str, Any]:
         sel = cid == i
         st = status[sel]
         by_status = {STATUS_NAMES.get(int(s), str(int(s))): int(n)
-                     for s, n in zip(*np.unique(st, return_counts=True))}
+                     for s, n in zip(*np.unique(st, return_counts=True), strict=True)}
         per_counter.append({"counter_id": i, "device": c["device"], "port": c["port"],
                             "name": c["name"], "unit": c["unit"], "rows": int(sel.sum()),
                             "by_status": by_status})

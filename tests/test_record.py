@@ -1,0 +1,282 @@
+"""The real recorder in subprocesses: duration, SIGTERM, kill -9, refusals, write errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rdmascope.sampler.faketree import build_device, write_in_place
+
+from rdmascope.capture import STATUS_MISSING, STATUS_OK, read_capture
+
+MS = 1_000_000
+
+
+@pytest.fixture
+def tree(tmp_path):
+    root = tmp_path / "sys"
+    build_device(root, "rocep1s0f1", pci="0000:01:00.1", netdev="enp1s0f1np1")
+    build_device(root, "roceP2p1s0f1", pci="0002:01:00.1", netdev="enP2p1s0f1np1")
+    return root
+
+
+def rdmascope(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "rdmascope", *map(str, args)],
+                          capture_output=True, text=True, timeout=120, **kw)
+
+
+def start_record(out, tree, *extra):
+    return subprocess.Popen([sys.executable, "-m", "rdmascope", "record", "-o", str(out),
+                             "--sysfs-root", str(tree), *map(str, extra)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_rows(out, min_rows, timeout=30.0):
+    """Wait until the capture has at least min_rows readings on disk."""
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        if (out / "manifest.json").exists():
+            try:
+                if read_capture(out).table.num_rows >= min_rows:
+                    return
+            except Exception:  # manifest being replaced, live file mid-write
+                pass
+        time.sleep(0.1)
+    raise AssertionError(f"no {min_rows} rows in {out} after {timeout} s")
+
+
+def test_duration_record_with_changing_counters(tree, tmp_path):
+    """Counters change while recording: every value read is one that was written, in order."""
+    f = tree / "class/infiniband/rocep1s0f1/ports/1/counters/port_xmit_data"
+    written = []
+    stop = threading.Event()
+
+    def writer():
+        v = 1000
+        while not stop.is_set():
+            v += 12345
+            write_in_place(f, v)
+            written.append(v)
+            time.sleep(0.002)
+
+    th = threading.Thread(target=writer)
+    th.start()
+    out = tmp_path / "cap"
+    try:
+        r = rdmascope("record", "-o", out, "--sysfs-root", tree, "--duration", "1.5s",
+                      "--netdev-stats", "--counters", "port_xmit_packets")
+    finally:
+        stop.set()
+        th.join()
+    assert r.returncode == 0, r.stderr
+    assert "sweeps:" in r.stderr and "stopped (duration)" in r.stderr
+    cap = read_capture(out)
+    m = cap.manifest
+    assert cap.clean_end and m["interval_ns"] == MS
+    names = [(c["device"], c["name"]) for c in m["counters"]]
+    assert names[:3] == [("roceP2p1s0f1", "port_xmit_data"), ("roceP2p1s0f1", "port_rcv_data"),
+                         ("roceP2p1s0f1", "port_xmit_packets")]
+    assert ("roceP2p1s0f1", "tx_bytes") in names and len(names) == 10
+    audit = m["audit"]
+    # 1.5 s at 1 ms: 1500 deadlines, each taken or missed
+    assert audit["sweeps_taken"] + audit["sweeps_missed"] == 1500
+    t = cap.table
+    assert t.num_rows == audit["sweeps_taken"] * len(names)
+    cid = names.index(("rocep1s0f1", "port_xmit_data"))
+    sel = t.filter(np.asarray(t["counter_id"]) == cid)
+    vals = sel["value"].to_numpy()
+    assert set(vals.tolist()) <= set(written) | {1001}
+    assert np.all(np.diff(vals.astype(np.int64)) >= 0)
+    assert len(set(vals.tolist())) > 50  # the changes were seen
+    # each reading's bracket is non-negative and the timestamps follow the sweep order
+    assert np.all(np.diff(sel["t_before_ns"].to_numpy()) > 0)
+    start = m["start"]["monotonic_ns"]
+    sw = sel["sweep"].to_numpy()
+    lag = sel["t_before_ns"].to_numpy() - (start + sw * MS)
+    assert lag.min() >= 0  # never before the deadline
+    assert len(m["clock_pairs"]) >= 2 and m["stop"] is not None
+    # devices are recorded with rate strings and netdevs
+    d0 = m["devices"][0]
+    assert d0["ports"][0]["rate"] == "200 Gb/sec (4X HDR)" and d0["netdevs"] == ["enP2p1s0f1np1"]
+
+
+def test_sigterm_stops_cleanly(tree, tmp_path):
+    out = tmp_path / "cap"
+    p = start_record(out, tree)
+    try:
+        wait_for_rows(out, 4 * 500)
+        time.sleep(0.5)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    assert p.returncode == 0, err
+    assert "stopped (SIGTERM)" in err and "sweeps:" in err
+    cap = read_capture(out)
+    a = cap.manifest["audit"]
+    assert cap.clean_end and a["stopped_by"] == "SIGTERM"
+    assert cap.table.num_rows == 4 * a["sweeps_taken"]
+    assert cap.live_rows == 0  # the last live segment was rolled into Parquet
+    # every deadline up to the last sweep is counted once, as taken or missed
+    last_sweep = int(np.max(cap.table["sweep"].to_numpy()))
+    assert a["sweeps_taken"] + a["sweeps_missed"] == last_sweep + 1
+    assert a["sweeps_taken"] == np.unique(cap.table["sweep"].to_numpy()).size
+    stop = cap.manifest["stop"]["monotonic_ns"]
+    assert 0 < stop - int(np.max(cap.table["t_before_ns"].to_numpy())) < 1_000_000_000
+
+
+def test_kill_9_loses_at_most_the_last_second(tree, tmp_path):
+    out = tmp_path / "cap"
+    p = start_record(out, tree)
+    try:
+        wait_for_rows(out, 4 * 1500)
+        time.sleep(0.3)
+        t_kill = time.perf_counter_ns()  # same clock as the capture
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=30)
+    finally:
+        p.kill()
+    cap = read_capture(out)  # everything on disk loads
+    m = cap.manifest
+    assert not cap.clean_end and m["audit"] is None
+    start = m["start"]["monotonic_ns"]
+    sweeps_elapsed = (t_kill - start) // MS
+    t = cap.table
+    per_counter = np.bincount(np.asarray(t["counter_id"]), minlength=4)
+    assert len(set(per_counter.tolist())) == 1  # whole sweeps only
+    last_t = int(np.max(t["t_before_ns"].to_numpy()))
+    assert t_kill - last_t <= 1_000_000_000  # at most the last second is lost
+    sweeps = np.unique(t["sweep"].to_numpy())
+    # every sweep before the last second that the recorder took is there: taken + missed covers
+    # the deadlines up to the last stored sweep (misses are only scheduling misses)
+    assert sweeps[-1] >= sweeps_elapsed - 1000
+    assert sweeps.size >= 0.9 * (sweeps[-1] + 1)
+    r = rdmascope("inspect", out)
+    assert r.returncode == 0, r.stderr
+    assert "UNCLEAN END" in r.stdout and "computed from readings" in r.stdout
+    s = json.loads(rdmascope("inspect", out, "--json").stdout)
+    assert s["quality"]["sweeps_taken"] == sweeps.size
+    assert s["quality"]["sweeps_missed"] == int(sweeps[-1] - sweeps[0] + 1 - sweeps.size)
+    assert s["rows"] == t.num_rows
+
+
+def test_second_record_into_existing_capture_is_refused(tree, tmp_path):
+    out = tmp_path / "cap"
+    assert rdmascope("record", "-o", out, "--sysfs-root", tree, "--duration", "0.2s").returncode == 0
+    before = (out / "manifest.json").read_bytes()
+    r = rdmascope("record", "-o", out, "--sysfs-root", tree, "--duration", "0.2s")
+    assert r.returncode != 0
+    assert "already exists" in r.stderr and "--force" in r.stderr
+    assert (out / "manifest.json").read_bytes() == before  # untouched
+    r = rdmascope("record", "-o", out, "--sysfs-root", tree, "--duration", "0.2s", "--force")
+    assert r.returncode == 0, r.stderr
+    assert (out / "manifest.json").read_bytes() != before
+
+
+def test_unwritable_output_is_a_clear_error(tree, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    r = rdmascope("record", "-o", blocker / "cap", "--sysfs-root", tree, "--duration", "0.2s")
+    assert r.returncode != 0
+    assert "cannot create capture directory" in r.stderr and str(blocker) in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_disk_full_stops_cleanly_and_keeps_what_was_written(tree, tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root / CAP_SYS_ADMIN)")
+    try:
+        out = mnt / "cap"
+        # 8 counters at 0.2 ms: ~1.5 MB/s in the live segment, fills 2 MiB in about 1.5 s
+        r = rdmascope("record", "-o", out, "--sysfs-root", tree, "--interval", "200us",
+                      "--netdev-stats", "--duration", "60s")
+        assert r.returncode != 0
+        assert "write error" in r.stderr and "No space left on device" in r.stderr
+        assert "sweeps:" in r.stderr  # the audit is still printed
+        assert "Traceback" not in r.stderr
+        cap = read_capture(out)  # what was written loads
+        assert cap.table.num_rows > 0
+        assert "stopped (write_error)" in r.stderr
+        # with the disk full even the final manifest cannot be rewritten: the previous one stays
+        # valid (atomic rename) and says "no stop record"
+        if cap.manifest["stop"] is None:
+            assert cap.manifest["audit"] is None
+        else:
+            assert cap.manifest["audit"]["stopped_by"] == "write_error"
+        # whole sweeps only, in order
+        per_counter = np.bincount(np.asarray(cap.table["counter_id"]), minlength=8)
+        assert len(set(per_counter.tolist())) == 1
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_missing_counter_marked_unavailable_others_go_on(tree, tmp_path):
+    (tree / "class/infiniband/rocep1s0f1/ports/1/counters/port_xmit_wait").unlink()
+    out = tmp_path / "cap"
+    r = rdmascope("record", "-o", out, "--sysfs-root", tree, "--duration", "0.3s",
+                  "--counters", "port_xmit_wait")
+    assert r.returncode == 0, r.stderr
+    cap = read_capture(out)
+    names = [(c["device"], c["name"]) for c in cap.counters]
+    bad = names.index(("rocep1s0f1", "port_xmit_wait"))
+    ev = [e for e in cap.manifest["events"] if e["counter_id"] == bad]
+    assert len(ev) == 1 and ev[0]["kind"] == "unavailable" and "missing" in ev[0]["message"]
+    t = cap.table
+    cid = np.asarray(t["counter_id"])
+    st = np.asarray(t["status"])
+    assert set(st[cid == bad].tolist()) == {STATUS_MISSING}
+    assert t.filter(cid == bad)["value"].null_count == int((cid == bad).sum())
+    assert set(st[cid != bad].tolist()) == {STATUS_OK}
+    s = rdmascope("inspect", out).stdout
+    assert "port_xmit_wait" in s and "missing" in s
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--interval", "50us"], "outside the allowed range"),
+    (["--interval", "2s"], "outside the allowed range"),
+    (["--interval", "fast"], "is not a duration"),
+    (["--device", "mlx5_7"], "unknown device(s) mlx5_7"),
+])
+def test_bad_arguments(tree, tmp_path, args, msg):
+    r = rdmascope("record", "-o", tmp_path / "cap", "--sysfs-root", tree, "--duration", "0.1s",
+                  *args)
+    assert r.returncode != 0 and msg in r.stderr
+    assert not (tmp_path / "cap").exists()
+
+
+def test_no_infiniband_dir(tmp_path):
+    r = rdmascope("record", "-o", tmp_path / "cap", "--sysfs-root", tmp_path, "--duration", "1s")
+    assert r.returncode != 0 and "class/infiniband: no such directory" in r.stderr
+
+
+def test_device_selection_and_status_line(tree, tmp_path):
+    out = tmp_path / "cap"
+    r = rdmascope("record", "-o", out, "--sysfs-root", tree, "--duration", "1.6s",
+                  "--device", "rocep1s0f1", "--status")
+    assert r.returncode == 0, r.stderr
+    cap = read_capture(out)
+    assert {c["device"] for c in cap.counters} == {"rocep1s0f1"}
+    assert "rocep1s0f1: tx    0.00 rx    0.00  Gb/s" in r.stderr  # constant counters
+
+
+def test_devices_command(tree):
+    r = rdmascope("devices", "--sysfs-root", tree, "--json")
+    assert r.returncode == 0
+    d = json.loads(r.stdout)
+    assert [x["name"] for x in d["devices"]] == ["roceP2p1s0f1", "rocep1s0f1"]
+    r = rdmascope("devices", "--sysfs-root", tree)
+    assert "rocep1s0f1  pci 0000:01:00.1  netdevs enp1s0f1np1" in r.stdout
+    assert "rate 200 Gb/s" in r.stdout
+    r = rdmascope("devices", "--sysfs-root", Path(tree) / "nowhere")
+    assert r.returncode != 0 and "no such directory" in r.stderr
