@@ -172,9 +172,27 @@ while time.monotonic() < end:
 """
 
 
-def test_emulate_in_place_writes_are_never_seen_torn(tmp_path):
-    """The player's mechanism (pwrite at offset 0, growing values) under a reader re-reading an
-    open descriptor with pread, both flat out: every value read is one the writer wrote whole."""
+def _is_byte_mix(t: int, step: int = 999_999, base: int = 10**12) -> bool:
+    """True when ``t``'s digits each come from one of two consecutive written values."""
+    n = (t - base) // step
+    for m in (n - 1, n, n + 1):
+        a, b = str(base + m * step), str(base + (m + 1) * step)
+        s = str(t)
+        if len(a) == len(b) == len(s) and all(c in (x, y) for c, x, y in zip(s, a, b, strict=True)):
+            return True
+    return False
+
+
+def test_emulate_in_place_writes_torn_reads_are_rare_kernel_races(tmp_path):
+    """The player's mechanism (pwrite at offset 0, growing values) against a reader re-reading an
+    open descriptor with pread, both flat out on tmpfs.
+
+    tmpfs does not serialise a read against a concurrent write of the same bytes, so a read can
+    (rarely) return a mix of two consecutive values' digits. Measured here: about 1 such read per
+    5 million reads while the writer rewrites the file ~700,000 times per second; at the player's
+    4 kHz that is ~175x rarer (hours between occurrences at 1 kHz sampling). This test bounds the
+    rate and proves every odd value is exactly such a mix (not a logic error of the writer).
+    """
     shm = Path("/dev/shm")
     base = shm if shm.is_dir() and os.access(shm, os.W_OK) else tmp_path
     path = base / f"rdmascope-tear-{os.getpid()}"
@@ -198,8 +216,11 @@ def test_emulate_in_place_writes_are_never_seen_torn(tmp_path):
     # on an idle 2-core machine the two run in parallel and the reader sees ~10^5 distinct values;
     # when other jobs load the cores they are time-sliced and it sees only a few hundred
     assert v.size > 100_000 and np.unique(v).size > 50
-    assert (np.diff(v) >= 0).all()
-    assert ((v - 10**12) % 999_999 == 0).all()  # no mix of two values' digits
+    odd = v[(v - 10**12) % 999_999 != 0]
+    assert odd.size <= max(2, v.size // 100_000), f"{odd.size} torn reads of {v.size}"
+    assert all(_is_byte_mix(int(t)) for t in odd)
+    # every decrease is caused by such a torn read
+    assert (np.diff(v[(v - 10**12) % 999_999 == 0]) >= 0).all()
 
 
 def test_serve_stops_on_sigint_and_logs_the_finished_requests(tmp_path):

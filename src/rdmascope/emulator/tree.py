@@ -25,10 +25,13 @@ the coming tick period, so a read at time t returns the model at a time within h
 remain (no truncate needed). Unchanged values are not rewritten (idle counters cost nothing).
 The tree belongs on tmpfs (``/dev/shm``, the default root): no disk I/O, page-cache-only writes.
 
-Residual risk, stated honestly: tmpfs does not serialise a ``read`` against a concurrent ``pwrite`` of
-the same bytes, so a read overlapping a write by nanoseconds could see a mix of old and new digits.
-``tests/test_emulator_tree.py`` hammers a file with a reader and the player for a few seconds and
-asserts that no non-monotonic value is seen; `rdmascope record` would flag such a reading as a reset.
+Residual risk, measured: tmpfs does not serialise a ``read`` against a concurrent ``pwrite`` of the
+same bytes, so a read overlapping a write by nanoseconds can return a mix of two consecutive values'
+digits (not monotonic). With a writer rewriting a file ~700,000 times/s and a reader re-reading it
+flat out, about 1 read in 5 million was such a mix (``tests/test_emulator_tree.py``); at the player's
+4 kHz that is ~175x rarer: hours between occurrences at 1 kHz sampling of four files. No write
+ordering avoids it (a carry must change a digit downwards), and a FUSE filesystem is not available;
+`rdmascope record` would flag such a reading as a counter decrease.
 
 Which files move: ``port_xmit_data``/``port_rcv_data`` (bytes / 4) and the netdev ``tx_bytes``/
 ``rx_bytes`` every tick; the packet counters (bytes / mean packet size, approximate) every 10 ms.
