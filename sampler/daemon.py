@@ -29,6 +29,7 @@ from typing import Any, TextIO
 
 import numpy as np
 import psutil
+import pyarrow as pa
 from rdmascope.sampler.audit import LogHistogram
 from rdmascope.sampler.discovery import (
     DEFAULT_COUNTERS,
@@ -98,18 +99,28 @@ class RecordResult:
 
 
 def _to_batch(buf: SweepBuffers):
-    """Build a SAMPLE_SCHEMA record batch from a buffer (zero-copy numpy views of the arrays)."""
-    value = np.frombuffer(buf.value, dtype=np.uint64)
-    status = np.frombuffer(buf.status, dtype=np.uint8)
+    """Build a SAMPLE_SCHEMA record batch from a buffer's typed arrays (zero-copy buffers).
+
+    Arrays are made with ``pa.Array.from_buffers`` over the ``array.array`` memory: unlike
+    ``pa.array(numpy or list)``, that path never makes pyarrow import pandas (it probes for
+    pandas on any sequence/ndarray input when pandas is installed).
+    """
+    n = len(buf.sweep)
+
+    def col(typ, data, validity=None):
+        return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(data)])
+
+    validity = None
     if buf.n_bad:
-        value = np.ma.masked_array(value, mask=status != 0)
+        ok = np.frombuffer(buf.status, dtype=np.uint8) == 0
+        validity = pa.py_buffer(np.packbits(ok, bitorder="little").tobytes())
     return make_batch(
-        np.frombuffer(buf.counter_id, dtype=np.uint16),
-        np.frombuffer(buf.sweep, dtype=np.int64),
-        np.frombuffer(buf.t_before_ns, dtype=np.int64),
-        np.frombuffer(buf.read_duration_ns, dtype=np.uint32),
-        value,
-        status,
+        col(pa.uint16(), buf.counter_id),
+        col(pa.int64(), buf.sweep),
+        col(pa.int64(), buf.t_before_ns),
+        col(pa.uint32(), buf.read_duration_ns),
+        col(pa.uint64(), buf.value, validity),
+        col(pa.uint8(), buf.status),
     )
 
 
@@ -119,7 +130,6 @@ def _warm_up(n_counters: int, status: bool) -> None:
     The first use of a pyarrow kernel or writer loads code and allocates pools (tens of ms,
     holding the GIL); done here, before sweep 0, it cannot delay a sweep.
     """
-    import pyarrow as pa
     import pyarrow.ipc as ipc
 
     from rdmascope.capture import SAMPLE_SCHEMA, write_segment
