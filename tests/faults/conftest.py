@@ -101,9 +101,10 @@ class Recorder:
     """One ``rdmascope record`` subprocess writing ``out``; stdout/stderr go to files."""
 
     def __init__(self, out: Path, sysfs_root: Path, *args: str, fast_roll: float | None = None,
-                 prefix: list[str] | None = None, cwd: Path | None = None, env=None):
+                 prefix: list[str] | None = None, cwd: Path | None = None, env=None,
+                 logdir: Path | None = None):
         self.out = Path(out)
-        logdir = self.out.parent
+        logdir = Path(logdir) if logdir is not None else self.out.parent
         self.stdout_path = logdir / f"{self.out.name}.stdout"
         self.stderr_path = logdir / f"{self.out.name}.stderr"
         head = [sys.executable, "-m", "rdmascope"] if fast_roll is None else \
@@ -202,3 +203,43 @@ def can_mount_tmpfs(where: Path) -> str | None:
     if shutil.which("mount") is None:
         return "no mount command"
     return None
+
+
+@pytest.fixture
+def world_dir():
+    """A directory under /tmp that an unprivileged user can traverse (pytest's tmp_path is 0700)."""
+    import tempfile
+    d = Path(tempfile.mkdtemp(prefix="rdmascope-faults-", dir="/tmp"))
+    d.chmod(0o755)
+    try:
+        yield d
+    finally:
+        for dirpath, _dirnames, _files in os.walk(d):
+            os.chmod(dirpath, 0o755)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def drop_privileges_prefix() -> tuple[list[str], int]:
+    """Return (command prefix running as ``nobody``, its uid); as a non-root user: ([], own uid).
+
+    Skips the test when root cannot drop privileges here (no setpriv).
+    """
+    if os.geteuid() != 0:
+        return [], os.getuid()
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv not available to run the recorder as an unprivileged user")
+    import pwd
+    try:
+        uid = pwd.getpwnam("nobody").pw_uid
+    except KeyError:
+        pytest.skip("no 'nobody' user")
+    return ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"], uid
+
+
+def make_world_readable(root: Path) -> None:
+    for dirpath, _dirnames, filenames in os.walk(root):
+        os.chmod(dirpath, 0o755)
+        for f in filenames:
+            p = os.path.join(dirpath, f)
+            if not os.path.islink(p):
+                os.chmod(p, 0o644)
