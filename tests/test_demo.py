@@ -51,7 +51,7 @@ def test_default_output_is_a_fresh_directory_per_run(tmp_path):
     assert re.fullmatch(r"\d{8}-\d{6}(-\d+)?", b.name)
 
 
-def test_run_analysis_summarises_each_run(tmp_path):
+def test_run_analysis_writes_summary_and_report(tmp_path):
     runs, ttft = [], {}
     for link in ("200", "emulated100"):
         tr = simulate(make_scenario("demo", output_tokens=8),
@@ -62,16 +62,20 @@ def test_run_analysis_summarises_each_run(tmp_path):
         truth = json.loads((cap / "truth.json").read_text())
         ttft[link] = {r["request_id"]: r["ttft_s"] for r in truth["requests"]}
     printed = []
-    path = run_analysis(tmp_path, runs, log=printed.append)
-    text = path.read_text()
-    assert path == tmp_path / "summary.txt"
+    html = run_analysis(tmp_path, runs, log=printed.append)
+    assert html == tmp_path / "report" / "report.html"
+    assert html.stat().st_size > 10_000 and "data:image/png;base64," in html.read_text()
+    summary = (tmp_path / "summary.txt").read_text()
     for link in ("200", "emulated100"):
-        assert f"== {link}: {tmp_path / link}" in text
-        for rid, t in ttft[link].items():
-            assert f"{rid}: " in text and f"TTFT {t:.3f} s" in text
-    # the change line from the truth's own TTFTs (P2: + ~0.9 s, the estimate's bound)
+        assert f"== {link}: {tmp_path / link}" in summary
+    assert "sweeps:" in summary  # from rdmascope inspect
+    # the printed verdicts: both twins at 200 Gb/s, one interface on the emulated link
+    text = "\n".join(printed)
+    assert "200 Gb/s: both interfaces carried traffic" in text
+    assert "emulated 100 Gb/s: one interface carried all RDMA traffic (rocep1s0f1)" in text
+    # the headline TTFT change of P2 equals the emulator's own TTFTs (truth.json), ~ the estimate
     b, e = ttft["200"]["P2-r1-0"], ttft["emulated100"]["P2-r1-0"]
-    assert f"P2-r1-0: {b:.3f} s -> {e:.3f} s (emulated100, {e - b:+.3f} s" in text
     assert 0.85 < e - b < 1.0
-    assert "sweeps:" in text  # from rdmascope inspect
-    assert printed and "TTFT change from 200" in printed[0]
+    assert f"test P2: time to last first token: {e - b:+.2f} s" in text
+    figures = sorted(p.name for p in (tmp_path / "report" / "figures").glob("*.png"))
+    assert len(figures) >= 8, figures

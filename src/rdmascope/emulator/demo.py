@@ -10,7 +10,8 @@ For each link setting (200 Gb/s = both twins, then the emulated 100 Gb/s = first
    and writes the request log (``requests.jsonl``) and the model's ground truth (``truth.json``)
    into the capture directory; then the recorder is stopped with SIGINT and the tree removed.
 
-Then ``run_analysis(outdir, runs)`` runs the analysis that exists and prints where the outputs are.
+Then ``run_analysis(outdir, runs)`` inspects each capture, writes the HTML report with figures and
+prints its headline numbers and where the outputs are.
 
 Output directory: without ``-o`` every run writes a fresh timestamped directory
 ``./rdmascope-demo/<YYYYmmdd-HHMMSS>/``, so re-running the README's one-line command always works
@@ -21,7 +22,6 @@ outputs there: the run directories and the summary).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -37,6 +37,7 @@ from rdmascope.emulator.tree import remove_tree
 DEFAULT_OUTDIR = "rdmascope-demo"
 LINKS = ("200", "emulated100")
 SUMMARY_NAME = "summary.txt"
+REPORT_DIR = "report"
 
 
 class DemoError(Exception):
@@ -71,7 +72,7 @@ def _check_outdir(outdir: Path, force: bool) -> None:
         if not force:
             raise DemoError(f"{outdir}: already exists and is not empty; use --force to replace "
                             "the demo's outputs there, or -o to choose another directory")
-        for name in (*LINKS, SUMMARY_NAME):
+        for name in (*LINKS, SUMMARY_NAME, REPORT_DIR):
             p = outdir / name
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p)
@@ -138,21 +139,19 @@ def play_and_record(run_dir: Path, link: str, *, scenario: str = "demo", seed: i
             pass
 
 
-def _read_log(path: Path) -> list[dict]:
-    with open(path) as f:
-        return [json.loads(ln) for ln in f if ln.strip()]
-
-
 def run_analysis(outdir: Path, runs: list[DemoRun], *, log: Callable[[str], None] = print
                  ) -> Path:
-    """Analyse the demo's runs and write ``<outdir>/summary.txt``; return its path.
+    """Analyse the demo's runs: ``rdmascope inspect`` of each capture, then the HTML report.
 
-    For now: ``rdmascope inspect`` of each capture (span, sampling quality) and each request's
-    TTFT and decode speed from its request log, with the TTFT change from the first run to the
-    others. This is the one place the analysis steps plug in (figures, report).
+    Writes ``<outdir>/summary.txt`` (each capture's inspect output: span, sampling quality, gaps)
+    and ``<outdir>/report/report.html`` (figures, peak-vs-window, bursts, per-request and per-test
+    tables, emulation verdicts and the comparison with the estimate; the first run is the
+    baseline), prints the report's headline numbers and verdicts, and returns the report's path.
+    Raises ``DemoError`` when a step fails.
     """
+    from rdmascope.analysis.report import build_report, load_configuration, render_report
+
     lines: list[str] = []
-    ttfts: dict[str, dict[str, float]] = {}
     for run in runs:
         res = subprocess.run([sys.executable, "-m", "rdmascope", "inspect", str(run.capture)],
                              capture_output=True, text=True)
@@ -162,35 +161,27 @@ def run_analysis(outdir: Path, runs: list[DemoRun], *, log: Callable[[str], None
         lines.extend(res.stdout.rstrip().splitlines())
         if run.player:
             lines.append(run.player)
-        lines.append("requests (from requests.jsonl):")
-        ttfts[run.name] = {}
-        for r in _read_log(run.request_log):
-            ttft = r["t_first_token"] - r["t_send"]
-            dec = r["t_last_token"] - r["t_first_token"]
-            speed = (r["output_tokens"] - 1) / dec if dec > 0 else float("nan")
-            ttfts[run.name][r["request_id"]] = ttft
-            lines.append(f"  {r['request_id']}: {r['prompt_tokens']} prompt tokens, "
-                         f"TTFT {ttft:.3f} s, decode speed {speed:.1f} tokens/s")
         lines.append("")
-    if len(runs) > 1:
-        base = runs[0].name
-        lines.append(f"TTFT change from {base}:")
-        for run in runs[1:]:
-            for rid, t in ttfts[run.name].items():
-                if rid in ttfts[base]:
-                    b = ttfts[base][rid]
-                    lines.append(f"  {rid}: {b:.3f} s -> {t:.3f} s ({run.name}, "
-                                 f"{(t - b):+.3f} s, {100 * (t / b - 1):+.1f} %)")
-    path = outdir / SUMMARY_NAME
-    path.write_text("\n".join(lines) + "\n")
-    short = [ln for ln in lines if not ln.startswith(_LONG_PREFIXES)]
-    log("\n".join(short))
-    return path
+    summary = outdir / SUMMARY_NAME
+    summary.write_text("\n".join(lines) + "\n")
+
+    log("analysing: " + ", ".join(r.name for r in runs))
+    configs = [load_configuration(r.capture, [r.request_log], label=_LABELS.get(r.name, r.name))
+               for r in runs]
+    content = build_report(configs, progress=lambda m: log(f"  {m}"))
+    html = render_report(content, outdir / REPORT_DIR, progress=lambda m: log(f"  {m}"))
+    log("")
+    for v in content.verdicts:
+        log(f"[{v.status}] {v.headline}")
+    for label, value, detail in content.cards:
+        log(f"  {label}: {value}" + (f"  ({detail})" if detail else ""))
+    log("")
+    log(f"sampling quality per capture: {summary}")
+    return html
 
 
-# inspect lines left out of the printed summary (they stay in summary.txt)
-_LONG_PREFIXES = ("  [", "  read bracket", "  sweeps ", "  ... and", "device ", "counters:",
-                  "host ", "interval ")
+# demo link names -> the labels used in the report
+_LABELS = {"200": "200 Gb/s", "emulated100": "emulated 100 Gb/s"}
 
 
 def fresh_outdir(parent: str | os.PathLike = DEFAULT_OUTDIR) -> Path:
@@ -220,9 +211,10 @@ def run_demo(outdir: str | os.PathLike | None = None, *, force: bool = False,
         log(f"playing scenario {scenario!r} at link {link} ...")
         runs.append(play_and_record(out / link, link, scenario=scenario, log=log))
     log(f"recorded {len(runs)} captures in {time.monotonic() - t0:.0f} s; analysing ...")
-    summary = run_analysis(out, runs, log=log)
+    report = run_analysis(out, runs, log=log)
     log("outputs:")
     for r in runs:
         log(f"  {r.name}: capture {r.capture}  request log {r.request_log}  truth {r.truth}")
-    log(f"  summary: {summary}")
+    log(f"  figures: {report.parent / 'figures'}")
+    log(f"  report:  {report}")
     return runs
