@@ -673,7 +673,9 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
         first = next((x for x in whole if isinstance(x, dict)), None)
         if first is None:
             raise RequestLogError(p, "holds no requests" if not whole else
-                                  "unknown format: a JSON list without request objects")
+                                  "unknown format: a JSON list without request objects; "
+                                  "expected a list of request objects (native or "
+                                  "inference-perf; or give --format)")
         if "t_send" in first or "t_send_ns" in first:
             return "native"
         if "start_time" in first and "info" in first:
