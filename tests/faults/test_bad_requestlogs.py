@@ -1,0 +1,204 @@
+"""Request logs the analysis must reject clearly: empty, malformed, unknown shape, wrong clock (no
+overlap with the capture), rows out of order. Each message names the file, and the row (1-based
+line for JSONL/CSV, position in the request list otherwise) and field where there is one.
+
+Rows out of order: the *order of rows* in a file is not an error (a concurrent client writes a
+request when it completes, not when it was sent), so rows are sorted by send time and the result
+is the same as for the sorted file; times out of order *within* a request (first token before
+the send, last before first, chunks going back) and vLLM's dispatch-ordered ``start_times``
+going back are rejected, naming the row and field.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from rdmascope.analysis.load import load_capture
+from rdmascope.analysis.requestlogs import RequestLogError, align, read_request_log
+from requestlog_helpers import MS, build_capture
+
+from .conftest import run_cli
+
+T0 = 5_000 * 10**9  # capture start: 5000 s on CLOCK_MONOTONIC
+
+
+def _row(i, send, first, last, **kw):
+    return {"request_id": f"r{i}", "t_send": send, "t_first_token": first, "t_last_token": last,
+            "prompt_tokens": 100, "output_tokens": 10, **kw}
+
+
+def _jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory):
+    p = tmp_path_factory.mktemp("cap") / "cap"
+    build_capture(p, T0, {"rocep1s0f1/tx": np.full(2000, 4000), "rocep1s0f1/rx": np.full(2000, 4000)})
+    return load_capture(p)
+
+
+def _fails(path, *, row=None, field=None, match=None, fmt=None):
+    with pytest.raises(RequestLogError) as ei:
+        read_request_log(path, fmt)
+    e = ei.value
+    msg = str(e)
+    assert str(path) in msg
+    assert e.row == row, msg
+    assert e.field == field, msg
+    if row is not None:
+        assert f"row {row}" in msg
+    if field is not None:
+        assert f"field {field!r}" in msg
+    if match:
+        assert match in msg, msg
+    return msg
+
+
+@pytest.mark.parametrize("content", ["", "\n\n  \n"])
+def test_empty(tmp_path, content):
+    p = tmp_path / "log.jsonl"
+    p.write_text(content)
+    _fails(p, match="is empty")
+
+
+def test_header_only_csv_and_empty_list(tmp_path):
+    p = tmp_path / "log.csv"
+    p.write_text("request_id,t_send,t_first_token,t_last_token,prompt_tokens,output_tokens\n")
+    _fails(p, fmt="native", match="holds no requests")
+    q = tmp_path / "log.json"
+    q.write_text("[]")
+    _fails(q, fmt="native", match="holds no requests")
+
+
+def test_malformed_json_line(tmp_path):
+    p = tmp_path / "log.jsonl"
+    good = [json.dumps(_row(i, 5001 + i, 5001.1 + i, 5001.5 + i)) for i in range(3)]
+    p.write_text(good[0] + "\n" + good[1] + "\n" + '{"request_id": "r2", "t_send": 50' + "\n")
+    _fails(p, fmt="native", row=3, match="malformed JSON line")
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("t_send", "soon", "expected a number"),
+    ("t_first_token", float("nan"), "finite"),
+    ("t_last_token", None, "missing value"),
+    ("output_tokens", -3, "non-negative integer"),
+    ("prompt_tokens", 1.5, "non-negative integer"),
+])
+def test_malformed_field(tmp_path, field, value, match):
+    rows = [_row(i, 5001 + i, 5001.1 + i, 5001.5 + i) for i in range(4)]
+    rows[2][field] = value
+    p = tmp_path / "log.jsonl"
+    p.write_text("".join(json.dumps(r, allow_nan=True) + "\n" for r in rows))
+    _fails(p, fmt="native", row=3, field=field, match=match)
+
+
+def test_missing_field(tmp_path):
+    rows = [_row(i, 5001 + i, 5001.1 + i, 5001.5 + i) for i in range(3)]
+    del rows[1]["t_first_token"]
+    _fails(_jsonl(tmp_path / "log.jsonl", rows), fmt="native", row=2, field="t_first_token",
+           match="missing")
+
+
+def test_csv_row_with_extra_values(tmp_path):
+    p = tmp_path / "log.csv"
+    p.write_text("request_id,t_send,t_first_token,t_last_token,prompt_tokens,output_tokens\n"
+                 "a,5001,5001.1,5001.5,100,10\n"
+                 "b,5002,5002.1,5002.5,100,10,oops\n")
+    _fails(p, fmt="native", row=3, match="values but the header names 6")
+
+
+@pytest.mark.parametrize("content,match", [
+    (json.dumps({"hello": 1, "world": [1, 2]}), "unknown format"),
+    (json.dumps([1, 2, 3]), "unknown format"),
+    (json.dumps({"x": 1}) + "\n" + json.dumps({"y": 2}) + "\n", "unknown format"),
+    ("this is not a log\nat all\n", "unknown format"),
+])
+def test_unknown_shape(tmp_path, content, match):
+    p = tmp_path / "log.json"
+    p.write_text(content)
+    msg = _fails(p, match=match)
+    assert "native" in msg  # says what was expected
+
+
+def test_not_utf8(tmp_path):
+    p = tmp_path / "log.jsonl"
+    p.write_bytes(b'{"request_id": "\xff\xfe"}\n')
+    _fails(p, match="not UTF-8 text (byte")
+
+
+def test_unknown_clock_name(tmp_path):
+    rows = [_row(0, 5001, 5001.1, 5001.5, clock="tsc")]
+    _fails(_jsonl(tmp_path / "log.jsonl", rows), fmt="native", row=1, field="clock",
+           match="unknown clock 'tsc'")
+
+
+@pytest.mark.parametrize("clock,send", [
+    ("CLOCK_MONOTONIC", 12.0),  # another boot / host: long before the capture
+    ("CLOCK_MONOTONIC", 5003.5),  # starts inside but ends after the capture (2 s long)
+    ("CLOCK_REALTIME", 1_600_000_000.0),  # a realtime log from another day
+])
+def test_wrong_clock_no_overlap(tmp_path, capture, clock, send):
+    rows = [_row(0, 5000.5, 5000.6, 5000.9, clock=clock) if clock == "CLOCK_MONOTONIC" else
+            _row(0, 1_700_000_000 + 5000.5, 1_700_000_000 + 5000.6, 1_700_000_000 + 5000.9,
+                 clock=clock),
+            _row(1, send, send + 0.1, send + 0.4, clock=clock)]
+    p = _jsonl(tmp_path / "log.jsonl", rows)
+    log = read_request_log(p)
+    with pytest.raises(RequestLogError) as ei:
+        align(log, capture)
+    e = ei.value
+    msg = str(e)
+    assert str(p) in msg and e.row == 2 and e.field in ("t_send", "t_last_token"), msg
+    assert "outside the capture" in msg and str(capture.path) in msg
+    # the CLI says the same and exits 1
+    res = run_cli("attribute", capture.path, "--requests", p)
+    assert res.exit_code == 1 and str(p) in res.output and "row 2" in res.output, res.output
+
+
+def test_row_order_does_not_matter(tmp_path, capture):
+    rows = [_row(i, 5000.2 + 0.1 * i, 5000.25 + 0.1 * i, 5000.5 + 0.1 * i) for i in range(8)]
+    shuffled = [rows[i] for i in (5, 0, 7, 2, 1, 6, 3, 4)]
+    a = read_request_log(_jsonl(tmp_path / "sorted.jsonl", rows)).requests
+    b = read_request_log(_jsonl(tmp_path / "shuffled.jsonl", shuffled)).requests
+    cols = ["request_id", "t_send_ns", "t_first_ns", "t_last_ns"]
+    pd.testing.assert_frame_equal(a[cols], b[cols])
+    assert list(b["request_id"]) == [f"r{i}" for i in range(8)]
+
+
+@pytest.mark.parametrize("bad,field,match", [
+    (dict(t_first_token=5000.1), "t_first_token", "before the send"),
+    (dict(t_last_token=5000.21), "t_last_token", "before the first token"),
+    (dict(chunk_times=[5000.25, 5000.3, 5000.28]), "chunk_times", "chunk 2 arrives before chunk 1"),
+])
+def test_times_out_of_order_within_a_request(tmp_path, bad, field, match):
+    rows = [_row(i, 5000.2 + i, 5000.25 + i, 5000.5 + i) for i in range(3)]
+    rows[0].update(bad)
+    _fails(_jsonl(tmp_path / "log.jsonl", rows), fmt="native", row=1, field=field, match=match)
+
+
+def test_vllm_start_times_out_of_order(tmp_path):
+    p = tmp_path / "vllm.json"
+    p.write_text(json.dumps({
+        "input_lens": [10, 10, 10], "output_lens": [5, 5, 5], "ttfts": [0.1, 0.1, 0.1],
+        "itls": [[0.01] * 4] * 3, "latencies": [0.2, 0.2, 0.2], "errors": ["", "", ""],
+        "start_times": [100.0, 100.5, 100.2]}))
+    _fails(p, row=3, field="start_times", match="before the previous request's")
+
+
+def test_all_requests_failed(tmp_path):
+    rows = [_row(i, 5001 + i, None, None, error="timeout") for i in range(3)]
+    _fails(_jsonl(tmp_path / "log.jsonl", rows), fmt="native",
+           match="holds no successful request (3 failed)")
+
+
+def test_alignment_is_exact_for_a_good_log(tmp_path, capture):
+    """Control: the same shapes, valid, align exactly (monotonic: offset 0)."""
+    rows = [_row(i, 5000.2 + 0.1 * i, 5000.25 + 0.1 * i, 5000.5 + 0.1 * i) for i in range(3)]
+    log = align(read_request_log(_jsonl(tmp_path / "ok.jsonl", rows)), capture)
+    assert log.requests["t_send_ns"].tolist() == [5_000_200_000_000 + i * 100 * MS
+                                                  for i in range(3)]
