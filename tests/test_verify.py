@@ -79,3 +79,22 @@ def test_tcp_instead_of_rdma_is_flagged(tmp_path):
     v2 = verify_emulation(cap2)
     assert v2.ok and not v2.tcp_suspected and v2.kernel is not None
     assert v2.to_dict()["devices"][0]["device"] == "rocep1s0f1"
+
+
+@pytest.mark.parametrize("name,ok,tcp", [("sim-p2-emulated100", True, False),
+                                         ("sim-p4-emulated100", True, False),
+                                         ("sim-p2-200", False, False),
+                                         ("sim-p4-200", False, False),
+                                         ("sim-p1-tcp-fallback", False, True)])
+def test_emulator_fixtures(fixtures_dir, name, ok, tcp):
+    """The committed emulator captures: one twin when emulated, both at 200, TCP flagged."""
+    path = fixtures_dir / name
+    if not (path / "manifest.json").is_file():
+        pytest.skip(f"fixture {name} not committed")
+    v = verify_emulation(load_capture(path))
+    assert v.ok is ok and v.tcp_suspected is tcp
+    if name.endswith("emulated100"):
+        assert v.main_device == "rocep1s0f1" and v.devices.at["rocep1s0f1", "share"] == 1.0
+    elif name.endswith("-200"):
+        # NCCL spreads evenly over the twins
+        assert v.devices["share"].tolist() == pytest.approx([0.5, 0.5], abs=0.01)
