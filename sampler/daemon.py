@@ -207,6 +207,9 @@ class _WriterThread(threading.Thread):
         if buf is not None and now - self.last_roll >= ROLL_INTERVAL_S:
             self.writer.roll()
             self.last_roll = now
+            # give the roll's temporary buffers (sort, Parquet encoding) back to the OS so the
+            # RSS of a days-long capture stays flat (pyarrow's pool otherwise keeps them)
+            pa.default_memory_pool().release_unused()
         if now - self.last_pair >= CLOCK_PAIR_INTERVAL_S:
             self.writer.add_clock_pair(save=False)
             self.last_pair = now
