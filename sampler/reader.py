@@ -27,6 +27,7 @@ from rdmascope.capture import (
     STATUS_READ_ERROR,
 )
 
+_BLANKS = b" \t\n"
 _U64_MAX = (1 << 64) - 1
 #: errnos that mean "the file or its device is gone" (kernfs returns ENODEV after removal).
 _GONE_ERRNOS = frozenset({errno.ENOENT, errno.ENODEV, errno.ESTALE, errno.ENXIO})
@@ -177,10 +178,13 @@ class CounterReader:
                 try:
                     b = pread(fd, READ_SIZE, 0)
                     t1 = clock()
-                    try:
-                        v = int(b)
-                        st = STATUS_OK if 0 <= v <= _U64_MAX else STATUS_PARSE_ERROR
-                    except ValueError:
+                    # the kernel prints plain decimal digits; int() alone would also take
+                    # "+5", "-0" or "1_000", so only ASCII digits (plus blanks) are a value
+                    d = b.strip(_BLANKS)
+                    if d.isdigit():
+                        v = int(d)
+                        st = STATUS_OK if v <= _U64_MAX else STATUS_PARSE_ERROR
+                    else:
                         st = STATUS_PARSE_ERROR
                     if st:
                         v = 0

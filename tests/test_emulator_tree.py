@@ -183,6 +183,7 @@ def _is_byte_mix(t: int, step: int = 999_999, base: int = 10**12) -> bool:
     return False
 
 
+@pytest.mark.soak  # a statistical measurement of a kernel race whose rate depends on machine load
 def test_emulate_in_place_writes_torn_reads_are_rare_kernel_races(tmp_path):
     """The player's mechanism (pwrite at offset 0, growing values) against a reader re-reading an
     open descriptor with pread, both flat out on tmpfs.

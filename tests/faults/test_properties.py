@@ -74,9 +74,6 @@ def test_sysfs_garbage_never_becomes_a_wrong_value(content):
         assert status == STATUS_PARSE_ERROR and value == 0
 
 
-@pytest.mark.xfail(strict=True, reason="the reader parses with int(), which also accepts '+5', "
-                   "'-0' and '1_000' (never printed by the kernel); rejecting them costs a check "
-                   "in the 1 ms hot path: left to the sampler's owner")
 @settings(max_examples=200, deadline=None)
 @given(content=st.from_regex(rb"\A[ +\-_0-9\n]{1,8}\Z") | st.binary(max_size=12))
 def test_sysfs_only_plain_digits_are_values(content):
