@@ -26,6 +26,15 @@ Flags (column ``flag`` of ``byte_intervals``; one per interval):
 
 Windows (``rebin``) overlapping a NaN interval, or not covered by any interval (before the first
 or after the last reading), are NaN: never zero, never negative, never huge.
+
+Window origin (one rule everywhere, ``default_origin``): windows are [origin + k x width,
+origin + (k+1) x width). Unless given, the origin is ``start_ns`` when a range start is given,
+else the capture start (``manifest["start"]["monotonic_ns"]`` = ``Capture.t_start_ns``), which
+``byte_intervals`` records in ``intervals.attrs["t_start_ns"]`` (pandas keeps ``attrs`` through
+selections, copies and sorting). So ``rebin(byte_intervals(cap), w)``, ``rebin_capture`` and
+``rdmascope rates --window w`` give the same windows, and windows of two widths that divide one
+another nest. Intervals without that attribute (built by hand, or concatenated from two
+captures) fall back to the first interval's start.
 """
 
 from __future__ import annotations
@@ -50,6 +59,7 @@ __all__ = [
     "QUALITY_EMPTY",
     "DEFAULT_GAP_FACTOR",
     "byte_intervals",
+    "default_origin",
     "rebin",
     "rebin_with_quality",
     "to_gbps",
@@ -192,7 +202,8 @@ def byte_intervals(capture: Capture, *, counters=None, source: str | None = "inf
     instants, middle of their read brackets), t0_unc_ns, t1_unc_ns (half-brackets), bytes
     (float64 decimal bytes = counter difference x bytes_per_unit, e.g. x4 for port_xmit_data,
     never the lane count; NaN when flagged reset/saturated/unavailable) and flag (one of
-    ``FLAGS``; see the module docstring for the gap policy).
+    ``FLAGS``; see the module docstring for the gap policy). ``attrs["t_start_ns"]`` holds the
+    capture start, the default window origin of ``rebin`` (see ``default_origin``).
 
     Raises ``ValueError`` for an unknown counter or readings that go back in time.
     """
@@ -220,7 +231,28 @@ def byte_intervals(capture: Capture, *, counters=None, source: str | None = "inf
                             label=f"counter {c} ({d['series']}) in {capture.path}")
         if len(iv["t0_ns"]):
             parts.append((c, d.to_dict(), iv))
-    return _intervals_frame(parts)
+    out = _intervals_frame(parts)
+    out.attrs["t_start_ns"] = int(capture.t_start_ns)
+    return out
+
+
+def default_origin(intervals: pd.DataFrame, start_ns: int | None = None) -> int:
+    """Return the window origin ``rebin`` uses when none is given (int64 ns, CLOCK_MONOTONIC).
+
+    ``start_ns`` when given (windows start at the range's start, as ``rdmascope rates --from``);
+    else the capture start recorded by ``byte_intervals`` in ``intervals.attrs["t_start_ns"]``
+    (as ``iter_rebin_capture`` and ``rdmascope rates``); else, for intervals without it (built
+    by hand, or concatenated from different captures), the first interval's start. Raises
+    ``ValueError`` when there is nothing to take an origin from (no start and no intervals).
+    """
+    if start_ns is not None:
+        return int(start_ns)
+    t = intervals.attrs.get("t_start_ns") if hasattr(intervals, "attrs") else None
+    if t is not None:
+        return int(t)
+    if not len(intervals):
+        raise ValueError("no intervals to take a window origin from")
+    return int(intervals["t0_ns"].min())
 
 
 # ----------------------------------------------------------------------------------------------
@@ -380,6 +412,7 @@ def _counters_of(intervals: pd.DataFrame, by, with_unc: bool = False
 
 
 def _grid(counters, width_ns: int, origin_ns, start_ns, end_ns) -> np.ndarray:
+    """Window edges; ``origin_ns`` already resolved by ``default_origin`` (None: first start)."""
     if not isinstance(width_ns, (int, np.integer)) or width_ns <= 0:
         raise ValueError(f"window width must be a positive integer of ns, got {width_ns!r}")
     lo = min(int(c.t0[0]) for _, c in counters)
@@ -438,6 +471,8 @@ def rebin_with_quality(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int
     Raises ``ValueError`` as ``rebin`` does.
     """
     counters = _counters_of(intervals, by)
+    if origin_ns is None:
+        origin_ns = default_origin(intervals, start_ns)
     edges = _grid(counters, width_ns, origin_ns, start_ns, end_ns)
     index = pd.Index(edges[:-1], name="window_start_ns")
     b, q = _combine(((k, spec.build().edges(edges)) for k, spec in counters), int(width_ns),
@@ -452,8 +487,11 @@ def rebin(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int | None = Non
     """Re-bin byte intervals to windows of ``width_ns``, spreading each interval by overlap.
 
     Windows are [origin + k x width, origin + (k+1) x width) for every k whose window overlaps
-    [start_ns, end_ns) (defaults: the first interval's start, for all three, and the last
-    interval's end). Each interval's bytes go to the windows it overlaps in proportion to the
+    [start_ns, end_ns) (defaults: ``start_ns`` = the first interval's start, ``end_ns`` = the
+    last interval's end; ``origin_ns`` = ``start_ns`` if given, else the capture start from
+    ``intervals.attrs["t_start_ns"]`` as set by ``byte_intervals``, else the first interval's
+    start: see ``default_origin``; the same windows as ``rebin_capture`` and ``rdmascope
+    rates``). Each interval's bytes go to the windows it overlaps in proportion to the
     overlap (method.md, "The sampler"), computed exactly as differences of the piecewise-linear
     cumulative byte curve at the window edges, so the windows of a range sum to the counter
     difference across it (to float rounding, < 1e-6 bytes per window).

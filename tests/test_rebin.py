@@ -12,6 +12,7 @@ from rdmascope.analysis import (
     QUALITY_INVALID,
     QUALITY_PARTIAL,
     byte_intervals,
+    default_origin,
     group_links,
     integrate,
     load_capture,
@@ -57,8 +58,13 @@ def test_two_samples_straddling_window_edges(tmp_path):
     assert b["d/tx"].tolist() == [500.0, 1000.0, 500.0]
     assert q["d/tx"].tolist() == [QUALITY_PARTIAL, 0, QUALITY_PARTIAL]
     assert b.index.name == "window_start_ns"
-    # default origin: the first reading; windows [0.5, 1.5) and [1.5, 2.5)
-    assert rebin(iv, MS)["d/tx"].tolist() == [1000.0, 1000.0]
+    # default origin: the capture start (T0, recorded by byte_intervals), the same windows
+    assert iv.attrs["t_start_ns"] == T0
+    d = rebin(iv, MS)
+    assert d.index.tolist() == [T0, T0 + MS, T0 + 2 * MS]
+    assert d["d/tx"].tolist() == [500.0, 1000.0, 500.0]
+    # an origin at the first reading: windows [0.5, 1.5) and [1.5, 2.5)
+    assert rebin(iv, MS, origin_ns=T0 + 500_000)["d/tx"].tolist() == [1000.0, 1000.0]
     # one 5 ms window from T0 holds everything
     assert rebin(iv, 5 * MS, origin_ns=T0)["d/tx"].tolist() == [2000.0]
     # rates: 1000 bytes in 1 ms = 8 Gb/s... x1e-3: 1000 B x 8 / 1e6 ns = 0.008 Gb/s
@@ -226,3 +232,57 @@ def test_chunked_path_equals_in_memory(tmp_path):
         pd.testing.assert_frame_equal(got_q, want_q)
     assert (want_q["a/tx"] & QUALITY_GAP).sum() >= 4
     assert want_b["b/rx"].isna().sum() >= 2
+
+
+def test_default_origin_rule(tmp_path):
+    # readings from 2.3 ms after the capture start, every ~1 ms
+    cap = load_capture(write_capture(tmp_path / "c", [ib("d", "tx")], {
+        0: [(T0 + 2_300_000 + k * MS, 0, 100 * k, OK) for k in range(6)]}))
+    iv = byte_intervals(cap)
+    assert default_origin(iv) == T0
+    assert default_origin(iv, start_ns=T0 + 4_100_000) == T0 + 4_100_000
+    # windows on the capture start's grid: the first is [2, 3) ms, holding 0.7 ms of 400 B
+    b = rebin(iv, MS)
+    assert b.index[0] == T0 + 2 * MS and b.index[-1] == T0 + 7 * MS
+    assert b["d/tx"].iloc[0] == pytest.approx(280.0)
+    # the attribute survives a selection; a range start becomes the origin
+    sel = iv[iv["direction"] == "tx"]
+    assert rebin(sel, MS).index.equals(b.index)
+    r = rebin(iv, MS, start_ns=T0 + 4_100_000)
+    assert r.index[0] == T0 + 4_100_000
+    # intervals without the attribute (built by hand): the first interval's start
+    bare = iv.copy()
+    bare.attrs = {}
+    assert default_origin(bare) == T0 + 2_300_000
+    assert rebin(bare, MS).index[0] == T0 + 2_300_000
+    with pytest.raises(ValueError, match="no intervals"):
+        default_origin(bare.iloc[:0])
+
+
+def test_rates_cli_and_python_rebin_give_the_same_windows(tmp_path):
+    """``rdmascope rates`` (chunked path) and ``rebin(byte_intervals(...))`` line up exactly."""
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    rng = np.random.default_rng(5)
+    n = 40
+    # the first reading 3.37 ms after the capture start, irregular spacing, 2 counters
+    t = T0 + 3_370_000 + np.arange(n) * MS + rng.integers(-150_000, 150_000, size=n)
+    v0 = np.cumsum(rng.integers(0, 40_000, size=n))
+    v1 = np.cumsum(rng.integers(0, 9_000, size=n))
+    rd = {0: [(int(t[k]), 2000, int(v0[k]), OK) for k in range(n)],
+          1: [(int(t[k]) + 4000, 2000, int(v1[k]), OK) for k in range(n)]}
+    path = write_capture(tmp_path / "c", [ib("a", "tx"), ib("b", "rx")], rd, roll_every=15)
+    for width in (MS, 5 * MS):
+        out = tmp_path / f"r{width}.parquet"
+        r = CliRunner().invoke(main, ["rates", str(path), "--window", f"{width // MS}ms",
+                                      "--bytes", "--parquet", str(out)])
+        assert r.exit_code == 0, r.output
+        cli = pd.read_parquet(out)
+        py = rebin(byte_intervals(load_capture(path)), width)
+        assert cli.index.tolist() == py.index.tolist()
+        assert (py.index[0] - T0) % width == 0  # on the capture start's grid
+        for s in ("a/tx", "b/rx"):
+            np.testing.assert_allclose(cli[f"{s}_bytes"].to_numpy(), py[s].to_numpy(),
+                                       rtol=1e-12, atol=1e-6)
