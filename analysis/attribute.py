@@ -217,7 +217,8 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
     w in (prefill, decode): ``w_tx_bytes, w_rx_bytes`` (node total over RDMA devices),
     ``w_tx_gbps`` (mean rate), ``w_peak_tx_gbps`` (highest 1 ms window), ``w_bursts``; plus
     ``prefill_per_token_bytes`` (tx bytes per prompt token). Bytes are NaN where the window
-    overlaps a counter reset/saturation or lies outside the readings (never guessed).
+    overlaps a counter reset/saturation/implausible jump or lies outside the readings (never
+    guessed).
 
     Raises ``ValueError`` when the capture has no RDMA data counters, and whatever ``align``
     raises for a log outside the capture.
@@ -316,7 +317,8 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
                      f"uncertainty {log.alignment['uncertainty_ns'] / 1e6:g} ms)")
     if out["prefill_tx_bytes"].isna().any():
         notes.append(f"{int(out['prefill_tx_bytes'].isna().sum())} prefill window(s) overlap a "
-                     "counter reset/saturation/unreadable interval or lie outside the readings: "
+                     "counter reset/saturation/unreadable/implausible-jump interval or lie "
+                     "outside the readings: "
                      "bytes left empty")
     return Attribution(capture_path=str(capture.path), log_path=str(log.path),
                        log_format=log.format, alignment=dict(log.alignment or {}),

@@ -4,7 +4,7 @@ Prefill traffic appears as bursts of a few milliseconds at or near line rate sep
 gaps; each burst is (about) one all-reduce (method.md, "Prefill and decode load the network in
 opposite ways"). A burst starts at the first window whose rate reaches ``enter_frac`` x capacity
 and lasts while the rate stays at or above ``leave_frac`` x capacity (hysteresis: the short dips
-inside one all-reduce do not split it). A NaN window (reset/saturated/unavailable counter) is
+inside one all-reduce do not split it). A NaN window (reset/saturated/unavailable/implausible) is
 never part of a burst: it ends the current one, and is counted in the summary.
 """
 

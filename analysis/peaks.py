@@ -127,9 +127,9 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
     ``windows_ns``: windows aligned to ``origin_ns`` (default: ``start_ns``), only those lying
     wholly inside the range and fully covered by readings; the highest rate ``peak_gbps`` and
     the start of its window ``peak_t_ns``, percentiles ``p<q>_gbps`` of the window rates, the
-    counts ``n_windows`` / ``n_nan_windows`` (windows touching a reset/saturated/unavailable
-    interval, left out) / ``n_gap_windows`` (holding gap-spread bytes, kept). A last row per
-    series with window "whole range" gives the mean over the range (bytes / duration).
+    counts ``n_windows`` / ``n_nan_windows`` (windows touching a reset/saturated/unavailable/
+    implausible interval, left out) / ``n_gap_windows`` (holding gap-spread bytes, kept). A last
+    row per series with window "whole range" gives the mean over the range (bytes / duration).
     ``mean_gbps`` repeats that mean on every row. With ``uncertainty`` each row also has
     ``peak_low_gbps`` / ``peak_high_gbps`` (see ``peak_bounds``). ``t_ref_ns`` (default
     ``start_ns``) makes ``peak_t_s`` relative seconds.

@@ -17,6 +17,13 @@ Flags (column ``flag`` of ``byte_intervals``; one per interval):
 - ``unavailable``: one or more readings between the two were unavailable (status != OK): the
   counter may have been reset while unreadable (a driver reload makes the file vanish), so the
   difference cannot be trusted: bytes NaN.
+- ``implausible``: the difference implies a rate no port can carry (a torn read, a firmware
+  glitch: e.g. terabytes in 1 ms): bytes NaN, like ``reset``. The interval's rate is taken over
+  the longest duration its readings allow (the instants' distance plus both half-brackets) and at
+  least one sampling interval, and compared with ``max_gbps`` (see ``plausible_gbps``: default
+  4 x the highest port rate of the counter's device, 800 Gb/s for a 200 Gb/s port). Reading-time
+  jitter legitimately shows up to ~2x line rate in a single 1 ms interval when a sweep is late;
+  the 4x cap and the one-interval floor keep well clear of that.
 - ``gap``: missed sweeps (the two valid readings are more than ``gap_factor`` x interval apart,
   no unavailable reading between them). The counter kept counting, so the bytes are known
   exactly (the difference); only their timing inside the gap is not. **Policy: keep the bytes**
@@ -58,6 +65,9 @@ __all__ = [
     "QUALITY_PARTIAL",
     "QUALITY_EMPTY",
     "DEFAULT_GAP_FACTOR",
+    "DEFAULT_MAX_GBPS",
+    "PLAUSIBLE_FACTOR",
+    "plausible_gbps",
     "byte_intervals",
     "default_origin",
     "rebin",
@@ -70,19 +80,24 @@ __all__ = [
     "rebin_capture",
 ]
 
-#: Interval flags, in category order (codes 0..4).
-FLAGS = ("ok", "reset", "saturated", "gap", "unavailable")
-_OK, _RESET, _SAT, _GAP, _UNAV = range(5)
-_NAN_FLAGS = (_RESET, _SAT, _UNAV)
+#: Interval flags, in category order (codes 0..5).
+FLAGS = ("ok", "reset", "saturated", "gap", "unavailable", "implausible")
+_OK, _RESET, _SAT, _GAP, _UNAV, _IMPL = range(6)
+_NAN_FLAGS = (_RESET, _SAT, _UNAV, _IMPL)
 
 #: Window quality bits (``rebin_with_quality``).
 QUALITY_GAP = 1  #: the window holds bytes spread over a gap (missed sweeps)
-QUALITY_INVALID = 2  #: the window overlaps a reset/saturated/unavailable interval: bytes NaN
+QUALITY_INVALID = 2  #: the window overlaps a NaN-flagged interval (see _NAN_FLAGS): bytes NaN
 QUALITY_PARTIAL = 4  #: part of the window is outside every interval (capture edges)
 QUALITY_EMPTY = 8  #: no interval overlaps the window at all: bytes NaN
 
 #: Consecutive valid readings further apart than this many sampling intervals form a gap.
 DEFAULT_GAP_FACTOR = 1.5
+
+#: Plausibility cap = this many times the highest port rate of a counter's device.
+PLAUSIBLE_FACTOR = 4.0
+#: Cap (Gb/s) when the manifest records no port rate: 4 x 400 Gb/s, the fastest ConnectX-7 port.
+DEFAULT_MAX_GBPS = 1600.0
 
 _U32_MAX = (1 << 32) - 1
 
@@ -99,9 +114,42 @@ def _saturation_limit(width_bits) -> int | None:
     return (1 << w) - 1 if w <= 32 else None
 
 
+def plausible_gbps(meta: dict, device: str | None = None, *,
+                   factor: float = PLAUSIBLE_FACTOR) -> float:
+    """Return the plausibility cap (Gb/s) for a byte counter of ``device`` from a manifest.
+
+    ``factor`` (4) x the highest ``rate_gbps`` of the device's ports in ``meta["devices"]``
+    (for a netdev counter: the RDMA device the netdev belongs to, the counter's ``device``); when
+    that device records no rate, ``factor`` x the highest rate of any device; when none does,
+    ``DEFAULT_MAX_GBPS`` (1,600 Gb/s). Used by ``byte_intervals`` to flag "implausible" jumps.
+    """
+    rates: dict[Any, float] = {}
+    for d in meta.get("devices") or []:
+        if not isinstance(d, dict):
+            continue
+        for p in d.get("ports") or []:
+            r = p.get("rate_gbps") if isinstance(p, dict) else None
+            if isinstance(r, (int, float)) and math.isfinite(r) and r > 0:
+                rates[d.get("name")] = max(rates.get(d.get("name"), 0.0), float(r))
+    if device is not None and device in rates:
+        return factor * rates[device]
+    if rates:
+        return factor * max(rates.values())
+    return DEFAULT_MAX_GBPS
+
+
+def _counter_caps(meta: dict, cdf: pd.DataFrame, ids, max_gbps: float | None) -> dict[int, float]:
+    """Plausibility cap per counter id: ``max_gbps`` if given, else ``plausible_gbps``."""
+    if max_gbps is not None:
+        if not max_gbps > 0:
+            raise ValueError(f"max_gbps must be positive (or inf to disable), got {max_gbps!r}")
+        return {int(c): float(max_gbps) for c in ids}
+    return {int(c): plausible_gbps(meta, cdf.at[c, "device"]) for c in ids}
+
+
 def _intervals_one(t: np.ndarray, unc: np.ndarray, value: np.ndarray, valid: np.ndarray, *,
                    bytes_per_unit: int, width_bits, interval_ns: int, gap_factor: float,
-                   label: str = "") -> dict[str, np.ndarray]:
+                   max_gbps: float = math.inf, label: str = "") -> dict[str, np.ndarray]:
     """Intervals of one counter from its readings (time-ordered); see the module docstring."""
     idx = np.flatnonzero(valid)
     if len(idx) < 2:
@@ -127,6 +175,11 @@ def _intervals_one(t: np.ndarray, unc: np.ndarray, value: np.ndarray, valid: np.
     flag[reset] = _RESET
     diff = np.where(reset, np.uint64(0), v1 - v0)  # never wraps into huge values
     b = diff.astype(np.float64) * float(bytes_per_unit)
+    if math.isfinite(max_gbps):
+        # the longest duration the readings allow, at least one sampling interval (ns);
+        # bytes x 8 / ns = Gb/s
+        longest = np.maximum(dt + unc[i0] + unc[i1], interval_ns).astype(np.float64)
+        flag[((flag == _OK) | (flag == _GAP)) & (b * 8.0 > max_gbps * longest)] = _IMPL
     b[np.isin(flag, _NAN_FLAGS)] = np.nan
     return {"t0_ns": t0, "t1_ns": t1, "t0_unc_ns": unc[i0], "t1_unc_ns": unc[i1],
             "bytes": b, "flag": flag}
@@ -189,26 +242,32 @@ def _intervals_frame(parts: list[tuple[int, dict, dict[str, np.ndarray]]]) -> pd
 
 
 def byte_intervals(capture: Capture, *, counters=None, source: str | None = "infiniband",
-                   gap_factor: float = DEFAULT_GAP_FACTOR) -> pd.DataFrame:
+                   gap_factor: float = DEFAULT_GAP_FACTOR,
+                   max_gbps: float | None = None) -> pd.DataFrame:
     """Turn a capture's byte counters into intervals between consecutive valid readings.
 
     ``counters``: None for every byte counter of ``source`` ("infiniband" = the RDMA data
     counters port_xmit_data/port_rcv_data; "netdev" = kernel-stack tx_bytes/rx_bytes; None =
     both), or a list of counter_ids and/or series names. ``gap_factor``: valid readings more
-    than ``gap_factor`` x ``interval_ns`` apart form a gap (default 1.5).
+    than ``gap_factor`` x ``interval_ns`` apart form a gap (default 1.5). ``max_gbps``: the
+    plausibility cap; an interval whose rate exceeds it is flagged "implausible" (default per
+    counter ``plausible_gbps``: 4 x its device's port rate, else 1,600 Gb/s; ``math.inf``
+    disables the check; see the module docstring).
 
     Returns a DataFrame, one row per interval, sorted by (counter_id, t0_ns): counter_id,
     series, device, direction, source (categorical), t0_ns, t1_ns (int64 ns: the two readings'
     instants, middle of their read brackets), t0_unc_ns, t1_unc_ns (half-brackets), bytes
     (float64 decimal bytes = counter difference x bytes_per_unit, e.g. x4 for port_xmit_data,
-    never the lane count; NaN when flagged reset/saturated/unavailable) and flag (one of
-    ``FLAGS``; see the module docstring for the gap policy). ``attrs["t_start_ns"]`` holds the
-    capture start, the default window origin of ``rebin`` (see ``default_origin``).
+    never the lane count; NaN when flagged reset/saturated/unavailable/implausible) and flag
+    (one of ``FLAGS``; see the module docstring for the gap policy). ``attrs["t_start_ns"]``
+    holds the capture start, the default window origin of ``rebin`` (see ``default_origin``).
 
-    Raises ``ValueError`` for an unknown counter or readings that go back in time.
+    Raises ``ValueError`` for an unknown counter, readings that go back in time, or a
+    non-positive ``max_gbps``.
     """
     cdf = capture.counters
     ids = _select_counters(cdf, counters, source)
+    caps = _counter_caps(capture.meta, cdf, ids, max_gbps)
     r = capture.readings
     cid = r["counter_id"].to_numpy()
     t = r["t_ns"].to_numpy()
@@ -228,6 +287,7 @@ def byte_intervals(capture: Capture, *, counters=None, source: str | None = "inf
         iv = _intervals_one(t[sl], unc[sl], val[sl], valid[sl],
                             bytes_per_unit=int(d["bytes_per_unit"]), width_bits=d["width_bits"],
                             interval_ns=capture.interval_ns, gap_factor=gap_factor,
+                            max_gbps=caps[c],
                             label=f"counter {c} ({d['series']}) in {capture.path}")
         if len(iv["t0_ns"]):
             parts.append((c, d.to_dict(), iv))
@@ -270,7 +330,7 @@ class _Counter:
                  unc: np.ndarray | None = None):
         self.t0, self.t1 = t0, t1
         self.unc = unc  # per interval: max of its two readings' half-brackets (ns), or None
-        nan = np.isnan(b) | (flag == _RESET) | (flag == _SAT) | (flag == _UNAV)
+        nan = np.isnan(b) | np.isin(flag, _NAN_FLAGS)
         self.b = np.where(nan, 0.0, b)
         self.cb = np.concatenate([[0.0], np.cumsum(self.b)])
         self.dur = t1 - t0
@@ -466,8 +526,8 @@ def rebin_with_quality(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int
 
     Returns (bytes_df, quality_df), same index and columns (see ``rebin``); quality_df holds an
     int8 bitmask per window and group: ``QUALITY_GAP`` (gap-spread bytes), ``QUALITY_INVALID``
-    (overlaps a reset/saturated/unavailable interval: NaN), ``QUALITY_PARTIAL`` (part of the
-    window lies outside the readings), ``QUALITY_EMPTY`` (no readings at all: NaN).
+    (overlaps a reset/saturated/unavailable/implausible interval: NaN), ``QUALITY_PARTIAL``
+    (part of the window lies outside the readings), ``QUALITY_EMPTY`` (no readings at all: NaN).
     Raises ``ValueError`` as ``rebin`` does.
     """
     counters = _counters_of(intervals, by)
@@ -500,8 +560,8 @@ def rebin(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int | None = Non
     "direction", "counter_id") or None for one "total" column.
 
     Returns a DataFrame: index ``window_start_ns`` (int64 ns), one float64 column of bytes per
-    group. NaN where the window overlaps a reset/saturated/unavailable interval or has no
-    reading around it (never zero). Raises ``ValueError`` on a non-positive width, an empty
+    group. NaN where the window overlaps a reset/saturated/unavailable/implausible interval or
+    has no reading around it (never zero). Raises ``ValueError`` on a non-positive width, an empty
     range, no intervals or overlapping intervals of one counter.
     """
     return rebin_with_quality(intervals, width_ns, origin_ns=origin_ns, start_ns=start_ns,
@@ -525,8 +585,8 @@ def integrate(intervals: pd.DataFrame, t0_ns, t1_ns, *, by: str | None = "series
     Shapes: ``t0_ns``, ``t1_ns`` int64 arrays of length n (any order, may overlap) -> DataFrame
     of n rows (RangeIndex) x one column per group (``by`` as in ``rebin``), float64 bytes, each
     interval counted in proportion to its overlap with the range (method.md, "The sampler";
-    the attribution of requests uses this). A range overlapping a reset/saturated/unavailable
-    interval is NaN; a range not entirely covered by readings is NaN unless ``allow_partial``
+    the attribution of requests uses this). A range overlapping a reset/saturated/unavailable/
+    implausible interval is NaN; a range not entirely covered by readings is NaN unless ``allow_partial``
     (then the covered part's bytes; still NaN when nothing is covered). Gap-spread bytes count.
 
     Raises ``ValueError`` on unequal lengths or a range with t1 < t0.
@@ -614,8 +674,8 @@ def twin_links(capture: Capture, *, source: str = "infiniband") -> dict[str, lis
 
 def iter_rebin_capture(path: str | os.PathLike, width_ns: int, *, origin_ns: int | None = None,
                        by: str | None = "series", source: str | None = "infiniband",
-                       gap_factor: float = DEFAULT_GAP_FACTOR, batch_rows: int = 1 << 20,
-                       progress: Callable[[int], None] | None = None,
+                       gap_factor: float = DEFAULT_GAP_FACTOR, max_gbps: float | None = None,
+                       batch_rows: int = 1 << 20, progress: Callable[[int], None] | None = None,
                        ) -> Iterator[tuple[pd.DataFrame, pd.DataFrame]]:
     """Re-bin a capture segment by segment, yielding finished windows in bounded memory.
 
@@ -624,7 +684,8 @@ def iter_rebin_capture(path: str | os.PathLike, width_ns: int, *, origin_ns: int
     and keeps only the readings of the current batch plus the windows not yet final (those after
     the earliest last-valid reading of any counter: about one segment). Memory is bounded by
     ``batch_rows`` and one segment's windows, whatever the capture length. ``origin_ns``
-    defaults to the capture's start (manifest). ``progress`` is called with the rows of each
+    defaults to the capture's start (manifest); ``gap_factor`` and ``max_gbps`` as
+    ``byte_intervals``. ``progress`` is called with the rows of each
     batch read. Yields (bytes_df, quality_df) blocks in time order; concatenate them, or reduce
     each (e.g. a running maximum) for a day at 1 ms.
     Raises the loader errors of ``load_capture`` and ``ValueError`` as ``rebin`` does.
@@ -635,6 +696,7 @@ def iter_rebin_capture(path: str | os.PathLike, width_ns: int, *, origin_ns: int
     m = read_manifest(path)
     cdf = counters_frame(m, os.path.join(os.fspath(path), "manifest.json"))
     ids = _select_counters(cdf, None, source)
+    caps = _counter_caps(m, cdf, ids, max_gbps)
     if by is None:
         key_of = {c: "total" for c in ids}
     else:
@@ -724,7 +786,8 @@ def iter_rebin_capture(path: str | os.PathLike, width_ns: int, *, origin_ns: int
             d = cdf.loc[c]
             iv = _intervals_one(t, unc, val, valid, bytes_per_unit=int(d["bytes_per_unit"]),
                                 width_bits=d["width_bits"], interval_ns=interval_ns,
-                                gap_factor=gap_factor, label=f"counter {c} in {path}")
+                                gap_factor=gap_factor, max_gbps=caps[c],
+                                label=f"counter {c} in {path}")
             if not len(iv["t0_ns"]):
                 continue
             cnt = _Counter(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])

@@ -32,7 +32,8 @@ class Verdict:
     ``ok``: the expectation holds. ``expect``: "single" or "both". ``message``: one sentence with
     the numbers. ``devices``: DataFrame indexed by RDMA device: tx_bytes, rx_bytes, bytes,
     share (of all RDMA bytes), peak_1ms_gbps (highest 1 ms rate, tx or rx), nan_windows (1 ms
-    windows with unknown bytes inside the device's readings: reset/saturated/unavailable). ``kernel``: the same bytes from netdev statistics per RDMA device
+    windows with unknown bytes inside the device's readings: reset/saturated/unavailable/
+    implausible). ``kernel``: the same bytes from netdev statistics per RDMA device
     (kernel_bytes, rdma_bytes) or None when not sampled. ``tcp_suspected``: kernel-stack bytes
     reached the TCP threshold. ``main_device``: the device with the largest share.
     """
@@ -94,9 +95,9 @@ def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: i
     each carry >= ``both_min_share`` (25 %). Never OK with fewer than ``min_bytes`` (1 MB) of
     RDMA traffic (nothing to judge) or when TCP is suspected: netdev (kernel-stack) bytes of at
     least ``tcp_min_bytes`` (10 MB) and >= ``tcp_ratio`` x the RDMA bytes. Bytes are decimal;
-    bytes of windows touching a reset/saturated/unavailable interval are unknown and left out
-    (counted in ``nan_windows``). Raises ``ValueError`` on an unknown ``expect`` or a capture
-    without RDMA data counters.
+    bytes of windows touching a reset/saturated/unavailable/implausible interval are unknown and
+    left out (counted in ``nan_windows``). Raises ``ValueError`` on an unknown ``expect`` or a
+    capture without RDMA data counters.
     """
     if expect not in ("single", "both"):
         raise ValueError(f"expect must be 'single' or 'both', got {expect!r}")

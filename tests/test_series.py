@@ -1,4 +1,5 @@
-"""Counters to byte intervals: x4, resets, saturation, unavailable readings, gaps (hand-computed)."""
+"""Counters to byte intervals: x4, resets, saturation, unavailable readings, gaps, implausible
+jumps (hand-computed)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 import numpy as np
 import pytest
 from capture_builders import MS, STATUS_OK, STATUS_READ_ERROR, T0, ib, netdev, write_capture
-from rdmascope.analysis import byte_intervals, load_capture
+from rdmascope.analysis import byte_intervals, load_capture, plausible_gbps
 
 OK, ERR = STATUS_OK, STATUS_READ_ERROR
 
@@ -121,3 +122,77 @@ def test_values_near_2_to_64_stay_exact(tmp_path):
     iv = byte_intervals(_cap(tmp_path, [big, big + 3]))
     assert iv.bytes.tolist() == [12.0]
     assert iv.bytes.dtype == np.float64
+
+
+# ------------------------------------------------------------------------------------------------
+# Physically impossible jumps ("implausible"): hand-computed caps
+# ------------------------------------------------------------------------------------------------
+
+def _rate_dev(name, gbps):
+    return {"name": name, "ports": [{"port": 1, "rate_gbps": gbps}]}
+
+
+def _cap_dev(path, rd, counters=None, devices=None):
+    counters = counters or [ib("rocep1s0f1", "tx")]
+    return load_capture(write_capture(path, counters, rd, devices=devices or []))
+
+
+def test_implausible_jump_flagged_at_four_times_the_port_rate(tmp_path):
+    # 200 Gb/s port -> cap 800 Gb/s. 1 ms apart, brackets 2 us (half 1 us each): the longest
+    # duration the readings allow is 1.002 ms, so the cap is 800e9 / 8 x 1.002e-3 = 100.2 MB =
+    # 25,050,000 units of 4 bytes in one interval
+    v = [0, 12_500_000, 37_550_000, 62_600_001, 62_600_001 + 2**32, 62_600_101]
+    rd = {0: [(T0 + k * MS - 1000, 2000, x, OK) for k, x in enumerate(v)]}
+    iv = byte_intervals(_cap_dev(tmp_path / "c", rd, devices=[_rate_dev("rocep1s0f1", 200.0)]))
+    # 50 MB in 1 ms (400 Gb/s, a late sweep's ~2x line rate) and exactly the cap are accepted;
+    # one unit above the cap, and a torn read's 2^32 units (17 GB in 1 ms), are not
+    assert iv.flag.tolist() == ["ok", "ok", "implausible", "implausible", "reset"]
+    assert iv.bytes.iloc[:2].tolist() == [50e6, 100.2e6]
+    assert iv.bytes.iloc[2:].isna().all()
+    # the cap is a parameter; inf disables the check
+    assert byte_intervals(_cap_dev(tmp_path / "c2", rd), max_gbps=300.0).flag.tolist()[:2] == \
+        ["implausible", "implausible"]  # 399.2 and 800 Gb/s over 1.002 ms
+    assert byte_intervals(_cap_dev(tmp_path / "c3", rd), max_gbps=math.inf).flag.tolist() == \
+        ["ok", "ok", "ok", "ok", "reset"]
+    with pytest.raises(ValueError, match="max_gbps must be positive"):
+        byte_intervals(_cap_dev(tmp_path / "c4", rd), max_gbps=0)
+
+
+def test_implausible_fallback_cap_gap_and_short_interval(tmp_path):
+    # no port rate in the manifest: 1,600 Gb/s -> 200.4 MB per 1.002 ms
+    rd = {0: [(T0 + k * MS - 1000, 2000, x, OK)
+              for k, x in enumerate([0, 50_000_000, 100_250_000])]}
+    iv = byte_intervals(_cap_dev(tmp_path / "a", rd))
+    assert iv.flag.tolist() == ["ok", "implausible"]  # 200 MB ok; 201 MB > 200.4 MB
+    # a gap of 5 ms (missed sweeps) may hold up to 800 x 5.002 ms / 8 = 500.2 MB at 200 Gb/s:
+    # 400 MB is a gap, bytes kept; the same 400 MB in 1 ms is implausible
+    rd = {0: [(T0 - 1000, 2000, 0, OK), (T0 + 5 * MS - 1000, 2000, 100_000_000, OK),
+              (T0 + 6 * MS - 1000, 2000, 200_000_000, OK)]}
+    iv = byte_intervals(_cap_dev(tmp_path / "b", rd, devices=[_rate_dev("rocep1s0f1", 200.0)]))
+    assert iv.flag.tolist() == ["gap", "implausible"]
+    assert iv.bytes.iloc[0] == 400e6 and math.isnan(iv.bytes.iloc[1])
+    # a short interval (0.3 ms after a late sweep) is judged over at least one sampling
+    # interval: 90 MB is 720 Gb/s over 1 ms, accepted; 101 MB (808 Gb/s) is not
+    rd = {0: [(T0 - 1000, 2000, 0, OK), (T0 + 300_000 - 1000, 2000, 22_500_000, OK),
+              (T0 + 600_000 - 1000, 2000, 22_500_000 + 25_250_000, OK)]}
+    iv = byte_intervals(_cap_dev(tmp_path / "s", rd, devices=[_rate_dev("rocep1s0f1", 200.0)]))
+    assert iv.flag.tolist() == ["ok", "implausible"]
+
+
+def test_implausible_cap_per_device_and_netdev(tmp_path):
+    # device A has a 100 Gb/s port (cap 400 Gb/s: 50.1 MB per 1.002 ms); device B records no rate
+    # and falls back to the highest in the manifest (A's); the netdev of A uses A's rate
+    counters = [ib("A", "tx"), ib("B", "tx"), netdev("A", "ethA", "tx")]
+    units = [0, 12_500_000, 12_500_000 + 12_750_000]  # 50 MB then 51 MB per ms (x4 bytes)
+    rd = {c: [(T0 + k * MS - 1000, 2000, x * (4 if c == 2 else 1), OK)
+              for k, x in enumerate(units)] for c in range(3)}
+    cap = _cap_dev(tmp_path / "c", rd, counters, devices=[_rate_dev("A", 100.0),
+                                                          {"name": "B", "ports": [{"port": 1}]}])
+    iv = byte_intervals(cap, source=None)
+    for cid in range(3):
+        assert iv[iv.counter_id == cid].flag.tolist() == ["ok", "implausible"], cid
+    assert plausible_gbps(cap.meta, "A") == 400.0
+    assert plausible_gbps(cap.meta, "B") == 400.0
+    assert plausible_gbps({"devices": []}, "A") == 1600.0
+    assert plausible_gbps({"devices": [_rate_dev("A", 100.0), _rate_dev("C", 200.0)]},
+                          "C") == 800.0

@@ -135,7 +135,7 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
         h = h.reset_index(drop=True)
         click.echo(f"{capture}: {len(table)} windows of {width_ns / 1e6:g} ms, rates in Gb/s "
                    f"(t_s from capture start; flags: G gap-spread, N unknown (reset/saturated/"
-                   f"unavailable), P partly covered, E no readings)")
+                   f"unavailable/implausible), P partly covered, E no readings)")
         click.echo(format_table(h, max_rows=limit, formats={"t_s": "{:.6f}"}))
 
     emit({"rates": table}, out, human=human,
