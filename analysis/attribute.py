@@ -9,6 +9,13 @@ window. Metric definitions: ``rdmascope.analysis.metrics.DEFINITIONS``.
 Rounds: requests labelled ``test``/``round`` are grouped by those labels; otherwise requests sent
 within ``arrival_window_s`` of a round's first send form one round ("arriving together"), and
 the test label becomes "<n>x<prompt tokens>" (e.g. "4x8192") so two runs of the same plan match.
+
+Warm-up (method.md, "The test plan": one warm-up round per test, not counted): with
+``warmup_rounds=N`` the first N rounds of each test, by round number (the emulator numbers the
+warm-up 0; unlabelled rounds are numbered in time order), are marked ``warmup`` in the
+per-request and per-round tables, which still list them, and are left out of the per-test means
+and min-max spreads (``tests``), of ``compare``, and of the summary's TTFT, decode-speed and ITL
+figures. A test with no round left after its warm-up is not in ``tests`` (a note says so).
 """
 
 from __future__ import annotations
@@ -35,7 +42,8 @@ class Attribution:
     - ``by_series``: long form, one row per (request, window, series): ``request_id, window``
       ("prefill" | "decode"), ``series`` ("<device>/<tx|rx>" or "link:<dev>+<dev>/<dir>"),
       ``bytes``, ``mean_gbps``.
-    - ``rounds``: one row per (test, round); ``tests``: per test, means with min/max over rounds.
+    - ``rounds``: one row per (test, round), ``warmup`` (bool) marking warm-up rounds;
+      ``tests``: per test, means with min/max over the measured (non-warm-up) rounds.
     - ``timeline``: the capture cut into segments ``t0_ns, t1_ns, state, tx_bytes, rx_bytes``;
       ``time_classes``: per state ``seconds, share, tx_bytes, rx_bytes, mean_tx_gbps``.
     - ``summary``: counts, pooled ITL, output throughput; ``notes``: alignment and caveats.
@@ -53,6 +61,7 @@ class Attribution:
     time_classes: pd.DataFrame
     summary: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    warmup_rounds: int = 0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -201,9 +210,24 @@ def classify_time(requests: pd.DataFrame, t_start_ns: int, t_end_ns: int) -> pd.
 # ------------------------------------------------------------------------------------------------
 
 
+def warmup_mask(rounds: pd.DataFrame, warmup_rounds: int) -> np.ndarray:
+    """Return a bool array over ``rounds`` rows: True for the first ``warmup_rounds`` of each test.
+
+    "First" by round number within the test (ties cannot occur: one row per (test, round)).
+    ``rounds`` needs ``test`` and ``round`` columns. Raises ``ValueError`` on a negative count.
+    """
+    n = int(warmup_rounds)
+    if n < 0:
+        raise ValueError(f"warmup_rounds must be 0 or more, got {warmup_rounds!r}")
+    if not len(rounds) or n == 0:
+        return np.zeros(len(rounds), bool)
+    rank = rounds.groupby("test", sort=False)["round"].rank(method="first")
+    return (rank <= n).to_numpy()
+
+
 def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
               arrival_window_s: float = 1.0, link_capacity_gbps: float | None = None,
-              peak_width_ns: int = PEAK_WIDTH_NS) -> Attribution:
+              peak_width_ns: int = PEAK_WIDTH_NS, warmup_rounds: int = 0) -> Attribution:
     """Attribute a capture's traffic to the requests of an aligned request log.
 
     ``capture``: a ``load.Capture``; ``log``: a ``RequestLog`` already placed on the capture's
@@ -211,23 +235,28 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
     ``intervals``: ``series.byte_intervals(capture)`` if already computed.
     ``link_capacity_gbps``: the capacity bursts are detected against (``bursts.detect_bursts``:
     enter at 25 %, leave at 10 %); default the port rate in the manifest (``capacity_gbps``).
+    ``warmup_rounds``: the first N rounds of each test are warm-up (see the module docstring):
+    listed with ``warmup`` True in ``requests`` and ``rounds``, left out of ``tests``.
 
     ``requests`` columns: ``request_id, test, round, prompt_tokens, output_tokens, t_send_ns,
     t_first_ns, t_last_ns``, the timing metrics of ``metrics.request_timing``, and for each window
     w in (prefill, decode): ``w_tx_bytes, w_rx_bytes`` (node total over RDMA devices),
     ``w_tx_gbps`` (mean rate), ``w_peak_tx_gbps`` (highest 1 ms window), ``w_bursts``; plus
-    ``prefill_per_token_bytes`` (tx bytes per prompt token). Bytes are NaN where the window
+    ``prefill_per_token_bytes`` (tx bytes per prompt token), ``warmup`` (bool). Bytes are NaN
+    where the window
     overlaps a counter reset/saturation/implausible jump or lies outside the readings (never
     guessed).
 
-    Raises ``ValueError`` when the capture has no RDMA data counters, and whatever ``align``
-    raises for a log outside the capture.
+    Raises ``ValueError`` when the capture has no RDMA data counters or ``warmup_rounds`` is
+    negative, and whatever ``align`` raises for a log outside the capture.
     """
     from . import series
     from .requestlogs import align
 
     if log.alignment is None:
         log = align(log, capture)
+    if int(warmup_rounds) < 0:
+        raise ValueError(f"warmup_rounds must be 0 or more, got {warmup_rounds!r}")
     iv = intervals if intervals is not None else series.byte_intervals(capture)
     if not len(iv):
         raise ValueError(f"{capture.path}: no RDMA data counter intervals to attribute")
@@ -277,7 +306,15 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
     by_series_df = pd.concat(long_parts, ignore_index=True)
 
     rounds = _rounds(out, iv, fine_tx, peak_width_ns, cap_gbps)
-    tests = _tests(rounds)
+    rounds["warmup"] = warmup_mask(rounds, warmup_rounds) if len(rounds) else []
+    warm = set(zip(rounds.loc[rounds["warmup"], "test"], rounds.loc[rounds["warmup"], "round"],
+                   strict=True)) if len(rounds) else set()
+    out["warmup"] = [(t, r) in warm for t, r in zip(out["test"], out["round"], strict=True)]
+    measured = ~out["warmup"].to_numpy(dtype=bool)
+    tests = _tests(rounds[~rounds["warmup"]] if len(rounds) else rounds)
+    if len(tests):
+        n_warm = rounds.groupby("test", sort=False)["warmup"].sum()
+        tests.insert(2, "warmup_rounds", tests["test"].map(n_warm).astype("int64"))
     t_lo = int(iv["t0_ns"].min())
     t_hi = int(iv["t1_ns"].max())
     timeline = classify_time(req, t_lo, t_hi)
@@ -296,15 +333,17 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
                         "share": secs / total_s if total_s > 0 else np.nan,
                         "tx_bytes": txb, "rx_bytes": rxb,
                         "mean_tx_gbps": txb * 8 / (secs * 1e9) if secs > 0 else np.nan})
-    itl = M.pooled_itl(req)
+    itl = M.pooled_itl(req[measured])
     out_tok = req["output_tokens"].to_numpy(dtype=float, na_value=np.nan)
     run_s = (last.max() - send.min()) / 1e9
+    mtiming = timing[measured]
     summary = {
         "n_requests": int(len(log.requests)), "n_ok": int(len(req)), "n_failed": log.n_failed,
         "n_rounds": int(len(rounds)),
-        "mean_ttft_s": float(timing["ttft_s"].mean()),
-        "mean_decode_speed_tps": float(np.nanmean(timing["decode_speed_tps"]))
-        if np.isfinite(timing["decode_speed_tps"]).any() else None,
+        "n_warmup_rounds": int(rounds["warmup"].sum()) if len(rounds) else 0,
+        "mean_ttft_s": float(mtiming["ttft_s"].mean()) if measured.any() else None,
+        "mean_decode_speed_tps": float(np.nanmean(mtiming["decode_speed_tps"]))
+        if np.isfinite(mtiming["decode_speed_tps"]).any() else None,
         "itl_pooled_mean_s": float(itl.mean()) if len(itl) else None,
         "itl_pooled_p50_s": float(np.median(itl)) if len(itl) else None,
         "itl_pooled_p99_s": float(np.percentile(itl, 99)) if len(itl) else None,
@@ -312,6 +351,17 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
         "burst_capacity_gbps": cap_gbps,
     }
     notes = list(log.notes)
+    if warmup_rounds:
+        nw = int(rounds["warmup"].sum()) if len(rounds) else 0
+        notes.append(f"warm-up: the first {int(warmup_rounds)} round(s) of each test ({nw} "
+                     f"round(s), {int((~measured).sum())} request(s)) are listed but left out "
+                     "of the per-test means and spreads, the comparison and the summary's "
+                     "TTFT, decode speed and ITL")
+        gone = [str(t) for t in dict.fromkeys(rounds["test"]) if len(rounds)
+                and t not in set(tests.get("test", []))]
+        if gone:
+            notes.append(f"test(s) with no round after the warm-up, left out of the per-test "
+                         f"table: {', '.join(gone)}")
     if log.alignment:
         notes.append(f"alignment: {log.alignment['method']} ({log.alignment['note']}; "
                      f"uncertainty {log.alignment['uncertainty_ns'] / 1e6:g} ms)")
@@ -324,7 +374,7 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
                        log_format=log.format, alignment=dict(log.alignment or {}),
                        requests=out, by_series=by_series_df, rounds=rounds, tests=tests,
                        timeline=timeline, time_classes=pd.DataFrame(classes), summary=summary,
-                       notes=notes)
+                       notes=notes, warmup_rounds=int(warmup_rounds))
 
 
 def _rounds(req: pd.DataFrame, iv: pd.DataFrame, fine_tx: pd.Series, width_ns: int,

@@ -16,7 +16,10 @@ same plan matches). Per test the comparison gives, side A -> side B:
 - the correction from an emulated ``B_b`` link (109 Gb/s) to a real cable (100 Gb/s):
   ``bytes x 8 x (1/100 - 1/109)``, added to side B's time to the last first token.
 
-Rounds are paired by round number for the per-round increase and its min-max spread.
+Rounds are paired by round number for the per-round increase and its min-max spread. Warm-up
+rounds (``attribute(..., warmup_rounds=N)``: column ``warmup`` of the rounds) are left out: the
+per-test means come from the attributions' ``tests`` (measured rounds only) and the per-round
+pairs skip rounds marked warm-up on either side.
 """
 
 from __future__ import annotations
@@ -79,6 +82,13 @@ def _pct(new, old):
             np.asarray(old, dtype=float)
 
 
+def _measured(rounds: pd.DataFrame) -> pd.DataFrame:
+    """Drop warm-up rounds (column ``warmup``, absent when no warm-up was set)."""
+    if "warmup" in rounds.columns and len(rounds):
+        return rounds[~rounds["warmup"].astype(bool)]
+    return rounds
+
+
 def compare(att_a, att_b, *, label_a: str = "A", label_b: str = "B",
             link_a_gbps: float = E.LINK_200_GBPS, link_b_gbps: float = E.LINK_EMULATED_GBPS,
             real_gbps: float | None = E.LINK_100_GBPS, model: E.ModelShape | None = None,
@@ -108,7 +118,7 @@ def compare(att_a, att_b, *, label_a: str = "A", label_b: str = "B",
     only = sorted(set(ta["test"]) ^ set(tb["test"]))
     if only:
         notes.append(f"tests on one side only (left out): {', '.join(map(str, only))}")
-    ra, rb = att_a.rounds, att_b.rounds
+    ra, rb = _measured(att_a.rounds), _measured(att_b.rounds)
     rows, round_rows = [], []
     for test in common:
         a = ta[ta["test"] == test].iloc[0]

@@ -663,7 +663,7 @@ def _pick(df: pd.DataFrame, cols) -> pd.DataFrame:
 
 
 def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], None] | None = None,
-                 title: str | None = None) -> ReportContent:
+                 title: str | None = None, warmup_rounds: int = 0) -> ReportContent:
     """Run the analysis on one or two configurations and assemble the report's content.
 
     Per configuration: capture metadata and sampling quality, the emulation verdict
@@ -671,7 +671,9 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
     for the longest lone request, the burst summary (``bursts.burst_analysis``), the per-request
     and per-test tables (``attribute.attribute``), and the per-device traffic. With two
     configurations also figure 2 per common test and the comparison with the estimate
-    (figures 4-6, via ``compare``). ``progress`` receives one line per step.
+    (figures 4-6, via ``compare``). ``progress`` receives one line per step. ``warmup_rounds``:
+    the first N rounds of each test are warm-up (``attribute``): listed in the per-request table
+    with a ``warmup`` column, left out of the per-test means and the comparison.
     Raises ValueError for zero or more than two configurations.
     """
     from .attribute import attribute
@@ -695,7 +697,7 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
         if len(cfg.requests):
             say(f"[{cfg.label}] attributing traffic to {len(cfg.requests)} request(s)")
             att = attribute(cfg.capture, cfg.log if not isinstance(cfg.log, list) else cfg.log[0],
-                            intervals=cfg.intervals)
+                            intervals=cfg.intervals, warmup_rounds=warmup_rounds)
             attributions[cfg.label] = att
             req = pick_request(cfg)
             send, first = int(req["t_send_ns"]), int(req["t_first_ns"])
@@ -720,10 +722,16 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                 title=f"Peak vs window: prefill of request {req['request_id']} "
                       f"({(first - send) / 1e9:.2f} s), tx of one node",
                 note="'whole range' is the mean over the whole prefill."))
-            tables.append(ReportTable(_pick(att.tests, TEST_COLUMNS), title="Per test",
-                                      note="Means over rounds; min/max columns give the spread. "
-                                           "Time to last first token covers all prompts' bytes."))
-            tables.append(ReportTable(_pick(att.requests, REQUEST_COLUMNS), title="Per request",
+            warm = ("warmup_rounds",) if warmup_rounds else ()
+            tables.append(ReportTable(
+                _pick(att.tests, TEST_COLUMNS[:3] + warm + TEST_COLUMNS[3:]), title="Per test",
+                note="Means over rounds; min/max columns give the spread. "
+                     "Time to last first token covers all prompts' bytes."
+                     + (f" The first {warmup_rounds} round(s) of each test are warm-up, not "
+                        "counted." if warmup_rounds else "")))
+            tables.append(ReportTable(_pick(att.requests, REQUEST_COLUMNS
+                                            + (("warmup",) if warmup_rounds else ())),
+                                      title="Per request",
                                       note="Prefill = [send, first token], decode = [first "
                                            "token, last token]; bytes are tx of one node."))
         say(f"[{cfg.label}] bursts")
@@ -826,11 +834,13 @@ def _add_estimate_comparison(content: ReportContent, configs, attributions, say)
 E_LINK_100 = 100.0
 
 
-def comparison(configs: Sequence[Configuration], attributions: Mapping[str, Any] | None = None):
+def comparison(configs: Sequence[Configuration], attributions: Mapping[str, Any] | None = None,
+               *, warmup_rounds: int = 0):
     """Return ``compare.compare`` of two configurations (attributing them first if needed).
 
     The link speeds are the study's: 200 Gb/s for the first configuration, the emulated
     ~109 Gb/s for the second, corrected to a real 100 Gb/s cable (``compare`` defaults).
+    ``warmup_rounds`` is passed to ``attribute`` for configurations not yet attributed.
     Raises ValueError without request logs or without a common test.
     """
     from .attribute import attribute
@@ -844,7 +854,8 @@ def comparison(configs: Sequence[Configuration], attributions: Mapping[str, Any]
             if not len(cfg.requests):
                 raise ValueError(f"{cfg.label}: no request log given (needed to compare)")
             log = cfg.log[0] if isinstance(cfg.log, list) else cfg.log
-            atts[cfg.label] = attribute(cfg.capture, log, intervals=cfg.intervals)
+            atts[cfg.label] = attribute(cfg.capture, log, intervals=cfg.intervals,
+                                        warmup_rounds=warmup_rounds)
     a, b = configs
     return compare(atts[a.label], atts[b.label], label_a=a.label, label_b=b.label)
 
@@ -874,7 +885,7 @@ def write_report(captures: Sequence[str | os.PathLike], request_logs=None,
                  out_dir: str | os.PathLike = "rdmascope-report", *,
                  labels: Sequence[str] | None = None, offset_s: float | None = None,
                  embed: bool = True, title: str | None = None,
-                 progress: Callable[[str], None] | None = None) -> Path:
+                 progress: Callable[[str], None] | None = None, warmup_rounds: int = 0) -> Path:
     """Analyse one or two captures with their request logs and write the HTML report.
 
     ``captures``: one or two capture directories (two = two configurations, e.g. 200 Gb/s and
@@ -883,7 +894,7 @@ def write_report(captures: Sequence[str | os.PathLike], request_logs=None,
     one per capture (default: the manifest's label, else the directory name). Writes
     ``out_dir/report.html`` (figures inline), ``out_dir/figures/*.png``, ``out_dir/tables/*.csv``
     and returns the HTML path. ``progress`` receives one line per step (the CLI prints them on
-    stderr). Raises ValueError (mismatched arguments, a bad log or capture: the message names
+    stderr). ``warmup_rounds``: the first N rounds of each test are warm-up (``build_report``). Raises ValueError (mismatched arguments, a bad log or capture: the message names
     the file) and OSError.
     """
     captures = list(captures)
@@ -904,5 +915,5 @@ def write_report(captures: Sequence[str | os.PathLike], request_logs=None,
                                           offset_s=offset_s))
     if len(configs) == 2 and configs[0].label == configs[1].label:
         configs[1].label += " (2)"
-    content = build_report(configs, progress=say, title=title)
+    content = build_report(configs, progress=say, title=title, warmup_rounds=warmup_rounds)
     return render_report(content, out_dir, embed=embed, progress=say)

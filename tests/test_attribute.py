@@ -227,3 +227,98 @@ def test_cli_attribute_outputs_and_errors(tmp_path, overlap_capture):
     assert "late.jsonl: row 1: field 't_last_token'" in r.output
     r = CliRunner().invoke(main, ["attribute", cap])
     assert r.exit_code == 1 and "--requests" in r.output
+
+
+# one warm-up round (round 0) and three measured rounds of test "P", two requests per round sent
+# together: (send, first token, last token) in ms; the warm-up's TTFTs are outliers
+WARM = {0: [(10, 160, 170), (10, 180, 190)],
+        1: [(200, 220, 230), (200, 222, 232)],
+        2: [(250, 274, 284), (250, 276, 286)],
+        3: [(300, 330, 340), (300, 332, 342)]}
+
+
+def _warm_capture_and_log(tmp_path):
+    n = 400
+    path = build_capture(tmp_path / "cap", T0, {f"{A}/tx": np.full(n, 4000),
+                                                f"{B}/tx": np.full(n, 8000)})
+    p = tmp_path / "warm.jsonl"
+    with open(p, "w") as f:
+        # written in reverse so that order in the file does not decide what is warm-up
+        for rnd in sorted(WARM, reverse=True):
+            for i, (s, a, b) in enumerate(WARM[rnd]):
+                f.write(json.dumps({"request_id": f"w{rnd}{i}", "t_send": (T0 + s * MS) / 1e9,
+                                    "t_first_token": (T0 + a * MS) / 1e9,
+                                    "t_last_token": (T0 + b * MS) / 1e9, "prompt_tokens": 1000,
+                                    "output_tokens": 11, "test": "P", "round": rnd}) + "\n")
+    cap = load_capture(path)
+    return cap, align(read_request_log(p), cap), p
+
+
+def test_warmup_round_left_out_of_test_means(tmp_path):
+    cap, log, _ = _warm_capture_and_log(tmp_path)
+    att = attribute(cap, log, warmup_rounds=1)
+    t = att.tests.set_index("test").loc["P"]
+    # per-round mean TTFT of the measured rounds: 21, 25 and 31 ms -> mean 25.667 ms
+    assert t["mean_ttft_s"] == pytest.approx((0.021 + 0.025 + 0.031) / 3)
+    assert (t["mean_ttft_min_s"], t["mean_ttft_max_s"]) == pytest.approx((0.021, 0.031))
+    # time to the last first token: 22, 26, 32 ms
+    assert t["time_to_last_first_token_s"] == pytest.approx((0.022 + 0.026 + 0.032) / 3)
+    assert t["time_to_last_first_token_min_s"] == pytest.approx(0.022)
+    # prefill bytes of a round: 12,000 bytes per ms (A 4,000 + B 8,000) x 22 / 26 / 32 ms
+    assert t["prefill_tx_bytes"] == pytest.approx(12_000 * (22 + 26 + 32) / 3, abs=1e-3)
+    assert t["rounds"] == 3 and t["warmup_rounds"] == 1
+    # the warm-up is still listed, marked
+    rounds = att.rounds.set_index("round")
+    assert sorted(rounds.index) == [0, 1, 2, 3]
+    assert rounds["warmup"].to_dict() == {0: True, 1: False, 2: False, 3: False}
+    assert rounds.loc[0, "mean_ttft_s"] == pytest.approx(0.160)
+    req = att.requests.set_index("request_id")
+    assert req["warmup"].to_dict() == {"w30": False, "w31": False, "w20": False, "w21": False,
+                                       "w10": False, "w11": False, "w00": True, "w01": True}
+    # the summary's TTFT covers the 6 measured requests only
+    assert att.summary["mean_ttft_s"] == pytest.approx((20 + 22 + 24 + 26 + 30 + 32) / 6e3)
+    assert att.summary["n_warmup_rounds"] == 1
+    assert any("warm-up" in n for n in att.notes)
+    # without the option every round counts: the outlier pulls the mean up
+    t0 = attribute(cap, log).tests.set_index("test").loc["P"]
+    assert t0["mean_ttft_s"] == pytest.approx((0.160 + 0.021 + 0.025 + 0.031) / 4)
+    assert t0["rounds"] == 4 and t0["warmup_rounds"] == 0
+    # all rounds warm-up: the test drops out of the per-test table, with a note
+    all_warm = attribute(cap, log, warmup_rounds=4)
+    assert len(all_warm.tests) == 0 and all_warm.summary["mean_ttft_s"] is None
+    assert any("no round after the warm-up" in n for n in all_warm.notes)
+    with pytest.raises(ValueError, match="warmup_rounds"):
+        attribute(cap, log, warmup_rounds=-1)
+
+
+def test_warmup_rounds_in_compare_and_cli(tmp_path):
+    from click.testing import CliRunner
+    from rdmascope.analysis.compare import compare
+
+    from rdmascope.cli import main
+
+    cap, log, p = _warm_capture_and_log(tmp_path)
+    att = attribute(cap, log, warmup_rounds=1)
+    c = compare(att, att)
+    row = c.tests.iloc[0]
+    assert row.rounds_a == 3 and row.ttft_a_s == pytest.approx((0.021 + 0.025 + 0.031) / 3)
+    assert sorted(c.rounds["round"]) == [1, 2, 3]  # the warm-up is not paired
+    r = CliRunner().invoke(main, ["attribute", str(cap.path), "--requests", str(p), "--json",
+                                  "--warmup-rounds", "1"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["tests"][0]["mean_ttft_s"] == pytest.approx((0.021 + 0.025 + 0.031) / 3)
+    assert [x["warmup"] for x in sorted(d["rounds"], key=lambda x: x["round"])] == \
+        [True, False, False, False]
+    r = CliRunner().invoke(main, ["attribute", str(cap.path), "--requests", str(p),
+                                  "--warmup-rounds", "1"])
+    assert r.exit_code == 0 and "warm-up left out" in r.output
+    r = CliRunner().invoke(main, ["compare", str(cap.path), str(cap.path), "--requests-a", str(p),
+                                  "--requests-b", str(p), "--json", "--warmup-rounds", "1"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["tests"][0]["ttft_a_s"] == pytest.approx((0.021 + 0.025 + 0.031) / 3)
+    assert d["tests"][0]["rounds_a"] == 3 and d["meta"]["warmup_rounds"] == 1
+    r = CliRunner().invoke(main, ["attribute", str(cap.path), "--requests", str(p),
+                                  "--warmup-rounds", "-1"])
+    assert r.exit_code == 2

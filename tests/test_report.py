@@ -237,3 +237,25 @@ def test_report_flags_a_tcp_fallback(fixtures_dir, tmp_path):
     page = R.write_report([run], None, tmp_path).read_text()
     assert 'class="verdict fail"' in page
     assert "did NCCL fall back to TCP sockets?" in page
+
+
+def test_report_command_leaves_warmup_rounds_out_of_the_test_means(tmp_path):
+    """--warmup-rounds 1: the per-test mean is the hand-computed mean of the 3 measured rounds;
+    the per-request table still lists the warm-up, marked."""
+    from test_attribute import _warm_capture_and_log
+
+    cap, _, log = _warm_capture_and_log(tmp_path)
+    res = CliRunner().invoke(main, ["report", str(cap.path), "--requests", str(log), "-o",
+                                    str(tmp_path / "r"), "--label", "L", "--warmup-rounds", "1"])
+    assert res.exit_code == 0, res.output
+    tables = [pd.read_csv(t) for t in sorted((tmp_path / "r" / "tables").glob("*.csv"))]
+    per_test = next(t for t in tables if "time_to_last_first_token_min_s" in t.columns)
+    # time to the last first token of the measured rounds: 22, 26 and 32 ms
+    assert per_test["time_to_last_first_token_s"].tolist() == \
+        pytest.approx([(0.022 + 0.026 + 0.032) / 3])
+    assert per_test["rounds"].tolist() == [3] and per_test["warmup_rounds"].tolist() == [1]
+    per_req = next(t for t in tables if "request_id" in t.columns and "ttft_s" in t.columns)
+    assert sorted(per_req.loc[per_req["warmup"], "request_id"]) == ["w00", "w01"]
+    assert len(per_req) == 8
+    page = (tmp_path / "r" / "report.html").read_text()
+    assert "warm-up, not counted" in page

@@ -96,9 +96,13 @@ def attribution_tables(att) -> dict:
               help="Unlabelled requests sent within this many seconds form one round.")
 @click.option("--capacity", type=float, default=None,
               help="Link capacity for burst detection, Gb/s (default: the manifest's port rate).")
+@click.option("--warmup-rounds", type=click.IntRange(min=0), default=0, show_default=True,
+              metavar="N", help="The first N rounds of each test are warm-up: listed, but left "
+                                "out of the per-test means and spreads (method.md: 1).")
 @click.option("--definitions", is_flag=True, help="Also print the metric definitions.")
 @output_options
-def command(capture, requests_log, fmt, offset, arrival_window, capacity, definitions, out):
+def command(capture, requests_log, fmt, offset, arrival_window, capacity, warmup_rounds,
+            definitions, out):
     """Attribute CAPTURE's RDMA traffic to the requests of a request log.
 
     Per request: prefill [send, first token] and decode [first token, last token] bytes (node
@@ -117,7 +121,8 @@ def command(capture, requests_log, fmt, offset, arrival_window, capacity, defini
     try:
         cap = load_capture(capture)
         log = align(read_request_log(log_path, fmt), cap, offset)
-        att = attribute(cap, log, arrival_window_s=arrival_window, link_capacity_gbps=capacity)
+        att = attribute(cap, log, arrival_window_s=arrival_window, link_capacity_gbps=capacity,
+                        warmup_rounds=warmup_rounds)
     except (RequestLogError, CaptureError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     tables, meta = attribution_tables(att)
@@ -130,9 +135,12 @@ def _human(att, definitions: bool) -> None:
     s = att.summary
     click.echo(f"capture {att.capture_path}; requests {att.log_path} ({att.log_format}): "
                f"{s['n_ok']} ok, {s['n_failed']} failed (kept out), {s['n_rounds']} round(s)")
-    echo_table(att.requests, REQ_COLS, "Per request (node tx, all RDMA devices)")
-    echo_table(att.rounds, ROUND_COLS, "Per round")
-    echo_table(att.tests, TEST_COLS, "Per test (mean of rounds, min and max)")
+    warm = ["warmup"] if att.warmup_rounds else []
+    echo_table(att.requests, REQ_COLS + warm, "Per request (node tx, all RDMA devices)")
+    echo_table(att.rounds, ROUND_COLS + warm, "Per round")
+    echo_table(att.tests, TEST_COLS[:2] + (["warmup_rounds"] if warm else []) + TEST_COLS[2:],
+               "Per test (mean of rounds, min and max" + (", warm-up left out)" if warm
+                                                          else ")"))
     echo_table(att.time_classes, TIME_COLS, "Time classes of the capture")
     if s.get("itl_pooled_mean_s") is not None:
         click.echo(f"\npooled ITL: mean {s['itl_pooled_mean_s'] * 1e3:.2f} ms, p50 "

@@ -43,9 +43,13 @@ EST_COLS = ["test", "per_token_a_bytes", "per_token_b_bytes", "per_token_diff_pc
 @click.option("--tp", type=int, default=8, show_default=True)
 @click.option("--arrival-window", type=float, default=1.0, show_default=True,
               help="Unlabelled requests sent within this many seconds form one round.")
+@click.option("--warmup-rounds", type=click.IntRange(min=0), default=0, show_default=True,
+              metavar="N", help="The first N rounds of each test (both runs) are warm-up: left "
+                                "out of the comparison (method.md: 1).")
 @output_options
 def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, offset_a, offset_b,
-            label_a, label_b, link_a, link_b, real_gbps, preset, config, tp, arrival_window, out):
+            label_a, label_b, link_a, link_b, real_gbps, preset, config, tp, arrival_window,
+            warmup_rounds, out):
     """Compare run A (e.g. 200 Gb/s) with run B (e.g. emulated 100 Gb/s), test by test.
 
     Each run is a capture plus its request log. Per test: TTFT and time to the last first token
@@ -81,7 +85,8 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
         try:
             cap = load_capture(cap_path)
             log = align(read_request_log(log_path, fmt), cap, off)
-            atts.append(attribute(cap, log, arrival_window_s=arrival_window))
+            atts.append(attribute(cap, log, arrival_window_s=arrival_window,
+                                  warmup_rounds=warmup_rounds))
         except (RequestLogError, CaptureError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
     la = label_a or Path(capture_a).name
@@ -92,6 +97,7 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
     except (ValueError, E.EstimateError) as exc:
         raise click.ClickException(str(exc)) from exc
     meta = {k: v for k, v in c.to_dict().items() if k not in ("tests", "rounds")}
+    meta["warmup_rounds"] = warmup_rounds
     emit({"tests": c.tests, "rounds": c.rounds}, out, meta=meta,
          human=lambda: _human(c, la, lb, link_a, link_b, capture_a, capture_b))
 

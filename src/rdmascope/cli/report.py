@@ -22,7 +22,10 @@ import click
               help="Seconds added to the request logs' times (logs without a shared clock).")
 @click.option("--no-embed", is_flag=True,
               help="Link the figures (figures/*.png) instead of embedding them in the HTML.")
-def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed):
+@click.option("--warmup-rounds", type=click.IntRange(min=0), default=0, show_default=True,
+              metavar="N", help="The first N rounds of each test are warm-up: listed, but left "
+                                "out of the per-test means and the comparison (method.md: 1).")
+def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, warmup_rounds):
     """Write a self-contained HTML report for one or two configurations.
 
     Two captures are compared (the first is the baseline, e.g. 200 Gb/s, the second e.g. the
@@ -40,7 +43,8 @@ def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed):
     try:
         path = write_report(list(captures), list(request_logs) or None, out_dir,
                             labels=list(labels) or None, offset_s=offset_s,
-                            embed=not no_embed, title=title, progress=progress)
+                            embed=not no_embed, title=title, progress=progress,
+                            warmup_rounds=warmup_rounds)
     except (ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(str(path))
