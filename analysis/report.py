@@ -5,7 +5,10 @@ Two layers:
 - :func:`render_report` turns a :class:`ReportContent` (figures, tables, verdicts, capture
   metadata: plain data, no analysis) into ``DIR/report.html`` with every figure embedded as a
   base64 PNG, plus the figures as files (``DIR/figures/*.png``) and each table as CSV
-  (``DIR/tables/*.csv``) beside it for reuse.
+  (``DIR/tables/*.csv``, listed and linked in the HTML) beside it for reuse. A CSV is named after
+  its configuration and its content, ``<section>_<table>.csv`` (e.g. ``200-gb-s_per-request.csv``,
+  ``200-gb-s_peaks.csv``, ``comparison.csv``), and holds the table's values unscaled (bytes in
+  bytes, not MB), without the pandas index (a named index becomes the first column).
 - :func:`build_report` runs the analysis on one or two configurations (captures plus request
   logs) through the analysis modules and assembles the content; :func:`write_report` does both.
   This is the function ``rdmascope report`` and ``rdmascope demo`` call.
@@ -61,22 +64,30 @@ class ReportFigure:
 class ReportTable:
     """One table: a DataFrame shown as is (its index is dropped unless named), optional title/note.
 
-    ``headers`` overrides the derived header of a column ({column: header text}).
+    ``headers`` overrides the derived header of a column ({column: header text}). ``name``: what
+    the table holds, file-safe (e.g. "per-request", "peaks"), the second part of its CSV name
+    (see ``csv_name``).
     """
 
     frame: pd.DataFrame
     title: str = ""
     note: str = ""
     headers: Mapping[str, str] = field(default_factory=dict)
+    name: str = ""
 
 
 @dataclass
 class ReportSection:
-    """A titled group of tables, with an optional explanatory note."""
+    """A titled group of tables, with an optional explanatory note.
+
+    ``name``: the first part of its tables' CSV names (the configuration, e.g. "200-gb-s");
+    None (default) derives it from the title; "" leaves it out (e.g. ``comparison.csv``).
+    """
 
     title: str
     tables: list[ReportTable] = field(default_factory=list)
     note: str = ""
+    name: str | None = None
 
 
 @dataclass
@@ -216,6 +227,28 @@ def _anchor(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "section"
 
 
+def csv_name(section: ReportSection, table: ReportTable, index: int) -> str:
+    """Return the CSV file name of ``table`` (the ``index``-th of ``section``): "<sect>_<tab>.csv".
+
+    <sect> is ``section.name`` (default: the title made file-safe, e.g. "200 Gb/s" ->
+    "200-gb-s"), <tab> is ``table.name`` made file-safe; either may be empty (then no "_"). A
+    table without a name in a section of several tables is "table-<index + 1>". Uniqueness
+    across the report is the caller's business (``render_report`` appends "-2", "-3").
+    """
+    sect = _anchor(section.title) if section.name is None else _slug(section.name)
+    tab = _slug(table.name) or ("" if len(section.tables) == 1 else f"table-{index + 1}")
+    return "_".join(p for p in (sect, tab) if p) or "table"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")
+
+
+def _csv_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table as its CSV holds it: a named index becomes the first column, no other index."""
+    return frame.reset_index() if frame.index.name is not None else frame
+
+
 def _figure_png(fig, dpi: int = 110) -> bytes:
     if not hasattr(fig, "savefig"):  # an Axes
         fig = fig.get_figure(root=True) if hasattr(fig, "get_figure") else fig.figure
@@ -257,18 +290,33 @@ def render_report(content: ReportContent, out_dir: str | os.PathLike, *, embed: 
         figures.append({"name": f.name, "title": f.title, "caption": f.caption, "src": src})
     sections = []
     used = set()
+    csv_used: set[str] = set()
+    csv_files = []
     for s in content.sections:
         anchor = _anchor(s.title)
         while anchor in used:
             anchor += "-x"
         used.add(anchor)
+        # an unnamed section takes its (unique) anchor, so that sections of one title differ
+        sec = s if s.name is not None else ReportSection(anchor, s.tables, s.note, anchor)
         tables = []
         for i, t in enumerate(s.tables):
-            tables.append({"title": t.title, "note": t.note, **format_table(t.frame, t.headers)})
+            entry = {"title": t.title, "note": t.note, "csv": None,
+                     **format_table(t.frame, t.headers)}
             if len(t.frame):
                 (out / "tables").mkdir(exist_ok=True)
-                name = anchor + (f"-{i + 1}" if len(s.tables) > 1 else "") + ".csv"
-                _atomic_write(out / "tables" / name, t.frame.to_csv().encode())
+                stem = base = csv_name(sec, t, i)
+                k = 1
+                while stem in csv_used:
+                    k += 1
+                    stem = f"{base}-{k}"
+                csv_used.add(stem)
+                href = f"tables/{stem}.csv"
+                _atomic_write(out / href, _csv_frame(t.frame).to_csv(index=False).encode())
+                entry["csv"] = href
+                csv_files.append({"href": href, "section": s.title,
+                                  "title": t.title or s.title})
+            tables.append(entry)
         sections.append({"title": s.title, "anchor": anchor, "note": s.note, "tables": tables})
     env = Environment(loader=PackageLoader("rdmascope.analysis", "templates"),
                       autoescape=select_autoescape(["html", "j2"]))
@@ -276,7 +324,7 @@ def render_report(content: ReportContent, out_dir: str | os.PathLike, *, embed: 
         title=content.title, subtitle=content.subtitle, version=__version__,
         generated=_dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         cards=[{"label": a, "value": b, "detail": c} for a, b, c in content.cards],
-        verdicts=content.verdicts, figures=figures, sections=sections,
+        verdicts=content.verdicts, figures=figures, sections=sections, csv_files=csv_files,
         captures=[{"label": lbl, "fields": items} for lbl, items in content.captures],
     )
     html_path = out / "report.html"
@@ -721,26 +769,27 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                               "mean_gbps", "n_windows")),
                 title=f"Peak vs window: prefill of request {req['request_id']} "
                       f"({(first - send) / 1e9:.2f} s), tx of one node",
-                note="'whole range' is the mean over the whole prefill."))
+                note="'whole range' is the mean over the whole prefill.", name="peaks"))
             warm = ("warmup_rounds",) if warmup_rounds else ()
             tables.append(ReportTable(
                 _pick(att.tests, TEST_COLUMNS[:3] + warm + TEST_COLUMNS[3:]), title="Per test",
                 note="Means over rounds; min/max columns give the spread. "
                      "Time to last first token covers all prompts' bytes."
                      + (f" The first {warmup_rounds} round(s) of each test are warm-up, not "
-                        "counted." if warmup_rounds else "")))
+                        "counted." if warmup_rounds else ""), name="per-test"))
             tables.append(ReportTable(_pick(att.requests, REQUEST_COLUMNS
                                             + (("warmup",) if warmup_rounds else ())),
                                       title="Per request",
                                       note="Prefill = [send, first token], decode = [first "
-                                           "token, last token]; bytes are tx of one node."))
+                                           "token, last token]; bytes are tx of one node.",
+                                      name="per-request"))
         say(f"[{cfg.label}] bursts")
         bt = burst_analysis(cfg.intervals, capacity_gbps=cfg.port_gbps or 200.0, by="direction")
         tables.insert(1 if len(tables) else 0, ReportTable(
             _pick(bt.summary, ("series", "n_bursts", "duty_cycle", "burst_bytes", "total_bytes",
                                "burst_share", "mean_gap_s", "median_gap_s", "enter_gbps",
                                "leave_gbps")),
-            title="Burst summary (1 ms windows, whole capture)"))
+            title="Burst summary (1 ms windows, whole capture)", name="bursts"))
         say(f"[{cfg.label}] per-device traffic")
         content.figures.append(ReportFigure(
             _anchor(f"devices-{cfg.label}"), f"{cfg.label}: traffic per RDMA device",
@@ -750,7 +799,8 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
         dev = v.devices.reset_index()
         tables.append(ReportTable(_pick(dev, ("device", "tx_bytes", "rx_bytes", "share",
                                               "peak_1ms_gbps", "nan_windows")),
-                                  title="Bytes per RDMA device", headers={"share": "share"}))
+                                  title="Bytes per RDMA device", headers={"share": "share"},
+                                  name="devices"))
         content.sections.append(ReportSection(cfg.label, tables))
         content.captures.append((cfg.label, _capture_fields(cfg)))
         if cfg.label in attributions:
@@ -824,7 +874,8 @@ def _add_estimate_comparison(content: ReportContent, configs, attributions, say)
                "ttlft_b_real_s": f"corrected to a real {cmp.real_gbps or 0:g} Gb/s cable (s)"}
     content.sections.insert(0, ReportSection(
         f"Comparison: {a.label} → {b.label}",
-        [ReportTable(_pick(t, cols), headers=headers)], note=" ".join(cmp.notes)))
+        [ReportTable(_pick(t, cols), headers=headers, name="comparison")],
+        note=" ".join(cmp.notes), name=""))
     content.cards.insert(0, (
         f"test {big['test']}: time to last first token",
         f"{float(big['ttlft_change_s']):+.2f} s ({float(big['ttlft_change_pct']):+.1f} %)",

@@ -149,9 +149,8 @@ def test_report_from_two_simulated_configurations(sim_runs, tmp_path):
     assert order == sorted(order)
     assert any(s.startswith("[emulated 100 Gb/s] attributing") for s in steps)
     # per-request table: TTFT as the ground truth has it (independent of the analysis)
-    tables = sorted((tmp_path / "rep" / "tables").glob("200-gb-s-*.csv"))
-    per_req = next(pd.read_csv(t) for t in tables if "ttft_s" in pd.read_csv(t).columns
-                   and "request_id" in pd.read_csv(t).columns)
+    per_req = pd.read_csv(tmp_path / "rep" / "tables" / "200-gb-s_per-request.csv")
+    assert {"request_id", "ttft_s", "prefill_tx_bytes"} <= set(per_req.columns)
     truth = {r["request_id"]: r for r in _truth(sim_runs / "200")["requests"]}
     for row in per_req.itertuples():
         assert row.ttft_s == pytest.approx(truth[row.request_id]["ttft_s"], abs=1e-6)
@@ -248,14 +247,73 @@ def test_report_command_leaves_warmup_rounds_out_of_the_test_means(tmp_path):
     res = CliRunner().invoke(main, ["report", str(cap.path), "--requests", str(log), "-o",
                                     str(tmp_path / "r"), "--label", "L", "--warmup-rounds", "1"])
     assert res.exit_code == 0, res.output
-    tables = [pd.read_csv(t) for t in sorted((tmp_path / "r" / "tables").glob("*.csv"))]
-    per_test = next(t for t in tables if "time_to_last_first_token_min_s" in t.columns)
+    per_test = pd.read_csv(tmp_path / "r" / "tables" / "l_per-test.csv")
     # time to the last first token of the measured rounds: 22, 26 and 32 ms
     assert per_test["time_to_last_first_token_s"].tolist() == \
         pytest.approx([(0.022 + 0.026 + 0.032) / 3])
     assert per_test["rounds"].tolist() == [3] and per_test["warmup_rounds"].tolist() == [1]
-    per_req = next(t for t in tables if "request_id" in t.columns and "ttft_s" in t.columns)
+    per_req = pd.read_csv(tmp_path / "r" / "tables" / "l_per-request.csv")
     assert sorted(per_req.loc[per_req["warmup"], "request_id"]) == ["w00", "w01"]
     assert len(per_req) == 8
     page = (tmp_path / "r" / "report.html").read_text()
     assert "warm-up, not counted" in page
+
+
+def test_report_tables_as_csv_named_by_content_and_round_trip(sim_runs, tmp_path):
+    """Each table's CSV: named <configuration>_<content>.csv (comparison.csv for the
+    comparison), no pandas index column, the table's values exactly; listed in the HTML."""
+    cfgs = [R.load_configuration(sim_runs / link, R.default_request_logs(sim_runs / link))
+            for link in ("200", "emulated100")]
+    content = R.build_report(cfgs)
+    html = R.render_report(content, tmp_path / "rep", embed=False)
+    tables = tmp_path / "rep" / "tables"
+    names = sorted(p.name for p in tables.glob("*.csv"))
+    per_config = ("per-request", "per-test", "peaks", "bursts", "devices")
+    assert names == sorted(["comparison.csv"] + [f"{c}_{t}.csv" for c in
+                                                 ("200-gb-s", "emulated-100-gb-s")
+                                                 for t in per_config])
+    # the same names from the content model, and every table's values read back unchanged
+    shown = {}
+    for sec in content.sections:
+        for i, t in enumerate(sec.tables):
+            shown[R.csv_name(sec, t, i) + ".csv"] = t.frame
+    assert sorted(shown) == names
+    for name, frame in shown.items():
+        back = pd.read_csv(tables / name)
+        assert list(back.columns) == [str(c) for c in frame.columns], name
+        assert not any(str(c).startswith("Unnamed") for c in back.columns), name
+        want = frame.reset_index(drop=True)
+        for col in want.columns:
+            w, g = want[col], back[col]
+            if pd.api.types.is_numeric_dtype(w) and not pd.api.types.is_bool_dtype(w):
+                np.testing.assert_array_equal(g.to_numpy(dtype=float), w.to_numpy(dtype=float),
+                                              err_msg=f"{name}: {col}")
+            else:
+                assert g.astype(str).tolist() == w.astype(str).tolist(), (name, col)
+    # the peaks CSV holds the figure's numbers: 1 ms peak of the 200 Gb/s prefill, in Gb/s
+    pk = pd.read_csv(tables / "200-gb-s_peaks.csv").set_index("window")
+    assert 150 < pk.loc["1 ms", "peak_gbps"] < 200
+    # listed, with links, in the HTML
+    page = html.read_text()
+    assert 'id="tables-csv"' in page and 'href="#tables-csv"' in page
+    for n in names:
+        assert f'<a href="tables/{n}">tables/{n}</a>' in page
+
+
+def test_csv_name_rules_and_a_named_index_becomes_a_column(tmp_path):
+    df = pd.DataFrame({"peak_gbps": [181.2, 96.04]},
+                      index=pd.Index(["1 ms", "5 ms"], name="window"))
+    one = R.ReportSection("200 Gb/s", [R.ReportTable(df, name="Peaks")])
+    two = R.ReportSection("200 Gb/s", [R.ReportTable(df), R.ReportTable(df, name="x")], name="")
+    assert R.csv_name(one, one.tables[0], 0) == "200-gb-s_peaks"
+    assert [R.csv_name(two, t, i) for i, t in enumerate(two.tables)] == ["table-1", "x"]
+    # two sections of one title: the second takes its section's unique anchor; the same given
+    # name twice: the second file gets "-2"
+    named = R.ReportSection("200 Gb/s", [R.ReportTable(df, name="peaks")], name="cfg")
+    page = R.render_report(R.ReportContent("t", sections=[one, one, named, named]),
+                           tmp_path).read_text()
+    assert sorted(p.name for p in (tmp_path / "tables").iterdir()) == \
+        ["200-gb-s-x_peaks.csv", "200-gb-s_peaks.csv", "cfg_peaks-2.csv", "cfg_peaks.csv"]
+    assert (tmp_path / "tables" / "200-gb-s_peaks.csv").read_text() == \
+        "window,peak_gbps\n1 ms,181.2\n5 ms,96.04\n"
+    assert 'href="tables/cfg_peaks-2.csv"' in page
