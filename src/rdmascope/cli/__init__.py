@@ -50,17 +50,34 @@ class LazyGroup(click.Group):
         try:
             module = importlib.import_module(f"rdmascope.cli.{module_name}")
         except ModuleNotFoundError as exc:
-            if exc.name and exc.name.startswith("rdmascope.cli."):
-                return _unavailable(cmd_name, short_help, "not implemented yet")
-            if exc.name in {"pandas", "matplotlib", "jinja2"}:
-                return _unavailable(
-                    cmd_name,
-                    short_help,
-                    f"needs the analysis extras ({exc.name} is missing): "
-                    "pip install 'rdmascope[analysis]'",
-                )
+            if _is_extra(exc):
+                return _unavailable(cmd_name, short_help, _needs_extras(exc))
             raise
         return module.command
+
+    def invoke(self, ctx: click.Context):
+        # Commands import pandas/matplotlib inside their functions (so --help stays fast): a
+        # lean, sampler-only install must get a one-line explanation, not a traceback.
+        try:
+            return super().invoke(ctx)
+        except ModuleNotFoundError as exc:
+            if _is_extra(exc):
+                raise click.ClickException(
+                    f"`rdmascope {ctx.invoked_subcommand}` {_needs_extras(exc)}") from exc
+            raise
+
+
+#: Modules of the `analysis` extra (pyproject.toml); the sampler install has none of them.
+ANALYSIS_EXTRAS = frozenset({"pandas", "matplotlib", "jinja2"})
+
+
+def _is_extra(exc: ModuleNotFoundError) -> bool:
+    return (exc.name or "").split(".")[0] in ANALYSIS_EXTRAS
+
+
+def _needs_extras(exc: ModuleNotFoundError) -> str:
+    return (f"needs the analysis extras ({exc.name} is not installed): "
+            "pip install 'rdmascope[analysis]'")
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Short help from the table, so `rdmascope --help` imports no subcommand module.
