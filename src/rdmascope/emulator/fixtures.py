@@ -2,7 +2,9 @@
 
 Each fixture is a simulated capture directory (``rdmascope.emulator.simcapture``) with its
 ``requests.jsonl`` and ``truth.json``; all are deterministic (fixed seed and synthetic clock), so a
-regeneration reproduces the committed files' contents (``tests/test_simulate.py`` checks it).
+regeneration with the same pyarrow reproduces the committed files byte for byte (with another
+pyarrow, whose version string is in each segment, the segments' decoded readings);
+``tests/test_simulate.py`` checks it, and that the segments carry Parquet page checksums.
 Output tokens are reduced to keep the whole set at a few MB.
 """
 
