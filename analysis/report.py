@@ -628,7 +628,8 @@ def emulation_verdict(cfg: Configuration):
     Tries ``expect="single"`` (one interface carried >= 99 % of the RDMA bytes: an NCCL_IB_HCA
     emulation), then ``expect="both"``. Status "ok" when either holds, except that a label saying
     "emulated" with traffic on both interfaces is a "fail" (the emulation did not take); "fail"
-    when TCP is suspected (netdev bytes without RDMA bytes); "warn" otherwise (too little traffic).
+    when TCP is suspected (netdev bytes without RDMA bytes); "warn" otherwise (too little traffic,
+    or a twin found at record time but not recorded: the headline names it).
     """
     from .verify import verify_emulation
 
@@ -646,6 +647,10 @@ def emulation_verdict(cfg: Configuration):
     if single.tcp_suspected:
         return single, "fail", f"{cfg.label}: the kernel network stack carried the traffic, " \
                                "not RDMA — did NCCL fall back to TCP sockets?"
+    if single.missing_devices:
+        return single, "warn", (f"{cfg.label}: cannot judge the emulation — "
+                                f"{', '.join(single.missing_devices)} found at record time but "
+                                "not recorded")
     return single, "warn", f"{cfg.label}: emulation check inconclusive"
 
 

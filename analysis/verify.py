@@ -7,6 +7,14 @@ capture: each RDMA device's share of the bytes (tx + rx) over the range and its 
 rate, and a verdict. When netdev statistics were sampled (counters with source "netdev"), it also
 compares RDMA bytes with kernel-stack bytes and flags a collective that ran over TCP instead of
 RDMA (RDMA bypasses the kernel stack, so during inference the netdev counters stay almost idle).
+
+A capture can only speak for the devices it recorded. ``record --device rocep1s0f1`` records one
+twin: that twin then carries 100 % of the *recorded* bytes whatever the other twin did. When the
+manifest lists every RDMA device found at record time (``discovered_devices``), a discovered twin
+of a recorded device that is missing from the capture makes the verdict "cannot judge" (status
+``CANNOT_JUDGE``, exit code 2 in ``rdmascope verify-emulation``), naming the device. Older
+captures without that key and with one recorded device say that the verdict rests on the
+recorded devices only.
 """
 
 from __future__ import annotations
@@ -20,7 +28,10 @@ import pandas as pd
 from .load import Capture
 from .series import byte_intervals, integrate, to_gbps
 
-__all__ = ["Verdict", "verify_emulation"]
+__all__ = ["Verdict", "verify_emulation", "missing_twins", "PASS", "FAIL", "CANNOT_JUDGE"]
+
+#: ``Verdict.status`` values (``rdmascope verify-emulation`` exits 0, 1, 2 respectively).
+PASS, FAIL, CANNOT_JUDGE = "pass", "fail", "cannot judge"
 
 MS = 1_000_000
 
@@ -29,8 +40,10 @@ MS = 1_000_000
 class Verdict:
     """Result of ``verify_emulation``.
 
-    ``ok``: the expectation holds. ``expect``: "single" or "both". ``message``: one sentence with
-    the numbers. ``devices``: DataFrame indexed by RDMA device: tx_bytes, rx_bytes, bytes,
+    ``ok``: the expectation holds. ``status``: ``PASS`` ("pass", ok), ``FAIL`` ("fail") or
+    ``CANNOT_JUDGE`` ("cannot judge": too little RDMA traffic, or a twin of a recorded device
+    was found at record time but not recorded: ``missing_devices``). ``expect``: "single" or
+    "both". ``message``: one sentence with the numbers. ``devices``: DataFrame indexed by RDMA device: tx_bytes, rx_bytes, bytes,
     share (of all RDMA bytes), peak_1ms_gbps (highest 1 ms rate, tx or rx), nan_windows (1 ms
     windows with unknown bytes inside the device's readings: reset/saturated/unavailable/
     implausible). ``kernel``: the same bytes from netdev statistics per RDMA device
@@ -49,11 +62,18 @@ class Verdict:
     start_ns: int = 0
     end_ns: int = 0
     params: dict[str, Any] = field(default_factory=dict)
+    status: str = ""
+    missing_devices: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.status:
+            self.status = PASS if self.ok else FAIL
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-able dict of the verdict (devices as a list of records)."""
         return {
-            "ok": self.ok, "expect": self.expect, "message": self.message,
+            "ok": self.ok, "status": self.status, "expect": self.expect,
+            "message": self.message, "missing_devices": list(self.missing_devices),
             "total_bytes": self.total_bytes, "main_device": self.main_device,
             "tcp_suspected": self.tcp_suspected, "start_ns": self.start_ns,
             "end_ns": self.end_ns, "params": self.params,
@@ -61,6 +81,67 @@ class Verdict:
             "kernel": None if self.kernel is None
             else self.kernel.reset_index().to_dict(orient="records"),
         }
+
+
+def _bdf(pci: str) -> str:
+    """PCI address without its domain: "0002:01:00.1" -> "01:00.1" (sysfs.md, twin devices)."""
+    return pci.split(":", 1)[1] if pci.count(":") == 2 else pci
+
+
+def missing_twins(capture: Capture) -> tuple[list[dict[str, Any]], list[str]] | None:
+    """Return the discovered RDMA devices that the capture did not record, or None.
+
+    Reads the manifest key ``discovered_devices`` (every RDMA device found at record time, as
+    {name, pci, netdevs}); None when the capture has no such key (older captures). Returns
+    (twins, others): ``twins`` are the unrecorded devices that may share a port with a recorded
+    one, as dicts {name, pci, twin_of}: same PCI bus/device/function ignoring the domain
+    (DGX Spark: 0000:01:00.1 and 0002:01:00.1), else the same ``node_guid``/``sys_image_guid``;
+    a device whose kinship cannot be told (no PCI address or guid on either side) counts as a
+    twin (``twin_of`` None), since its traffic could belong to the link. ``others``: names of
+    unrecorded devices that are clearly on another port. Raises ``ValueError`` naming the
+    manifest key when it is not a list of objects with a ``name``.
+    """
+    disc = capture.meta.get("discovered_devices")
+    if disc is None:
+        return None
+    if not isinstance(disc, list) or not all(isinstance(d, dict) and d.get("name")
+                                             for d in disc):
+        raise ValueError(f"{capture.path}: manifest key 'discovered_devices' must be a list of "
+                         "objects {name, pci, netdevs}, got " + repr(disc)[:200])
+    c = capture.counters
+    recorded = list(dict.fromkeys(c.loc[c["data"] & (c["source"] == "infiniband"), "device"]))
+    info = {d.get("name"): d for d in (capture.meta.get("devices") or [])
+            if isinstance(d, dict)}
+    for d in disc:  # the discovery record also knows the recorded devices' addresses
+        info.setdefault(d["name"], d)
+    by_bdf = {_bdf(info[r]["pci"]): r for r in recorded
+              if isinstance(info.get(r, {}).get("pci"), str)}
+    by_guid = {}
+    for r in recorded:
+        for key in ("sys_image_guid", "node_guid"):
+            g = info.get(r, {}).get(key)
+            if g:
+                by_guid[g] = r
+    twins, others = [], []
+    for d in disc:
+        name = str(d["name"])
+        if name in recorded:
+            continue
+        pci = d.get("pci") if isinstance(d.get("pci"), str) else None
+        guids = [d.get(k) for k in ("sys_image_guid", "node_guid") if d.get(k)]
+        if pci and by_bdf:
+            twin_of = by_bdf.get(_bdf(pci))
+            known = True
+        elif guids and by_guid:
+            twin_of = next((by_guid[g] for g in guids if g in by_guid), None)
+            known = True
+        else:
+            twin_of, known = None, False
+        if twin_of is not None or not known:
+            twins.append({"name": name, "pci": pci, "twin_of": twin_of})
+        else:
+            others.append(name)
+    return twins, others
 
 
 def _bytes_by(capture: Capture, source: str, by: str, start_ns, end_ns, width_ns):
@@ -98,6 +179,12 @@ def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: i
     bytes of windows touching a reset/saturated/unavailable/implausible interval are unknown and
     left out (counted in ``nan_windows``). Raises ``ValueError`` on an unknown ``expect`` or a
     capture without RDMA data counters.
+
+    ``status`` is ``CANNOT_JUDGE`` (never OK) with too little traffic, or when the manifest's
+    ``discovered_devices`` holds a twin of a recorded device that the capture did not record
+    (``missing_twins``; named in the message and ``missing_devices``), unless TCP is suspected
+    (``FAIL``). Without that manifest key and with one recorded device, the message says the
+    verdict rests on the recorded devices only.
     """
     if expect not in ("single", "both"):
         raise ValueError(f"expect must be 'single' or 'both', got {expect!r}")
@@ -166,12 +253,36 @@ def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: i
                f"{both_min_share * 100:g} % each" if ok else
                f"NOT spread over both interfaces: {main} carries "
                f"{df['share'].max() * 100:.2f} %") + f"; {shares}"
+    status = (PASS if ok else FAIL) if total >= min_bytes else CANNOT_JUDGE
+    missing: list[str] = []
+    mt = missing_twins(capture)
+    if mt is not None and mt[0]:
+        missing = [d["name"] for d in mt[0]]
+        def said(d):
+            bits = ([f"PCI {d['pci']}"] if d["pci"] else []) + \
+                [f"twin of {d['twin_of']}" if d["twin_of"] else "its port unknown"]
+            return f"{d['name']} ({', '.join(bits)})"
+        what = ", ".join(said(d) for d in mt[0])
+        ok, status = False, CANNOT_JUDGE
+        msg = (f"cannot judge: {what} found at record time but NOT recorded; its traffic is "
+               f"unknown, so the shares of the recorded device(s) ({', '.join(devices)}) say "
+               "nothing about which interfaces NCCL used (record every twin: "
+               f"`rdmascope record` without --device, or --device for each); recorded devices "
+               f"only: {msg}")
+    elif mt is None and len(devices) == 1:
+        msg += (f"; the verdict rests on the recorded devices only ({devices[0]}): the capture "
+                "does not list the RDMA devices found at record time, so an unrecorded twin "
+                "cannot be ruled out")
+    if mt is not None and mt[1]:
+        msg += (f"; also found at record time but not recorded, on another port (not counted): "
+                f"{', '.join(mt[1])}")
     if tcp:
-        ok = False
+        ok, status = False, FAIL
         msg += (f"; TCP SUSPECTED: the kernel network stack moved "
                 f"{kernel['kernel_bytes'].sum() / 1e6:,.1f} MB against {total / 1e6:,.1f} MB "
                 "over RDMA (did NCCL fall back to sockets?)")
-    return Verdict(ok=bool(ok), expect=expect, message=msg, devices=df, total_bytes=total,
+    return Verdict(ok=bool(ok), status=status, missing_devices=missing,
+                   expect=expect, message=msg, devices=df, total_bytes=total,
                    main_device=main, tcp_suspected=bool(tcp), kernel=kernel, start_ns=lo,
                    end_ns=hi,
                    params={"single_share": single_share, "both_min_share": both_min_share,

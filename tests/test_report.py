@@ -317,3 +317,24 @@ def test_csv_name_rules_and_a_named_index_becomes_a_column(tmp_path):
     assert (tmp_path / "tables" / "200-gb-s_peaks.csv").read_text() == \
         "window,peak_gbps\n1 ms,181.2\n5 ms,96.04\n"
     assert 'href="tables/cfg_peaks-2.csv"' in page
+
+
+def test_emulation_verdict_names_an_unrecorded_twin(tmp_path):
+    """`record --device rocep1s0f1` with both twins discovered: the report does not say
+    "one interface carried all RDMA traffic" but that it cannot judge, naming the twin."""
+    from capture_builders import MS, STATUS_OK, T0, ib, write_capture
+    from rdmascope.analysis import byte_intervals, load_capture
+
+    rd = {0: [(T0 + k * MS, 0, 250_000 * k, STATUS_OK) for k in range(11)]}
+    path = write_capture(tmp_path / "c", [ib("rocep1s0f1", "tx")], rd,
+                         devices=[{"name": "rocep1s0f1", "pci": "0000:01:00.1"}])
+    m = json.loads((path / "manifest.json").read_text())
+    m["discovered_devices"] = [{"name": "rocep1s0f1", "pci": "0000:01:00.1", "netdevs": []},
+                               {"name": "roceP2p1s0f1", "pci": "0002:01:00.1", "netdevs": []}]
+    (path / "manifest.json").write_text(json.dumps(m))
+    cap = load_capture(path)
+    cfg = R.Configuration(label="emulated 100 Gb/s", capture=cap, intervals=byte_intervals(cap))
+    v, status, headline = R.emulation_verdict(cfg)
+    assert status == "warn" and v.status == "cannot judge"
+    assert headline == ("emulated 100 Gb/s: cannot judge the emulation — roceP2p1s0f1 found at "
+                        "record time but not recorded")

@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from capture_builders import MS, STATUS_OK, T0, ib, netdev, write_capture
+from click.testing import CliRunner
 from rdmascope.analysis import load_capture, verify_emulation
+from rdmascope.analysis.verify import CANNOT_JUDGE, FAIL, PASS
+
+from rdmascope.cli import main
 
 TWINS = [{"name": "rocep1s0f1", "pci": "0000:01:00.1"},
          {"name": "roceP2p1s0f1", "pci": "0002:01:00.1"}]
 
 
-def _cap(tmp_path, per_ms_units, *, kernel_per_ms=None, n=11):
-    """Twins A, B with tx/rx counters growing by per_ms_units[(dev, dir)] units each ms."""
+def _cap(tmp_path, per_ms_units, *, kernel_per_ms=None, n=11, devs=None, discovered=None):
+    """Twins A, B with tx/rx counters growing by per_ms_units[(dev, dir)] units each ms.
+
+    ``devs``: the recorded devices (default both twins); ``discovered``: the manifest's
+    ``discovered_devices`` (absent when None, as in captures written before the key existed).
+    """
+    devs = devs or ("rocep1s0f1", "roceP2p1s0f1")
     counters, rd = [], {}
-    for dev in ("rocep1s0f1", "roceP2p1s0f1"):
+    for dev in devs:
         for d in ("tx", "rx"):
             cid = len(counters)
             counters.append(ib(dev, d))
@@ -23,7 +34,13 @@ def _cap(tmp_path, per_ms_units, *, kernel_per_ms=None, n=11):
         cid = len(counters)
         counters.append(netdev("rocep1s0f1", "enp1s0f1np1", "tx"))
         rd[cid] = [(T0 + k * MS + 200, 0, kernel_per_ms * k, STATUS_OK) for k in range(n)]
-    return load_capture(write_capture(tmp_path / "c", counters, rd, devices=TWINS))
+    path = write_capture(tmp_path / "c", counters, rd,
+                         devices=[d for d in TWINS if d["name"] in devs])
+    if discovered is not None:
+        m = json.loads((path / "manifest.json").read_text())
+        m["discovered_devices"] = discovered
+        (path / "manifest.json").write_text(json.dumps(m))
+    return load_capture(path)
 
 
 def test_one_twin_capture_passes_single(tmp_path):
@@ -98,3 +115,77 @@ def test_emulator_fixtures(fixtures_dir, name, ok, tcp):
     elif name.endswith("-200"):
         # NCCL spreads evenly over the twins
         assert v.devices["share"].tolist() == pytest.approx([0.5, 0.5], abs=0.01)
+
+
+DISCOVERED = [{"name": "rocep1s0f1", "pci": "0000:01:00.1", "netdevs": ["enp1s0f1np1"]},
+              {"name": "roceP2p1s0f1", "pci": "0002:01:00.1", "netdevs": ["enP2p1s0f1np1"]}]
+ONLY_A = {("rocep1s0f1", "tx"): 250_000, ("rocep1s0f1", "rx"): 125_000}
+
+
+def test_one_twin_recorded_of_two_discovered_cannot_judge(tmp_path):
+    # `record --device rocep1s0f1`: the recorded twin carries 100 % of what was recorded, but
+    # the other twin's traffic is unknown; neither "single" nor "both" can be judged
+    cap = _cap(tmp_path, ONLY_A, devs=("rocep1s0f1",), discovered=DISCOVERED)
+    for expect in ("single", "both"):
+        v = verify_emulation(cap, expect=expect)
+        assert v.status == CANNOT_JUDGE and not v.ok
+        assert v.missing_devices == ["roceP2p1s0f1"]
+        assert v.message.startswith("cannot judge: roceP2p1s0f1 (PCI 0002:01:00.1, twin of "
+                                    "rocep1s0f1) found at record time but NOT recorded")
+    assert v.to_dict()["status"] == "cannot judge"
+    assert v.to_dict()["missing_devices"] == ["roceP2p1s0f1"]
+    # the CLI: its own exit code (3) and status word, naming the missing device
+    r = CliRunner().invoke(main, ["verify-emulation", str(tmp_path / "c")])
+    assert r.exit_code == 3, r.output
+    assert "CANNOT JUDGE: cannot judge: roceP2p1s0f1" in r.output
+    assert "PASS" not in r.output
+
+
+def test_both_twins_recorded_with_the_discovery_list_judges_as_before(tmp_path):
+    # an unrecorded device on the other port (01:00.0, not a twin) does not block the verdict
+    other = {"name": "rocep1s0f0", "pci": "0000:01:00.0", "netdevs": ["enp1s0f0np0"]}
+    cap = _cap(tmp_path, ONLY_A, discovered=DISCOVERED + [other])
+    v = verify_emulation(cap)
+    assert v.ok and v.status == PASS and v.missing_devices == []
+    assert "on another port (not counted): rocep1s0f0" in v.message
+    assert "rests on the recorded devices only" not in v.message
+    r = CliRunner().invoke(main, ["verify-emulation", str(tmp_path / "c")])
+    assert r.exit_code == 0 and "PASS: all traffic on one interface" in r.output
+    v2 = verify_emulation(cap, expect="both")
+    assert v2.status == FAIL and not v2.ok
+    r = CliRunner().invoke(main, ["verify-emulation", "--expect-both", str(tmp_path / "c")])
+    assert r.exit_code == 1 and "FAIL: NOT spread" in r.output
+
+
+def test_unrecorded_device_of_unknown_port_counts_as_missing(tmp_path):
+    # no PCI address to tell whether it is a twin: its traffic could belong to the link
+    disc = [DISCOVERED[0], {"name": "roceX", "netdevs": []}]
+    cap = _cap(tmp_path, ONLY_A, devs=("rocep1s0f1",), discovered=disc)
+    v = verify_emulation(cap)
+    assert v.status == CANNOT_JUDGE and v.missing_devices == ["roceX"]
+    assert "roceX (, its port unknown)" not in v.message and "roceX (its port unknown)" in \
+        v.message
+
+
+def test_old_capture_with_one_device_says_the_verdict_rests_on_it(tmp_path):
+    cap = _cap(tmp_path, ONLY_A, devs=("rocep1s0f1",))
+    assert "discovered_devices" not in cap.meta
+    v = verify_emulation(cap)
+    assert v.ok and v.status == PASS
+    assert ("the verdict rests on the recorded devices only (rocep1s0f1)") in v.message
+    # two recorded devices and no list: nothing to add
+    v2 = verify_emulation(_cap(tmp_path / "two", ONLY_A))
+    assert v2.ok and "rests on the recorded devices only" not in v2.message
+
+
+def test_bad_discovered_devices_key_is_named(tmp_path):
+    cap = _cap(tmp_path, ONLY_A, discovered={"rocep1s0f1": {}})
+    with pytest.raises(ValueError, match="manifest key 'discovered_devices' must be a list"):
+        verify_emulation(cap)
+
+
+def test_too_little_traffic_is_cannot_judge_not_fail(tmp_path):
+    v = verify_emulation(_cap(tmp_path, {}))
+    assert v.status == CANNOT_JUDGE
+    r = CliRunner().invoke(main, ["verify-emulation", str(tmp_path / "c")])
+    assert r.exit_code == 3 and "CANNOT JUDGE: cannot judge: only 0.000 MB" in r.output

@@ -1,4 +1,9 @@
-"""``rdmascope verify-emulation``: did all RDMA traffic use one interface? Exit code 0/1."""
+"""``rdmascope verify-emulation``: did all RDMA traffic use one interface?
+
+Exit codes: 0 PASS, 1 FAIL (or an error), 3 CANNOT JUDGE (too little traffic, or a twin of a
+recorded device found at record time but not recorded). 3, not 2: click already exits 2 on a
+usage error, and a script must tell "cannot judge" from a mistyped option.
+"""
 
 from __future__ import annotations
 
@@ -13,11 +18,17 @@ from rdmascope.cli.output import (
     time_range_options,
 )
 
+#: Exit code of the CANNOT JUDGE verdict (click uses 2 for usage errors).
+EXIT_CANNOT_JUDGE = 3
+
 
 @click.command(help="Check that an NCCL_IB_HCA emulation used one interface: each RDMA "
                     "device's share of the bytes and highest 1 ms rate, and a verdict. Exit "
-                    "code 0 when the expectation holds, 1 when not. With netdev statistics in "
-                    "the capture, also flags a collective that ran over TCP.")
+                    "code 0 PASS (the expectation holds), 1 FAIL, 3 CANNOT JUDGE (too little "
+                    "RDMA traffic, or a twin of a recorded device was found at record time "
+                    "but not recorded, e.g. `record --device rocep1s0f1`: its traffic is "
+                    "unknown). With netdev statistics in the capture, also flags a collective "
+                    "that ran over TCP.")
 @click.argument("capture", type=click.Path(exists=True, file_okay=False))
 @time_range_options
 @click.option("--expect-single/--expect-both", "single", default=True, show_default=True,
@@ -52,9 +63,11 @@ def command(capture, t_from, t_to, single, share, min_share, out):
         if v.kernel is not None:
             click.echo("\nRDMA vs kernel network stack (netdev statistics), bytes:")
             click.echo(format_table(v.kernel, floatfmt="{:,.0f}"))
-        click.echo(f"\n{'PASS' if v.ok else 'FAIL'}: {v.message}")
+        click.echo(f"\n{v.status.upper()}: {v.message}")
 
     meta = {k: val for k, val in v.to_dict().items() if k not in ("devices", "kernel")}
     emit(tables, out, human=human, meta={"capture": str(capture), **meta})
+    if v.status == "cannot judge":
+        click.get_current_context().exit(EXIT_CANNOT_JUDGE)
     if not v.ok:
         click.get_current_context().exit(1)
