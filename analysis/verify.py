@@ -28,7 +28,7 @@ import pandas as pd
 from .load import Capture
 from .series import byte_intervals, integrate, to_gbps
 
-__all__ = ["Verdict", "verify_emulation", "missing_twins", "PASS", "FAIL", "CANNOT_JUDGE"]
+__all__ = ["Verdict", "verify_emulation", "missing_twins", "check_shares", "PASS", "FAIL", "CANNOT_JUDGE"]
 
 #: ``Verdict.status`` values (``rdmascope verify-emulation`` exits 0, 1, 2 respectively).
 PASS, FAIL, CANNOT_JUDGE = "pass", "fail", "cannot judge"
@@ -81,6 +81,21 @@ class Verdict:
             "kernel": None if self.kernel is None
             else self.kernel.reset_index().to_dict(orient="records"),
         }
+
+
+def check_shares(single_share: float, both_min_share: float) -> None:
+    """Raise ``ValueError`` unless 0.5 < ``single_share`` <= 1 and 0 < ``both_min_share`` <= 0.5.
+
+    A "single interface" share of 0.5 or less would pass an even split over two twins; a
+    "both" minimum of 0 would pass with one twin idle, and above 0.5 two devices cannot both
+    reach it. NaN fails both checks.
+    """
+    if not 0.5 < float(single_share) <= 1.0:
+        raise ValueError(f"single_share must be > 0.5 and <= 1 (the share one device must "
+                         f"carry), got {single_share!r}")
+    if not 0.0 < float(both_min_share) <= 0.5:
+        raise ValueError(f"both_min_share must be > 0 and <= 0.5 (the share each of two "
+                         f"devices must carry), got {both_min_share!r}")
 
 
 def _bdf(pci: str) -> str:
@@ -178,7 +193,8 @@ def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: i
     least ``tcp_min_bytes`` (10 MB) and >= ``tcp_ratio`` x the RDMA bytes. Bytes are decimal;
     bytes of windows touching a reset/saturated/unavailable/implausible interval are unknown and
     left out (counted in ``nan_windows``). Raises ``ValueError`` on an unknown ``expect`` or a
-    capture without RDMA data counters.
+    capture without RDMA data counters, and (``check_shares``) when ``single_share`` is not in
+    (0.5, 1] or ``both_min_share`` not in (0, 0.5].
 
     ``status`` is ``CANNOT_JUDGE`` (never OK) with too little traffic, or when the manifest's
     ``discovered_devices`` holds a twin of a recorded device that the capture did not record
@@ -188,6 +204,7 @@ def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: i
     """
     if expect not in ("single", "both"):
         raise ValueError(f"expect must be 'single' or 'both', got {expect!r}")
+    check_shares(single_share, both_min_share)
     c = capture.counters
     if not (c["data"] & (c["source"] == "infiniband")).any():
         raise ValueError(f"{capture.path}: no RDMA data counters (port_xmit_data/port_rcv_data)")

@@ -189,3 +189,31 @@ def test_too_little_traffic_is_cannot_judge_not_fail(tmp_path):
     assert v.status == CANNOT_JUDGE
     r = CliRunner().invoke(main, ["verify-emulation", str(tmp_path / "c")])
     assert r.exit_code == 3 and "CANNOT JUDGE: cannot judge: only 0.000 MB" in r.output
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"single_share": 0.5}, "single_share must be > 0.5 and <= 1"),
+    ({"single_share": 1.5}, "single_share must be > 0.5 and <= 1"),
+    ({"single_share": float("nan")}, "single_share"),
+    ({"expect": "both", "both_min_share": 0.0}, "both_min_share must be > 0 and <= 0.5"),
+    ({"expect": "both", "both_min_share": 0.6}, "both_min_share must be > 0 and <= 0.5"),
+])
+def test_thresholds_out_of_range_are_refused(tmp_path, kw, match):
+    # an even split: with single_share 0.5 it would "pass" as all on one interface
+    cap = _cap(tmp_path, {("rocep1s0f1", "tx"): 250_000, ("roceP2p1s0f1", "tx"): 250_000})
+    with pytest.raises(ValueError, match=match):
+        verify_emulation(cap, **kw)
+    # the edges of the ranges are accepted
+    assert not verify_emulation(cap, single_share=1.0).ok
+    assert verify_emulation(cap, expect="both", both_min_share=0.5).ok
+
+
+@pytest.mark.parametrize("args,option", [(["--share", "0.5"], "--share"),
+                                         (["--share", "1.5"], "--share"),
+                                         (["--expect-both", "--min-share", "0"], "--min-share"),
+                                         (["--min-share", "-0.1"], "--min-share")])
+def test_cli_thresholds_out_of_range_name_the_option(tmp_path, args, option):
+    _cap(tmp_path, {("rocep1s0f1", "tx"): 250_000, ("roceP2p1s0f1", "tx"): 250_000})
+    r = CliRunner().invoke(main, ["verify-emulation", str(tmp_path / "c"), *args])
+    assert r.exit_code == 2, r.output  # click's usage error
+    assert f"Invalid value for {option}: must be" in r.output and "PASS" not in r.output

@@ -34,13 +34,22 @@ EXIT_CANNOT_JUDGE = 3
 @click.option("--expect-single/--expect-both", "single", default=True, show_default=True,
               help="Expect all traffic on one interface (emulated link) or on both twins.")
 @click.option("--share", type=float, default=0.99, show_default=True,
-              help="--expect-single: the share one device must carry.")
+              help="--expect-single: the share one device must carry, > 0.5 and <= 1.")
 @click.option("--min-share", type=float, default=0.25, show_default=True,
-              help="--expect-both: the share each of two devices must carry.")
+              help="--expect-both: the share each of two devices must carry, > 0 and <= 0.5.")
 @output_options
 def command(capture, t_from, t_to, single, share, min_share, out):
     from rdmascope.analysis import verify_emulation
 
+    # the ranges of verify.check_shares, said with the option names
+    if not 0.5 < share <= 1.0:
+        raise click.BadParameter(f"must be > 0.5 and <= 1 (a share of 0.5 or less passes an "
+                                 f"even split over two twins), got {share!r}",
+                                 param_hint="--share")
+    if not 0.0 < min_share <= 0.5:
+        raise click.BadParameter(f"must be > 0 and <= 0.5 (0 passes with one twin idle; two "
+                                 f"devices cannot both carry more than half), got {min_share!r}",
+                                 param_hint="--min-share")
     cap = load_or_fail(capture)
     start, end = time_range(cap.t_start_ns, t_from, t_to)
     try:
