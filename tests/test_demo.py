@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import pytest
 from click.testing import CliRunner
@@ -24,23 +25,92 @@ from rdmascope.emulator.model import TrafficConfig, link_config, make_scenario, 
 from rdmascope.emulator.simcapture import simulate_capture
 
 
+def _earlier_demo(out, tmp_path):
+    """Lay out what an earlier demo leaves: two captures with truth, report/, summary.txt."""
+    tr = simulate(make_scenario("single4k", output_tokens=2), TrafficConfig(), seed=0)
+    for link in ("200", "emulated100"):
+        simulate_capture(out / link, tr)
+    (out / "report" / "figures").mkdir(parents=True)
+    (out / "report" / "report.html").write_text("<html></html>")
+    (out / "report" / "figures" / "rates.png").write_bytes(b"png")
+    (out / "summary.txt").write_text("== 200: ...\n")
+
+
+def _tree(d):
+    return sorted(str(p.relative_to(d)) for p in d.rglob("*"))
+
+
 def test_refuses_a_non_empty_directory_unless_force(tmp_path):
     out = tmp_path / "demo"
-    (out / "200").mkdir(parents=True)
-    (out / "200" / "manifest.json").write_text("{}")
-    (out / "summary.txt").write_text("old")
+    _earlier_demo(out, tmp_path)
     (out / "notes.txt").write_text("mine")
     with pytest.raises(DemoError, match="not empty; use --force"):
         _check_outdir(out, force=False)
     res = CliRunner().invoke(main, ["demo", "-o", str(out)])
     assert res.exit_code == 1 and "use --force" in res.output
     _check_outdir(out, force=True)  # replaces only the demo's own outputs
-    assert not (out / "200").exists() and not (out / "summary.txt").exists()
+    assert _tree(out) == ["notes.txt"]
     assert (out / "notes.txt").read_text() == "mine"
     f = tmp_path / "file"
     f.write_text("x")
     with pytest.raises(DemoError, match="not a directory"):
         _check_outdir(f, force=True)
+
+
+@pytest.mark.parametrize("intruder, named", [
+    # the new user's case: a user's file inside a directory named like a demo run
+    ("200/notes.txt", "200/notes.txt"),
+    ("emulated100/segments/my.parquet", "emulated100/segments/my.parquet"),
+    ("200/.notes", "200/.notes"),
+    ("200/extra/", "200/extra"),
+    ("report/", "report"),  # a report/ directory without report.html
+    ("summary.txt/", "summary.txt"),  # a directory where the summary file goes
+])
+def test_force_refuses_anything_but_the_demos_outputs(tmp_path, intruder, named):
+    out = tmp_path / "demo"
+    _earlier_demo(out, tmp_path)
+    path = out / intruder.rstrip("/")
+    if intruder.endswith("/"):
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+        path.mkdir()
+        (path / "keep.txt").write_text("mine")
+    else:
+        path.write_text("mine")
+    before = _tree(out)
+    with pytest.raises(DemoError) as exc:
+        _check_outdir(out, force=True)
+    assert f"{out / named}:" in str(exc.value) and "nothing was removed" in str(exc.value)
+    assert _tree(out) == before  # checked before anything is removed
+    res = CliRunner().invoke(main, ["demo", "-o", str(out), "--force"])
+    assert res.exit_code == 1 and str(out / named) in res.output
+    assert _tree(out) == before
+
+
+@pytest.mark.parametrize("manifest", [None, "{}", '{"format": "something-else"}', "not json"])
+def test_force_refuses_a_run_directory_that_is_not_a_capture(tmp_path, manifest):
+    out = tmp_path / "demo"
+    (out / "200").mkdir(parents=True)
+    (out / "200" / "truth.json").write_text("{}")
+    if manifest is not None:
+        (out / "200" / "manifest.json").write_text(manifest)
+    with pytest.raises(DemoError, match="is not an rdmascope capture"):
+        _check_outdir(out, force=True)
+    assert (out / "200" / "truth.json").read_text() == "{}"
+
+
+def test_force_refuses_symlinks_in_the_demos_place(tmp_path):
+    out = tmp_path / "demo"
+    _earlier_demo(out, tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    _earlier_demo(elsewhere, tmp_path)
+    shutil.rmtree(out / "200")
+    (out / "200").symlink_to(elsewhere / "200")
+    with pytest.raises(DemoError, match="is not a directory of an earlier demo run"):
+        _check_outdir(out, force=True)
+    assert (elsewhere / "200" / "manifest.json").is_file()
 
 
 def test_default_output_is_a_fresh_directory_per_run(tmp_path):

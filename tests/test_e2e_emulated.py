@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from rdmascope.capture import read_capture
-from rdmascope.emulator.demo import play_and_record
+from rdmascope.emulator.demo import _check_outdir, play_and_record
 from rdmascope.emulator.model import TWINS, TrafficConfig, link_config, make_scenario, simulate
 from rdmascope.emulator.simcapture import simulate_capture
 
@@ -86,3 +86,8 @@ def test_real_recorder_on_the_live_tree(tmp_path):
         assert a == {**b, "path": b["path"].replace(root_sim, root_real)}
     assert json.dumps(real["devices"]).replace(root_real, "ROOT") == \
         json.dumps(sim["devices"]).replace(root_sim, "ROOT")
+
+    # `rdmascope demo --force` recognises what the real recorder and the emulator wrote as the
+    # demo's own run directories (and nothing else: tests/test_demo.py)
+    _check_outdir(tmp_path, force=True)
+    assert [p.name for p in tmp_path.iterdir()] == ["sim"]  # not a demo output name: left alone

@@ -10,7 +10,8 @@ import click
               help="Directory for the demo's captures, request logs and summary "
                    "[default: a new ./rdmascope-demo/<date-time>/ per run].")
 @click.option("--force", is_flag=True,
-              help="With -o: replace the outputs of an earlier demo in a non-empty directory.")
+              help="With -o: replace an earlier demo's outputs in a non-empty directory (its "
+                   "captures, report/ and summary.txt); anything else in their place is refused.")
 def command(output, force) -> None:
     """Emulated ConnectX-7 twins -> the real `rdmascope record` -> analysis, at 200 Gb/s and at the
     emulated 100 Gb/s (about a minute). Without -o each run gets a fresh directory; with -o a

@@ -16,13 +16,17 @@ prints its headline numbers and where the outputs are.
 Output directory: without ``-o`` every run writes a fresh timestamped directory
 ``./rdmascope-demo/<YYYYmmdd-HHMMSS>/``, so re-running the README's one-line command always works
 and never overwrites an earlier result. With ``-o DIR`` the outputs go exactly into DIR and, like
-``rdmascope record``, a non-empty DIR is refused unless ``force`` (which replaces only the demo's own
-outputs there: the run directories and the summary).
+``rdmascope record``, a non-empty DIR is refused unless ``force``, which replaces only an earlier
+demo's own outputs there (run directories that are rdmascope captures holding only the demo's files,
+a ``report/`` with a ``report.html``, ``summary.txt``) and refuses, naming it, anything else in the
+way of the demo's output names (``_check_outdir``).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -65,19 +69,85 @@ def _tmpfs_dir() -> Path:
     return Path(tempfile.gettempdir())
 
 
+# What an earlier demo leaves in a run directory: the capture ``rdmascope record`` writes (with
+# its lock, atomic-write temporaries and live segments after a crash) and the emulator's ground truth.
+_RUN_FILES = {"manifest.json", "requests.jsonl", "truth.json", ".lock", ".manifest.json.tmp"}
+_RUN_FILE_RE = re.compile(r"live-\d+\.arrow")
+_SEGMENT_FILE_RE = re.compile(r"\.?seg-\d+\.parquet(\.tmp)?")
+
+
+def _demo_run_dir_problem(run: Path) -> str | None:
+    """Return why ``run`` is not an earlier demo's run directory (None when it is one)."""
+    from rdmascope.capture import FORMAT_NAME, MANIFEST_NAME, SEGMENT_DIR
+
+    if run.is_symlink() or not run.is_dir():
+        return f"{run}: is not a directory of an earlier demo run"
+    manifest = run / MANIFEST_NAME
+    try:
+        fmt = json.loads(manifest.read_text()).get("format")
+    except (OSError, ValueError, AttributeError):
+        fmt = None
+    if fmt != FORMAT_NAME or manifest.is_symlink():
+        return (f"{run}: is not an rdmascope capture (no {MANIFEST_NAME} with format "
+                f"{FORMAT_NAME!r}), so not an earlier demo run")
+    for child in sorted(run.iterdir()):
+        if child.name == SEGMENT_DIR and child.is_dir() and not child.is_symlink():
+            for f in sorted(child.iterdir()):
+                if f.is_symlink() or not f.is_file() or not _SEGMENT_FILE_RE.fullmatch(f.name):
+                    return f"{f}: is not one of the demo's capture files"
+        elif child.is_symlink() or not child.is_file() or not (
+                child.name in _RUN_FILES or _RUN_FILE_RE.fullmatch(child.name)):
+            return f"{child}: is not one of the demo's files"
+    return None
+
+
 def _check_outdir(outdir: Path, force: bool) -> None:
+    """Refuse a non-empty ``outdir`` unless ``force``; with it, remove only an earlier demo's outputs.
+
+    The demo's outputs are: each run directory (``200``, ``emulated100``) when it is an rdmascope
+    capture (``manifest.json`` with format ``rdmascope-capture``) holding only the capture's and
+    the emulator's files, the ``report`` directory when it holds a ``report.html``, and the
+    ``summary.txt`` file. Anything else under those names is checked first and refused: nothing is
+    removed then. Other entries of ``outdir`` are left alone. Raises ``DemoError`` naming the path.
+    """
     if outdir.exists() and not outdir.is_dir():
         raise DemoError(f"{outdir}: exists and is not a directory")
-    if outdir.is_dir() and any(outdir.iterdir()):
-        if not force:
-            raise DemoError(f"{outdir}: already exists and is not empty; use --force to replace "
-                            "the demo's outputs there, or -o to choose another directory")
-        for name in (*LINKS, SUMMARY_NAME, REPORT_DIR):
-            p = outdir / name
-            if p.is_dir() and not p.is_symlink():
-                shutil.rmtree(p)
-            elif p.exists() or p.is_symlink():
-                p.unlink()
+    if not (outdir.is_dir() and any(outdir.iterdir())):
+        return
+    if not force:
+        raise DemoError(f"{outdir}: already exists and is not empty; use --force to replace "
+                        "the demo's outputs there, or -o to choose another directory")
+    remove: list[Path] = []
+    problems: list[str] = []
+    for link in LINKS:
+        run = outdir / link
+        if run.exists() or run.is_symlink():
+            problem = _demo_run_dir_problem(run)
+            if problem:
+                problems.append(problem)
+            else:
+                remove.append(run)
+    report = outdir / REPORT_DIR
+    if report.exists() or report.is_symlink():
+        if report.is_symlink() or not report.is_dir() or not (report / "report.html").is_file():
+            problems.append(f"{report}: is not an earlier demo's report directory (no report.html)")
+        else:
+            remove.append(report)
+    summary = outdir / SUMMARY_NAME
+    if summary.exists() or summary.is_symlink():
+        if summary.is_symlink() or not summary.is_file():
+            problems.append(f"{summary}: is not an earlier demo's summary file")
+        else:
+            remove.append(summary)
+    if problems:
+        raise DemoError("--force replaces only an earlier demo's outputs, and these are in the way "
+                        "(move them or choose another directory with -o); nothing was removed:\n  "
+                        + "\n  ".join(problems))
+    for p in remove:
+        if p.is_dir():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
 
 
 def play_and_record(run_dir: Path, link: str, *, scenario: str = "demo", seed: int = 0,
