@@ -241,7 +241,10 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
     ``requests`` columns: ``request_id, test, round, prompt_tokens, output_tokens, t_send_ns,
     t_first_ns, t_last_ns``, the timing metrics of ``metrics.request_timing``, and for each window
     w in (prefill, decode): ``w_tx_bytes, w_rx_bytes`` (node total over RDMA devices),
-    ``w_tx_gbps`` (mean rate), ``w_peak_tx_gbps`` (highest 1 ms window), ``w_bursts``; plus
+    ``w_tx_gbps`` (mean rate), ``w_peak_tx_gbps`` (highest 1 ms window lying wholly inside the
+    window, on the grid aligned to the capture start, ``series.default_origin``: the grid of
+    every 1 ms peak in the report; a single 1 ms value carries about +-15-25 % timing
+    uncertainty, method.md "The sampler"), ``w_bursts``; plus
     ``prefill_per_token_bytes`` (tx bytes per prompt token), ``warmup`` (bool). Bytes are NaN
     where the window
     overlaps a counter reset/saturation/implausible jump or lies outside the readings (never
@@ -273,7 +276,11 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
 
     # node totals per direction, and the 1 ms series for peaks and bursts
     cap_gbps = link_capacity_gbps or capacity_gbps(capture)
-    fine = series.rebin(iv, peak_width_ns, origin_ns=int(capture.t_start_ns), by="direction")
+    # one window grid for every 1 ms peak (here, in the report's tables, cards and figures):
+    # the capture start, series.default_origin's choice for intervals from byte_intervals
+    origin = (series.default_origin(iv) if "t_start_ns" in getattr(iv, "attrs", {})
+              else int(capture.t_start_ns))
+    fine = series.rebin(iv, peak_width_ns, origin_ns=origin, by="direction")
     fine_tx = fine["tx"] if "tx" in fine.columns else pd.Series(dtype=float)
 
     out = req[["request_id", "test", "round", "prompt_tokens", "output_tokens", "t_send_ns",

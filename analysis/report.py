@@ -427,22 +427,53 @@ def load_configuration(capture_path: str | os.PathLike, request_logs=(), *,
                          log=logs[0] if len(logs) == 1 else (logs or None), requests=reqs)
 
 
+#: Said next to every 1 ms peak (method.md, "The sampler").
+ONE_MS_UNCERTAINTY = ("A single 1 ms value carries about ±15–25 % timing uncertainty (each "
+                      "reading's instant is known only to about ±0.1–0.2 ms, method.md 'The "
+                      "sampler'), which is why a 1 ms peak can exceed line rate; averages over "
+                      "5 ms or longer are accurate to a few percent.")
+
+
+def window_origin(cfg: Configuration) -> int:
+    """Return the one window origin the report uses (int64 ns): the capture start.
+
+    ``series.default_origin`` of the configuration's intervals, the origin of
+    ``attribute``'s per-request and per-test 1 ms peaks, so that the same request shows the
+    same 1 ms peak in every table, card and figure (figures still label time since the send).
+    Intervals that lost their ``attrs`` fall back to the capture's own start, not to their first
+    interval.
+    """
+    from .series import default_origin
+
+    if "t_start_ns" not in getattr(cfg.intervals, "attrs", {}):
+        return int(cfg.capture.t_start_ns)
+    return default_origin(cfg.intervals)
+
+
 def node_gbps(cfg: Configuration, width_ns: int, start_ns: int, end_ns: int, *,
-              direction: str = "tx", by: str = "direction") -> pd.DataFrame:
+              direction: str = "tx", by: str = "direction", whole: bool = False
+              ) -> pd.DataFrame:
     """Re-bin one node's traffic of ``direction`` to Gb/s windows over [start_ns, end_ns).
 
     ``by="direction"`` sums every device (the twins of one port: the node's total), one column
     named after the direction; ``by="series"`` keeps one column per device. Windows are aligned
-    on ``start_ns``. Uses ``series.rebin`` and ``series.to_gbps``.
+    on the capture start (``window_origin``), as everywhere in the report; the windows
+    overlapping the range are returned, or with ``whole`` only those lying wholly inside it (as
+    ``peaks.peak_table`` and ``attribute`` count them). Uses ``series.rebin`` and
+    ``series.to_gbps``.
     """
     from .series import rebin, to_gbps
 
+    origin = window_origin(cfg)
     iv = cfg.intervals[cfg.intervals["direction"] == direction]
     if not len(iv):
         raise ValueError(f"{cfg.capture.path}: no {direction} data counters")
     start_ns = max(int(start_ns), int(iv["t0_ns"].min()))
     end_ns = min(int(end_ns), int(iv["t1_ns"].max()))
-    b = rebin(iv, int(width_ns), origin_ns=start_ns, start_ns=start_ns, end_ns=end_ns, by=by)
+    b = rebin(iv, int(width_ns), origin_ns=origin, start_ns=start_ns, end_ns=end_ns, by=by)
+    if whole:
+        t = b.index.to_numpy()
+        b = b[(t >= start_ns) & (t + int(width_ns) <= end_ns)]
     out = to_gbps(b, width_ns)
     if by == "direction":
         out.columns = [f"{direction}, all devices"]
@@ -511,13 +542,23 @@ def figure_windows(cfg: Configuration, request_id: str | None = None, *,
                    windows_ns=DEFAULT_WINDOWS_NS, peaks: Mapping[int, float] | None = None):
     """Draw figure 3: one request's prefill at several windows, each panel's peak labelled.
 
-    Windows are aligned on the send; the range is the prefill [send, first token).
+    Windows are aligned on the capture start (``window_origin``, as the tables); the windows
+    lying wholly inside the prefill [send, first token) are drawn (as ``peaks.peak_table``
+    counts them), so each panel's maximum is the table's peak. A width with no whole window
+    inside the prefill is left out. The time axis is seconds since the send. Raises ValueError
+    when the prefill is shorter than every width.
     """
     from . import figures
 
     req = pick_request(cfg, request_id)
     send, first = int(req["t_send_ns"]), int(req["t_first_ns"])
-    by_w = {int(w): node_gbps(cfg, int(w), send, first) for w in windows_ns}
+    by_w = {int(w): node_gbps(cfg, int(w), send, first, whole=True) for w in windows_ns}
+    by_w = {w: r for w, r in by_w.items() if len(r)}
+    if not by_w:
+        raise ValueError(f"{cfg.label}: request {req['request_id']}'s prefill "
+                         f"({(first - send) / 1e6:.3f} ms) holds no whole window of any width")
+    if peaks is not None:
+        peaks = {w: v for w, v in peaks.items() if w in by_w}
     return figures.plot_windows(by_w, peaks_gbps=peaks, origin_ns=send,
                                 xlabel="time since request sent (s)",
                                 link_gbps=capacity_lines(cfg),
@@ -760,33 +801,40 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                 figure_request(cfg, str(req["request_id"])),
                 "Each spike in the zoom is one all-reduce of the prefill, at close to line rate; "
                 "the grey band is the prefill (send to first token), after it the steady decode."))
-            pk = peak_table(cfg.intervals, start_ns=send, end_ns=first, by="direction")
+            pk = peak_table(cfg.intervals, start_ns=send, end_ns=first, by="direction",
+                            origin_ns=window_origin(cfg))
             pk_tx = pk[pk["series"] == "tx"]
             peaks = {int(r.window_ns): float(r.peak_gbps) for r in pk_tx.itertuples()
                      if r.window != "whole range"}
             content.figures.append(ReportFigure(
                 _anchor(f"windows-{cfg.label}"), f"{cfg.label}: the averaging window decides "
                 "the peak", figure_windows(cfg, str(req["request_id"]), peaks=peaks),
-                "The same prefill averaged over 1, 5 and 100 ms windows: the peak falls as the "
-                "window widens, although the bytes are the same."))
+                "The same prefill averaged over 1, 5 and 100 ms windows (aligned on the "
+                "capture start, as every table): the peak falls as the window widens, although "
+                "the bytes are the same. " + ONE_MS_UNCERTAINTY))
             tables.append(ReportTable(
                 _pick(pk_tx, ("window", "peak_gbps", "p50_gbps", "p90_gbps", "p99_gbps",
                               "mean_gbps", "n_windows")),
                 title=f"Peak vs window: prefill of request {req['request_id']} "
                       f"({(first - send) / 1e9:.2f} s), tx of one node",
-                note="'whole range' is the mean over the whole prefill.", name="peaks"))
+                note="'whole range' is the mean over the whole prefill. Windows are aligned "
+                     "on the capture start, as in every table and figure. "
+                     + ONE_MS_UNCERTAINTY, name="peaks"))
             warm = ("warmup_rounds",) if warmup_rounds else ()
             tables.append(ReportTable(
                 _pick(att.tests, TEST_COLUMNS[:3] + warm + TEST_COLUMNS[3:]), title="Per test",
                 note="Means over rounds; min/max columns give the spread. "
-                     "Time to last first token covers all prompts' bytes."
+                     "Time to last first token covers all prompts' bytes. "
+                     "Prefill peak: the highest 1 ms window. " + ONE_MS_UNCERTAINTY
                      + (f" The first {warmup_rounds} round(s) of each test are warm-up, not "
                         "counted." if warmup_rounds else ""), name="per-test"))
             tables.append(ReportTable(_pick(att.requests, REQUEST_COLUMNS
                                             + (("warmup",) if warmup_rounds else ())),
                                       title="Per request",
                                       note="Prefill = [send, first token], decode = [first "
-                                           "token, last token]; bytes are tx of one node.",
+                                           "token, last token]; bytes are tx of one node. "
+                                           "Prefill peak: the highest 1 ms window (aligned on "
+                                           "the capture start). " + ONE_MS_UNCERTAINTY,
                                       name="per-request"))
         say(f"[{cfg.label}] bursts")
         bt = burst_analysis(cfg.intervals, capacity_gbps=cfg.port_gbps or 200.0, by="direction")
@@ -805,6 +853,8 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
         tables.append(ReportTable(_pick(dev, ("device", "tx_bytes", "rx_bytes", "share",
                                               "peak_1ms_gbps", "nan_windows")),
                                   title="Bytes per RDMA device", headers={"share": "share"},
+                                  note="Peak 1 ms: the highest 1 ms window of the device, tx or "
+                                       "rx. " + ONE_MS_UNCERTAINTY,
                                   name="devices"))
         content.sections.append(ReportSection(cfg.label, tables))
         content.captures.append((cfg.label, _capture_fields(cfg)))
@@ -815,7 +865,8 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
             pk1 = peaks.get(MS_NS)
             if pk1 is not None:
                 content.cards.append((f"{cfg.label}: 1 ms peak", f"{pk1:.0f} Gb/s",
-                                      f"100 ms: {peaks.get(100 * MS_NS, float('nan')):.0f} Gb/s"))
+                                      f"±15–25 % (timing of one 1 ms window); 100 ms: "
+                                      f"{peaks.get(100 * MS_NS, float('nan')):.0f} Gb/s"))
     if len(configs) == 2 and all(c.label in attributions for c in configs):
         _add_comparison(content, configs, attributions, say)
     # figures first: per-request figures, then comparison, then device stacks

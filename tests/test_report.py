@@ -338,3 +338,56 @@ def test_emulation_verdict_names_an_unrecorded_twin(tmp_path):
     assert status == "warn" and v.status == "cannot judge"
     assert headline == ("emulated 100 Gb/s: cannot judge the emulation — roceP2p1s0f1 found at "
                         "record time but not recorded")
+
+
+def test_one_request_shows_one_1ms_peak_in_every_table_card_and_figure(sim_runs, tmp_path):
+    """P2's prefill: the per-request table, the peak-vs-window table, the headline card and the
+    figures align 1 ms windows on the capture start, so they give the same 1 ms peak (the
+    demo's report once said 211 Gb/s in one table and 197 in another for the same request)."""
+    from rdmascope.analysis.attribute import attribute
+
+    R.write_report([sim_runs / "200", sim_runs / "emulated100"], None, tmp_path / "rep")
+    page = (tmp_path / "rep" / "report.html").read_text()
+    for run, slug in (("200", "200-gb-s"), ("emulated100", "emulated-100-gb-s")):
+        cfg = R.load_configuration(sim_runs / run, R.default_request_logs(sim_runs / run))
+        req = R.pick_request(cfg)
+        send, first = int(req["t_send_ns"]), int(req["t_first_ns"])
+        per_req = pd.read_csv(tmp_path / "rep" / "tables" / f"{slug}_per-request.csv")
+        table_peak = float(per_req.set_index("request_id").at[req["request_id"],
+                                                                "prefill_peak_tx_gbps"])
+        peaks = pd.read_csv(tmp_path / "rep" / "tables" / f"{slug}_peaks.csv")
+        assert float(peaks.set_index("window").at["1 ms", "peak_gbps"]) == \
+            pytest.approx(table_peak, rel=1e-12)
+        # an independent value: the 1 ms windows of the capture-start grid inside the prefill,
+        # from the bytes of the node's tx counters integrated window by window
+        from rdmascope.analysis.series import integrate
+        t0 = int(cfg.capture.t_start_ns)
+        k0 = -(-(send - t0) // 1_000_000)
+        starts = t0 + np.arange(k0, (first - t0) // 1_000_000) * 1_000_000
+        iv = cfg.intervals
+        b = integrate(iv[iv["direction"] == "tx"], starts, starts + 1_000_000, by="direction")
+        assert table_peak == pytest.approx(float(b["tx"].max()) * 8 / 1e6, rel=1e-9)
+        # figure 3: the 1 ms panel's data maximum (its marker) and its label
+        fig = R.figure_windows(cfg, peaks={1_000_000: table_peak})
+        top = fig.axes[0]
+        (marker,) = [ln for ln in top.lines if ln.get_gid() == "peak_marker"]
+        assert float(marker.get_ydata()[0]) == pytest.approx(table_peak, rel=1e-12)
+        # figure 1: the 1 ms windows wholly inside the prefill have the same maximum
+        fig1 = R.figure_request(cfg, zoom_ms=None)
+        line = fig1.axes[0].lines[0]
+        x_ns = np.round(np.asarray(line.get_xdata()) * 1e9).astype(np.int64) + send
+        y = np.asarray(line.get_ydata())
+        inside = (x_ns >= send) & (x_ns + 1_000_000 <= first)
+        assert (x_ns[:-1] - t0) % 1_000_000 == pytest.approx(0, abs=2)  # capture-start grid
+        assert float(np.nanmax(y[inside])) == pytest.approx(table_peak, rel=1e-9)
+        # the headline card, and attribute's per-round peak of the one-request round
+        label = cfg.label
+        assert re.search(rf"{re.escape(label)}: 1 ms peak</div><div class=\"value\">"
+                         rf"{table_peak:.0f} Gb/s", page)
+        att = attribute(cfg.capture, cfg.log, intervals=cfg.intervals)
+        rnd = att.rounds[(att.rounds["test"] == req["test"])
+                         & (att.rounds["round"] == req["round"])]
+        assert float(rnd["prefill_peak_tx_gbps"].iloc[0]) == pytest.approx(table_peak, rel=1e-12)
+    # next to the 1 ms peaks: the timing uncertainty that lets one exceed line rate
+    assert page.count("±15–25 % timing uncertainty") >= 4
+    assert "which is why a 1 ms peak can exceed line rate" in page
