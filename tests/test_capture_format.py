@@ -12,6 +12,8 @@ from rdmascope.sampler.reader import SweepBuffers
 
 from rdmascope.capture import (
     FORMAT_VERSION,
+    CaptureExistsError,
+    CaptureLockedError,
     CaptureWriter,
     NotACaptureError,
     UnsupportedVersionError,
@@ -125,3 +127,55 @@ def test_truncated_segment_is_refused_with_the_file_named(tmp_path, fixtures_dir
     seg.write_bytes(data[: len(data) // 2])
     with pytest.raises(CorruptSegmentError, match="seg-000000.parquet"):
         read_capture(cap)
+
+
+def test_lock_refuses_a_second_writer_and_readers_ignore_it(tmp_path):
+    import os
+
+    path = tmp_path / "cap"
+    fields = {"interval_ns": 1_000_000, "counters": [COUNTER]}
+    w = CaptureWriter.create(path, fields)
+    w.write_batch(_to_batch(buffer_rows([(0, 0, 10, 5, 7, 0)])))
+    for force in (False, True):
+        with pytest.raises(CaptureLockedError) as ei:
+            CaptureWriter.create(path, fields, force=force)
+        assert ei.value.pid == os.getpid()
+        assert f"being recorded by another process (pid {os.getpid()})" in str(ei.value)
+    # the refused writers touched nothing: the live file and the lock are still there
+    assert sorted(p.name for p in path.iterdir()) == [".lock", "live-000000.arrow",
+                                                      "manifest.json", "segments"]
+    cap = read_capture(path)  # a reader while recording: the lock file is not a segment
+    assert cap.table.num_rows == 1 and [f.name for f in cap.files] == ["live-000000.arrow"]
+    w.close()
+    assert not (path / ".lock").exists()
+    with pytest.raises(CaptureExistsError, match="use --force"):
+        CaptureWriter.create(path, fields)
+    assert not (path / ".lock").exists()  # a refusal leaves no lock file behind
+    w2 = CaptureWriter.create(path, fields, force=True)
+    w2.close()
+    assert read_capture(path).table.num_rows == 0
+
+
+def test_lock_of_a_dead_writer_is_not_stale(tmp_path):
+    """A writer killed without close() leaves .lock on disk; the kernel dropped the flock."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "cap"
+    code = ("import os, sys; from rdmascope.capture import CaptureWriter; "
+            "CaptureWriter.create(sys.argv[1], {'interval_ns': 1000000, 'counters': []}); "
+            "os._exit(0)")  # exits without close(), like a kill -9
+    subprocess.run([sys.executable, "-c", code, str(path)], check=True, timeout=60)
+    assert (path / ".lock").exists()
+    w = CaptureWriter.create(path, {"interval_ns": 1_000_000, "counters": []}, force=True)
+    w.close()
+
+
+def test_non_capture_directory_gets_no_lock_file(tmp_path):
+    d = tmp_path / "home"
+    d.mkdir()
+    (d / "notes.txt").write_text("x")
+    for force in (False, True):
+        with pytest.raises(CaptureExistsError):
+            CaptureWriter.create(d, {"interval_ns": 1_000_000, "counters": []}, force=force)
+    assert sorted(p.name for p in d.iterdir()) == ["notes.txt"]

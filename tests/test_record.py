@@ -181,6 +181,50 @@ def test_second_record_into_existing_capture_is_refused(tree, tmp_path):
     assert (out / "manifest.json").read_bytes() != before
 
 
+def test_second_writer_on_a_capture_being_recorded_is_refused_even_with_force(tree, tmp_path):
+    """Two recorders on one directory: the second is refused (naming the first's pid), even with
+    --force, and the first one's capture is whole; after a kill -9 the lock is gone."""
+    out = tmp_path / "conc"
+    first = start_record(out, tree, "--duration", "2.5s")
+    try:
+        wait_for_rows(out, 4 * 100)
+        assert (out / ".lock").read_text().strip() == str(first.pid)
+        for extra in ([], ["--force"]):
+            r = rdmascope("record", "-o", out, "--sysfs-root", tree, "--duration", "0.3s", *extra)
+            assert r.returncode != 0
+            assert (f"capture is being recorded by another process (pid {first.pid})"
+                    in r.stderr), r.stderr
+            assert str(out) in r.stderr and "Traceback" not in r.stderr
+        _, err = first.communicate(timeout=60)
+    finally:
+        first.kill()
+    assert first.returncode == 0, err
+    cap = read_capture(out)  # the first recorder's data, untouched by the refused second
+    a = cap.manifest["audit"]
+    assert cap.clean_end and a["stopped_by"] == "duration"
+    assert cap.table.num_rows == 4 * a["sweeps_taken"]
+    assert np.unique(cap.table["sweep"].to_numpy()).size == a["sweeps_taken"]
+    assert not (out / ".lock").exists()  # removed on a clean stop
+    # kill -9 leaves the lock file but no lock: --force may then overwrite the capture
+    old_id = cap.manifest["capture_id"]
+    killed = start_record(out, tree, "--force")
+    try:
+        t_end = time.monotonic() + 30
+        while time.monotonic() < t_end and (
+                not (out / ".lock").exists() or not (out / "manifest.json").exists()
+                or json.loads((out / "manifest.json").read_text())["capture_id"] == old_id):
+            time.sleep(0.05)
+        wait_for_rows(out, 4 * 100)
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait(timeout=30)
+    finally:
+        killed.kill()
+    assert (out / ".lock").exists()
+    r = rdmascope("record", "-o", out, "--sysfs-root", tree, "--duration", "0.2s", "--force")
+    assert r.returncode == 0, r.stderr
+    assert read_capture(out).clean_end
+
+
 def test_unwritable_output_is_a_clear_error(tree, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")

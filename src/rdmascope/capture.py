@@ -9,6 +9,10 @@ A *capture* is a directory::
       live-000002.arrow         the open segment: an Arrow IPC *stream*, one record batch per flush
                                 (<= FLUSH_INTERVAL_S of readings). Present while recording and after
                                 a crash; rolled into a Parquet segment on roll/close.
+      .lock                     while a writer has the capture open: an ``fcntl.flock`` exclusive
+                                lock (holding the writer's pid) that refuses a second writer, even
+                                with ``force``; released by the kernel when the writer dies, removed
+                                on close. Not part of the data: readers ignore it.
 
 Rows are *readings*: one row per counter read (long form). Columns (``SAMPLE_SCHEMA``):
 
@@ -34,6 +38,10 @@ MANIFEST KEYS (``manifest.json``, a JSON object):
 - ``clock_pairs``: list of [realtime_ns, monotonic_ns] taken at start, every <= 10 s, and at stop.
 - ``devices``: the discovery records of the sampled RDMA devices (free-form dicts from
   ``rdmascope.sampler``: name, ports with rate string / rate_gbps / link_layer / netdevs, pci, ...).
+- ``discovered_devices`` (optional, added without a version change): EVERY RDMA device found under
+  ``class/infiniband`` at record time, sampled or not (``--device`` may select fewer), as a list of
+  {``name``, ``pci`` (str or null), ``netdevs`` (list of str)}. Tells a reader that a twin device
+  existed even when only one was recorded. Absent in older captures: unknown, not "none".
 - ``counters``: list of counter descriptors, position = ``counter_id``; each has
   ``source`` ("infiniband" | "netdev"), ``device``, ``port`` (int or null for netdev),
   ``name`` (kernel file name, e.g. "port_xmit_data" or "tx_bytes"), ``path``,
@@ -52,6 +60,7 @@ analysis reads through ``read_capture``. Both depend only on pyarrow (no pandas)
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import platform
@@ -74,6 +83,8 @@ LIVE_PREFIX = "live-"
 LIVE_SUFFIX = ".arrow"
 SEGMENT_PREFIX = "seg-"
 SEGMENT_SUFFIX = ".parquet"
+#: Lock file of a capture being written (see the module docstring); readers ignore it.
+LOCK_NAME = ".lock"
 
 #: A flush of the live segment happens at least this often, bounding what a kill -9 can lose.
 FLUSH_INTERVAL_S = 0.5
@@ -148,6 +159,17 @@ class CaptureExistsError(CaptureError):
     """Refusing to overwrite an existing capture without ``force``."""
 
 
+class CaptureLockedError(CaptureExistsError):
+    """Another process is writing the capture (it holds the capture's lock); ``pid`` is its pid."""
+
+    def __init__(self, path: str | os.PathLike, pid: int | None):
+        self.pid = pid
+        who = f"pid {pid}" if pid is not None else "pid unknown"
+        super().__init__(path, f"capture is being recorded by another process ({who}); refusing "
+                               "a second writer, even with --force (stop that recorder first, "
+                               "or record into another directory)")
+
+
 class CaptureWriteError(CaptureError):
     """Writing failed (disk full, directory unwritable, ...). What was written before is intact."""
 
@@ -184,13 +206,87 @@ def host_metadata() -> dict[str, Any]:
 
 
 def _atomic_write_json(path: Path, obj: Any) -> None:
+    """Write ``obj`` as JSON to ``path`` atomically; on failure remove the temporary file."""
     tmp = path.with_name(f".{path.name}.tmp")
     data = json.dumps(obj, indent=1, sort_keys=False).encode()
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        # a disk-full write leaves a 0-byte or partial temporary file: do not leave it behind
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise
+
+
+def _lock_pid(fd: int) -> int | None:
+    """Return the pid written in a lock file (None when it holds none)."""
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _acquire_lock(p: Path) -> int:
+    """Take the capture's exclusive lock (``p/.lock``, non-blocking); return its file descriptor.
+
+    Raises ``CaptureLockedError`` (naming the holder's pid) when another open file holds it and
+    ``CaptureWriteError`` when ``.lock`` is a symbolic link. The lock is an ``fcntl.flock``: the
+    kernel drops it when the holder dies (kill -9 leaves no stale lock). A lock file removed by
+    its holder between our open and our flock is detected (different inode) and retried.
+    """
+    lock = p / LOCK_NAME
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise CaptureWriteError(lock, "is a symbolic link; refusing to follow it") from exc
+            raise
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = _lock_pid(fd)
+            os.close(fd)
+            raise CaptureLockedError(p, pid) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            st, cur = os.fstat(fd), os.stat(lock, follow_symlinks=False)
+            same = (st.st_dev, st.st_ino) == (cur.st_dev, cur.st_ino)
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # the previous holder removed it after our open: lock the current one
+    try:
+        data = f"{os.getpid()}\n".encode()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, data, 0)
+    except OSError:
+        pass  # the pid is a courtesy for the error message; the lock itself is held
+    return fd
+
+
+def _release_lock(p: Path, fd: int | None) -> None:
+    """Remove the lock file (while still holding it) and release the lock."""
+    if fd is None:
+        return
+    try:
+        (p / LOCK_NAME).unlink(missing_ok=True)
+    except OSError:
+        pass
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
 
 def _safe_child(root: Path, name: str) -> Path:
@@ -258,6 +354,7 @@ class CaptureWriter:
         self._live_writer: ipc.RecordBatchStreamWriter | None = None
         self.rows_written = 0
         self.closed = False
+        self._lock_fd: int | None = None  # the capture's .lock, held until close()
 
     # -- creation ---------------------------------------------------------------------------
 
@@ -276,21 +373,46 @@ class CaptureWriter:
         ``CaptureWriteError`` if the directory cannot be created or written.
         """
         p = Path(path)
+        lock_fd: int | None = None
         try:
             if p.is_symlink():
                 raise CaptureWriteError(p, "output path is a symbolic link; refusing to follow it")
             if p.exists():
                 if not p.is_dir():
                     raise CaptureExistsError(p, "exists and is not a directory")
-                if any(p.iterdir()):
+                others = [c for c in p.iterdir() if c.name != LOCK_NAME]
+                is_capture = (p / MANIFEST_NAME).exists() or (p / MANIFEST_NAME).is_symlink()
+                if others and not is_capture and not (p / LOCK_NAME).exists():
+                    # not a capture: leave it exactly as it is (no lock file planted in it)
+                    if not force:
+                        raise CaptureExistsError(
+                            p, "already exists and is not empty; use --force to overwrite it")
+                    _remove_capture_files(p)  # raises: not an rdmascope capture
+                if (p / LOCK_NAME).is_symlink():  # planted: never followed, never a lock
+                    if not force:
+                        raise CaptureExistsError(
+                            p, "already exists and is not empty; use --force to overwrite it")
+                    (p / LOCK_NAME).unlink()
+                # lock first: a directory another process is recording into is refused, even
+                # with --force, before anything in it is touched
+                lock_fd = _acquire_lock(p)
+                if any(c.name != LOCK_NAME for c in p.iterdir()):
                     if not force:
                         raise CaptureExistsError(
                             p, "already exists and is not empty; use --force to overwrite it")
                     _remove_capture_files(p)
             p.mkdir(parents=True, exist_ok=True)
+            if lock_fd is None:
+                lock_fd = _acquire_lock(p)
             seg = _safe_child(p, SEGMENT_DIR)
             seg.mkdir(exist_ok=True)
+        except CaptureLockedError:
+            raise
+        except CaptureError:
+            _release_lock(p, lock_fd)
+            raise
         except OSError as exc:
+            _release_lock(p, lock_fd)
             raise CaptureWriteError(p, f"cannot create capture directory: {exc.strerror or exc}"
                                     ) from exc
         manifest: dict[str, Any] = {
@@ -314,9 +436,14 @@ class CaptureWriter:
             rt, mono = clock_pair()
             manifest["start"] = {"realtime_ns": rt, "monotonic_ns": mono}
             manifest["clock_pairs"] = [[rt, mono]]
-        _validate_manifest_fields(p, manifest)
-        w = cls(p, manifest)
-        w.write_manifest()
+        try:
+            _validate_manifest_fields(p, manifest)
+            w = cls(p, manifest)
+            w._lock_fd = lock_fd
+            w.write_manifest()
+        except BaseException:
+            _release_lock(p, lock_fd)
+            raise
         return w
 
     # -- writing ----------------------------------------------------------------------------
@@ -452,6 +579,9 @@ class CaptureWriter:
             self.write_manifest()
         except CaptureWriteError as exc:
             err = err or exc
+        finally:
+            _release_lock(self.path, self._lock_fd)
+            self._lock_fd = None
         if err is not None:
             raise err
 
@@ -482,6 +612,8 @@ def _remove_capture_files(p: Path) -> None:
             for f in child.iterdir():
                 f.unlink()
             child.rmdir()
+        elif child.name == LOCK_NAME:
+            continue  # held by the caller: the lock outlives the old capture's files
         elif child.name == MANIFEST_NAME or child.name.startswith((LIVE_PREFIX, ".")):
             child.unlink()
 

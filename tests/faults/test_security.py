@@ -195,7 +195,7 @@ def test_planted_segments_symlink_refused(tmp_path, tree, victim):
 
 @pytest.mark.parametrize("planted", ["manifest.json", "live-000000.arrow",
                                      "segments/seg-000000.parquet", ".manifest.json.tmp",
-                                     "segments/.seg-000000.parquet.tmp"])
+                                     "segments/.seg-000000.parquet.tmp", ".lock"])
 def test_planted_file_symlinks_not_followed(tmp_path, tree, victim, planted):
     d, snap = victim
     before = snap()
