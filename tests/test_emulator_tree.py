@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -247,3 +248,71 @@ def test_serve_stops_on_sigint_and_logs_the_finished_requests(tmp_path):
     # times are real CLOCK_MONOTONIC seconds: model times / speed after the start
     assert recs[0]["t_send"] == pytest.approx((t0 + 0.5e9 / 2) / 1e9, abs=1e-6)
     remove_tree(root)
+
+
+def _serve_to_end(cwd: Path, *args) -> tuple[subprocess.CompletedProcess, Path]:
+    """Run `simulate serve` on a fast short scenario to its end; return it and the tree root."""
+    res = subprocess.run([sys.executable, "-m", "rdmascope", "simulate", "serve", "--scenario",
+                          "single4k", "--output-tokens", "2", "--speed", "10", *args], cwd=cwd,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    root = Path(res.stdout.splitlines()[0].removeprefix("root: "))
+    return res, root
+
+
+def test_serve_removes_its_own_temporary_tree_at_exit(tmp_path):
+    res, root = _serve_to_end(tmp_path)
+    assert root.name.startswith("rdmascope-sim-")
+    assert not root.exists(), f"{root} left behind"
+    assert f"removed the emulated tree {root}" in res.stderr
+    # the ground truth does not vanish with the tree: ./rdmascope-sim-<pid>/
+    out = tmp_path / root.name
+    assert f"request log: {root.name}/requests.jsonl" in res.stdout
+    (rec,) = [json.loads(ln) for ln in (out / "requests.jsonl").read_text().splitlines()]
+    assert rec["request_id"] == "single4k-r1-0"
+    truth = json.loads((out / "truth.json").read_text())
+    assert truth["live"]["completed"] is True and truth["live"]["sysfs_root"] == str(root)
+
+
+def test_serve_keep_tree_leaves_the_temporary_tree(tmp_path):
+    res, root = _serve_to_end(tmp_path, "--keep-tree")
+    try:
+        assert (root / "class/infiniband" / TWINS[0]).is_dir()
+        assert (root / "requests.jsonl").is_file()  # a kept tree holds its truth, as before
+        assert "removed" not in res.stderr
+    finally:
+        remove_tree(root)
+
+
+def test_serve_keeps_a_given_root_unless_cleanup(tmp_path):
+    kept = tmp_path / "kept"
+    _, root = _serve_to_end(tmp_path, "--root", str(kept))
+    assert root == kept and (kept / "class/infiniband" / TWINS[0]).is_dir()
+    assert (kept / "truth.json").is_file()
+    cleaned = tmp_path / "cleaned"
+    res, root = _serve_to_end(tmp_path, "--root", str(cleaned), "--cleanup", "--out",
+                              str(tmp_path / "truth"))
+    assert root == cleaned and not cleaned.exists()
+    assert (tmp_path / "truth" / "truth.json").is_file()
+
+
+def test_serve_refuses_contradictions_and_never_overwrites(tmp_path):
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    res = CliRunner().invoke(main, ["simulate", "serve", "--cleanup", "--keep-tree"])
+    assert res.exit_code == 1 and "--cleanup and --keep-tree" in res.output
+    (tmp_path / "requests.jsonl").write_text("mine\n")
+    res = CliRunner().invoke(main, ["simulate", "serve", "--out", str(tmp_path)])
+    assert res.exit_code == 1 and f"{tmp_path}: already holds requests.jsonl" in res.output
+    assert (tmp_path / "requests.jsonl").read_text() == "mine\n"
+    # a --root that is someone else's directory is refused and left alone, even with --cleanup
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "data.txt").write_text("keep")
+    res = subprocess.run([sys.executable, "-m", "rdmascope", "simulate", "serve", "--root",
+                          str(other), "--cleanup", "--out", str(tmp_path / "t")],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and "is not an emulated tree" in res.stderr
+    assert (other / "data.txt").read_text() == "keep"

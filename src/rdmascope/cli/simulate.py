@@ -49,35 +49,57 @@ def command() -> None:
 
 @command.command(name="serve")
 @click.option("--root", default=None, type=click.Path(),
-              help="Directory for the emulated sysfs tree (default /dev/shm/rdmascope-sim-<pid>).")
+              help="Directory for the emulated sysfs tree, kept at exit unless --cleanup "
+                   "[default: a temporary /dev/shm/rdmascope-sim-<pid>, removed at exit unless "
+                   "--keep-tree].")
 @_scenario_options
 @click.option("--speed", type=float, default=1.0, show_default=True,
               help="Model time runs this many times faster than real time.")
 @click.option("--out", default=None, type=click.Path(),
-              help="Where to write requests.jsonl and truth.json (default: the tree root).")
+              help="Where to write requests.jsonl and truth.json [default: the tree root when it "
+                   "is kept (--root, --keep-tree), else a new ./rdmascope-sim-<pid>/].")
 @click.option("--start-delay", type=float, default=0.0, show_default=True,
               help="Seconds of idle counters before the scenario's time 0.")
 @click.option("--wait-for", default=None, type=click.Path(),
               help="Start only once a recorder writes this capture directory (a live segment "
                    "exists).")
-@click.option("--cleanup", is_flag=True, help="Remove the tree when done.")
+@click.option("--cleanup", is_flag=True, help="Remove a --root tree at exit too.")
+@click.option("--keep-tree", is_flag=True,
+              help="Leave the default temporary tree in place at exit (it is removed otherwise).")
 def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, speed, out,
-              start_delay, wait_for, cleanup) -> None:
+              start_delay, wait_for, cleanup, keep_tree) -> None:
     """Play a scenario live into an emulated sysfs tree; prints the tree root, then runs in the
     foreground until the scenario ends or SIGINT/SIGTERM.
 
     Point the sampler at it: rdmascope record -o CAPTURE --sysfs-root ROOT --netdev-stats
+
+    The tree serve creates by default (no --root) lives in /dev/shm (memory) and is removed when
+    serve exits, also after an error or SIGINT/SIGTERM (stop the recorder first, or pass
+    --keep-tree); its request log and truth then go to ./rdmascope-sim-<pid>/ unless --out. A
+    --root tree is kept unless --cleanup.
     """
     import os
     import signal
+    from pathlib import Path
 
     from rdmascope.emulator.serve import serve
     from rdmascope.emulator.tree import DEFAULT_ROOT, remove_tree
 
     if speed <= 0:
         raise click.ClickException(f"--speed must be positive, got {speed:g}")
+    if cleanup and keep_tree:
+        raise click.ClickException("--cleanup and --keep-tree contradict each other; give one")
     traffic = _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds)
+    temporary = root is None
     root = root or f"{DEFAULT_ROOT}-{os.getpid()}"
+    remove_at_exit = cleanup or (temporary and not keep_tree)
+    if out is None and remove_at_exit:
+        out = f"rdmascope-sim-{os.getpid()}"
+    if out is not None:
+        clash = [n for n in ("requests.jsonl", "truth.json") if (Path(out) / n).exists()]
+        if clash and Path(out).resolve() != Path(root).resolve():
+            raise click.ClickException(f"{out}: already holds {' and '.join(clash)}; choose "
+                                       "another --out (nothing is overwritten)")
     stop: list[str] = []
 
     def on_signal(signum, _frame):
@@ -103,9 +125,13 @@ def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, s
     except (FileExistsError, TimeoutError, InterruptedError, OSError) as exc:
         raise click.ClickException(str(exc)) from exc
     finally:
-        if cleanup:
+        # remove_tree deletes only a directory carrying the emulator's marker (never a directory
+        # build_tree refused to touch)
+        if remove_at_exit and os.path.isdir(root):
             try:
                 remove_tree(root)
+                click.echo(f"removed the emulated tree {root}"
+                           f"{' (keep it with --keep-tree)' if temporary else ''}", err=True)
             except (ValueError, OSError):
                 pass
     click.echo(f"request log: {log}")
