@@ -290,12 +290,51 @@ def test_missing_counter_marked_unavailable_others_go_on(tree, tmp_path):
     (["--interval", "50us"], "outside the allowed range"),
     (["--interval", "2s"], "outside the allowed range"),
     (["--interval", "fast"], "is not a duration"),
+    (["--interval", "1"], "'1' has no unit; expected e.g. 1ms, 500us, 2s"),
     (["--device", "mlx5_7"], "unknown device(s) mlx5_7"),
 ])
 def test_bad_arguments(tree, tmp_path, args, msg):
     r = rdmascope("record", "-o", tmp_path / "cap", "--sysfs-root", tree, "--duration", "0.1s",
                   *args)
     assert r.returncode != 0 and msg in r.stderr
+    assert not (tmp_path / "cap").exists()
+
+
+@pytest.mark.parametrize("text,ns", [
+    ("1ms", 1_000_000), ("0.5ms", 500_000), ("500us", 500_000), ("500µs", 500_000),
+    ("250ns", 250), ("2s", 2_000_000_000), ("1.5 s", 1_500_000_000), ("1m", 60_000_000_000),
+    ("2min", 120_000_000_000), ("1h", 3_600_000_000_000), ("0", 0), ("0ms", 0),
+])
+def test_parse_duration_with_unit(text, ns):
+    from rdmascope.cli.common import parse_duration_ns
+
+    assert parse_duration_ns(text) == ns
+
+
+@pytest.mark.parametrize("text", ["1", "5", "0.5", " 2 ", "1e3"])
+def test_parse_duration_refuses_a_bare_number(text):
+    from rdmascope.cli.common import parse_duration_ns
+
+    with pytest.raises(ValueError, match=r"has no unit; expected e\.g\. 1ms, 500us, 2s"):
+        parse_duration_ns(text)
+
+
+@pytest.mark.parametrize("argv", [
+    ["record", "-o", "{tmp}/cap", "--interval", "1"],
+    ["record", "-o", "{tmp}/cap", "--duration", "5"],
+    ["rates", "{tmp}", "--window", "5"],
+    ["bursts", "{tmp}", "--window", "5"],
+    ["peaks", "{tmp}", "--windows", "1ms,5"],
+])
+def test_cli_durations_need_a_unit(tmp_path, argv):
+    """Every command taking a duration refuses a bare number (it used to mean seconds)."""
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    r = CliRunner().invoke(main, [a.format(tmp=tmp_path) for a in argv])
+    assert r.exit_code == 2, r.output
+    assert "has no unit; expected e.g. 1ms, 500us, 2s" in r.output
     assert not (tmp_path / "cap").exists()
 
 

@@ -1,7 +1,8 @@
 """Small helpers shared by the CLI commands: duration parsing and JSON output.
 
-- ``parse_duration_ns("1ms") -> 1_000_000``: "100us", "0.5ms", "2s", "1m", "1h", a bare number is
-  seconds. ``DURATION`` is the same as a click parameter type (value in ns).
+- ``parse_duration_ns("1ms") -> 1_000_000``: "100us", "0.5ms", "2s", "1m", "1h"; the unit is
+  required (a bare "1" is refused: it read as 1 s where 1 ms was meant), only a zero may omit it.
+  ``DURATION`` is the same as a click parameter type (value in ns).
 - ``echo_json(obj)``: print ``obj`` as indented JSON on stdout (non-JSON values via ``str``).
 """
 
@@ -19,16 +20,25 @@ _DUR_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zµ]*)\s*
 
 
 def parse_duration_ns(text: str) -> int:
-    """Parse a duration like "1ms", "0.5ms", "100us", "2s", "1m" (bare number = seconds) to ns.
+    """Parse a duration like "1ms", "0.5ms", "100us", "2s", "1m", "1h" to int ns.
 
-    Raises ``ValueError`` naming the text and the accepted units.
+    The unit (ns, us/µs, ms, s, m/min, h) is required; a bare number is refused unless it is zero
+    (the same in every unit, e.g. ``--zoom 0``). Raises ``ValueError`` naming the text and the
+    accepted units.
     """
     m = _DUR_RE.match(str(text))
     unit = m.group(2) if m else None
+    units = ", ".join(u for u in _UNITS_NS if u != "µs")
     if m is None or (unit and unit not in _UNITS_NS):
         raise ValueError(f"{text!r} is not a duration; expected a number with a unit "
-                         f"({', '.join(u for u in _UNITS_NS if u != 'µs')}), e.g. 1ms, 100us, 2s")
-    return int(round(float(m.group(1)) * _UNITS_NS[unit or "s"]))
+                         f"({units}), e.g. 1ms, 100us, 2s")
+    number = float(m.group(1))
+    if not unit:
+        if number == 0:
+            return 0
+        raise ValueError(f"{str(text).strip()!r} has no unit; expected e.g. 1ms, 500us, 2s "
+                         f"(units: {units})")
+    return int(round(number * _UNITS_NS[unit]))
 
 
 class DurationType(click.ParamType):
@@ -42,6 +52,7 @@ class DurationType(click.ParamType):
         try:
             return parse_duration_ns(value)
         except ValueError as exc:
+            # click prefixes "Invalid value for '--interval':", so the option is named
             self.fail(str(exc), param, ctx)
 
 
