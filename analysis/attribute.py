@@ -46,7 +46,10 @@ class Attribution:
       ``tests``: per test, means with min/max over the measured (non-warm-up) rounds.
     - ``timeline``: the capture cut into segments ``t0_ns, t1_ns, state, tx_bytes, rx_bytes``;
       ``time_classes``: per state ``seconds, share, tx_bytes, rx_bytes, mean_tx_gbps``.
-    - ``summary``: counts, pooled ITL, output throughput; ``notes``: alignment and caveats.
+    - ``summary``: counts, pooled ITL, output throughput, per test the mean TTFT
+      (``ttft_by_test_s``) and time to the last first token (``..._by_test_s``); ``mean_ttft_s``
+      only when the measured requests are of one test (None otherwise: a mean across tests of
+      different prompt lengths means nothing); ``notes``: alignment and caveats.
     """
 
     capture_path: str
@@ -348,7 +351,15 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
         "n_requests": int(len(log.requests)), "n_ok": int(len(req)), "n_failed": log.n_failed,
         "n_rounds": int(len(rounds)),
         "n_warmup_rounds": int(rounds["warmup"].sum()) if len(rounds) else 0,
-        "mean_ttft_s": float(mtiming["ttft_s"].mean()) if measured.any() else None,
+        # a mean TTFT across tests of different prompt lengths means nothing: one test only
+        "mean_ttft_s": float(mtiming["ttft_s"].mean())
+        if measured.any() and req.loc[measured, "test"].nunique() == 1 else None,
+        "ttft_by_test_s": {str(t): float(v) for t, v in
+                           mtiming["ttft_s"].groupby(req.loc[measured, "test"].to_numpy(),
+                                                     sort=False).mean().items()},
+        "time_to_last_first_token_by_test_s": {
+            str(r["test"]): float(r["time_to_last_first_token_s"]) for _, r in tests.iterrows()}
+        if len(tests) else {},
         "mean_decode_speed_tps": float(np.nanmean(mtiming["decode_speed_tps"]))
         if np.isfinite(mtiming["decode_speed_tps"]).any() else None,
         "itl_pooled_mean_s": float(itl.mean()) if len(itl) else None,

@@ -752,6 +752,44 @@ TEST_COLUMNS = ("test", "rounds", "n_requests", "prompt_tokens", "time_to_last_f
                 "prefill_peak_tx_gbps")
 
 
+#: At most this many per-test cards per configuration (the study's plan has 6 tests).
+MAX_TEST_CARDS = 6
+
+
+def ttft_cards(label: str, tests: pd.DataFrame, *, limit: int = MAX_TEST_CARDS
+               ) -> list[tuple[str, str, str]]:
+    """Return the headline cards of one configuration's TTFT, one per test (never a mean
+    across tests: tests differ in prompt length, so such a mean means nothing).
+
+    ``tests``: ``attribute``'s per-test table (measured rounds). A one-request test shows its
+    TTFT; a multi-request test its time to the last first token (method.md, "Metrics") with the
+    mean TTFT in the detail; both with the min-max over rounds. Beyond ``limit`` tests, one
+    card points to the per-test table. Returns (label, value, detail) tuples.
+    """
+    cards = []
+    if not len(tests):
+        return cards
+    for _, t in tests.head(limit).iterrows():
+        tok = t.get("prompt_tokens")
+        tok_s = f"{int(tok):,} prompt tokens, " if pd.notna(tok) else ""
+        rounds = f"{int(t['rounds'])} round(s)"
+        if int(t["n_requests"]) == 1:
+            lo, hi = t["mean_ttft_min_s"], t["mean_ttft_max_s"]
+            cards.append((f"{label}: test {t['test']} TTFT", f"{t['mean_ttft_s']:.2f} s",
+                          f"{tok_s}{rounds}, min–max {lo:.2f}–{hi:.2f} s"))
+        else:
+            lo = t["time_to_last_first_token_min_s"]
+            hi = t["time_to_last_first_token_max_s"]
+            cards.append((f"{label}: test {t['test']} time to last first token",
+                          f"{t['time_to_last_first_token_s']:.2f} s",
+                          f"{int(t['n_requests'])} requests, {tok_s}{rounds}, min–max "
+                          f"{lo:.2f}–{hi:.2f} s; mean TTFT {t['mean_ttft_s']:.2f} s"))
+    if len(tests) > limit:
+        cards.append((f"{label}: {len(tests) - limit} more test(s)", "…",
+                      "see the per-test table"))
+    return cards
+
+
 def _pick(df: pd.DataFrame, cols) -> pd.DataFrame:
     return df[[c for c in cols if c in df.columns]]
 
@@ -859,9 +897,7 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
         content.sections.append(ReportSection(cfg.label, tables))
         content.captures.append((cfg.label, _capture_fields(cfg)))
         if cfg.label in attributions:
-            s = attributions[cfg.label].summary
-            content.cards.append((f"{cfg.label}: mean TTFT", f"{s['mean_ttft_s']:.2f} s",
-                                  f"{s['n_ok']} request(s), {s['n_rounds']} round(s)"))
+            content.cards.extend(ttft_cards(cfg.label, attributions[cfg.label].tests))
             pk1 = peaks.get(MS_NS)
             if pk1 is not None:
                 content.cards.append((f"{cfg.label}: 1 ms peak", f"{pk1:.0f} Gb/s",

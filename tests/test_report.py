@@ -391,3 +391,43 @@ def test_one_request_shows_one_1ms_peak_in_every_table_card_and_figure(sim_runs,
     # next to the 1 ms peaks: the timing uncertainty that lets one exceed line rate
     assert page.count("±15–25 % timing uncertainty") >= 4
     assert "which is why a 1 ms peak can exceed line rate" in page
+
+
+def test_headline_gives_ttft_per_test_never_a_mean_across_tests(sim_runs, tmp_path):
+    """The demo runs P1 (1,024 prompt tokens) and P2 (8,192): the cards give each test's TTFT
+    (as the emulator's ground truth has it), not one "mean TTFT" of both."""
+    from rdmascope.analysis.attribute import attribute
+
+    page = R.write_report([sim_runs / "200"], None, tmp_path).read_text()
+    assert "mean TTFT</div>" not in page
+    truth = _truth(sim_runs / "200")["requests"]
+    by_test = {}
+    for r in truth:
+        by_test.setdefault(r["request_id"].split("-")[0], []).append(r["ttft_s"])
+    assert sorted(by_test) == ["P1", "P2"]
+    for test, ttfts in by_test.items():
+        want = sum(ttfts) / len(ttfts)
+        assert re.search(rf"200 Gb/s: test {test} TTFT</div><div class=\"value\">"
+                         rf"{want:.2f} s</div>", page), test
+    cfg = R.load_configuration(sim_runs / "200", R.default_request_logs(sim_runs / "200"))
+    s = attribute(cfg.capture, cfg.log, intervals=cfg.intervals).summary
+    assert s["mean_ttft_s"] is None
+    assert s["ttft_by_test_s"] == pytest.approx({t: sum(v) / len(v) for t, v in by_test.items()})
+    assert s["time_to_last_first_token_by_test_s"] == pytest.approx(s["ttft_by_test_s"])
+
+
+def test_ttft_cards_of_a_multi_request_test_and_the_limit():
+    tests = pd.DataFrame({
+        "test": ["P4", "P1"], "rounds": [3, 3], "n_requests": [4, 1],
+        "prompt_tokens": [32768, 1024], "mean_ttft_s": [5.0, 0.96],
+        "mean_ttft_min_s": [4.9, 0.95], "mean_ttft_max_s": [5.2, 0.97],
+        "time_to_last_first_token_s": [7.25, 0.96],
+        "time_to_last_first_token_min_s": [7.0, 0.95],
+        "time_to_last_first_token_max_s": [7.5, 0.97]})
+    cards = R.ttft_cards("L", tests)
+    assert cards == [
+        ("L: test P4 time to last first token", "7.25 s",
+         "4 requests, 32,768 prompt tokens, 3 round(s), min–max 7.00–7.50 s; mean TTFT 5.00 s"),
+        ("L: test P1 TTFT", "0.96 s", "1,024 prompt tokens, 3 round(s), min–max 0.95–0.97 s")]
+    assert R.ttft_cards("L", tests, limit=1)[-1] == ("L: 1 more test(s)", "…",
+                                                     "see the per-test table")
