@@ -33,7 +33,9 @@ import pyarrow as pa
 from rdmascope.sampler.audit import LogHistogram
 from rdmascope.sampler.discovery import (
     DEFAULT_COUNTERS,
+    available_counters,
     counter_descriptors,
+    counter_exists,
     discover,
     infiniband_dir,
 )
@@ -287,6 +289,26 @@ def _validate(opts: RecordOptions) -> None:
         raise RecordError(f"--duration must be positive, got {opts.duration_s:g} s")
 
 
+def _check_requested_counters(devices, names) -> None:
+    """Refuse a requested counter that exists on none of the selected ports (a typo, or the wrong
+    device); one that exists on some is sampled, and marked unavailable where it is missing.
+
+    The default counters are not checked: a port without them is recorded as unavailable (the
+    file may appear later, e.g. a device that is being reset).
+    """
+    ports = [(d, p) for d in devices for p in d.ports]
+    if not ports:
+        return
+    absent = [n for n in dict.fromkeys(names) if n not in DEFAULT_COUNTERS
+              and not any(counter_exists(d, p, n) for d, p in ports)]
+    if absent:
+        where = ", ".join(f"{d.name}/{p.port}" for d, p in ports)
+        have = available_counters(devices)
+        raise RecordError(
+            f"--counters: {', '.join(absent)} exist(s) on none of the selected ports ({where}); "
+            f"counters there: {', '.join(have) or 'none'}")
+
+
 def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) -> RecordResult:
     """Record a capture until SIGINT/SIGTERM, ``opts.duration_s`` or a write error.
 
@@ -296,7 +318,8 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     polled once per sweep. Messages go to ``log`` (default stderr).
 
     Returns a ``RecordResult`` (``error`` set when a write error stopped it; what was written is
-    kept). Raises ``RecordError`` before sampling starts: no devices, unknown device, interval
+    kept). Raises ``RecordError`` before sampling starts: no devices, unknown device, a counter of
+    ``opts.counters`` (beyond the defaults) on none of the selected ports, interval
     outside 0.1 ms..1 s, an existing capture without ``force``, an unwritable output, a refused
     ``--cpu``/``--rt-priority``.
     """
@@ -319,6 +342,7 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     for d in devices:
         for w in d.warnings:
             print(f"rdmascope record: warning: {w}", file=log)
+    _check_requested_counters(devices, opts.counters)
     counters = counter_descriptors(devices, list(opts.counters), netdev_stats=opts.netdev_stats,
                                    sysfs_root=root)
     if not counters:

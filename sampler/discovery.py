@@ -11,6 +11,8 @@ Public API::
     discover(sysfs_root="/sys", devices=None) -> list[DeviceInfo]
     counter_descriptors(devices, counters=DEFAULT_COUNTERS, netdev_stats=False, sysfs_root=None)
         -> list[dict]           # the capture's ``manifest["counters"]`` (keys per capture.py)
+    available_counters(devices) -> list[str]    # counter names found on the devices' ports
+    counter_exists(device, port, name) -> bool  # is there a file ``name`` would be read from?
     parse_rate(text) -> float | None            # "200 Gb/sec (4X HDR)" -> 200.0 (Gb/s)
     parse_state(text) -> tuple[int, str] | None # "4: ACTIVE" -> (4, "ACTIVE")
 """
@@ -435,3 +437,28 @@ def counter_descriptors(devices: list[DeviceInfo], counters: tuple[str, ...] | l
                         "direction": _direction(stat),
                     })
     return out
+
+
+def available_counters(devices: list[DeviceInfo]) -> list[str]:
+    """Return the sorted counter names found on the ports of ``devices``, as ``--counters`` takes them.
+
+    Names in ``counters/`` as is, in a pre-4.5 ``counters_ext/`` without the ``_64`` suffix, and
+    ``hw_counters/`` ones as ``hw_counters/<name>``.
+    """
+    names: set[str] = set()
+    for d in devices:
+        for p in d.ports:
+            names.update(p.counters)
+            names.update(c[:-3] if c.endswith("_64") else c for c in p.counters_ext)
+            names.update(f"hw_counters/{c}" for c in p.hw_counters)
+    return sorted(names)
+
+
+def counter_exists(dev: DeviceInfo, port: PortInfo, name: str) -> bool:
+    """True when the file the sampler would read for counter ``name`` of ``port`` exists.
+
+    ``name`` as ``counter_descriptors`` takes it (e.g. "port_xmit_wait",
+    "hw_counters/out_of_sequence"); the path is the descriptor's.
+    """
+    return os.path.exists(_ib_descriptor(dev, port, port.port, name)["path"])
+

@@ -7,7 +7,9 @@ import os
 
 import pytest
 from rdmascope.sampler.discovery import (
+    available_counters,
     counter_descriptors,
+    counter_exists,
     discover,
     parse_rate,
     parse_state,
@@ -228,3 +230,19 @@ def test_missing_counter_is_still_described(tmp_path):
     descs = counter_descriptors(discover(tmp_path))
     assert [c["name"] for c in descs] == ["port_xmit_data", "port_rcv_data"]
     assert not os.path.exists(descs[1]["path"])
+
+
+def test_available_counters_and_counter_exists_on_the_real_mlx5(real, procfs_sys):
+    d = real["mlx5_0"]
+    (p,) = d.ports
+    port_dir = procfs_sys / "class/infiniband/mlx5_0/ports/1"
+    files = set(os.listdir(port_dir / "counters"))
+    hw = set(os.listdir(port_dir / "hw_counters")) - {"lifespan"}
+    assert available_counters([d]) == sorted(files | {f"hw_counters/{c}" for c in hw})
+    some_hw = sorted(hw)[0]
+    assert counter_exists(d, p, "port_xmit_wait") is ("port_xmit_wait" in files)
+    assert counter_exists(d, p, f"hw_counters/{some_hw}")
+    assert counter_exists(d, p, some_hw)  # found in hw_counters/ when not in counters/
+    assert not counter_exists(d, p, "nosuch_counter")
+    assert not counter_exists(d, p, "hw_counters/port_xmit_data")
+

@@ -338,6 +338,31 @@ def test_cli_durations_need_a_unit(tmp_path, argv):
     assert not (tmp_path / "cap").exists()
 
 
+def test_counter_on_no_selected_port_is_refused_listing_what_exists(tree, tmp_path):
+    out = tmp_path / "cap"
+    r = rdmascope("record", "-o", out, "--sysfs-root", tree, "--duration", "0.2s",
+                  "--counters", "nosuch_counter")
+    assert r.returncode != 0
+    assert ("--counters: nosuch_counter exist(s) on none of the selected ports "
+            "(roceP2p1s0f1/1, rocep1s0f1/1)") in r.stderr, r.stderr
+    # the list is the tree's counter files (faketree.MLX5_COUNTERS), sorted
+    from rdmascope.sampler.faketree import MLX5_COUNTERS
+    assert f"counters there: {', '.join(sorted(MLX5_COUNTERS))}" in r.stderr
+    assert not out.exists()
+    # on the other device only: refused when --device selects the one without it ...
+    (tree / "class/infiniband/rocep1s0f1/ports/1/counters/port_xmit_wait").unlink()
+    r = rdmascope("record", "-o", out, "--sysfs-root", tree, "--duration", "0.2s",
+                  "--counters", "port_xmit_wait,port_xmit_packets", "--device", "rocep1s0f1")
+    assert r.returncode != 0
+    assert "port_xmit_wait exist(s) on none of the selected ports (rocep1s0f1/1)" in r.stderr
+    assert "port_xmit_packets exist" not in r.stderr and not out.exists()
+    # ... and recorded (with the per-port warning) when both are selected
+    r = rdmascope("record", "-o", out, "--sysfs-root", tree, "--duration", "0.2s",
+                  "--counters", "port_xmit_wait")
+    assert r.returncode == 0, r.stderr
+    assert "rocep1s0f1" in r.stderr and "missing" in r.stderr
+
+
 def test_no_infiniband_dir(tmp_path):
     r = rdmascope("record", "-o", tmp_path / "cap", "--sysfs-root", tmp_path, "--duration", "1s")
     assert r.returncode != 0 and "class/infiniband: no such directory" in r.stderr
