@@ -24,10 +24,15 @@ from .series import (
     to_gbps,
 )
 
-__all__ = ["DEFAULT_WINDOWS_NS", "peak_table", "window_label", "rebin_view",
+__all__ = ["DEFAULT_WINDOWS_NS", "INSTANT_UNC_NS", "peak_table", "window_label", "rebin_view",
            "peak_bounds"]
 
 MS = 1_000_000
+#: Default timing uncertainty of each reading's instant beyond its read bracket, ns: the adapter
+#: updates the counter files only every ~0.1-0.2 ms, so the bytes read at an instant were counted
+#: up to that long before it (method.md, "The sampler": each reading's instant is known only to
+#: about +-0.1-0.2 ms, so a single 1 ms value carries about +-15-25 %). The low end, 0.1 ms.
+INSTANT_UNC_NS = 100_000
 #: The study's window widths: 1 ms, 5 ms, 100 ms, 1 s (the whole range is added as a last row).
 DEFAULT_WINDOWS_NS = (MS, 5 * MS, 100 * MS, 1000 * MS)
 
@@ -72,18 +77,26 @@ def rebin_view(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int | None 
 
 
 def peak_bounds(intervals: pd.DataFrame, window_start_ns, width_ns: int, *,
-                by: str | None = "series", groups: dict[str, list[str]] | None = None
-                ) -> pd.DataFrame:
-    """Return the low/high bytes of given windows when reading instants move within brackets.
+                by: str | None = "series", groups: dict[str, list[str]] | None = None,
+                instant_unc_ns: int = INSTANT_UNC_NS) -> pd.DataFrame:
+    """Return the low/high bytes of given windows when reading instants move within their
+    timing uncertainty.
 
-    Each reading's instant is known to +-half its read bracket (``t_unc_ns``). The cumulative
-    byte curve through the readings can then lie anywhere between itself shifted earlier and
-    later by the local half-width u, so a window [a, b) holds between F(b - u_b) - F(a + u_a)
-    and F(b + u_b) - F(a - u_a) bytes (method.md, "The sampler": ~+-0.1-0.2 ms per reading gives
-    +-15-25 % on a single 1 ms value). ``window_start_ns``: one start per column (a Series
-    indexed by group name, e.g. each series' peak window). Returns a DataFrame indexed by group:
-    ``low_bytes``, ``high_bytes`` (NaN when the window touches a NaN interval).
+    Each reading's instant is uncertain by u = half its read bracket (``t_unc_ns``, the
+    system call: microseconds) + ``instant_unc_ns`` (default ``INSTANT_UNC_NS``, 0.1 ms: the
+    adapter's counter update period, which the read bracket does not see; method.md, "The
+    sampler": each instant is known only to about +-0.1-0.2 ms, so a single 1 ms value carries
+    about +-15-25 %). The two add up (worst case). The cumulative byte curve F through the
+    readings can then lie anywhere between itself shifted earlier and later by the local u, so
+    a window [a, b) holds between F(b - u_b) - F(a + u_a) and F(b + u_b) - F(a - u_a) bytes.
+    ``window_start_ns``: one start per column (a Series indexed by group name, e.g. each
+    series' peak window). Returns a DataFrame indexed by group: ``low_bytes``, ``high_bytes``
+    (NaN when the window touches a NaN interval). Raises ``ValueError`` on a negative
+    ``instant_unc_ns``.
     """
+    if not instant_unc_ns >= 0:
+        raise ValueError(f"instant_unc_ns must be >= 0 ns, got {instant_unc_ns!r}")
+    extra = int(instant_unc_ns)
     counters = _counters_of(intervals, by, with_unc=True)
     names = list(window_start_ns.index)
     members = {n: [n] for n in names}
@@ -100,7 +113,7 @@ def peak_bounds(intervals: pd.DataFrame, window_start_ns, width_ns: int, *,
             c = c or spec.build()
             a = np.array([int(window_start_ns[name])], np.int64)
             b = a + int(width_ns)
-            ua, ub = c.edge_unc(a), c.edge_unc(b)
+            ua, ub = c.edge_unc(a) + extra, c.edge_unc(b) + extra
             f = {}
             for tag, pts in (("a-", a - ua), ("a+", a + ua), ("b-", b - ub), ("b+", b + ub)):
                 full, part, _, _ = c.cum(pts)
@@ -120,7 +133,8 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
                origin_ns: int | None = None, by: str | None = "series",
                groups: dict[str, list[str]] | None = None, keep: bool = True,
                percentiles=(50, 90, 99), uncertainty: bool = False,
-               t_ref_ns: int | None = None) -> pd.DataFrame:
+               t_ref_ns: int | None = None, instant_unc_ns: int = INSTANT_UNC_NS
+               ) -> pd.DataFrame:
     """Return the peak-vs-window table of a time range [start_ns, end_ns).
 
     For each series (columns of ``rebin``, plus links of ``groups``) and each width in
@@ -131,7 +145,9 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
     implausible interval, left out) / ``n_gap_windows`` (holding gap-spread bytes, kept). A last
     row per series with window "whole range" gives the mean over the range (bytes / duration).
     ``mean_gbps`` repeats that mean on every row. With ``uncertainty`` each row also has
-    ``peak_low_gbps`` / ``peak_high_gbps`` (see ``peak_bounds``). ``t_ref_ns`` (default
+    ``peak_low_gbps`` / ``peak_high_gbps``: the bounds of its window (the peak's, or the whole
+    range) when each reading's instant moves by its half read bracket + ``instant_unc_ns``
+    (default 0.1 ms, see ``peak_bounds``). ``t_ref_ns`` (default
     ``start_ns``) makes ``peak_t_s`` relative seconds.
 
     Rates in Gb/s (1e9 bit/s). Returns a long DataFrame: series, window, window_ns, peak_gbps,
@@ -176,12 +192,18 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
         if uncertainty:
             starts = pd.Series({r["series"]: (r["peak_t_ns"] if r["peak_t_ns"] is not None
                                               else np.nan) for r in new_rows}, dtype=object)
-            bounds = to_gbps(peak_bounds(intervals, starts, w, by=by, groups=groups), w)
+            bounds = to_gbps(peak_bounds(intervals, starts, w, by=by, groups=groups,
+                                         instant_unc_ns=instant_unc_ns), w)
             for row in new_rows:
                 row["peak_low_gbps"] = float(bounds.at[row["series"], "low_bytes"])
                 row["peak_high_gbps"] = float(bounds.at[row["series"], "high_bytes"])
         rows.extend(new_rows)
     whole = to_gbps(whole_b, hi - lo)
+    if uncertainty:
+        wb = to_gbps(peak_bounds(intervals, pd.Series(dict.fromkeys(whole.columns, lo),
+                                                      dtype=object),
+                                 hi - lo, by=by, groups=groups, instant_unc_ns=instant_unc_ns),
+                     hi - lo)
     for col in whole.columns:
         mean = float(whole[col].iloc[0])
         qq = int(whole_q[col].iloc[0])
@@ -193,7 +215,8 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
         for p in percentiles:
             row[f"p{p:g}_gbps"] = mean
         if uncertainty:
-            row["peak_low_gbps"] = row["peak_high_gbps"] = mean
+            row["peak_low_gbps"] = float(wb.at[col, "low_bytes"])
+            row["peak_high_gbps"] = float(wb.at[col, "high_bytes"])
         rows.append(row)
     means = {col: float(whole[col].iloc[0]) for col in whole.columns}
     out = pd.DataFrame(rows)

@@ -64,12 +64,14 @@ def test_sub_range_and_origin():
 def test_one_ms_peak_uncertainty_from_brackets():
     # each reading known to +-0.1 ms: the peak window [100, 101) ms can hold between
     # F(100.9) - F(100.1) = 0.8 x 22.5 = 18 MB and F(101.1) - F(99.9) = 22.5 + 0.5 = 23 MB
+    # (the bracket alone: no extra instant uncertainty)
     tab = peak_table(_profile(_burst_profile(), unc_ns=100_000), windows_ns=(MS,),
-                     uncertainty=True)
+                     uncertainty=True, instant_unc_ns=0)
     row = tab.iloc[0]
     assert row.peak_low_gbps == pytest.approx(18e6 * 8 / 1e6)
     assert row.peak_high_gbps == pytest.approx(23e6 * 8 / 1e6)
-    b = peak_bounds(_profile(_burst_profile(), unc_ns=0), pd.Series({"d/tx": 100 * MS}), MS)
+    b = peak_bounds(_profile(_burst_profile(), unc_ns=0), pd.Series({"d/tx": 100 * MS}), MS,
+                    instant_unc_ns=0)
     assert b.at["d/tx", "low_bytes"] == b.at["d/tx", "high_bytes"] == pytest.approx(22.5e6)
 
 
@@ -96,3 +98,44 @@ def test_twins_grouped_into_a_link():
     assert one.index.tolist() == ["a/tx", "b/tx", "link/tx"]
     assert one.at["link/tx", "peak_gbps"] == pytest.approx(270.0)
     assert one.at["b/tx", "peak_gbps"] == pytest.approx(90.0)
+
+
+def test_instant_uncertainty_floor_widens_the_bounds_by_hand():
+    # no read bracket at all, the default 0.1 ms floor (method.md: each instant known to
+    # +-0.1-0.2 ms): the same bounds as a 0.1 ms bracket above, 18 and 23 MB
+    tab = peak_table(_profile(_burst_profile(), unc_ns=0), windows_ns=(MS,), uncertainty=True)
+    assert tab.iloc[0].peak_low_gbps == pytest.approx(18e6 * 8 / 1e6)    # 144 Gb/s
+    assert tab.iloc[0].peak_high_gbps == pytest.approx(23e6 * 8 / 1e6)   # 184 Gb/s
+    # bracket half-width 0.05 ms + floor 0.1 ms add up to u = 0.15 ms: [100.15, 100.85) holds
+    # 0.7 x 22.5 = 15.75 MB; [99.85, 101.15) holds 22.5 + 0.15 x 5 = 23.25 MB
+    b = peak_bounds(_profile(_burst_profile(), unc_ns=50_000), pd.Series({"d/tx": 100 * MS}),
+                    MS)
+    assert b.at["d/tx", "low_bytes"] == pytest.approx(15.75e6)
+    assert b.at["d/tx", "high_bytes"] == pytest.approx(23.25e6)
+    # a 0.2 ms floor (the top of method.md's range): 0.6 x 22.5 and 22.5 + 0.2 x 5
+    b = peak_bounds(_profile(_burst_profile(), unc_ns=0), pd.Series({"d/tx": 100 * MS}), MS,
+                    instant_unc_ns=200_000)
+    assert b.at["d/tx", "low_bytes"] == pytest.approx(13.5e6)
+    assert b.at["d/tx", "high_bytes"] == pytest.approx(23.5e6)
+    with pytest.raises(ValueError, match="instant_unc_ns must be >= 0"):
+        peak_bounds(_profile([1.0]), pd.Series({"d/tx": 0}), MS, instant_unc_ns=-1)
+
+
+def test_a_1ms_value_above_line_rate_has_bounds_that_reach_it():
+    # 31.25 MB per ms = 250 Gb/s on a 200 Gb/s port, readings with a 4 us bracket (+-2 us):
+    # the bracket alone bounds it to 250 x (1 -+ 0.004) = 249-251 Gb/s, which hides that the
+    # counter's instant is only known to ~0.1 ms; with the floor u = 0.102 ms per edge:
+    # 250 x (1 -+ 0.204) = 199-301 Gb/s, and the port's 200 Gb/s lies inside
+    iv = _profile([31.25] * 10, unc_ns=2_000)
+    narrow = peak_table(iv, start_ns=MS, end_ns=9 * MS, windows_ns=(MS,), uncertainty=True,
+                        instant_unc_ns=0).set_index("window")
+    assert narrow.at["1 ms", "peak_low_gbps"] == pytest.approx(249.0)
+    assert narrow.at["1 ms", "peak_high_gbps"] == pytest.approx(251.0)
+    tab = peak_table(iv, start_ns=MS, end_ns=9 * MS, windows_ns=(MS,),
+                     uncertainty=True).set_index("window")
+    assert tab.at["1 ms", "peak_gbps"] == pytest.approx(250.0)
+    assert tab.at["1 ms", "peak_low_gbps"] == pytest.approx(199.0)
+    assert tab.at["1 ms", "peak_high_gbps"] == pytest.approx(301.0)
+    # the mean over the 8 ms range moves by 0.204 ms of 8: 250 x (1 -+ 0.0255)
+    assert tab.at["whole range", "peak_low_gbps"] == pytest.approx(243.625)
+    assert tab.at["whole range", "peak_high_gbps"] == pytest.approx(256.375)
