@@ -38,6 +38,7 @@ from rdmascope.sampler.discovery import (
     counter_exists,
     discover,
     infiniband_dir,
+    sysfs_root_hint,
 )
 from rdmascope.sampler.loop import (
     ScheduleStats,
@@ -328,6 +329,9 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     root = Path(opts.sysfs_root)
     ib = infiniband_dir(root)
     if not ib.is_dir():
+        hint = sysfs_root_hint(root)
+        if hint is not None:
+            raise RecordError(f"{ib}: no such directory; {hint}")
         raise RecordError(f"{ib}: no such directory; no RDMA devices to sample (is rdma-core "
                           "loaded? wrong --sysfs-root? inside a container without /sys/class?)")
     available = [d.name for d in discover(root)]

@@ -11,6 +11,7 @@ Public API::
     discover(sysfs_root="/sys", devices=None) -> list[DeviceInfo]
     counter_descriptors(devices, counters=DEFAULT_COUNTERS, netdev_stats=False, sysfs_root=None)
         -> list[dict]           # the capture's ``manifest["counters"]`` (keys per capture.py)
+    sysfs_root_hint(root) -> str | None         # root has no class/infiniband: what it is instead
     available_counters(devices) -> list[str]    # counter names found on the devices' ports
     counter_exists(device, port, name) -> bool  # is there a file ``name`` would be read from?
     parse_rate(text) -> float | None            # "200 Gb/sec (4X HDR)" -> 200.0 (Gb/s)
@@ -185,6 +186,38 @@ def _listdir(path: Path, what: str, warnings: list[str], *, required: bool = Tru
 def infiniband_dir(sysfs_root: str | os.PathLike = "/sys") -> Path:
     """Return ``<sysfs_root>/class/infiniband``."""
     return Path(sysfs_root) / "class" / "infiniband"
+
+
+def sysfs_root_hint(sysfs_root: str | os.PathLike) -> str | None:
+    """Say what a ``--sysfs-root`` without ``class/infiniband`` points at instead, or None.
+
+    Recognizes the usual slips: the ``class/infiniband`` folder itself (it holds device folders
+    with ``ports/``), the ``class`` folder (it holds ``infiniband/``) and one device's folder (it
+    holds ``ports/``). The text ends with the root to use when it can be derived from the path.
+    """
+    root = Path(sysfs_root)
+    if not root.is_dir() or infiniband_dir(root).is_dir():
+        return None
+
+    def has_device_dirs(d: Path) -> bool:
+        try:
+            return any((d / n / "ports").is_dir() for n in os.listdir(d))
+        except OSError:
+            return False
+
+    what = up = None
+    if has_device_dirs(root):
+        what, up = "a class/infiniband folder (it holds RDMA device folders with ports/)", 2
+    elif (root / "infiniband").is_dir():
+        what, up = "a class folder (it holds infiniband/)", 1
+    elif (root / "ports").is_dir() and root.parent.name == "infiniband":
+        what, up = "one RDMA device's folder (it holds ports/)", 3
+    if what is None:
+        return None
+    resolved = root.resolve()
+    use = resolved.parents[up - 1] if len(resolved.parents) >= up else None
+    return (f"{root} looks like {what}: point --sysfs-root at the folder that contains class/ "
+            f"(e.g. .../sys)" + (f"; here: --sysfs-root {use}" if use is not None else ""))
 
 
 def discover(sysfs_root: str | os.PathLike = "/sys",

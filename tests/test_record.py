@@ -368,6 +368,20 @@ def test_no_infiniband_dir(tmp_path):
     assert r.returncode != 0 and "class/infiniband: no such directory" in r.stderr
 
 
+@pytest.mark.parametrize("sub", ["class/infiniband", "class", "class/infiniband/rocep1s0f1"])
+@pytest.mark.parametrize("cmd", ["record", "devices"])
+def test_sysfs_root_pointing_inside_the_tree_says_where_to_point(tree, tmp_path, sub, cmd):
+    """--sysfs-root .../class/infiniband named .../class/infiniband/class/infiniband."""
+    wrong = tree / sub
+    args = ["-o", tmp_path / "cap", "--duration", "0.2s"] if cmd == "record" else []
+    r = rdmascope(cmd, "--sysfs-root", wrong, *args)
+    assert r.returncode != 0
+    assert f"{wrong}/class/infiniband: no such directory" in r.stderr
+    assert "point --sysfs-root at the folder that contains class/ (e.g. .../sys)" in r.stderr
+    assert f"here: --sysfs-root {tree}" in r.stderr
+    assert not (tmp_path / "cap").exists()
+
+
 def test_device_selection_and_status_line(tree, tmp_path):
     out = tmp_path / "cap"
     r = rdmascope("record", "-o", out, "--sysfs-root", tree, "--duration", "1.6s",

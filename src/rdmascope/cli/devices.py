@@ -17,10 +17,13 @@ def _u(v) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the discovery records as JSON.")
 def command(sysfs_root: str, as_json: bool) -> None:
     """List every RDMA device with its ports, rates, netdevs, PCI address and counters."""
-    from rdmascope.sampler.discovery import discover, infiniband_dir
+    from rdmascope.sampler.discovery import discover, infiniband_dir, sysfs_root_hint
 
     ib = infiniband_dir(sysfs_root)
     if not ib.is_dir():
+        hint = sysfs_root_hint(sysfs_root)
+        if hint is not None:
+            raise click.ClickException(f"{ib}: no such directory; {hint}")
         raise click.ClickException(f"{ib}: no such directory; no RDMA devices (wrong "
                                    "--sysfs-root, RDMA modules not loaded, or a container "
                                    "without /sys/class/infiniband)")
