@@ -196,3 +196,62 @@ def test_implausible_cap_per_device_and_netdev(tmp_path):
     assert plausible_gbps({"devices": []}, "A") == 1600.0
     assert plausible_gbps({"devices": [_rate_dev("A", 100.0), _rate_dev("C", 200.0)]},
                           "C") == 800.0
+
+
+# ------------------------------------------------------------------------------------------------
+# Twin grouping keeps RDMA and netdev (kernel) series apart
+# ------------------------------------------------------------------------------------------------
+
+TWIN_DEVICES = [{"name": "rocep1s0f1", "pci": "0000:01:00.1"},
+                {"name": "roceP2p1s0f1", "pci": "0002:01:00.1"}]
+
+
+def _mixed_twins(tmp_path):
+    """Twin RDMA devices with their netdevs: RDMA idle, kernel (TCP) traffic on one netdev."""
+    from rdmascope.analysis import load_capture
+
+    counters = [ib("rocep1s0f1", "tx"), ib("roceP2p1s0f1", "tx"),
+                netdev("rocep1s0f1", "enp1s0f1np1", "tx"),
+                netdev("roceP2p1s0f1", "enP2p1s0f1np1", "tx")]
+    rd = {0: [(T0 + k * MS, 0, 0, OK) for k in range(4)],
+          1: [(T0 + k * MS, 0, 0, OK) for k in range(4)],
+          2: [(T0 + k * MS, 0, 5000 * k, OK) for k in range(4)],
+          3: [(T0 + k * MS, 0, 0, OK) for k in range(4)]}
+    return load_capture(write_capture(tmp_path / "c", counters, rd, devices=TWIN_DEVICES))
+
+
+def test_twin_links_label_netdev_groups_by_their_netdevs(tmp_path):
+    from rdmascope.analysis import twin_links
+
+    cap = _mixed_twins(tmp_path)
+    rdma = {"link:rocep1s0f1+roceP2p1s0f1/tx": ["rocep1s0f1/tx", "roceP2p1s0f1/tx"]}
+    kernel = {"link:enp1s0f1np1+enP2p1s0f1np1 (netdev)/tx": ["netdev:enp1s0f1np1/tx",
+                                                            "netdev:enP2p1s0f1np1/tx"]}
+    assert twin_links(cap) == rdma  # default: RDMA port counters only, label unchanged
+    assert twin_links(cap, source="infiniband") == rdma
+    assert twin_links(cap, source="netdev") == kernel
+    assert twin_links(cap, source=None) == {**rdma, **kernel}
+    with pytest.raises(ValueError, match="source must be"):
+        twin_links(cap, source="ethernet")
+
+
+def test_netdev_link_sums_kernel_bytes_and_rdma_link_stays_zero(tmp_path):
+    from rdmascope.analysis import group_links, rebin, twin_links
+
+    cap = _mixed_twins(tmp_path)
+    b = rebin(byte_intervals(cap, source=None), MS, origin_ns=T0, start_ns=T0,
+              end_ns=T0 + 3 * MS)
+    g = group_links(b, twin_links(cap, source=None))
+    # 5000 B per ms on one netdev (1 byte per unit), nothing on the RDMA counters
+    np.testing.assert_allclose(g["link:enp1s0f1np1+enP2p1s0f1np1 (netdev)/tx"], [5000.0] * 3)
+    np.testing.assert_allclose(g["link:rocep1s0f1+roceP2p1s0f1/tx"], [0.0] * 3)
+
+
+def test_group_links_refuses_to_mix_netdev_and_rdma_series(tmp_path):
+    from rdmascope.analysis import group_links, rebin
+
+    cap = _mixed_twins(tmp_path)
+    b = rebin(byte_intervals(cap, source=None), MS, origin_ns=T0, start_ns=T0,
+              end_ns=T0 + 3 * MS)
+    with pytest.raises(ValueError, match="mixes netdev"):
+        group_links(b, {"l/tx": ["rocep1s0f1/tx", "netdev:enp1s0f1np1/tx"]})
