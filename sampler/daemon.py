@@ -478,7 +478,8 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
         "sweeps_taken_pct": (100.0 * stats.taken / deadlines) if deadlines else None,
         "interval_ns": wt.interval_hist.summary(),
         "read_duration_ns": [
-            {"counter_id": i, "device": c["device"], "port": c["port"], "name": c["name"],
+            {"counter_id": i, "device": c["device"], "port": c["port"],
+             "netdev": c.get("netdev"), "name": c["name"],
              **wt.read_hist[i].summary(), "bad_rows": wt.bad_rows[i]}
             for i, c in enumerate(counters)
         ],
@@ -514,7 +515,9 @@ def format_audit(audit: dict[str, Any]) -> str:
     lines.append(f"interval: p50 {us(iv.get('p50'))}, p99 {us(iv.get('p99'))}, "
                  f"max {us(iv.get('max'))}")
     for r in audit.get("read_duration_ns") or []:
-        where = f"{r['device']}" + (f"/{r['port']}" if r.get("port") is not None else "")
+        # a netdev statistic is named by its netdev (enP2p1s0f1np1), not its RDMA device
+        where = r.get("netdev") or (
+            f"{r['device']}" + (f"/{r['port']}" if r.get("port") is not None else ""))
         bad = f", {r['bad_rows']} unavailable" if r.get("bad_rows") else ""
         lines.append(f"read bracket {where} {r['name']}: p50 {us(r.get('p50'))}, "
                      f"p99 {us(r.get('p99'))}{bad}")

@@ -402,3 +402,49 @@ def test_devices_command(tree):
     assert "rate 200 Gb/s" in r.stdout
     r = rdmascope("devices", "--sysfs-root", Path(tree) / "nowhere")
     assert r.returncode != 0 and "no such directory" in r.stderr
+
+
+def test_inspect_start_clocks_pci_unavailable_and_netdev_names(tmp_path, fixtures_dir):
+    """inspect prints the start on both clocks, 'pci unavailable', netdev counters by netdev."""
+    from datetime import datetime, timezone
+
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    # the committed v1 capture: its audit predates the "netdev" key (filled from the manifest)
+    cap = fixtures_dir / "v1-capture"
+    m = json.loads((cap / "manifest.json").read_text())
+    mono, rt = m["start"]["monotonic_ns"], m["start"]["realtime_ns"]
+    r = CliRunner().invoke(main, ["inspect", str(cap)])
+    assert r.exit_code == 0, r.output
+    iso = datetime.fromtimestamp(rt / 1e9, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    assert (f"start: CLOCK_MONOTONIC {mono / 1e9:.6f} s = CLOCK_REALTIME {iso}."
+            f"{rt % 10**9:09d}Z") in r.output
+    assert f"--offset = {mono / 1e9:.6f} - the log's time of this instant" in r.output
+    nd = {c["netdev"]: c["device"] for c in m["counters"] if c["source"] == "netdev"}
+    assert nd == {"enP2p1s0f1np1": "roceP2p1s0f1", "enp1s0f1np1": "rocep1s0f1"}
+    for netdev, dev in nd.items():
+        assert f"read bracket {netdev} tx_bytes:" in r.output
+        assert f"] {netdev} tx_bytes (bytes)" in r.output
+        assert f"{dev} tx_bytes" not in r.output
+    s = json.loads(CliRunner().invoke(main, ["inspect", "--json", str(cap)]).output)
+    assert s["start_monotonic_s"] == mono / 1e9
+    assert s["start_realtime_iso"] == f"{iso}.{rt % 10**9:09d}Z"
+    assert {q["netdev"] for q in s["quality"]["read_duration_ns"]} == {None, *nd}
+
+    # a fresh recording: the audit names the netdev itself; a device without its PCI link
+    root = tmp_path / "sys"
+    build_device(root, "rocep1s0f1", pci="0000:01:00.1", netdev="enp1s0f1np1")
+    build_device(root, "mlx5_9", pci="0000:09:00.0")
+    (root / "class/infiniband/mlx5_9/device").unlink()
+    out = tmp_path / "cap"
+    rec = rdmascope("record", "-o", out, "--sysfs-root", root, "--duration", "0.2s",
+                    "--netdev-stats")
+    assert rec.returncode == 0, rec.stderr
+    assert "read bracket enp1s0f1np1 rx_bytes:" in rec.stderr
+    a = read_capture(out).manifest["audit"]["read_duration_ns"]
+    assert [x["netdev"] for x in a] == [None, None, None, None, "enp1s0f1np1", "enp1s0f1np1"]
+    r = CliRunner().invoke(main, ["inspect", str(out)])
+    assert "device mlx5_9  pci unavailable  netdevs -" in r.output
+    assert "device rocep1s0f1  pci 0000:01:00.1" in r.output and "pci None" not in r.output

@@ -48,6 +48,7 @@ def summarize_capture(path: str) -> dict[str, Any]:
         "interval_ns": interval,
         "clean_end": raw.clean_end,
         "start": m.get("start"),
+        **_start_times(m.get("start")),
         "stop": m.get("stop"),
         "clock_pairs": len(m.get("clock_pairs") or []),
         "devices": [
@@ -73,8 +74,8 @@ def summarize_capture(path: str) -> dict[str, Any]:
         by_status = {STATUS_NAMES.get(int(s), str(int(s))): int(n)
                      for s, n in zip(*np.unique(st, return_counts=True), strict=True)}
         per_counter.append({"counter_id": i, "device": c["device"], "port": c["port"],
-                            "name": c["name"], "unit": c["unit"], "rows": int(sel.sum()),
-                            "by_status": by_status})
+                            "netdev": c.get("netdev"), "name": c["name"], "unit": c["unit"],
+                            "rows": int(sel.sum()), "by_status": by_status})
     out["counters"] = per_counter
     out["unavailable"] = [
         {"counter_id": e.get("counter_id"), "kind": e.get("kind"), "message": e.get("message"),
@@ -105,6 +106,11 @@ def summarize_capture(path: str) -> dict[str, Any]:
     audit = m.get("audit")
     if audit:
         out["quality"] = {"source": "audit", **audit}
+        # name netdev counters by their netdev (audits written before the key existed lack it)
+        for r in out["quality"].get("read_duration_ns") or []:
+            cid = r.get("counter_id")
+            if "netdev" not in r and isinstance(cid, int) and 0 <= cid < len(counters):
+                r["netdev"] = counters[cid].get("netdev")
     elif t.num_rows:
         iv = np.diff(starts)
         n_dead = int(sweeps[-1] - sweeps[0] + 1) if sweeps.size else 0
@@ -117,13 +123,39 @@ def summarize_capture(path: str) -> dict[str, Any]:
                             "p99": float(np.percentile(iv, 99)) if iv.size else None,
                             "max": int(iv.max()) if iv.size else None},
             "read_duration_ns": [
-                {"counter_id": i, "device": c["device"], "port": c["port"], "name": c["name"],
+                {"counter_id": i, "device": c["device"], "port": c["port"],
+                 "netdev": c.get("netdev"), "name": c["name"],
                  **_pcts(t["read_duration_ns"].to_numpy()[(cid == i) & (status == 0)])}
                 for i, c in enumerate(counters)],
         }
     else:
         out["quality"] = None
     return out
+
+
+def _start_times(start: dict[str, Any] | None) -> dict[str, Any]:
+    """Return the capture start as CLOCK_MONOTONIC seconds and CLOCK_REALTIME ISO 8601 (UTC).
+
+    The same instant on both clocks (capture.py: ``start``), so a request log on either clock,
+    or on another host's clock, can be given the right ``--offset``.
+    """
+    from datetime import datetime, timezone
+
+    mono = (start or {}).get("monotonic_ns")
+    rt = (start or {}).get("realtime_ns")
+    iso = None
+    if isinstance(rt, int):
+        iso = (datetime.fromtimestamp(rt // 1_000_000_000, tz=timezone.utc)
+               .strftime("%Y-%m-%dT%H:%M:%S") + f".{rt % 1_000_000_000:09d}Z")
+    return {"start_monotonic_s": mono / 1e9 if isinstance(mono, int) else None,
+            "start_realtime_iso": iso}
+
+
+def _where(c: dict[str, Any]) -> str:
+    """Name a counter's source: the netdev for netdev statistics, else device/port."""
+    if c.get("netdev"):
+        return c["netdev"]
+    return c["device"] + (f"/{c['port']}" if c.get("port") is not None else "")
 
 
 def _pcts(a) -> dict[str, float | None]:
@@ -143,6 +175,13 @@ def _print(s: dict[str, Any]) -> None:
       f"{s.get('sampler_version') or ''}, id {s['capture_id']})")
     e(f"host {s['host']}  kernel {s['kernel']}  sysfs {s['sysfs_root']}")
     e(f"interval {s['interval_ns'] / 1e6:g} ms   clock pairs {s['clock_pairs']}")
+    if s.get("start_monotonic_s") is not None or s.get("start_realtime_iso") is not None:
+        mono = s.get("start_monotonic_s")
+        e("start: CLOCK_MONOTONIC " + (f"{mono:.6f} s" if mono is not None else "unavailable")
+          + f" = CLOCK_REALTIME {s.get('start_realtime_iso') or 'unavailable'}")
+        if mono is not None:
+            e(f"  (a request log on another clock: --offset = {mono:.6f} - the log's time of "
+              "this instant, in s)")
     if s["span"]:
         e(f"span {s['span']['duration_s']:.3f} s  ({s['rows']} readings in "
           f"{len(s['files'])} file(s), {s['live_rows']} from live segments)")
@@ -154,11 +193,11 @@ def _print(s: dict[str, Any]) -> None:
         e(f"truncated live segment (tail cut, earlier rows kept): {f}")
     for d in s["devices"]:
         ports = ", ".join(f"port {p['port']} {p['link_layer']} {p['rate']}" for p in d["ports"])
-        e(f"device {d['name']}  pci {d['pci']}  netdevs {', '.join(d['netdevs'] or []) or '-'}  "
+        e(f"device {d['name']}  pci {d['pci'] or 'unavailable'}  netdevs {', '.join(d['netdevs'] or []) or '-'}  "
           f"{ports}")
     e("counters:")
     for c in s["counters"]:
-        where = c["device"] + (f"/{c['port']}" if c["port"] is not None else "")
+        where = _where(c)
         st = ", ".join(f"{k} {v}" for k, v in c["by_status"].items())
         e(f"  [{c['counter_id']}] {where} {c['name']} ({c['unit']}): {c['rows']} rows ({st})")
     q = s["quality"]
