@@ -46,6 +46,7 @@ class Attribution:
       ``tests``: per test, means with min/max over the measured (non-warm-up) rounds.
     - ``timeline``: the capture cut into segments ``t0_ns, t1_ns, state, tx_bytes, rx_bytes``;
       ``time_classes``: per state ``seconds, share, tx_bytes, rx_bytes, mean_tx_gbps``.
+    - ``capture_id``: the manifest's ``capture_id`` (``compare`` refuses the same capture twice).
     - ``summary``: counts, pooled ITL, output throughput, per test the mean TTFT
       (``ttft_by_test_s``) and time to the last first token (``..._by_test_s``); ``mean_ttft_s``
       only when the measured requests are of one test (None otherwise: a mean across tests of
@@ -65,6 +66,7 @@ class Attribution:
     summary: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     warmup_rounds: int = 0
+    capture_id: str | None = None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -392,7 +394,8 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
                        log_format=log.format, alignment=dict(log.alignment or {}),
                        requests=out, by_series=by_series_df, rounds=rounds, tests=tests,
                        timeline=timeline, time_classes=pd.DataFrame(classes), summary=summary,
-                       notes=notes, warmup_rounds=int(warmup_rounds))
+                       notes=notes, warmup_rounds=int(warmup_rounds),
+                       capture_id=capture.meta.get("capture_id"))
 
 
 def _rounds(req: pd.DataFrame, iv: pd.DataFrame, fine_tx: pd.Series, width_ns: int,

@@ -16,6 +16,11 @@ same plan matches). Per test the comparison gives, side A -> side B:
 - the correction from an emulated ``B_b`` link (109 Gb/s) to a real cable (100 Gb/s):
   ``bytes x 8 x (1/100 - 1/109)``, added to side B's time to the last first token.
 
+Checks on the inputs: the same capture on both sides (same ``capture_id``) is an error; when
+the emulation check (``interfaces_used``) finds A on a single interface and B on both, a warning
+says the arguments look swapped; a measured increase above the upper bound by more than the
+timing noise (``bound_tolerance``, 2 %) is flagged (``exceeds_bound``) and explained in the notes.
+
 Rounds are paired by round number for the per-round increase and its min-max spread. Warm-up
 rounds (``attribute(..., warmup_rounds=N)``: column ``warmup`` of the rounds) are left out: the
 per-test means come from the attributions' ``tests`` (measured rounds only) and the per-round
@@ -36,7 +41,11 @@ from . import metrics as M
 
 @dataclass
 class Comparison:
-    """Result of ``compare``: per-test table, per-round increases, and the settings used."""
+    """Result of ``compare``: per-test table, per-round increases, and the settings used.
+
+    ``warnings``: problems with the inputs to show prominently (e.g. A and B look swapped);
+    ``notes``: caveats and the formulas used.
+    """
 
     label_a: str
     label_b: str
@@ -46,6 +55,7 @@ class Comparison:
     tests: pd.DataFrame
     rounds: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict (tables as lists of records, NaN as None)."""
@@ -54,7 +64,7 @@ class Comparison:
         return {"label_a": self.label_a, "label_b": self.label_b,
                 "link_a_gbps": self.link_a_gbps, "link_b_gbps": self.link_b_gbps,
                 "real_gbps": self.real_gbps, "tests": recs(self.tests),
-                "rounds": recs(self.rounds), "notes": self.notes}
+                "rounds": recs(self.rounds), "notes": self.notes, "warnings": self.warnings}
 
 
 def json_records(df: pd.DataFrame) -> list[dict[str, Any]]:
@@ -89,25 +99,69 @@ def _measured(rounds: pd.DataFrame) -> pd.DataFrame:
     return rounds
 
 
+#: A measured increase above the bound by more than this share is flagged: the bound is exact
+#: when nothing overlaps, so beyond the timing noise of TTFTs and counter instants (a few %)
+#: the inputs are suspect (wrong link speeds, runs differing in more than the link, swapped).
+BOUND_TOLERANCE = 0.02
+
+
+def interfaces_used(capture) -> str | None:
+    """Return "single" when one RDMA interface carried the traffic, "both" when two did, else None.
+
+    From ``verify.verify_emulation`` (expect "single", then "both", default thresholds); None
+    when it cannot judge or neither holds. ``capture``: a ``load.Capture``.
+    """
+    from .verify import verify_emulation
+
+    if verify_emulation(capture, expect="single").ok:
+        return "single"
+    if verify_emulation(capture, expect="both").ok:
+        return "both"
+    return None
+
+
 def compare(att_a, att_b, *, label_a: str = "A", label_b: str = "B",
             link_a_gbps: float = E.LINK_200_GBPS, link_b_gbps: float = E.LINK_EMULATED_GBPS,
             real_gbps: float | None = E.LINK_100_GBPS, model: E.ModelShape | None = None,
-            tp: int = 8) -> Comparison:
+            tp: int = 8, interfaces_a: str | None = None, interfaces_b: str | None = None,
+            bound_tolerance: float = BOUND_TOLERANCE) -> Comparison:
     """Compare two attributions test by test (see the module docstring for every column).
 
     ``link_a_gbps``/``link_b_gbps``: the effective link speeds of the two runs (defaults: the
     study's 200 Gb/s and the emulated ~109 Gb/s). ``real_gbps``: the real cable the emulated side
     stands for (None to skip the correction). ``model``/``tp``: add the architecture estimate.
+    ``interfaces_a``/``interfaces_b``: "single", "both" or None, from ``interfaces_used`` of each
+    capture; A on "single" with B on "both" adds the warning "A looks like the emulated link;
+    arguments swapped?". ``bound_tolerance``: a measured increase of the time to the last first
+    token above ``estimate_s`` by more than this share (0.02) sets ``exceeds_bound`` and a note.
 
     Returns a ``Comparison``; ``tests`` has one row per test present on both sides:
     ``test, rounds_a, rounds_b, n_requests, prompt_tokens, ttft_a_s, ttft_b_s, ttft_change_s,
     ttft_change_pct, ttlft_a_s, ttlft_b_s, ttlft_change_s, ttlft_change_pct (time to last first
     token), decode_speed_a_tps, decode_speed_b_tps, decode_speed_change_pct, per_token_a_bytes,
     per_token_b_bytes, per_token_diff_pct, prefill_a_bytes, network_share_a, estimate_s,
-    extra_prefill_s, extra_prefill_min_s, extra_prefill_max_s, bound_used_pct,
+    extra_prefill_s, extra_prefill_min_s, extra_prefill_max_s, bound_used_pct, exceeds_bound,
     [estimate_arch_s], correction_to_real_s, ttlft_b_real_s``. Raises ``ValueError`` when the two
-    runs share no test.
+    runs share no test, when both come from the same capture (same ``capture_id``), and on a
+    non-positive link speed or a negative ``bound_tolerance`` (named by parameter).
     """
+    for name, v in (("link_a_gbps", link_a_gbps), ("link_b_gbps", link_b_gbps)) + (
+            (("real_gbps", real_gbps),) if real_gbps is not None else ()):
+        if not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
+            raise ValueError(f"{name} must be a positive link speed in Gb/s, got {v!r}")
+    if not bound_tolerance >= 0:
+        raise ValueError(f"bound_tolerance must be >= 0, got {bound_tolerance!r}")
+    id_a, id_b = getattr(att_a, "capture_id", None), getattr(att_b, "capture_id", None)
+    if id_a is not None and id_a == id_b:
+        raise ValueError(f"A ({getattr(att_a, 'capture_path', label_a)}) and B "
+                         f"({getattr(att_b, 'capture_path', label_b)}) are the same capture "
+                         f"(capture_id {id_a}); compare two different runs")
+    warnings = []
+    if interfaces_a == "single" and interfaces_b == "both":
+        warnings.append(f"A looks like the emulated link; arguments swapped? A ({label_a}) "
+                        f"carried its RDMA traffic on a single interface, B ({label_b}) on both; "
+                        f"the comparison assumes A at {link_a_gbps:g} Gb/s and B at "
+                        f"{link_b_gbps:g} Gb/s")
     ta, tb = att_a.tests, att_b.tests
     common = [t for t in ta["test"] if t in set(tb["test"])] if len(ta) and len(tb) else []
     if not common:
@@ -172,7 +226,16 @@ def compare(att_a, att_b, *, label_a: str = "A", label_b: str = "B",
             "extra_prefill_s": extra,
             "extra_prefill_min_s": lo, "extra_prefill_max_s": hi,
             "bound_used_pct": 100.0 * extra / est if est > 0 else np.nan,
+            "exceeds_bound": bool(extra > est + bound_tolerance * abs(est)),
         }
+        if row["exceeds_bound"]:
+            notes.append(f"test {test}: the measured increase exceeds the bound: "
+                         f"{extra:+.3f} s measured against at most {est:+.3f} s "
+                         f"({row['bound_used_pct']:.0f} % of the bound, tolerance "
+                         f"{bound_tolerance * 100:g} %); the bound holds for the link speeds "
+                         f"given ({link_a_gbps:g} -> {link_b_gbps:g} Gb/s), so check them, "
+                         "whether the runs differ in more than the link, and the order of A "
+                         "and B")
         if model is not None:
             row["estimate_arch_s"] = E.ttft_increase_bound_s(float(a["prompt_tokens"]), model, tp,
                                                             link_a_gbps, link_b_gbps)
@@ -189,4 +252,4 @@ def compare(att_a, att_b, *, label_a: str = "A", label_b: str = "B",
                  f"1/{link_a_gbps:g}) per Gb/s: an upper bound (full link rate, no overlap)")
     return Comparison(label_a=label_a, label_b=label_b, link_a_gbps=link_a_gbps,
                       link_b_gbps=link_b_gbps, real_gbps=real_gbps, tests=pd.DataFrame(rows),
-                      rounds=pd.DataFrame(round_rows), notes=notes)
+                      rounds=pd.DataFrame(round_rows), notes=notes, warnings=warnings)

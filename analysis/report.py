@@ -933,6 +933,9 @@ def _add_estimate_comparison(content: ReportContent, configs, attributions, say)
     a, b = configs
     say("comparison with the estimate")
     cmp = comparison(configs, attributions)
+    for w in reversed(cmp.warnings):  # first in the page: the inputs look wrong
+        head, _, _ = w.partition("? ")
+        content.verdicts.insert(0, Verdict(head + "?" if head != w else w, "fail", w))
     t = cmp.tests
     content.figures.append(ReportFigure(
         "extra-prefill", "Extra prefill time per test: measured vs estimate",
@@ -952,12 +955,14 @@ def _add_estimate_comparison(content: ReportContent, configs, attributions, say)
         f"bytes), starting from test {big['test']}'s measured {float(big['ttlft_a_s']):.2f} s "
         f"at {cmp.link_a_gbps:g} Gb/s, TP8."))
     cols = ("test", "prompt_tokens", "ttlft_a_s", "ttlft_b_s", "ttlft_change_s",
-            "ttlft_change_pct", "estimate_s", "bound_used_pct", "decode_speed_change_pct",
+            "ttlft_change_pct", "estimate_s", "bound_used_pct", "exceeds_bound",
+            "decode_speed_change_pct",
             "per_token_a_bytes", "per_token_b_bytes", "correction_to_real_s", "ttlft_b_real_s")
     headers = {"ttlft_a_s": f"time to last first token, {a.label} (s)",
                "ttlft_b_s": f"time to last first token, {b.label} (s)",
                "ttlft_change_s": "change (s)", "ttlft_change_pct": "change (%)",
                "estimate_s": "estimate, upper bound (s)", "bound_used_pct": "of the bound (%)",
+               "exceeds_bound": "exceeds the bound (> 2 %)",
                "decode_speed_change_pct": "decode speed change (%)",
                "per_token_a_bytes": f"prefill per token, {a.label} (MB)",
                "per_token_b_bytes": f"prefill per token, {b.label} (MB)",
@@ -982,12 +987,14 @@ def comparison(configs: Sequence[Configuration], attributions: Mapping[str, Any]
     """Return ``compare.compare`` of two configurations (attributing them first if needed).
 
     The link speeds are the study's: 200 Gb/s for the first configuration, the emulated
-    ~109 Gb/s for the second, corrected to a real 100 Gb/s cable (``compare`` defaults).
+    ~109 Gb/s for the second, corrected to a real 100 Gb/s cable (``compare`` defaults). Each
+    capture's interfaces (``compare.interfaces_used``) let ``compare`` warn when the first
+    looks like the emulated link and the second like the full one (swapped).
     ``warmup_rounds`` is passed to ``attribute`` for configurations not yet attributed.
     Raises ValueError without request logs or without a common test.
     """
     from .attribute import attribute
-    from .compare import compare
+    from .compare import compare, interfaces_used
 
     if len(configs) != 2:
         raise ValueError(f"a comparison needs two configurations, got {len(configs)}")
@@ -1000,7 +1007,9 @@ def comparison(configs: Sequence[Configuration], attributions: Mapping[str, Any]
             atts[cfg.label] = attribute(cfg.capture, log, intervals=cfg.intervals,
                                         warmup_rounds=warmup_rounds)
     a, b = configs
-    return compare(atts[a.label], atts[b.label], label_a=a.label, label_b=b.label)
+    return compare(atts[a.label], atts[b.label], label_a=a.label, label_b=b.label,
+                   interfaces_a=interfaces_used(a.capture),
+                   interfaces_b=interfaces_used(b.capture))
 
 
 def figure_extra_prefill(cmp_or_configs):

@@ -119,3 +119,123 @@ def test_cli_compare_missing_log(tmp_path):
     empty.mkdir()
     r = CliRunner().invoke(main, ["compare", str(a), str(empty)])
     assert r.exit_code == 1 and "--requests-b" in r.output
+
+
+def test_same_capture_twice_is_an_error():
+    a = side(6.36, 6.36, 20.0, 1e9, 1e6, [6.36])
+    b = side(7.24, 7.24, 20.0, 1e9, 1e6, [7.24])
+    a.capture_id = b.capture_id = "0123abcd"
+    a.capture_path = b.capture_path = "/runs/p2"
+    with pytest.raises(ValueError, match=r"are the same capture \(capture_id 0123abcd\)"):
+        compare(a, b)
+    b.capture_id = "99"
+    assert compare(a, b).warnings == []
+
+
+def test_swapped_arguments_warned():
+    # A on one interface (the emulated link), B on both (200 Gb/s): A and B look swapped
+    a = side(7.24, 7.24, 20.0, 1e9, 1e6, [7.24])
+    b = side(6.36, 6.36, 20.0, 1e9, 1e6, [6.36])
+    c = compare(a, b, label_a="emu", label_b="full", interfaces_a="single", interfaces_b="both")
+    assert len(c.warnings) == 1
+    assert c.warnings[0].startswith("A looks like the emulated link; arguments swapped? A (emu) "
+                                    "carried its RDMA traffic on a single interface, B (full) "
+                                    "on both")
+    assert c.to_dict()["warnings"] == c.warnings
+    for ia, ib in (("both", "single"), ("single", "single"), ("both", "both"), (None, "both"),
+                   ("single", None)):
+        assert compare(b, a, interfaces_a=ia, interfaces_b=ib).warnings == []
+
+
+def test_increase_above_the_bound_is_flagged():
+    nbytes = 8192 * 3.57e6
+    est = nbytes * 8 * (1 / 109 - 1 / 200) / 1e9  # 0.9701 s
+    a = side(6.36, 6.36, 20.0, nbytes, 3.57e6, [6.36])
+    over = side(6.36 + est * 1.05, 7.3, 20.0, nbytes, 3.57e6, [6.36 + est * 1.05])
+    c = compare(a, over)
+    row = c.tests.iloc[0]
+    assert bool(row.exceeds_bound) and row.bound_used_pct == pytest.approx(105.0)
+    (note,) = [n for n in c.notes if "exceeds the bound" in n]
+    assert note.startswith(f"test P2: the measured increase exceeds the bound: "
+                           f"{est * 1.05:+.3f} s measured against at most {est:+.3f} s (105 %")
+    # within the 2 % timing noise: not flagged
+    within = side(6.36 + est * 1.015, 7.3, 20.0, nbytes, 3.57e6, [6.36 + est * 1.015])
+    c2 = compare(a, within)
+    assert not bool(c2.tests.iloc[0].exceeds_bound)
+    assert not any("exceeds the bound" in n for n in c2.notes)
+    # a tighter tolerance flags it
+    assert bool(compare(a, within, bound_tolerance=0.01).tests.iloc[0].exceeds_bound)
+
+
+@pytest.mark.parametrize("kw,name", [({"real_gbps": -5}, "real_gbps"),
+                                     ({"link_a_gbps": 0}, "link_a_gbps"),
+                                     ({"link_b_gbps": float("nan")}, "link_b_gbps")])
+def test_link_speeds_checked_by_name(kw, name):
+    a = side(6.36, 6.36, 20.0, 1e9, 1e6, [6.36])
+    with pytest.raises(ValueError, match=f"{name} must be a positive link speed in Gb/s"):
+        compare(a, a, **kw)
+
+
+def _fixture(name):
+    from pathlib import Path
+
+    p = Path(__file__).resolve().parents[1] / "fixtures" / name
+    if not (p / "manifest.json").is_file():
+        pytest.skip(f"fixture {name} not committed")
+    return p
+
+
+def test_cli_compare_refuses_the_same_capture_and_warns_when_swapped():
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    full, emu = _fixture("sim-p2-200"), _fixture("sim-p2-emulated100")
+    r = CliRunner().invoke(main, ["compare", str(full), str(full)])
+    assert r.exit_code == 1 and "are the same capture (capture_id" in r.output
+    assert f"CAPTURE_A ({full}) and CAPTURE_B ({full})" in r.output
+    r = CliRunner().invoke(main, ["compare", str(emu), str(full), "--json"])
+    assert r.exit_code == 0, r.output
+    assert "WARNING: A looks like the emulated link; arguments swapped?" in r.stderr
+    import json
+    assert json.loads(r.stdout)["meta"]["warnings"][0].startswith("A looks like the emulated")
+    r = CliRunner().invoke(main, ["compare", str(full), str(emu), "--json"])
+    assert r.exit_code == 0 and "WARNING" not in r.stderr
+
+
+def test_cli_compare_flags_an_increase_above_the_bound():
+    import json
+
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    full, emu = _fixture("sim-p2-200"), _fixture("sim-p2-emulated100")
+    # told B runs at 190 Gb/s, the bound is tiny beside the measured increase
+    r = CliRunner().invoke(main, ["compare", str(full), str(emu), "--link-b", "190", "--json"])
+    assert r.exit_code == 0, r.output
+    obj = json.loads(r.stdout)
+    t = obj["tests"][0]
+    assert t["exceeds_bound"] is True and t["ttlft_change_s"] > 1.02 * t["estimate_s"]
+    assert any(n.startswith("test P2: the measured increase exceeds the bound")
+               for n in obj["meta"]["notes"])
+    human = CliRunner().invoke(main, ["compare", str(full), str(emu), "--link-b", "190"])
+    assert "exceeds the bound" in human.output
+
+
+@pytest.mark.parametrize("args,option", [(["--real", "-5"], "--real"),
+                                         (["--link-a", "0"], "--link-a"),
+                                         (["--link-b", "nan"], "--link-b"),
+                                         (["--tp", "0"], "--tp"),
+                                         (["--offset-a", "inf"], "--offset-a"),
+                                         (["--arrival-window", "-1"], "--arrival-window")])
+def test_cli_compare_errors_name_the_option(args, option):
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    full, emu = _fixture("sim-p2-200"), _fixture("sim-p2-emulated100")
+    r = CliRunner().invoke(main, ["compare", str(full), str(emu), *args])
+    assert r.exit_code == 2, r.output
+    assert f"Invalid value for '{option}'" in r.output
+    assert "_gbps" not in r.output and "link_new" not in r.output

@@ -431,3 +431,15 @@ def test_ttft_cards_of_a_multi_request_test_and_the_limit():
         ("L: test P1 TTFT", "0.96 s", "1,024 prompt tokens, 3 round(s), min–max 0.95–0.97 s")]
     assert R.ttft_cards("L", tests, limit=1)[-1] == ("L: 1 more test(s)", "…",
                                                      "see the per-test table")
+
+
+def test_report_of_swapped_configurations_warns_first(sim_runs, tmp_path):
+    """The emulated run given first and the 200 Gb/s run second: the first verdict says so."""
+    page = R.write_report([sim_runs / "emulated100", sim_runs / "200"], None,
+                          tmp_path).read_text()
+    first = page.index('class="verdict')
+    assert page.index("A looks like the emulated link; arguments swapped?") < \
+        page.index("one interface carried all RDMA traffic")
+    assert page[first:first + 40].startswith('class="verdict fail"')
+    cmp = pd.read_csv(tmp_path / "tables" / "comparison.csv")
+    assert "exceeds_bound" in cmp.columns and not cmp["exceeds_bound"].any()

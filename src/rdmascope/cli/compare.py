@@ -13,8 +13,31 @@ TABLE_COLS = ["test", "n_requests", "prompt_tokens", "ttft_a_s", "ttft_b_s", "tt
               "decode_speed_a_tps", "decode_speed_b_tps", "decode_speed_change_pct"]
 EST_COLS = ["test", "per_token_a_bytes", "per_token_b_bytes", "per_token_diff_pct",
             "network_share_a", "extra_prefill_s", "extra_prefill_min_s", "extra_prefill_max_s",
-            "estimate_s", "estimate_arch_s", "bound_used_pct", "correction_to_real_s",
-            "ttlft_b_real_s"]
+            "estimate_s", "estimate_arch_s", "bound_used_pct", "exceeds_bound",
+            "correction_to_real_s", "ttlft_b_real_s"]
+
+
+def _speed(ctx, param, value):
+    """A link speed option: finite and > 0 (--real also 0, meaning skip)."""
+    import math
+
+    if value is None:
+        return value
+    zero_ok = param.name == "real_gbps"
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+        raise click.BadParameter(f"must be a {'' if zero_ok else 'positive '}link speed in "
+                                 f"Gb/s{' (0 to skip)' if zero_ok else ''}, got {value:g}")
+    return value
+
+
+def _finite(ctx, param, value):
+    import math
+
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"must be a finite number of seconds, got {value:g}")
+    if param.name == "arrival_window" and value < 0:
+        raise click.BadParameter(f"must be >= 0 s, got {value:g}")
+    return value
 
 
 @click.command("compare", short_help="Compare two runs with the estimate beside the measurement.")
@@ -26,22 +49,26 @@ EST_COLS = ["test", "per_token_a_bytes", "per_token_b_bytes", "per_token_diff_pc
               help="Request log of B (default: CAPTURE_B/requests.jsonl).")
 @click.option("--format-a", type=click.Choice(FORMATS), default=None)
 @click.option("--format-b", type=click.Choice(FORMATS), default=None)
-@click.option("--offset-a", type=float, default=None, help="Seconds added to A's log times.")
-@click.option("--offset-b", type=float, default=None, help="Seconds added to B's log times.")
+@click.option("--offset-a", type=float, default=None, callback=_finite,
+              help="Seconds added to A's log times.")
+@click.option("--offset-b", type=float, default=None, callback=_finite,
+              help="Seconds added to B's log times.")
 @click.option("--label-a", default=None, help="Name of run A (default: its directory name).")
 @click.option("--label-b", default=None, help="Name of run B.")
-@click.option("--link-a", type=float, default=200.0, show_default=True,
+@click.option("--link-a", type=float, default=200.0, show_default=True, callback=_speed,
               help="Effective link speed of A, Gb/s.")
-@click.option("--link-b", type=float, default=109.0, show_default=True,
+@click.option("--link-b", type=float, default=109.0, show_default=True, callback=_speed,
               help="Effective link speed of B, Gb/s (the emulated 100 Gb/s link moves ~109).")
 @click.option("--real", "real_gbps", type=float, default=100.0, show_default=True,
+              callback=_speed,
               help="Real cable B stands for, Gb/s (correction B -> real); 0 to skip.")
 @click.option("--preset", type=click.Choice(["study"]), default=None,
               help="Add the architecture estimate for this model.")
 @click.option("--config", type=click.Path(exists=True), default=None,
               help="Add the architecture estimate from a Hugging Face config.json.")
-@click.option("--tp", type=int, default=8, show_default=True)
-@click.option("--arrival-window", type=float, default=1.0, show_default=True,
+@click.option("--tp", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Tensor-parallel size, for the architecture estimate.")
+@click.option("--arrival-window", type=float, default=1.0, show_default=True, callback=_finite,
               help="Unlabelled requests sent within this many seconds form one round.")
 @click.option("--warmup-rounds", type=click.IntRange(min=0), default=0, show_default=True,
               metavar="N", help="The first N rounds of each test (both runs) are warm-up: left "
@@ -56,12 +83,16 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
     (change in s and %), decode speed change, prefill bytes per prompt token on both sides, and
     the estimate (A's prefill bytes sent again at the speed difference) beside the measured
     increase, plus the correction of B from the emulated link to a real cable.
+
+    The same capture twice is an error. When A carried its traffic on a single RDMA interface
+    and B on both, a warning says the arguments look swapped (A should be the faster link). A
+    measured increase above the bound by more than 2 % is flagged (exceeds_bound) with a note.
     """
     from pathlib import Path
 
     from rdmascope.analysis import estimate as E
     from rdmascope.analysis.attribute import attribute
-    from rdmascope.analysis.compare import compare
+    from rdmascope.analysis.compare import compare, interfaces_used
     from rdmascope.analysis.load import load_capture
     from rdmascope.analysis.requestlogs import RequestLogError, align, read_request_log
     from rdmascope.capture import CaptureError
@@ -77,13 +108,23 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
             model = E.PRESETS[preset]
     except E.EstimateError as exc:
         raise click.ClickException(str(exc)) from exc
-    atts = []
-    for cap_path, log_given, fmt, off, opt in (
-            (capture_a, requests_a, format_a, offset_a, "--requests-a"),
-            (capture_b, requests_b, format_b, offset_b, "--requests-b")):
-        log_path = default_log(cap_path, log_given, opt)
+    atts, caps, ifaces = [], [], []
+    logs = [default_log(capture_a, requests_a, "--requests-a"),
+            default_log(capture_b, requests_b, "--requests-b")]
+    for cap_path in (capture_a, capture_b):
         try:
-            cap = load_capture(cap_path)
+            caps.append(load_capture(cap_path))
+        except (CaptureError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from exc
+    id_a, id_b = (c.meta.get("capture_id") for c in caps)
+    if id_a is not None and id_a == id_b:
+        raise click.ClickException(f"CAPTURE_A ({capture_a}) and CAPTURE_B ({capture_b}) are "
+                                   f"the same capture (capture_id {id_a}); compare two "
+                                   "different runs")
+    for cap, log_path, fmt, off in ((caps[0], logs[0], format_a, offset_a),
+                                    (caps[1], logs[1], format_b, offset_b)):
+        try:
+            ifaces.append(interfaces_used(cap))
             log = align(read_request_log(log_path, fmt), cap, off)
             atts.append(attribute(cap, log, arrival_window_s=arrival_window,
                                   warmup_rounds=warmup_rounds))
@@ -93,9 +134,12 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
     lb = label_b or Path(capture_b).name
     try:
         c = compare(atts[0], atts[1], label_a=la, label_b=lb, link_a_gbps=link_a,
-                    link_b_gbps=link_b, real_gbps=real_gbps or None, model=model, tp=tp)
+                    link_b_gbps=link_b, real_gbps=real_gbps or None, model=model, tp=tp,
+                    interfaces_a=ifaces[0], interfaces_b=ifaces[1])
     except (ValueError, E.EstimateError) as exc:
         raise click.ClickException(str(exc)) from exc
+    for w in c.warnings:  # on stderr, so that --json/--csv output stays clean but it is seen
+        click.secho(f"WARNING: {w}", err=True, fg="red", bold=True)
     meta = {k: v for k, v in c.to_dict().items() if k not in ("tests", "rounds")}
     meta["warmup_rounds"] = warmup_rounds
     emit({"tests": c.tests, "rounds": c.rounds}, out, meta=meta,
