@@ -16,7 +16,9 @@ same plan matches). Per test the comparison gives, side A -> side B:
 - the correction from an emulated ``B_b`` link (109 Gb/s) to a real cable (100 Gb/s):
   ``bytes x 8 x (1/100 - 1/109)``, added to side B's time to the last first token.
 
-Checks on the inputs: the same capture on both sides (same ``capture_id``) is an error; when
+Checks on the inputs: the same capture with the same request log on both sides (same
+``capture_id`` and log file) is an error (one capture spanning both runs, with a request log
+per run, is allowed, with a note); when
 the emulation check (``interfaces_used``) finds A on a single interface and B on both, a warning
 says the arguments look swapped; a measured increase above the upper bound by more than the
 timing noise (``bound_tolerance``, 2 %) is flagged (``exceeds_bound``) and explained in the notes.
@@ -29,6 +31,7 @@ pairs skip rounds marked warm-up on either side.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,7 +145,8 @@ def compare(att_a, att_b, *, label_a: str = "A", label_b: str = "B",
     per_token_b_bytes, per_token_diff_pct, prefill_a_bytes, network_share_a, estimate_s,
     extra_prefill_s, extra_prefill_min_s, extra_prefill_max_s, bound_used_pct, exceeds_bound,
     [estimate_arch_s], correction_to_real_s, ttlft_b_real_s``. Raises ``ValueError`` when the two
-    runs share no test, when both come from the same capture (same ``capture_id``), and on a
+    runs share no test, when both come from the same capture (same ``capture_id``) with the same
+    request log (``log_path``; different logs of one capture get a note), and on a
     non-positive link speed or a negative ``bound_tolerance`` (named by parameter).
     """
     for name, v in (("link_a_gbps", link_a_gbps), ("link_b_gbps", link_b_gbps)) + (
@@ -152,10 +156,16 @@ def compare(att_a, att_b, *, label_a: str = "A", label_b: str = "B",
     if not bound_tolerance >= 0:
         raise ValueError(f"bound_tolerance must be >= 0, got {bound_tolerance!r}")
     id_a, id_b = getattr(att_a, "capture_id", None), getattr(att_b, "capture_id", None)
+    notes = []
     if id_a is not None and id_a == id_b:
-        raise ValueError(f"A ({getattr(att_a, 'capture_path', label_a)}) and B "
-                         f"({getattr(att_b, 'capture_path', label_b)}) are the same capture "
-                         f"(capture_id {id_a}); compare two different runs")
+        logs = [getattr(x, "log_path", None) for x in (att_a, att_b)]
+        if None in logs or os.path.realpath(logs[0]) == os.path.realpath(logs[1]):
+            raise ValueError(f"A ({getattr(att_a, 'capture_path', label_a)}) and B "
+                             f"({getattr(att_b, 'capture_path', label_b)}) are the same capture "
+                             f"(capture_id {id_a}) with the same request log; compare two "
+                             "different runs")
+        notes.append(f"A and B come from the same capture (capture_id {id_a}), with different "
+                     f"request logs ({logs[0]}, {logs[1]})")
     warnings = []
     if interfaces_a == "single" and interfaces_b == "both":
         warnings.append(f"A looks like the emulated link; arguments swapped? A ({label_a}) "
@@ -168,7 +178,6 @@ def compare(att_a, att_b, *, label_a: str = "A", label_b: str = "B",
         raise ValueError(f"the two runs share no test (A: {', '.join(map(str, ta.get('test', [])))}"
                          f"; B: {', '.join(map(str, tb.get('test', [])))}); label the requests "
                          "with test/round or use the same plan")
-    notes = []
     only = sorted(set(ta["test"]) ^ set(tb["test"]))
     if only:
         notes.append(f"tests on one side only (left out): {', '.join(map(str, only))}")

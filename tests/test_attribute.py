@@ -299,7 +299,12 @@ def test_warmup_rounds_in_compare_and_cli(tmp_path):
 
     cap, log, p = _warm_capture_and_log(tmp_path)
     att = attribute(cap, log, warmup_rounds=1)
-    c = compare(att, att)
+    # B: the same traffic recorded again (compare refuses one capture with one log twice)
+    (tmp_path / "b").mkdir()
+    cap2, log2, _ = _warm_capture_and_log(tmp_path / "b")
+    with pytest.raises(ValueError, match="same capture"):
+        compare(att, att)
+    c = compare(att, attribute(cap2, log2, warmup_rounds=1))
     row = c.tests.iloc[0]
     assert row.rounds_a == 3 and row.ttft_a_s == pytest.approx((0.021 + 0.025 + 0.031) / 3)
     assert sorted(c.rounds["round"]) == [1, 2, 3]  # the warm-up is not paired
@@ -313,7 +318,7 @@ def test_warmup_rounds_in_compare_and_cli(tmp_path):
     r = CliRunner().invoke(main, ["attribute", str(cap.path), "--requests", str(p),
                                   "--warmup-rounds", "1"])
     assert r.exit_code == 0 and "warm-up left out" in r.output
-    r = CliRunner().invoke(main, ["compare", str(cap.path), str(cap.path), "--requests-a", str(p),
+    r = CliRunner().invoke(main, ["compare", str(cap.path), str(cap2.path), "--requests-a", str(p),
                                   "--requests-b", str(p), "--json", "--warmup-rounds", "1"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)

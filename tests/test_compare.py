@@ -130,6 +130,15 @@ def test_same_capture_twice_is_an_error():
         compare(a, b)
     b.capture_id = "99"
     assert compare(a, b).warnings == []
+    # one capture holding both runs, a request log per run: allowed, with a note
+    b.capture_id = "0123abcd"
+    a.log_path, b.log_path = "/runs/p2-200.jsonl", "/runs/p2-emulated.jsonl"
+    c = compare(a, b)
+    assert c.notes[0] == ("A and B come from the same capture (capture_id 0123abcd), with "
+                          "different request logs (/runs/p2-200.jsonl, /runs/p2-emulated.jsonl)")
+    b.log_path = "/runs/../runs/p2-200.jsonl"
+    with pytest.raises(ValueError, match="same capture .* with the same request log"):
+        compare(a, b)
 
 
 def test_swapped_arguments_warned():

@@ -30,6 +30,17 @@ def _speed(ctx, param, value):
     return value
 
 
+def _same_file(a, b) -> bool:
+    """True when two request logs are one file or have the same content."""
+    import filecmp
+    import os
+
+    try:
+        return os.path.samefile(a, b) or filecmp.cmp(a, b, shallow=False)
+    except OSError:
+        return False
+
+
 def _finite(ctx, param, value):
     import math
 
@@ -84,7 +95,8 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
     the estimate (A's prefill bytes sent again at the speed difference) beside the measured
     increase, plus the correction of B from the emulated link to a real cable.
 
-    The same capture twice is an error. When A carried its traffic on a single RDMA interface
+    The same capture twice with the same request log is an error (one capture holding both runs
+    needs a request log per run). When A carried its traffic on a single RDMA interface
     and B on both, a warning says the arguments look swapped (A should be the faster link). A
     measured increase above the bound by more than 2 % is flagged (exceeds_bound) with a note.
     """
@@ -117,10 +129,10 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
         except (CaptureError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
     id_a, id_b = (c.meta.get("capture_id") for c in caps)
-    if id_a is not None and id_a == id_b:
+    if id_a is not None and id_a == id_b and _same_file(*logs):
         raise click.ClickException(f"CAPTURE_A ({capture_a}) and CAPTURE_B ({capture_b}) are "
-                                   f"the same capture (capture_id {id_a}); compare two "
-                                   "different runs")
+                                   f"the same capture (capture_id {id_a}) with the same request "
+                                   f"log ({logs[0]}); compare two different runs")
     for cap, log_path, fmt, off in ((caps[0], logs[0], format_a, offset_a),
                                     (caps[1], logs[1], format_b, offset_b)):
         try:
