@@ -206,7 +206,12 @@ def _frame(path, records: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def _validate(path, df: pd.DataFrame) -> None:
-    """Check the successful rows: all three times present and in order, chunks in order."""
+    """Check the successful rows: all three times present and in order, chunks in order.
+
+    The first token must come strictly after the send: a TTFT of 0 (first token at the send
+    instant) is as impossible as a negative one (a first token needs a forward pass). Failed
+    rows are not checked.
+    """
     ids = df["request_id"]
     dup = ids[ids.duplicated(keep=False)]
     if len(dup):
@@ -223,6 +228,12 @@ def _validate(path, df: pd.DataFrame) -> None:
             raise RequestLogError(
                 path, f"first token at {r.t_first_ns} ns is before the send at {r.t_send_ns} ns "
                       f"({(r.t_first_ns - r.t_send_ns) / 1e9:+.6f} s)", row=r.row,
+                field="t_first_token")
+        if r.t_first_ns == r.t_send_ns:
+            raise RequestLogError(
+                path, f"first token at the send instant ({r.t_send_ns} ns): a TTFT of 0 s is "
+                      "impossible (the first token needs at least one forward pass); expected "
+                      "a first token after the send, or the request marked failed", row=r.row,
                 field="t_first_token")
         if r.t_last_ns < r.t_first_ns:
             raise RequestLogError(
@@ -749,7 +760,8 @@ def read_request_log(path: str | os.PathLike, format: str | None = None) -> Requ
 
     Raises ``RequestLogError`` naming file, row and field for: a missing file, an empty file, an
     unknown format, malformed JSON/CSV rows, a missing required field, a non-numeric value, a
-    first token before the send, a last token before the first, chunks out of order, start times
+    first token before or at the send (TTFT <= 0; failed requests are not checked), a last token
+    before the first, chunks out of order, start times
     out of dispatch order (vLLM), a duplicated request_id, or rows on different clocks.
     """
     p = Path(path)

@@ -202,3 +202,38 @@ def test_alignment_is_exact_for_a_good_log(tmp_path, capture):
     log = align(read_request_log(_jsonl(tmp_path / "ok.jsonl", rows)), capture)
     assert log.requests["t_send_ns"].tolist() == [5_000_200_000_000 + i * 100 * MS
                                                   for i in range(3)]
+
+
+def test_first_token_at_the_send_instant(tmp_path):
+    """TTFT 0 (t_first_token == t_send) is impossible, like a first token before the send."""
+    rows = [_row(i, 5000.2 + i, 5000.25 + i, 5000.5 + i) for i in range(3)]
+    rows[1]["t_first_token"] = rows[1]["t_send"]
+    p = _jsonl(tmp_path / "log.jsonl", rows)
+    _fails(p, fmt="native", row=2, field="t_first_token", match="a TTFT of 0 s is impossible")
+    # the same instant on a failed request is not an error (its times are not used)
+    rows[1]["error"] = "timeout"
+    log = read_request_log(_jsonl(tmp_path / "failed.jsonl", rows))
+    assert log.n_failed == 1 and list(log.ok["request_id"]) == ["r0", "r2"]
+
+
+def test_vllm_ttft_of_zero(tmp_path):
+    p = tmp_path / "vllm.json"
+    p.write_text(json.dumps({
+        "input_lens": [10, 10], "output_lens": [5, 5], "ttfts": [0.1, 0.0],
+        "itls": [[0.01] * 4] * 2, "latencies": [0.2, 0.2], "errors": ["", ""],
+        "start_times": [100.0, 100.5]}))
+    _fails(p, row=2, field="t_first_token", match="a TTFT of 0 s is impossible")
+
+
+def test_attribute_cli_refuses_a_ttft_of_zero(tmp_path, capture):
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    rows = [_row(i, 5000.2 + 0.1 * i, 5000.25 + 0.1 * i, 5000.5 + 0.1 * i) for i in range(3)]
+    rows[2]["t_first_token"] = rows[2]["t_send"]
+    p = _jsonl(tmp_path / "log.jsonl", rows)
+    r = CliRunner().invoke(main, ["attribute", str(capture.path), "--requests", str(p)])
+    assert r.exit_code == 1
+    assert str(p) in r.output and "row 3" in r.output and "t_first_token" in r.output
+    assert "TTFT of 0 s is impossible" in r.output
