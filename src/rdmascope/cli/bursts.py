@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import click
 
-from rdmascope.cli.common import DURATION
 from rdmascope.cli.output import (
+    POSITIVE,
+    WINDOW,
+    check_window_count,
+    cli_errors,
     emit,
     format_table,
     load_or_fail,
     output_options,
+    require_readings,
     time_range,
     time_range_options,
 )
@@ -29,49 +33,62 @@ def default_capacity(meta: dict) -> float | None:
                     "bytes beside one all-reduce's.")
 @click.argument("capture", type=click.Path(exists=True, file_okay=False))
 @time_range_options
-@click.option("--capacity", "capacity_gbps", type=float, default=None,
+@click.option("--capacity", "capacity_gbps", type=POSITIVE, default=None,
               help="Link capacity in Gb/s [default: the highest port rate in the capture, "
                    "else 200].")
-@click.option("--enter", "enter_frac", type=float, default=0.25, show_default=True,
+@click.option("--enter", "enter_frac", type=POSITIVE, default=0.25, show_default=True,
               help="A burst starts at this fraction of the capacity.")
-@click.option("--leave", "leave_frac", type=float, default=0.10, show_default=True,
+@click.option("--leave", "leave_frac", type=POSITIVE, default=0.10, show_default=True,
               help="A burst ends below this fraction of the capacity.")
-@click.option("--window", "width_ns", type=DURATION, default="1ms", show_default=True)
+@click.option("--window", "width_ns", type=WINDOW, default="1ms", show_default=True,
+              help="Window width (at least 1us).")
 @click.option("--group", type=click.Choice(["none", "twins"]), default="none",
               show_default=True, help="twins: also detect bursts on the summed link.")
-@click.option("--tokens", type=int, default=None, help="Tokens per forward pass (all-reduce).")
-@click.option("--hidden", "hidden_size", type=int, default=None, help="Model hidden size.")
-@click.option("--bytes-per-value", type=int, default=2, show_default=True)
-@click.option("--tp", type=int, default=None, help="Tensor-parallel size N.")
-@click.option("--limit", type=int, default=40, show_default=True,
+@click.option("--tokens", type=click.IntRange(min=1), default=None,
+              help="Tokens per forward pass (all-reduce).")
+@click.option("--hidden", "hidden_size", type=click.IntRange(min=1), default=None,
+              help="Model hidden size.")
+@click.option("--bytes-per-value", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--tp", type=click.IntRange(min=1), default=None, help="Tensor-parallel size N.")
+@click.option("--limit", type=click.IntRange(min=0), default=40, show_default=True,
               help="Burst rows shown in the human table.")
 @output_options
 def command(capture, t_from, t_to, capacity_gbps, enter_frac, leave_frac, width_ns, group,
             tokens, hidden_size, bytes_per_value, tp, limit, out):
     from rdmascope.analysis import allreduce_bytes, burst_analysis, byte_intervals, twin_links
 
-    cap = load_or_fail(capture)
-    start, end = time_range(cap.t_start_ns, t_from, t_to)
+    if not leave_frac <= enter_frac:
+        raise click.BadParameter(f"{leave_frac:g} must not exceed --enter "
+                                 f"({enter_frac:g})", param_hint="'--leave'")
     model = [tokens, hidden_size, tp]
     if any(v is not None for v in model) and not all(v is not None for v in model):
         raise click.UsageError("--tokens, --hidden and --tp go together")
+    cap = load_or_fail(capture)
+    require_readings(cap, capture)
+    start, end = time_range(cap.t_start_ns, t_from, t_to, t_end_ns=cap.t_end_ns)
     cap_note = ""
     if capacity_gbps is None:
         capacity_gbps = default_capacity(cap.meta)
         cap_note = " (the ports' reported rate)"
         if capacity_gbps is None:
             capacity_gbps, cap_note = 200.0, " (default; the capture reports no port rate)"
-    try:
+    with cli_errors(str(capture)):
         expected = (allreduce_bytes(tokens, hidden_size, bytes_per_value, tp)
                     if tokens is not None else None)
         iv = byte_intervals(cap)
+        if len(iv) == 0:
+            raise click.ClickException(f"capture {capture} has no RDMA byte intervals (fewer "
+                                       "than two valid readings per counter)")
         groups = twin_links(cap) if group == "twins" else None
+        lo = start if start is not None else int(iv.t0_ns.min())
+        hi = end if end is not None else int(iv.t1_ns.max())
+        check_window_count(width_ns, hi - lo, n_series=iv["series"].nunique() + len(groups or {}),
+                           what=f"{(lo - cap.t_start_ns) / 1e9:g} s to "
+                                f"{(hi - cap.t_start_ns) / 1e9:g} s")
         res = burst_analysis(iv, capacity_gbps=capacity_gbps, start_ns=start, end_ns=end,
                              width_ns=width_ns, groups=groups, enter_frac=enter_frac,
                              leave_frac=leave_frac, expected_allreduce=expected,
                              t_ref_ns=cap.t_start_ns)
-    except ValueError as exc:
-        raise click.ClickException(f"{capture}: {exc}") from exc
 
     def human():
         click.echo(f"{capture}: capacity {capacity_gbps:g} Gb/s{cap_note}; a burst enters at "

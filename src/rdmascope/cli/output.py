@@ -27,6 +27,7 @@ machine output on stdout).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -39,7 +40,125 @@ from typing import Any
 import click
 
 __all__ = ["OutputSpec", "output_options", "time_range_options", "emit", "format_table",
-           "load_or_fail", "time_range", "progress", "to_records"]
+           "load_or_fail", "time_range", "progress", "to_records", "cli_errors", "SECONDS",
+           "POSITIVE", "WINDOW", "MIN_WINDOW_NS", "MAX_WINDOW_VALUES", "check_window_count",
+           "parse_windows", "require_readings", "format_duration"]
+
+#: The narrowest window the analysis commands accept (1 us; readings are 1 ms apart).
+MIN_WINDOW_NS = 1_000
+#: The most window values (windows x series) one command computes in one go: 40 million, e.g.
+#: 10 million windows of 4 series, which took ~2.5 GB in ``rdmascope rates`` (~60 B per value).
+MAX_WINDOW_VALUES = 40_000_000
+
+
+class FiniteFloat(click.ParamType):
+    """A click float that must be finite (no inf/nan); ``positive``: > 0; ``minimum``: >= it."""
+
+    name = "float"
+
+    def __init__(self, positive: bool = False, minimum: float | None = None) -> None:
+        self.positive = positive
+        self.minimum = minimum
+
+    def convert(self, value, param, ctx):
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(v):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        if self.positive and v <= 0:
+            self.fail(f"{value!r}: must be > 0", param, ctx)
+        if self.minimum is not None and v < self.minimum:
+            self.fail(f"{value!r}: must be >= {self.minimum:g}", param, ctx)
+        return v
+
+
+#: Seconds (finite; any sign) for --from/--to/--origin/--offset.
+SECONDS = FiniteFloat()
+#: A finite number > 0 (link speeds, capacities, TTFTs, ...).
+POSITIVE = FiniteFloat(positive=True)
+
+
+def format_duration(ns: int) -> str:
+    """Return a window width in its natural unit: 1s, 100ms, 1us, 500ns."""
+    for unit, k in (("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)):
+        if ns >= k:
+            return f"{ns / k:g}{unit}"
+    return f"{ns}ns"
+
+
+def _hint(option: str | None) -> str | None:
+    return None if option is None else f"'{option}'"
+
+
+def _check_width(width_ns: int, param=None, ctx=None, option: str | None = None) -> int:
+    if width_ns < MIN_WINDOW_NS:
+        msg = (f"window {format_duration(width_ns)} is narrower than the minimum of 1us "
+               f"(readings are ~1 ms apart); e.g. 1ms")
+        raise click.BadParameter(msg, ctx=ctx, param=param, param_hint=_hint(option))
+    return width_ns
+
+
+class WindowType(click.ParamType):
+    """A window width: a duration with a unit (see ``cli.common.parse_duration_ns``), >= 1 us."""
+
+    name = "window"
+
+    def convert(self, value, param, ctx):
+        from rdmascope.cli.common import parse_duration_ns
+
+        if isinstance(value, int):
+            ns = value
+        else:
+            try:
+                ns = parse_duration_ns(value)
+            except ValueError as exc:
+                self.fail(str(exc), param, ctx)
+        return _check_width(ns, param, ctx)
+
+
+WINDOW = WindowType()
+
+
+def parse_windows(text: str, option: str = "--windows") -> list[int]:
+    """Parse comma-separated window widths (e.g. "1ms,5ms,100ms") to ns, each >= 1 us.
+
+    Raises ``click.BadParameter`` naming ``option`` for a bad width or an empty list.
+    """
+    from rdmascope.cli.common import parse_duration_ns
+
+    parts = [x.strip() for x in str(text).split(",") if x.strip()]
+    if not parts:
+        raise click.BadParameter(f"{text!r}: give at least one window width, e.g. 1ms,5ms,100ms",
+                                 param_hint=_hint(option))
+    out = []
+    for x in parts:
+        try:
+            out.append(parse_duration_ns(x))
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint=_hint(option)) from exc
+        _check_width(out[-1], option=option)
+    return out
+
+
+def check_window_count(width_ns: int, span_ns: int, *, n_series: int = 1,
+                       option: str = "--window", what: str = "the range",
+                       advice: str = "use a wider window or a shorter --from/--to range") -> None:
+    """Refuse a window width that cuts ``span_ns`` into too many windows to hold in memory.
+
+    The limit is ``MAX_WINDOW_VALUES`` windows x ``n_series`` (a 1 ns window over 10 s would
+    need ~75 GiB). Raises ``click.BadParameter`` naming ``option``, the window count and
+    ``advice`` (default: a wider window or a shorter --from/--to range).
+    """
+    n = max(int(span_ns), 0) // max(int(width_ns), 1) + 1
+    k = max(int(n_series), 1)
+    if n * k > MAX_WINDOW_VALUES:
+        per = f" for {k} series" if k > 1 else ""
+        raise click.BadParameter(
+            f"{format_duration(width_ns)} windows over {what} ({span_ns / 1e9:,.3f} s) make "
+            f"{n:,} windows{per}, more than the limit of {MAX_WINDOW_VALUES // k:,}; {advice}",
+            param_hint=_hint(option))
 
 
 @dataclass
@@ -74,35 +193,84 @@ def output_options(f: Callable) -> Callable:
 
 def time_range_options(f: Callable) -> Callable:
     """Add ``--from`` / ``--to`` (seconds relative to the capture start) as t_from / t_to."""
-    f = click.option("--to", "t_to", type=float, default=None, metavar="S",
+    f = click.option("--to", "t_to", type=SECONDS, default=None, metavar="S",
                      help="End of the range, seconds after the capture start.")(f)
-    f = click.option("--from", "t_from", type=float, default=None, metavar="S",
+    f = click.option("--from", "t_from", type=SECONDS, default=None, metavar="S",
                      help="Start of the range, seconds after the capture start.")(f)
     return f
 
 
-def time_range(t_start_ns: int, t_from: float | None, t_to: float | None
-               ) -> tuple[int | None, int | None]:
+def time_range(t_start_ns: int, t_from: float | None, t_to: float | None, *,
+               t_end_ns: int | None = None) -> tuple[int | None, int | None]:
     """Turn --from/--to seconds (relative to ``t_start_ns``) into absolute ns (None = open).
 
-    Raises ``click.BadParameter`` when --to is not after --from.
+    Raises ``click.BadParameter`` naming the option when a time is not finite, --to is not
+    after --from, or (given the capture's end ``t_end_ns``) --from is at or after that end or
+    --to at or before the start.
     """
+    for opt, v in (("--from", t_from), ("--to", t_to)):
+        if v is not None and not math.isfinite(v):
+            raise click.BadParameter(f"{v!r} is not a finite number of seconds",
+                                     param_hint=_hint(opt))
     start = None if t_from is None else t_start_ns + int(round(t_from * 1e9))
     end = None if t_to is None else t_start_ns + int(round(t_to * 1e9))
     if start is not None and end is not None and end <= start:
-        raise click.BadParameter(f"--to ({t_to} s) must be after --from ({t_from} s)")
+        raise click.BadParameter(f"--to ({t_to:g} s) must be after --from ({t_from:g} s)",
+                                 param_hint="'--to'")
+    if t_end_ns is not None:
+        span = (t_end_ns - t_start_ns) / 1e9
+        if start is not None and start >= t_end_ns:
+            raise click.BadParameter(f"{t_from:g} s is at or after the capture's end ({span:.3f} "
+                                     "s after its start)", param_hint="'--from'")
+        if end is not None and end <= t_start_ns:
+            raise click.BadParameter(f"{t_to:g} s is at or before the capture's start (0 s; it "
+                                     f"ends at {span:.3f} s)", param_hint="'--to'")
     return start, end
+
+
+@contextlib.contextmanager
+def cli_errors(prefix: str | None = None):
+    """Turn expected failures inside the block into a one-line ``click.ClickException``.
+
+    ``rdmascope.capture.CaptureError`` (bad or missing manifest, truncated segment, ...) keeps
+    its message (it names the file); ``ValueError`` (including ``RequestLogError`` and
+    ``EstimateError``) and ``OSError`` get ``prefix: `` (e.g. the capture path) in front;
+    ``MemoryError`` says to narrow the range. ``click`` exceptions pass through.
+    """
+    from rdmascope.capture import CaptureError
+
+    def msg(exc):
+        return f"{prefix}: {exc}" if prefix and not str(exc).startswith(str(prefix)) else str(exc)
+
+    try:
+        yield
+    except click.ClickException:
+        raise
+    except CaptureError as exc:
+        raise click.ClickException(str(exc)) from exc
+    except (ValueError, OSError) as exc:
+        raise click.ClickException(msg(exc)) from exc
+    except MemoryError as exc:
+        raise click.ClickException(msg("out of memory; use a wider window or a shorter "
+                                       "--from/--to range")) from exc
 
 
 def load_or_fail(path: str):
     """Load a capture with ``rdmascope.analysis.load_capture``; loader errors -> ClickException."""
     from rdmascope.analysis import load_capture
-    from rdmascope.capture import CaptureError
 
-    try:
+    with cli_errors(str(path)):
         return load_capture(path)
-    except CaptureError as exc:
-        raise click.ClickException(str(exc)) from exc
+
+
+def require_readings(cap, path) -> None:
+    """Raise ``click.ClickException`` when a loaded capture has no readings at all.
+
+    (Its segments are missing or empty: every analysis would be of nothing.)
+    """
+    if len(cap.readings) == 0:
+        raise click.ClickException(f"capture {path} has no readings (no segment or live file "
+                                   "with rows; were its segments removed?)")
 
 
 def to_records(df) -> list[dict[str, Any]]:

@@ -5,23 +5,33 @@ from __future__ import annotations
 import click
 
 from rdmascope.cli.output import (
+    check_window_count,
+    cli_errors,
     emit,
     format_table,
     load_or_fail,
     output_options,
+    parse_windows,
     progress,
+    require_readings,
     time_range,
     time_range_options,
 )
 
 
-def _widths(text: str) -> list[int]:
-    from rdmascope.cli.common import parse_duration_ns
+def _percentiles(text: str) -> tuple[float, ...]:
+    import math
 
     try:
-        return [parse_duration_ns(x) for x in text.split(",") if x.strip()]
+        pcts = tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--windows") from exc
+        raise click.BadParameter(f"{text!r}: expected numbers like 50,90,99",
+                                 param_hint="'--percentiles'") from exc
+    bad = [p for p in pcts if not (math.isfinite(p) and 0 <= p <= 100)]
+    if bad:
+        raise click.BadParameter(f"{bad[0]:g} is not a percentile between 0 and 100",
+                                 param_hint="'--percentiles'")
+    return pcts
 
 
 @click.command(help="Peak rate at each window width (1 ms, 5 ms, 100 ms, 1 s, whole range), "
@@ -30,9 +40,9 @@ def _widths(text: str) -> list[int]:
 @click.argument("capture", type=click.Path(exists=True, file_okay=False))
 @time_range_options
 @click.option("--windows", default="1ms,5ms,100ms,1s", show_default=True,
-              help="Comma-separated window widths.")
+              help="Comma-separated window widths (each at least 1us).")
 @click.option("--percentiles", default="50,90,99", show_default=True,
-              help="Comma-separated percentiles of the window rates.")
+              help="Comma-separated percentiles of the window rates (0 to 100).")
 @click.option("--group", type=click.Choice(["none", "twins"]), default="none",
               show_default=True, help="twins: add per-link rows summing the twin devices.")
 @click.option("--uncertainty", is_flag=True,
@@ -45,19 +55,27 @@ def command(capture, t_from, t_to, windows, percentiles, group, uncertainty, sou
 
     from rdmascope.analysis import byte_intervals, peak_table, twin_links
 
-    widths = _widths(windows)
-    try:
-        pcts = tuple(float(x) for x in percentiles.split(",") if x.strip())
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--percentiles") from exc
+    widths = parse_windows(windows, "--windows")
+    pcts = _percentiles(percentiles)
     cap = load_or_fail(capture)
-    start, end = time_range(cap.t_start_ns, t_from, t_to)
+    require_readings(cap, capture)
+    start, end = time_range(cap.t_start_ns, t_from, t_to, t_end_ns=cap.t_end_ns)
     src = None if source == "all" else source
-    try:
+    with cli_errors(str(capture)):
         iv = byte_intervals(cap, source=src)
-        groups = twin_links(cap) if group == "twins" else None
+        if len(iv) == 0:
+            raise click.ClickException(f"capture {capture} has no byte intervals of source "
+                                       f"{source} (fewer than two valid readings per counter)")
+        # each source grouped apart, as `rdmascope rates` does (netdev links: "(netdev)")
+        groups = twin_links(cap, source=src) if group == "twins" else None
         if group == "twins" and not groups:
             raise click.ClickException(f"{capture}: no twin devices found to group")
+        lo = start if start is not None else int(iv.t0_ns.min())
+        hi = end if end is not None else int(iv.t1_ns.max())
+        n_series = iv["series"].nunique() + len(groups or {})
+        what = (f"{(lo - cap.t_start_ns) / 1e9:g} s to {(hi - cap.t_start_ns) / 1e9:g} s")
+        for w in widths:
+            check_window_count(w, hi - lo, n_series=n_series, option="--windows", what=what)
         parts = []
         with progress(widths, label="peaks") as bar:
             for i, w in enumerate(bar):
@@ -65,16 +83,12 @@ def command(capture, t_from, t_to, windows, percentiles, group, uncertainty, sou
                                percentiles=pcts, uncertainty=uncertainty,
                                t_ref_ns=cap.t_start_ns)
                 parts.append(t if i == len(widths) - 1 else t[t.window != "whole range"])
-    except ValueError as exc:
-        raise click.ClickException(f"{capture}: {exc}") from exc
     tab = pd.concat(parts, ignore_index=True)
     order = {s: i for i, s in enumerate(dict.fromkeys(tab.series))}
     tab = tab.sort_values(["series", "window_ns"], key=lambda s: s.map(order)
                           if s.name == "series" else s, kind="stable").reset_index(drop=True)
 
     def human():
-        lo = (start if start is not None else int(iv.t0_ns.min()) if len(iv) else 0)
-        hi = (end if end is not None else int(iv.t1_ns.max()) if len(iv) else 0)
         click.echo(f"{capture}: {(lo - cap.t_start_ns) / 1e9:.3f} s to "
                    f"{(hi - cap.t_start_ns) / 1e9:.3f} s after capture start; rates in Gb/s")
         cols = ["series", "window", "peak_gbps", "peak_t_s"]

@@ -8,32 +8,70 @@ from __future__ import annotations
 
 import click
 
-from rdmascope.cli.common import DURATION
-from rdmascope.cli.output import emit, format_table, output_options, progress, time_range_options
+from rdmascope.cli.output import (
+    SECONDS,
+    WINDOW,
+    FiniteFloat,
+    check_window_count,
+    cli_errors,
+    emit,
+    format_table,
+    output_options,
+    progress,
+    time_range,
+    time_range_options,
+)
 
 
-def _capture_rows(path) -> int:
+def _capture_rows(path) -> tuple[int, int, int | None]:
+    """Return (approximate rows, segment/live files, longest segment span in ns or None).
+
+    The span comes from the Parquet statistics of ``t_before_ns`` (None when a segment has
+    none, e.g. live files only).
+    """
     import pyarrow.parquet as pq
 
     from rdmascope.capture import list_capture_files
 
     segs, lives = list_capture_files(path)
-    n = 0
+    n, span = 0, 0
     for s in segs:
         try:
-            n += pq.ParquetFile(s).metadata.num_rows
+            md = pq.ParquetFile(s).metadata
         except (OSError, ValueError):  # ArrowInvalid is a ValueError; the reader names the file
-            pass
-    return n + sum(f.stat().st_size // 40 for f in lives)  # live rows: ~40 bytes each in IPC
+            continue
+        n += md.num_rows
+        try:
+            i = md.schema.names.index("t_before_ns")
+            st = [md.row_group(g).column(i).statistics for g in range(md.num_row_groups)]
+            span = max(span, max(x.max for x in st) - min(x.min for x in st))
+        except (ValueError, AttributeError, TypeError):
+            span = None if not lives else span
+    return (n + sum(f.stat().st_size // 40 for f in lives), len(segs) + len(lives),
+            None if lives or not span else int(span))
+
+
+def _capture_end_ns(m: dict, rows: int) -> int:
+    """Return the capture's end (monotonic ns): the stop record, else an estimate from its rows.
+
+    Without a stop record (recorder killed) the span is estimated as rows / counters x interval
+    (a lower bound when the capture has gaps); used only to size the window count.
+    """
+    t0 = int(m["start"]["monotonic_ns"])
+    stop = (m.get("stop") or {}).get("monotonic_ns") if isinstance(m.get("stop"), dict) else None
+    if isinstance(stop, int) and stop > t0:
+        return stop
+    n_counters = max(len(m.get("counters") or []), 1)
+    return t0 + rows // n_counters * int(m["interval_ns"])
 
 
 @click.command(help="Re-bin a capture to rates (Gb/s) at any window width, exactly (each "
                     "interval's bytes spread over the windows it overlaps).")
 @click.argument("capture", type=click.Path(exists=True, file_okay=False))
-@click.option("--window", "width_ns", type=DURATION, default="1ms", show_default=True,
-              help="Window width (e.g. 1ms, 5ms, 100ms, 1s).")
+@click.option("--window", "width_ns", type=WINDOW, default="1ms", show_default=True,
+              help="Window width (e.g. 1ms, 5ms, 100ms, 1s; at least 1us).")
 @time_range_options
-@click.option("--origin", "origin_s", type=float, default=None, metavar="S",
+@click.option("--origin", "origin_s", type=SECONDS, default=None, metavar="S",
               help="Align windows to this instant (s after capture start; default: --from, "
                    "else the capture start).")
 @click.option("--group", type=click.Choice(["none", "twins"]), default="none",
@@ -45,9 +83,9 @@ def _capture_rows(path) -> int:
               default="infiniband", show_default=True,
               help="RDMA port counters, netdev (kernel stack) statistics, or both.")
 @click.option("--bytes", "with_bytes", is_flag=True, help="Add bytes per window columns.")
-@click.option("--gap-factor", type=float, default=1.5, show_default=True,
+@click.option("--gap-factor", type=FiniteFloat(minimum=1.0), default=1.5, show_default=True,
               help="Readings further apart than this many intervals form a gap.")
-@click.option("--limit", type=int, default=40, show_default=True,
+@click.option("--limit", type=click.IntRange(min=0), default=40, show_default=True,
               help="Rows shown in the human table.")
 @output_options
 def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_bytes,
@@ -62,26 +100,41 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
         QUALITY_GAP,
         QUALITY_INVALID,
         QUALITY_PARTIAL,
+        group_links,
         iter_rebin_capture,
         to_gbps,
         twin_links,
     )
     from rdmascope.analysis.load import counters_frame
-    from rdmascope.capture import CaptureError, read_manifest
+    from rdmascope.capture import read_manifest
 
-    try:
+    if group == "twins" and by != "series":
+        raise click.UsageError("--group twins needs --by series")
+    src = None if source == "all" else source
+    with cli_errors(str(capture)):
         m = read_manifest(capture)
         cdf = counters_frame(m, capture)
         t0 = int(m["start"]["monotonic_ns"])
-        start = None if t_from is None else t0 + int(round(t_from * 1e9))
-        end = None if t_to is None else t0 + int(round(t_to * 1e9))
-        if start is not None and end is not None and end <= start:
-            raise click.BadParameter("--to must be after --from")
+        total, n_files, seg_span = _capture_rows(capture)
+        if n_files == 0:
+            raise click.ClickException(f"capture {capture} has no readings (no segment or live "
+                                       "file; were its segments removed?)")
+        t_end = _capture_end_ns(m, total)
+        start, end = time_range(t0, t_from, t_to, t_end_ns=t_end)
+        sel = cdf[cdf["data"] & (cdf["source"] == src if src else cdf["data"])]
+        links = (twin_links(types.SimpleNamespace(meta=m, counters=cdf), source=src)
+                 if group == "twins" else {})
+        n_series = (sel[by].nunique() if by != "series" else sel["series"].nunique()) + len(links)
+        lo_ns, hi_ns = (t0 if start is None else start), (t_end if end is None else end)
+        check_window_count(width_ns, hi_ns - lo_ns, n_series=n_series,
+                           what=f"{(lo_ns - t0) / 1e9:g} s to {(hi_ns - t0) / 1e9:g} s")
+        # the chunked re-binning holds about one segment's windows per counter, whatever the range
+        check_window_count(width_ns, min(seg_span or t_end - t0, t_end - t0),
+                           n_series=len(sel), what="one segment of the capture",
+                           advice="use a wider window (rates re-bins whole segments)")
         origin = (t0 + int(round(origin_s * 1e9)) if origin_s is not None
                   else start if start is not None else t0)
-        src = None if source == "all" else source
         blocks_b, blocks_q = [], []
-        total = _capture_rows(capture)
         with progress(length=max(total, 1), label="re-binning") as bar:
             for b, q in iter_rebin_capture(capture, width_ns, origin_ns=origin, by=by,
                                            source=src, gap_factor=gap_factor,
@@ -94,10 +147,6 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
                     keep &= idx < end
                 blocks_b.append(b[keep])
                 blocks_q.append(q[keep])
-    except CaptureError as exc:
-        raise click.ClickException(str(exc)) from exc
-    except ValueError as exc:
-        raise click.ClickException(f"{capture}: {exc}") from exc
     if not blocks_b or sum(len(x) for x in blocks_b) == 0:
         raise click.ClickException(f"{capture}: no windows in the requested range")
     b = pd.concat(blocks_b)
@@ -107,14 +156,12 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
     lo, hi = int(np.argmax(has)), len(has) - int(np.argmax(has[::-1]))
     b, q = b.iloc[lo:hi], q.iloc[lo:hi]
     if group == "twins":
-        links = twin_links(types.SimpleNamespace(meta=m, counters=cdf),
-                           source=src or "infiniband")
-        if by != "series":
-            raise click.UsageError("--group twins needs --by series")
+        # each source grouped apart: netdev (kernel) twins get their own "(netdev)" link label
         if not links:
             raise click.ClickException(f"{capture}: no twin devices found to group")
+        with cli_errors(str(capture)):
+            b = group_links(b, links)
         for link, members in links.items():
-            b[link] = b[members].sum(axis=1, skipna=False)
             q[link] = np.bitwise_or.reduce(q[members].to_numpy(), axis=1)
     gbps = to_gbps(b, width_ns)
     table = pd.DataFrame(index=b.index)
