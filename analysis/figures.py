@@ -225,13 +225,19 @@ def plot_request(
     shorter), in ms since send; its extent is outlined on the overview. ``zoom_ms=None`` draws no
     zoom. With ``ax`` given, the overview goes there and the zoom only if ``zoom_ax`` is given too.
 
-    Returns the Figure. Raises ValueError if ``t_first_ns < t_send_ns`` or the data has the
+    Returns the Figure. Raises ValueError if ``t_first_ns < t_send_ns``, ``zoom_start_ns`` lies
+    outside the prefill ``[t_send_ns, t_first_ns)`` (when a zoom is drawn), or the data has the
     wrong shape.
     """
     rates = _as_frame(rates_gbps, "plot_request rates_gbps")
     t_send_ns, t_first_ns = int(t_send_ns), int(t_first_ns)
     if t_first_ns < t_send_ns:
         raise ValueError(f"plot_request: t_first_ns ({t_first_ns}) is before t_send_ns ({t_send_ns})")
+    if (zoom_start_ns is not None and zoom_ms is not None and zoom_ms > 0
+            and not t_send_ns <= int(zoom_start_ns) < t_first_ns):
+        raise ValueError(f"plot_request: zoom start {(int(zoom_start_ns) - t_send_ns) / 1e9:g} s "
+                         f"after the send is outside the prefill (0 to "
+                         f"{(t_first_ns - t_send_ns) / 1e9:.3f} s after the send)")
     want_zoom = zoom_ms is not None and zoom_ms > 0
     if ax is None:
         if want_zoom:

@@ -131,6 +131,18 @@ def test_request_rejects_a_first_token_before_the_send(one_request):
         F.plot_request(r.set_axis(r.index / 1e9), t_send_ns=send, t_first_ns=first)
 
 
+def test_request_rejects_a_zoom_start_outside_the_prefill(one_request):
+    r, send, first, _ = one_request  # prefill: 1 s after the send
+    for bad in (first, first + 5 * S, send - 1):
+        with pytest.raises(ValueError, match=r"outside the prefill \(0 to 1.000 s after the "
+                                             r"send\)"):
+            F.plot_request(r, t_send_ns=send, t_first_ns=first, zoom_start_ns=bad)
+    # the last instant inside the prefill is accepted; without a zoom the start is unused
+    F.plot_request(r, t_send_ns=send, t_first_ns=first, zoom_start_ns=first - 1, zoom_ms=1)
+    assert len(F.plot_request(r, t_send_ns=send, t_first_ns=first, zoom_ms=None,
+                              zoom_start_ns=first + 5 * S).axes) == 1
+
+
 # ------------------------------------------------------------------------------------------------
 # Figure 2
 # ------------------------------------------------------------------------------------------------

@@ -5,6 +5,14 @@ from __future__ import annotations
 import click
 
 from rdmascope.cli.common import DURATION
+from rdmascope.cli.output import (
+    POSITIVE,
+    SECONDS,
+    WINDOW,
+    check_window_count,
+    cli_errors,
+    parse_windows,
+)
 
 KINDS = {
     "request": "figure 1: one request at 1 ms, prefill shaded, first token, zoom inside the prefill",
@@ -39,15 +47,17 @@ _HELP = "KIND is one of:\n\n" + "\n\n".join(f"\b\n  {k:14s} {v}" for k, v in KIN
               help="request: zoom start, as time since the send (default: centred in the prefill).")
 @click.option("--windows", "windows_text", default="1ms,5ms,100ms", show_default=True,
               help="windows: comma-separated window widths.")
-@click.option("--window", "window_ns", type=DURATION, default=None,
+@click.option("--window", "window_ns", type=WINDOW, default=None,
               help="compare (default 1ms) / devices (default 100ms): window width.")
-@click.option("--offset", "offset_s", type=float, default=None,
+@click.option("--offset", "offset_s", type=SECONDS, default=None,
               help="Seconds added to the request log's times (logs without a shared clock).")
-@click.option("--prompt-tokens", type=int, help="tp: prompt tokens of the measured request.")
-@click.option("--ttft", "ttft_s", type=float, help="tp: its measured TTFT at the old link, s.")
-@click.option("--tp", "tp_size", type=int, default=8, show_default=True,
+@click.option("--prompt-tokens", type=click.IntRange(min=1),
+              help="tp: prompt tokens of the measured request.")
+@click.option("--ttft", "ttft_s", type=POSITIVE, help="tp: its measured TTFT at the old link, s.")
+@click.option("--tp", "tp_size", type=click.IntRange(min=2), default=8, show_default=True,
               help="tp: the TP size the TTFT was measured at.")
-@click.option("--dpi", type=int, default=150, show_default=True, help="PNG resolution.")
+@click.option("--dpi", type=click.IntRange(50, 1200), default=150, show_default=True,
+              help="PNG resolution, 50 to 1200.")
 def command(kind, captures, request_logs, output, labels, request_id, test_name, zoom_ns,
             zoom_start_ns, windows_text, window_ns, offset_s, prompt_tokens, ttft_s, tp_size,
             dpi):
@@ -55,7 +65,6 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
 
     from rdmascope.analysis import figures
     from rdmascope.analysis import report as R
-    from rdmascope.cli.common import parse_duration_ns
 
     suffix = Path(output).suffix.lower().lstrip(".")
     if suffix not in figures.FIGURE_FORMATS:
@@ -68,11 +77,9 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
         if prompt_tokens is None or ttft_s is None:
             raise click.ClickException("`plot tp` needs --prompt-tokens and --ttft (a measured "
                                        "TTFT at the old link speed)")
-        try:
+        with cli_errors():
             fig = R.figure_tp(prompt_tokens=prompt_tokens, ttft_s=ttft_s, tp=tp_size,
                               links_gbps=((200.0, 100.0), (200.0, 109.0)))
-        except ValueError as exc:
-            raise click.ClickException(str(exc)) from exc
         _save(figures, fig, output, dpi)
         return
 
@@ -87,8 +94,9 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
     if labels and len(labels) != len(captures):
         raise click.ClickException(f"give one --label per capture ({len(captures)} capture(s), "
                                    f"{len(labels)} label(s))")
+    widths = parse_windows(windows_text, "--windows") if kind == "windows" else None
     needs_log = kind != "devices"
-    try:
+    with cli_errors():
         configs = []
         for i, cap in enumerate(captures):
             logs = [request_logs[i]] if request_logs else R.default_request_logs(cap)
@@ -99,12 +107,26 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
             configs.append(R.load_configuration(cap, logs, label=labels[i] if labels else None,
                                                 offset_s=offset_s))
         cfg = configs[0]
+        if kind in ("compare", "devices"):
+            w = window_ns or (R.MS_NS if kind == "compare" else 100 * R.MS_NS)
+            for c in configs:
+                check_window_count(w, c.capture.t_end_ns - c.capture.t_start_ns,
+                                   n_series=max(c.intervals["series"].nunique(), 1),
+                                   what=f"the capture {c.label}",
+                                   advice="use a wider window")
         if kind == "request":
+            zoom_start_s = None if zoom_start_ns is None else zoom_start_ns / 1e9
+            if zoom_start_s is not None and zoom_ns:
+                req = R.pick_request(cfg, request_id)
+                prefill_s = (int(req["t_first_ns"]) - int(req["t_send_ns"])) / 1e9
+                if not zoom_start_s < prefill_s:
+                    raise click.BadParameter(
+                        f"{zoom_start_s:g} s is outside the prefill of request "
+                        f"{req['request_id']} (0 to {prefill_s:.3f} s after its send)",
+                        param_hint="'--zoom-start'")
             fig = R.figure_request(cfg, request_id, zoom_ms=(zoom_ns / 1e6) or None,
-                                   zoom_start_s=None if zoom_start_ns is None
-                                   else zoom_start_ns / 1e9)
+                                   zoom_start_s=zoom_start_s)
         elif kind == "windows":
-            widths = [parse_duration_ns(w) for w in windows_text.split(",") if w.strip()]
             fig = R.figure_windows(cfg, request_id, windows_ns=widths)
         elif kind == "devices":
             verdict = R.emulation_verdict_text(cfg)
@@ -115,16 +137,13 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
             fig = R.figure_extra_prefill(configs)
         else:  # tokens
             fig = R.figure_tokens(configs)
-    except click.ClickException:
-        raise
-    except (ValueError, OSError) as exc:
-        raise click.ClickException(str(exc)) from exc
     _save(figures, fig, output, dpi)
 
 
 def _save(figures, fig, output, dpi) -> None:
     try:
         path = figures.save_figure(fig, output, dpi=dpi)
-    except (ValueError, OSError) as exc:
-        raise click.ClickException(f"cannot write {output}: {exc}") from exc
+    except (ValueError, OSError, MemoryError) as exc:
+        raise click.ClickException(f"cannot write {output}: {exc!s} ({type(exc).__name__})"
+                                   ) from exc
     click.echo(str(path))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from rdmascope.cli.output import SECONDS, cli_errors
+
 
 @click.command("report")
 @click.argument("captures", nargs=-1, required=True,
@@ -18,7 +20,7 @@ import click
 @click.option("--label", "labels", multiple=True,
               help="Label per capture, e.g. --label '200 Gb/s' --label 'emulated 100 Gb/s'.")
 @click.option("--title", help="Report title.")
-@click.option("--offset", "offset_s", type=float, default=None,
+@click.option("--offset", "offset_s", type=SECONDS, default=None,
               help="Seconds added to the request logs' times (logs without a shared clock).")
 @click.option("--no-embed", is_flag=True,
               help="Link the figures (figures/*.png) instead of embedding them in the HTML.")
@@ -40,11 +42,11 @@ def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, 
     def progress(msg: str) -> None:
         click.echo(f"[{time.monotonic() - t0:6.1f} s] {msg}", err=True)
 
-    try:
+    # capture errors (truncated segment, bad manifest, empty directory) and request-log errors
+    # become one line naming the file, never a traceback
+    with cli_errors():
         path = write_report(list(captures), list(request_logs) or None, out_dir,
                             labels=list(labels) or None, offset_s=offset_s,
                             embed=not no_embed, title=title, progress=progress,
                             warmup_rounds=warmup_rounds)
-    except (ValueError, OSError) as exc:
-        raise click.ClickException(str(exc)) from exc
     click.echo(str(path))
