@@ -377,8 +377,8 @@ def estimate(model: ModelShape, *, tp: int = 8, chunk_tokens: int = STUDY_CHUNK_
     (per chunk, with its duration at the old, new, emulated and real link), ``prompts`` (one row per
     prompt length: bytes, network time, the TTFT increase bound at B_new and at the emulated link,
     the emulated-to-real correction, and with a TTFT the network share and the % bound),
-    ``decode`` and ``tp_projection`` (relative table; absolute projection when a TTFT is given).
-    Raises ``EstimateError`` on invalid inputs.
+    ``decode`` and ``tp_projection`` (relative table; absolute projection when a TTFT is given;
+    empty at TP1, which sends nothing to scale). Raises ``EstimateError`` on invalid inputs.
     """
     _check_tp(tp)
     if chunk_tokens < 1:
@@ -418,7 +418,7 @@ def estimate(model: ModelShape, *, tp: int = 8, chunk_tokens: int = STUDY_CHUNK_
                            share, link_old_gbps, link_new_gbps))
         rows.append(row)
     proj: list[dict[str, Any]]
-    if ttft_list:
+    if ttft_list and tp >= 2:  # TP1 sends nothing: no network time to project from
         proj = tp_projection(model, tp_sizes, prompt_tokens=prompts[-1], ttft_ref_s=ttft_list[-1],
                              ref_tp=tp, link_old_gbps=link_old_gbps, link_new_gbps=link_new_gbps)
     elif tp >= 2:

@@ -182,3 +182,47 @@ def test_cli_estimate_errors(tmp_path):
     p.write_text('{"hidden_size": 8}')
     r = CliRunner().invoke(main, ["estimate", "--config", str(p)])
     assert r.exit_code == 1 and "num_hidden_layers" in r.output and str(p) in r.output
+
+
+def test_cli_estimate_decode_says_when_the_logits_gather_is_left_out():
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    # study model, TP8, 5 tokens: 157 all-reduces x 5 x 6,144 x 2 B x 1.75 = 16,880,640 B
+    r = CliRunner().invoke(main, ["estimate"])
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.output.splitlines() if x.startswith("decode"))
+    assert "16.9 MB per pass (all-reduces only: the output-layer logits gather is left out" in line
+    assert "give --vocab N" in line
+    # --vocab applies to the preset: gather = 7/8 x 5 tokens x 128,000 x 2 B = 1,120,000 B
+    r = CliRunner().invoke(main, ["estimate", "--vocab", "128000"])
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.output.splitlines() if x.startswith("decode"))
+    assert "16.9 MB per pass + logits gather 1.12 MB = 18.0 MB" in line
+    r = CliRunner().invoke(main, ["estimate", "--vocab", "128000", "--json"])
+    dec = json.loads(r.output)["meta"]["decode"]
+    assert dec["allreduce_pass_bytes"] == pytest.approx(157 * 5 * 6144 * 2 * 1.75)
+    assert dec["output_gather_bytes"] == pytest.approx(7 / 8 * 5 * 128_000 * 2)
+    assert dec["pass_bytes"] == pytest.approx(16_880_640 + 1_120_000)
+
+
+def test_cli_estimate_vocab_overrides_the_config(tmp_path):
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    p = tmp_path / "config.json"
+    p.write_text('{"num_hidden_layers": 2, "hidden_size": 8, "vocab_size": 100}')
+    r = CliRunner().invoke(main, ["estimate", "--config", str(p), "--tp", "2", "--json"])
+    # TP2, 5 tokens x 100 x 2 B x 1/2 = 500 B
+    assert json.loads(r.output)["meta"]["decode"]["output_gather_bytes"] == 500
+    r = CliRunner().invoke(main, ["estimate", "--config", str(p), "--tp", "2", "--vocab", "300",
+                                  "--json"])
+    assert json.loads(r.output)["meta"]["decode"]["output_gather_bytes"] == 1500
+
+
+def test_tp1_with_a_ttft_has_no_projection_instead_of_an_internal_error():
+    e = est.estimate(est.STUDY_MODEL, tp=1, ttft_s=[5.0], prompt_tokens=[1000])
+    assert e["tp_projection"] == []
+    assert e["prompts"][0]["network_share"] == 0.0  # TP1 sends nothing

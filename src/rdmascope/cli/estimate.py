@@ -4,16 +4,41 @@ from __future__ import annotations
 
 import click
 
-from rdmascope.cli.output import emit, output_options
+from rdmascope.cli.output import POSITIVE, emit, output_options
 
 
-def _ints(text: str | None) -> list[int]:
+def _ints(text: str | None, option: str, *, minimum: int = 1,
+          example: str = "2,4,8,16") -> list[int]:
+    """Parse comma/space-separated integers >= ``minimum``; errors name ``option``."""
     if not text:
         return []
     try:
-        return [int(x) for x in str(text).replace(",", " ").split()]
+        vals = [int(x) for x in str(text).replace(",", " ").split()]
     except ValueError as exc:
-        raise click.BadParameter(f"{text!r}: expected integers like 2,4,8,16") from exc
+        raise click.BadParameter(f"{text!r}: expected integers like {example}",
+                                 param_hint=f"'{option}'") from exc
+    bad = [v for v in vals if v < minimum]
+    if bad:
+        raise click.BadParameter(f"{bad[0]}: must be >= {minimum}", param_hint=f"'{option}'")
+    return vals
+
+
+def _seconds(text: str | None, option: str) -> list[float]:
+    """Parse comma/space-separated positive finite seconds; errors name ``option``."""
+    import math
+
+    if not text:
+        return []
+    try:
+        vals = [float(x) for x in str(text).replace(",", " ").split()]
+    except ValueError as exc:
+        raise click.BadParameter(f"{text!r}: expected seconds like 6.36",
+                                 param_hint=f"'{option}'") from exc
+    bad = [v for v in vals if not (math.isfinite(v) and v > 0)]
+    if bad:
+        raise click.BadParameter(f"{bad[0]!r} is not a positive number of seconds",
+                                 param_hint=f"'{option}'")
+    return vals
 
 
 def model_from_options(preset, config, layers, hidden, nbytes, vocab):
@@ -26,6 +51,10 @@ def model_from_options(preset, config, layers, hidden, nbytes, vocab):
     try:
         if config:
             m = E.model_from_hf_config(config)
+            if vocab is not None:
+                import dataclasses
+
+                m = dataclasses.replace(m, vocab_size=vocab)
             return m, f"{config} ({m.layers} layers, hidden {m.hidden_size}, "\
                       f"{m.bytes_per_value} B)"
         if any(given):
@@ -34,6 +63,10 @@ def model_from_options(preset, config, layers, hidden, nbytes, vocab):
             m = E.ModelShape("custom", layers, hidden, nbytes, vocab)
             return m, f"custom ({layers} layers, hidden {hidden}, {nbytes} B)"
         m = E.PRESETS[preset or "study"]
+        if vocab is not None:  # --vocab adds the decode logits gather to any model
+            import dataclasses
+
+            m = dataclasses.replace(m, vocab_size=vocab)
     except E.EstimateError as exc:
         raise click.ClickException(str(exc)) from exc
     return m, (f"preset {m.name} ({m.layers} layers, hidden {m.hidden_size}, "
@@ -45,16 +78,19 @@ def model_from_options(preset, config, layers, hidden, nbytes, vocab):
               help="A known model (default: study, the study's 78-layer model).")
 @click.option("--config", type=click.Path(exists=True), default=None,
               help="A Hugging Face config.json (num_hidden_layers, hidden_size, torch_dtype).")
-@click.option("--layers", type=int, default=None, help="Transformer layers.")
-@click.option("--hidden", type=int, default=None, help="Hidden size.")
-@click.option("--bytes", "nbytes", type=int, default=None, help="Bytes per activation value.")
-@click.option("--vocab", type=int, default=None, help="Vocabulary size (decode logits gather).")
-@click.option("--tp", type=int, default=8, show_default=True, help="Tensor-parallel size.")
-@click.option("--chunk", type=int, default=4096, show_default=True,
+@click.option("--layers", type=click.IntRange(min=1), default=None, help="Transformer layers.")
+@click.option("--hidden", type=click.IntRange(min=1), default=None, help="Hidden size.")
+@click.option("--bytes", "nbytes", type=click.IntRange(min=1), default=None,
+              help="Bytes per activation value.")
+@click.option("--vocab", type=click.IntRange(min=1), default=None,
+              help="Vocabulary size: adds the decode output-layer (logits) gather to any model.")
+@click.option("--tp", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Tensor-parallel size.")
+@click.option("--chunk", type=click.IntRange(min=1), default=4096, show_default=True,
               help="Prefill chunk (max_num_batched_tokens).")
-@click.option("--link-old", type=float, default=200.0, show_default=True, help="Gb/s.")
-@click.option("--link-new", type=float, default=100.0, show_default=True, help="Gb/s.")
-@click.option("--emulated", type=float, default=109.0, show_default=True,
+@click.option("--link-old", type=POSITIVE, default=200.0, show_default=True, help="Gb/s.")
+@click.option("--link-new", type=POSITIVE, default=100.0, show_default=True, help="Gb/s.")
+@click.option("--emulated", type=POSITIVE, default=109.0, show_default=True,
               help="The emulated link's real speed, Gb/s (one PCIe x4 path).")
 @click.option("--prompt-tokens", default="1000", show_default=True,
               help="Prompt lengths, comma-separated.")
@@ -62,8 +98,8 @@ def model_from_options(preset, config, layers, hidden, nbytes, vocab):
               help="Measured TTFT(s) at --link-old, seconds, one per prompt length.")
 @click.option("--tp-sizes", default="2,4,8,16", show_default=True,
               help="TP sizes for the projection.")
-@click.option("--decode-requests", type=int, default=1, show_default=True)
-@click.option("--decode-tokens", type=int, default=5, show_default=True,
+@click.option("--decode-requests", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--decode-tokens", type=click.IntRange(min=1), default=5, show_default=True,
               help="Tokens per request per decode pass (1 + speculative drafts).")
 @output_options
 def command(preset, config, layers, hidden, nbytes, vocab, tp, chunk, link_old, link_new,
@@ -78,15 +114,17 @@ def command(preset, config, layers, hidden, nbytes, vocab, tp, chunk, link_old, 
     from rdmascope.analysis import estimate as E
 
     model, desc = model_from_options(preset, config, layers, hidden, nbytes, vocab)
-    try:
-        ttfts = [float(x) for x in str(ttft).replace(",", " ").split()] if ttft else []
-    except ValueError as exc:
-        raise click.ClickException(f"--ttft {ttft!r}: expected seconds like 6.36") from exc
+    ttfts = _seconds(ttft, "--ttft")
+    prompts = _ints(prompt_tokens, "--prompt-tokens", example="1000,8192")
+    if not prompts:
+        raise click.BadParameter(f"{prompt_tokens!r}: give at least one prompt length, e.g. 1000",
+                                 param_hint="'--prompt-tokens'")
+    sizes = _ints(tp_sizes, "--tp-sizes")
     try:
         e = E.estimate(model, tp=tp, chunk_tokens=chunk, link_old_gbps=link_old,
-                       link_new_gbps=link_new, prompt_tokens=_ints(prompt_tokens),
+                       link_new_gbps=link_new, prompt_tokens=prompts,
                        ttft_s=ttfts, emulated_gbps=emulated, real_gbps=link_new,
-                       tp_sizes=_ints(tp_sizes), decode_requests=decode_requests,
+                       tp_sizes=sizes, decode_requests=decode_requests,
                        decode_tokens_per_request=decode_tokens)
     except E.EstimateError as exc:
         raise click.ClickException(str(exc)) from exc
@@ -132,8 +170,11 @@ def _human(e, desc, tp, chunk, link_old, link_new, emulated, ttfts) -> None:
                    f"{r['increase_bound_emulated_s']:>14.3f}  {r['emulated_to_real_s']:>11.3f}  "
                    f"{t:>8}  {share:>9}  {pct:>9}")
     click.echo("")
-    gather = (f" + logits gather {dec['output_gather_bytes'] / 1e6:.2f} MB"
-              if dec["output_gather_bytes"] else "")
+    gather = (f" + logits gather {dec['output_gather_bytes'] / 1e6:.2f} MB = "
+              f"{dec['pass_bytes'] / 1e6:.1f} MB"
+              if dec["output_gather_bytes"] else
+              " (all-reduces only: the output-layer logits gather is left out, no vocabulary "
+              "size known; give --vocab N to include it)")
     click.echo(f"decode ({dec['tokens_per_pass']} token(s) per pass): block "
                f"{dec['allreduce_block_bytes'] / 1e3:.1f} KB, {dec['allreduce_bytes_per_node'] / 1e3:.1f}"
                f" KB per node per all-reduce, {dec['allreduce_pass_bytes'] / 1e6:.1f} MB per pass"
