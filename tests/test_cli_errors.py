@@ -1,0 +1,236 @@
+"""Bad input to the analysis commands: a one-line error naming the option or file, the right exit
+code (2 = usage: bad option value or missing path; 1 = bad file content), never a traceback.
+
+Each row is (command line, expected exit code, fragment of the "Error:" line). Paths in braces
+are filled from the ``paths`` fixture: the committed simulated captures and broken copies of one
+(a truncated Parquet segment, an empty directory, a garbage manifest, segments removed).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rdmascope.cli import main
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+SIM = FIXTURES / "sim-p2-200"  # 10 s, twin devices, 4 RDMA + 4 netdev byte counters, requests
+TCP = FIXTURES / "sim-p1-tcp-fallback"
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("bad-captures")
+    trunc = root / "trunc"
+    shutil.copytree(SIM, trunc)
+    seg = sorted((trunc / "segments").glob("*.parquet"))[0]
+    seg.write_bytes(seg.read_bytes()[:100])  # a copy cut short, as a full disk or crash leaves
+    empty = root / "empty"
+    empty.mkdir()
+    garbage = root / "garbage"
+    garbage.mkdir()
+    (garbage / "manifest.json").write_text("garbage\n")
+    noseg = root / "noseg"
+    shutil.copytree(SIM, noseg)
+    for f in (noseg / "segments").iterdir():
+        f.unlink()
+    badlog = root / "bad.jsonl"
+    badlog.write_text("not a request log\n")
+    out = root / "out"
+    out.mkdir()
+    # numbers the messages must carry, read straight from the fixture's manifest and log
+    m = json.loads((SIM / "manifest.json").read_text())
+    span_ns = m["stop"]["monotonic_ns"] - m["start"]["monotonic_ns"]
+    req = json.loads((SIM / "requests.jsonl").read_text().splitlines()[0])
+    return {"sim": str(SIM), "tcp": str(TCP), "trunc": str(trunc), "empty": str(empty),
+            "garbage": str(garbage), "noseg": str(noseg), "missing": str(root / "nope"),
+            "badlog": str(badlog), "out": str(out),
+            "end_s": f"{span_ns / 1e9:.3f}", "n_1us": f"{span_ns // 1000 + 1:,}",
+            "req": req["request_id"], "prefill_s": f"{req['t_first_token'] - req['t_send']:.3f}"}
+
+
+CASES = [
+    # 1. broken captures: one line naming the file, exit 1 (report/plot printed tracebacks)
+    ("report {trunc} -o {out}/r1", 1, "seg-000000.parquet: cannot read Parquet segment"),
+    ("report {empty} -o {out}/r2", 1, "has no manifest.json; not an rdmascope capture"),
+    ("report {garbage} -o {out}/r3", 1, "manifest.json: is not valid JSON"),
+    ("report {sim} --requests {badlog} -o {out}/r4", 1, "bad.jsonl: unknown format"),
+    ("plot devices {trunc} -o {out}/p.png", 1, "seg-000000.parquet: cannot read Parquet"),
+    ("plot devices {empty} -o {out}/p.png", 1, "has no manifest.json"),
+    ("plot devices {garbage} -o {out}/p.png", 1, "is not valid JSON"),
+    ("rates {trunc}", 1, "seg-000000.parquet: cannot read Parquet segment"),
+    ("rates {garbage}", 1, "is not valid JSON"),
+    ("peaks {trunc}", 1, "seg-000000.parquet: cannot read Parquet segment"),
+    ("peaks {empty}", 1, "has no manifest.json"),
+    ("bursts {garbage}", 1, "is not valid JSON"),
+    # segments removed: "has no readings", not "cannot convert float NaN to integer"
+    ("peaks {noseg}", 1, "capture {noseg} has no readings"),
+    ("bursts {noseg}", 1, "capture {noseg} has no readings"),
+    ("rates {noseg}", 1, "capture {noseg} has no readings"),
+    # 2. bad option values: exit 2 naming the option
+    ("rates {sim} --window 1ns", 2, "'--window': window 1ns is narrower than the minimum of 1us"),
+    ("rates {sim} --window 999ns", 2, "narrower than the minimum of 1us"),
+    # 10 s / 1 us = 10 M windows x 8 series (RDMA + netdev) > 40 M values
+    ("rates {sim} --window 1us --source all", 2,
+     "s) make {n_1us} windows for 8 series, more than the limit of 5,000,000; use a wider "
+     "window or a shorter --from/--to range"),
+    ("peaks {sim} --windows 1ms,1us --source all", 2, "'--windows': 1us windows over"),
+    ("bursts {sim} --window 1ns", 2, "'--window': window 1ns is narrower"),
+    ("rates {sim} --from inf", 2, "'--from': 'inf' is not a finite number"),
+    ("rates {sim} --from nan", 2, "'--from': 'nan' is not a finite number"),
+    ("rates {sim} --to -inf", 2, "'--to': '-inf' is not a finite number"),
+    ("rates {sim} --origin nan", 2, "'--origin': 'nan' is not a finite number"),
+    ("rates {sim} --from 10 --to 5", 2, "'--to': --to (5 s) must be after --from (10 s)"),
+    ("rates {sim} --from 100", 2,
+     "'--from': 100 s is at or after the capture's end ({end_s} s after its start)"),
+    ("rates {sim} --gap-factor nan", 2, "'--gap-factor': 'nan' is not a finite number"),
+    ("rates {sim} --gap-factor 0.5", 2, "'--gap-factor': '0.5': must be >= 1"),
+    ("rates {sim} --limit -1", 2, "'--limit'"),
+    ("peaks {sim} --from 10 --to 5", 2, "must be after --from"),
+    ("peaks {sim} --from 100", 2, "'--from': 100 s is at or after the capture's end"),
+    ("peaks {sim} --to -1", 2, "'--to': -1 s is at or before the capture's start"),
+    ("bursts {sim} --from nan", 2, "'--from': 'nan' is not a finite number"),
+    ("peaks {sim} --windows ''", 2, "'--windows': '': give at least one window width"),
+    ("peaks {sim} --windows ' , '", 2, "give at least one window width"),
+    ("peaks {sim} --windows 1ms,soon", 2, "'--windows': 'soon' is not a duration"),
+    ("peaks {sim} --percentiles 150", 2, "'--percentiles': 150 is not a percentile between 0"),
+    ("peaks {sim} --percentiles nan", 2, "'--percentiles': nan is not a percentile"),
+    ("peaks {sim} --percentiles x", 2, "'--percentiles': 'x': expected numbers"),
+    ("bursts {sim} --capacity 0", 2, "'--capacity': '0': must be > 0"),
+    ("bursts {sim} --capacity inf", 2, "'--capacity': 'inf' is not a finite number"),
+    ("bursts {sim} --leave 0.5", 2, "'--leave': 0.5 must not exceed --enter (0.25)"),
+    ("plot tp --prompt-tokens 1000 --ttft 6 --dpi 100000 -o {out}/tp.png", 2,
+     "'--dpi': 100000 is not in the range 50<=x<=1200"),
+    ("plot tp --prompt-tokens 1000 --ttft 6 --dpi 10 -o {out}/tp.png", 2, "'--dpi'"),
+    ("plot tp --prompt-tokens 0 --ttft 6 -o {out}/tp.png", 2, "'--prompt-tokens': 0 is not in"),
+    ("plot tp --prompt-tokens 1000 --ttft nan -o {out}/tp.png", 2, "'--ttft': 'nan' is not a"),
+    ("plot tp --prompt-tokens 1000 --ttft 0 -o {out}/tp.png", 2, "'--ttft': '0': must be > 0"),
+    ("plot tp --prompt-tokens 1000 --ttft 6 --tp 1 -o {out}/tp.png", 2, "'--tp': 1 is not in"),
+    # the fixture's one request: prefill = t_first_token - t_send of its log line
+    ("plot request {sim} --zoom-start 100s -o {out}/req.png", 2,
+     "'--zoom-start': 100 s is outside the prefill of request {req} (0 to {prefill_s} s after "
+     "its send)"),
+    ("plot windows {sim} --windows '' -o {out}/w.png", 2, "'--windows': '': give at least one"),
+    ("plot devices {sim} --window 1ns -o {out}/d.png", 2, "'--window': window 1ns is narrower"),
+    ("plot request {sim} --offset inf -o {out}/req.png", 2, "'--offset': 'inf' is not a finite"),
+    ("report {sim} --offset nan -o {out}/r5", 2, "'--offset': 'nan' is not a finite number"),
+    # 6. estimate: option names, not the library's parameter names (link_new_gbps, ...)
+    ("estimate --link-new 0", 2, "'--link-new': '0': must be > 0"),
+    ("estimate --link-old -200", 2, "'--link-old': '-200': must be > 0"),
+    ("estimate --emulated nan", 2, "'--emulated': 'nan' is not a finite number"),
+    ("estimate --tp 0", 2, "'--tp': 0 is not in the range x>=1"),
+    ("estimate --chunk 0", 2, "'--chunk': 0 is not in the range x>=1"),
+    ("estimate --prompt-tokens 0", 2, "'--prompt-tokens': 0: must be >= 1"),
+    ("estimate --prompt-tokens ''", 2, "'--prompt-tokens': '': give at least one prompt length"),
+    ("estimate --prompt-tokens many", 2, "'--prompt-tokens': 'many': expected integers"),
+    ("estimate --ttft -1", 2, "'--ttft': -1.0 is not a positive number of seconds"),
+    ("estimate --ttft inf", 2, "'--ttft': inf is not a positive number of seconds"),
+    ("estimate --tp-sizes 0,2", 2, "'--tp-sizes': 0: must be >= 1"),
+    ("estimate --decode-tokens 0", 2, "'--decode-tokens': 0 is not in the range x>=1"),
+    ("estimate --decode-requests 0", 2, "'--decode-requests'"),
+    ("estimate --vocab 0", 2, "'--vocab': 0 is not in the range x>=1"),
+    ("estimate --layers 0 --hidden 8 --bytes 2", 2, "'--layers': 0 is not in the range"),
+    # 3. a missing capture/log path is a usage error (exit 2) in every command of this area
+    ("rates {missing}", 2, "'CAPTURE': Directory '{missing}' does not exist"),
+    ("peaks {missing}", 2, "'CAPTURE': Directory '{missing}' does not exist"),
+    ("bursts {missing}", 2, "'CAPTURE': Directory '{missing}' does not exist"),
+    ("plot devices {missing} -o {out}/p.png", 2, "CAPTURES]...': Directory '{missing}' does not"),
+    ("report {missing}", 2, "'CAPTURES...': Directory '{missing}' does not exist"),
+    ("plot request {sim} --requests {missing} -o {out}/p.png", 2,
+     "'--requests': File '{missing}' does not exist"),
+    ("report {sim} --requests {missing}", 2, "'--requests': File '{missing}' does not exist"),
+    ("estimate --config {missing}", 2, "'--config': Path '{missing}' does not exist"),
+]
+
+
+def _argv(cmd: str, paths: dict[str, str]) -> list[str]:
+    import shlex
+
+    return [a.format(**paths) for a in shlex.split(cmd)]
+
+
+def _error_lines(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.startswith("Error:")]
+
+
+@pytest.mark.parametrize("cmd,code,fragment", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_gives_one_line_error(paths, cmd, code, fragment):
+    r = CliRunner().invoke(main, _argv(cmd, paths))
+    out = r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit), \
+        f"uncaught {type(r.exception).__name__}: {r.exception}\n{out}"
+    assert "Traceback" not in out, out
+    assert r.exit_code == code, out
+    errors = _error_lines(out)
+    assert len(errors) == 1, out
+    assert fragment.format(**paths) in errors[0], out
+
+
+@pytest.mark.parametrize("cmd", ["report {trunc} -o {out}/sub", "plot devices {empty} -o "
+                                 "{out}/sp.png", "rates {sim} --from inf"])
+def test_no_traceback_in_a_real_process(paths, cmd):
+    """The installed entry point (a real process, stderr apart): exit code and one line."""
+    p = subprocess.run([sys.executable, "-m", "rdmascope", *_argv(cmd, paths)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode in (1, 2), p.stderr
+    assert "Traceback" not in p.stderr and "Traceback" not in p.stdout
+    assert len(_error_lines(p.stderr)) == 1, p.stderr
+
+
+def test_window_count_limit_scales_with_series():
+    """The limit is on windows x series (measured ~60 B per value in rates)."""
+    import click
+
+    from rdmascope.cli.output import MAX_WINDOW_VALUES, check_window_count
+
+    # one hour at 100 us = 36,000,001 windows: fine for one series, refused for four
+    check_window_count(100_000, 3600 * 10**9, n_series=1)
+    with pytest.raises(click.BadParameter, match="36,000,001 windows for 4 series, more than "
+                                                 "the limit of 10,000,000"):
+        check_window_count(100_000, 3600 * 10**9, n_series=4)
+    # exactly at the limit is allowed, one window more is not
+    check_window_count(1, MAX_WINDOW_VALUES - 1)
+    with pytest.raises(click.BadParameter):
+        check_window_count(1, MAX_WINDOW_VALUES)
+
+
+def test_twin_grouping_same_in_rates_and_peaks_on_tcp_fallback(paths):
+    """Netdev twins get their own "(netdev)" link in both commands; no RDMA link label."""
+    import io
+    import json
+
+    import pandas as pd
+
+    nd_link = "link:enP2p1s0f1np1+enp1s0f1np1 (netdev)"
+    r = CliRunner().invoke(main, ["rates", paths["tcp"], "--source", "netdev", "--group",
+                                  "twins", "--window", "1s", "--csv", "--bytes"])
+    assert r.exit_code == 0, r.output
+    df = pd.read_csv(io.StringIO(r.output[r.output.index("window_start_ns"):]))
+    assert not [c for c in df.columns if c.startswith("link:roce")]
+    for d in ("tx", "rx"):
+        members = df[f"netdev:enP2p1s0f1np1/{d}_bytes"] + df[f"netdev:enp1s0f1np1/{d}_bytes"]
+        assert (df[f"{nd_link}/{d}_bytes"] == members).all()
+        assert df[f"{nd_link}/{d}_bytes"].sum() > 0  # the kernel traffic is there
+    p = CliRunner().invoke(main, ["peaks", paths["tcp"], "--source", "netdev", "--group",
+                                  "twins", "--windows", "1s", "--json"])
+    assert p.exit_code == 0, p.output
+    rows = json.loads(p.output[p.output.index("{"):])["peaks"]
+    links = sorted({x["series"] for x in rows if x["series"].startswith("link:")})
+    assert links == [f"{nd_link}/rx", f"{nd_link}/tx"]
+    # same link, same 1 s peak in both commands
+    for d in ("tx", "rx"):
+        peak = next(x["peak_gbps"] for x in rows
+                    if x["series"] == f"{nd_link}/{d}" and x["window"] == "1 s")
+        assert peak == pytest.approx(df[f"{nd_link}/{d}_gbps"].max())
+    # with both sources the RDMA link (idle: TCP fallback) and the netdev link stay apart
+    p = CliRunner().invoke(main, ["peaks", paths["tcp"], "--source", "all", "--group",
+                                  "twins", "--windows", "1s", "--json"])
+    rows = json.loads(p.output[p.output.index("{"):])["peaks"]
+    rdma = [x for x in rows if x["series"].startswith("link:roce") and x["window"] == "1 s"]
+    assert len(rdma) == 2 and all(x["peak_gbps"] == 0.0 for x in rdma)
