@@ -77,9 +77,12 @@ def test_compare_emulator_runs(tmp_path):
     assert list(t.index) == ["P1", "P4"]
     for test in ("P1", "P4"):
         assert t.loc[test, "ttlft_change_s"] > 0
-        # the measured increase sits at (the emulator overlaps nothing) or below the bound
+        # the measured increase sits below the bound: the emulator hides ~4.6 % of a full
+        # chunk's all-reduces behind compute (P4: ~95 % of the bound, as the study measured) and
+        # most of P1's single 1,024-token pass (~12 %; the study: +0.01 s of 0.115 s)
         assert t.loc[test, "ttlft_change_s"] <= t.loc[test, "estimate_s"] * 1.01
-        assert t.loc[test, "ttlft_change_s"] >= t.loc[test, "estimate_s"] * 0.9
+        low, high = (0.9, 1.0) if test == "P4" else (0.05, 0.3)
+        assert low <= t.loc[test, "ttlft_change_s"] / t.loc[test, "estimate_s"] <= high
         # the bytes per prompt token do not depend on the link
         assert abs(t.loc[test, "per_token_diff_pct"]) < 0.5
         assert abs(t.loc[test, "decode_speed_change_pct"]) < 5

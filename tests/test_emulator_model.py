@@ -112,12 +112,48 @@ def test_ttft_calibration_and_the_estimate():
             ttft[link, seed] = (r.t_first_ns - r.t_send_ns) / 1e9
     mean200 = np.mean([ttft["200", s] for s in range(3)])
     assert mean200 == pytest.approx(6.36, rel=0.02)  # the study's P2 TTFT at 200 Gb/s
-    # method.md, "The estimate": extra <= prefill bytes x (1/B_new - 1/B_old); this model sends
-    # every byte at line rate without overlap, so it reaches the bound (same seed = same compute)
+    # method.md, "The estimate": extra <= prefill bytes x (1/B_new - 1/B_old). P2's two passes are
+    # full 4,096-token chunks, of whose all-reduces 4.63 % is hidden (hand-computed below), so the
+    # increase is 95.37 % of the bound, as the study measured (+0.88 s of 0.92 s); same seed = same
+    # compute, and the per-step latency cancels
     bound = 8192 * BYTES_PER_TOKEN * 8 * (1 / 109e9 - 1 / 200e9)
-    for s in range(3):
-        assert ttft["emulated100", s] - ttft["200", s] == pytest.approx(bound, rel=0.01)
     assert 0.8 < bound < 1.0  # ~0.11 s per 1,000 prompt tokens (method.md)
+    for s in range(3):
+        increase = ttft["emulated100", s] - ttft["200", s]
+        assert increase == pytest.approx((1 - 0.046282) * bound, rel=1e-3)
+        assert increase == pytest.approx(0.88, abs=0.02)
+
+
+def test_overlap_hides_a_fraction_of_each_allreduce():
+    comp = ComputeModel()
+    # h(t) = 0.04 + 0.96 / (1 + (t / 1500) ** 5), by hand: (4096/1500)^5 = 151.825,
+    # (1024/1500)^5 = 0.148267, (2048/1500)^5 = 4.74453
+    assert comp.hidden_fraction(4096) == pytest.approx(0.04 + 0.96 / 152.825, rel=1e-5)
+    assert comp.hidden_fraction(1024) == pytest.approx(0.04 + 0.96 / 1.148267, rel=1e-5)
+    assert comp.hidden_fraction(2048) == pytest.approx(0.04 + 0.96 / 5.74453, rel=1e-5)
+    # a pass lasts its compute plus the visible part of each of its 157 all-reduces
+    no_jitter = TrafficConfig(compute=replace(comp, jitter=0.0))
+    for link, rate_gbps in (("200", 200.0), ("emulated100", 109.0)):
+        tr = simulate(make_scenario("P2", rounds=1, output_tokens=2),
+                      replace(no_jitter, link=link_config(link)))
+        p = tr.passes[0]
+        assert p.prefill_tokens == 4096 and p.decode_tokens == 0
+        compute_s = comp.pass_overhead_s + comp.per_token_s * 4096 \
+            + comp.attention_s * 4096 * 2048
+        xfer_ns = np.ceil(ALLREDUCE_4096 * 8 / rate_gbps + 14 * 30_000)
+        visible_ns = xfer_ns - int((0.04 + 0.96 / 152.825) * xfer_ns)
+        assert p.t_end_ns - p.t_start_ns == pytest.approx(compute_s * 1e9 + 157 * visible_ns,
+                                                          abs=200)
+        # the hidden part still moves at the link rate: bursts keep their rate
+        assert tr.max_rate_gbps() == pytest.approx(ALLREDUCE_4096 * 8 / xfer_ns, rel=1e-6)
+    # P1: one 1,024-token pass, mostly hidden: almost no change (study: 0.96 -> 0.97 s)
+    (a,), (b,) = (_run("P1", link, out=2, seed=0).requests for link in ("200", "emulated100"))
+    bound_p1 = 1024 * BYTES_PER_TOKEN * 8 * (1 / 109e9 - 1 / 200e9)
+    increase = ((b.t_first_ns - b.t_send_ns) - (a.t_first_ns - a.t_send_ns)) / 1e9
+    assert increase == pytest.approx((1 - 0.876) * bound_p1, rel=0.01)
+    assert (a.t_first_ns - a.t_send_ns) / 1e9 == pytest.approx(0.96, rel=0.02)
+    with pytest.raises(ValueError, match="overlap_min"):
+        ComputeModel(overlap_min=1.5)
 
 
 def test_decode_rates_and_pairs_of_concurrent_prompts():
