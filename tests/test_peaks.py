@@ -139,3 +139,43 @@ def test_a_1ms_value_above_line_rate_has_bounds_that_reach_it():
     # the mean over the 8 ms range moves by 0.204 ms of 8: 250 x (1 -+ 0.0255)
     assert tab.at["whole range", "peak_low_gbps"] == pytest.approx(243.625)
     assert tab.at["whole range", "peak_high_gbps"] == pytest.approx(256.375)
+
+
+def test_cli_peaks_instant_uncertainty(tmp_path):
+    """`rdmascope peaks --uncertainty` on a tiny capture: 1 ms windows of 30, 30, 30, 31.25 x 5,
+    30, 30 MB, readings at whole ms with a 4 us read bracket. The peak is [3, 4) ms at
+    250 Gb/s. Bounds by hand, u = 2 us + 0.1 ms = 0.102 ms per edge:
+    low = 0.796 x 31.25 MB = 24.875 MB (199.0 Gb/s); high = 31.25 + 0.102 x (31.25 + 30) MB
+    = 37.4975 MB (299.98 Gb/s). With --instant-uncertainty 0 (the bracket alone): 249.0 and
+    250.98 Gb/s."""
+    import json
+
+    from capture_builders import STATUS_OK, T0, ib, write_capture
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    mb = [30.0] * 3 + [31.25] * 5 + [30.0] * 2
+    units = np.concatenate([[0], np.cumsum(np.array(mb) * 1e6 / 4)]).astype(np.int64)
+    rd = {0: [(T0 + k * MS - 2000, 4000, int(u), STATUS_OK) for k, u in enumerate(units)]}
+    write_capture(tmp_path / "c", [ib("rocep1s0f1", "tx")], rd,
+                  devices=[{"name": "rocep1s0f1", "ports": [{"port": 1, "rate_gbps": 200}]}])
+
+    def one_ms(*extra):
+        r = CliRunner().invoke(main, ["peaks", str(tmp_path / "c"), "--windows", "1ms",
+                                      "--uncertainty", "--json", *extra])
+        assert r.exit_code == 0, r.output
+        obj = json.loads(r.stdout[r.stdout.index("{"):])
+        (row,) = [x for x in obj["peaks"] if x["window"] == "1 ms"]
+        return row, obj["meta"]
+
+    row, meta = one_ms()
+    assert row["peak_gbps"] == pytest.approx(250.0)
+    assert row["peak_low_gbps"] == pytest.approx(199.0)
+    assert row["peak_high_gbps"] == pytest.approx(299.98)
+    assert meta["instant_unc_ns"] == 100_000
+    row, _ = one_ms("--instant-uncertainty", "0")
+    assert (row["peak_low_gbps"], row["peak_high_gbps"]) == pytest.approx((249.0, 250.98))
+    bad = CliRunner().invoke(main, ["peaks", str(tmp_path / "c"), "--uncertainty",
+                                    "--instant-uncertainty", "-1ms"])
+    assert bad.exit_code == 2 and "'--instant-uncertainty'" in bad.output

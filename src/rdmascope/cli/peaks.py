@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from rdmascope.cli.common import DURATION
 from rdmascope.cli.output import (
     check_window_count,
     cli_errors,
@@ -46,11 +47,18 @@ def _percentiles(text: str) -> tuple[float, ...]:
 @click.option("--group", type=click.Choice(["none", "twins"]), default="none",
               show_default=True, help="twins: add per-link rows summing the twin devices.")
 @click.option("--uncertainty", is_flag=True,
-              help="Bound each peak by moving the readings within their timing brackets.")
+              help="Bound each peak by moving each reading's instant within its read bracket "
+                   "plus --instant-uncertainty.")
+@click.option("--instant-uncertainty", "instant_unc", type=DURATION, default="0.1ms",
+              show_default=True,
+              help="With --uncertainty: each reading's timing uncertainty beyond its read "
+                   "bracket (the adapter updates its counters every ~0.1-0.2 ms; method.md "
+                   "'The sampler'), added to the bracket's half-width.")
 @click.option("--source", type=click.Choice(["infiniband", "netdev", "all"]),
               default="infiniband", show_default=True)
 @output_options
-def command(capture, t_from, t_to, windows, percentiles, group, uncertainty, source, out):
+def command(capture, t_from, t_to, windows, percentiles, group, uncertainty, instant_unc,
+            source, out):
     import pandas as pd
 
     from rdmascope.analysis import byte_intervals, peak_table, twin_links
@@ -81,7 +89,7 @@ def command(capture, t_from, t_to, windows, percentiles, group, uncertainty, sou
             for i, w in enumerate(bar):
                 t = peak_table(iv, start_ns=start, end_ns=end, windows_ns=(w,), groups=groups,
                                percentiles=pcts, uncertainty=uncertainty,
-                               t_ref_ns=cap.t_start_ns)
+                               t_ref_ns=cap.t_start_ns, instant_unc_ns=instant_unc)
                 parts.append(t if i == len(widths) - 1 else t[t.window != "whole range"])
     tab = pd.concat(parts, ignore_index=True)
     order = {s: i for i, s in enumerate(dict.fromkeys(tab.series))}
@@ -101,4 +109,5 @@ def command(capture, t_from, t_to, windows, percentiles, group, uncertainty, sou
 
     emit({"peaks": tab}, out, human=human,
          meta={"capture": str(capture), "start_ns": start, "end_ns": end,
-               "t_start_ns": cap.t_start_ns, "group": group})
+               "t_start_ns": cap.t_start_ns, "group": group,
+               "instant_unc_ns": instant_unc if uncertainty else None})
