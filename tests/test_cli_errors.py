@@ -234,3 +234,21 @@ def test_twin_grouping_same_in_rates_and_peaks_on_tcp_fallback(paths):
     rows = json.loads(p.output[p.output.index("{"):])["peaks"]
     rdma = [x for x in rows if x["series"].startswith("link:roce") and x["window"] == "1 s"]
     assert len(rdma) == 2 and all(x["peak_gbps"] == 0.0 for x in rdma)
+
+
+def test_rates_on_a_killed_capture_judges_from_against_its_readings(tmp_path):
+    """No stop record (kill -9): the end is unknown, so --from is never refused against an
+    estimate; a range past the readings says so, one inside them works."""
+    from capture_builders import MS, STATUS_OK, T0, ib, write_capture
+
+    rd = {0: [(T0 + k * MS, 0, 250 * k, STATUS_OK) for k in range(50)]}  # 1,000 B per ms
+    cap = str(write_capture(tmp_path / "c", [ib("rocep1s0f1", "tx")], rd, close=False))
+    r = CliRunner().invoke(main, ["rates", cap, "--from", "1"])
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert _error_lines(r.output) == [f"Error: {cap}: no windows in the requested range"]
+    r = CliRunner().invoke(main, ["rates", cap, "--from", "0.040", "--window", "5ms", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output[r.output.index("{"):])["rates"]
+    # [40, 45) ms: 5,000 B in 5 ms = 0.008 Gb/s
+    assert rows[0]["t_s"] == pytest.approx(0.040)
+    assert rows[0]["rocep1s0f1/tx_gbps"] == pytest.approx(5000 * 8 / 5e-3 / 1e9)

@@ -120,7 +120,10 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
             raise click.ClickException(f"capture {capture} has no readings (no segment or live "
                                        "file; were its segments removed?)")
         t_end = _capture_end_ns(m, total)
-        start, end = time_range(t0, t_from, t_to, t_end_ns=t_end)
+        # --from past the end is refused only against a stop record, never against an estimate
+        stop = m.get("stop") if isinstance(m.get("stop"), dict) else {}
+        start, end = time_range(t0, t_from, t_to,
+                                t_end_ns=t_end if stop.get("monotonic_ns") == t_end else None)
         sel = cdf[cdf["data"] & (cdf["source"] == src if src else cdf["data"])]
         links = (twin_links(types.SimpleNamespace(meta=m, counters=cdf), source=src)
                  if group == "twins" else {})
