@@ -56,6 +56,7 @@ from rdmascope.capture import (
     CaptureWriteError,
     CaptureWriter,
     clock_pair,
+    is_enospc,
     make_batch,
 )
 
@@ -93,12 +94,17 @@ class RecordOptions:
 
 @dataclass
 class RecordResult:
-    """Outcome of ``record``: the capture path, the audit dict, and the error that stopped it."""
+    """Outcome of ``record``: the capture path, the audit dict, and the error that stopped it.
+
+    ``audit["sweeps_not_written"]`` counts the sweeps taken after a write error (kept only in
+    the audit); ``disk_full`` says the error was ENOSPC.
+    """
 
     path: Path
     audit: dict[str, Any]
     error: str | None = None
     stopped_by: str = "duration"
+    disk_full: bool = False  # the write error was ENOSPC
 
 
 def _to_batch(buf: SweepBuffers):
@@ -133,8 +139,6 @@ def _warm_up(n_counters: int, status: bool) -> None:
     The first use of a pyarrow kernel or writer loads code and allocates pools (tens of ms,
     holding the GIL); done here, before sweep 0, it cannot delay a sweep.
     """
-    import pyarrow.ipc as ipc
-
     from rdmascope.capture import SAMPLE_SCHEMA, write_segment
 
     buf = SweepBuffers()
@@ -146,9 +150,8 @@ def _warm_up(n_counters: int, status: bool) -> None:
                 col.append(v)
     buf.n_bad = 1
     batch = _to_batch(buf)
-    sink = pa.BufferOutputStream()
-    with ipc.new_stream(sink, SAMPLE_SCHEMA) as w:
-        w.write_batch(batch)
+    SAMPLE_SCHEMA.serialize()
+    batch.serialize()  # what CaptureWriter.write_batch sends to the live segment
     table = pa.Table.from_batches([batch], schema=SAMPLE_SCHEMA)
     table = table.sort_by([("counter_id", "ascending"), ("sweep", "ascending")])
     write_segment(table, pa.BufferOutputStream())
@@ -490,16 +493,23 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
         "cpu_pct_one_core": round(100.0 * cpu_s / wall_s, 3) if wall_s > 0 else None,
         "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "rows_written": writer.rows_written,
+        # every sweep reads every counter, so rows come in whole sweeps; after a write error the
+        # sweeps still taken are audited but not stored: say both numbers
+        "sweeps_written": writer.rows_written // len(counters),
+        "sweeps_not_written": stats.taken - writer.rows_written // len(counters),
         "stopped_by": stopped_by,
     }
     error = wt.error.message if wt.error is not None else None
+    disk_full = wt.error is not None and is_enospc(wt.error)
     try:
         writer.close(audit=audit)
     except CaptureWriteError as exc:
-        error = error or exc.message
+        if error is None:
+            error, disk_full = exc.message, is_enospc(exc)
     if error is not None:
         error = f"{opts.output}: {error}"
-    return RecordResult(path=Path(opts.output), audit=audit, error=error, stopped_by=stopped_by)
+    return RecordResult(path=Path(opts.output), audit=audit, error=error, stopped_by=stopped_by,
+                        disk_full=disk_full)
 
 
 def format_audit(audit: dict[str, Any]) -> str:
@@ -511,6 +521,12 @@ def format_audit(audit: dict[str, Any]) -> str:
     pct = audit.get("sweeps_taken_pct")
     lines.append(f"sweeps: {audit.get('sweeps_taken')} taken, {audit.get('sweeps_missed')} missed"
                  + (f" ({pct:.3f} % taken)" if pct is not None else ""))
+    if audit.get("sweeps_written") is not None:  # audits before this key: not known
+        lost = audit.get("sweeps_not_written") or 0
+        lines.append(f"written: {audit['sweeps_written']} sweeps ({audit.get('rows_written')} "
+                     "readings) in the capture"
+                     + (f"; {lost} sweeps taken after the write error were not written"
+                        if lost else ""))
     iv = audit.get("interval_ns") or {}
     lines.append(f"interval: p50 {us(iv.get('p50'))}, p99 {us(iv.get('p99'))}, "
                  f"max {us(iv.get('max'))}")

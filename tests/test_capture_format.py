@@ -179,3 +179,64 @@ def test_non_capture_directory_gets_no_lock_file(tmp_path):
         with pytest.raises(CaptureExistsError):
             CaptureWriter.create(d, {"interval_ns": 1_000_000, "counters": []}, force=force)
     assert sorted(p.name for p in d.iterdir()) == ["notes.txt"]
+
+
+def test_failed_manifest_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    """Disk full while saving the manifest: the old manifest stays, no 0-byte .tmp is left."""
+    import errno
+    import os
+
+    from rdmascope.capture import CaptureWriteError, is_enospc
+
+    w = CaptureWriter.create(tmp_path / "cap", {"interval_ns": 1_000_000, "counters": [COUNTER]})
+    before = (tmp_path / "cap" / "manifest.json").read_bytes()
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    w.add_event(1, None, "test", "not saved", save=False)
+    with pytest.raises(CaptureWriteError, match="cannot write manifest: No space left") as ei:
+        w.write_manifest()
+    assert is_enospc(ei.value)
+    monkeypatch.undo()
+    assert sorted(p.name for p in (tmp_path / "cap").iterdir()) == [".lock", "manifest.json",
+                                                                   "segments"]
+    assert (tmp_path / "cap" / "manifest.json").read_bytes() == before
+    w.close()
+
+
+def test_failed_live_write_keeps_exactly_the_counted_rows(tmp_path, monkeypatch):
+    """A live write that fills the disk mid-batch: the cut-off batch is never completed later
+    (not even when space returns before close), so rows on disk == rows_written."""
+    import errno
+    import os
+
+    import rdmascope.capture as C
+
+    quota = {"left": None}
+    real_write = os.write
+
+    def limited(fd, data):
+        if quota["left"] is not None:
+            if quota["left"] <= 0:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            data = memoryview(data)[:quota["left"]]
+            quota["left"] -= len(data)
+        return real_write(fd, data)
+
+    rows = [(0, k, k, 5, k, 0) for k in range(3000)]
+    w = CaptureWriter.create(tmp_path / "cap", {"interval_ns": 1_000_000, "counters": [COUNTER]})
+    w.write_batch(_to_batch(buffer_rows(rows[:1000])))
+    monkeypatch.setattr(C.os, "write", limited)
+    quota["left"] = 700  # part of the next batch fits, then the disk is full
+    with pytest.raises(C.CaptureWriteError, match="No space left on device"):
+        w.write_batch(_to_batch(buffer_rows(rows[1000:2000])))
+    with pytest.raises(C.CaptureWriteError, match="earlier write to this live segment failed"):
+        w.write_batch(_to_batch(buffer_rows(rows[2000:])))
+    quota["left"] = None  # space is back (e.g. a failed roll's temporary file was removed)
+    cap = read_capture(tmp_path / "cap")
+    assert cap.table.num_rows == 1000 == w.rows_written and cap.truncated_live
+    w._close_live(remove=False)  # as close() does when the final roll fails
+    cap = read_capture(tmp_path / "cap")
+    assert cap.table.num_rows == 1000 and cap.table["sweep"].to_pylist() == list(range(1000))

@@ -448,3 +448,46 @@ def test_inspect_start_clocks_pci_unavailable_and_netdev_names(tmp_path, fixture
     r = CliRunner().invoke(main, ["inspect", str(out)])
     assert "device mlx5_9  pci unavailable  netdevs -" in r.output
     assert "device rocep1s0f1  pci 0000:01:00.1" in r.output and "pci None" not in r.output
+
+
+def test_disk_full_audit_says_taken_and_written_and_the_loss(tree, tmp_path, monkeypatch):
+    """The live file hits a byte quota (ENOSPC) mid-run: the audit and the printed summary say
+    how many sweeps were taken, how many are in the capture, and how many were lost."""
+    import errno
+
+    from click.testing import CliRunner
+
+    import rdmascope.capture as C
+    from rdmascope.cli import main
+
+    real_write = C.os.write
+    budget = {"left": 150_000}  # about one handoff of 4 counters, then the disk is full
+
+    def quota_write(fd, data):
+        if budget["left"] <= 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        data = memoryview(data)[:budget["left"]]
+        budget["left"] -= len(data)
+        return real_write(fd, data)
+
+    # only the live segment's writes go through capture.os.write (_LiveFile)
+    monkeypatch.setattr(C.os, "write", quota_write)
+    out = tmp_path / "cap"
+    r = CliRunner().invoke(main, ["record", "-o", str(out), "--sysfs-root", str(tree),
+                                  "--duration", "1.5s", "--no-status"])
+    monkeypatch.undo()
+    assert r.exit_code == 1, r.output
+    cap = read_capture(out)
+    a = cap.manifest["audit"]  # the manifest and the final roll were not limited
+    assert a["stopped_by"] == "write_error"
+    on_disk = np.unique(cap.table["sweep"].to_numpy()).size
+    assert cap.table.num_rows == 4 * on_disk == a["rows_written"]
+    assert a["sweeps_written"] == on_disk > 0
+    lost = a["sweeps_taken"] - on_disk
+    assert a["sweeps_not_written"] == lost > 0
+    assert (f"written: {on_disk} sweeps ({4 * on_disk} readings) in the capture; {lost} sweeps "
+            "taken after the write error were not written") in r.output
+    assert (f"everything written before it is kept and loads: {on_disk} sweeps); {lost} sweeps "
+            "taken after the disk filled were not written") in r.output
+    s = CliRunner().invoke(main, ["inspect", str(out)]).output
+    assert f"sweeps: {a['sweeps_taken']} taken" in s and f"written: {on_disk} sweeps" in s

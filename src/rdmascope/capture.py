@@ -289,6 +289,39 @@ def _release_lock(p: Path, fd: int | None) -> None:
         pass
 
 
+#: The end-of-stream marker of the Arrow IPC stream format (continuation token, length 0).
+_IPC_EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+
+
+class _LiveFile:
+    """The live segment's file: an Arrow IPC stream written one whole message at a time.
+
+    Each message (the schema, then one per batch: ``pa.Schema.serialize``,
+    ``pa.RecordBatch.serialize``, byte-identical to ``ipc.new_stream``'s output) is encoded in
+    memory and handed to the OS in one write loop: no hidden buffer, so after a failed write
+    (disk full) nothing of the failed batch can reach the file later (a buffered file flushes
+    the rest on close once space is freed, completing a batch the writer counted as lost), and
+    one syscall per batch keeps the writer thread off the GIL. Writing after ``close`` raises.
+    """
+
+    def __init__(self, path: Path):
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        self.closed = False
+
+    def write(self, data) -> None:
+        """Write all of ``data`` (bytes or a pyarrow Buffer); raise OSError when it cannot."""
+        if self.closed:
+            raise ValueError("write to a closed live segment")
+        mv = memoryview(data).cast("B")
+        while len(mv):
+            mv = mv[os.write(self.fd, mv):]
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            os.close(self.fd)
+
+
 def _safe_child(root: Path, name: str) -> Path:
     """Return root/name, refusing a symlink that would lead outside the capture directory."""
     p = root / name
@@ -350,8 +383,8 @@ class CaptureWriter:
         self._segment_index = 0
         self._pending: list[pa.RecordBatch] = []
         self._live_path: Path | None = None
-        self._live_file = None
-        self._live_writer: ipc.RecordBatchStreamWriter | None = None
+        self._live_file: _LiveFile | None = None
+        self._live_failed = False  # a write to the live file failed: append nothing more to it
         self.rows_written = 0
         self.closed = False
         self._lock_fd: int | None = None  # the capture's .lock, held until close()
@@ -459,8 +492,15 @@ class CaptureWriter:
     def _open_live(self) -> None:
         name = f"{LIVE_PREFIX}{self._segment_index:06d}{LIVE_SUFFIX}"
         self._live_path = _safe_child(self.path, name)
-        self._live_file = open(self._live_path, "xb")  # noqa: SIM115 - closed in roll/close
-        self._live_writer = ipc.new_stream(self._live_file, SAMPLE_SCHEMA)
+        f = _LiveFile(self._live_path)
+        try:
+            f.write(SAMPLE_SCHEMA.serialize())
+        except BaseException:
+            f.close()  # not even the schema fitted: nothing to keep, retry under the same name
+            self._live_path.unlink(missing_ok=True)
+            raise
+        self._live_file = f
+        self._live_failed = False
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
         """Append one batch to the live segment and flush it to the OS (survives kill -9).
@@ -474,12 +514,17 @@ class CaptureWriter:
             raise ValueError(f"batch schema differs from SAMPLE_SCHEMA: {batch.schema}")
         if batch.num_rows == 0:
             return
+        if self._live_failed:
+            raise CaptureWriteError(self._live_path or self.path,
+                                    "an earlier write to this live segment failed; roll() it first")
         try:
-            if self._live_writer is None:
+            if self._live_file is None:
                 self._open_live()
-            self._live_writer.write_batch(batch)
-            self._live_file.flush()
+            self._live_file.write(batch.serialize())
         except OSError as exc:
+            # the file may end in part of this batch: readers drop that cut-off tail, and nothing
+            # more is appended (close() neither finishes nor ends the stream)
+            self._live_failed = self._live_file is not None
             raise CaptureWriteError(self._live_path or self.path,
                                     f"cannot write readings: {exc.strerror or exc}") from exc
         self._pending.append(batch)
@@ -533,20 +578,22 @@ class CaptureWriter:
         return final
 
     def _close_live(self, *, remove: bool) -> None:
-        if self._live_writer is not None:
+        if self._live_file is not None:
             try:
-                self._live_writer.close()
-                self._live_file.close()
+                if not self._live_failed:
+                    self._live_file.write(_IPC_EOS)  # the stream's end marker
             except OSError:
-                pass
+                pass  # a stream without its end marker reads the same
+            finally:
+                self._live_file.close()
             if remove and self._live_path is not None:
                 try:
                     self._live_path.unlink(missing_ok=True)
                 except OSError:
                     pass
-        self._live_writer = None
         self._live_file = None
         self._live_path = None
+        self._live_failed = False
 
     def close(self, *, audit: dict[str, Any] | None = None,
               stop: dict[str, int] | None = None) -> None:

@@ -87,11 +87,20 @@ def test_disk_full(tmp_path, small_tmpfs, fast_roll):
     assert "Traceback" not in err
     cap = _assert_intact(out, 8)
     m = cap.meta
+    on_disk = len(cap.readings) // 8  # whole sweeps (checked by _assert_intact)
+    # the printed summary says what is stored and what was lost, exactly
+    assert f"is kept and loads: {on_disk} sweeps); " in err, err
+    assert "sweeps taken after the disk filled were not written" in err
     if m.get("audit"):  # the final manifest fitted: the audit matches what is stored
-        assert m["audit"]["stopped_by"] == "write_error"
-        assert len(cap.readings) >= m["audit"]["rows_written"] - 8 * 300
+        a = m["audit"]
+        assert a["stopped_by"] == "write_error"
+        assert len(cap.readings) == a["rows_written"] == 8 * a["sweeps_written"]
+        assert a["sweeps_written"] + a["sweeps_not_written"] == a["sweeps_taken"]
+        assert f"; {a['sweeps_not_written']} sweeps taken after the disk filled" in err
     else:  # no room for the final manifest: the capture honestly reads as unclean
         assert not cap.clean_end
+    # a manifest rewrite that failed left no temporary file behind
+    assert not (out / ".manifest.json.tmp").exists()
     s = inspect_json(out)
     assert s["rows"] == len(cap.readings)
 

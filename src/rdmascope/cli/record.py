@@ -69,5 +69,9 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, s
                err=True)
     click.echo(format_audit(result.audit), err=True)
     if result.error is not None:
-        raise click.ClickException(f"recording stopped by a write error: {result.error} "
-                                   "(everything written before it is kept and loads)")
+        lost = result.audit.get("sweeps_not_written") or 0
+        when = "after the disk filled" if result.disk_full else "after the write error"
+        raise click.ClickException(
+            f"recording stopped by a write error: {result.error} (everything written before it "
+            f"is kept and loads: {result.audit.get('sweeps_written')} sweeps); {lost} sweeps "
+            f"taken {when} were not written")
