@@ -37,6 +37,7 @@ from rdmascope.sampler.discovery import (
     counter_descriptors,
     counter_exists,
     discover,
+    discovered_devices,
     infiniband_dir,
     sysfs_root_hint,
 )
@@ -337,7 +338,8 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
             raise RecordError(f"{ib}: no such directory; {hint}")
         raise RecordError(f"{ib}: no such directory; no RDMA devices to sample (is rdma-core "
                           "loaded? wrong --sysfs-root? inside a container without /sys/class?)")
-    available = [d.name for d in discover(root)]
+    found = discover(root)  # every device, selected or not (the manifest's discovered_devices)
+    available = [d.name for d in found]
     if opts.devices:
         unknown = [d for d in opts.devices if d not in available]
         if unknown:
@@ -372,6 +374,7 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
         "sysfs_root": str(root),
         "interval_ns": interval_ns,
         "devices": [d.to_dict() for d in devices],
+        "discovered_devices": discovered_devices(found),
         "counters": counters,
         "extra": {
             "values": "raw kernel values; multiply by counters[i].bytes_per_unit for bytes",

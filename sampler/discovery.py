@@ -14,6 +14,7 @@ Public API::
     sysfs_root_hint(root) -> str | None         # root has no class/infiniband: what it is instead
     available_counters(devices) -> list[str]    # counter names found on the devices' ports
     counter_exists(device, port, name) -> bool  # is there a file ``name`` would be read from?
+    discovered_devices(devices) -> list[dict]   # [{name, pci, netdevs}] (manifest key)
     parse_rate(text) -> float | None            # "200 Gb/sec (4X HDR)" -> 200.0 (Gb/s)
     parse_state(text) -> tuple[int, str] | None # "4: ACTIVE" -> (4, "ACTIVE")
 """
@@ -495,3 +496,11 @@ def counter_exists(dev: DeviceInfo, port: PortInfo, name: str) -> bool:
     """
     return os.path.exists(_ib_descriptor(dev, port, port.port, name)["path"])
 
+
+def discovered_devices(devices: list[DeviceInfo]) -> list[dict[str, Any]]:
+    """Return ``[{name, pci, netdevs}]`` of ``devices``: the manifest's ``discovered_devices``.
+
+    Pass every device found under ``class/infiniband`` (``discover(root)`` without ``devices=``),
+    not only the sampled ones: the key says which devices existed (capture.py, MANIFEST KEYS).
+    """
+    return [{"name": d.name, "pci": d.pci, "netdevs": list(d.netdevs)} for d in devices]

@@ -11,6 +11,7 @@ from rdmascope.sampler.discovery import (
     counter_descriptors,
     counter_exists,
     discover,
+    discovered_devices,
     parse_rate,
     parse_state,
 )
@@ -246,3 +247,12 @@ def test_available_counters_and_counter_exists_on_the_real_mlx5(real, procfs_sys
     assert not counter_exists(d, p, "nosuch_counter")
     assert not counter_exists(d, p, "hw_counters/port_xmit_data")
 
+
+def test_discovered_devices_names_pci_and_netdevs(tmp_path):
+    root = tmp_path / "sys"
+    build_device(root, "rocep1s0f1", pci="0000:01:00.1", netdev="enp1s0f1np1")
+    build_device(root, "roceP2p1s0f1", pci="0002:01:00.1", netdev="enP2p1s0f1np1")
+    assert discovered_devices(discover(root)) == [
+        {"name": "roceP2p1s0f1", "pci": "0002:01:00.1", "netdevs": ["enP2p1s0f1np1"]},
+        {"name": "rocep1s0f1", "pci": "0000:01:00.1", "netdevs": ["enp1s0f1np1"]},
+    ]

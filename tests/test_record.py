@@ -389,6 +389,17 @@ def test_device_selection_and_status_line(tree, tmp_path):
     assert r.returncode == 0, r.stderr
     cap = read_capture(out)
     assert {c["device"] for c in cap.counters} == {"rocep1s0f1"}
+    assert [d["name"] for d in cap.manifest["devices"]] == ["rocep1s0f1"]
+    # the twin was not selected but existed: the manifest says so (the tree fixture's values)
+    assert cap.manifest["discovered_devices"] == [
+        {"name": "roceP2p1s0f1", "pci": "0002:01:00.1", "netdevs": ["enP2p1s0f1np1"]},
+        {"name": "rocep1s0f1", "pci": "0000:01:00.1", "netdevs": ["enp1s0f1np1"]},
+    ]
+    s = rdmascope("inspect", out)
+    assert ("devices present at record time: 2; not recorded: roceP2p1s0f1 (pci 0002:01:00.1, "
+            "netdevs enP2p1s0f1np1)") in s.stdout
+    assert json.loads(rdmascope("inspect", out, "--json").stdout)["discovered_devices"] == \
+        cap.manifest["discovered_devices"]
     assert "rocep1s0f1: tx    0.00 rx    0.00  Gb/s" in r.stderr  # constant counters
 
 

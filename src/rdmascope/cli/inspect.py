@@ -58,6 +58,8 @@ def summarize_capture(path: str) -> dict[str, Any]:
                         "state": p.get("state")} for p in d.get("ports", [])]}
             for d in m.get("devices") or []
         ],
+        # every RDMA device present at record time (None: the capture predates the key)
+        "discovered_devices": m.get("discovered_devices"),
         "files": [str(f.relative_to(raw.path)) for f in raw.files],
         "live_rows": raw.live_rows,
         "truncated_live": [str(f) for f in raw.truncated_live],
@@ -195,6 +197,14 @@ def _print(s: dict[str, Any]) -> None:
         ports = ", ".join(f"port {p['port']} {p['link_layer']} {p['rate']}" for p in d["ports"])
         e(f"device {d['name']}  pci {d['pci'] or 'unavailable'}  netdevs {', '.join(d['netdevs'] or []) or '-'}  "
           f"{ports}")
+    found = s.get("discovered_devices")
+    if found is not None:
+        recorded = {d["name"] for d in s["devices"]}
+        skipped = [f"{d.get('name')} (pci {d.get('pci') or 'unavailable'}, netdevs "
+                   f"{', '.join(d.get('netdevs') or []) or '-'})"
+                   for d in found if d.get("name") not in recorded]
+        e(f"devices present at record time: {len(found)}; not recorded: "
+          f"{'; '.join(skipped) or 'none'}")
     e("counters:")
     for c in s["counters"]:
         where = _where(c)
