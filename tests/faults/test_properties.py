@@ -139,7 +139,7 @@ def request_rows(draw):
     rows = []
     for i in range(n):
         send = draw(st.integers(10 ** 9, 10 ** 13))
-        first = send + draw(st.integers(0, 10 ** 10))
+        first = send + draw(st.integers(1, 10 ** 10))  # a TTFT of 0 is refused (impossible)
         last = first + draw(st.integers(0, 10 ** 11))
         rows.append({"request_id": f"q{i}", "t_send_ns": send, "t_first_token_ns": first,
                      "t_last_token_ns": last, "prompt_tokens": draw(st.integers(0, 10 ** 6)),

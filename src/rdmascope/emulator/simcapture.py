@@ -248,6 +248,10 @@ def simulate_capture(path: str | os.PathLike, traffic: Traffic, *, seed: int | N
         "capture_id": cap_id, "sysfs_root": DEFAULT_ROOT, "interval_ns": int(interval_ns),
         "start": {"monotonic_ns": S, "realtime_ns": R}, "clock_pairs": pairs,
         "devices": devices, "counters": counters, "extra": extra,
+        # every device of the emulated tree was sampled, so all of them were discovered too
+        # (the recorder's rdmascope.sampler.discovery.discovered_devices, from the same records)
+        "discovered_devices": [{"name": d["name"], "pci": d["pci"], "netdevs": list(d["netdevs"])}
+                               for d in devices],
     }
     writer = CaptureWriter.create(path, fields, force=force)
 
