@@ -253,6 +253,25 @@ def _validate(path, df: pd.DataFrame) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
+def _jsonl_objects(path: Path, text: str) -> list[tuple[int, dict]]:
+    """Return (line number, object) of each non-blank line of a JSON Lines file.
+
+    Raises ``RequestLogError`` naming the line for malformed JSON or a line that is not an object.
+    """
+    rows = []
+    for i, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise RequestLogError(path, f"malformed JSON line ({exc.msg})", row=i) from exc
+        if not isinstance(d, dict):
+            raise RequestLogError(path, f"expected a JSON object, got {type(d).__name__}", row=i)
+        rows.append((i, d))
+    return rows
+
+
 def _native_rows(path: Path, text: str) -> list[tuple[int, dict]]:
     """Return (line number, dict) rows of a native JSONL, JSON array or CSV file."""
     stripped = text.lstrip()
@@ -263,19 +282,7 @@ def _native_rows(path: Path, text: str) -> list[tuple[int, dict]]:
             raise RequestLogError(path, f"malformed JSON ({exc.msg})", row=exc.lineno) from exc
         return [(i + 1, d) for i, d in enumerate(arr)]
     if stripped.startswith("{"):
-        rows = []
-        for i, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise RequestLogError(path, f"malformed JSON line ({exc.msg})", row=i) from exc
-            if not isinstance(d, dict):
-                raise RequestLogError(path, f"expected a JSON object, got {type(d).__name__}",
-                                      row=i)
-            rows.append((i, d))
-        return rows
+        return _jsonl_objects(path, text)
     reader = csv.DictReader(io.StringIO(text))
     if not reader.fieldnames:
         raise RequestLogError(path, "empty CSV (no header)")
@@ -555,13 +562,7 @@ def _metric_ns(path, row, metrics: dict, name: str):
 
 def _read_aiperf(path: Path, text: str):
     records = []
-    for line, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            d = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise RequestLogError(path, f"malformed JSON line ({exc.msg})", row=line) from exc
+    for line, d in _jsonl_objects(path, text):
         md = d.get("metadata")
         if not isinstance(md, dict):
             raise RequestLogError(path, "missing (required)", row=line, field="metadata")

@@ -12,6 +12,7 @@ going back are rejected, naming the row and field.
 from __future__ import annotations
 
 import json
+import pathlib
 
 import numpy as np
 import pandas as pd
@@ -237,3 +238,17 @@ def test_attribute_cli_refuses_a_ttft_of_zero(tmp_path, capture):
     assert r.exit_code == 1
     assert str(p) in r.output and "row 3" in r.output and "t_first_token" in r.output
     assert "TTFT of 0 s is impossible" in r.output
+
+
+def test_aiperf_line_that_is_not_an_object_is_named(tmp_path):
+    """An AIPerf JSONL line holding a JSON array (not a record object) is refused with its line
+    number, like a native JSONL line; it used to reach ``.get`` and crash."""
+    src = pathlib.Path(__file__).resolve().parents[1] / "data" / "requestlogs" / "aiperf_profile_export.jsonl"
+    lines = src.read_text().splitlines()
+    bad = tmp_path / "profile_export.jsonl"
+    bad.write_text("\n".join([lines[0], "[1, 2, 3]", *lines[1:]]) + "\n")
+    with pytest.raises(RequestLogError) as ei:
+        read_request_log(bad, format="aiperf")
+    assert ei.value.row == 2
+    assert "expected a JSON object, got list" in str(ei.value)
+    assert str(bad) in str(ei.value)
