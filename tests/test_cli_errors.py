@@ -120,6 +120,34 @@ CASES = [
     ("plot devices {sim} --window 1ns -o {out}/d.png", 2, "'--window': window 1ns is narrower"),
     ("plot request {sim} --offset inf -o {out}/req.png", 2, "'--offset': 'inf' is not a finite"),
     ("report {sim} --offset nan -o {out}/r5", 2, "'--offset': 'nan' is not a finite number"),
+    # every float or duration option that becomes ns: non-finite and absurd values refused by
+    # click (1e300 overflowed the int ns conversion with a traceback; nan said "cannot convert
+    # float NaN to integer" without naming the option)
+    ("rates {sim} --origin 1e300", 2, "'--origin': '1e300': beyond the limit of 1e+09 s"),
+    ("rates {sim} --from 1e300", 2, "'--from': '1e300': beyond the limit of 1e+09 s"),
+    ("rates {sim} --to -2e9", 2, "'--to': '-2e9': beyond the limit of 1e+09 s"),
+    ("rates {sim} --window 1e300s", 2, "'--window': '1e300s' is longer than the limit of 1e+09"),
+    ("peaks {sim} --windows 1ms,1e300s", 2, "'--windows': '1e300s' is longer than the limit"),
+    ("peaks {sim} --from 1e300", 2, "'--from': '1e300': beyond the limit"),
+    ("bursts {sim} --window 1e300s", 2, "'--window': '1e300s' is longer than the limit"),
+    ("attribute {sim} --offset inf", 2, "'--offset': 'inf' is not a finite number"),
+    ("attribute {sim} --offset nan", 2, "'--offset': 'nan' is not a finite number"),
+    ("attribute {sim} --offset 1e300", 2, "'--offset': '1e300': beyond the limit of 4e+09 s"),
+    ("attribute {sim} --arrival-window nan", 2, "'--arrival-window': 'nan' is not a finite"),
+    ("attribute {sim} --arrival-window 1e300", 2, "'--arrival-window': '1e300': beyond"),
+    ("attribute {sim} --arrival-window -1", 2, "'--arrival-window': '-1': must be >= 0"),
+    ("attribute {sim} --capacity inf", 2, "'--capacity': 'inf' is not a finite number"),
+    ("compare {sim} {tcp} --offset-a 1e300", 2, "'--offset-a': '1e300': beyond the limit"),
+    ("compare {sim} {tcp} --offset-b nan", 2, "'--offset-b': 'nan' is not a finite number"),
+    ("compare {sim} {tcp} --arrival-window inf", 2, "'--arrival-window': 'inf' is not a"),
+    ("plot request {sim} --offset 1e300 -o {out}/req.png", 2, "'--offset': '1e300': beyond"),
+    ("plot request {sim} --zoom-start 1e300s -o {out}/req.png", 2,
+     "'--zoom-start': '1e300s' is longer than the limit of 1e+09 s"),
+    ("plot request {sim} --zoom 1e300s -o {out}/req.png", 2, "'--zoom': '1e300s' is longer"),
+    ("report {sim} --offset -1e300 -o {out}/r6", 2, "'--offset': '-1e300': beyond the limit"),
+    ("simulate serve --start-delay nan", 2, "'--start-delay': 'nan' is not a finite number"),
+    ("simulate serve --start-delay 1e300", 2, "'--start-delay': '1e300': beyond the limit"),
+    ("simulate serve --speed inf", 2, "'--speed': 'inf' is not a finite number"),
     # 6. estimate: option names, not the library's parameter names (link_new_gbps, ...)
     ("estimate --link-new 0", 2, "'--link-new': '0': must be > 0"),
     ("estimate --link-old -200", 2, "'--link-old': '-200': must be > 0"),
@@ -173,7 +201,8 @@ def test_bad_input_gives_one_line_error(paths, cmd, code, fragment):
 
 
 @pytest.mark.parametrize("cmd", ["report {trunc} -o {out}/sub", "plot devices {empty} -o "
-                                 "{out}/sp.png", "rates {sim} --from inf"])
+                                 "{out}/sp.png", "rates {sim} --from inf",
+                                 "rates {sim} --origin 1e300", "attribute {sim} --offset inf"])
 def test_no_traceback_in_a_real_process(paths, cmd):
     """The installed entry point (a real process, stderr apart): exit code and one line."""
     p = subprocess.run([sys.executable, "-m", "rdmascope", *_argv(cmd, paths)],

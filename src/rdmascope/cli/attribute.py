@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from rdmascope.cli.output import emit, output_options
+from rdmascope.cli.output import NONNEG_SECONDS, OFFSET, POSITIVE, emit, output_options
 
 _COUNT_SUFFIXES = ("tokens", "round", "rounds", "requests", "bursts", "n_chunks")
 
@@ -90,11 +90,11 @@ def attribution_tables(att) -> dict:
 @click.option("--format", "fmt", type=click.Choice(
     ["native", "vllm", "guidellm", "genai-perf", "aiperf", "inference-perf"]),
               help="Request log format (default: detected from the content).")
-@click.option("--offset", type=float, default=None,
+@click.option("--offset", type=OFFSET, default=None,
               help="Seconds added to the log's times (places a relative log on the capture).")
-@click.option("--arrival-window", type=float, default=1.0, show_default=True,
+@click.option("--arrival-window", type=NONNEG_SECONDS, default=1.0, show_default=True,
               help="Unlabelled requests sent within this many seconds form one round.")
-@click.option("--capacity", type=float, default=None,
+@click.option("--capacity", type=POSITIVE, default=None,
               help="Link capacity for burst detection, Gb/s (default: the manifest's port rate).")
 @click.option("--warmup-rounds", type=click.IntRange(min=0), default=0, show_default=True,
               metavar="N", help="The first N rounds of each test are warm-up: listed, but left "

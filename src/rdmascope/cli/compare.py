@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from rdmascope.cli.output import emit, output_options
+from rdmascope.cli.output import NONNEG_SECONDS, OFFSET, emit, output_options
 
 FORMATS = ["native", "vllm", "guidellm", "genai-perf", "aiperf", "inference-perf"]
 
@@ -41,16 +41,6 @@ def _same_file(a, b) -> bool:
         return False
 
 
-def _finite(ctx, param, value):
-    import math
-
-    if value is not None and not math.isfinite(value):
-        raise click.BadParameter(f"must be a finite number of seconds, got {value:g}")
-    if param.name == "arrival_window" and value < 0:
-        raise click.BadParameter(f"must be >= 0 s, got {value:g}")
-    return value
-
-
 @click.command("compare", short_help="Compare two runs with the estimate beside the measurement.")
 @click.argument("capture_a", type=click.Path(exists=True, file_okay=False))
 @click.argument("capture_b", type=click.Path(exists=True, file_okay=False))
@@ -60,9 +50,9 @@ def _finite(ctx, param, value):
               help="Request log of B (default: CAPTURE_B/requests.jsonl).")
 @click.option("--format-a", type=click.Choice(FORMATS), default=None)
 @click.option("--format-b", type=click.Choice(FORMATS), default=None)
-@click.option("--offset-a", type=float, default=None, callback=_finite,
+@click.option("--offset-a", type=OFFSET, default=None,
               help="Seconds added to A's log times.")
-@click.option("--offset-b", type=float, default=None, callback=_finite,
+@click.option("--offset-b", type=OFFSET, default=None,
               help="Seconds added to B's log times.")
 @click.option("--label-a", default=None, help="Name of run A (default: its directory name).")
 @click.option("--label-b", default=None, help="Name of run B.")
@@ -79,7 +69,7 @@ def _finite(ctx, param, value):
               help="Add the architecture estimate from a Hugging Face config.json.")
 @click.option("--tp", type=click.IntRange(min=1), default=8, show_default=True,
               help="Tensor-parallel size, for the architecture estimate.")
-@click.option("--arrival-window", type=float, default=1.0, show_default=True, callback=_finite,
+@click.option("--arrival-window", type=NONNEG_SECONDS, default=1.0, show_default=True,
               help="Unlabelled requests sent within this many seconds form one round.")
 @click.option("--warmup-rounds", type=click.IntRange(min=0), default=0, show_default=True,
               metavar="N", help="The first N rounds of each test (both runs) are warm-up: left "

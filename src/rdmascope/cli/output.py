@@ -41,7 +41,8 @@ import click
 
 __all__ = ["OutputSpec", "output_options", "time_range_options", "emit", "format_table",
            "load_or_fail", "time_range", "progress", "to_records", "cli_errors", "SECONDS",
-           "POSITIVE", "WINDOW", "MIN_WINDOW_NS", "MAX_WINDOW_VALUES", "check_window_count",
+           "POSITIVE", "NONNEG_SECONDS", "OFFSET", "FiniteFloat", "MAX_SECONDS",
+           "MAX_OFFSET_SECONDS", "DURATION_NS", "BoundedDuration", "parse_ns", "WINDOW", "MIN_WINDOW_NS", "MAX_WINDOW_VALUES", "check_window_count",
            "parse_windows", "require_readings", "format_duration"]
 
 #: The narrowest window the analysis commands accept (1 us; readings are 1 ms apart).
@@ -51,14 +52,26 @@ MIN_WINDOW_NS = 1_000
 MAX_WINDOW_VALUES = 40_000_000
 
 
+#: The largest time (s) a seconds or duration option accepts: 1e9 s (~31.7 years). Beyond it a
+#: value is a typo (1e300 overflowed the int ns conversion with a traceback).
+MAX_SECONDS = 1e9
+#: The largest --offset (s): 4e9 s (~127 years), so that the offset of a log written in Unix-epoch
+#: seconds (~1.8e9 in 2027) onto CLOCK_MONOTONIC fits, while ns times stay inside int64 (9.2e9 s).
+MAX_OFFSET_SECONDS = 4e9
+
+
 class FiniteFloat(click.ParamType):
-    """A click float that must be finite (no inf/nan); ``positive``: > 0; ``minimum``: >= it."""
+    """A click float that must be finite (no inf/nan); ``positive``: > 0; ``minimum``: >= it;
+    ``max_abs``: its magnitude at most this (e.g. ``MAX_SECONDS`` for times that become ns)."""
 
     name = "float"
 
-    def __init__(self, positive: bool = False, minimum: float | None = None) -> None:
+    def __init__(self, positive: bool = False, minimum: float | None = None,
+                 max_abs: float | None = None, unit: str = "") -> None:
         self.positive = positive
         self.minimum = minimum
+        self.max_abs = max_abs
+        self.unit = unit
 
     def convert(self, value, param, ctx):
         try:
@@ -71,13 +84,60 @@ class FiniteFloat(click.ParamType):
             self.fail(f"{value!r}: must be > 0", param, ctx)
         if self.minimum is not None and v < self.minimum:
             self.fail(f"{value!r}: must be >= {self.minimum:g}", param, ctx)
+        if self.max_abs is not None and abs(v) > self.max_abs:
+            years = self.max_abs / (365.25 * 86400)
+            self.fail(f"{value!r}: beyond the limit of {self.max_abs:g}{self.unit} "
+                      f"(~{years:,.0f} years); a typo?", param, ctx)
         return v
 
 
-#: Seconds (finite; any sign) for --from/--to/--origin/--offset.
-SECONDS = FiniteFloat()
+#: Seconds (finite; any sign, |s| <= 1e9) for --from/--to/--origin.
+SECONDS = FiniteFloat(max_abs=MAX_SECONDS, unit=" s")
+#: Seconds >= 0 (<= 1e9), e.g. --arrival-window.
+NONNEG_SECONDS = FiniteFloat(minimum=0.0, max_abs=MAX_SECONDS, unit=" s")
+#: An --offset in seconds added to a log's times (any sign, |s| <= 4e9: see MAX_OFFSET_SECONDS).
+OFFSET = FiniteFloat(max_abs=MAX_OFFSET_SECONDS, unit=" s")
 #: A finite number > 0 (link speeds, capacities, TTFTs, ...).
 POSITIVE = FiniteFloat(positive=True)
+
+
+def parse_ns(text, *, max_ns: int = int(MAX_SECONDS * 1e9)) -> int:
+    """Parse a duration with a unit ("1ms", "2s", see ``cli.common.parse_duration_ns``) to ns.
+
+    Raises ``ValueError`` for a bad duration and for one longer than ``max_ns`` (default 1e9 s;
+    "1e300s" would overflow the int conversion).
+    """
+    from rdmascope.cli.common import parse_duration_ns
+
+    try:
+        ns = parse_duration_ns(text)
+    except OverflowError:
+        ns = None
+    if ns is None or ns > max_ns:
+        raise ValueError(f"{str(text).strip()!r} is longer than the limit of {max_ns / 1e9:g} s "
+                         f"(~{max_ns / 1e9 / (365.25 * 86400):,.0f} years); a typo?")
+    return ns
+
+
+class BoundedDuration(click.ParamType):
+    """A duration with a unit (value int ns), at most ``max_ns`` (default 1e9 s)."""
+
+    name = "duration"
+
+    def __init__(self, max_ns: int = int(MAX_SECONDS * 1e9)) -> None:
+        self.max_ns = max_ns
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_ns(value, max_ns=self.max_ns)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+#: ``cli.common.DURATION`` with the 1e9 s limit (no OverflowError traceback for "1e300s").
+DURATION_NS = BoundedDuration()
 
 
 def format_duration(ns: int) -> str:
@@ -101,18 +161,17 @@ def _check_width(width_ns: int, param=None, ctx=None, option: str | None = None)
 
 
 class WindowType(click.ParamType):
-    """A window width: a duration with a unit (see ``cli.common.parse_duration_ns``), >= 1 us."""
+    """A window width: a duration with a unit (see ``cli.common.parse_duration_ns``), >= 1 us
+    and <= 1e9 s."""
 
     name = "window"
 
     def convert(self, value, param, ctx):
-        from rdmascope.cli.common import parse_duration_ns
-
         if isinstance(value, int):
             ns = value
         else:
             try:
-                ns = parse_duration_ns(value)
+                ns = parse_ns(value)
             except ValueError as exc:
                 self.fail(str(exc), param, ctx)
         return _check_width(ns, param, ctx)
@@ -124,10 +183,9 @@ WINDOW = WindowType()
 def parse_windows(text: str, option: str = "--windows") -> list[int]:
     """Parse comma-separated window widths (e.g. "1ms,5ms,100ms") to ns, each >= 1 us.
 
-    Raises ``click.BadParameter`` naming ``option`` for a bad width or an empty list.
+    Raises ``click.BadParameter`` naming ``option`` for a bad width (< 1 us, > 1e9 s) or an
+    empty list.
     """
-    from rdmascope.cli.common import parse_duration_ns
-
     parts = [x.strip() for x in str(text).split(",") if x.strip()]
     if not parts:
         raise click.BadParameter(f"{text!r}: give at least one window width, e.g. 1ms,5ms,100ms",
@@ -135,7 +193,7 @@ def parse_windows(text: str, option: str = "--windows") -> list[int]:
     out = []
     for x in parts:
         try:
-            out.append(parse_duration_ns(x))
+            out.append(parse_ns(x))
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint=_hint(option)) from exc
         _check_width(out[-1], option=option)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from rdmascope.cli.common import DURATION
 from rdmascope.cli.output import (
+    DURATION_NS,
     check_window_count,
     cli_errors,
     emit,
@@ -49,7 +49,7 @@ def _percentiles(text: str) -> tuple[float, ...]:
 @click.option("--uncertainty", is_flag=True,
               help="Bound each peak by moving each reading's instant within its read bracket "
                    "plus --instant-uncertainty.")
-@click.option("--instant-uncertainty", "instant_unc", type=DURATION, default="0.1ms",
+@click.option("--instant-uncertainty", "instant_unc", type=DURATION_NS, default="0.1ms",
               show_default=True,
               help="With --uncertainty: each reading's timing uncertainty beyond its read "
                    "bracket (the adapter updates its counters every ~0.1-0.2 ms; method.md "

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from rdmascope.cli.common import DURATION
 from rdmascope.cli.output import (
+    DURATION_NS,
+    OFFSET,
     POSITIVE,
-    SECONDS,
     WINDOW,
     check_window_count,
     cli_errors,
@@ -41,15 +41,15 @@ _HELP = "KIND is one of:\n\n" + "\n\n".join(f"\b\n  {k:14s} {v}" for k, v in KIN
               "prefill with no other request in flight).")
 @click.option("--test", "test_name", help="compare: the test whose rounds to draw (default: all "
               "requests).")
-@click.option("--zoom", "zoom_ns", type=DURATION, default="200ms", show_default=True,
+@click.option("--zoom", "zoom_ns", type=DURATION_NS, default="200ms", show_default=True,
               help="request: width of the zoom window inside the prefill (0 for none).")
-@click.option("--zoom-start", "zoom_start_ns", type=DURATION, default=None,
+@click.option("--zoom-start", "zoom_start_ns", type=DURATION_NS, default=None,
               help="request: zoom start, as time since the send (default: centred in the prefill).")
 @click.option("--windows", "windows_text", default="1ms,5ms,100ms", show_default=True,
               help="windows: comma-separated window widths.")
 @click.option("--window", "window_ns", type=WINDOW, default=None,
               help="compare (default 1ms) / devices (default 100ms): window width.")
-@click.option("--offset", "offset_s", type=SECONDS, default=None,
+@click.option("--offset", "offset_s", type=OFFSET, default=None,
               help="Seconds added to the request log's times (logs without a shared clock).")
 @click.option("--prompt-tokens", type=click.IntRange(min=1),
               help="tp: prompt tokens of the measured request.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from rdmascope.cli.output import SECONDS, cli_errors
+from rdmascope.cli.output import OFFSET, cli_errors
 
 
 @click.command("report")
@@ -20,7 +20,7 @@ from rdmascope.cli.output import SECONDS, cli_errors
 @click.option("--label", "labels", multiple=True,
               help="Label per capture, e.g. --label '200 Gb/s' --label 'emulated 100 Gb/s'.")
 @click.option("--title", help="Report title.")
-@click.option("--offset", "offset_s", type=SECONDS, default=None,
+@click.option("--offset", "offset_s", type=OFFSET, default=None,
               help="Seconds added to the request logs' times (logs without a shared clock).")
 @click.option("--no-embed", is_flag=True,
               help="Link the figures (figures/*.png) instead of embedding them in the HTML.")

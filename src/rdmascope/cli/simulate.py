@@ -6,6 +6,8 @@ import sys
 
 import click
 
+from rdmascope.cli.output import NONNEG_SECONDS, POSITIVE
+
 SCENARIO_HELP = ("Scenario: P1..P6 (the study's tests: warm-up + 3 rounds, 1,024 output tokens), "
                  "demo (P1 then P2, 64 output tokens) or single4k (one 4,096-token prompt, ~4 s).")
 
@@ -53,12 +55,12 @@ def command() -> None:
                    "[default: a temporary /dev/shm/rdmascope-sim-<pid>, removed at exit unless "
                    "--keep-tree].")
 @_scenario_options
-@click.option("--speed", type=float, default=1.0, show_default=True,
+@click.option("--speed", type=POSITIVE, default=1.0, show_default=True,
               help="Model time runs this many times faster than real time.")
 @click.option("--out", default=None, type=click.Path(),
               help="Where to write requests.jsonl and truth.json [default: the tree root when it "
                    "is kept (--root, --keep-tree), else a new ./rdmascope-sim-<pid>/].")
-@click.option("--start-delay", type=float, default=0.0, show_default=True,
+@click.option("--start-delay", type=NONNEG_SECONDS, default=0.0, show_default=True,
               help="Seconds of idle counters before the scenario's time 0.")
 @click.option("--wait-for", default=None, type=click.Path(),
               help="Start only once a recorder writes this capture directory (a live segment "
