@@ -141,3 +141,30 @@ def test_on_the_emulator(tmp_path, link, ok):
     # prefill bursts each carry about one 88.1 MB all-reduce (method.md)
     assert len(ratios) > 10
     assert np.median(ratios) == pytest.approx(1.0, abs=0.05)
+
+
+@pytest.mark.parametrize("cmd", ["rates", "peaks"])
+def test_no_progress_output_when_stderr_is_not_a_terminal(burst_cap, tmp_path, cmd):
+    """With stderr redirected (2>log, a pipe) the progress bar writes nothing: click's bar
+    printed its bare label ('peaks', 're-binning') as a stray line into the log."""
+    import subprocess
+    import sys
+
+    log = tmp_path / "err.log"
+    with open(log, "w") as err:
+        p = subprocess.run([sys.executable, "-m", "rdmascope", cmd, str(burst_cap)],
+                           stdout=subprocess.PIPE, stderr=err, text=True, timeout=120)
+    assert p.returncode == 0
+    assert "Gb/s" in p.stdout  # the table is there
+    assert log.read_text() == ""
+
+
+def test_progress_is_silent_off_a_terminal_and_keeps_the_interface(capsys):
+    """``progress`` off a terminal iterates and accepts update() like click's bar."""
+    from rdmascope.cli.output import progress
+
+    with progress([1, 2, 3], label="peaks") as bar:
+        assert list(bar) == [1, 2, 3]
+    with progress(length=10, label="re-binning") as bar:
+        bar.update(5)
+    assert capsys.readouterr().err == ""

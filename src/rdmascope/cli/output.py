@@ -22,7 +22,7 @@ formats, added with one decorator::
   beside it. The human output is still printed unless ``--json``/``--csv`` is given too.
 
 ``progress(iterable_or_length, label)`` is a click progress bar on stderr (never mixed into
-machine output on stdout).
+machine output on stdout), shown only when stderr is a terminal.
 """
 
 from __future__ import annotations
@@ -445,7 +445,38 @@ def format_table(df, *, floatfmt: str = "{:,.3f}", max_rows: int | None = None,
     return "\n".join(lines)
 
 
+class _NoProgress:
+    """The progress bar's interface (context manager, iteration, ``update``) printing nothing."""
+
+    def __init__(self, it):
+        self._it = it
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def __iter__(self):
+        return iter(self._it if self._it is not None else ())
+
+    def update(self, n_steps: int, current_item=None) -> None:
+        return None
+
+
 def progress(it=None, *, length: int | None = None, label: str = ""):
-    """Return a click progress bar on stderr (context manager), hidden when stderr is no TTY."""
-    return click.progressbar(it, length=length, label=label, file=sys.stderr,
+    """Return a click progress bar on stderr (context manager) when stderr is a terminal.
+
+    When stderr is not a terminal (``2>log``, a pipe, a test runner) nothing is written: click's
+    bar would still print its bare label (e.g. ``peaks``) as a stray line. The returned object
+    then iterates ``it`` and accepts ``update`` the same way.
+    """
+    stream = sys.stderr
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):  # closed or replaced stream
+        tty = False
+    if not tty:
+        return _NoProgress(it)
+    return click.progressbar(it, length=length, label=label, file=stream,
                              show_eta=True, show_pos=False)
