@@ -148,6 +148,13 @@ CASES = [
     ("simulate serve --start-delay nan", 2, "'--start-delay': 'nan' is not a finite number"),
     ("simulate serve --start-delay 1e300", 2, "'--start-delay': '1e300': beyond the limit"),
     ("simulate serve --speed inf", 2, "'--speed': 'inf' is not a finite number"),
+    # an output whose parent directory is missing: refused, not created
+    ("plot tp --prompt-tokens 1000 --ttft 6 -o {missing}/dir/x.png", 2,
+     "'-o' / '--output': {missing}/dir/x.png: the directory {missing}/dir does not exist"),
+    ("plot devices {sim} -o {missing}/x.png", 2, "the directory {missing} does not exist"),
+    ("plot tp --prompt-tokens 1000 --ttft 6 -o {badlog}/x.png", 2, "bad.jsonl is not a direct"),
+    ("report {sim} -o {missing}/report", 2,
+     "'-o' / '--output': {missing}/report: the directory {missing} does not exist"),
     # 6. estimate: option names, not the library's parameter names (link_new_gbps, ...)
     ("estimate --link-new 0", 2, "'--link-new': '0': must be > 0"),
     ("estimate --link-old -200", 2, "'--link-old': '-200': must be > 0"),
@@ -281,3 +288,19 @@ def test_rates_on_a_killed_capture_judges_from_against_its_readings(tmp_path):
     # [40, 45) ms: 5,000 B in 5 ms = 0.008 Gb/s
     assert rows[0]["t_s"] == pytest.approx(0.040)
     assert rows[0]["rocep1s0f1/tx_gbps"] == pytest.approx(5000 * 8 / 5e-3 / 1e9)
+
+
+def test_missing_output_parent_is_not_created(paths, tmp_path):
+    """plot -o /nonexistent/dir/x.png made /nonexistent/dir and exited 0; report -o DIR may
+    create DIR itself (its parent exists) but not a missing parent."""
+    missing = tmp_path / "nope"
+    r = CliRunner().invoke(main, ["plot", "tp", "--prompt-tokens", "1000", "--ttft", "6",
+                                  "-o", str(missing / "dir" / "x.png")])
+    assert r.exit_code == 2 and not missing.exists(), r.output
+    r = CliRunner().invoke(main, ["report", paths["sim"], "-o", str(missing / "r")])
+    assert r.exit_code == 2 and not missing.exists(), r.output
+    # an existing parent: the figure is written
+    r = CliRunner().invoke(main, ["plot", "tp", "--prompt-tokens", "1000", "--ttft", "6",
+                                  "-o", str(tmp_path / "x.png")])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "x.png").stat().st_size > 0

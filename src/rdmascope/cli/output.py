@@ -43,7 +43,7 @@ __all__ = ["OutputSpec", "output_options", "time_range_options", "emit", "format
            "load_or_fail", "time_range", "progress", "to_records", "cli_errors", "SECONDS",
            "POSITIVE", "NONNEG_SECONDS", "OFFSET", "FiniteFloat", "MAX_SECONDS",
            "MAX_OFFSET_SECONDS", "DURATION_NS", "BoundedDuration", "parse_ns", "WINDOW", "MIN_WINDOW_NS", "MAX_WINDOW_VALUES", "check_window_count",
-           "parse_windows", "require_readings", "format_duration"]
+           "parse_windows", "require_readings", "format_duration", "require_parent_dir"]
 
 #: The narrowest window the analysis commands accept (1 us; readings are 1 ms apart).
 MIN_WINDOW_NS = 1_000
@@ -311,6 +311,22 @@ def cli_errors(prefix: str | None = None):
     except MemoryError as exc:
         raise click.ClickException(msg("out of memory; use a wider window or a shorter "
                                        "--from/--to range")) from exc
+
+
+def require_parent_dir(path: str, option: str = "'-o' / '--output'") -> None:
+    """Refuse an output path whose parent directory does not exist (or is not a directory).
+
+    The commands never create a missing parent (``-o /nonexistent/dir/x.png`` made
+    ``/nonexistent/dir`` and exited 0): a mistyped path should be an error, not a new tree.
+    Raises ``click.BadParameter`` naming ``option`` and the parent.
+    """
+    parent = Path(path).expanduser().absolute().parent
+    if not parent.exists():
+        raise click.BadParameter(f"{path}: the directory {parent} does not exist (it is not "
+                                 "created; make it first or choose another path)",
+                                 param_hint=option)
+    if not parent.is_dir():
+        raise click.BadParameter(f"{path}: {parent} is not a directory", param_hint=option)
 
 
 def load_or_fail(path: str):

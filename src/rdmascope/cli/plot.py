@@ -12,6 +12,7 @@ from rdmascope.cli.output import (
     check_window_count,
     cli_errors,
     parse_windows,
+    require_parent_dir,
 )
 
 KINDS = {
@@ -69,6 +70,7 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
     suffix = Path(output).suffix.lower().lstrip(".")
     if suffix not in figures.FIGURE_FORMATS:
         raise click.ClickException(f"{output}: the output must end in .png, .svg or .pdf")
+    require_parent_dir(output)
 
     if kind == "tp":
         if captures:

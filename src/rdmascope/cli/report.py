@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from rdmascope.cli.output import OFFSET, cli_errors
+from rdmascope.cli.output import OFFSET, cli_errors, require_parent_dir
 
 
 @click.command("report")
@@ -31,12 +31,14 @@ def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, 
     """Write a self-contained HTML report for one or two configurations.
 
     Two captures are compared (the first is the baseline, e.g. 200 Gb/s, the second e.g. the
-    emulated 100 Gb/s). Progress goes to stderr; the report's path to stdout.
+    emulated 100 Gb/s). Progress goes to stderr; the report's path to stdout. The output
+    directory is created if needed, but its parent must exist.
     """
     import time
 
     from rdmascope.analysis.report import write_report
 
+    require_parent_dir(out_dir)  # DIR itself may be new, its parent must exist
     t0 = time.monotonic()
 
     def progress(msg: str) -> None:
