@@ -155,6 +155,17 @@ CASES = [
     ("plot tp --prompt-tokens 1000 --ttft 6 -o {badlog}/x.png", 2, "bad.jsonl is not a direct"),
     ("report {sim} -o {missing}/report", 2,
      "'-o' / '--output': {missing}/report: the directory {missing} does not exist"),
+    # the fixture is sampled every 1 ms: a reading's instant is not uncertain by 10 s (the
+    # bounds went to 0..113,077 Gb/s)
+    ("peaks {sim} --uncertainty --instant-uncertainty 10s", 2,
+     "'--instant-uncertainty': 10s is longer than the capture's sampling interval (1ms)"),
+    ("peaks {sim} --instant-uncertainty 1.5ms", 2, "1.5ms is longer than the capture's"),
+    # the estimate is for a slower new link: a faster one printed negative bounds
+    ("estimate --link-old 100 --link-new 200", 2,
+     "'--link-new': 200 Gb/s is not slower than --link-old (100 Gb/s)"),
+    ("estimate --link-old 100 --link-new 100", 2, "'--link-new': 100 Gb/s is not slower"),
+    ("estimate --link-old 100 --link-new 50", 2,
+     "'--emulated': 109 Gb/s is not slower than --link-old (100 Gb/s)"),
     # 6. estimate: option names, not the library's parameter names (link_new_gbps, ...)
     ("estimate --link-new 0", 2, "'--link-new': '0': must be > 0"),
     ("estimate --link-old -200", 2, "'--link-old': '-200': must be > 0"),
@@ -304,3 +315,27 @@ def test_missing_output_parent_is_not_created(paths, tmp_path):
                                   "-o", str(tmp_path / "x.png")])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "x.png").stat().st_size > 0
+
+
+def test_repeated_windows_give_one_row_each(paths):
+    """peaks --windows 1ms,1ms printed the 1 ms rows twice; 1000us is the same width too."""
+    from rdmascope.cli.output import parse_windows
+
+    assert parse_windows("1ms,1ms,1000us,5ms,1ms") == [1_000_000, 5_000_000]
+    runs = {}
+    for w in ("1ms,1ms,1000us", "1ms"):
+        r = CliRunner().invoke(main, ["peaks", paths["sim"], "--windows", w, "--json"])
+        assert r.exit_code == 0, r.output
+        runs[w] = json.loads(r.output[r.output.index("{"):])["peaks"]
+    rows = runs["1ms,1ms,1000us"]
+    keys = [(x["series"], x["window"]) for x in rows]
+    assert len(keys) == len(set(keys))
+    assert rows == runs["1ms"]
+
+
+def test_estimate_accepts_a_slower_new_link_and_emulated_between():
+    r = CliRunner().invoke(main, ["estimate", "--link-old", "100", "--link-new", "50",
+                                  "--emulated", "55", "--json"])
+    assert r.exit_code == 0, r.output
+    row = json.loads(r.output)["prompts"][0]
+    assert row["increase_bound_s"] > 0 and row["increase_bound_emulated_s"] > 0

@@ -88,10 +88,12 @@ def model_from_options(preset, config, layers, hidden, nbytes, vocab):
               help="Tensor-parallel size.")
 @click.option("--chunk", type=click.IntRange(min=1), default=4096, show_default=True,
               help="Prefill chunk (max_num_batched_tokens).")
-@click.option("--link-old", type=POSITIVE, default=200.0, show_default=True, help="Gb/s.")
-@click.option("--link-new", type=POSITIVE, default=100.0, show_default=True, help="Gb/s.")
+@click.option("--link-old", type=POSITIVE, default=200.0, show_default=True,
+              help="The faster link the TTFTs were measured at, Gb/s.")
+@click.option("--link-new", type=POSITIVE, default=100.0, show_default=True,
+              help="The slower link, Gb/s (below --link-old).")
 @click.option("--emulated", type=POSITIVE, default=109.0, show_default=True,
-              help="The emulated link's real speed, Gb/s (one PCIe x4 path).")
+              help="The emulated link's real speed, Gb/s (one PCIe x4 path; below --link-old).")
 @click.option("--prompt-tokens", default="1000", show_default=True,
               help="Prompt lengths, comma-separated.")
 @click.option("--ttft", default=None,
@@ -113,6 +115,16 @@ def command(preset, config, layers, hidden, nbytes, vocab, tp, chunk, link_old, 
     """
     from rdmascope.analysis import estimate as E
 
+    if link_new >= link_old:
+        raise click.BadParameter(
+            f"{link_new:g} Gb/s is not slower than --link-old ({link_old:g} Gb/s); the estimate "
+            "bounds the TTFT increase of moving prefill traffic to a slower link (swap them?)",
+            param_hint="'--link-new'")
+    if emulated >= link_old:
+        raise click.BadParameter(
+            f"{emulated:g} Gb/s is not slower than --link-old ({link_old:g} Gb/s); give the "
+            "emulated link's real speed, below --link-old (e.g. 109 for an emulated 100 Gb/s "
+            "link below 200)", param_hint="'--emulated'")
     model, desc = model_from_options(preset, config, layers, hidden, nbytes, vocab)
     ttfts = _seconds(ttft, "--ttft")
     prompts = _ints(prompt_tokens, "--prompt-tokens", example="1000,8192")

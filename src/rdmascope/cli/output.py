@@ -183,6 +183,7 @@ WINDOW = WindowType()
 def parse_windows(text: str, option: str = "--windows") -> list[int]:
     """Parse comma-separated window widths (e.g. "1ms,5ms,100ms") to ns, each >= 1 us.
 
+    Returns the distinct widths in the order given (a repeated width is kept once).
     Raises ``click.BadParameter`` naming ``option`` for a bad width (< 1 us, > 1e9 s) or an
     empty list.
     """
@@ -197,7 +198,7 @@ def parse_windows(text: str, option: str = "--windows") -> list[int]:
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint=_hint(option)) from exc
         _check_width(out[-1], option=option)
-    return out
+    return list(dict.fromkeys(out))  # "1ms,1ms" (or "1ms,1000us") is one window, one row
 
 
 def check_window_count(width_ns: int, span_ns: int, *, n_series: int = 1,

@@ -53,7 +53,8 @@ def _percentiles(text: str) -> tuple[float, ...]:
               show_default=True,
               help="With --uncertainty: each reading's timing uncertainty beyond its read "
                    "bracket (the adapter updates its counters every ~0.1-0.2 ms; method.md "
-                   "'The sampler'), added to the bracket's half-width.")
+                   "'The sampler'), added to the bracket's half-width; at most the "
+                   "capture's sampling interval.")
 @click.option("--source", type=click.Choice(["infiniband", "netdev", "all"]),
               default="infiniband", show_default=True)
 @output_options
@@ -67,6 +68,14 @@ def command(capture, t_from, t_to, windows, percentiles, group, uncertainty, ins
     pcts = _percentiles(percentiles)
     cap = load_or_fail(capture)
     require_readings(cap, capture)
+    if instant_unc > cap.interval_ns:
+        from rdmascope.cli.output import format_duration
+
+        raise click.BadParameter(
+            f"{format_duration(instant_unc)} is longer than the capture's sampling interval "
+            f"({format_duration(cap.interval_ns)}); a reading's instant is uncertain by about "
+            "0.1-0.2 ms (method.md 'The sampler'), give at most the interval",
+            param_hint="'--instant-uncertainty'")
     start, end = time_range(cap.t_start_ns, t_from, t_to, t_end_ns=cap.t_end_ns)
     src = None if source == "all" else source
     with cli_errors(str(capture)):
