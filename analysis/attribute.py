@@ -385,6 +385,7 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
     if log.alignment:
         notes.append(f"alignment: {log.alignment['method']} ({log.alignment['note']}; "
                      f"uncertainty {log.alignment['uncertainty_ns'] / 1e6:g} ms)")
+    notes.extend(implausible_request_notes(out))
     if out["prefill_tx_bytes"].isna().any():
         notes.append(f"{int(out['prefill_tx_bytes'].isna().sum())} prefill window(s) overlap a "
                      "counter reset/saturation/unreadable/implausible-jump interval or lie "
@@ -396,6 +397,62 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
                        timeline=timeline, time_classes=pd.DataFrame(classes), summary=summary,
                        notes=notes, warmup_rounds=int(warmup_rounds),
                        capture_id=capture.meta.get("capture_id"))
+
+
+#: Requests named per kind of implausible value before the rest are only counted.
+MAX_NAMED_REQUESTS = 5
+
+
+def implausible_request_notes(requests: pd.DataFrame,
+                              max_named: int = MAX_NAMED_REQUESTS) -> list[str]:
+    """Return notes on parseable but impossible-looking values of successful requests.
+
+    ``requests``: the per-request table of ``attribute`` (``request_id, prompt_tokens,
+    output_tokens, t_first_ns, t_last_ns, prefill_tx_bytes, decode_tx_bytes``). Three kinds,
+    each a note, not an error (the times and bytes are still measured):
+
+    - 0 prompt tokens (a prompt has at least one; bytes per prompt token is left empty), with
+      the prefill traffic seen;
+    - 0 output tokens although the request has a first token (so at least 1), with its decode
+      time and traffic;
+    - more than one output token but the last token at the first token's instant (no decode
+      time; TPOT and decode speed are left empty).
+
+    Up to ``max_named`` requests are named per kind, the rest counted. MB = 1e6 bytes.
+    """
+    def mb(v) -> str:
+        if v is None or not np.isfinite(v):
+            return "unknown MB"
+        return f"{v / 1e6:,.0f} MB" if v >= 100e6 else f"{v / 1e6:,.3f} MB"
+
+    pt = requests["prompt_tokens"].to_numpy(dtype=float, na_value=np.nan)
+    ot = requests["output_tokens"].to_numpy(dtype=float, na_value=np.nan)
+    dec_ns = (requests["t_last_ns"].to_numpy(np.int64)
+              - requests["t_first_ns"].to_numpy(np.int64))
+    pre_b = requests["prefill_tx_bytes"].to_numpy(dtype=float)
+    dec_b = requests["decode_tx_bytes"].to_numpy(dtype=float)
+    ids = requests["request_id"].astype(str).to_numpy()
+    kinds = [
+        (pt == 0, lambda i: f"request {ids[i]}: 0 prompt tokens but {mb(pre_b[i])} of prefill "
+                            "traffic (a prompt has at least 1 token; bytes per prompt token "
+                            "left empty)",
+         "with 0 prompt tokens"),
+        (ot == 0, lambda i: f"request {ids[i]}: 0 output tokens but a first token (so at least "
+                            f"1) and a {dec_ns[i] / 1e9:.3f} s decode with {mb(dec_b[i])} of "
+                            "decode traffic (TPOT and decode speed left empty)",
+         "with 0 output tokens"),
+        ((ot > 1) & (dec_ns == 0),
+         lambda i: f"request {ids[i]}: {int(ot[i]):,} output tokens but the last token at the "
+                   "first token's instant (no decode time; TPOT and decode speed left empty)",
+         "with several output tokens and no decode time"),
+    ]
+    notes = []
+    for mask, say, what in kinds:
+        idx = np.flatnonzero(mask)
+        notes.extend(say(i) for i in idx[:max_named])
+        if len(idx) > max_named:
+            notes.append(f"... and {len(idx) - max_named} more request(s) {what}")
+    return notes
 
 
 def _rounds(req: pd.DataFrame, iv: pd.DataFrame, fine_tx: pd.Series, width_ns: int,

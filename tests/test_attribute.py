@@ -327,3 +327,57 @@ def test_warmup_rounds_in_compare_and_cli(tmp_path):
     r = CliRunner().invoke(main, ["attribute", str(cap.path), "--requests", str(p),
                                   "--warmup-rounds", "-1"])
     assert r.exit_code == 2
+
+
+def test_implausible_token_counts_and_times_are_noted(tmp_path, overlap_capture):
+    """Parseable but impossible values are accepted without an error, but each is noted by
+    request (0 prompt tokens with prefill traffic, 0 output tokens with a first token and a
+    decode, several output tokens with no decode time); `attribute` prints the notes."""
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    rows = [(10, 20, 30), (40, 50, 60), (70, 80, 80), (82, 84, 90)]
+    tokens = [(0, 64), (8192, 0), (8192, 64), (8192, 64)]
+    log_path = tmp_path / "log.jsonl"
+    with open(log_path, "w") as f:
+        for i, ((s, a, b), (p, o)) in enumerate(zip(rows, tokens, strict=True)):
+            f.write(json.dumps({"request_id": f"r{i}", "t_send": (T0 + s * MS) / 1e9,
+                                "t_first_token": (T0 + a * MS) / 1e9,
+                                "t_last_token": (T0 + b * MS) / 1e9, "prompt_tokens": p,
+                                "output_tokens": o, "test": "P", "round": i + 1}) + "\n")
+    att = attribute(overlap_capture, align(read_request_log(log_path), overlap_capture))
+    # r0 prefill [10, 20) ms: A 4000 x (11 + ... + 20) = 620,000 + B 10 x 8,000 = 700,000 B
+    # r1 decode [50, 60) ms: A 4000 x (51 + ... + 60) = 2,220,000 + B 80,000 = 2,300,000 B
+    want = ["request r0: 0 prompt tokens but 0.700 MB of prefill traffic (a prompt has at "
+            "least 1 token; bytes per prompt token left empty)",
+            "request r1: 0 output tokens but a first token (so at least 1) and a 0.010 s decode "
+            "with 2.300 MB of decode traffic (TPOT and decode speed left empty)",
+            "request r2: 64 output tokens but the last token at the first token's instant (no "
+            "decode time; TPOT and decode speed left empty)"]
+    assert [n for n in att.notes if n.startswith("request ")] == want
+    r = att.requests.set_index("request_id")
+    assert np.isnan(r.loc["r0", "prefill_per_token_bytes"])
+    assert np.isnan(r.loc["r2", "decode_speed_tps"]) and np.isnan(r.loc["r1", "tpot_s"])
+    res = CliRunner().invoke(main, ["attribute", str(overlap_capture.path), "--requests",
+                                    str(log_path)])
+    assert res.exit_code == 0, res.output
+    for n in want:
+        assert f"note: {n}" in res.output
+
+
+def test_implausible_notes_name_a_few_and_count_the_rest():
+    import pandas as pd
+    from rdmascope.analysis.attribute import implausible_request_notes
+
+    n = 8
+    df = pd.DataFrame({"request_id": [f"q{i}" for i in range(n)], "prompt_tokens": [0] * n,
+                       "output_tokens": [5] * n, "t_first_ns": [0] * n, "t_last_ns": [10] * n,
+                       "prefill_tx_bytes": [27_653e6] * n, "decode_tx_bytes": [0.0] * n})
+    notes = implausible_request_notes(df, max_named=3)
+    assert notes[0] == ("request q0: 0 prompt tokens but 27,653 MB of prefill traffic (a "
+                        "prompt has at least 1 token; bytes per prompt token left empty)")
+    assert len(notes) == 4 and notes[-1] == "... and 5 more request(s) with 0 prompt tokens"
+    # plausible values: nothing to say
+    df["prompt_tokens"] = 8192
+    assert implausible_request_notes(df) == []
