@@ -8,7 +8,9 @@ window. Metric definitions: ``rdmascope.analysis.metrics.DEFINITIONS``.
 
 Rounds: requests labelled ``test``/``round`` are grouped by those labels; otherwise requests sent
 within ``arrival_window_s`` of a round's first send form one round ("arriving together"), and
-the test label becomes "<n>x<prompt tokens>" (e.g. "4x8192") so two runs of the same plan match.
+the test label becomes "<n>x<prompt tokens>" (e.g. "4x8192") so two runs of the same plan match;
+without prompt tokens each such group is a test of its own, "round 1", "round 2", ... (rounds of
+different prompt lengths must not be averaged together).
 
 Warm-up (method.md, "The test plan": one warm-up round per test, not counted): with
 ``warmup_rounds=N`` the first N rounds of each test, by round number (the emulator numbers the
@@ -81,7 +83,10 @@ def assign_rounds(requests: pd.DataFrame, arrival_window_s: float = 1.0) -> pd.D
     round starts when a send is more than ``arrival_window_s`` after the current round's first
     send (within the same test label, if any). Unlabelled rounds get the test label
     "<n>x<prompt tokens>" (or "<n> requests" with mixed prompts) and rounds are numbered 1.. per
-    test in time order. Shapes: same rows, same index order.
+    test in time order. A group with any prompt tokens unknown (e.g. genai-perf without usage
+    records) cannot be matched to its test by prompt length: it becomes a test of its own,
+    "round <k>" (k = the group's place in time among the unlabelled groups), and
+    ``attrs["notes"]`` says why. Shapes: same rows, same index order.
     """
     df = requests.copy()
     labelled = df["test"].notna() & df["round"].notna()
@@ -106,18 +111,32 @@ def assign_rounds(requests: pd.DataFrame, arrival_window_s: float = 1.0) -> pd.D
     tests = df["test"].astype(object).copy()
     rounds = pd.array(df["round"], dtype="Int64")
     counters: dict[str, int] = {}
-    for g in groups:
+    unknown: list[str] = []
+    for gi, g in enumerate(groups, start=1):
         rows = df.loc[g]
         label = rows["test"].iloc[0]
         if label is None or (isinstance(label, float) and np.isnan(label)):
-            p = rows["prompt_tokens"].dropna().unique()
-            label = f"{len(g)}x{int(p[0])}" if len(p) == 1 else f"{len(g)} requests"
+            if rows["prompt_tokens"].isna().any():
+                # without prompt tokens rounds of different prompt lengths (the demo's P1 and
+                # P2) cannot be told apart: never merge them into one test
+                label = f"round {gi}"
+                unknown.append(label)
+            else:
+                p = rows["prompt_tokens"].unique()
+                label = f"{len(g)}x{int(p[0])}" if len(p) == 1 else f"{len(g)} requests"
         counters[label] = counters.get(label, 0) + 1
         for idx in g:
             tests[idx] = label
             rounds[df.index.get_loc(idx)] = counters[label]
     df["test"] = tests
     df["round"] = np.asarray(rounds, dtype="int64")
+    if unknown:
+        df.attrs["notes"] = [
+            f"prompt tokens unknown (no token counts in the log): each group of requests sent "
+            f"within {arrival_window_s:g} s is its own test ({', '.join(unknown[:3])}"
+            f"{', ...' if len(unknown) > 3 else ''}), since rounds of different prompt lengths "
+            "cannot be told apart; per-test means are over one round each. Label the log's "
+            "requests with test/round (or give token counts) to group the rounds of one test"]
     return df
 
 
@@ -272,6 +291,7 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
     for c in ("t_send_ns", "t_first_ns", "t_last_ns"):
         req[c] = req[c].astype("int64")
     req = assign_rounds(req, arrival_window_s)
+    round_notes = list(req.attrs.pop("notes", []))
     timing = M.request_timing(req)
 
     send = req["t_send_ns"].to_numpy(np.int64)
@@ -351,6 +371,8 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
     mtiming = timing[measured]
     summary = {
         "n_requests": int(len(log.requests)), "n_ok": int(len(req)), "n_failed": log.n_failed,
+        # n_rounds counts (test, round) pairs: two tests of one round each are 2 rounds
+        "n_tests": int(rounds["test"].nunique()) if len(rounds) else 0,
         "n_rounds": int(len(rounds)),
         "n_warmup_rounds": int(rounds["warmup"].sum()) if len(rounds) else 0,
         # a mean TTFT across tests of different prompt lengths means nothing: one test only
@@ -370,7 +392,7 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
         "output_throughput_tps": float(np.nansum(out_tok) / run_s) if run_s > 0 else None,
         "burst_capacity_gbps": cap_gbps,
     }
-    notes = list(log.notes)
+    notes = list(log.notes) + round_notes
     if warmup_rounds:
         nw = int(rounds["warmup"].sum()) if len(rounds) else 0
         notes.append(f"warm-up: the first {int(warmup_rounds)} round(s) of each test ({nw} "

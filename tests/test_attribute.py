@@ -381,3 +381,65 @@ def test_implausible_notes_name_a_few_and_count_the_rest():
     # plausible values: nothing to say
     df["prompt_tokens"] = 8192
     assert implausible_request_notes(df) == []
+
+
+def _genai_perf_no_usage(path, rows):
+    """A genai-perf profile export without usage records (no token counts): (send, first, last)
+    in ms after the capture start, on CLOCK_REALTIME (build_capture's clock pairs: +1.7e18 ns)."""
+    rt = 1_700_000_000_000_000_000
+    reqs = []
+    for s, a, b in rows:
+        chunk = ('data: {"object":"chat.completion.chunk","choices":[{"index":0,"delta":'
+                 '{"content":"x"}}]}\n\n')
+        reqs.append({"timestamp": int(rt + T0 + s * MS),
+                     "response_timestamps": [int(rt + T0 + a * MS), int(rt + T0 + b * MS)],
+                     "response_outputs": [{"response": chunk}, {"response": chunk}]})
+    path.write_text(json.dumps({"experiments": [{"experiment": {"mode": "concurrency",
+                                                                "value": 1},
+                                                 "requests": reqs}]}))
+    return path
+
+
+def test_unknown_prompt_tokens_never_merge_rounds_into_one_test(tmp_path, overlap_capture):
+    """Without token counts the demo's P1 and P2 were one test "1 requests" with their TTFTs
+    averaged (0.96 and 6.43 -> 3.69 s); each arrival group is now its own test, with a note."""
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    log_path = _genai_perf_no_usage(tmp_path / "profile_export.json",
+                                    [(10, 20, 30), (50, 80, 90)])
+    log = align(read_request_log(log_path), overlap_capture)
+    assert log.format == "genai-perf" and log.ok["prompt_tokens"].isna().all()
+    att = attribute(overlap_capture, log, arrival_window_s=0.01)
+    assert list(att.rounds["test"]) == ["round 1", "round 2"]
+    t = att.tests.set_index("test")
+    # TTFT = first token - send, each test its own: 10 ms and 30 ms (not their mean, 20 ms);
+    # +-1 us: epoch ns near 1.7e18 are float64-rounded (256 ns steps) by the clock conversion
+    assert t.loc["round 1", "mean_ttft_s"] == pytest.approx(0.010, abs=1e-6)
+    assert t.loc["round 2", "mean_ttft_s"] == pytest.approx(0.030, abs=1e-6)
+    assert list(t["rounds"]) == [1, 1]
+    assert any(n.startswith("prompt tokens unknown (no token counts in the log): each group of "
+                            "requests sent within 0.01 s is its own test (round 1, round 2)")
+               for n in att.notes), att.notes
+    assert (att.summary["n_tests"], att.summary["n_rounds"]) == (2, 2)
+    res = CliRunner().invoke(main, ["attribute", str(overlap_capture.path), "--requests",
+                                    str(log_path), "--arrival-window", "0.01"])
+    assert res.exit_code == 0, res.output
+    assert "2 test(s), 2 round(s) in all (one per test and round)" in res.output
+    assert "note: prompt tokens unknown" in res.output
+
+
+def test_known_prompt_tokens_still_group_rounds_of_one_test():
+    """With token counts, two arrival groups of the same plan stay one test of two rounds."""
+    import pandas as pd
+
+    df = pd.DataFrame({"t_send_ns": [0, 5_000_000_000], "prompt_tokens": [8, 8],
+                       "test": [None] * 2, "round": pd.array([None] * 2, dtype="Int64")})
+    out = assign_rounds(df, 1.0)
+    assert list(out["test"]) == ["1x8", "1x8"] and list(out["round"]) == [1, 2]
+    assert "notes" not in out.attrs
+    df["prompt_tokens"] = pd.array([8, None], dtype="Int64")
+    out = assign_rounds(df, 1.0)
+    assert list(out["test"]) == ["1x8", "round 2"] and list(out["round"]) == [1, 1]
+    assert len(out.attrs["notes"]) == 1

@@ -134,7 +134,8 @@ def _human(att, definitions: bool) -> None:
 
     s = att.summary
     click.echo(f"capture {att.capture_path}; requests {att.log_path} ({att.log_format}): "
-               f"{s['n_ok']} ok, {s['n_failed']} failed (kept out), {s['n_rounds']} round(s)")
+               f"{s['n_ok']} ok, {s['n_failed']} failed (kept out); {s['n_tests']} test(s), "
+               f"{s['n_rounds']} round(s) in all (one per test and round)")
     warm = ["warmup"] if att.warmup_rounds else []
     echo_table(att.requests, REQ_COLS + warm, "Per request (node tx, all RDMA devices)")
     echo_table(att.rounds, ROUND_COLS + warm, "Per round")
