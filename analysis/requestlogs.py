@@ -19,6 +19,33 @@ aiperf         AIPerf ``profile_export.jsonl``                        CLOCK_REAL
 inference-perf ``per_request_lifecycle_metrics.json``                 CLOCK_MONOTONIC
 ============== ==================================================== ======================
 
+Keys each format is read from (send / first token / last token; token counts; failures):
+
+- native: ``t_send``, ``t_first_token``, ``t_last_token`` (s; or the same names + ``_ns``, int
+  ns); ``prompt_tokens``, ``output_tokens``; optional ``request_id``, ``test``, ``round``,
+  ``clock``, ``chunk_times`` (s); failed when ``error`` is set or ``ok`` is false.
+- vllm: parallel arrays ``start_times`` (s, optional), ``ttfts`` (s, first = start + TTFT),
+  ``latencies`` or ``e2els`` (s, last = start + latency) else the sum of ``itls``;
+  ``input_lens``, ``output_lens``; failed where ``errors[i]`` is non-empty.
+- guidellm: v0.4+ ``benchmarks[].requests.{successful,incomplete,errored}[]`` with
+  ``info.timings.{request_start, first_token_iteration, last_token_iteration}`` (epoch s);
+  v0.2-0.3 the same lists with flat ``start_time``, ``first_token_time``, ``last_token_time``;
+  v0.1 ``benchmarks[].results[]`` / ``errors[]`` with the flat times; tokens ``prompt_tokens`` /
+  ``output_tokens`` (v0.1 ``prompt_token_count`` / ``output_token_count``); only
+  ``successful`` / ``results`` count as ok. A flat ``benchmarks[].requests[]`` list is no guidellm
+  layout and is refused naming the accepted ones (``GUIDELLM_LAYOUTS``).
+- genai-perf: ``experiments[].requests[]``: ``timestamp`` (epoch ns, send),
+  ``response_timestamps[]`` (epoch ns; the first and last token-bearing responses, ``[DONE]`` and
+  usage-only chunks skipped), tokens from the stream's ``usage.{prompt_tokens,
+  completion_tokens}`` (unknown without usage records); failed on ``error`` or no response.
+- aiperf: per line ``metadata.request_start_ns`` (epoch ns), ``metrics.time_to_first_token``
+  and ``metrics.inter_chunk_latency`` ({value, unit}), else ``metadata.request_end_ns`` for the
+  last token; ``metrics.input_sequence_length``, ``metrics.output_sequence_length``; failed on
+  ``error`` or ``metadata.was_cancelled``.
+- inference-perf: list of ``start_time`` (s, perf_counter), ``info.response_metrics.chunk_times``
+  (first and last chunk), ``info.input_tokens``, ``info.response_metrics.output_tokens``;
+  failed on ``error``.
+
 Every reader rebuilds the same timestamps: send, first token, last token (and chunk arrivals when
 the tool saved them) as int64 ns on the log's clock; the metrics are then computed by
 ``rdmascope.analysis.attribute`` with one set of definitions whatever the tool called its fields.
@@ -418,6 +445,14 @@ def _read_vllm(path: Path, data: dict):
     return records, clock, notes
 
 
+#: The guidellm ``benchmarks.json`` shapes read (checked against guidellm's own models).
+GUIDELLM_LAYOUTS = (
+    "benchmarks[].requests.{successful,incomplete,errored}[] (v0.2+; times in "
+    "info.timings.{request_start,first_token_iteration,last_token_iteration} from v0.4, flat "
+    "start_time/first_token_time/last_token_time in v0.2-0.3) or benchmarks[].results[] with "
+    "errors[] (v0.1, flat times, prompt_token_count/output_token_count)")
+
+
 def _guidellm_requests(path: Path, data: dict):
     """Yield (benchmark index, status, position, request dict) over all schema variants."""
     benches = data.get("benchmarks")
@@ -439,9 +474,12 @@ def _guidellm_requests(path: Path, data: dict):
         elif isinstance(b, dict) and ("results" in b or "errors" in b):
             groups = [("successful", b.get("results") or []), ("errored", b.get("errors") or [])]
         else:
-            raise RequestLogError(path, f"benchmark {bi} has no requests "
-                                        "(expected requests.successful[] or results[])",
-                                  field="benchmarks.requests")
+            what = ("is a list: no guidellm version writes a flat requests[] list"
+                    if isinstance(reqs, list) else "is missing" if reqs is None
+                    else f"is a {type(reqs).__name__}")
+            raise RequestLogError(path, f"benchmark {bi}: 'requests' {what}; the accepted "
+                                        f"layouts are {GUIDELLM_LAYOUTS}",
+                                  field=f"benchmarks[{bi}].requests")
         for status, lst in groups:
             for r in lst:
                 pos += 1
@@ -473,7 +511,7 @@ def _read_guidellm(path: Path, data: dict):
         if ok and output is None:
             raise RequestLogError(path, "missing (required)", row=pos, field="output_tokens")
         rid = r.get("request_id") or r.get("id") or f"b{bi}-{pos}"
-        err = r.get("error") or ("" if ok else status)
+        err = r.get("error") or r.get("message") or ("" if ok else status)
         records.append(_record(rid, *ts, _int(path, pos, "prompt_tokens", prompt),
                                _int(path, pos, "output_tokens", output),
                                test=f"benchmark{bi}" if n_bench > 1 else None, ok=ok,

@@ -252,3 +252,34 @@ def test_aiperf_line_that_is_not_an_object_is_named(tmp_path):
     assert ei.value.row == 2
     assert "expected a JSON object, got list" in str(ei.value)
     assert str(bad) in str(ei.value)
+
+
+def test_guidellm_flat_requests_list_names_the_accepted_layouts(tmp_path):
+    """guidellm never wrote benchmarks[].requests as a flat list (v0.1: results[]/errors[];
+    v0.2-0.3: requests.{successful,incomplete,errored}[] with flat times; v0.4+: the same with
+    info.timings): refused, and the message lists the layouts that are read."""
+    req = {"request_id": "a", "prompt_tokens": 8, "output_tokens": 4, "start_time": 1.7e9,
+           "first_token_time": 1.7e9 + 1, "last_token_time": 1.7e9 + 2, "end_time": 1.7e9 + 2}
+    p = tmp_path / "benchmarks.json"
+    p.write_text(json.dumps({"benchmarks": [{"requests": [req]}]}))
+    with pytest.raises(RequestLogError) as e:
+        read_request_log(p)
+    msg = str(e.value)
+    assert str(p) in msg and "benchmarks[0].requests" in msg
+    assert "'requests' is a list: no guidellm version writes a flat requests[] list" in msg
+    for layout in ("requests.{successful,incomplete,errored}[] (v0.2+",
+                   "info.timings.{request_start,first_token_iteration,last_token_iteration}",
+                   "flat start_time/first_token_time/last_token_time in v0.2-0.3",
+                   "benchmarks[].results[] with errors[] (v0.1"):
+        assert layout in msg
+    # the same request in the layouts guidellm wrote is read
+    for bench in ({"requests": {"successful": [req], "incomplete": [], "errored": []}},
+                  {"results": [{**req, "prompt_token_count": 8, "output_token_count": 4}],
+                   "errors": [{"request": {"prompt": "x"}, "message": "timeout"}]}):
+        p.write_text(json.dumps({"benchmarks": [bench]}))
+        log = read_request_log(p)
+        ok = log.ok.iloc[0]
+        assert (ok["t_first_ns"] - ok["t_send_ns"], ok["prompt_tokens"]) == (10**9, 8)
+    # v0.1's errors carry 'message': kept as the failure's error text
+    assert log.n_failed == 1 and log.requests.loc[~log.requests["ok"], "error"].iloc[0] \
+        == "timeout"
