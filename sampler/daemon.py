@@ -49,6 +49,7 @@ from rdmascope.sampler.loop import (
     set_rt_priority,
 )
 from rdmascope.sampler.reader import CounterReader, SweepBuffers
+from rdmascope.sampler.status import StatusMeter, format_status, status_width, status_write
 
 from rdmascope import __version__
 from rdmascope.capture import (
@@ -177,9 +178,9 @@ class _WriterThread(threading.Thread):
         self.last_roll = time.monotonic()
         self.last_pair = time.monotonic()
         self.status_out = status_out
-        self._status_prev: dict[int, tuple[int, int]] = {}
-        self._status_t = time.monotonic()
-        self._status_len = 0
+        self.status_tty = status_out is not None and status_out.isatty()
+        #: set by ``record`` (the capture start) before the first buffer is handed over
+        self.status_meter: StatusMeter | None = None
 
     def put(self, buf: SweepBuffers | None, events: list) -> None:
         self.q.put((buf, events))
@@ -250,40 +251,16 @@ class _WriterThread(threading.Thread):
         return last_start
 
     def _status(self, buf: SweepBuffers) -> None:
-        n = len(self.counters)
-        vals = np.frombuffer(buf.value, dtype=np.uint64).reshape(-1, n)
-        st = np.frombuffer(buf.status, dtype=np.uint8).reshape(-1, n)
-        tb = np.frombuffer(buf.t_before_ns, dtype=np.int64).reshape(-1, n)
-        now = time.monotonic()
-        latest: dict[int, tuple[int, int]] = {}
-        for i, c in enumerate(self.counters):
-            if c.get("bytes_per_unit") is None:
-                continue
-            ok = np.nonzero(st[:, i] == 0)[0]
-            if ok.size:
-                j = ok[-1]
-                latest[i] = (int(tb[j, i]), int(vals[j, i]) * c["bytes_per_unit"])
-        if now - self._status_t < 1.0 and self._status_prev:
+        """Once a second, print the status line (elapsed, sweeps, per-link Gb/s), fitted to
+        the terminal width: redrawn in place on a terminal, else one plain line (status.py)."""
+        if self.status_meter is None:
             return
-        parts: dict[str, list[str]] = {}
-        for i, (t, b) in latest.items():
-            prev = self._status_prev.get(i)
-            c = self.counters[i]
-            key = c["device"] if c["source"] == "infiniband" else f"{c.get('netdev')}(netdev)"
-            if prev is not None and t > prev[0] and b >= prev[1]:
-                gbps = (b - prev[1]) * 8 / (t - prev[0])
-                parts.setdefault(key, []).append(f"{c['direction'] or c['name']} {gbps:7.2f}")
-        self._status_prev = latest
-        self._status_t = now
-        if parts:
-            line = "  ".join(f"{k}: {' '.join(v)}" for k, v in parts.items()) + "  Gb/s"
-            out = self.status_out
-            if out.isatty():
-                out.write("\r" + line.ljust(self._status_len))
-                self._status_len = len(line)
-            else:
-                out.write(line + "\n")
-            out.flush()
+        got = self.status_meter.update(buf)
+        if got is None:
+            return
+        elapsed_s, taken, missed, links = got
+        line = format_status(elapsed_s, taken, missed, links, status_width(self.status_out))
+        status_write(self.status_out, line, self.status_tty)
 
 
 def _validate(opts: RecordOptions) -> None:
@@ -418,6 +395,8 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     wt = _WriterThread(writer, counters, status_out)
     wt.start()  # waits for the first buffer before touching the manifest
     pair = clock_pair()
+    if status_out is not None:  # the queue hands it over before any buffer
+        wt.status_meter = StatusMeter(counters, pair[1])
     writer.manifest["start"] = {"realtime_ns": pair[0], "monotonic_ns": pair[1]}
     writer.manifest["clock_pairs"] = [list(pair)]
     # Save the real start record now (the writer thread does it on its first message), not at the
@@ -464,8 +443,8 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
         gc.unfreeze()
         for s, h in old_handlers.items():
             signal.signal(s, h)
-        if status_out is not None and status_out.isatty():
-            status_out.write("\n")
+        if wt.status_tty and wt.status_meter is not None and wt.status_meter.lines:
+            status_out.write("\n")  # keep the last status line; the summary starts below it
 
     if stop_reason:
         stopped_by = stop_reason[0]

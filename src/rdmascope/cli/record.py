@@ -31,8 +31,11 @@ from rdmascope.cli.common import DURATION
               help="Run under SCHED_FIFO at this priority (needs root or CAP_SYS_NICE).")
 @click.option("--force", is_flag=True, help="Overwrite an existing capture directory.")
 @click.option("--status/--no-status", default=None,
-              help="One-line live status (per-device Gb/s over the last second) on stderr; "
-                   "default: only when stderr is a terminal.")
+              help="Live status on stderr once a second: elapsed time, sweeps taken and "
+                   "missed, per-link tx/rx Gb/s over the last second, fitted to the terminal "
+                   "width (COLUMNS, else the terminal, else 80). On a terminal the line is "
+                   "redrawn in place; otherwise (--status under systemd, a pipe) one plain "
+                   "line per second. Default: only when stderr is a terminal.")
 def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, sysfs_root, cpu,
             rt_priority, force, status) -> None:
     """Sample RDMA port counters into a capture, in the foreground, until stopped.
