@@ -13,7 +13,28 @@ from rdmascope.capture import STATUS_OK, STATUS_READ_ERROR, CaptureWriter, make_
 MS = 1_000_000
 T0 = 1_000_000_000  # capture start, monotonic ns
 
-__all__ = ["MS", "T0", "ib", "netdev", "write_capture", "STATUS_OK", "STATUS_READ_ERROR"]
+__all__ = ["MS", "T0", "ib", "netdev", "write_capture", "relist_segments", "STATUS_OK",
+           "STATUS_READ_ERROR"]
+
+
+def relist_segments(path: Path) -> None:
+    """Re-record every segment's size, rows and SHA-256 in the manifest after a test rewrote one.
+
+    Tests that plant a segment with another schema or format version use this to make the capture
+    self-consistent again (as a writer of that other version would have left it), so the check
+    under test, not the manifest's digest, is what refuses the file.
+    """
+    import json
+
+    import pyarrow.parquet as pq
+
+    from rdmascope.capture import MANIFEST_NAME, SEGMENT_DIR, segment_entry
+
+    mpath = Path(path) / MANIFEST_NAME
+    m = json.loads(mpath.read_text())
+    m["segments"] = [segment_entry(f, f.name, pq.ParquetFile(f).metadata.num_rows)
+                     for f in sorted((Path(path) / SEGMENT_DIR).glob("seg-*.parquet"))]
+    mpath.write_text(json.dumps(m))
 
 
 def ib(device: str, direction: str, *, port: int = 1, width_bits: int | None = 64) -> dict:

@@ -57,21 +57,21 @@ def paths(tmp_path_factory) -> dict[str, str]:
 
 CASES = [
     # 1. broken captures: one line naming the file, exit 1 (report/plot printed tracebacks)
-    ("report {trunc} -o {out}/r1", 1, "seg-000000.parquet: cannot read Parquet segment"),
+    ("report {trunc} -o {out}/r1", 1, "seg-000000.parquet: is 100 bytes but the manifest recorded"),
     ("report {empty} -o {out}/r2", 1, "has no manifest.json; not an rdmascope capture"),
     ("report {garbage} -o {out}/r3", 1, "manifest.json: is not valid JSON"),
     ("report {sim} --requests {badlog} -o {out}/r4", 1, "bad.jsonl: unknown format"),
-    ("plot devices {trunc} -o {out}/p.png", 1, "seg-000000.parquet: cannot read Parquet"),
+    ("plot devices {trunc} -o {out}/p.png", 1, "seg-000000.parquet: is 100 bytes but the manifest recorded"),
     ("plot devices {empty} -o {out}/p.png", 1, "has no manifest.json"),
     ("plot devices {garbage} -o {out}/p.png", 1, "is not valid JSON"),
-    ("rates {trunc}", 1, "seg-000000.parquet: cannot read Parquet segment"),
+    ("rates {trunc}", 1, "seg-000000.parquet: is 100 bytes but the manifest recorded"),
     ("rates {garbage}", 1, "is not valid JSON"),
-    ("peaks {trunc}", 1, "seg-000000.parquet: cannot read Parquet segment"),
+    ("peaks {trunc}", 1, "seg-000000.parquet: is 100 bytes but the manifest recorded"),
     ("peaks {empty}", 1, "has no manifest.json"),
     ("bursts {garbage}", 1, "is not valid JSON"),
     # segments removed: "has no readings", not "cannot convert float NaN to integer"
-    ("peaks {noseg}", 1, "capture {noseg} has no readings"),
-    ("bursts {noseg}", 1, "capture {noseg} has no readings"),
+    ("peaks {noseg}", 1, "is listed in the manifest (1 segment(s) in all) but missing on disk"),
+    ("bursts {noseg}", 1, "is listed in the manifest (1 segment(s) in all) but missing on disk"),
     ("rates {noseg}", 1, "capture {noseg} has no readings"),
     # 2. bad option values: exit 2 naming the option
     ("rates {sim} --window 1ns", 2, "'--window': window 1ns is narrower than the minimum of 1us"),

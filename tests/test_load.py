@@ -8,7 +8,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from capture_builders import MS, STATUS_OK, STATUS_READ_ERROR, T0, ib, netdev, write_capture
+from capture_builders import (
+    MS,
+    STATUS_OK,
+    STATUS_READ_ERROR,
+    T0,
+    ib,
+    netdev,
+    relist_segments,
+    write_capture,
+)
 from rdmascope.analysis import (
     load_capture,
     load_captures,
@@ -167,6 +176,7 @@ def test_wrong_schema_segment(tmp_path):
     t = t.set_column(t.schema.get_field_index("value"), "value",
                      t["value"].cast(pa.float64()))
     pq.write_table(t, seg)
+    relist_segments(path)  # a self-consistent capture: the schema check must refuse it
     with pytest.raises(CaptureSchemaError, match=r"value.*double.*expected uint64"):
         load_capture(path)
 

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from rdmascope.analysis import load_capture, verify_emulation
 from rdmascope.analysis.verify import CANNOT_JUDGE, FAIL, PASS
 
+from rdmascope.capture import CaptureSchemaError
 from rdmascope.cli import main
 
 TWINS = [{"name": "rocep1s0f1", "pci": "0000:01:00.1"},
@@ -179,9 +180,9 @@ def test_old_capture_with_one_device_says_the_verdict_rests_on_it(tmp_path):
 
 
 def test_bad_discovered_devices_key_is_named(tmp_path):
-    cap = _cap(tmp_path, ONLY_A, discovered={"rocep1s0f1": {}})
-    with pytest.raises(ValueError, match="manifest key 'discovered_devices' must be a list"):
-        verify_emulation(cap)
+    with pytest.raises(CaptureSchemaError,
+                       match="manifest key 'discovered_devices' must be a list"):
+        verify_emulation(_cap(tmp_path, ONLY_A, discovered={"rocep1s0f1": {}}))
 
 
 def test_too_little_traffic_is_cannot_judge_not_fail(tmp_path):

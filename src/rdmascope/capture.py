@@ -49,6 +49,10 @@ MANIFEST KEYS (``manifest.json``, a JSON object):
   ``width_bits`` (64, 32, 16, 8 or null when unknown), ``direction`` ("tx" | "rx" | null).
 - ``events``: list of {``t_ns``, ``counter_id`` (or null), ``kind``, ``message``}: unavailable
   counters (said once, with the reason), recoveries, write errors.
+- ``segments``: one record per closed Parquet segment, {``name``, ``rows``, ``bytes``,
+  ``sha256``}, appended at each roll; the reader refuses a listed segment that is missing, altered
+  (size, SHA-256 or row count) or followed by unlisted ones. Manifests without the key (written
+  before it existed, e.g. ``fixtures/v1-capture``) are read with Parquet page checksums only.
 - ``audit``: the sampler's self-audit at stop (sweeps taken/missed, interval and read-bracket
   percentiles, CPU seconds), or ``null``.
 - ``extra``: free-form (the emulator stores its scenario and ground truth pointers here).
@@ -61,6 +65,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import platform
@@ -461,6 +466,7 @@ class CaptureWriter:
             "devices": [],
             "counters": [],
             "events": [],
+            "segments": [],
             "audit": None,
             "extra": {},
         }
@@ -565,6 +571,7 @@ class CaptureWriter:
             write_segment(table, tmp)
             with open(tmp, "rb") as f:
                 os.fsync(f.fileno())
+            entry = segment_entry(tmp, name, table.num_rows)
             os.replace(tmp, final)
         except OSError as exc:
             try:
@@ -575,6 +582,11 @@ class CaptureWriter:
         self._close_live(remove=True)
         self._pending = []
         self._segment_index += 1
+        # Listed in memory first: if this manifest write fails (disk full), the next one that
+        # succeeds still lists the segment; until then the reader accepts it as the trailing,
+        # unlisted segment a crash can leave.
+        self.manifest.setdefault("segments", []).append(entry)
+        self.write_manifest()
         return final
 
     def _close_live(self, *, remove: bool) -> None:
@@ -631,6 +643,21 @@ class CaptureWriter:
             self._lock_fd = None
         if err is not None:
             raise err
+
+
+def segment_entry(path: str | os.PathLike, name: str, rows: int) -> dict[str, Any]:
+    """Return the manifest's record of one closed segment: {name, rows, bytes, sha256}.
+
+    The SHA-256 of the whole file lets the reader refuse any corruption, including flips in the
+    Parquet footer that page checksums do not cover (a footer flip can silently drop rows).
+    """
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+            size += len(chunk)
+    return {"name": name, "rows": int(rows), "bytes": size, "sha256": h.hexdigest()}
 
 
 def write_segment(table: pa.Table, path: str | os.PathLike) -> None:
@@ -739,7 +766,76 @@ def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
     missing = [k for k in REQUIRED_MANIFEST_KEYS if k not in m]
     if missing:
         raise CaptureSchemaError(mpath, f"manifest lacks required key(s): {', '.join(missing)}")
+    _check_manifest_types(mpath, m)
     return m
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_manifest_types(mpath: Path, m: dict[str, Any]) -> None:
+    """Raise ``CaptureSchemaError`` naming the key when a manifest value has the wrong type.
+
+    A valid-JSON manifest with ``"counters": null`` or ``"interval_ns": "abc"`` must be refused
+    here, with the key named, rather than crash a reader later.
+    """
+    def bad(key: str, expected: str, got: Any) -> CaptureSchemaError:
+        shown = json.dumps(got)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        return CaptureSchemaError(mpath, f"manifest key {key!r} must be {expected}, got {shown}")
+
+    def instant(key: str, v: Any, *, nullable: bool = False) -> None:
+        if v is None and nullable:
+            return
+        if not (isinstance(v, dict) and _is_int(v.get("monotonic_ns"))
+                and _is_int(v.get("realtime_ns"))):
+            raise bad(key, "an object with integer monotonic_ns and realtime_ns"
+                      + (" (or null)" if nullable else ""), v)
+
+    def list_of_objects(key: str, required: tuple[str, ...] = (), *, optional: bool = False):
+        v = m.get(key)
+        if v is None and optional and key not in m:
+            return
+        if not isinstance(v, list) or not all(isinstance(x, dict) for x in v):
+            raise bad(key, "a list of objects", v)
+        for i, x in enumerate(v):
+            lacking = [r for r in required if r not in x]
+            if lacking:
+                what = "counter descriptor" if key == "counters" else f"{key!r} entry"
+                raise CaptureSchemaError(
+                    mpath, f"manifest {what} {i} lacks key(s): {', '.join(lacking)}")
+
+    if not isinstance(m["capture_id"], str):
+        raise bad("capture_id", "a string", m["capture_id"])
+    if not isinstance(m["host"], str):
+        raise bad("host", "a string", m["host"])
+    if m["clock"] != "CLOCK_MONOTONIC":
+        raise bad("clock", '"CLOCK_MONOTONIC"', m["clock"])
+    if not (_is_int(m["interval_ns"]) and m["interval_ns"] > 0):
+        raise bad("interval_ns", "a positive integer (ns)", m["interval_ns"])
+    instant("start", m["start"])
+    instant("stop", m["stop"], nullable=True)
+    pairs = m["clock_pairs"]
+    if not (isinstance(pairs, list) and all(isinstance(x, list) and len(x) == 2
+                                            and all(_is_int(y) for y in x) for x in pairs)):
+        raise bad("clock_pairs", "a list of [realtime_ns, monotonic_ns] integer pairs", pairs)
+    list_of_objects("counters", ("source", "device", "port", "name", "unit", "bytes_per_unit",
+                                 "width_bits", "direction"))
+    for i, c in enumerate(m["counters"]):
+        for key in ("bytes_per_unit", "width_bits"):
+            v = c[key]
+            if not (v is None or (_is_int(v) and v > 0)):
+                raise CaptureSchemaError(
+                    mpath, f"manifest counter {i} ({c.get('device')} {c.get('name')}): {key!r} "
+                           f"must be a positive integer or null, got {json.dumps(v)}")
+    list_of_objects("events")
+    list_of_objects("devices", ("name",), optional=True)
+    list_of_objects("discovered_devices", ("name",), optional=True)
+    list_of_objects("segments", ("name", "rows", "bytes", "sha256"), optional=True)
+    for key in ("audit", "extra"):
+        if m.get(key) is not None and not isinstance(m[key], dict):
+            raise bad(key, "an object or null", m[key])
 
 
 def _check_schema(path: Path, schema: pa.Schema) -> None:
@@ -816,18 +912,17 @@ def read_capture(path: str | os.PathLike, *, columns: list[str] | None = None) -
     p = Path(path)
     manifest = read_manifest(p)
     segs, lives = list_capture_files(p)
+    listed = _listed_segments(p, manifest, segs)
     tables: list[pa.Table] = []
     table_files: list[Path] = []
     for s in segs:
+        pf = _open_segment(s, listed.get(s.name))
         try:
-            pf = pq.ParquetFile(s, page_checksum_verification=True)
-            _check_schema(s, pf.schema_arrow)
             t = pf.read()
-        except CaptureError:
-            raise
-        except (pa.ArrowException, OSError, ValueError) as exc:  # ValueError: undecodable footer
+        except (pa.ArrowException, OSError, ValueError) as exc:
             raise CorruptSegmentError(s, f"cannot read Parquet segment ({exc}); the file is "
                                          "truncated or corrupted") from exc
+        _check_rows(s, listed.get(s.name), t.num_rows)
         tables.append(t.select(list(COLUMNS)).cast(SAMPLE_SCHEMA))
         table_files.append(s)
     live_rows = 0
@@ -855,6 +950,61 @@ def read_capture(path: str | os.PathLike, *, columns: list[str] | None = None) -
         table = table.select(columns)
     return RawCapture(path=p, manifest=manifest, table=table, files=files,
                       live_rows=live_rows, truncated_live=truncated)
+
+
+def _listed_segments(path: Path, manifest: dict[str, Any], segs: list[Path]
+                     ) -> dict[str, dict[str, Any]]:
+    """Return the manifest's segment records by name, checked against the files on disk.
+
+    Captures whose manifest has no ``segments`` list (written before it existed) are not checked.
+    A listed segment missing on disk is an error; a segment on disk that is not listed is accepted
+    only after the last listed one (a crash between the segment's rename and the manifest write).
+    """
+    records = manifest.get("segments")
+    if records is None:
+        return {}
+    listed = {r["name"]: r for r in records}
+    on_disk = {f.name for f in segs}
+    gone = [n for n in listed if n not in on_disk]
+    if gone:
+        raise CorruptSegmentError(path / SEGMENT_DIR / gone[0],
+                                  f"is listed in the manifest ({len(gone)} segment(s) in all) but "
+                                  "missing on disk; the capture is incomplete")
+    last = max(listed) if listed else ""
+    stray = [n for n in sorted(on_disk - set(listed)) if n < last]
+    if stray:
+        raise CaptureSchemaError(path / SEGMENT_DIR / stray[0],
+                                 "is not listed in the manifest although later segments are; "
+                                 "it does not belong to this capture")
+    return listed
+
+
+def _open_segment(s: Path, record: dict[str, Any] | None) -> pq.ParquetFile:
+    """Open one Parquet segment, verifying its size and SHA-256 against the manifest record."""
+    try:
+        data = s.read_bytes()
+    except OSError as exc:
+        raise CorruptSegmentError(s, f"cannot read segment: {exc.strerror or exc}") from exc
+    if record is not None:
+        if len(data) != record["bytes"]:
+            raise CorruptSegmentError(s, f"is {len(data)} bytes but the manifest recorded "
+                                         f"{record['bytes']}; the file is truncated or corrupted")
+        if hashlib.sha256(data).hexdigest() != record["sha256"]:
+            raise CorruptSegmentError(s, "content does not match the SHA-256 recorded in the "
+                                         "manifest; the file is corrupted")
+    try:
+        pf = pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True)
+    except (pa.ArrowException, OSError, ValueError) as exc:  # ValueError: undecodable footer
+        raise CorruptSegmentError(s, f"cannot read Parquet segment ({exc}); the file is "
+                                     "truncated or corrupted") from exc
+    _check_schema(s, pf.schema_arrow)
+    return pf
+
+
+def _check_rows(s: Path, record: dict[str, Any] | None, rows: int) -> None:
+    if record is not None and rows != record["rows"]:
+        raise CorruptSegmentError(s, f"holds {rows} readings but the manifest recorded "
+                                     f"{record['rows']}; the file is corrupted")
 
 
 def _check_unique_readings(path: Path, table: pa.Table, files: list[Path],
@@ -890,12 +1040,13 @@ def iter_capture_batches(path: str | os.PathLike, *, batch_rows: int = 1 << 20):
     ``read_capture``.
     """
     p = Path(path)
-    read_manifest(p)
+    manifest = read_manifest(p)
     segs, lives = list_capture_files(p)
+    listed = _listed_segments(p, manifest, segs)
     for s in segs:
+        pf = _open_segment(s, listed.get(s.name))
+        _check_rows(s, listed.get(s.name), pf.metadata.num_rows)
         try:
-            pf = pq.ParquetFile(s, page_checksum_verification=True)
-            _check_schema(s, pf.schema_arrow)
             yield from pf.iter_batches(batch_size=batch_rows, columns=list(COLUMNS))
         except CaptureError:
             raise

@@ -17,6 +17,7 @@ import shutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from capture_builders import relist_segments
 from rdmascope.analysis.load import load_capture, load_captures
 
 from rdmascope.capture import (
@@ -126,6 +127,7 @@ def test_newer_segment_format_version(cap):
     t = pq.read_table(seg)
     t = t.replace_schema_metadata({**t.schema.metadata, b"rdmascope.format_version": b"7"})
     pq.write_table(t, seg)
+    relist_segments(cap)  # as a newer writer would have listed it: the version check refuses it
     with pytest.raises(UnsupportedVersionError, match="segment format version 7") as ei:
         load_capture(cap)
     assert ei.value.path == str(seg)
