@@ -790,6 +790,30 @@ def ttft_cards(label: str, tests: pd.DataFrame, *, limit: int = MAX_TEST_CARDS
     return cards
 
 
+def change_cards(tests: pd.DataFrame, label_a: str, label_b: str, *,
+                 limit: int = MAX_TEST_CARDS) -> list[tuple[str, str, str]]:
+    """Return the headline cards of a comparison: one per test, in the table's order.
+
+    ``tests``: ``compare.Comparison.tests`` (``ttlft_change_s``, ``ttlft_change_pct``,
+    ``estimate_s``, ``bound_used_pct``). Each card gives the change of the time to the last
+    first token as ``compare`` computed it (from the unrounded times), in s to the ms and in %,
+    and what share of the estimate's upper bound it is (method.md, "The estimate"). Beyond
+    ``limit`` tests one card points to the comparison table. Returns (label, value, detail).
+    """
+    cards = []
+    for _, t in tests.head(limit).iterrows():
+        est, used = float(t["estimate_s"]), float(t["bound_used_pct"])
+        bound = (f"{used:.0f} % of the estimate's {est:.3f} s bound" if np.isfinite(used)
+                 else f"estimate ≤ {est:.3f} s")
+        cards.append((f"test {t['test']}: time to last first token",
+                      f"{float(t['ttlft_change_s']):+.3f} s "
+                      f"({float(t['ttlft_change_pct']):+.1f} %)",
+                      f"{label_a} → {label_b}; {bound}"))
+    if len(tests) > limit:
+        cards.append((f"{len(tests) - limit} more test(s)", "…", "see the comparison table"))
+    return cards
+
+
 def _pick(df: pd.DataFrame, cols) -> pd.DataFrame:
     return df[[c for c in cols if c in df.columns]]
 
@@ -973,10 +997,7 @@ def _add_estimate_comparison(content: ReportContent, configs, attributions, say)
         f"Comparison: {a.label} → {b.label}",
         [ReportTable(_pick(t, cols), headers=headers, name="comparison")],
         note=" ".join(cmp.notes), name=""))
-    content.cards.insert(0, (
-        f"test {big['test']}: time to last first token",
-        f"{float(big['ttlft_change_s']):+.2f} s ({float(big['ttlft_change_pct']):+.1f} %)",
-        f"{a.label} → {b.label}; estimate ≤ {float(big['estimate_s']):.2f} s"))
+    content.cards[:0] = change_cards(t, a.label, b.label)
 
 
 E_LINK_100 = 100.0

@@ -149,6 +149,17 @@ def test_run_analysis_writes_summary_and_report(tmp_path):
     bound = 8192 * 3_376_128 * 8 * (1 / 109e9 - 1 / 200e9)
     assert e - b == pytest.approx((1 - 0.04628) * bound, rel=1e-3)
     assert "the emulator hides 4.6 % of each full 4,096-token chunk's all-reduces" in text
-    assert f"test P2: time to last first token: {e - b:+.2f} s" in text
+    # one headline line per test (P1 too), the change as compare computes it, to the ms, with
+    # its share of the estimate's bound (prompt tokens x 3,376,128 B x 8 x (1/109 - 1/200) ns)
+    for test, tokens in (("P1", 1024), ("P2", 8192)):
+        b, e = ttft["200"][f"{test}-r1-0"], ttft["emulated100"][f"{test}-r1-0"]
+        bound = tokens * 3_376_128 * 8 * (1 / 109e9 - 1 / 200e9)
+        line = next(x for x in printed if x.startswith(f"  test {test}: time to last first "))
+        assert line.startswith(f"  test {test}: time to last first token: {e - b:+.3f} s "
+                               f"({100 * (e - b) / b:+.1f} %)  (200 Gb/s → emulated 100 Gb/s; "
+                               f"{100 * (e - b) / bound:.0f} % of the estimate's "), line
+        est = float(re.search(r"estimate's (\d+\.\d{3}) s bound\)$", line).group(1))
+        assert est == pytest.approx(bound, abs=6e-4), line
+    assert sum(x.startswith("  test P") for x in printed) == 2
     figures = sorted(p.name for p in (tmp_path / "report" / "figures").glob("*.png"))
     assert len(figures) >= 8, figures

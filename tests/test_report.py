@@ -443,3 +443,20 @@ def test_report_of_swapped_configurations_warns_first(sim_runs, tmp_path):
     assert page[first:first + 40].startswith('class="verdict fail"')
     cmp = pd.read_csv(tmp_path / "tables" / "comparison.csv")
     assert "exceeds_bound" in cmp.columns and not cmp["exceeds_bound"].any()
+
+
+def test_change_cards_one_per_test_from_compare():
+    """The comparison's headline cards: one per test (P1 too, not only the longest prompt), the
+    change to the ms as compare computed it and its share of the bound."""
+    tests = pd.DataFrame({"test": ["P1", "P2", "P3"], "ttlft_change_s": [0.01449, 0.8812, 1.2],
+                          "ttlft_change_pct": [1.51, 13.71, 10.0],
+                          "estimate_s": [0.11548, 0.92381, 1.5],
+                          "bound_used_pct": [12.55, 95.39, float("nan")]})
+    cards = R.change_cards(tests, "200 Gb/s", "emulated 100 Gb/s", limit=2)
+    assert cards == [
+        ("test P1: time to last first token", "+0.014 s (+1.5 %)",
+         "200 Gb/s → emulated 100 Gb/s; 13 % of the estimate's 0.115 s bound"),
+        ("test P2: time to last first token", "+0.881 s (+13.7 %)",
+         "200 Gb/s → emulated 100 Gb/s; 95 % of the estimate's 0.924 s bound"),
+        ("1 more test(s)", "…", "see the comparison table")]
+    assert R.change_cards(tests.tail(1), "A", "B")[0][2] == "A → B; estimate ≤ 1.500 s"
