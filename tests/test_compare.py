@@ -251,3 +251,34 @@ def test_cli_compare_errors_name_the_option(args, option):
     assert r.exit_code == 2, r.output
     assert f"Invalid value for '{option}'" in r.output
     assert "_gbps" not in r.output and "link_new" not in r.output
+
+
+def test_fixtures_readme_quotes_what_compare_prints():
+    """fixtures/README.md quoted "+3.52 s, 95.4 % of 3.69 s" for P4 where compare prints an
+    estimate of 3.700 s and 95.23 %: every number it quotes is now compare's own."""
+    import json
+    import re
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    readme = Path(__file__).resolve().parents[1] / "fixtures" / "README.md"
+    text = " ".join(readme.read_text().split())
+    for p in ("p2", "p4"):
+        r = CliRunner().invoke(main, ["compare", str(_fixture(f"sim-{p}-200")),
+                                      str(_fixture(f"sim-{p}-emulated100")), "--json"])
+        assert r.exit_code == 0, r.output
+        t = json.loads(r.stdout)["tests"][0]
+        quote = (f"`sim-{p}` {t['ttlft_a_s']:.3f} -> {t['ttlft_b_s']:.3f} s "
+                 f"({t['ttlft_change_s']:+.3f} s; estimate {t['estimate_s']:.3f} s, "
+                 f"{t['bound_used_pct']:.2f} % of it used")
+        assert quote in text, quote
+        if p == "p4":
+            assert (f"for `sim-p4` {t['per_token_a_bytes'] / 1e6:.3f} MB per prompt token"
+                    in text)
+    # the formula's figure quoted beside it: 32,768 tokens x 3,376,128 B x 8 x (1/109 - 1/200) ns
+    formula = 32768 * 3_376_128 * 8 * (1 / 109e9 - 1 / 200e9)
+    assert f"the formula's 3.376 MB gives {formula:.2f} s" in text
+    assert not re.search(r"95\.4 % of 3\.69 s", text)
