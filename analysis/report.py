@@ -702,6 +702,31 @@ def emulation_verdict_text(cfg: Configuration) -> str:
     return f"{mark} {headline.split(': ', 1)[-1]}"
 
 
+#: Beside bytes per prompt token for a capture the emulator wrote (``emulated_capture``).
+EMULATED_PER_TOKEN_NOTE = (
+    "Emulated data: bytes per prompt token equal the formula ((2 x layers + 1) x hidden x bytes "
+    "x 2(N-1)/N, 3.38 MB for the study's model) by construction; on hardware the study measured "
+    "3.54-3.60 MB, 5-7 % more (packet headers and per-request traffic; method.md).")
+
+
+def emulated_capture(meta: Mapping[str, Any]) -> bool:
+    """Return True when a capture's manifest says the emulator produced its traffic.
+
+    Written by ``rdmascope simulate capture`` (``writer`` "simulate" or ``host``
+    "emulated-spark"), or recorded live from an emulated sysfs tree (``sysfs_root`` named
+    ``rdmascope-sim*`` by ``simulate serve`` or ``rdmascope-demo-*`` by the demo).
+    """
+    if meta.get("writer") == "simulate" or meta.get("host") == "emulated-spark":
+        return True
+    root = os.path.basename(str(meta.get("sysfs_root") or "").rstrip("/"))
+    return root.startswith(("rdmascope-sim", "rdmascope-demo-"))
+
+
+def _per_token_note(*caps) -> str:
+    """EMULATED_PER_TOKEN_NOTE (with a leading space) when any capture is emulated, else ""."""
+    return " " + EMULATED_PER_TOKEN_NOTE if any(emulated_capture(c.meta) for c in caps) else ""
+
+
 def _capture_fields(cfg: Configuration) -> list[tuple[str, str]]:
     cap, m = cfg.capture, cfg.capture.meta
     audit = m.get("audit") or {}
@@ -889,14 +914,16 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                      "Time to last first token covers all prompts' bytes. "
                      "Prefill peak: the highest 1 ms window. " + ONE_MS_UNCERTAINTY
                      + (f" The first {warmup_rounds} round(s) of each test are warm-up, not "
-                        "counted." if warmup_rounds else ""), name="per-test"))
+                        "counted." if warmup_rounds else "") + _per_token_note(cfg.capture),
+                name="per-test"))
             tables.append(ReportTable(_pick(att.requests, REQUEST_COLUMNS
                                             + (("warmup",) if warmup_rounds else ())),
                                       title="Per request",
                                       note="Prefill = [send, first token], decode = [first "
                                            "token, last token]; bytes are tx of one node. "
                                            "Prefill peak: the highest 1 ms window (aligned on "
-                                           "the capture start). " + ONE_MS_UNCERTAINTY,
+                                           "the capture start). " + ONE_MS_UNCERTAINTY
+                                           + _per_token_note(cfg.capture),
                                       name="per-request"))
         say(f"[{cfg.label}] bursts")
         bt = burst_analysis(cfg.intervals, capacity_gbps=cfg.port_gbps or 200.0, by="direction")
@@ -995,7 +1022,8 @@ def _add_estimate_comparison(content: ReportContent, configs, attributions, say)
                "ttlft_b_real_s": f"corrected to a real {cmp.real_gbps or 0:g} Gb/s cable (s)"}
     content.sections.insert(0, ReportSection(
         f"Comparison: {a.label} → {b.label}",
-        [ReportTable(_pick(t, cols), headers=headers, name="comparison")],
+        [ReportTable(_pick(t, cols), headers=headers, name="comparison",
+                     note=_per_token_note(a.capture, b.capture).strip())],
         note=" ".join(cmp.notes), name=""))
     content.cards[:0] = change_cards(t, a.label, b.label)
 

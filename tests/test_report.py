@@ -460,3 +460,34 @@ def test_change_cards_one_per_test_from_compare():
          "200 Gb/s → emulated 100 Gb/s; 95 % of the estimate's 0.924 s bound"),
         ("1 more test(s)", "…", "see the comparison table")]
     assert R.change_cards(tests.tail(1), "A", "B")[0][2] == "A → B; estimate ≤ 1.500 s"
+
+
+def test_emulated_captures_say_bytes_per_token_equal_the_formula(sim_runs, tmp_path):
+    """Beside bytes per prompt token: on a capture the emulator wrote it equals the formula by
+    construction (the study measured 5-7 % more on hardware); not on a recorded capture."""
+    import shutil
+
+    assert R.emulated_capture({"writer": "simulate"}) and R.emulated_capture(
+        {"writer": "record", "host": "emulated-spark"})
+    assert R.emulated_capture({"writer": "record", "sysfs_root": "/dev/shm/rdmascope-demo-7-200"})
+    assert not R.emulated_capture({"writer": "record", "host": "spark-1", "sysfs_root": "/sys"})
+
+    def notes(content):
+        return {t.name: t.note for s in content.sections for t in s.tables}
+
+    cfgs = [R.load_configuration(sim_runs / link, R.default_request_logs(sim_runs / link),
+                                 label=link) for link in ("200", "emulated100")]
+    got = notes(R.build_report(cfgs))
+    for name in ("per-test", "per-request", "comparison"):
+        assert R.EMULATED_PER_TOKEN_NOTE in got[name], name
+    assert "3.54-3.60 MB, 5-7 % more" in R.EMULATED_PER_TOKEN_NOTE
+    # the same capture as if recorded on hardware: no such note
+    hw = tmp_path / "hw"
+    shutil.copytree(sim_runs / "200", hw)
+    m = json.loads((hw / "manifest.json").read_text())
+    m.update(writer="record", host="spark-1", sysfs_root="/sys")
+    (hw / "manifest.json").write_text(json.dumps(m))
+    cfg = R.load_configuration(hw, R.default_request_logs(hw), label="hw")
+    got = notes(R.build_report([cfg]))
+    assert got["per-test"] and R.EMULATED_PER_TOKEN_NOTE not in got["per-test"]
+    assert R.EMULATED_PER_TOKEN_NOTE not in got["per-request"]
