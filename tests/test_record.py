@@ -503,3 +503,18 @@ def test_disk_full_audit_says_taken_and_written_and_the_loss(tree, tmp_path, mon
             "taken after the disk filled were not written") in r.output
     s = CliRunner().invoke(main, ["inspect", str(out)]).output
     assert f"sweeps: {a['sweeps_taken']} taken" in s and f"written: {on_disk} sweeps" in s
+
+
+@pytest.mark.parametrize("value", ["1e300s", "1e999ms", "40y"])
+def test_absurd_duration_is_a_usage_error_not_a_traceback(value, tmp_path):
+    """'1e300s' overflowed the int conversion (a traceback); now every duration option says why."""
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    r = CliRunner().invoke(main, ["record", "-o", str(tmp_path / "c"), "--duration", value])
+    assert r.exit_code == 2, r.output
+    assert "Invalid value for '--duration'" in r.output
+    assert "Traceback" not in r.output and r.exception is None or isinstance(r.exception,
+                                                                             SystemExit)
+    assert not (tmp_path / "c").exists()

@@ -19,12 +19,16 @@ _UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000
 _DUR_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zµ]*)\s*$")
 
 
+#: Longest duration accepted (1e9 s, ~32 years): int ns stays far inside int64.
+MAX_DURATION_NS = 10**18
+
+
 def parse_duration_ns(text: str) -> int:
     """Parse a duration like "1ms", "0.5ms", "100us", "2s", "1m", "1h" to int ns.
 
     The unit (ns, us/µs, ms, s, m/min, h) is required; a bare number is refused unless it is zero
     (the same in every unit, e.g. ``--zoom 0``). Raises ``ValueError`` naming the text and the
-    accepted units.
+    accepted units, or for a duration above ``MAX_DURATION_NS`` (1e9 s).
     """
     m = _DUR_RE.match(str(text))
     unit = m.group(2) if m else None
@@ -38,7 +42,12 @@ def parse_duration_ns(text: str) -> int:
             return 0
         raise ValueError(f"{str(text).strip()!r} has no unit; expected e.g. 1ms, 500us, 2s "
                          f"(units: {units})")
-    return int(round(number * _UNITS_NS[unit]))
+    ns = number * _UNITS_NS[unit]
+    if not ns <= MAX_DURATION_NS:  # also catches inf/nan ("1e999s" parses as inf)
+        raise ValueError(f"{str(text).strip()!r} is longer than the limit of "
+                         f"{MAX_DURATION_NS / 1e9:g} s "
+                         f"(~{MAX_DURATION_NS / 1e9 / (365.25 * 86400):,.0f} years); a typo?")
+    return int(round(ns))
 
 
 class DurationType(click.ParamType):
