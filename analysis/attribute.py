@@ -147,10 +147,9 @@ def assign_rounds(requests: pd.DataFrame, arrival_window_s: float = 1.0) -> pd.D
 
 def capacity_gbps(capture) -> float:
     """Return the port rate recorded in the capture's device records (Gb/s), else 200."""
-    rates = [float(p["rate_gbps"]) for d in capture.meta.get("devices") or []
-             if isinstance(d, dict) for p in d.get("ports") or []
-             if isinstance(p, dict) and p.get("rate_gbps")]
-    return max(rates) if rates else DEFAULT_CAPACITY_GBPS
+    from .load import port_rates_gbps
+
+    return max(port_rates_gbps(capture.meta).values(), default=DEFAULT_CAPACITY_GBPS)
 
 
 def _window_stats(t0: np.ndarray, t1: np.ndarray, fine: pd.Series, width_ns: int,

@@ -42,6 +42,26 @@ _DESCRIPTOR_KEYS = ("source", "device", "port", "name", "unit", "bytes_per_unit"
                     "direction")
 
 
+
+def port_rates_gbps(meta: dict[str, Any]) -> dict[str, float]:
+    """Return {device: highest port rate in Gb/s} from a manifest's ``devices`` records.
+
+    The rate is what the kernel's ``rate`` file said (e.g. 200 for "200 Gb/sec (4X HDR)"), which
+    sysfs.md warns is not a reliable capacity (a Spark twin reports 200 but carries ~109).
+    Devices or ports without a positive finite rate are left out; malformed records are skipped.
+    """
+    rates: dict[str, float] = {}
+    for d in meta.get("devices") or []:
+        if not isinstance(d, dict):
+            continue
+        for p in d.get("ports") or []:
+            r = p.get("rate_gbps") if isinstance(p, dict) else None
+            if isinstance(r, (int, float)) and not isinstance(r, bool) and np.isfinite(r) \
+                    and r > 0:
+                name = str(d.get("name"))
+                rates[name] = max(rates.get(name, 0.0), float(r))
+    return rates
+
 @dataclass
 class Capture:
     """One loaded capture.

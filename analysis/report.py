@@ -365,12 +365,9 @@ class Configuration:
     @property
     def port_gbps(self) -> float | None:
         """The port's nominal rate from the manifest's device records (e.g. 200), or None."""
-        rates = []
-        for d in self.capture.meta.get("devices") or []:
-            for p in (d.get("ports") or []) if isinstance(d, dict) else []:
-                if isinstance(p, dict) and p.get("rate_gbps"):
-                    rates.append(float(p["rate_gbps"]))
-        return max(rates) if rates else None
+        from .load import port_rates_gbps
+
+        return max(port_rates_gbps(self.capture.meta).values(), default=None)
 
     @property
     def devices(self) -> list[str]:

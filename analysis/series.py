@@ -56,7 +56,7 @@ import pandas as pd
 
 from rdmascope.capture import iter_capture_batches, read_manifest
 
-from .load import Capture, counters_frame, readings_frame
+from .load import Capture, counters_frame, port_rates_gbps, readings_frame
 
 __all__ = [
     "FLAGS",
@@ -123,14 +123,7 @@ def plausible_gbps(meta: dict, device: str | None = None, *,
     that device records no rate, ``factor`` x the highest rate of any device; when none does,
     ``DEFAULT_MAX_GBPS`` (1,600 Gb/s). Used by ``byte_intervals`` to flag "implausible" jumps.
     """
-    rates: dict[Any, float] = {}
-    for d in meta.get("devices") or []:
-        if not isinstance(d, dict):
-            continue
-        for p in d.get("ports") or []:
-            r = p.get("rate_gbps") if isinstance(p, dict) else None
-            if isinstance(r, (int, float)) and math.isfinite(r) and r > 0:
-                rates[d.get("name")] = max(rates.get(d.get("name"), 0.0), float(r))
+    rates = port_rates_gbps(meta)
     if device is not None and device in rates:
         return factor * rates[device]
     if rates:

@@ -201,3 +201,17 @@ def test_bad_counter_descriptor(tmp_path):
     (path / "manifest.json").write_text(json.dumps(m))
     with pytest.raises(CaptureSchemaError, match="descriptor 0 lacks key.*width_bits"):
         load_capture(path)
+
+
+def test_port_rates_from_device_records():
+    from rdmascope.analysis.load import port_rates_gbps
+
+    meta = {"devices": [
+        {"name": "mlx4_0", "ports": [{"rate_gbps": 40.0}, {"rate_gbps": 56}]},  # highest port
+        {"name": "hfi1_0", "ports": [{"rate_gbps": None}]},                      # unknown: left out
+        {"name": "x", "ports": [{"rate_gbps": float("nan")}, {"rate_gbps": True}, "junk"]},
+        "not a record",
+        {"name": "rocep1s0f1", "ports": [{"rate_gbps": 200.0}]},
+    ]}
+    assert port_rates_gbps(meta) == {"mlx4_0": 56.0, "rocep1s0f1": 200.0}
+    assert port_rates_gbps({}) == {}

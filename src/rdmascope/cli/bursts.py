@@ -21,10 +21,9 @@ from rdmascope.cli.output import (
 
 def default_capacity(meta: dict) -> float | None:
     """Return the highest port rate (Gb/s) the devices of a manifest report, or None."""
-    rates = [p.get("rate_gbps") for d in meta.get("devices") or [] if isinstance(d, dict)
-             for p in d.get("ports") or [] if isinstance(p, dict)]
-    rates = [float(r) for r in rates if isinstance(r, (int, float)) and r > 0]
-    return max(rates) if rates else None
+    from rdmascope.analysis.load import port_rates_gbps
+
+    return max(port_rates_gbps(meta).values(), default=None)
 
 
 @click.command(help="Detect bursts on the 1 ms series with hysteresis relative to the link "
