@@ -27,11 +27,15 @@ The tree belongs on tmpfs (``/dev/shm``, the default root): no disk I/O, page-ca
 
 Residual risk, measured: tmpfs does not serialise a ``read`` against a concurrent ``pwrite`` of the
 same bytes, so a read overlapping a write by nanoseconds can return a mix of two consecutive values'
-digits (not monotonic). With a writer rewriting a file ~700,000 times/s and a reader re-reading it
-flat out, about 1 read in 5 million was such a mix (``tests/test_emulator_tree.py``); at the player's
-4 kHz that is ~175x rarer: hours between occurrences at 1 kHz sampling of four files. No write
-ordering avoids it (a carry must change a digit downwards), and a FUSE filesystem is not available;
-`rdmascope record` would flag such a reading as a counter decrease.
+digits (not monotonic). Its chance grows with the write rate: with a writer rewriting a file ~1.1
+million times/s and a reader re-reading it flat out, 58 reads in 875,000 were such a mix
+(``tests/test_emulator_tree.py``, run with ``--soak``); scaled to the player's 4 kHz that is
+~2.5e-7 per read, about one torn reading per quarter hour when four files are sampled at 1 kHz. No
+write ordering avoids it (a carry must change a digit downwards), and a FUSE filesystem is not
+available. The analysis flags the decrease such a reading causes (before or after it) as a
+``reset`` (NaN bytes in that window), but the neighbouring interval then carries the mismatch (the
+torn digits' worth of bytes, usually small); a huge one is flagged ``implausible``. Real sysfs has
+no such race; this is a limit of the emulator only.
 
 Which files move: ``port_xmit_data``/``port_rcv_data`` (bytes / 4) and the netdev ``tx_bytes``/
 ``rx_bytes`` every tick; the packet counters (bytes / mean packet size, approximate) every 10 ms.
