@@ -31,6 +31,13 @@ Flags (column ``flag`` of ``byte_intervals``; one per interval):
   gap-spread bytes are marked ``QUALITY_GAP`` by ``rebin_with_quality`` so that rates there can
   be read as averages over the gap, not as measured 1 ms values.
 
+Glitch readings: before intervals are formed, a single valid reading that breaks monotonicity
+while its two neighbours agree with each other (below the previous one with the next one above
+it, or above the next one with the previous one below it) is dropped as a torn read or firmware
+hiccup; the interval across it then holds exactly the neighbours' difference and is a ``gap``.
+A real reset stays low after the drop, so it still shows as ``reset``. When a small tear leaves
+two adjacent readings ambiguous, both are dropped (bytes still exact, timing coarser).
+
 Windows (``rebin``) overlapping a NaN interval, or not covered by any interval (before the first
 or after the last reading), are NaN: never zero, never negative, never huge.
 
@@ -145,6 +152,18 @@ def _intervals_one(t: np.ndarray, unc: np.ndarray, value: np.ndarray, valid: np.
                    max_gbps: float = math.inf, label: str = "") -> dict[str, np.ndarray]:
     """Intervals of one counter from its readings (time-ordered); see the module docstring."""
     idx = np.flatnonzero(valid)
+    if len(idx) >= 3:
+        # A single reading that breaks monotonicity while its two neighbours agree with each
+        # other (a torn read, a firmware hiccup) is dropped: the interval across it keeps the
+        # exact bytes of its neighbours' difference (flagged a gap: timing inside unknown). A
+        # real reset stays low after the drop, so its neighbours disagree and it stays a reset.
+        # A small tear inside the neighbours' range leaves it ambiguous which of two adjacent
+        # readings is wrong; both are then dropped (bytes still exact, timing coarser).
+        v = value[idx]
+        prev, cur, nxt = v[:-2], v[1:-1], v[2:]
+        glitch = ((cur < prev) | (cur > nxt)) & (prev <= nxt)
+        if glitch.any():
+            idx = np.delete(idx, 1 + np.flatnonzero(glitch))
     if len(idx) < 2:
         z = np.zeros(0, np.int64)
         return {"t0_ns": z, "t1_ns": z, "t0_unc_ns": z, "t1_unc_ns": z,
@@ -160,7 +179,8 @@ def _intervals_one(t: np.ndarray, unc: np.ndarray, value: np.ndarray, valid: np.
     flag = np.zeros(len(i0), np.int8)
     gap = dt > gap_factor * interval_ns
     flag[gap] = _GAP
-    flag[(i1 - i0) > 1] = _UNAV  # invalid readings lie between the two valid ones
+    n_invalid = np.concatenate([[0], np.cumsum(~valid.astype(bool))])
+    flag[(n_invalid[i1] - n_invalid[i0 + 1]) > 0] = _UNAV  # unreadable readings lie between
     limit = _saturation_limit(width_bits)
     if limit is not None:
         flag[v1 >= np.uint64(limit)] = _SAT

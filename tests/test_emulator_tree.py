@@ -195,8 +195,7 @@ def test_emulate_in_place_writes_torn_reads_are_rare_kernel_races(tmp_path):
     return a mix of two consecutive values' digits. The chance scales with the write rate, so the
     test normalises by it: measured on an idle 2-core VM, 58 torn reads in 875,000 with the writer
     at ~1.1 million writes/s, i.e. ~2.5e-7 per read at the player's 4 kHz (about one torn read per
-    quarter hour when four files are sampled at 1 kHz; the analysis flags the decrease it causes as
-    a reset). This test bounds that normalised rate at 1e-5 per read and proves every
+    quarter hour when four files are sampled at 1 kHz; the analysis drops it as a glitch reading). This test bounds that normalised rate at 1e-5 per read and proves every
     odd value is exactly such a mix (not a logic error of the writer).
     """
     shm = Path("/dev/shm")

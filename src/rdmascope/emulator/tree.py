@@ -32,10 +32,9 @@ million times/s and a reader re-reading it flat out, 58 reads in 875,000 were su
 (``tests/test_emulator_tree.py``, run with ``--soak``); scaled to the player's 4 kHz that is
 ~2.5e-7 per read, about one torn reading per quarter hour when four files are sampled at 1 kHz. No
 write ordering avoids it (a carry must change a digit downwards), and a FUSE filesystem is not
-available. The analysis flags the decrease such a reading causes (before or after it) as a
-``reset`` (NaN bytes in that window), but the neighbouring interval then carries the mismatch (the
-torn digits' worth of bytes, usually small); a huge one is flagged ``implausible``. Real sysfs has
-no such race; this is a limit of the emulator only.
+available. The analysis drops such a reading as a glitch (it breaks monotonicity while its
+neighbours agree: ``analysis/series.py``), so the bytes across it stay exact and only that 2 ms
+of timing is coarser. Real sysfs has no such race; this is a limit of the emulator only.
 
 Which files move: ``port_xmit_data``/``port_rcv_data`` (bytes / 4) and the netdev ``tx_bytes``/
 ``rx_bytes`` every tick; the packet counters (bytes / mean packet size, approximate) every 10 ms.
