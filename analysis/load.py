@@ -25,7 +25,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rdmascope.capture import STATUS_OK, CaptureSchemaError, RawCapture, read_capture
+from rdmascope.capture import (
+    COUNTER_KEYS,
+    STATUS_OK,
+    RawCapture,
+    check_counter_descriptors,
+    read_capture,
+)
 
 __all__ = [
     "Capture",
@@ -38,8 +44,7 @@ __all__ = [
     "monotonic_to_realtime",
 ]
 
-_DESCRIPTOR_KEYS = ("source", "device", "port", "name", "unit", "bytes_per_unit", "width_bits",
-                    "direction")
+_DESCRIPTOR_KEYS = COUNTER_KEYS  # owned by rdmascope.capture
 
 
 
@@ -135,23 +140,7 @@ def counters_frame(manifest: dict[str, Any], path: str | os.PathLike = "") -> pd
     or has an impossible ``bytes_per_unit``/``width_bits``.
     """
     descs = manifest.get("counters")
-    if not isinstance(descs, list):
-        raise CaptureSchemaError(path, "manifest 'counters' is not a list")
-    for i, d in enumerate(descs):
-        if not isinstance(d, dict):
-            raise CaptureSchemaError(path, f"counter descriptor {i} is not an object")
-        missing = [k for k in _DESCRIPTOR_KEYS if k not in d]
-        if missing:
-            raise CaptureSchemaError(
-                path, f"counter descriptor {i} lacks key(s) {', '.join(missing)}")
-        bpu, w = d["bytes_per_unit"], d["width_bits"]
-        if bpu is not None and (not isinstance(bpu, int) or bpu <= 0):
-            raise CaptureSchemaError(
-                path, f"counter {i} ({d['name']}): bytes_per_unit {bpu!r}, expected a positive "
-                      "integer or null")
-        if w is not None and (not isinstance(w, int) or not 1 <= w <= 64):
-            raise CaptureSchemaError(
-                path, f"counter {i} ({d['name']}): width_bits {w!r}, expected 1..64 or null")
+    check_counter_descriptors(descs, path)
     # A device with data counters on several ports gets the port in its series names.
     ports: dict[tuple[str, str], set] = {}
     for d in descs:

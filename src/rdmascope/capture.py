@@ -476,7 +476,7 @@ class CaptureWriter:
             manifest["start"] = {"realtime_ns": rt, "monotonic_ns": mono}
             manifest["clock_pairs"] = [[rt, mono]]
         try:
-            _validate_manifest_fields(p, manifest)
+            _check_manifest_types(p / MANIFEST_NAME, manifest)
             w = cls(p, manifest)
             w._lock_fd = lock_fd
             w.write_manifest()
@@ -692,16 +692,6 @@ def _remove_capture_files(p: Path) -> None:
             child.unlink()
 
 
-def _validate_manifest_fields(path: Path, m: dict[str, Any]) -> None:
-    for i, c in enumerate(m.get("counters", [])):
-        for key in ("source", "device", "port", "name", "unit", "bytes_per_unit", "width_bits",
-                    "direction"):
-            if key not in c:
-                raise ValueError(f"counter descriptor {i} lacks key {key!r}: {c}")
-    if not isinstance(m.get("interval_ns"), int) or m["interval_ns"] <= 0:
-        raise ValueError(f"interval_ns must be a positive int, got {m.get('interval_ns')!r}")
-
-
 # ----------------------------------------------------------------------------------------------
 # Reader
 # ----------------------------------------------------------------------------------------------
@@ -774,6 +764,36 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+COUNTER_KEYS = ("source", "device", "port", "name", "unit", "bytes_per_unit", "width_bits",
+                "direction")
+
+
+def check_counter_descriptors(counters: Any, path: str | os.PathLike) -> None:
+    """Check a manifest's ``counters`` list (see MANIFEST KEYS); raise ``CaptureSchemaError``.
+
+    Each descriptor must be an object with ``COUNTER_KEYS``; ``bytes_per_unit`` a positive integer
+    or null; ``width_bits`` an integer 1..64 or null. The message names ``path`` and the counter.
+    Used when writing and reading a manifest, and by the analysis when it builds its counter table.
+    """
+    if not isinstance(counters, list) or not all(isinstance(c, dict) for c in counters):
+        shown = json.dumps(counters, default=str)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise CaptureSchemaError(path, f"manifest key 'counters' must be a list of objects, "
+                                       f"got {shown}")
+    for i, c in enumerate(counters):
+        lacking = [k for k in COUNTER_KEYS if k not in c]
+        if lacking:
+            raise CaptureSchemaError(
+                path, f"manifest counter descriptor {i} lacks key(s): {', '.join(lacking)}")
+        for key, hi in (("bytes_per_unit", None), ("width_bits", 64)):
+            v = c[key]
+            if not (v is None or (_is_int(v) and v > 0 and (hi is None or v <= hi))):
+                expected = "a positive integer" if hi is None else f"an integer 1..{hi}"
+                raise CaptureSchemaError(
+                    path, f"manifest counter {i} ({c.get('device')} {c.get('name')}): {key!r} "
+                          f"must be {expected} or null, got {json.dumps(v)}")
+
+
 def _check_manifest_types(mpath: Path, m: dict[str, Any]) -> None:
     """Raise ``CaptureSchemaError`` naming the key when a manifest value has the wrong type.
 
@@ -820,15 +840,7 @@ def _check_manifest_types(mpath: Path, m: dict[str, Any]) -> None:
     if not (isinstance(pairs, list) and all(isinstance(x, list) and len(x) == 2
                                             and all(_is_int(y) for y in x) for x in pairs)):
         raise bad("clock_pairs", "a list of [realtime_ns, monotonic_ns] integer pairs", pairs)
-    list_of_objects("counters", ("source", "device", "port", "name", "unit", "bytes_per_unit",
-                                 "width_bits", "direction"))
-    for i, c in enumerate(m["counters"]):
-        for key in ("bytes_per_unit", "width_bits"):
-            v = c[key]
-            if not (v is None or (_is_int(v) and v > 0)):
-                raise CaptureSchemaError(
-                    mpath, f"manifest counter {i} ({c.get('device')} {c.get('name')}): {key!r} "
-                           f"must be a positive integer or null, got {json.dumps(v)}")
+    check_counter_descriptors(m["counters"], mpath)
     list_of_objects("events")
     list_of_objects("devices", ("name",), optional=True)
     list_of_objects("discovered_devices", ("name",), optional=True)
