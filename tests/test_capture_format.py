@@ -240,3 +240,26 @@ def test_failed_live_write_keeps_exactly_the_counted_rows(tmp_path, monkeypatch)
     w._close_live(remove=False)  # as close() does when the final roll fails
     cap = read_capture(tmp_path / "cap")
     assert cap.table.num_rows == 1000 and cap.table["sweep"].to_pylist() == list(range(1000))
+
+
+def test_force_never_removes_what_is_not_the_capture_s_own(tmp_path):
+    """--force used to remove every top-level name starting with '.' or 'live-'; a user's hidden
+    file in a capture directory must survive and the overwrite be refused, naming it."""
+    from rdmascope.capture import CaptureExistsError, foreign_entries
+
+    counters = [{"source": "infiniband", "device": "a", "port": 1, "name": "port_xmit_data",
+                 "path": "x", "unit": "4 bytes", "bytes_per_unit": 4, "width_bits": 64,
+                 "direction": "tx"}]
+    cap = tmp_path / "c"
+    CaptureWriter.create(cap, {"counters": counters, "interval_ns": 1_000_000}).close()
+    assert foreign_entries(cap) == []
+    (cap / ".notes").write_text("mine")
+    (cap / "segments" / "README").write_text("mine too")
+    assert [p.name for p in foreign_entries(cap)] == [".notes", "README"]
+    assert foreign_entries(cap, allowed=(".notes",)) == [cap / "segments" / "README"]
+    with pytest.raises(CaptureExistsError, match=r"\.notes"):
+        CaptureWriter.create(cap, {"counters": counters, "interval_ns": 1_000_000}, force=True)
+    assert (cap / ".notes").read_text() == "mine"
+    (cap / ".notes").unlink()
+    (cap / "segments" / "README").unlink()
+    CaptureWriter.create(cap, {"counters": counters, "interval_ns": 1_000_000}, force=True).close()

@@ -69,6 +69,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import socket
 import time
 import uuid
@@ -675,12 +676,70 @@ def write_segment(table: pa.Table, path: str | os.PathLike) -> None:
     )
 
 
+_OWN_TOP = re.compile(r"(manifest\.json|\.manifest\.json\.tmp|\.lock|live-\d+\.arrow)")
+_OWN_SEGMENT = re.compile(r"\.?seg-\d+\.parquet(\.tmp)?")
+
+
+def foreign_entries(path: str | os.PathLike, *, allowed: tuple[str, ...] = ()) -> list[Path]:
+    """Return the entries of a capture directory that are not the capture's own files.
+
+    Own files: the manifest (and its atomic-write temporary), the lock, live segments, and the
+    ``segments/`` folder holding only segments (and their temporaries). Symbolic links are never
+    own files. ``allowed``: extra top-level file names to accept (e.g. the emulator's
+    ``requests.jsonl`` and ``truth.json``). Used before anything removes a capture's files.
+    """
+    p = Path(path)
+    out: list[Path] = []
+    for child in sorted(p.iterdir()):
+        if child.is_symlink():
+            out.append(child)
+        elif child.name == SEGMENT_DIR and child.is_dir():
+            out.extend(f for f in sorted(child.iterdir())
+                       if f.is_symlink() or not f.is_file() or not _OWN_SEGMENT.fullmatch(f.name))
+        elif not child.is_file() or not (_OWN_TOP.fullmatch(child.name)
+                                         or child.name in allowed):
+            out.append(child)
+    return out
+
+
+def estimate_size(path: str | os.PathLike) -> tuple[int, int, int | None]:
+    """Return (approximate readings, segment + live files, longest segment span ns or None).
+
+    Cheap: Parquet footers only (row counts and ``t_before_ns`` statistics), live files by size
+    (~40 bytes a reading). The span is None when unknown (no statistics, or live files only).
+    Unreadable files are skipped: ``read_capture`` is the one that names them.
+    """
+    segs, lives = list_capture_files(path)
+    n, span = 0, 0
+    for s in segs:
+        try:
+            md = pq.ParquetFile(s).metadata
+        except (OSError, ValueError):  # ArrowInvalid is a ValueError
+            continue
+        n += md.num_rows
+        try:
+            i = md.schema.names.index("t_before_ns")
+            st = [md.row_group(g).column(i).statistics for g in range(md.num_row_groups)]
+            span = max(span, max(x.max for x in st) - min(x.min for x in st))
+        except (ValueError, AttributeError, TypeError):
+            span = None if not lives else span
+    return (n + sum(f.stat().st_size // 40 for f in lives), len(segs) + len(lives),
+            None if lives or not span else int(span))
+
+
 def _remove_capture_files(p: Path) -> None:
     """Remove a capture's own files (used by --force); refuse to wipe a directory that is not one."""
     manifest = p / MANIFEST_NAME
     if not manifest.exists():
         raise CaptureExistsError(
             p, "exists, is not empty and is not an rdmascope capture; refusing to overwrite it")
+    foreign = foreign_entries(p)
+    if foreign:
+        f = foreign[0]
+        what = f"{f}, a symbolic link" if f.is_symlink() else str(f)
+        raise CaptureExistsError(
+            p, f"holds entries that are not the capture's own (e.g. {what}); refusing to "
+               "overwrite it even with --force: move them or choose another directory")
     for child in p.iterdir():
         if child.name == SEGMENT_DIR and child.is_dir() and not child.is_symlink():
             for f in child.iterdir():

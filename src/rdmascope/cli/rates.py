@@ -23,34 +23,6 @@ from rdmascope.cli.output import (
 )
 
 
-def _capture_rows(path) -> tuple[int, int, int | None]:
-    """Return (approximate rows, segment/live files, longest segment span in ns or None).
-
-    The span comes from the Parquet statistics of ``t_before_ns`` (None when a segment has
-    none, e.g. live files only).
-    """
-    import pyarrow.parquet as pq
-
-    from rdmascope.capture import list_capture_files
-
-    segs, lives = list_capture_files(path)
-    n, span = 0, 0
-    for s in segs:
-        try:
-            md = pq.ParquetFile(s).metadata
-        except (OSError, ValueError):  # ArrowInvalid is a ValueError; the reader names the file
-            continue
-        n += md.num_rows
-        try:
-            i = md.schema.names.index("t_before_ns")
-            st = [md.row_group(g).column(i).statistics for g in range(md.num_row_groups)]
-            span = max(span, max(x.max for x in st) - min(x.min for x in st))
-        except (ValueError, AttributeError, TypeError):
-            span = None if not lives else span
-    return (n + sum(f.stat().st_size // 40 for f in lives), len(segs) + len(lives),
-            None if lives or not span else int(span))
-
-
 def _capture_end_ns(m: dict, rows: int) -> int:
     """Return the capture's end (monotonic ns): the stop record, else an estimate from its rows.
 
@@ -106,7 +78,7 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
         twin_links,
     )
     from rdmascope.analysis.load import counters_frame
-    from rdmascope.capture import read_manifest
+    from rdmascope.capture import estimate_size, read_manifest
 
     if group == "twins" and by != "series":
         raise click.UsageError("--group twins needs --by series")
@@ -115,7 +87,7 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
         m = read_manifest(capture)
         cdf = counters_frame(m, capture)
         t0 = int(m["start"]["monotonic_ns"])
-        total, n_files, seg_span = _capture_rows(capture)
+        total, n_files, seg_span = estimate_size(capture)
         if n_files == 0:
             raise click.ClickException(f"capture {capture} has no readings (no segment or live "
                                        "file; were its segments removed?)")

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -69,16 +68,13 @@ def _tmpfs_dir() -> Path:
     return Path(tempfile.gettempdir())
 
 
-# What an earlier demo leaves in a run directory: the capture ``rdmascope record`` writes (with
-# its lock, atomic-write temporaries and live segments after a crash) and the emulator's ground truth.
-_RUN_FILES = {"manifest.json", "requests.jsonl", "truth.json", ".lock", ".manifest.json.tmp"}
-_RUN_FILE_RE = re.compile(r"live-\d+\.arrow")
-_SEGMENT_FILE_RE = re.compile(r"\.?seg-\d+\.parquet(\.tmp)?")
+# Besides the capture's own files, a demo run directory holds the emulator's ground truth.
+_TRUTH_FILES = ("requests.jsonl", "truth.json")
 
 
 def _demo_run_dir_problem(run: Path) -> str | None:
     """Return why ``run`` is not an earlier demo's run directory (None when it is one)."""
-    from rdmascope.capture import FORMAT_NAME, MANIFEST_NAME, SEGMENT_DIR
+    from rdmascope.capture import FORMAT_NAME, MANIFEST_NAME, foreign_entries
 
     if run.is_symlink() or not run.is_dir():
         return f"{run}: is not a directory of an earlier demo run"
@@ -90,14 +86,9 @@ def _demo_run_dir_problem(run: Path) -> str | None:
     if fmt != FORMAT_NAME or manifest.is_symlink():
         return (f"{run}: is not an rdmascope capture (no {MANIFEST_NAME} with format "
                 f"{FORMAT_NAME!r}), so not an earlier demo run")
-    for child in sorted(run.iterdir()):
-        if child.name == SEGMENT_DIR and child.is_dir() and not child.is_symlink():
-            for f in sorted(child.iterdir()):
-                if f.is_symlink() or not f.is_file() or not _SEGMENT_FILE_RE.fullmatch(f.name):
-                    return f"{f}: is not one of the demo's capture files"
-        elif child.is_symlink() or not child.is_file() or not (
-                child.name in _RUN_FILES or _RUN_FILE_RE.fullmatch(child.name)):
-            return f"{child}: is not one of the demo's files"
+    foreign = foreign_entries(run, allowed=_TRUTH_FILES)
+    if foreign:
+        return f"{foreign[0]}: is not one of the demo's files"
     return None
 
 
