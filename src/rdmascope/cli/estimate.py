@@ -7,38 +7,39 @@ import click
 from rdmascope.cli.output import POSITIVE, emit, output_options
 
 
-def _ints(text: str | None, option: str, *, minimum: int = 1,
-          example: str = "2,4,8,16") -> list[int]:
-    """Parse comma/space-separated integers >= ``minimum``; errors name ``option``."""
+def _numbers(text: str | None, option: str, convert, *, ok, expected: str, bad: str) -> list:
+    """Parse a comma/space-separated list with ``convert``; errors name ``option``.
+
+    ``ok(value)`` decides which values are allowed; ``expected`` describes the list (e.g.
+    "integers like 2,4,8,16") and ``bad(value)`` words the error for a value that is not ok.
+    """
     if not text:
         return []
     try:
-        vals = [int(x) for x in str(text).replace(",", " ").split()]
+        vals = [convert(x) for x in str(text).replace(",", " ").split()]
     except ValueError as exc:
-        raise click.BadParameter(f"{text!r}: expected integers like {example}",
+        raise click.BadParameter(f"{text!r}: expected {expected}",
                                  param_hint=f"'{option}'") from exc
-    bad = [v for v in vals if v < minimum]
-    if bad:
-        raise click.BadParameter(f"{bad[0]}: must be >= {minimum}", param_hint=f"'{option}'")
+    wrong = [v for v in vals if not ok(v)]
+    if wrong:
+        raise click.BadParameter(bad(wrong[0]), param_hint=f"'{option}'")
     return vals
+
+
+def _ints(text: str | None, option: str, *, minimum: int = 1,
+          example: str = "2,4,8,16") -> list[int]:
+    """Parse comma/space-separated integers >= ``minimum``; errors name ``option``."""
+    return _numbers(text, option, int, ok=lambda v: v >= minimum,
+                    expected=f"integers like {example}", bad=lambda v: f"{v}: must be >= {minimum}")
 
 
 def _seconds(text: str | None, option: str) -> list[float]:
     """Parse comma/space-separated positive finite seconds; errors name ``option``."""
     import math
 
-    if not text:
-        return []
-    try:
-        vals = [float(x) for x in str(text).replace(",", " ").split()]
-    except ValueError as exc:
-        raise click.BadParameter(f"{text!r}: expected seconds like 6.36",
-                                 param_hint=f"'{option}'") from exc
-    bad = [v for v in vals if not (math.isfinite(v) and v > 0)]
-    if bad:
-        raise click.BadParameter(f"{bad[0]!r} is not a positive number of seconds",
-                                 param_hint=f"'{option}'")
-    return vals
+    return _numbers(text, option, float, ok=lambda v: math.isfinite(v) and v > 0,
+                    expected="seconds like 6.36",
+                    bad=lambda v: f"{v!r} is not a positive number of seconds")
 
 
 def model_from_options(preset, config, layers, hidden, nbytes, vocab):
