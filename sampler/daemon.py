@@ -57,6 +57,7 @@ from rdmascope.capture import (
     CaptureError,
     CaptureWriteError,
     CaptureWriter,
+    check_output,
     clock_pair,
     is_enospc,
     make_batch,
@@ -307,6 +308,10 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     """
     log = log if log is not None else sys.stderr
     _validate(opts)
+    try:  # the output first: an existing capture is the problem to report, RDMA or not
+        check_output(opts.output, force=opts.force)
+    except CaptureError as exc:
+        raise RecordError(str(exc)) from exc
     root = Path(opts.sysfs_root)
     ib = infiniband_dir(root)
     if not ib.is_dir():

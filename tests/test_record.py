@@ -518,3 +518,19 @@ def test_absurd_duration_is_a_usage_error_not_a_traceback(value, tmp_path):
     assert "Traceback" not in r.output and r.exception is None or isinstance(r.exception,
                                                                              SystemExit)
     assert not (tmp_path / "c").exists()
+
+
+def test_existing_capture_is_reported_before_missing_rdma(tmp_path):
+    """On a machine without RDMA, `record -o EXISTING` said '/sys/class/infiniband: no such
+    directory' and hid the real problem (fresh-user trial): the output is checked first."""
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    out = tmp_path / "cap"
+    out.mkdir()
+    (out / "manifest.json").write_text("{}")
+    r = CliRunner().invoke(main, ["record", "-o", str(out), "--sysfs-root", str(tmp_path / "no")])
+    assert r.exit_code == 1
+    assert "already exists and is not empty; use --force" in r.output
+    assert (out / "manifest.json").read_text() == "{}"

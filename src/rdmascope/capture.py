@@ -727,6 +727,37 @@ def estimate_size(path: str | os.PathLike) -> tuple[int, int, int | None]:
             None if lives or not span else int(span))
 
 
+def check_output(path: str | os.PathLike, *, force: bool = False) -> None:
+    """Refuse an output path ``CaptureWriter.create`` would refuse, without touching anything.
+
+    For a clear first error: a recorder checks its output before looking for devices, so an
+    existing capture is reported as such even on a machine without RDMA. ``create`` checks again
+    (under the lock). Raises ``CaptureWriteError`` (a symbolic link) or ``CaptureExistsError``.
+    """
+    p = Path(path)
+    if p.is_symlink():
+        raise CaptureWriteError(p, "output path is a symbolic link; refusing to follow it")
+    if not p.exists():
+        return
+    if not p.is_dir():
+        raise CaptureExistsError(p, "exists and is not a directory")
+    lock = p / LOCK_NAME
+    if lock.is_file() and not lock.is_symlink():  # a live writer is the first thing to say
+        try:
+            fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise CaptureLockedError(p, _lock_pid(fd)) from None
+            finally:
+                os.close(fd)
+    if not force and any(c.name != LOCK_NAME for c in p.iterdir()):
+        raise CaptureExistsError(p, "already exists and is not empty; use --force to overwrite it")
+
+
 def _remove_capture_files(p: Path) -> None:
     """Remove a capture's own files (used by --force); refuse to wipe a directory that is not one."""
     manifest = p / MANIFEST_NAME
