@@ -27,6 +27,8 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from .peaks import window_label  # one label format for window widths (re-exported here)
+
 __all__ = [
     "FIGURE_FORMATS",
     "plot_request",
@@ -170,18 +172,6 @@ def _check_columns(df: pd.DataFrame, needed: Sequence[str], what: str) -> None:
     missing = [c for c in needed if c not in df.columns]
     if missing:
         raise ValueError(f"{what}: missing column(s) {missing}; got {list(df.columns)}")
-
-
-def window_label(width_ns: int) -> str:
-    """Format a window width in ns as a short label: 1_000_000 -> '1 ms', 1e9 -> '1 s'."""
-    width_ns = int(width_ns)
-    if width_ns % 1_000_000_000 == 0:
-        return f"{width_ns // 1_000_000_000} s"
-    if width_ns % 1_000_000 == 0:
-        return f"{width_ns // 1_000_000} ms"
-    if width_ns % 1_000 == 0:
-        return f"{width_ns // 1_000} us"
-    return f"{width_ns} ns"
 
 
 def _step_xy(index_ns, values, origin_ns: int, scale: float = 1.0):
