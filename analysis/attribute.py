@@ -301,9 +301,8 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
     # node totals per direction, and the 1 ms series for peaks and bursts
     cap_gbps = link_capacity_gbps or capacity_gbps(capture)
     # one window grid for every 1 ms peak (here, in the report's tables, cards and figures):
-    # the capture start, series.default_origin's choice for intervals from byte_intervals
-    origin = (series.default_origin(iv) if "t_start_ns" in getattr(iv, "attrs", {})
-              else int(capture.t_start_ns))
+    # the capture start, the project's default origin (series.default_origin)
+    origin = int(capture.t_start_ns)
     fine = series.rebin(iv, peak_width_ns, origin_ns=origin, by="direction")
     fine_tx = fine["tx"] if "tx" in fine.columns else pd.Series(dtype=float)
 

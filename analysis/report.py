@@ -434,17 +434,11 @@ ONE_MS_UNCERTAINTY = ("A single 1 ms value carries about ±15–25 % timing unce
 def window_origin(cfg: Configuration) -> int:
     """Return the one window origin the report uses (int64 ns): the capture start.
 
-    ``series.default_origin`` of the configuration's intervals, the origin of
-    ``attribute``'s per-request and per-test 1 ms peaks, so that the same request shows the
-    same 1 ms peak in every table, card and figure (figures still label time since the send).
-    Intervals that lost their ``attrs`` fall back to the capture's own start, not to their first
-    interval.
+    The project's default origin (``series.default_origin``) and the origin of ``attribute``'s
+    per-request and per-test 1 ms peaks, so that the same request shows the same 1 ms peak in
+    every table, card and figure (figures still label time since the send).
     """
-    from .series import default_origin
-
-    if "t_start_ns" not in getattr(cfg.intervals, "attrs", {}):
-        return int(cfg.capture.t_start_ns)
-    return default_origin(cfg.intervals)
+    return int(cfg.capture.t_start_ns)
 
 
 def node_gbps(cfg: Configuration, width_ns: int, start_ns: int, end_ns: int, *,
