@@ -361,6 +361,25 @@ class Configuration:
     intervals: pd.DataFrame
     log: Any = None  # rdmascope.analysis.requestlogs.RequestLog (aligned)
     requests: pd.DataFrame = field(default_factory=pd.DataFrame)
+    _checks: tuple | None = field(default=None, repr=False, compare=False)
+
+    def emulation_checks(self):
+        """Return (single, both): ``verify.verify_emulation`` with expect "single", then "both"
+        (None when "single" held), computed once per configuration."""
+        if self._checks is None:
+            from .verify import verify_emulation
+
+            single = verify_emulation(self.capture)
+            both = None if single.ok else verify_emulation(self.capture, expect="both")
+            self._checks = (single, both)
+        return self._checks
+
+    @property
+    def interfaces(self) -> str | None:
+        """"single" or "both" interfaces carried the RDMA traffic, else None (as
+        ``compare.interfaces_used``, from the cached checks)."""
+        single, both = self.emulation_checks()
+        return "single" if single.ok else "both" if both is not None and both.ok else None
 
     @property
     def port_gbps(self) -> float | None:
@@ -663,14 +682,11 @@ def emulation_verdict(cfg: Configuration):
     when TCP is suspected (netdev bytes without RDMA bytes); "warn" otherwise (too little traffic,
     or a twin found at record time but not recorded: the headline names it).
     """
-    from .verify import verify_emulation
-
-    single = verify_emulation(cfg.capture)
+    single, both = cfg.emulation_checks()
     emulated_label = "emul" in cfg.label.lower()
     if single.ok:
         return single, "ok", f"{cfg.label}: one interface carried all RDMA traffic " \
                              f"({single.main_device}) — an emulated link"
-    both = verify_emulation(cfg.capture, expect="both")
     if both.ok:
         if emulated_label:
             return both, "fail", f"{cfg.label}: labelled emulated, but BOTH interfaces " \
@@ -1028,13 +1044,13 @@ def comparison(configs: Sequence[Configuration], attributions: Mapping[str, Any]
 
     The link speeds are the study's: 200 Gb/s for the first configuration, the emulated
     ~109 Gb/s for the second, corrected to a real 100 Gb/s cable (``compare`` defaults). Each
-    capture's interfaces (``compare.interfaces_used``) let ``compare`` warn when the first
+    capture's interfaces (``Configuration.interfaces``) let ``compare`` warn when the first
     looks like the emulated link and the second like the full one (swapped).
     ``warmup_rounds`` is passed to ``attribute`` for configurations not yet attributed.
     Raises ValueError without request logs or without a common test.
     """
     from .attribute import attribute
-    from .compare import compare, interfaces_used
+    from .compare import compare
 
     if len(configs) != 2:
         raise ValueError(f"a comparison needs two configurations, got {len(configs)}")
@@ -1048,8 +1064,7 @@ def comparison(configs: Sequence[Configuration], attributions: Mapping[str, Any]
                                         warmup_rounds=warmup_rounds)
     a, b = configs
     return compare(atts[a.label], atts[b.label], label_a=a.label, label_b=b.label,
-                   interfaces_a=interfaces_used(a.capture),
-                   interfaces_b=interfaces_used(b.capture))
+                   interfaces_a=a.interfaces, interfaces_b=b.interfaces)
 
 
 def figure_extra_prefill(cmp_or_configs):
