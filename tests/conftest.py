@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-PROCFS_SYS = SHARED / "fixtures" / "sysfs-procfs" / "sys"
 FIXTURES = REPO / "fixtures"
+#: Real sysfs content from prometheus/procfs's test fixtures (Apache-2.0, see its NOTICE).
+PROCFS_SYS = FIXTURES / "sysfs-procfs" / "sys"
 
 
 def pytest_addoption(parser):
@@ -30,7 +30,7 @@ def pytest_collection_modifyitems(config, items):
 def procfs_sys() -> Path:
     """The real sysfs tree (hfi1_0, mlx4_0, mlx5_0) from prometheus/procfs's test fixtures."""
     if not PROCFS_SYS.is_dir():
-        pytest.fail(f"shared fixture tree missing: {PROCFS_SYS} (expected ../shared beside the repo)")
+        pytest.fail(f"fixture tree missing from the repository: {PROCFS_SYS}")
     return PROCFS_SYS
 
 
