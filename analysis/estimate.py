@@ -23,116 +23,34 @@ This module needs only the standard library (no numpy/pandas) so the ``estimate`
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
-#: Bytes per value for the dtype names found in Hugging Face ``config.json`` files.
-DTYPE_BYTES: dict[str, int] = {
-    "float32": 4, "fp32": 4, "float": 4,
-    "float16": 2, "fp16": 2, "half": 2,
-    "bfloat16": 2, "bf16": 2,
-    "float8_e4m3fn": 1, "float8_e5m2": 1, "fp8": 1, "float8": 1,
-}
-
-#: The link speeds of the study, Gb/s: the real link, the emulated link (one PCIe x4 path measured
-#: with ib_write_bw), and the real 100 Gb/s cable the emulation stands in for.
-LINK_200_GBPS = 200.0
-LINK_EMULATED_GBPS = 109.0
-LINK_100_GBPS = 100.0
+from rdmascope import models as _models
+from rdmascope.models import (  # noqa: F401  (re-exported: the estimate's public names)
+    DTYPE_BYTES,
+    LINK_100_GBPS,
+    LINK_200_GBPS,
+    LINK_EMULATED_GBPS,
+    PRESETS,
+    STUDY_MODEL,
+    Model,
+    ModelError,
+    model_from_hf_config,
+)
 
 #: The study's prefill chunk (``max_num_batched_tokens``).
 STUDY_CHUNK_TOKENS = 4096
 #: Tokens per request per decode pass in the study: the newest token plus 4 speculative drafts.
 STUDY_DECODE_TOKENS_PER_REQUEST = 5
 
-
-class EstimateError(ValueError):
-    """An input to the estimate is invalid (names the parameter or the config file and field)."""
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """The three numbers of a model that decide its tensor-parallel traffic.
-
-    ``layers`` = transformer layers (``num_hidden_layers``), ``hidden_size`` = width of the
-    residual stream (values per token per all-reduce), ``bytes_per_value`` = activation dtype size
-    (2 for bf16/fp16). ``vocab_size`` (optional) sizes the decode output-layer gather.
-    """
-
-    name: str
-    layers: int
-    hidden_size: int
-    bytes_per_value: int
-    vocab_size: int | None = None
-
-    def __post_init__(self) -> None:
-        for field_name in ("layers", "hidden_size", "bytes_per_value"):
-            v = getattr(self, field_name)
-            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-                raise EstimateError(f"{field_name} must be a positive integer, got {v!r}")
-        if self.vocab_size is not None and (not isinstance(self.vocab_size, int)
-                                            or self.vocab_size <= 0):
-            raise EstimateError(f"vocab_size must be a positive integer, got {self.vocab_size!r}")
-
-
-#: The study's model: a large mixture-of-experts model served with TP8 (method.md, "What tensor
-#: parallelism sends": 78 layers, hidden size 6,144, 2-byte activations).
-STUDY_MODEL = ModelShape(name="study", layers=78, hidden_size=6144, bytes_per_value=2)
-PRESETS: dict[str, ModelShape] = {"study": STUDY_MODEL}
-
-
-def model_from_hf_config(path: str | os.PathLike) -> ModelShape:
-    """Read layers, hidden size, activation bytes (and vocab size) from a Hugging Face config.json.
-
-    Reads ``num_hidden_layers``, ``hidden_size``, ``torch_dtype`` (or the newer ``dtype``; default
-    bfloat16 when neither is present, as serving engines run activations in bf16) and, if present,
-    ``vocab_size``. Multimodal configs that nest the language model under ``text_config`` or
-    ``language_config`` are read from there. A directory is taken to contain ``config.json``.
-
-    Raises ``EstimateError`` naming the file and the missing or invalid field.
-    """
-    p = Path(path)
-    if p.is_dir():
-        p = p / "config.json"
-    try:
-        cfg = json.loads(p.read_text())
-    except FileNotFoundError as exc:
-        raise EstimateError(f"{p}: no such file") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise EstimateError(f"{p}: not valid JSON ({exc})") from exc
-    if not isinstance(cfg, dict):
-        raise EstimateError(f"{p}: expected a JSON object, got {type(cfg).__name__}")
-    src = cfg
-    for nested in ("text_config", "language_config", "llm_config"):
-        if "num_hidden_layers" not in cfg and isinstance(cfg.get(nested), dict):
-            src = cfg[nested]
-            break
-    missing = [k for k in ("num_hidden_layers", "hidden_size") if k not in src]
-    if missing:
-        raise EstimateError(f"{p}: field(s) {', '.join(missing)} missing (expected a Hugging Face "
-                            "config.json with num_hidden_layers and hidden_size)")
-    dtype = src.get("torch_dtype", src.get("dtype", cfg.get("torch_dtype", cfg.get("dtype"))))
-    if dtype is None:
-        nbytes = 2
-    else:
-        key = str(dtype).replace("torch.", "").lower()
-        if key not in DTYPE_BYTES:
-            raise EstimateError(f"{p}: field torch_dtype = {dtype!r} is not a known dtype "
-                                f"(known: {', '.join(sorted(DTYPE_BYTES))})")
-        nbytes = DTYPE_BYTES[key]
-    try:
-        return ModelShape(name=str(src.get("model_type") or cfg.get("model_type") or p.parent.name),
-                          layers=int(src["num_hidden_layers"]),
-                          hidden_size=int(src["hidden_size"]),
-                          bytes_per_value=nbytes,
-                          vocab_size=int(src["vocab_size"]) if src.get("vocab_size") else None)
-    except (TypeError, ValueError) as exc:
-        raise EstimateError(f"{p}: {exc}") from exc
+#: An input to the estimate is invalid (names the parameter or the config file and field); the
+#: same class as ``rdmascope.models.ModelError``.
+EstimateError = ModelError
+#: The model shape the estimate uses (``rdmascope.models.Model``: presets and config parsing live
+#: there).
+ModelShape = Model
 
 
 # ------------------------------------------------------------------------------------------------
@@ -150,19 +68,10 @@ def _check_gbps(name: str, gbps: float) -> None:
         raise EstimateError(f"{name} must be a positive link speed in Gb/s, got {gbps!r}")
 
 
-def allreduces_per_pass(layers: int) -> int:
-    """Return the all-reduces per forward pass, ``2 x layers + 1`` (method.md, "What TP sends")."""
-    return 2 * layers + 1
-
-
-def ring_factor(tp: int) -> float:
-    """Return the bytes each node sends per all-reduce, as a multiple of the block: ``2(N-1)/N``.
-
-    NCCL ring all-reduce = reduce-scatter + all-gather, ``2(N-1)`` steps of ``block/N`` each
-    (method.md): 1.0 at TP2, 1.5 at TP4, 1.75 at TP8, 1.875 at TP16; 0 at TP1 (no network).
-    """
-    _check_tp(tp)
-    return 2.0 * (tp - 1) / tp
+#: ``2 x layers + 1`` all-reduces per forward pass and the ring factor ``2(N-1)/N``: one copy, in
+#: ``rdmascope.models``.
+allreduces_per_pass = _models.allreduces_per_pass
+ring_factor = _models.ring_factor
 
 
 def allreduce_block_bytes(tokens: int, model: ModelShape) -> float:
@@ -192,10 +101,10 @@ def ring_steps(tp: int) -> int:
 def bytes_per_prompt_token(model: ModelShape, tp: int) -> float:
     """Return prefill bytes sent per node per prompt token: ``(2L+1) x hidden x bytes x 2(N-1)/N``.
 
-    Source: method.md, "What tensor parallelism sends". Study model at TP8: 3,376,128 B = 3.38 MB.
+    Source: method.md, "What tensor parallelism sends"; ``rdmascope.models.tp_bytes_per_token``.
+    Study model at TP8: 3,376,128 B = 3.38 MB.
     """
-    return allreduces_per_pass(model.layers) * model.hidden_size * model.bytes_per_value \
-        * ring_factor(tp)
+    return _models.tp_bytes_per_token(model, tp)
 
 
 def transfer_time_s(nbytes: float, gbps: float) -> float:
@@ -427,7 +336,7 @@ def estimate(model: ModelShape, *, tp: int = 8, chunk_tokens: int = STUDY_CHUNK_
     else:
         proj = []
     return {
-        "model": asdict(model),
+        "model": model.to_dict(),
         "tp": tp,
         "chunk_tokens": chunk_tokens,
         "links_gbps": links,

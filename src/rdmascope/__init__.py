@@ -4,6 +4,8 @@ Packages (dependencies run one way: sampler -> capture format -> analysis -> fig
 
 - ``rdmascope.capture``: the one module that owns the on-disk capture format (schema, version,
   metadata keys, writer and validating reader).
+- ``rdmascope.models``: served models (presets, Hugging Face config.json, dense and MoE) and
+  setups (TP size, nodes, links of runs A and B), with bytes per token under TP and EP.
 - ``rdmascope.sampler``: the 1 ms counter sampling daemon (no pandas/matplotlib).
 - ``rdmascope.emulator``: the ConnectX-7 twin emulator (traffic model, live sysfs tree, simulate).
 - ``rdmascope.analysis``: loading, re-binning, peaks, bursts, attribution, estimate, figures, report.

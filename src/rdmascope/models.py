@@ -1,0 +1,559 @@
+"""Models and setups: what is served, on how many nodes, over which links (standard library only).
+
+One module owns the served model's shape (presets and Hugging Face ``config.json`` parsing, dense
+and mixture-of-experts) and the setup around it (TP size, nodes, the links of run A and run B,
+whether B is an emulated link and what it really carries), with the per-token network bytes
+under the two parallel layouts the estimate knows. The emulator, the estimate, ``compare`` and
+the report all read it; it imports nothing outside the standard library (no numpy, no pandas),
+so the sampler side can use it too.
+
+Units: bytes are decimal (MB = 1e6 bytes), link speeds are Gb/s (1e9 bit/s).
+
+**Tensor parallelism (layout "tp")**, all-reduce after every attention block and every FFN/MoE
+block plus one at the embedding, NCCL ring: each node sends ``2(N-1)/N`` times the block, so
+
+    bytes per prompt token per node = (2 x layers + 1) x hidden x bytes x 2(N-1)/N
+
+(the study's model, 78 layers, hidden 6,144, 2 bytes, TP8: 3,376,128 B = 3.38 MB). Sources: the
+ring all-reduce's cost, Patarasuk & Yuan, "Bandwidth optimal all-reduce algorithms for clusters
+of workstations", J. Parallel Distrib. Comput. 69(2), 2009; the two all-reduces per layer,
+Shoeybi et al., "Megatron-LM", arXiv:1909.08053, section 3. A mixture-of-experts model under pure
+tensor parallelism sends exactly this too: every expert is split N ways and its FFN block ends in
+the same all-reduce.
+
+**Expert parallelism (layout "ep")**, attention data-parallel (each node runs the attention of its
+own requests, no all-reduce) and the routed experts spread evenly over the nodes; in every MoE
+layer each token's hidden vector goes to its ``k`` routed experts (*dispatch*) and their outputs
+come back (*combine*), both as all-to-all. With routing spread uniformly over the experts, a
+share ``(nodes-1)/nodes`` of the ``k`` copies leaves the node, so per token held by a node
+
+    bytes sent per node per token = moe_layers x 2 x hidden x bytes x k x (nodes-1)/nodes
+
+(dispatch of its own tokens out, plus combine of the other nodes' tokens back, which equals it on
+average; the node receives as much). Shared experts are replicated on every node and send
+nothing; dense (non-MoE) layers run data-parallel and send nothing. Sources: the dispatch/combine
+all-to-all of expert parallelism, Lepikhin et al., "GShard", arXiv:2006.16668, section 2.2, and
+Rajbhandari et al., "DeepSpeed-MoE", ICML 2022 (arXiv:2201.05596), section 5; the per-layer
+dispatch and combine of a served MoE model over RDMA, DeepSeek-AI, "DeepSeek-V3 Technical Report",
+arXiv:2412.19437, section 3.4, and the DeepEP library. This is an upper bound for engines that
+send one copy per destination node rather than per expert (DeepEP's inter-node kernels, DeepSeek-V3's
+node-limited routing), and it assumes balanced routing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+#: Bytes per value for the dtype names found in Hugging Face ``config.json`` files.
+DTYPE_BYTES: dict[str, int] = {
+    "float32": 4, "fp32": 4, "float": 4,
+    "float16": 2, "fp16": 2, "half": 2,
+    "bfloat16": 2, "bf16": 2,
+    "float8_e4m3fn": 1, "float8_e5m2": 1, "fp8": 1, "float8": 1,
+}
+
+#: The study's links, Gb/s: the real 200 Gb/s link; the emulated 100 Gb/s link (NCCL_IB_HCA naming
+#: one of the port's two PCIe x4 twins), which really carries ~109 Gb/s (ib_write_bw); and the real
+#: 100 Gb/s cable the emulation stands for.
+LINK_200_GBPS = 200.0
+LINK_EMULATED_GBPS = 109.0
+LINK_100_GBPS = 100.0
+
+#: The parallel layouts the estimate knows (see the module docstring).
+LAYOUTS = ("tp", "ep")
+
+
+class ModelError(ValueError):
+    """A model, config file or setup is invalid (the message names the file, field or option)."""
+
+
+def _positive_int(name: str, v: Any, *, zero_ok: bool = False) -> None:
+    if not isinstance(v, int) or isinstance(v, bool) or v < (0 if zero_ok else 1):
+        raise ModelError(f"{name} must be a {'non-negative' if zero_ok else 'positive'} integer, "
+                         f"got {v!r}")
+
+
+@dataclass(frozen=True)
+class Model:
+    """The numbers of a served model that decide its network traffic.
+
+    ``layers`` = decoder layers (``num_hidden_layers``); ``hidden_size`` = width of the residual
+    stream (values per token per all-reduce or per expert dispatch); ``bytes_per_value`` =
+    activation dtype size (2 for bf16/fp16); ``vocab_size`` (optional) sizes the decode
+    output-layer gather. Mixture-of-experts fields (all 0 for a dense model): ``experts`` = routed
+    experts per MoE layer, ``experts_per_token`` = routed experts each token goes to (top-k),
+    ``shared_experts`` = experts every token uses (replicated, no routing), ``moe_layers`` = how
+    many of the ``layers`` have a MoE block (the rest are dense). ``title`` names the model in
+    full; ``source`` says where the numbers come from. ``None`` in a MoE field means unknown.
+
+    Raises ``ModelError`` for a non-positive size or inconsistent MoE fields.
+    """
+
+    name: str
+    layers: int
+    hidden_size: int
+    bytes_per_value: int
+    vocab_size: int | None = None
+    experts: int | None = 0
+    experts_per_token: int | None = 0
+    shared_experts: int | None = 0
+    moe_layers: int | None = 0
+    title: str = ""
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for f in ("layers", "hidden_size", "bytes_per_value"):
+            _positive_int(f, getattr(self, f))
+        if self.vocab_size is not None:
+            _positive_int("vocab_size", self.vocab_size)
+        for f in ("experts", "experts_per_token", "shared_experts", "moe_layers"):
+            v = getattr(self, f)
+            if v is not None:
+                _positive_int(f, v, zero_ok=True)
+        if self.experts and self.experts_per_token and self.experts_per_token > self.experts:
+            raise ModelError(f"experts_per_token ({self.experts_per_token}) is more than the "
+                             f"routed experts ({self.experts})")
+        if self.moe_layers and self.moe_layers > self.layers:
+            raise ModelError(f"moe_layers ({self.moe_layers}) is more than the layers "
+                             f"({self.layers})")
+
+    @property
+    def is_moe(self) -> bool | None:
+        """True for a mixture-of-experts model, False for dense, None when unknown."""
+        if self.experts is None:
+            return None
+        return self.experts > 0
+
+    @property
+    def moe_known(self) -> bool:
+        """True when every field the expert-parallel estimate needs is known."""
+        return bool(self.experts) and bool(self.experts_per_token) and bool(self.moe_layers)
+
+    @property
+    def dense_layers(self) -> int | None:
+        """Layers without a MoE block (``layers - moe_layers``); None when unknown."""
+        return None if self.moe_layers is None else self.layers - self.moe_layers
+
+    def describe(self) -> str:
+        """One line naming the model in full with the numbers the estimates use."""
+        parts = [f"{self.layers} layers", f"hidden {self.hidden_size:,}",
+                 f"{self.bytes_per_value} B per value"]
+        if self.is_moe:
+            moe = f"MoE {self.experts} experts, top-{self.experts_per_token}"
+            if self.shared_experts:
+                moe += f" + {self.shared_experts} shared"
+            if self.moe_layers is not None:
+                moe += f", {self.moe_layers} MoE layers"
+            parts.append(moe)
+        elif self.is_moe is None:
+            parts.append("mixture-of-experts fields unknown")
+        else:
+            parts.append("dense")
+        head = self.name + (f" ({self.title})" if self.title and self.title != self.name else "")
+        return f"{head}: {', '.join(parts)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the fields as a JSON-serialisable dict, plus ``description``."""
+        return {**asdict(self), "description": self.describe()}
+
+
+# ------------------------------------------------------------------------------------------------
+# Presets
+# ------------------------------------------------------------------------------------------------
+
+#: The study's model: one large mixture-of-experts model served with TP8 on 8 DGX Sparks, of
+#: which the study gives 78 layers, hidden size 6,144 and 2-byte activations; its expert counts
+#: are not part of the study, so they are unknown here (the glm-5 preset has the same shape and
+#: its published expert counts).
+STUDY_MODEL = Model(
+    name="study", layers=78, hidden_size=6144, bytes_per_value=2,
+    experts=None, experts_per_token=None, shared_experts=None, moe_layers=None,
+    title="the measured study's model: a 78-layer mixture-of-experts model, hidden 6,144, bf16, "
+          "served TP8 on 8 DGX Sparks",
+    source="the study's architecture estimate (78 layers, hidden 6,144, 2 bytes)")
+
+PRESETS: dict[str, Model] = {
+    "study": STUDY_MODEL,
+    "glm-5": Model(
+        name="glm-5", layers=78, hidden_size=6144, bytes_per_value=2, vocab_size=154880,
+        experts=256, experts_per_token=8, shared_experts=1, moe_layers=75,
+        title="GLM-5 (zai-org/GLM-5), mixture-of-experts, first 3 layers dense",
+        source="config.json of zai-org/GLM-5: num_hidden_layers 78, hidden_size 6144, "
+               "n_routed_experts 256, num_experts_per_tok 8, n_shared_experts 1, "
+               "first_k_dense_replace 3, vocab_size 154880, bfloat16"),
+    "llama-3-70b": Model(
+        name="llama-3-70b", layers=80, hidden_size=8192, bytes_per_value=2, vocab_size=128256,
+        title="Llama 3 70B (meta-llama/Meta-Llama-3-70B), dense",
+        source="config.json of meta-llama/Meta-Llama-3-70B: num_hidden_layers 80, "
+               "hidden_size 8192, vocab_size 128256, bfloat16"),
+    "llama-3.1-8b": Model(
+        name="llama-3.1-8b", layers=32, hidden_size=4096, bytes_per_value=2, vocab_size=128256,
+        title="Llama 3.1 8B (meta-llama/Llama-3.1-8B), dense",
+        source="config.json of meta-llama/Llama-3.1-8B: num_hidden_layers 32, hidden_size 4096, "
+               "vocab_size 128256, bfloat16"),
+    "qwen3-30b-a3b": Model(
+        name="qwen3-30b-a3b", layers=48, hidden_size=2048, bytes_per_value=2, vocab_size=151936,
+        experts=128, experts_per_token=8, shared_experts=0, moe_layers=48,
+        title="Qwen3-30B-A3B (Qwen/Qwen3-30B-A3B), mixture-of-experts",
+        source="config.json of Qwen/Qwen3-30B-A3B: num_hidden_layers 48, hidden_size 2048, "
+               "num_experts 128, num_experts_per_tok 8, decoder_sparse_step 1, "
+               "mlp_only_layers [], vocab_size 151936, bfloat16"),
+    "qwen3-235b-a22b": Model(
+        name="qwen3-235b-a22b", layers=94, hidden_size=4096, bytes_per_value=2,
+        vocab_size=151936, experts=128, experts_per_token=8, shared_experts=0, moe_layers=94,
+        title="Qwen3-235B-A22B (Qwen/Qwen3-235B-A22B), mixture-of-experts",
+        source="config.json of Qwen/Qwen3-235B-A22B: num_hidden_layers 94, hidden_size 4096, "
+               "num_experts 128, num_experts_per_tok 8, decoder_sparse_step 1, "
+               "mlp_only_layers [], vocab_size 151936, bfloat16"),
+    "deepseek-v3": Model(
+        name="deepseek-v3", layers=61, hidden_size=7168, bytes_per_value=2, vocab_size=129280,
+        experts=256, experts_per_token=8, shared_experts=1, moe_layers=58,
+        title="DeepSeek-V3 (deepseek-ai/DeepSeek-V3), mixture-of-experts, first 3 layers dense",
+        source="config.json of deepseek-ai/DeepSeek-V3: num_hidden_layers 61, hidden_size 7168, "
+               "n_routed_experts 256, num_experts_per_tok 8, n_shared_experts 1, "
+               "first_k_dense_replace 3, moe_layer_freq 1, vocab_size 129280 (activations bf16)"),
+}
+
+
+def preset(name: str) -> Model:
+    """Return the preset ``name``; raises ``ModelError`` listing the known names."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ModelError(f"unknown model preset {name!r} (known: {', '.join(PRESETS)})") from None
+
+
+# ------------------------------------------------------------------------------------------------
+# Hugging Face config.json
+# ------------------------------------------------------------------------------------------------
+
+
+def _int_field(p: Path, src: dict, key: str) -> int:
+    v = src[key]
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise ModelError(f"{p}: field {key} = {v!r} is not an integer")
+    return v
+
+
+def _moe_layer_count(p: Path, src: dict, layers: int, experts: int) -> int:
+    """Count the layers with a MoE block from the config's layer-placement fields.
+
+    Layer ``i`` (0-based) is MoE when all the fields present agree: not in ``mlp_only_layers``
+    (Qwen2/3-MoE), ``(i + 1) % decoder_sparse_step == 0`` (Qwen2/3-MoE), ``i >=
+    first_k_dense_replace`` and ``i % moe_layer_freq == 0`` (DeepSeek-V2/V3, GLM-4.5/5, Kimi),
+    ``(i + 1) % interleave_moe_layer_step == 0`` (Llama 4), and, where a per-layer list
+    ``mlp_layer_types`` gives "sparse"/"dense", that list wins. Fields absent mean every layer.
+    """
+    if experts == 0:
+        return 0
+    types = src.get("mlp_layer_types")
+    if isinstance(types, list) and len(types) == layers:
+        return sum(1 for t in types if str(t).lower() in ("sparse", "moe"))
+    only = src.get("mlp_only_layers") or []
+    if not isinstance(only, list) or not all(isinstance(i, int) for i in only):
+        raise ModelError(f"{p}: field mlp_only_layers = {only!r} is not a list of layer numbers")
+    only_set = set(only)
+    step = src.get("decoder_sparse_step", 1) or 1
+    first_dense = src.get("first_k_dense_replace", 0) or 0
+    freq = src.get("moe_layer_freq", 1) or 1
+    interleave = src.get("interleave_moe_layer_step", 1) or 1
+    for key, v in (("decoder_sparse_step", step), ("first_k_dense_replace", first_dense),
+                   ("moe_layer_freq", freq), ("interleave_moe_layer_step", interleave)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ModelError(f"{p}: field {key} = {v!r} is not a non-negative integer")
+    return sum(1 for i in range(layers)
+               if i not in only_set and (i + 1) % step == 0 and i >= first_dense
+               and i % freq == 0 and (i + 1) % interleave == 0)
+
+
+def model_from_hf_config(path: str | os.PathLike, name: str | None = None) -> Model:
+    """Read a model from a Hugging Face ``config.json`` (a directory is taken to contain one).
+
+    Dense fields: ``num_hidden_layers``, ``hidden_size``, ``torch_dtype`` (or the newer ``dtype``;
+    bfloat16 when neither is present, as serving engines run activations in bf16), ``vocab_size``.
+    Mixture-of-experts fields: routed experts from ``num_experts`` (Qwen-MoE), ``n_routed_experts``
+    (DeepSeek, GLM), ``num_local_experts`` (Mixtral, Llama 4) or ``moe_num_experts``; experts per
+    token from ``num_experts_per_tok`` (or ``moe_top_k``/``top_k_experts``); shared experts from
+    ``n_shared_experts``/``num_shared_experts`` (or 1 when ``shared_expert_intermediate_size`` > 0);
+    which layers are MoE from ``mlp_only_layers``, ``decoder_sparse_step``,
+    ``first_k_dense_replace``, ``moe_layer_freq``, ``interleave_moe_layer_step`` or
+    ``mlp_layer_types``. Configs that nest the language model under ``text_config``,
+    ``language_config`` or ``llm_config`` are read from there. ``name`` (default: the config's
+    ``_name_or_path``, else ``model_type``, else the directory name) names the model.
+
+    Raises ``ModelError`` naming the file and the missing or invalid field.
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    try:
+        cfg = json.loads(p.read_text())
+    except FileNotFoundError as exc:
+        raise ModelError(f"{p}: no such file") from exc
+    except IsADirectoryError as exc:
+        raise ModelError(f"{p}: is a directory without config.json") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModelError(f"{p}: not valid JSON ({exc})") from exc
+    if not isinstance(cfg, dict):
+        raise ModelError(f"{p}: expected a JSON object, got {type(cfg).__name__}")
+    src = cfg
+    for nested in ("text_config", "language_config", "llm_config"):
+        if "num_hidden_layers" not in cfg and isinstance(cfg.get(nested), dict):
+            src = cfg[nested]
+            break
+    missing = [k for k in ("num_hidden_layers", "hidden_size") if k not in src]
+    if missing:
+        raise ModelError(f"{p}: field(s) {', '.join(missing)} missing (expected a Hugging Face "
+                         "config.json with num_hidden_layers and hidden_size)")
+    dtype = src.get("torch_dtype", src.get("dtype", cfg.get("torch_dtype", cfg.get("dtype"))))
+    if dtype is None:
+        nbytes = 2
+    else:
+        key = str(dtype).replace("torch.", "").lower()
+        if key not in DTYPE_BYTES:
+            raise ModelError(f"{p}: field torch_dtype = {dtype!r} is not a known dtype "
+                             f"(known: {', '.join(sorted(DTYPE_BYTES))})")
+        nbytes = DTYPE_BYTES[key]
+    layers = _int_field(p, src, "num_hidden_layers")
+    hidden = _int_field(p, src, "hidden_size")
+    vocab = src.get("vocab_size")
+    if vocab is not None and vocab != 0:
+        vocab = _int_field(p, src, "vocab_size")
+    else:
+        vocab = None
+    experts = 0
+    for k in ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts"):
+        if src.get(k):
+            experts = _int_field(p, src, k)
+            break
+    topk = 0
+    shared = 0
+    moe_layers = 0
+    if experts:
+        for k in ("num_experts_per_tok", "moe_top_k", "top_k_experts", "num_experts_per_token"):
+            if src.get(k):
+                topk = _int_field(p, src, k)
+                break
+        else:
+            raise ModelError(f"{p}: a mixture-of-experts config ({experts} experts) without "
+                             "num_experts_per_tok (experts per token)")
+        for k in ("n_shared_experts", "num_shared_experts"):
+            if src.get(k):
+                shared = _int_field(p, src, k)
+                break
+        else:
+            if src.get("shared_expert_intermediate_size"):
+                shared = 1
+        moe_layers = _moe_layer_count(p, src, layers, experts)
+    label = name or str(cfg.get("_name_or_path") or src.get("model_type")
+                        or cfg.get("model_type") or p.parent.name)
+    try:
+        return Model(name=label, layers=layers, hidden_size=hidden, bytes_per_value=nbytes,
+                     vocab_size=vocab, experts=experts, experts_per_token=topk,
+                     shared_experts=shared, moe_layers=moe_layers,
+                     title=f"from {p}", source=f"{p}")
+    except ModelError as exc:
+        raise ModelError(f"{p}: {exc}") from exc
+
+
+def model_from_dict(d: dict[str, Any]) -> Model:
+    """Rebuild a ``Model`` from ``Model.to_dict()`` (e.g. a manifest's record). Raises ModelError."""
+    keys = {f for f in Model.__dataclass_fields__}
+    try:
+        return Model(**{k: v for k, v in d.items() if k in keys})
+    except TypeError as exc:
+        raise ModelError(f"not a model record: {exc}") from exc
+
+
+# ------------------------------------------------------------------------------------------------
+# Per-token traffic
+# ------------------------------------------------------------------------------------------------
+
+
+def _check_n(name: str, n: int) -> None:
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ModelError(f"{name} must be an integer >= 1, got {n!r}")
+
+
+def ring_factor(tp: int) -> float:
+    """Return the bytes each node sends per all-reduce, as a multiple of the block: ``2(N-1)/N``.
+
+    NCCL ring all-reduce = reduce-scatter + all-gather, ``2(N-1)`` steps of ``block/N`` each
+    (Patarasuk & Yuan 2009): 1.0 at TP2, 1.5 at TP4, 1.75 at TP8, 1.875 at TP16; 0 at TP1.
+    """
+    _check_n("tp (tensor-parallel size)", tp)
+    return 2.0 * (tp - 1) / tp
+
+
+def allreduces_per_pass(layers: int) -> int:
+    """Return the all-reduces per forward pass under TP, ``2 x layers + 1``."""
+    return 2 * layers + 1
+
+
+def tp_bytes_per_token(model: Model, tp: int) -> float:
+    """Return bytes sent per node per prompt token under tensor parallelism.
+
+    ``(2 x layers + 1) x hidden x bytes x 2(N-1)/N``; the study's model at TP8: 3,376,128 B.
+    MoE models too (each expert split N ways ends in the same all-reduce).
+    """
+    return allreduces_per_pass(model.layers) * model.hidden_size * model.bytes_per_value \
+        * ring_factor(tp)
+
+
+def off_node_share(nodes: int) -> float:
+    """Return the share of uniformly routed expert copies that leave a node: ``(nodes-1)/nodes``."""
+    _check_n("nodes", nodes)
+    return (nodes - 1) / nodes
+
+
+def ep_bytes_per_token(model: Model, nodes: int) -> float:
+    """Return bytes sent per node per token it holds under expert parallelism (all-to-all).
+
+    ``moe_layers x 2 x hidden x bytes x experts_per_token x (nodes-1)/nodes``: dispatch of the
+    node's tokens to off-node experts plus combine of the other nodes' tokens back (equal on
+    average), per MoE layer; the node receives as much. Sources in the module docstring
+    (GShard, DeepSpeed-MoE, DeepSeek-V3/DeepEP). Raises ``ModelError`` for a dense model or one
+    whose MoE fields are unknown.
+    """
+    if model.is_moe is False:
+        raise ModelError(f"{model.name} is a dense model: expert parallelism does not apply")
+    if not model.moe_known:
+        raise ModelError(f"{model.name}: experts, experts per token or MoE layers unknown; give "
+                         "a config.json with the mixture-of-experts fields")
+    return (model.moe_layers * 2 * model.hidden_size * model.bytes_per_value
+            * model.experts_per_token * off_node_share(nodes))
+
+
+def ep_dispatch_bytes_per_token_layer(model: Model, nodes: int) -> float:
+    """Return one direction of one MoE layer's all-to-all per token: ``hidden x bytes x k x share``."""
+    return ep_bytes_per_token(model, nodes) / (2 * model.moe_layers)
+
+
+# ------------------------------------------------------------------------------------------------
+# Setup
+# ------------------------------------------------------------------------------------------------
+
+
+def _check_gbps(name: str, v: Any, *, none_ok: bool = True) -> None:
+    if v is None and none_ok:
+        return
+    if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0):
+        raise ModelError(f"{name} must be a positive link speed in Gb/s, got {v!r}")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A served model on a cluster, with the links of two runs A and B.
+
+    ``tp`` = tensor-parallel size (ranks); ``nodes`` = machines the ranks span (one GPU per DGX
+    Spark, so ``nodes = tp`` there; ``nodes = 1`` sends nothing over the network). ``link_a_gbps``
+    = run A's link; ``link_b_gbps`` = the link run B has or stands for (e.g. 100); when
+    ``b_emulated`` B is an emulated link that really carries ``b_real_gbps`` (the study: an
+    emulated 100 Gb/s link carrying ~109 Gb/s over one PCIe x4 twin), else a real cable
+    (``b_real_gbps`` is then ``link_b_gbps``). ``twins`` = RDMA devices per port (2 on a Spark).
+    ``layout``: "tp" (all-reduce) or "ep" (expert-parallel all-to-all; MoE models only).
+
+    Raises ``ModelError`` for an invalid value (naming the field).
+    """
+
+    model: Model = STUDY_MODEL
+    tp: int = 8
+    nodes: int | None = None
+    link_a_gbps: float = LINK_200_GBPS
+    link_b_gbps: float | None = LINK_100_GBPS
+    b_emulated: bool = True
+    b_real_gbps: float | None = LINK_EMULATED_GBPS
+    twins: int | None = 2
+    layout: str = "tp"
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        _check_n("tp", self.tp)
+        if self.nodes is None:
+            object.__setattr__(self, "nodes", self.tp)
+        _check_n("nodes", self.nodes)
+        if self.nodes > self.tp or self.tp % self.nodes:
+            raise ModelError(f"TP size {self.tp} does not split evenly over {self.nodes} nodes")
+        _check_gbps("link_a_gbps", self.link_a_gbps, none_ok=False)
+        _check_gbps("link_b_gbps", self.link_b_gbps)
+        _check_gbps("b_real_gbps", self.b_real_gbps)
+        if not self.b_emulated and self.b_real_gbps is None:
+            object.__setattr__(self, "b_real_gbps", self.link_b_gbps)
+        if self.twins is not None:
+            _check_n("twins", self.twins)
+        if self.layout not in LAYOUTS:
+            raise ModelError(f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
+
+    # -- the links ------------------------------------------------------------------------------
+
+    @property
+    def b_effective_gbps(self) -> float | None:
+        """The speed run B's traffic really moves at: the emulated link's real speed, else the cable."""
+        return self.b_real_gbps if self.b_emulated else self.link_b_gbps
+
+    @property
+    def corrects_emulation(self) -> bool:
+        """True when B is emulated and its real speed differs from the cable it stands for."""
+        return bool(self.b_emulated and self.b_real_gbps and self.link_b_gbps
+                    and self.b_real_gbps != self.link_b_gbps)
+
+    def link_label(self, side: str) -> str:
+        """A label like "200 Gb/s" (A) or "emulated 100 Gb/s (~109 Gb/s)" (B)."""
+        if side.upper() == "A":
+            return f"{self.link_a_gbps:g} Gb/s"
+        if self.link_b_gbps is None:
+            return "unknown link"
+        if self.b_emulated:
+            real = f" (~{self.b_real_gbps:g} Gb/s)" if self.b_real_gbps else " (real speed unknown)"
+            return f"emulated {self.link_b_gbps:g} Gb/s{real}"
+        return f"{self.link_b_gbps:g} Gb/s"
+
+    # -- the traffic ----------------------------------------------------------------------------
+
+    @property
+    def networked(self) -> bool:
+        """False when every rank is on one node (nothing crosses the network)."""
+        return self.nodes > 1
+
+    def tp_bytes_per_token(self) -> float:
+        """Bytes per node per prompt token under TP (0 on one node). See ``tp_bytes_per_token``."""
+        return tp_bytes_per_token(self.model, self.tp) if self.networked else 0.0
+
+    def ep_bytes_per_token(self) -> float | None:
+        """Bytes per node per token it holds under EP; None for a dense model or unknown MoE fields."""
+        if not self.model.moe_known:
+            return None
+        return ep_bytes_per_token(self.model, self.nodes)
+
+    def bytes_per_token(self) -> float | None:
+        """Bytes per node per prompt token under this setup's ``layout``."""
+        return self.tp_bytes_per_token() if self.layout == "tp" else self.ep_bytes_per_token()
+
+    def describe(self) -> str:
+        """One line naming the model, the parallel layout and both links."""
+        lay = (f"TP{self.tp}" if self.layout == "tp"
+               else f"EP over {self.nodes} nodes (attention data-parallel)")
+        nodes = f" on {self.nodes} node{'s' if self.nodes != 1 else ''}"
+        return (f"{self.model.name}, {lay}{nodes}; A {self.link_label('A')}, "
+                f"B {self.link_label('B')}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable record of the setup (model as ``Model.to_dict``), with ``description``."""
+        d = {k: getattr(self, k) for k in ("tp", "nodes", "link_a_gbps", "link_b_gbps",
+                                           "b_emulated", "b_real_gbps", "twins", "layout")}
+        return {"model": self.model.to_dict(), **d, "sources": dict(self.sources),
+                "description": self.describe()}
+
+    def with_(self, **changes: Any) -> Setup:
+        """Return a copy with ``changes`` (validated again)."""
+        return replace(self, **changes)
+
+
+#: The study's setup: its model at TP8 on 8 Sparks, 200 Gb/s against an emulated 100 Gb/s link
+#: that really carries ~109 Gb/s.
+STUDY_SETUP = Setup()

@@ -1,0 +1,133 @@
+"""Models, presets, config.json parsing and the per-token bytes under TP and EP (hand-computed)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rdmascope import models as M
+
+DATA = Path(__file__).parent / "data" / "models"
+
+
+def test_study_preset_keeps_the_verified_numbers():
+    m = M.PRESETS["study"]
+    # 157 all-reduces x 6,144 x 2 B x 1.75 = 3,376,128 B (3.38 MB per token at TP8)
+    assert M.tp_bytes_per_token(m, 8) == 157 * 6144 * 2 * 1.75 == 3_376_128
+    # its expert counts are not part of the study: unknown, never zero
+    assert m.is_moe is None and not m.moe_known
+    assert M.Setup(model=m).ep_bytes_per_token() is None
+    assert "78-layer mixture-of-experts" in m.describe() and "unknown" in m.describe()
+    # glm-5 has the same shape as the study's model, so the same TP bytes
+    assert M.tp_bytes_per_token(M.PRESETS["glm-5"], 8) == 3_376_128
+
+
+def test_llama_style_dense_config_tp_bytes():
+    m = M.model_from_hf_config(DATA / "llama-style-dense.json")
+    assert (m.layers, m.hidden_size, m.bytes_per_value, m.vocab_size) == (80, 8192, 2, 128256)
+    assert m.is_moe is False and m.moe_layers == 0
+    # by hand: (2 x 80 + 1) = 161 all-reduces; 161 x 8192 x 2 = 2,637,824 B per token block sum
+    assert M.tp_bytes_per_token(m, 2) == 2_637_824          # ring factor 1.0
+    assert M.tp_bytes_per_token(m, 8) == 4_616_192          # x 1.75
+    assert M.tp_bytes_per_token(m, 4) == 3_956_736          # x 1.5
+    with pytest.raises(M.ModelError, match="dense model"):
+        M.ep_bytes_per_token(m, 2)
+    assert M.Setup(model=m, tp=2).ep_bytes_per_token() is None
+
+
+def test_qwen3_moe_style_config_tp_and_ep_bytes():
+    m = M.model_from_hf_config(DATA / "qwen3-moe-style.json")
+    assert (m.experts, m.experts_per_token, m.shared_experts, m.moe_layers) == (128, 8, 0, 48)
+    # TP2: (2 x 48 + 1) x 2048 x 2 x 1.0 = 397,312 B
+    assert M.tp_bytes_per_token(m, 2) == 97 * 2048 * 2 == 397_312
+    # EP over 2 nodes: 48 MoE layers x 2 directions x 2048 x 2 B x 8 experts x 1/2 off-node
+    assert M.ep_bytes_per_token(m, 2) == 1_572_864
+    # over 4 nodes: x 3/4 off-node
+    assert M.ep_bytes_per_token(m, 4) == 2_359_296
+    # one node: nothing leaves it
+    assert M.ep_bytes_per_token(m, 1) == 0
+    # one direction of one layer: 2048 x 2 x 8 x 1/2 = 16,384 B
+    assert M.ep_dispatch_bytes_per_token_layer(m, 2) == 16_384
+    s = M.Setup(model=m, tp=2, nodes=2, layout="ep")
+    assert s.bytes_per_token() == 1_572_864
+    assert s.with_(layout="tp").bytes_per_token() == 397_312
+
+
+def test_deepseek_style_dense_lead_in_and_shared_experts():
+    m = M.model_from_hf_config(DATA / "deepseek-style-moe.json")
+    # first_k_dense_replace 3 of 61 layers: 58 MoE layers; 1 shared expert (sends nothing)
+    assert (m.experts, m.experts_per_token, m.shared_experts, m.moe_layers) == (256, 8, 1, 58)
+    assert m.dense_layers == 3
+    # EP over 8 nodes: 58 x 2 x 7168 x 2 x 8 x 7/8
+    assert M.ep_bytes_per_token(m, 8) == 58 * 2 * 7168 * 2 * 8 * 7 / 8 == 11_640_832
+    assert M.ep_bytes_per_token(M.PRESETS["deepseek-v3"], 8) == 11_640_832
+
+
+@pytest.mark.parametrize("fields, moe_layers", [
+    ({"decoder_sparse_step": 2}, 4),                               # layers 1, 3, 5, 7
+    ({"decoder_sparse_step": 2, "mlp_only_layers": [5]}, 3),       # 1, 3, 7
+    ({"mlp_only_layers": [0, 1]}, 6),
+    ({"first_k_dense_replace": 1, "moe_layer_freq": 2}, 3),        # 2, 4, 6
+    ({"interleave_moe_layer_step": 2}, 4),                         # Llama 4: 1, 3, 5, 7
+    ({"mlp_layer_types": ["dense"] * 2 + ["sparse"] * 6}, 6),
+])
+def test_moe_layer_placement(tmp_path, fields, moe_layers):
+    cfg = {"num_hidden_layers": 8, "hidden_size": 16, "num_experts": 4, "num_experts_per_tok": 2,
+           **fields}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    assert M.model_from_hf_config(tmp_path).moe_layers == moe_layers
+
+
+def test_nested_text_config_and_shared_expert_size(tmp_path):
+    cfg = {"model_type": "llama4", "text_config": {
+        "num_hidden_layers": 4, "hidden_size": 8, "num_local_experts": 16,
+        "num_experts_per_tok": 1, "interleave_moe_layer_step": 1,
+        "shared_expert_intermediate_size": 64}}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    m = M.model_from_hf_config(tmp_path)
+    assert (m.experts, m.experts_per_token, m.shared_experts, m.moe_layers) == (16, 1, 1, 4)
+
+
+@pytest.mark.parametrize("cfg, match", [
+    ({"num_hidden_layers": 2, "hidden_size": 4, "num_experts": 8}, "without num_experts_per_tok"),
+    ({"num_hidden_layers": 2, "hidden_size": 4, "num_experts": 2, "num_experts_per_tok": 4},
+     "more than the routed experts"),
+    ({"num_hidden_layers": 2, "hidden_size": "4"}, "hidden_size = '4' is not an integer"),
+    ({"num_hidden_layers": 2, "hidden_size": 4, "num_experts": 2, "num_experts_per_tok": 1,
+      "mlp_only_layers": "0"}, "mlp_only_layers"),
+])
+def test_config_errors_name_file_and_field(tmp_path, cfg, match):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    with pytest.raises(M.ModelError, match=match) as ei:
+        M.model_from_hf_config(p)
+    assert str(p) in str(ei.value)
+
+
+def test_setup_links_and_labels():
+    s = M.STUDY_SETUP
+    assert (s.tp, s.nodes, s.link_a_gbps, s.link_b_gbps, s.b_real_gbps) == (8, 8, 200, 100, 109)
+    assert s.b_effective_gbps == 109 and s.corrects_emulation
+    assert s.link_label("B") == "emulated 100 Gb/s (~109 Gb/s)"
+    real = M.Setup(model=M.PRESETS["llama-3-70b"], tp=2, link_a_gbps=400, link_b_gbps=200,
+                   b_emulated=False, b_real_gbps=None)
+    assert real.b_real_gbps == 200 and real.b_effective_gbps == 200 and not real.corrects_emulation
+    assert real.describe() == "llama-3-70b, TP2 on 2 nodes; A 400 Gb/s, B 200 Gb/s"
+    assert M.Setup(tp=8, nodes=1).tp_bytes_per_token() == 0   # one node: nothing on the network
+    for bad, match in (({"tp": 0}, "tp"), ({"tp": 4, "nodes": 3}, "split evenly"),
+                       ({"link_a_gbps": 0}, "link_a_gbps"), ({"layout": "pp"}, "layout"),
+                       ({"twins": 0}, "twins")):
+        with pytest.raises(M.ModelError, match=match):
+            M.Setup(**bad)
+    json.dumps(s.to_dict())
+    assert M.model_from_dict(s.model.to_dict()) == s.model
+
+
+def test_models_module_needs_only_the_standard_library():
+    code = ("import sys; import rdmascope.models; "
+            "bad = [m for m in ('numpy', 'pandas', 'matplotlib') if m in sys.modules]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
