@@ -1041,7 +1041,13 @@ def read_capture(path: str | os.PathLike, *, columns: list[str] | None = None) -
     files = segs + lives
     table = pa.concat_tables(tables) if tables else empty_table()
     if table.num_rows:
-        table = table.sort_by([("counter_id", "ascending"), ("sweep", "ascending")])
+        # Segments are stored sorted by (counter_id, sweep) and follow each other in time: the
+        # whole capture's order is each counter's rows taken file after file (zero-copy slices),
+        # checked below; only unsorted input (live files, mixed captures) pays for a full sort.
+        merged = _merge_by_counter(tables) if all(_sorted_by_counter(x) for x in tables) \
+            else None
+        table = merged if merged is not None and _sorted_by_counter(merged) else \
+            table.sort_by([("counter_id", "ascending"), ("sweep", "ascending")])
         max_id = pa.compute.max(table["counter_id"]).as_py()
         if max_id >= len(manifest["counters"]):
             raise CaptureSchemaError(
@@ -1052,6 +1058,25 @@ def read_capture(path: str | os.PathLike, *, columns: list[str] | None = None) -
         table = table.select(columns)
     return RawCapture(path=p, manifest=manifest, table=table, files=files,
                       live_rows=live_rows, truncated_live=truncated)
+
+
+def _merge_by_counter(tables: list[pa.Table]) -> pa.Table:
+    """Concatenate tables each sorted by (counter_id, sweep): every counter's rows, file by file."""
+    import numpy as np
+
+    bounds = []
+    ids: set[int] = set()
+    for t in tables:
+        cid = t["counter_id"].to_numpy()
+        u = np.unique(cid)
+        lo = np.searchsorted(cid, u, "left")
+        hi = np.searchsorted(cid, u, "right")
+        bounds.append({int(c): (int(a), int(b)) for c, a, b in zip(u, lo, hi, strict=True)})
+        ids.update(int(c) for c in u)
+    parts = [t.slice(a, b - a) for c in sorted(ids)
+             for t, bd in zip(tables, bounds, strict=True) if c in bd
+             for a, b in [bd[c]]]
+    return pa.concat_tables(parts)
 
 
 def _listed_segments(path: Path, manifest: dict[str, Any], segs: list[Path]
@@ -1157,6 +1182,120 @@ def iter_capture_batches(path: str | os.PathLike, *, batch_rows: int = 1 << 20):
     for lf in lives:
         batches, _ = _read_live(lf)
         yield from batches
+
+
+def _segment_time_range(s: Path) -> tuple[int, int] | None:
+    """Return (min, max) ``t_before_ns`` of a Parquet segment from its footer statistics, or None.
+
+    Reads only the footer. None when the statistics are missing or the footer is unreadable (the
+    segment is then read, and ``_open_segment`` names what is wrong with it).
+    """
+    try:
+        md = pq.read_metadata(s)
+        i = md.schema.names.index("t_before_ns")
+        st = [md.row_group(g).column(i).statistics for g in range(md.num_row_groups)]
+        if not st or any(x is None or not x.has_min_max for x in st):
+            return None
+        return int(min(x.min for x in st)), int(max(x.max for x in st))
+    except (OSError, ValueError, AttributeError, TypeError):  # ArrowInvalid is a ValueError
+        return None
+
+
+def _sorted_by_counter(t: pa.Table) -> bool:
+    """True when a table's rows are sorted by (counter_id, sweep) (as the writer stores them)."""
+    import numpy as np
+
+    if t.num_rows < 2:
+        return True
+    cid = t["counter_id"].to_numpy().astype(np.int32)
+    sw = t["sweep"].to_numpy()
+    dc = np.diff(cid)
+    return bool((dc >= 0).all() and ((dc > 0) | (np.diff(sw) > 0)).all())
+
+
+def _counter_slices(t: pa.Table, counter_ids) -> pa.Table:
+    """Rows of the given counters of a table sorted by counter_id (zero-copy slices)."""
+    import numpy as np
+
+    cid = t["counter_id"].to_numpy()
+    keys = np.asarray(sorted(set(int(c) for c in counter_ids)), dtype=cid.dtype)
+    lo = np.searchsorted(cid, keys, "left")
+    hi = np.searchsorted(cid, keys, "right")
+    parts = [t.slice(int(a), int(b - a)) for a, b in zip(lo, hi, strict=True) if b > a]
+    return pa.concat_tables(parts) if parts else t.slice(0, 0)
+
+
+def iter_capture_tables(path: str | os.PathLike, *, columns: list[str] | None = None,
+                        counter_ids=None, start_ns: int | None = None,
+                        end_ns: int | None = None, manifest: dict[str, Any] | None = None):
+    """Yield (file, table) per segment and live file, in time order, reading only what is asked.
+
+    For analysis in bounded memory (one segment at a time, ~60 s of readings). Each table has
+    the requested ``columns`` (default all of ``COLUMNS``; ``counter_id`` and ``sweep`` are
+    always included) and only the rows of ``counter_ids`` (default all), sorted by
+    (counter_id, sweep). With ``start_ns``/``end_ns`` (CLOCK_MONOTONIC), segments whose
+    ``t_before_ns`` range (footer statistics) lies wholly before ``start_ns`` or after
+    ``end_ns`` are skipped without being read, except the one just before and the one just after
+    the range, which hold the readings bracketing its edges. A segment's row count is checked
+    against the manifest; a skipped segment is not read (so not checked). Same errors as
+    ``read_capture``, each naming the file.
+    """
+    p = Path(path)
+    m = read_manifest(p) if manifest is None else manifest
+    segs, lives = list_capture_files(p)
+    listed = _listed_segments(p, m, segs)
+    cols = list(dict.fromkeys(["counter_id", "sweep", *(columns or COLUMNS)]))
+    bad = [c for c in cols if c not in COLUMNS]
+    if bad:
+        raise ValueError(f"no column {bad[0]!r} in a capture (columns: {', '.join(COLUMNS)})")
+    keep = list(range(len(segs)))
+    if (start_ns is not None or end_ns is not None) and segs:
+        ranges = [_segment_time_range(s) for s in segs]
+        lo = -(1 << 62) if start_ns is None else int(start_ns)
+        hi = (1 << 62) if end_ns is None else int(end_ns)
+        inside = [r is None or (r[1] >= lo and r[0] <= hi) for r in ranges]
+        if any(inside):
+            first = inside.index(True)
+            last = len(inside) - 1 - inside[::-1].index(True)
+            keep = list(range(max(0, first - 1), min(len(segs), last + 2)))
+        else:  # the range falls between two segments (or beyond): keep its neighbours
+            before = [i for i, r in enumerate(ranges) if r is not None and r[1] < lo]
+            after = [i for i, r in enumerate(ranges) if r is not None and r[0] > hi]
+            keep = sorted({*before[-1:], *after[:1]})
+    for i in keep:
+        s = segs[i]
+        rec = listed.get(s.name)
+        pf = _open_segment(s, rec)
+        _check_rows(s, rec, pf.metadata.num_rows)
+        try:
+            t = pf.read(columns=cols)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise CorruptSegmentError(s, f"cannot read Parquet segment ({exc}); the file is "
+                                         "truncated or corrupted") from exc
+        t = t.cast(pa.schema([SAMPLE_SCHEMA.field(c) for c in cols]))
+        yield s, _prepare(p, m, s, t, counter_ids)
+    for lf in lives:
+        batches, _ = _read_live(lf)
+        if batches:
+            t = pa.Table.from_batches(batches).select(cols)
+            t = t.cast(pa.schema([SAMPLE_SCHEMA.field(c) for c in cols]))
+            yield lf, _prepare(p, m, lf, t, counter_ids)
+
+
+def _prepare(p: Path, m: dict[str, Any], f: Path, t: pa.Table, counter_ids) -> pa.Table:
+    """Sort one file's rows by (counter_id, sweep) if needed, check ids, keep the asked counters."""
+    if not t.num_rows:
+        return t
+    if not _sorted_by_counter(t):  # live files hold rows in sweep order
+        t = t.sort_by([("counter_id", "ascending"), ("sweep", "ascending")])
+    top = int(t["counter_id"][-1].as_py())
+    if top >= len(m["counters"]):
+        raise CaptureSchemaError(
+            p, f"readings use counter_id {top} but the manifest lists only "
+               f"{len(m['counters'])} counters")
+    if counter_ids is not None:
+        t = _counter_slices(t, counter_ids)
+    return t
 
 
 def is_enospc(exc: BaseException) -> bool:
