@@ -61,9 +61,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rdmascope.capture import iter_capture_batches, read_manifest
-
-from .load import Capture, counters_frame, port_rates_gbps, readings_frame
+from .load import Capture, port_rates_gbps
 
 __all__ = [
     "FLAGS",
@@ -698,7 +696,7 @@ def twin_links(capture: Capture, *, source: str | None = "infiniband") -> dict[s
 
 
 # ----------------------------------------------------------------------------------------------
-# Chunked path over iter_capture_batches (bounded memory for day-long captures)
+# Chunked path over stream.iter_windows (bounded memory for day-long captures)
 # ----------------------------------------------------------------------------------------------
 
 
@@ -710,134 +708,24 @@ def iter_rebin_capture(path: str | os.PathLike, width_ns: int, *, origin_ns: int
     """Re-bin a capture segment by segment, yielding finished windows in bounded memory.
 
     Same result as ``rebin_with_quality(byte_intervals(load_capture(path)), ...)`` with the
-    same origin, but reads ``rdmascope.capture.iter_capture_batches`` one record batch at a time
-    and keeps only the readings of the current batch plus the windows not yet final (those after
-    the earliest last-valid reading of any counter: about one segment). Memory is bounded by
-    ``batch_rows`` and one segment's windows, whatever the capture length. ``origin_ns``
+    same origin, through ``stream.iter_windows``: one segment at a time, keeping only the windows
+    not yet final (about one segment's), whatever the capture length. ``batch_rows`` is kept for
+    compatibility and ignored (a segment is the unit read). ``origin_ns``
     defaults to the capture's start (manifest); ``gap_factor`` and ``max_gbps`` as
-    ``byte_intervals``. ``progress`` is called with the rows of each
-    batch read. Yields (bytes_df, quality_df) blocks in time order; concatenate them, or reduce
+    ``byte_intervals``. ``progress`` is called with the intervals settled per segment (about
+    its readings). Yields (bytes_df, quality_df) blocks in time order; concatenate them, or reduce
     each (e.g. a running maximum) for a day at 1 ms.
     Raises the loader errors of ``load_capture`` and ``ValueError`` as ``rebin`` does.
     """
+    from .stream import WindowGrid, iter_windows, open_capture
+
     if not isinstance(width_ns, (int, np.integer)) or width_ns <= 0:
         raise ValueError(f"window width must be a positive integer of ns, got {width_ns!r}")
-    w = int(width_ns)
-    m = read_manifest(path)
-    cdf = counters_frame(m, os.path.join(os.fspath(path), "manifest.json"))
-    ids = _select_counters(cdf, None, source)
-    caps = _counter_caps(m, cdf, ids, max_gbps)
-    if by is None:
-        key_of = {c: "total" for c in ids}
-    else:
-        key_of = {c: (c if by == "counter_id" else cdf.at[c, by]) for c in ids}
-    names = list(dict.fromkeys(key_of[c] for c in ids))
-    origin = int(m["start"]["monotonic_ns"]) if origin_ns is None else int(origin_ns)
-    interval_ns = int(m["interval_ns"])
-    # per counter: carried last valid reading (t, unc, value) and "invalid rows since it"
-    carry: dict[int, tuple[int, int, int, bool]] = {}
-    # per counter: the instant before which its future intervals cannot start (last valid
-    # reading, else the last row seen); windows ending before the minimum over all counters
-    # are final. A counter not seen yet holds everything back.
-    bound: dict[int, int] = {}
-    # pending windows: window numbers [k_lo, k_lo + n) with per-counter accumulators
-    k_lo: int | None = None
-    acc: dict[int, list[np.ndarray]] = {}
-
-    def grow(k_start: int, k_end: int) -> None:
-        nonlocal k_lo
-        if k_lo is None:
-            k_lo = k_start
-        n_old = len(next(iter(acc.values()))[0]) if acc else 0
-        lo = min(k_lo, k_start)
-        hi = max(k_lo + n_old, k_end)
-        for c in ids:
-            old = acc.get(c)
-            new = [np.zeros(hi - lo), np.zeros(hi - lo, np.int64), np.zeros(hi - lo, np.int64),
-                   np.zeros(hi - lo, np.int64)]
-            if old is not None and n_old:
-                for a_new, a_old in zip(new, old, strict=True):
-                    a_new[k_lo - lo:k_lo - lo + n_old] = a_old
-            acc[c] = new
-        k_lo = lo
-
-    def emit(k_end: int):
-        nonlocal k_lo
-        if k_lo is None or not acc:
-            return None
-        n = len(acc[ids[0]][0])
-        cut = max(0, min(n, k_end - k_lo))
-        if cut == 0:
-            return None
-        edges = origin + (k_lo + np.arange(cut, dtype=np.int64)) * w
-        b, q = _combine(((key_of[c], tuple(a[:cut] for a in acc[c])) for c in ids), w,
-                        pd.Index(edges, name="window_start_ns"))
-        b = b.reindex(columns=names)
-        q = q.reindex(columns=names)
-        b.columns.name = q.columns.name = by
-        for c in ids:
-            acc[c] = [a[cut:] for a in acc[c]]
-        k_lo += cut
-        return b, q
-
-    idset = set(ids)
-    for batch in iter_capture_batches(path, batch_rows=batch_rows):
-        if progress is not None:
-            progress(batch.num_rows)
-        r = readings_frame(batch)
-        cid = r["counter_id"].to_numpy()
-        if len(cid) and (np.diff(cid.astype(np.int64)) < 0).any():
-            order = np.lexsort((r["sweep"].to_numpy(), cid))
-            r = r.iloc[order]
-            cid = cid[order]
-        for c in np.unique(cid):
-            c = int(c)
-            if c not in idset:
-                continue
-            lo, hi = np.searchsorted(cid, c, "left"), np.searchsorted(cid, c, "right")
-            t = r["t_ns"].to_numpy()[lo:hi]
-            unc = r["t_unc_ns"].to_numpy()[lo:hi]
-            val = r["value"].to_numpy()[lo:hi]
-            valid = r["valid"].to_numpy()[lo:hi]
-            if c in carry:
-                ct, cu, cv, inv = carry[c]
-                pre = 2 if inv else 1  # a placeholder invalid row keeps the "unavailable" flag
-                t = np.concatenate([[ct] * pre, t]).astype(np.int64)
-                unc = np.concatenate([[cu] * pre, unc]).astype(np.int64)
-                val = np.concatenate([[cv] * pre, val]).astype(np.uint64)
-                valid = np.concatenate([[True, False][:pre], valid])
-            vidx = np.flatnonzero(valid)
-            if len(vidx):
-                last = int(vidx[-1])
-                carry[c] = (int(t[last]), int(unc[last]), int(val[last]), last < len(t) - 1)
-            elif c in carry:
-                carry[c] = (*carry[c][:3], True)
-            bound[c] = carry[c][0] if c in carry else int(t[-1])
-            d = cdf.loc[c]
-            iv = _intervals_one(t, unc, val, valid, bytes_per_unit=int(d["bytes_per_unit"]),
-                                width_bits=d["width_bits"], interval_ns=interval_ns,
-                                gap_factor=gap_factor, max_gbps=caps[c],
-                                label=f"counter {c} in {path}")
-            if not len(iv["t0_ns"]):
-                continue
-            cnt = _Counter(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])
-            ka = (int(cnt.t0[0]) - origin) // w
-            kb = -((origin - int(cnt.t1[-1])) // w)
-            grow(ka, kb)
-            edges = origin + np.arange(ka, kb + 1, dtype=np.int64) * w
-            parts = cnt.edges(edges)
-            off = ka - k_lo
-            for a, p in zip(acc[c], parts, strict=True):
-                a[off:off + len(p)] += p
-        if len(bound) == len(ids):
-            final_t = min(bound.values())
-            out = emit((final_t - origin) // w)
-            if out is not None:
-                yield out
-    if k_lo is not None and acc:
-        out = emit(k_lo + len(acc[ids[0]][0]))
-        if out is not None:
-            yield out
+    info = open_capture(path)
+    origin = info.t_start_ns if origin_ns is None else int(origin_ns)
+    for _, b, q in iter_windows(info, [WindowGrid(int(width_ns), origin)], by=by, source=source,
+                                gap_factor=gap_factor, max_gbps=max_gbps, progress=progress):
+        yield b, q
 
 
 def rebin_capture(path: str | os.PathLike, width_ns: int, **kwargs) -> tuple[pd.DataFrame,

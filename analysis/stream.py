@@ -1,0 +1,464 @@
+"""Segment-by-segment analysis of a capture: intervals and windows in bounded memory.
+
+A day at 1 kHz is ~700 M readings: too many to hold. Everything here reads a capture one
+segment (~60 s of readings) at a time through ``rdmascope.capture.iter_capture_tables``, only
+the columns and counters it needs, skipping segments outside a time range, and carries across
+segment edges exactly what the in-memory functions would see:
+
+- ``iter_intervals``: the intervals of ``series.byte_intervals`` (same rows, same flags, same
+  bytes), produced file by file. Each counter carries the raw readings from its last settled
+  reading on (a run of unreadable readings kept as one: only "was there one" matters), so the
+  glitch rule, the unavailable rule and the gap rule judge every reading with the same
+  neighbours as on the whole capture.
+- ``iter_windows``: the windows of ``series.rebin_with_quality`` for several (width, origin)
+  grids at once, emitted as soon as no later interval can touch them. A window's bytes are the
+  same differences of the cumulative byte curve (the cumulative sums of whole intervals are
+  sums of integers, exact in float64 below 2^53 bytes), so the result equals the in-memory one
+  except in the last bits of a window cut by a segment edge.
+
+Memory: one segment's readings plus the windows not yet final (about one segment's), whatever
+the capture's length. See ``benchmarks/bench_scale.py`` for time and peak memory per command.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rdmascope.capture import (
+    LIVE_PREFIX,
+    iter_capture_tables,
+    list_capture_files,
+    read_manifest,
+)
+
+from .load import counters_frame, readings_frame
+from .series import (
+    DEFAULT_GAP_FACTOR,
+    QUALITY_EMPTY,
+    _combine,
+    _Counter,
+    _counter_caps,
+    _intervals_one,
+    _select_counters,
+)
+
+__all__ = ["CaptureInfo", "open_capture", "iter_intervals", "WindowGrid", "iter_windows"]
+
+_FAR = 1 << 62  # "no bound" in ns (int64-safe)
+
+
+@dataclass
+class CaptureInfo:
+    """What a capture says about itself without reading its readings (manifest + footers).
+
+    ``path``, ``meta`` (manifest), ``counters`` (as ``load.Capture.counters``), ``t_start_ns``
+    (manifest start), ``t_end_ns`` (stop record, else the latest ``t_before_ns`` in the segment
+    footers, else the start), ``rows`` (readings: the manifest's per-segment counts, plus the
+    live files' readings estimated from their size), ``clean_end``. Duck-types the parts of
+    ``load.Capture`` that need no readings (``meta``, ``counters``, ``path``, ``interval_ns``,
+    ``t_start_ns``, ``t_end_ns``, ``name``), so ``twin_links`` and ``missing_twins`` accept it.
+    """
+
+    path: Path
+    meta: dict[str, Any]
+    counters: pd.DataFrame
+    t_start_ns: int
+    t_end_ns: int
+    rows: int
+    clean_end: bool
+    clock_pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
+
+    @property
+    def interval_ns(self) -> int:
+        return int(self.meta["interval_ns"])
+
+    @property
+    def name(self) -> str:
+        return str(self.meta.get("host") or self.path.name)
+
+    def duration_s(self) -> float:
+        return (self.t_end_ns - self.t_start_ns) / 1e9
+
+
+def open_capture(path: str | os.PathLike) -> CaptureInfo:
+    """Read a capture's manifest and segment footers (no readings); return a ``CaptureInfo``.
+
+    Raises the ``rdmascope.capture`` errors of ``read_manifest`` (not a capture, newer version,
+    malformed manifest or counter descriptor), naming the file.
+    """
+    import pyarrow.parquet as pq
+
+    p = Path(path)
+    m = read_manifest(p)
+    cdf = counters_frame(m, p / "manifest.json")
+    segs, lives = list_capture_files(p)
+    listed = {r["name"]: r for r in m.get("segments") or []}
+    rows = 0
+    last = None
+    for s in segs:
+        rec = listed.get(s.name)
+        if rec is not None:
+            rows += int(rec["rows"])
+        else:
+            try:
+                rows += pq.read_metadata(s).num_rows
+            except (OSError, ValueError):
+                pass
+    if segs:
+        from rdmascope.capture import _segment_time_range
+
+        r = _segment_time_range(segs[-1])
+        last = r[1] if r is not None else None
+    rows += sum(f.stat().st_size // 40 for f in lives if f.name.startswith(LIVE_PREFIX))
+    t0 = int(m["start"]["monotonic_ns"])
+    stop = m.get("stop")
+    if isinstance(stop, dict):
+        t1 = int(stop["monotonic_ns"])
+        if last is not None:
+            t1 = max(t1, last)
+    else:
+        t1 = last if last is not None else t0
+    pairs = np.asarray(m.get("clock_pairs") or [], dtype=np.int64).reshape(-1, 2)
+    return CaptureInfo(path=p, meta=m, counters=cdf, t_start_ns=t0, t_end_ns=int(t1),
+                       rows=int(rows), clean_end=stop is not None, clock_pairs=pairs)
+
+
+def _info(capture) -> CaptureInfo:
+    return capture if isinstance(capture, CaptureInfo) else open_capture(capture)
+
+
+def _squeeze_invalid(t, unc, val, valid, sweep):
+    """Keep one row of each run of unreadable readings (only their presence matters)."""
+    inv = ~valid
+    if inv.sum() < 2:
+        return t, unc, val, valid, sweep
+    keep = valid | np.concatenate([[True], ~(inv[1:] & inv[:-1])])
+    return t[keep], unc[keep], val[keep], valid[keep], sweep[keep]
+
+
+class _CounterStream:
+    """One counter's readings, fed file by file, turned into the intervals of ``_intervals_one``.
+
+    The carry holds the raw readings from the last *settled* valid reading K on (the end of the
+    last interval given out). K is never dropped and opens the next interval; every later
+    reading has its earlier neighbour in the carry, so the glitch rule judges it as on the
+    whole series. The interval ending at the last valid reading is held back: that reading is
+    judged only when the next one is known.
+    """
+
+    def __init__(self, c: int, d: dict, *, interval_ns: int, gap_factor: float, max_gbps: float,
+                 label: str):
+        self.c = c
+        self.kw = dict(bytes_per_unit=int(d["bytes_per_unit"]), width_bits=d["width_bits"],
+                       interval_ns=interval_ns, gap_factor=gap_factor, max_gbps=max_gbps,
+                       label=label)
+        self.label = label
+        self.carry: tuple[np.ndarray, ...] | None = None
+        self.last_sweep: int | None = None
+        self.first_t0: int | None = None
+        self.last_t: int | None = None  # latest reading instant seen (valid or not)
+
+    def feed(self, t, unc, val, valid, sweep, *, final: bool = False) -> dict[str, np.ndarray]:
+        if len(sweep):
+            if (np.diff(sweep) <= 0).any() or (self.last_sweep is not None
+                                               and sweep[0] <= self.last_sweep):
+                raise ValueError(f"{self.label}: duplicate or unordered sweeps")
+            self.last_sweep = int(sweep[-1])
+            self.last_t = int(t[-1])
+        if self.carry is not None:
+            ct, cu, cv, cok, cs = self.carry
+            t, unc, val, valid, sweep = (np.concatenate([ct, t]), np.concatenate([cu, unc]),
+                                         np.concatenate([cv, val]),
+                                         np.concatenate([cok, valid]),
+                                         np.concatenate([cs, sweep]))
+        iv = _intervals_one(t, unc, val, valid, **self.kw)
+        vidx = np.flatnonzero(valid)
+        if final or len(vidx) == 0:
+            n = len(iv["t0_ns"])
+            self.carry = None if final else _squeeze_invalid(t, unc, val, valid, sweep)
+        else:
+            # hold back the interval ending at the last valid reading (not judged yet)
+            t_last = t[vidx[-1]]
+            n = len(iv["t0_ns"])
+            if n and iv["t1_ns"][-1] == t_last:
+                n -= 1
+            if n:
+                # K = the end of the last interval given out: the valid reading at that instant
+                k = int(vidx[np.searchsorted(t[vidx], iv["t1_ns"][n - 1], "right") - 1])
+            else:
+                k = int(vidx[0])  # nothing settled yet: keep from the first valid reading
+            self.carry = _squeeze_invalid(t[k:], unc[k:], val[k:], valid[k:], sweep[k:])
+        out = {key: a[:n] for key, a in iv.items()}
+        if n and self.first_t0 is None:
+            self.first_t0 = int(out["t0_ns"][0])
+        return out
+
+
+def iter_intervals(capture, *, counters=None, source: str | None = "infiniband",
+                   start_ns: int | None = None, end_ns: int | None = None,
+                   gap_factor: float = DEFAULT_GAP_FACTOR, max_gbps: float | None = None
+                   ) -> Iterator[tuple[dict[int, dict[str, np.ndarray]], int]]:
+    """Yield the intervals of ``series.byte_intervals`` file by file, in bounded memory.
+
+    ``capture``: a path or ``CaptureInfo``; ``counters``, ``source``, ``gap_factor``,
+    ``max_gbps`` as ``byte_intervals``. ``start_ns``/``end_ns``: only segments around this range
+    are read (intervals reaching into it are all produced; others may be missing). Yields
+    (parts, bound_ns): ``parts`` maps counter_id -> arrays t0_ns, t1_ns, t0_unc_ns, t1_unc_ns,
+    bytes, flag (codes of ``series.FLAGS``) of intervals settled by this file, in time order;
+    ``bound_ns``: no interval yielded later starts before it. Raises ``ValueError`` as
+    ``byte_intervals`` and the loader errors of ``rdmascope.capture``.
+    """
+    info = _info(capture)
+    cdf = info.counters
+    ids = _select_counters(cdf, counters, source)
+    caps = _counter_caps(info.meta, cdf, ids, max_gbps)
+    streams = {c: _CounterStream(c, cdf.loc[c].to_dict(), interval_ns=info.interval_ns,
+                                 gap_factor=gap_factor, max_gbps=caps[c],
+                                 label=f"counter {c} ({cdf.at[c, 'series']}) in {info.path}")
+               for c in ids}
+    if not ids:
+        return
+    for _f, tab in iter_capture_tables(info.path, counter_ids=ids, start_ns=start_ns,
+                                       end_ns=end_ns, manifest=info.meta,
+                                       columns=["t_before_ns", "read_duration_ns", "value",
+                                                "status"]):
+        if not tab.num_rows:
+            continue
+        r = readings_frame(tab)
+        cid = r["counter_id"].to_numpy()
+        u = np.unique(cid)
+        lo = np.searchsorted(cid, u, "left")
+        hi = np.searchsorted(cid, u, "right")
+        cols = [r[k].to_numpy() for k in ("t_ns", "t_unc_ns", "value", "valid", "sweep")]
+        parts = {}
+        for c, a, b in zip(u, lo, hi, strict=True):
+            s = streams[int(c)]
+            parts[int(c)] = s.feed(*(x[a:b] for x in cols))
+        del r, cols, tab
+        yield parts, _bound(streams)
+    last = {c: s.feed(*(np.zeros(0, x) for x in (np.int64, np.int64, np.uint64, bool,
+                                                  np.int64)), final=True)
+            for c, s in streams.items()}
+    yield last, _FAR
+
+
+def _bound(streams: dict[int, _CounterStream]) -> int:
+    """The instant before which no later interval can start: the earliest carried reading."""
+    b = _FAR
+    for s in streams.values():
+        if s.carry is not None and len(s.carry[0]):
+            b = min(b, int(s.carry[0][0]))
+        elif s.last_t is None:
+            return -_FAR  # a counter not seen yet holds everything back
+    return b
+
+
+@dataclass(frozen=True)
+class WindowGrid:
+    """Windows [origin + k x width, origin + (k+1) x width) over [start_ns, end_ns).
+
+    ``start_ns``/``end_ns`` None: from the first interval's start / to the last interval's end
+    (as ``rebin_with_quality``). ``clip``: cut the first and last window at the range (their
+    covered time and "partial" flag then refer to the cut window, as ``integrate`` does).
+    """
+
+    width_ns: int
+    origin_ns: int
+    start_ns: int | None = None
+    end_ns: int | None = None
+    clip: bool = False
+
+
+class _GridAcc:
+    """Per-counter window accumulators of one grid, for the windows not yet final."""
+
+    def __init__(self, g: WindowGrid, ids: list[int]):
+        self.g = g
+        self.ids = ids
+        self.k_lo: int | None = None  # window number of acc[...][0]
+        self.n = 0
+        self.emitted = False
+        self.acc = {c: [np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                        np.zeros(0, np.int64)] for c in ids}
+        w, o = g.width_ns, g.origin_ns
+        self.k_min = None if g.start_ns is None else (int(g.start_ns) - o) // w
+        self.k_max = None if g.end_ns is None else -((o - int(g.end_ns)) // w)  # exclusive
+
+    def _edges(self, ka: int, kb: int) -> np.ndarray:
+        g = self.g
+        e = g.origin_ns + np.arange(ka, kb + 1, dtype=np.int64) * g.width_ns
+        if g.clip:
+            lo = -_FAR if g.start_ns is None else int(g.start_ns)
+            hi = _FAR if g.end_ns is None else int(g.end_ns)
+            e = np.clip(e, lo, hi)
+        return e
+
+    def _grow(self, ka: int, kb: int) -> None:
+        if self.k_lo is None:
+            self.k_lo, self.n = ka, 0
+        lo = min(self.k_lo, ka)
+        hi = max(self.k_lo + self.n, kb)
+        if lo == self.k_lo and hi == self.k_lo + self.n:
+            return
+        for c in self.ids:
+            old = self.acc[c]
+            new = [np.zeros(hi - lo), np.zeros(hi - lo, np.int64), np.zeros(hi - lo, np.int64),
+                   np.zeros(hi - lo, np.int64)]
+            for a_new, a_old in zip(new, old, strict=True):
+                a_new[self.k_lo - lo:self.k_lo - lo + self.n] = a_old
+            self.acc[c] = new
+        self.k_lo, self.n = lo, hi - lo
+
+    def add(self, c: int, cnt: _Counter) -> None:
+        w, o = self.g.width_ns, self.g.origin_ns
+        ka = (int(cnt.t0[0]) - o) // w
+        kb = -((o - int(cnt.t1[-1])) // w)
+        if self.k_min is not None:
+            ka = max(ka, self.k_min)
+        if self.k_max is not None:
+            kb = min(kb, self.k_max)
+        if kb <= ka:
+            return
+        self._grow(ka, kb)
+        parts = cnt.edges(self._edges(ka, kb))
+        off = ka - self.k_lo
+        for a, p in zip(self.acc[c], parts, strict=True):
+            a[off:off + len(p)] += p
+
+    def start(self, k: int) -> None:
+        """Make sure the accumulators begin at window k (empty windows before the data)."""
+        if self.emitted:
+            return
+        if self.k_lo is None:
+            self._grow(k, k)
+        elif k < self.k_lo:
+            self._grow(k, self.k_lo)
+
+    def take(self, k_end: int, key_of, names, by):
+        """Pop the windows before window number ``k_end``; return (bytes_df, quality_df)."""
+        if self.k_lo is None:
+            return None
+        if self.k_max is not None:
+            k_end = min(k_end, self.k_max)
+        if k_end > self.k_lo + self.n:  # windows with no data yet at all: empty
+            self._grow(self.k_lo, k_end)
+        cut = max(0, min(self.n, k_end - self.k_lo))
+        if cut == 0:
+            return None
+        e = self._edges(self.k_lo, self.k_lo + cut)
+        width = np.diff(e)
+        b, q = _combine(((key_of[c], tuple(a[:cut] for a in self.acc[c])) for c in self.ids),
+                        width if self.g.clip else self.g.width_ns,
+                        pd.Index(e[:-1], name="window_start_ns"))
+        b = b.reindex(columns=names)
+        q = q.reindex(columns=names)
+        b.columns.name = q.columns.name = by
+        for c in self.ids:
+            self.acc[c] = [a[cut:] for a in self.acc[c]]
+        self.k_lo += cut
+        self.n -= cut
+        self.emitted = True
+        return b, q
+
+
+def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
+                 counters=None, source: str | None = "infiniband",
+                 gap_factor: float = DEFAULT_GAP_FACTOR, max_gbps: float | None = None,
+                 progress=None, state: dict | None = None
+                 ) -> Iterator[tuple[int, pd.DataFrame, pd.DataFrame]]:
+    """Re-bin a capture to several window grids in one pass, yielding final windows in order.
+
+    Yields (grid index, bytes_df, quality_df) blocks; the blocks of one grid concatenated equal
+    ``series.rebin_with_quality(byte_intervals(capture), width, origin_ns=..., start_ns=...,
+    end_ns=..., by=by)`` (same index, columns, NaN and quality bits; see the module docstring
+    for the float rounding at segment edges). With no ``start_ns`` the windows begin at the
+    first interval's; with no ``end_ns`` they end at the last interval's. ``by``, ``counters``,
+    ``source``, ``gap_factor``, ``max_gbps`` as ``byte_intervals``/``rebin``. ``progress``:
+    called with the number of intervals settled per file. ``state``: a dict filled as the
+    stream goes with ``spans`` = {group: [first interval start, last interval end]} of the
+    groups that have intervals (the columns ``rebin`` would have), in counter order. Raises ``ValueError`` as ``rebin``
+    (no intervals at all) and ``byte_intervals``.
+    """
+    info = _info(capture)
+    cdf = info.counters
+    ids = _select_counters(cdf, counters, source)
+    for g in grids:
+        if not isinstance(g.width_ns, (int, np.integer)) or g.width_ns <= 0:
+            raise ValueError(f"window width must be a positive integer of ns, got "
+                             f"{g.width_ns!r}")
+        if g.start_ns is not None and g.end_ns is not None and g.end_ns <= g.start_ns:
+            raise ValueError(f"empty time range: start {g.start_ns} ns >= end {g.end_ns} ns")
+    if by is None:
+        key_of = {c: "total" for c in ids}
+    else:
+        key_of = {c: (c if by == "counter_id" else cdf.at[c, by]) for c in ids}
+    accs = [_GridAcc(g, ids) for g in grids]
+    lo_read = min((g.start_ns for g in grids if g.start_ns is not None), default=None)
+    hi_read = max((g.end_ns for g in grids if g.end_ns is not None), default=None)
+    if any(g.start_ns is None for g in grids):
+        lo_read = None
+    if any(g.end_ns is None for g in grids):
+        hi_read = None
+    spans: dict = {} if state is None else state.setdefault("spans", {})
+    first_t0: int | None = None
+    last_t1: int | None = None
+    for parts, bound in iter_intervals(info, counters=ids, source=source, start_ns=lo_read,
+                                       end_ns=hi_read, gap_factor=gap_factor,
+                                       max_gbps=max_gbps):
+        n_iv = 0
+        for c, iv in parts.items():
+            if not len(iv["t0_ns"]):
+                continue
+            n_iv += len(iv["t0_ns"])
+            t0, t1 = int(iv["t0_ns"][0]), int(iv["t1_ns"][-1])
+            sp = spans.setdefault(key_of[c], [t0, t1])
+            sp[0], sp[1] = min(sp[0], t0), max(sp[1], t1)
+            first_t0 = t0 if first_t0 is None else min(first_t0, t0)
+            last_t1 = t1 if last_t1 is None else max(last_t1, t1)
+            cnt = _Counter(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])
+            for a in accs:
+                a.add(c, cnt)
+        if progress is not None:
+            progress(n_iv)
+        if first_t0 is None:
+            continue
+        for i, a in enumerate(accs):
+            g = a.g
+            if g.start_ns is None:
+                a.start((first_t0 - g.origin_ns) // g.width_ns)
+            else:
+                a.start((int(g.start_ns) - g.origin_ns) // g.width_ns)
+            if bound >= _FAR:
+                continue
+            names = [key_of[c] for c in ids]
+            out = a.take((bound - g.origin_ns) // g.width_ns, key_of,
+                         list(dict.fromkeys(names)), by)
+            if out is not None:
+                yield i, *out
+    if first_t0 is None:
+        raise ValueError("no intervals to re-bin (the capture holds fewer than two valid "
+                         "readings of any selected counter)")
+    names = list(dict.fromkeys(key_of[c] for c in ids))
+    for i, a in enumerate(accs):
+        g = a.g
+        k_end = (-((g.origin_ns - last_t1) // g.width_ns) if g.end_ns is None
+                 else -((g.origin_ns - int(g.end_ns)) // g.width_ns))
+        out = a.take(k_end, key_of, names, by)
+        if out is not None:
+            yield i, *out
+
+
+def drop_empty_edges(b: pd.DataFrame, q: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Drop leading and trailing windows that no series has readings in (QUALITY_EMPTY)."""
+    has = ((q & QUALITY_EMPTY) == 0).any(axis=1).to_numpy()
+    if not has.any():
+        return b.iloc[:0], q.iloc[:0]
+    lo, hi = int(np.argmax(has)), len(has) - int(np.argmax(has[::-1]))
+    return b.iloc[lo:hi], q.iloc[lo:hi]
