@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from rdmascope.cli.output import NONNEG_SECONDS, POSITIVE
+from rdmascope.cli.output import DURATION_NS, NONNEG_SECONDS, POSITIVE
 
 SCENARIO_HELP = ("Scenario: P1..P6 (the study's tests: warm-up + 3 rounds, 1,024 output tokens), "
                  "demo (P1 then P2, 64 output tokens) or single4k (one 4,096-token prompt, ~4 s).")
@@ -152,15 +152,34 @@ def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, s
               help="Leave out the netdev tx/rx bytes (as `rdmascope record` without "
                    "--netdev-stats).")
 @click.option("--force", is_flag=True, help="Overwrite an existing capture.")
+@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Play a cluster: one capture per node in OUTPUT/<host>/ (spark-01, ...), each "
+                   "on its own host's clocks, plus OUTPUT/requests.jsonl (the client's log, on "
+                   "the first node's clock) and OUTPUT/truth.json (clock offsets, culprits).")
+@click.option("--clock-error", type=DURATION_NS, default="20ms", show_default=True,
+              help="With --nodes: each node's wall clock is off by up to this much (uniform, "
+                   "either sign).")
+@click.option("--not-emulated", "not_emulated", type=click.IntRange(min=1), default=None,
+              metavar="N", help="With --nodes and --link emulated100: node N (1-based) did not "
+                                "get NCCL_IB_HCA and spreads its bytes over both twins.")
+@click.option("--straggler", type=click.IntRange(min=1), default=None, metavar="N",
+              help="With --nodes: node N (1-based) is late to every prefill all-reduce.")
+@click.option("--straggle", type=DURATION_NS, default="1ms", show_default=True,
+              help="How late the --straggler is.")
 def capture_cmd(output, scenario, link, tcp_fallback, seed, output_tokens, rounds,
-                no_netdev_stats, force) -> None:
+                no_netdev_stats, force, nodes, clock_error, not_emulated, straggler,
+                straggle) -> None:
     """Write a capture as if sampled every 1 ms (with read-timestamp jitter) plus requests.jsonl
-    and truth.json, without real time passing."""
+    and truth.json, without real time passing; with --nodes N, one capture per node of a cluster."""
     from rdmascope.capture import CaptureError
     from rdmascope.emulator.simcapture import simulate_capture
 
     traffic = _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds)
     argv = ["rdmascope", "simulate", "capture", *sys.argv[3:]] if len(sys.argv) > 2 else None
+    if nodes > 1 or not_emulated or straggler:
+        _cluster(output, traffic, nodes, clock_error, not_emulated, straggler, straggle, seed,
+                 not no_netdev_stats, force, argv)
+        return
     try:
         path = simulate_capture(output, traffic, netdev_stats=not no_netdev_stats, force=force,
                                 command_line=argv)
@@ -170,3 +189,34 @@ def capture_cmd(output, scenario, link, tcp_fallback, seed, output_tokens, round
                f"{len(traffic.requests)} requests, link {link})")
     click.echo(f"request log: {path / 'requests.jsonl'}")
     click.echo(f"truth: {path / 'truth.json'}")
+
+
+def _cluster(output, traffic, nodes, clock_error, not_emulated, straggler, straggle, seed,
+             netdev_stats, force, argv) -> None:
+    from rdmascope.capture import CaptureError
+    from rdmascope.emulator.cluster import ClusterSpec, simulate_cluster
+
+    if nodes < 2:
+        raise click.UsageError("--not-emulated and --straggler need a cluster: give --nodes N "
+                               "(N >= 2)")
+    for opt, v in (("--not-emulated", not_emulated), ("--straggler", straggler)):
+        if v is not None and v > nodes:
+            raise click.BadParameter(f"node {v} does not exist with --nodes {nodes}",
+                                     param_hint=f"'{opt}'")
+    try:
+        spec = ClusterSpec(nodes=nodes, clock_error_ns=clock_error,
+                           misconfigured=None if not_emulated is None else not_emulated - 1,
+                           straggler=None if straggler is None else straggler - 1,
+                           straggle_ns=straggle, seed=seed)
+        truth = simulate_cluster(output, traffic, spec, force=force, netdev_stats=netdev_stats,
+                                 command_line=argv)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    except CaptureError as exc:
+        raise click.ClickException(str(exc)) from exc
+    hosts = [n["host"] for n in truth["nodes"]]
+    click.echo(f"cluster: {output}/{{{hosts[0]}..{hosts[-1]}}} ({len(hosts)} captures, "
+               f"{traffic.duration_ns / 1e9:.1f} s, {len(traffic.requests)} requests, "
+               f"link {traffic.config.link.name})")
+    click.echo(f"request log: {output}/requests.jsonl (the client's, on {hosts[0]}'s clock)")
+    click.echo(f"truth: {output}/truth.json")

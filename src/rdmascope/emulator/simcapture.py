@@ -207,11 +207,12 @@ def simulate_capture(path: str | os.PathLike, traffic: Traffic, *, seed: int | N
                      start_monotonic_ns: int = SYNTHETIC_MONOTONIC_NS,
                      start_realtime_ns: int = SYNTHETIC_REALTIME_NS,
                      interval_ns: int = 1_000_000, netdev_stats: bool = True,
-                     force: bool = False, command_line: list[str] | None = None) -> Path:
+                     force: bool = False, command_line: list[str] | None = None,
+                     host: str = "emulated-spark") -> Path:
     """Write ``traffic`` as a capture sampled every ``interval_ns``, plus its ground truth files.
 
     Model time 0 is ``start_monotonic_ns`` (the capture's first sweep deadline); the capture
-    covers the whole scenario. Deterministic for (traffic, seed, start): the read jitter uses
+    covers the whole scenario. ``host`` is the manifest's host name. Deterministic for (traffic, seed, start): the read jitter uses
     ``seed`` (default ``traffic.seed``). Raises ``rdmascope.capture.CaptureExistsError`` when
     ``path`` holds files and ``force`` is false, ``CaptureWriteError`` when it cannot be written.
     """
@@ -227,7 +228,7 @@ def simulate_capture(path: str | os.PathLike, traffic: Traffic, *, seed: int | N
     n_sweeps = int(traffic.duration_ns // interval_ns) + 1
     cap_id = uuid.UUID(hashlib.sha256(
         f"{traffic.scenario.name}-{traffic.config.link.name}-{traffic.config.link.tcp_fallback}-"
-        f"{seed}-{start_monotonic_ns}".encode()).hexdigest()[:32]).hex
+        f"{seed}-{start_monotonic_ns}{'' if host == 'emulated-spark' else '-' + host}".encode()).hexdigest()[:32]).hex
     S = int(start_monotonic_ns)
     R = int(start_realtime_ns)
     pairs = [[R + t, S + t] for t in range(0, traffic.duration_ns, 5_000_000_000)]
@@ -244,7 +245,7 @@ def simulate_capture(path: str | os.PathLike, traffic: Traffic, *, seed: int | N
     fields = {
         "writer": "simulate", "sampler_version": __version__,
         "command_line": list(command_line or ["rdmascope", "simulate", "capture"]),
-        "host": "emulated-spark", "kernel": "emulated", "python": None,
+        "host": host, "kernel": "emulated", "python": None,
         "capture_id": cap_id, "sysfs_root": DEFAULT_ROOT, "interval_ns": int(interval_ns),
         "start": {"monotonic_ns": S, "realtime_ns": R}, "clock_pairs": pairs,
         "devices": devices, "counters": counters, "extra": extra,
