@@ -59,6 +59,7 @@ class Comparison:
     rounds: pd.DataFrame
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    setup: Any = None  # rdmascope.models.Setup, when compare() was given one
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict (tables as lists of records, NaN as None)."""
@@ -67,7 +68,8 @@ class Comparison:
         return {"label_a": self.label_a, "label_b": self.label_b,
                 "link_a_gbps": self.link_a_gbps, "link_b_gbps": self.link_b_gbps,
                 "real_gbps": self.real_gbps, "tests": recs(self.tests),
-                "rounds": recs(self.rounds), "notes": self.notes, "warnings": self.warnings}
+                "rounds": recs(self.rounds), "notes": self.notes, "warnings": self.warnings,
+                "setup": self.setup.to_dict() if self.setup is not None else None}
 
 
 def json_records(df: pd.DataFrame) -> list[dict[str, Any]]:
@@ -123,11 +125,26 @@ def interfaces_used(capture) -> str | None:
     return None
 
 
+def run_facts(capture, interfaces: str | None = None):
+    """Return ``rdmascope.models.RunFacts`` of a loaded capture: its manifest, the highest port
+    rate it records (Gb/s), the RDMA devices with data counters (the twins), and ``interfaces``
+    ("single"/"both"/None, e.g. from ``interfaces_used``)."""
+    from rdmascope.models import RunFacts
+
+    from .load import port_rates_gbps
+
+    c = capture.counters
+    devs = list(dict.fromkeys(c.loc[c["data"] & (c["source"] == "infiniband"), "device"]))
+    return RunFacts(meta=capture.meta, port_gbps=max(port_rates_gbps(capture.meta).values(),
+                                                     default=None),
+                    twins=len(devs) or None, interfaces=interfaces)
+
+
 def compare(att_a, att_b, *, label_a: str = "A", label_b: str = "B",
             link_a_gbps: float = E.LINK_200_GBPS, link_b_gbps: float = E.LINK_EMULATED_GBPS,
             real_gbps: float | None = E.LINK_100_GBPS, model: E.ModelShape | None = None,
             tp: int = 8, interfaces_a: str | None = None, interfaces_b: str | None = None,
-            bound_tolerance: float = BOUND_TOLERANCE) -> Comparison:
+            bound_tolerance: float = BOUND_TOLERANCE, setup=None) -> Comparison:
     """Compare two attributions test by test (see the module docstring for every column).
 
     ``link_a_gbps``/``link_b_gbps``: the effective link speeds of the two runs (defaults: the
@@ -137,6 +154,10 @@ def compare(att_a, att_b, *, label_a: str = "A", label_b: str = "B",
     capture; A on "single" with B on "both" adds the warning "A looks like the emulated link;
     arguments swapped?". ``bound_tolerance``: a measured increase of the time to the last first
     token above ``estimate_s`` by more than this share (0.02) sets ``exceeds_bound`` and a note.
+    ``setup``: a ``rdmascope.models.Setup``; when given it replaces ``link_a_gbps`` (its link A),
+    ``link_b_gbps`` (B's real speed, else its nominal link), ``real_gbps`` (the cable an
+    emulated B stands for), ``model`` and ``tp``, and the architecture estimate uses its
+    layout's bytes per token (TP all-reduce or EP all-to-all); ``Comparison.setup`` keeps it.
 
     Returns a ``Comparison``; ``tests`` has one row per test present on both sides:
     ``test, rounds_a, rounds_b, n_requests, prompt_tokens, ttft_a_s, ttft_b_s, ttft_change_s,
@@ -149,6 +170,13 @@ def compare(att_a, att_b, *, label_a: str = "A", label_b: str = "B",
     request log (``log_path``; different logs of one capture get a note), and on a
     non-positive link speed or a negative ``bound_tolerance`` (named by parameter).
     """
+    arch_per_token = None
+    if setup is not None:
+        link_a_gbps, link_b_gbps = setup.link_a_gbps, setup.b_bound_gbps
+        real_gbps, model, tp = setup.real_cable_gbps, setup.model, setup.tp
+        arch_per_token = setup.bytes_per_token()
+    elif model is not None:
+        arch_per_token = E.bytes_per_prompt_token(model, tp)
     for name, v in (("link_a_gbps", link_a_gbps), ("link_b_gbps", link_b_gbps)) + (
             (("real_gbps", real_gbps),) if real_gbps is not None else ()):
         if not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
@@ -245,9 +273,9 @@ def compare(att_a, att_b, *, label_a: str = "A", label_b: str = "B",
                          f"given ({link_a_gbps:g} -> {link_b_gbps:g} Gb/s), so check them, "
                          "whether the runs differ in more than the link, and the order of A "
                          "and B")
-        if model is not None:
-            row["estimate_arch_s"] = E.ttft_increase_bound_s(float(a["prompt_tokens"]), model, tp,
-                                                            link_a_gbps, link_b_gbps)
+        if arch_per_token is not None:
+            row["estimate_arch_s"] = E.extra_time_bound_s(
+                float(a["prompt_tokens"]) * arch_per_token, link_a_gbps, link_b_gbps)
         if real_gbps is not None:
             corr = E.emulated_to_real_correction_s(float(b["prefill_tx_bytes"]),
                                                    emulated_gbps=link_b_gbps, real_gbps=real_gbps)
@@ -259,6 +287,17 @@ def compare(att_a, att_b, *, label_a: str = "A", label_b: str = "B",
                      f"x (1/{real_gbps:g} - 1/{link_b_gbps:g}) per Gb/s (an upper bound)")
     notes.append(f"estimate = side A's measured prefill bytes x 8 x (1/{link_b_gbps:g} - "
                  f"1/{link_a_gbps:g}) per Gb/s: an upper bound (full link rate, no overlap)")
+    if setup is not None:
+        notes.append(f"setup: {setup.describe()}; model {setup.model.describe()}")
+        if setup.b_emulated and setup.b_real_gbps is None:
+            notes.append(f"B is an emulated {setup.link_b_gbps:g} Gb/s link whose real speed is "
+                         "unknown: the bound uses the nominal speed and no correction to a real "
+                         "cable is made (give --b-emulated GBPS)")
+        if arch_per_token is not None:
+            notes.append(f"architecture estimate: {arch_per_token / 1e6:.3f} MB per prompt token "
+                         f"per node ({'TP all-reduce' if setup.layout == 'tp' else 'EP all-to-all'}"
+                         f") x prompt tokens x 8 x (1/{link_b_gbps:g} - 1/{link_a_gbps:g})")
     return Comparison(label_a=label_a, label_b=label_b, link_a_gbps=link_a_gbps,
                       link_b_gbps=link_b_gbps, real_gbps=real_gbps, tests=pd.DataFrame(rows),
-                      rounds=pd.DataFrame(round_rows), notes=notes, warnings=warnings)
+                      rounds=pd.DataFrame(round_rows), notes=notes, warnings=warnings,
+                      setup=setup)

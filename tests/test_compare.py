@@ -235,7 +235,7 @@ def test_cli_compare_flags_an_increase_above_the_bound():
     assert "exceeds the bound" in human.output
 
 
-@pytest.mark.parametrize("args,option", [(["--real", "-5"], "--real"),
+@pytest.mark.parametrize("args,option", [(["--b-emulated", "-5"], "--b-emulated"),
                                          (["--link-a", "0"], "--link-a"),
                                          (["--link-b", "nan"], "--link-b"),
                                          (["--tp", "0"], "--tp"),

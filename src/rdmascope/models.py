@@ -497,6 +497,16 @@ class Setup:
         return self.b_real_gbps if self.b_emulated else self.link_b_gbps
 
     @property
+    def b_bound_gbps(self) -> float:
+        """The speed the bound uses for B: its real speed when known, else the nominal link."""
+        return self.b_effective_gbps or self.link_b_gbps
+
+    @property
+    def real_cable_gbps(self) -> float | None:
+        """The real cable an emulated B is corrected to (``link_b_gbps``), else None."""
+        return self.link_b_gbps if self.corrects_emulation else None
+
+    @property
     def corrects_emulation(self) -> bool:
         """True when B is emulated and its real speed differs from the cable it stands for."""
         return bool(self.b_emulated and self.b_real_gbps and self.link_b_gbps
@@ -557,3 +567,209 @@ class Setup:
 #: The study's setup: its model at TP8 on 8 Sparks, 200 Gb/s against an emulated 100 Gb/s link
 #: that really carries ~109 Gb/s.
 STUDY_SETUP = Setup()
+
+
+# ------------------------------------------------------------------------------------------------
+# Setup from options and the captures' manifests
+# ------------------------------------------------------------------------------------------------
+
+#: The manifest key (under ``extra``) where ``record`` keeps the setup given at record time.
+MANIFEST_SETUP_KEY = "setup"
+
+
+def setup_record(*, link_gbps: float | None = None, emulated: bool | None = None,
+                 emulated_real_gbps: float | None = None, model: Model | None = None,
+                 tp: int | None = None, nodes: int | None = None) -> dict[str, Any]:
+    """Return the setup of one run as ``record`` stores it in the manifest's ``extra.setup``.
+
+    ``link_gbps``: the link this run has or stands for (e.g. 100 for an emulated 100 Gb/s link);
+    ``emulated``: the link is an emulation (e.g. NCCL_IB_HCA naming one PCIe twin) that really
+    carries ``emulated_real_gbps``. Only the values given are stored (unknown stays absent).
+    """
+    _check_gbps("link_gbps", link_gbps)
+    _check_gbps("emulated_real_gbps", emulated_real_gbps)
+    rec: dict[str, Any] = {}
+    if link_gbps is not None:
+        rec["link_gbps"] = float(link_gbps)
+    if emulated is not None:
+        rec["emulated"] = bool(emulated)
+    if emulated_real_gbps is not None:
+        rec["emulated_real_gbps"] = float(emulated_real_gbps)
+    if model is not None:
+        rec["model"] = model.to_dict()
+    if tp is not None:
+        _check_n("tp", tp)
+        rec["tp"] = tp
+    if nodes is not None:
+        _check_n("nodes", nodes)
+        rec["nodes"] = nodes
+    return rec
+
+
+def recorded_setup(meta: dict[str, Any] | None) -> dict[str, Any]:
+    """Return a manifest's ``extra.setup`` (as ``setup_record`` wrote it) with its model rebuilt.
+
+    Values of the wrong type are left out (an unknown stays unknown); ``{}`` when absent.
+    """
+    extra = (meta or {}).get("extra") if isinstance(meta, dict) else None
+    rec = extra.get(MANIFEST_SETUP_KEY) if isinstance(extra, dict) else None
+    if not isinstance(rec, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for k in ("link_gbps", "emulated_real_gbps"):
+        v = rec.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
+            out[k] = float(v)
+    if isinstance(rec.get("emulated"), bool):
+        out["emulated"] = rec["emulated"]
+    for k in ("tp", "nodes"):
+        v = rec.get(k)
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
+            out[k] = v
+    if isinstance(rec.get("model"), dict):
+        try:
+            out["model"] = model_from_dict(rec["model"])
+        except ModelError:
+            pass
+    return out
+
+
+@dataclass
+class RunFacts:
+    """What one capture tells about its run: the manifest's recorded setup, the port rate the
+    kernel reported (Gb/s, None when unknown), the RDMA twin devices, and which interfaces the
+    emulation check found carrying the traffic ("single", "both" or None)."""
+
+    meta: dict[str, Any] = field(default_factory=dict)
+    port_gbps: float | None = None
+    twins: int | None = None
+    interfaces: str | None = None
+
+    @property
+    def recorded(self) -> dict[str, Any]:
+        return recorded_setup(self.meta)
+
+
+def resolve_setup(*, preset_name: str | None = None, config: str | os.PathLike | None = None,
+                  model: Model | None = None, tp: int | None = None, nodes: int | None = None,
+                  link_a_gbps: float | None = None, link_b_gbps: float | None = None,
+                  b_emulated_gbps: float | None = None, b_real: bool = False,
+                  layout: str = "tp", run_a: RunFacts | None = None,
+                  run_b: RunFacts | None = None) -> Setup:
+    """Build the ``Setup`` from the options given, then the captures' manifests, then defaults.
+
+    Order for each value (the first known wins), recorded in ``Setup.sources``:
+
+    - model: ``model`` / ``config`` / ``preset_name``; a manifest's recorded model (A, then B);
+      else the study's model;
+    - tp, nodes: the options; a manifest's recorded value; else TP8 (the study) and nodes = tp;
+    - link A: ``link_a_gbps``; A's recorded ``link_gbps``; A's port rate; else 200;
+    - B emulated: ``b_emulated_gbps`` given -> yes (its real speed); ``b_real`` -> no; B's
+      recorded ``emulated``; the emulation check (one interface of two or more twins carried
+      everything) -> yes; else no;
+    - link B: ``link_b_gbps``; B's recorded ``link_gbps``; when emulated, B's port rate divided
+      by its twins (an emulated 100 Gb/s link on a 200 Gb/s port of two twins); else B's port
+      rate; else 100;
+    - B's real speed (emulated only): ``b_emulated_gbps``; B's recorded ``emulated_real_gbps``;
+      for one of two twins of a 200 Gb/s port, the ~109 Gb/s measured on a DGX Spark (one PCIe
+      Gen5 x4 path, ib_write_bw); else unknown (no correction to a real cable).
+
+    Raises ``ModelError`` for conflicting or invalid values.
+    """
+    run_a = run_a or RunFacts()
+    run_b = run_b or RunFacts()
+    rec_a, rec_b = run_a.recorded, run_b.recorded
+    src: dict[str, str] = {}
+    if sum(x is not None for x in (model, config, preset_name)) > 1:
+        raise ModelError("give one model: --preset or --config")
+    if model is not None:
+        src["model"] = "given"
+    elif config is not None:
+        model = model_from_hf_config(config)
+        src["model"] = f"--config {config}"
+    elif preset_name is not None:
+        model = preset(preset_name)
+        src["model"] = f"--preset {preset_name}"
+    elif "model" in rec_a or "model" in rec_b:
+        model = rec_a.get("model") or rec_b.get("model")
+        src["model"] = "the capture's manifest (record --preset/--config)"
+    else:
+        model = STUDY_MODEL
+        src["model"] = "default: the study's model (give --preset or --config)"
+
+    def pick(name, given, default, default_src):
+        if given is not None:
+            src[name] = f"--{name}"
+            return given
+        for rec, side in ((rec_a, "A"), (rec_b, "B")):
+            if name in rec:
+                src[name] = f"manifest of {side}"
+                return rec[name]
+        src[name] = default_src
+        return default
+
+    tp = pick("tp", tp, 8, "default: TP8, the study's (give --tp)")
+    nodes = pick("nodes", nodes, None, "default: one node per TP rank (DGX Spark)")
+    if nodes is None:
+        nodes = tp
+
+    # link A
+    if link_a_gbps is not None:
+        src["link_a"] = "--link-a"
+    elif "link_gbps" in rec_a:
+        link_a_gbps, src["link_a"] = rec_a["link_gbps"], "manifest of A (record --link)"
+    elif run_a.port_gbps:
+        link_a_gbps, src["link_a"] = run_a.port_gbps, "port rate in the manifest of A"
+    else:
+        link_a_gbps, src["link_a"] = LINK_200_GBPS, "default: 200 Gb/s (no port rate recorded)"
+
+    # is B emulated?
+    if b_emulated_gbps is not None and b_real:
+        raise ModelError("give either --b-emulated GBPS or --b-real, not both")
+    twins_b = run_b.twins
+    if b_emulated_gbps is not None:
+        emulated, src["b_emulated"] = True, "--b-emulated"
+    elif b_real:
+        emulated, src["b_emulated"] = False, "--b-real"
+    elif "emulated" in rec_b:
+        emulated, src["b_emulated"] = rec_b["emulated"], "manifest of B (record --emulated)"
+    elif run_b.interfaces == "single" and (twins_b or 0) >= 2:
+        emulated = True
+        src["b_emulated"] = "emulation check: one RDMA interface of B carried all traffic"
+    else:
+        emulated, src["b_emulated"] = False, "default: a real link"
+
+    # link B
+    if link_b_gbps is not None:
+        src["link_b"] = "--link-b"
+    elif "link_gbps" in rec_b:
+        link_b_gbps, src["link_b"] = rec_b["link_gbps"], "manifest of B (record --link)"
+    elif run_b.port_gbps and emulated and (twins_b or 0) >= 2:
+        link_b_gbps = run_b.port_gbps / twins_b
+        src["link_b"] = (f"port rate of B ({run_b.port_gbps:g} Gb/s) / its {twins_b} twins "
+                         "(an emulated link)")
+    elif run_b.port_gbps:
+        link_b_gbps, src["link_b"] = run_b.port_gbps, "port rate in the manifest of B"
+    else:
+        link_b_gbps, src["link_b"] = LINK_100_GBPS, "default: 100 Gb/s (no port rate recorded)"
+
+    # B's real speed
+    real = None
+    if emulated:
+        if b_emulated_gbps is not None:
+            real, src["b_real"] = b_emulated_gbps, "--b-emulated"
+        elif "emulated_real_gbps" in rec_b:
+            real, src["b_real"] = rec_b["emulated_real_gbps"], "manifest of B"
+        elif run_b.port_gbps in (None, LINK_200_GBPS) and twins_b in (None, 2) \
+                and link_b_gbps == LINK_100_GBPS:
+            real = LINK_EMULATED_GBPS
+            src["b_real"] = ("~109 Gb/s, one PCIe Gen5 x4 twin of a DGX Spark (ib_write_bw); "
+                             "give --b-emulated GBPS for other hardware")
+        else:
+            src["b_real"] = "unknown (give --b-emulated GBPS): no correction to a real cable"
+    twins = run_b.twins or run_a.twins
+    src["twins"] = "RDMA devices in the manifests" if twins else "unknown"
+    return Setup(model=model, tp=tp, nodes=nodes, link_a_gbps=float(link_a_gbps),
+                 link_b_gbps=float(link_b_gbps), b_emulated=emulated,
+                 b_real_gbps=None if real is None else float(real), twins=twins,
+                 layout=layout, sources=src)

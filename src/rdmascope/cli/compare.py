@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from rdmascope.cli.output import NONNEG_SECONDS, OFFSET, emit, output_options
+from rdmascope.cli.setup_options import describe_sources, resolve, setup_options
 
 FORMATS = ["native", "vllm", "guidellm", "genai-perf", "aiperf", "inference-perf"]
 
@@ -15,19 +16,6 @@ EST_COLS = ["test", "per_token_a_bytes", "per_token_b_bytes", "per_token_diff_pc
             "network_share_a", "extra_prefill_s", "extra_prefill_min_s", "extra_prefill_max_s",
             "estimate_s", "estimate_arch_s", "bound_used_pct", "exceeds_bound",
             "correction_to_real_s", "ttlft_b_real_s"]
-
-
-def _speed(ctx, param, value):
-    """A link speed option: finite and > 0 (--real also 0, meaning skip)."""
-    import math
-
-    if value is None:
-        return value
-    zero_ok = param.name == "real_gbps"
-    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
-        raise click.BadParameter(f"must be a {'' if zero_ok else 'positive '}link speed in "
-                                 f"Gb/s{' (0 to skip)' if zero_ok else ''}, got {value:g}")
-    return value
 
 
 def _same_file(a, b) -> bool:
@@ -56,19 +44,7 @@ def _same_file(a, b) -> bool:
               help="Seconds added to B's log times.")
 @click.option("--label-a", default=None, help="Name of run A (default: its directory name).")
 @click.option("--label-b", default=None, help="Name of run B.")
-@click.option("--link-a", type=float, default=200.0, show_default=True, callback=_speed,
-              help="Effective link speed of A, Gb/s.")
-@click.option("--link-b", type=float, default=109.0, show_default=True, callback=_speed,
-              help="Effective link speed of B, Gb/s (the emulated 100 Gb/s link moves ~109).")
-@click.option("--real", "real_gbps", type=float, default=100.0, show_default=True,
-              callback=_speed,
-              help="Real cable B stands for, Gb/s (correction B -> real); 0 to skip.")
-@click.option("--preset", type=click.Choice(["study"]), default=None,
-              help="Add the architecture estimate for this model.")
-@click.option("--config", type=click.Path(exists=True), default=None,
-              help="Add the architecture estimate from a Hugging Face config.json.")
-@click.option("--tp", type=click.IntRange(min=1), default=8, show_default=True,
-              help="Tensor-parallel size, for the architecture estimate.")
+@setup_options
 @click.option("--arrival-window", type=NONNEG_SECONDS, default=1.0, show_default=True,
               help="Unlabelled requests sent within this many seconds form one round.")
 @click.option("--warmup-rounds", type=click.IntRange(min=0), default=0, show_default=True,
@@ -76,14 +52,17 @@ def _same_file(a, b) -> bool:
                                 "out of the comparison (method.md: 1).")
 @output_options
 def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, offset_a, offset_b,
-            label_a, label_b, link_a, link_b, real_gbps, preset, config, tp, arrival_window,
-            warmup_rounds, out):
+            label_a, label_b, arrival_window, warmup_rounds, out, **setup_kw):
     """Compare run A (e.g. 200 Gb/s) with run B (e.g. emulated 100 Gb/s), test by test.
 
     Each run is a capture plus its request log. Per test: TTFT and time to the last first token
     (change in s and %), decode speed change, prefill bytes per prompt token on both sides, and
     the estimate (A's prefill bytes sent again at the speed difference) beside the measured
     increase, plus the correction of B from the emulated link to a real cable.
+
+    The model and links come from the options, else from the captures' manifests (the setup
+    given to `record`, the port rate, the twins and the emulation check), else the study's;
+    the output names each and where it came from.
 
     The same capture twice with the same request log is an error (one capture holding both runs
     needs a request log per run). When A carried its traffic on a single RDMA interface
@@ -94,22 +73,12 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
 
     from rdmascope.analysis import estimate as E
     from rdmascope.analysis.attribute import attribute
-    from rdmascope.analysis.compare import compare, interfaces_used
+    from rdmascope.analysis.compare import compare, interfaces_used, run_facts
     from rdmascope.analysis.load import load_capture
     from rdmascope.analysis.requestlogs import RequestLogError, align, read_request_log
     from rdmascope.capture import CaptureError
     from rdmascope.cli.attribute import default_log
 
-    model = None
-    if preset and config:
-        raise click.ClickException("give either --preset or --config")
-    try:
-        if config:
-            model = E.model_from_hf_config(config)
-        elif preset:
-            model = E.PRESETS[preset]
-    except E.EstimateError as exc:
-        raise click.ClickException(str(exc)) from exc
     atts, caps, ifaces = [], [], []
     logs = [default_log(capture_a, requests_a, "--requests-a"),
             default_log(capture_b, requests_b, "--requests-b")]
@@ -132,11 +101,11 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
                                   warmup_rounds=warmup_rounds))
         except (RequestLogError, CaptureError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
+    setup = resolve(setup_kw, run_facts(caps[0], ifaces[0]), run_facts(caps[1], ifaces[1]))
     la = label_a or Path(capture_a).name
     lb = label_b or Path(capture_b).name
     try:
-        c = compare(atts[0], atts[1], label_a=la, label_b=lb, link_a_gbps=link_a,
-                    link_b_gbps=link_b, real_gbps=real_gbps or None, model=model, tp=tp,
+        c = compare(atts[0], atts[1], label_a=la, label_b=lb, setup=setup,
                     interfaces_a=ifaces[0], interfaces_b=ifaces[1])
     except (ValueError, E.EstimateError) as exc:
         raise click.ClickException(str(exc)) from exc
@@ -145,13 +114,17 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
     meta = {k: v for k, v in c.to_dict().items() if k not in ("tests", "rounds")}
     meta["warmup_rounds"] = warmup_rounds
     emit({"tests": c.tests, "rounds": c.rounds}, out, meta=meta,
-         human=lambda: _human(c, la, lb, link_a, link_b, capture_a, capture_b))
+         human=lambda: _human(c, la, lb, setup, capture_a, capture_b))
 
 
-def _human(c, la, lb, link_a, link_b, capture_a, capture_b) -> None:
+def _human(c, la, lb, setup, capture_a, capture_b) -> None:
     from rdmascope.cli.attribute import echo_table
 
-    click.echo(f"A = {la} ({link_a:g} Gb/s): {capture_a}\nB = {lb} ({link_b:g} Gb/s): {capture_b}")
+    click.echo(f"A = {la} ({setup.link_label('A')}): {capture_a}\n"
+               f"B = {lb} ({setup.link_label('B')}): {capture_b}")
+    click.echo(f"model: {setup.model.describe()}; {setup.describe()}")
+    for line in describe_sources(setup):
+        click.echo(f"  from {line}")
     echo_table(c.tests, TABLE_COLS, "Timing per test (means of rounds; ttlft = time to the last "
                                     "first token)")
     echo_table(c.tests, EST_COLS, "Measured increase vs the estimate (upper bound)")
