@@ -233,7 +233,37 @@ def drop_privileges_prefix() -> tuple[list[str], int]:
         uid = pwd.getpwnam("nobody").pw_uid
     except KeyError:
         pytest.skip("no 'nobody' user")
-    return ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"], uid
+    prefix = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    reason = _unprivileged_cannot_run(prefix)
+    if reason:
+        pytest.skip(reason)
+    return prefix, uid
+
+
+_UNPRIV_PROBE: dict[tuple[str, ...], str | None] = {}
+
+
+def _unprivileged_cannot_run(prefix: list[str]) -> str | None:
+    """Return why ``prefix + python -m rdmascope`` cannot run here, or None if it can.
+
+    The recorder runs as ``nobody`` from this checkout's interpreter and sources: a clone under a
+    directory that only its owner may enter (``mktemp -d``, ``/root``: mode 0700) is out of that
+    user's reach, which is a property of where the tests run, not a fault of the recorder.
+    Probed once per session by really starting the interpreter as that user.
+    """
+    key = tuple(prefix)
+    if key not in _UNPRIV_PROBE:
+        cmd = [*prefix, sys.executable, "-c", "import rdmascope.sampler.daemon"]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                               stdin=subprocess.DEVNULL)
+            err = (r.stderr.strip().splitlines() or [""])[-1]
+            _UNPRIV_PROBE[key] = None if r.returncode == 0 else (
+                f"the unprivileged user cannot run this checkout's rdmascope "
+                f"({sys.executable}; a parent directory is probably mode 0700): {err}")
+        except (OSError, subprocess.TimeoutExpired) as e:
+            _UNPRIV_PROBE[key] = f"cannot start the recorder as an unprivileged user: {e}"
+    return _UNPRIV_PROBE[key]
 
 
 def make_world_readable(root: Path) -> None:
