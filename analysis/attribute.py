@@ -250,7 +250,8 @@ def warmup_mask(rounds: pd.DataFrame, warmup_rounds: int) -> np.ndarray:
 
 def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
               arrival_window_s: float = 1.0, link_capacity_gbps: float | None = None,
-              peak_width_ns: int = PEAK_WIDTH_NS, warmup_rounds: int = 0) -> Attribution:
+              peak_width_ns: int = PEAK_WIDTH_NS, warmup_rounds: int = 0,
+              origin_ns: int | None = None) -> Attribution:
     """Attribute a capture's traffic to the requests of an aligned request log.
 
     ``capture``: a ``load.Capture``; ``log``: a ``RequestLog`` already placed on the capture's
@@ -260,6 +261,7 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
     enter at 25 %, leave at 10 %); default the port rate in the manifest (``capacity_gbps``).
     ``warmup_rounds``: the first N rounds of each test are warm-up (see the module docstring):
     listed with ``warmup`` True in ``requests`` and ``rounds``, left out of ``tests``.
+    ``origin_ns``: the 1 ms grid's origin (int64 ns), default the capture start.
 
     ``requests`` columns: ``request_id, test, round, prompt_tokens, output_tokens, t_send_ns,
     t_first_ns, t_last_ns``, the timing metrics of ``metrics.request_timing``, and for each window
@@ -302,7 +304,7 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
     cap_gbps = link_capacity_gbps or capacity_gbps(capture)
     # one window grid for every 1 ms peak (here, in the report's tables, cards and figures):
     # the capture start, the project's default origin (series.default_origin)
-    origin = int(capture.t_start_ns)
+    origin = int(capture.t_start_ns) if origin_ns is None else int(origin_ns)
     fine = series.rebin(iv, peak_width_ns, origin_ns=origin, by="direction")
     fine_tx = fine["tx"] if "tx" in fine.columns else pd.Series(dtype=float)
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .peaks import rebin_view
-from .series import to_gbps
+from .series import default_origin, to_gbps
 
 __all__ = ["allreduce_bytes", "detect_bursts", "burst_analysis", "BurstResult"]
 
@@ -114,7 +114,7 @@ def burst_analysis(intervals: pd.DataFrame, *, capacity_gbps: float, start_ns: i
     """
     lo = int(intervals["t0_ns"].min()) if start_ns is None else int(start_ns)
     hi = int(intervals["t1_ns"].max()) if end_ns is None else int(end_ns)
-    origin = lo if origin_ns is None else int(origin_ns)
+    origin = default_origin(intervals, lo) if origin_ns is None else int(origin_ns)
     t_ref = lo if t_ref_ns is None else int(t_ref_ns)
     b, _ = rebin_view(intervals, width_ns, origin_ns=origin, start_ns=lo, end_ns=hi, by=by,
                       groups=groups, keep=keep)

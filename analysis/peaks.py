@@ -19,6 +19,7 @@ from .series import (
     QUALITY_INVALID,
     QUALITY_PARTIAL,
     _counters_of,
+    default_origin,
     group_links,
     rebin_with_quality,
     to_gbps,
@@ -138,7 +139,8 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
     """Return the peak-vs-window table of a time range [start_ns, end_ns).
 
     For each series (columns of ``rebin``, plus links of ``groups``) and each width in
-    ``windows_ns``: windows aligned to ``origin_ns`` (default: ``start_ns``), only those lying
+    ``windows_ns``: windows aligned to ``origin_ns`` (default: the capture start,
+    ``series.default_origin``; the range never moves the grid), only those lying
     wholly inside the range and fully covered by readings; the highest rate ``peak_gbps`` and
     the start of its window ``peak_t_ns``, percentiles ``p<q>_gbps`` of the window rates, the
     counts ``n_windows`` / ``n_nan_windows`` (windows touching a reset/saturated/unavailable/
@@ -155,7 +157,7 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
     [, peak_low_gbps, peak_high_gbps]. Raises ``ValueError`` on an empty range or no intervals.
     """
     lo, hi = _range(intervals, start_ns, end_ns)
-    origin = lo if origin_ns is None else int(origin_ns)
+    origin = default_origin(intervals, lo) if origin_ns is None else int(origin_ns)
     t_ref = lo if t_ref_ns is None else int(t_ref_ns)
     # the mean over the whole range: one window [lo, hi)
     whole_b, whole_q = rebin_view(intervals, hi - lo, origin_ns=lo, start_ns=lo, end_ns=hi,

@@ -361,6 +361,8 @@ class Configuration:
     intervals: pd.DataFrame
     log: Any = None  # rdmascope.analysis.requestlogs.RequestLog (aligned)
     requests: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: the window grid's origin (int64 ns); None: the capture start (see ``window_origin``)
+    origin_ns: int | None = None
     _checks: tuple | None = field(default=None, repr=False, compare=False)
 
     def emulation_checks(self):
@@ -369,8 +371,9 @@ class Configuration:
         if self._checks is None:
             from .verify import verify_emulation
 
-            single = verify_emulation(self.capture)
-            both = None if single.ok else verify_emulation(self.capture, expect="both")
+            single = verify_emulation(self.capture, origin_ns=self.origin_ns)
+            both = None if single.ok else verify_emulation(self.capture, expect="both",
+                                                           origin_ns=self.origin_ns)
             self._checks = (single, both)
         return self._checks
 
@@ -415,12 +418,14 @@ def _label_of(capture) -> str:
 
 def load_configuration(capture_path: str | os.PathLike, request_logs=(), *,
                        label: str | None = None, offset_s: float | None = None,
-                       log_format: str | None = None) -> Configuration:
+                       log_format: str | None = None,
+                       origin_s: float | None = None) -> Configuration:
     """Load one capture and its request log(s), aligned on the capture's clock.
 
     ``request_logs``: paths of request logs (any format ``read_request_log`` reads); several
     are concatenated. ``label`` defaults to the capture's manifest ``extra.label`` (the emulator
-    writes one) or the directory name. Raises what ``load_capture`` / ``read_request_log`` /
+    writes one) or the directory name. ``origin_s``: the window grid's origin, seconds after the
+    capture start (default: the capture start itself). Raises what ``load_capture`` / ``read_request_log`` /
     ``align`` raise (errors name the file, row and field).
     """
     from .load import load_capture
@@ -439,8 +444,10 @@ def load_configuration(capture_path: str | os.PathLike, request_logs=(), *,
         for c in ("t_send_ns", "t_first_ns", "t_last_ns"):
             reqs[c] = reqs[c].astype("int64")
         reqs = reqs.sort_values("t_send_ns", kind="stable").reset_index(drop=True)
+    origin = None if origin_s is None else int(cap.t_start_ns) + int(round(origin_s * 1e9))
     return Configuration(label=label or _label_of(cap), capture=cap, intervals=iv,
-                         log=logs[0] if len(logs) == 1 else (logs or None), requests=reqs)
+                         log=logs[0] if len(logs) == 1 else (logs or None), requests=reqs,
+                         origin_ns=origin)
 
 
 #: Said next to every 1 ms peak (method.md, "The sampler").
@@ -451,13 +458,14 @@ ONE_MS_UNCERTAINTY = ("A single 1 ms value carries about ±15–25 % timing unce
 
 
 def window_origin(cfg: Configuration) -> int:
-    """Return the one window origin the report uses (int64 ns): the capture start.
+    """Return the one window origin the report uses (int64 ns): the capture start, unless the
+    configuration was loaded with another (``origin_s``, the CLI's ``--origin``).
 
     The project's default origin (``series.default_origin``) and the origin of ``attribute``'s
     per-request and per-test 1 ms peaks, so that the same request shows the same 1 ms peak in
     every table, card and figure (figures still label time since the send).
     """
-    return int(cfg.capture.t_start_ns)
+    return int(cfg.capture.t_start_ns) if cfg.origin_ns is None else int(cfg.origin_ns)
 
 
 def node_gbps(cfg: Configuration, width_ns: int, start_ns: int, end_ns: int, *,
@@ -885,7 +893,8 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
         if len(cfg.requests):
             say(f"[{cfg.label}] attributing traffic to {len(cfg.requests)} request(s)")
             att = attribute(cfg.capture, cfg.log if not isinstance(cfg.log, list) else cfg.log[0],
-                            intervals=cfg.intervals, warmup_rounds=warmup_rounds)
+                            intervals=cfg.intervals, warmup_rounds=warmup_rounds,
+                            origin_ns=window_origin(cfg))
             attributions[cfg.label] = att
             req = pick_request(cfg)
             send, first = int(req["t_send_ns"]), int(req["t_first_ns"])
@@ -933,7 +942,8 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                                            + _per_token_note(cfg.capture),
                                       name="per-request"))
         say(f"[{cfg.label}] bursts")
-        bt = burst_analysis(cfg.intervals, capacity_gbps=cfg.port_gbps or 200.0, by="direction")
+        bt = burst_analysis(cfg.intervals, capacity_gbps=cfg.port_gbps or 200.0, by="direction",
+                            origin_ns=window_origin(cfg))
         tables.insert(1 if len(tables) else 0, ReportTable(
             _pick(bt.summary, ("series", "n_bursts", "duty_cycle", "burst_bytes", "total_bytes",
                                "burst_share", "mean_gap_s", "median_gap_s", "enter_gbps",
@@ -1061,7 +1071,8 @@ def comparison(configs: Sequence[Configuration], attributions: Mapping[str, Any]
                 raise ValueError(f"{cfg.label}: no request log given (needed to compare)")
             log = cfg.log[0] if isinstance(cfg.log, list) else cfg.log
             atts[cfg.label] = attribute(cfg.capture, log, intervals=cfg.intervals,
-                                        warmup_rounds=warmup_rounds)
+                                        warmup_rounds=warmup_rounds,
+                                        origin_ns=window_origin(cfg))
     a, b = configs
     return compare(atts[a.label], atts[b.label], label_a=a.label, label_b=b.label,
                    interfaces_a=a.interfaces, interfaces_b=b.interfaces)
@@ -1092,7 +1103,8 @@ def write_report(captures: Sequence[str | os.PathLike], request_logs=None,
                  out_dir: str | os.PathLike = "rdmascope-report", *,
                  labels: Sequence[str] | None = None, offset_s: float | None = None,
                  embed: bool = True, title: str | None = None,
-                 progress: Callable[[str], None] | None = None, warmup_rounds: int = 0) -> Path:
+                 progress: Callable[[str], None] | None = None, warmup_rounds: int = 0,
+                 origin_s: float | None = None) -> Path:
     """Analyse one or two captures with their request logs and write the HTML report.
 
     ``captures``: one or two capture directories (two = two configurations, e.g. 200 Gb/s and
@@ -1101,7 +1113,9 @@ def write_report(captures: Sequence[str | os.PathLike], request_logs=None,
     one per capture (default: the manifest's label, else the directory name). Writes
     ``out_dir/report.html`` (figures inline), ``out_dir/figures/*.png``, ``out_dir/tables/*.csv``
     and returns the HTML path. ``progress`` receives one line per step (the CLI prints them on
-    stderr). ``warmup_rounds``: the first N rounds of each test are warm-up (``build_report``). Raises ValueError (mismatched arguments, a bad log or capture: the message names
+    stderr). ``warmup_rounds``: the first N rounds of each test are warm-up (``build_report``).
+    ``origin_s``: the window grid's origin in seconds after each capture's start (default the
+    capture start; ``load_configuration``). Raises ValueError (mismatched arguments, a bad log or capture: the message names
     the file) and OSError.
     """
     captures = list(captures)
@@ -1119,7 +1133,7 @@ def write_report(captures: Sequence[str | os.PathLike], request_logs=None,
         logs = [request_logs[i]] if request_logs else default_request_logs(cap)
         say(f"loading {cap}" + (f" with {', '.join(map(str, logs))}" if logs else ""))
         configs.append(load_configuration(cap, logs, label=labels[i] if labels else None,
-                                          offset_s=offset_s))
+                                          offset_s=offset_s, origin_s=origin_s))
     if len(configs) == 2 and configs[0].label == configs[1].label:
         configs[1].label += " (2)"
     content = build_report(configs, progress=say, title=title, warmup_rounds=warmup_rounds)

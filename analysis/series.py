@@ -42,11 +42,13 @@ Windows (``rebin``) overlapping a NaN interval, or not covered by any interval (
 or after the last reading), are NaN: never zero, never negative, never huge.
 
 Window origin (one rule everywhere, ``default_origin``): windows are [origin + k x width,
-origin + (k+1) x width). Unless given, the origin is ``start_ns`` when a range start is given,
-else the capture start (``manifest["start"]["monotonic_ns"]`` = ``Capture.t_start_ns``), which
-``byte_intervals`` records in ``intervals.attrs["t_start_ns"]`` (pandas keeps ``attrs`` through
-selections, copies and sorting). So ``rebin(byte_intervals(cap), w)``, ``rebin_capture`` and
-``rdmascope rates --window w`` give the same windows, and windows of two widths that divide one
+origin + (k+1) x width). Unless given, the origin is the capture start
+(``manifest["start"]["monotonic_ns"]`` = ``Capture.t_start_ns``), which ``byte_intervals``
+records in ``intervals.attrs["t_start_ns"]`` (pandas keeps ``attrs`` through selections, copies
+and sorting). A range (``start_ns``/``end_ns``, the CLI's ``--from/--to``) only selects windows of
+that grid; it never moves it. So ``rebin(byte_intervals(cap), w)``, ``rebin_capture``,
+``peaks.peak_table``, ``bursts.burst_analysis``, ``verify.verify_emulation``, ``attribute`` and
+every ``rdmascope`` command give the same windows, and windows of two widths that divide one
 another nest. Intervals without that attribute (built by hand, or concatenated from two
 captures) fall back to the first interval's start.
 """
@@ -308,22 +310,23 @@ def byte_intervals(capture: Capture, *, counters=None, source: str | None = "inf
 
 
 def default_origin(intervals: pd.DataFrame, start_ns: int | None = None) -> int:
-    """Return the window origin ``rebin`` uses when none is given (int64 ns, CLOCK_MONOTONIC).
+    """Return the window origin used when none is given (int64 ns, CLOCK_MONOTONIC).
 
-    ``start_ns`` when given (windows start at the range's start, as ``rdmascope rates --from``);
-    else the capture start recorded by ``byte_intervals`` in ``intervals.attrs["t_start_ns"]``
-    (as ``iter_rebin_capture`` and ``rdmascope rates``); else, for intervals without it (built
-    by hand, or concatenated from different captures), the first interval's start. Raises
-    ``ValueError`` when there is nothing to take an origin from (no start and no intervals).
+    The capture start recorded by ``byte_intervals`` in ``intervals.attrs["t_start_ns"]`` (as
+    ``iter_rebin_capture`` and every ``rdmascope`` command); else, for intervals without it
+    (built by hand, or concatenated from different captures), the first interval's start; else
+    ``start_ns``. A range start never moves the grid when the capture start is known: ``--from``
+    selects windows of the one grid. Raises ``ValueError`` when there is nothing to take an
+    origin from (no capture start, no intervals and no ``start_ns``).
     """
-    if start_ns is not None:
-        return int(start_ns)
     t = intervals.attrs.get("t_start_ns") if hasattr(intervals, "attrs") else None
     if t is not None:
         return int(t)
-    if not len(intervals):
-        raise ValueError("no intervals to take a window origin from")
-    return int(intervals["t0_ns"].min())
+    if len(intervals):
+        return int(intervals["t0_ns"].min())
+    if start_ns is not None:
+        return int(start_ns)
+    raise ValueError("no intervals to take a window origin from")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -559,9 +562,9 @@ def rebin(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int | None = Non
 
     Windows are [origin + k x width, origin + (k+1) x width) for every k whose window overlaps
     [start_ns, end_ns) (defaults: ``start_ns`` = the first interval's start, ``end_ns`` = the
-    last interval's end; ``origin_ns`` = ``start_ns`` if given, else the capture start from
+    last interval's end; ``origin_ns`` = the capture start from
     ``intervals.attrs["t_start_ns"]`` as set by ``byte_intervals``, else the first interval's
-    start: see ``default_origin``; the same windows as ``rebin_capture`` and ``rdmascope
+    start, never ``start_ns``: see ``default_origin``; the same windows as ``rebin_capture`` and ``rdmascope
     rates``). Each interval's bytes go to the windows it overlaps in proportion to the
     overlap (method.md, "The sampler"), computed exactly as differences of the piecewise-linear
     cumulative byte curve at the window edges, so the windows of a range sum to the counter

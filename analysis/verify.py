@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 from .load import Capture
-from .series import byte_intervals, integrate, to_gbps
+from .peaks import peak_table
+from .series import byte_intervals, default_origin, integrate
 
 __all__ = ["Verdict", "verify_emulation", "missing_twins", "check_shares", "PASS", "FAIL", "CANNOT_JUDGE"]
 
@@ -159,28 +160,34 @@ def missing_twins(capture: Capture) -> tuple[list[dict[str, Any]], list[str]] | 
     return twins, others
 
 
-def _bytes_by(capture: Capture, source: str, by: str, start_ns, end_ns, width_ns):
-    """Bytes per ``width_ns`` window over [start, end), the last window clipped at end."""
+def _bytes_by(capture: Capture, source: str, by: str, start_ns, end_ns, width_ns,
+              origin_ns=None):
+    """Bytes per ``width_ns`` window of the one grid (``origin_ns``, default the capture start)
+    over [start, end), the first and last windows clipped to the range; also the intervals."""
     iv = byte_intervals(capture, source=source)
     if len(iv) == 0:
-        return None, start_ns, end_ns, None
+        return None, start_ns, end_ns, None, iv
     lo = int(iv["t0_ns"].min()) if start_ns is None else int(start_ns)
     hi = int(iv["t1_ns"].max()) if end_ns is None else int(end_ns)
     if hi <= lo:
         raise ValueError(f"empty time range: {lo} ns to {hi} ns")
-    a = np.arange(lo, hi, width_ns, dtype=np.int64)
-    e = np.minimum(a + width_ns, hi)
+    origin = default_origin(iv) if origin_ns is None else int(origin_ns)
+    k0 = (lo - origin) // width_ns
+    grid = origin + np.arange(k0, -((origin - hi) // width_ns), dtype=np.int64) * width_ns
+    a = np.maximum(grid, lo)
+    e = np.minimum(grid + width_ns, hi)
     out = integrate(iv, a, e, by=by, allow_partial=True)
     out.index = pd.Index(a, name="window_start_ns")
     # windows outside a series' own readings (capture edges) are NaN but not "unknown bytes"
     first = iv.groupby(by, observed=True)["t0_ns"].min()
     last = iv.groupby(by, observed=True)["t1_ns"].max()
-    outside = pd.DataFrame({c: (a + width_ns <= first[c]) | (a >= last[c]) for c in out.columns},
+    outside = pd.DataFrame({c: (e <= first[c]) | (a >= last[c]) for c in out.columns},
                            index=out.index)
-    return out, lo, hi, outside
+    return out, lo, hi, outside, iv
 
 
 def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: int | None = None,
+                     origin_ns: int | None = None,
                      expect: str = "single", single_share: float = 0.99,
                      both_min_share: float = 0.25, min_bytes: float = 1e6,
                      tcp_min_bytes: float = 10e6, tcp_ratio: float = 1.0) -> Verdict:
@@ -194,7 +201,9 @@ def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: i
     bytes of windows touching a reset/saturated/unavailable/implausible interval are unknown and
     left out (counted in ``nan_windows``). Raises ``ValueError`` on an unknown ``expect`` or a
     capture without RDMA data counters, and (``check_shares``) when ``single_share`` is not in
-    (0.5, 1] or ``both_min_share`` not in (0, 0.5].
+    (0.5, 1] or ``both_min_share`` not in (0, 0.5]. Windows (1 ms for the peaks, 1 s for the
+    kernel bytes) lie on the one grid of ``origin_ns`` (default: the capture start,
+    ``series.default_origin``), as every command's; the range only selects windows.
 
     ``status`` is ``CANNOT_JUDGE`` (never OK) with too little traffic, or when the manifest's
     ``discovered_devices`` holds a twin of a recorded device that the capture did not record
@@ -208,7 +217,16 @@ def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: i
     c = capture.counters
     if not (c["data"] & (c["source"] == "infiniband")).any():
         raise ValueError(f"{capture.path}: no RDMA data counters (port_xmit_data/port_rcv_data)")
-    b, lo, hi, outside = _bytes_by(capture, "infiniband", "series", start_ns, end_ns, MS)
+    b, lo, hi, outside, iv = _bytes_by(capture, "infiniband", "series", start_ns, end_ns, MS,
+                                       origin_ns)
+    # each device's 1 ms peak: the highest window of the one grid (``origin_ns``, default the
+    # capture start) lying wholly inside the range, exactly as ``peaks.peak_table`` finds it
+    peak_of = {}
+    if b is not None:
+        pk = peak_table(iv, start_ns=lo, end_ns=hi, windows_ns=(MS,), origin_ns=origin_ns,
+                        percentiles=())
+        pk = pk[pk["window_ns"] == MS]
+        peak_of = dict(zip(pk["series"], pk["peak_gbps"], strict=True))
     lo = capture.t_start_ns if lo is None else lo
     hi = capture.t_end_ns if hi is None else hi
     ser = c[c["data"] & (c["source"] == "infiniband")]
@@ -224,8 +242,9 @@ def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: i
                     continue
                 v = b[s].to_numpy()
                 row[f"{dir_of[s]}_bytes"] += float(np.nansum(v))
-                pk = np.nanmax(to_gbps(v, MS)) if np.isfinite(v).any() else np.nan
-                row["peak_1ms_gbps"] = np.nanmax([row["peak_1ms_gbps"], pk])
+                pk = peak_of.get(s, np.nan)
+                if np.isfinite(pk):
+                    row["peak_1ms_gbps"] = np.nanmax([row["peak_1ms_gbps"], pk])
                 row["nan_windows"] += int((np.isnan(v) & ~outside[s].to_numpy()).sum())
         rows[dev] = row
     df = pd.DataFrame.from_dict(rows, orient="index")
@@ -240,7 +259,7 @@ def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: i
     kernel = None
     tcp = False
     if (c["data"] & (c["source"] == "netdev")).any():
-        kb, _, _, _ = _bytes_by(capture, "netdev", "device", lo, hi, 1000 * MS)
+        kb, _, _, _, _ = _bytes_by(capture, "netdev", "device", lo, hi, 1000 * MS, origin_ns)
         kern = {dev: (float(np.nansum(kb[dev].to_numpy())) if kb is not None and dev in kb
                       else 0.0) for dev in dict.fromkeys(c[c["source"] == "netdev"]["device"])}
         kernel = pd.DataFrame({"kernel_bytes": pd.Series(kern),

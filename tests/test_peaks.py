@@ -55,8 +55,14 @@ def test_sub_range_and_origin():
     by = tab.set_index("window")
     assert by.at["1 ms", "peak_gbps"] == pytest.approx(40.0)
     assert by.at["1 ms", "n_windows"] == 8
-    # 5 ms windows aligned to the range start: [102, 107) holds 3 x 5 MB
-    assert by.at["5 ms", "peak_gbps"] == pytest.approx(15e6 * 8 / 5e6)
+    # the range never moves the grid: 5 ms windows stay on the origin (0 here), so only
+    # [105, 110) lies wholly inside [102, 110) and it holds nothing
+    assert by.at["5 ms", "peak_gbps"] == 0.0 and by.at["5 ms", "n_windows"] == 1
+    assert by.at["5 ms", "peak_t_ns"] == 105 * MS
+    # an explicit origin moves it: [102, 107) holds 3 x 5 MB
+    moved = peak_table(iv, start_ns=102 * MS, end_ns=110 * MS, windows_ns=(5 * MS,),
+                       origin_ns=102 * MS).set_index("window")
+    assert moved.at["5 ms", "peak_gbps"] == pytest.approx(15e6 * 8 / 5e6)
     # mean over the range: 15 MB in 8 ms = 15 Gb/s
     assert by.at["whole range", "peak_gbps"] == pytest.approx(15.0)
 

@@ -240,16 +240,18 @@ def test_default_origin_rule(tmp_path):
         0: [(T0 + 2_300_000 + k * MS, 0, 100 * k, OK) for k in range(6)]}))
     iv = byte_intervals(cap)
     assert default_origin(iv) == T0
-    assert default_origin(iv, start_ns=T0 + 4_100_000) == T0 + 4_100_000
+    # a range start never moves the grid
+    assert default_origin(iv, start_ns=T0 + 4_100_000) == T0
     # windows on the capture start's grid: the first is [2, 3) ms, holding 0.7 ms of 400 B
     b = rebin(iv, MS)
     assert b.index[0] == T0 + 2 * MS and b.index[-1] == T0 + 7 * MS
     assert b["d/tx"].iloc[0] == pytest.approx(280.0)
-    # the attribute survives a selection; a range start becomes the origin
+    # the attribute survives a selection; a range start selects windows of the same grid
     sel = iv[iv["direction"] == "tx"]
     assert rebin(sel, MS).index.equals(b.index)
     r = rebin(iv, MS, start_ns=T0 + 4_100_000)
-    assert r.index[0] == T0 + 4_100_000
+    assert r.index[0] == T0 + 4 * MS
+    assert r["d/tx"].iloc[1:].equals(b["d/tx"].iloc[3:])
     # intervals without the attribute (built by hand): the first interval's start
     bare = iv.copy()
     bare.attrs = {}
@@ -257,6 +259,7 @@ def test_default_origin_rule(tmp_path):
     assert rebin(bare, MS).index[0] == T0 + 2_300_000
     with pytest.raises(ValueError, match="no intervals"):
         default_origin(bare.iloc[:0])
+    assert default_origin(bare.iloc[:0], start_ns=T0 + 5) == T0 + 5
 
 
 def test_rates_cli_and_python_rebin_give_the_same_windows(tmp_path):

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import click
 
-from rdmascope.cli.output import NONNEG_SECONDS, OFFSET, POSITIVE, emit, output_options
+from rdmascope.cli.output import (
+    NONNEG_SECONDS,
+    OFFSET,
+    POSITIVE,
+    emit,
+    grid_origin,
+    origin_option,
+    output_options,
+)
 
 _COUNT_SUFFIXES = ("tokens", "round", "rounds", "requests", "bursts", "n_chunks")
 
@@ -84,7 +92,7 @@ def attribution_tables(att) -> dict:
 
 
 @click.command("attribute", short_help="Split traffic per request into prefill and decode.")
-@click.argument("capture", type=click.Path(exists=True, file_okay=False))
+@click.argument("capture", type=click.Path(exists=True, file_okay=False), required=False)
 @click.option("--requests", "requests_log", type=click.Path(dir_okay=False),
               help="Request log (default: CAPTURE/requests.jsonl).")
 @click.option("--format", "fmt", type=click.Choice(
@@ -99,10 +107,12 @@ def attribution_tables(att) -> dict:
 @click.option("--warmup-rounds", type=click.IntRange(min=0), default=0, show_default=True,
               metavar="N", help="The first N rounds of each test are warm-up: listed, but left "
                                 "out of the per-test means and spreads (method.md: 1).")
-@click.option("--definitions", is_flag=True, help="Also print the metric definitions.")
+@click.option("--definitions", is_flag=True,
+              help="Also print the metric definitions (alone, without a capture: only them).")
+@origin_option
 @output_options
 def command(capture, requests_log, fmt, offset, arrival_window, capacity, warmup_rounds,
-            definitions, out):
+            definitions, origin_s, out):
     """Attribute CAPTURE's RDMA traffic to the requests of a request log.
 
     Per request: prefill [send, first token] and decode [first token, last token] bytes (node
@@ -117,12 +127,19 @@ def command(capture, requests_log, fmt, offset, arrival_window, capacity, warmup
     from rdmascope.analysis.requestlogs import RequestLogError, align, read_request_log
     from rdmascope.capture import CaptureError
 
+    if capture is None:
+        if definitions:
+            _definitions()
+            return
+        raise click.UsageError("Missing argument 'CAPTURE' (only --definitions works without "
+                               "one).")
     log_path = default_log(capture, requests_log, "--requests")
     try:
         cap = load_capture(capture)
         log = align(read_request_log(log_path, fmt), cap, offset)
         att = attribute(cap, log, arrival_window_s=arrival_window, link_capacity_gbps=capacity,
-                        warmup_rounds=warmup_rounds)
+                        warmup_rounds=warmup_rounds,
+                        origin_ns=grid_origin(cap.t_start_ns, origin_s))
     except (RequestLogError, CaptureError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     tables, meta = attribution_tables(att)
@@ -130,7 +147,6 @@ def command(capture, requests_log, fmt, offset, arrival_window, capacity, warmup
 
 
 def _human(att, definitions: bool) -> None:
-    from rdmascope.analysis.metrics import DEFINITIONS
 
     s = att.summary
     click.echo(f"capture {att.capture_path}; requests {att.log_path} ({att.log_format}): "
@@ -149,6 +165,13 @@ def _human(att, definitions: bool) -> None:
     for n in att.notes:
         click.echo(f"note: {n}")
     if definitions:
-        click.echo("\nDefinitions:")
-        for k, v in DEFINITIONS.items():
-            click.echo(f"  {k}: {v}")
+        click.echo("")
+        _definitions()
+
+
+def _definitions() -> None:
+    from rdmascope.analysis.metrics import DEFINITIONS
+
+    click.echo("Definitions:")
+    for k, v in DEFINITIONS.items():
+        click.echo(f"  {k}: {v}")

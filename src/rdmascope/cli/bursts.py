@@ -11,6 +11,7 @@ from rdmascope.cli.output import (
     cli_errors,
     emit,
     format_table,
+    grid_origin,
     load_or_fail,
     output_options,
     require_readings,
@@ -52,7 +53,7 @@ def default_capacity(meta: dict) -> float | None:
 @click.option("--limit", type=click.IntRange(min=0), default=40, show_default=True,
               help="Burst rows shown in the human table.")
 @output_options
-def command(capture, t_from, t_to, capacity_gbps, enter_frac, leave_frac, width_ns, group,
+def command(capture, t_from, t_to, origin_s, capacity_gbps, enter_frac, leave_frac, width_ns, group,
             tokens, hidden_size, bytes_per_value, tp, limit, out):
     from rdmascope.analysis import allreduce_bytes, burst_analysis, byte_intervals, twin_links
 
@@ -85,7 +86,8 @@ def command(capture, t_from, t_to, capacity_gbps, enter_frac, leave_frac, width_
                            what=f"{(lo - cap.t_start_ns) / 1e9:g} s to "
                                 f"{(hi - cap.t_start_ns) / 1e9:g} s")
         res = burst_analysis(iv, capacity_gbps=capacity_gbps, start_ns=start, end_ns=end,
-                             width_ns=width_ns, groups=groups, enter_frac=enter_frac,
+                             width_ns=width_ns, groups=groups,
+                             origin_ns=grid_origin(cap.t_start_ns, origin_s), enter_frac=enter_frac,
                              leave_frac=leave_frac, expected_allreduce=expected,
                              t_ref_ns=cap.t_start_ns)
 

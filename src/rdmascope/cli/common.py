@@ -1,7 +1,10 @@
 """Small helpers shared by the CLI commands: duration parsing and JSON output.
 
-- ``parse_duration_ns("1ms") -> 1_000_000``: "100us", "0.5ms", "2s", "1m", "1h"; the unit is
-  required (a bare "1" is refused: it read as 1 s where 1 ms was meant), only a zero may omit it.
+- ``parse_duration_ns("1ms") -> 1_000_000``: "100us", "0.5ms", "2s", "1m", "1h", and compound
+  durations such as "1h30m" or "2m30s"; the unit is required (a bare "1" is refused: it read as
+  1 s where 1 ms was meant), only a zero may omit it.
+- ``parse_seconds("1.5s") -> 1.5``: a time in seconds for ``--from/--to/--origin/--offset``: a
+  bare number is seconds, a unit may be given ("2ms", "1h30m", "-0.5s").
   ``DURATION`` is the same as a click parameter type (value in ns).
 - ``echo_json(obj)``: print ``obj`` as indented JSON on stdout (non-JSON values via ``str``).
 """
@@ -17,6 +20,8 @@ import click
 _UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
              "m": 60_000_000_000, "min": 60_000_000_000, "h": 3_600_000_000_000}
 _DUR_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zµ]*)\s*$")
+#: One "<number><unit>" part of a compound duration ("1h30m" = "1h" + "30m").
+_PART_RE = re.compile(r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zµ]+)\s*")
 
 
 #: Longest duration accepted (1e9 s, ~32 years): int ns stays far inside int64.
@@ -26,6 +31,7 @@ MAX_DURATION_NS = 10**18
 def parse_duration_ns(text: str) -> int:
     """Parse a duration like "1ms", "0.5ms", "100us", "2s", "1m", "1h" to int ns.
 
+    Compound durations, largest unit first, are the sum of their parts ("1h30m" = 5,400 s).
     The unit (ns, us/µs, ms, s, m/min, h) is required; a bare number is refused unless it is zero
     (the same in every unit, e.g. ``--zoom 0``). Raises ``ValueError`` naming the text and the
     accepted units, or for a duration above ``MAX_DURATION_NS`` (1e9 s).
@@ -33,6 +39,10 @@ def parse_duration_ns(text: str) -> int:
     m = _DUR_RE.match(str(text))
     unit = m.group(2) if m else None
     units = ", ".join(u for u in _UNITS_NS if u != "µs")
+    if m is None:
+        parts = _compound(str(text))
+        if parts is not None:
+            return _limit(text, sum(float(n) * _UNITS_NS[u] for n, u in parts))
     if m is None or (unit and unit not in _UNITS_NS):
         raise ValueError(f"{text!r} is not a duration; expected a number with a unit "
                          f"({units}), e.g. 1ms, 100us, 2s")
@@ -42,12 +52,52 @@ def parse_duration_ns(text: str) -> int:
             return 0
         raise ValueError(f"{str(text).strip()!r} has no unit; expected e.g. 1ms, 500us, 2s "
                          f"(units: {units})")
-    ns = number * _UNITS_NS[unit]
+    return _limit(text, number * _UNITS_NS[unit])
+
+
+def _compound(text: str) -> list[tuple[str, str]] | None:
+    """Split "1h30m" / "2m 30s" into (number, unit) parts, largest unit first; None if not one."""
+    t = text.strip()
+    parts, pos = [], 0
+    while pos < len(t):
+        m = _PART_RE.match(t, pos)
+        if m is None or m.group(2) not in _UNITS_NS:
+            return None
+        parts.append((m.group(1), m.group(2)))
+        pos = m.end()
+    sizes = [_UNITS_NS[u] for _, u in parts]
+    if len(parts) < 2 or any(a <= b for a, b in zip(sizes, sizes[1:], strict=False)):
+        return None  # "30m1h" or "1s1s": not a duration anyone writes
+    return parts
+
+
+def _limit(text, ns: float) -> int:
     if not ns <= MAX_DURATION_NS:  # also catches inf/nan ("1e999s" parses as inf)
         raise ValueError(f"{str(text).strip()!r} is longer than the limit of "
                          f"{MAX_DURATION_NS / 1e9:g} s "
                          f"(~{MAX_DURATION_NS / 1e9 / (365.25 * 86400):,.0f} years); a typo?")
     return int(round(ns))
+
+
+def parse_seconds(text) -> float:
+    """Parse a time in seconds: a bare number is seconds ("1.5", "-2"), or a signed duration
+    with a unit ("1.5s", "2ms", "-0.5s", "1h30m"; see ``parse_duration_ns``).
+
+    Returns float seconds. Raises ``ValueError`` naming the text for anything else, or a value
+    beyond ``MAX_DURATION_NS`` (1e9 s).
+    """
+    t = str(text).strip()
+    try:
+        return float(t)  # a bare number: seconds (inf/nan are left to the caller to refuse)
+    except ValueError:
+        pass
+    sign = -1.0 if t.startswith("-") else 1.0
+    body = t[1:].lstrip() if t[:1] in "+-" else t
+    try:
+        return sign * parse_duration_ns(body) / 1e9
+    except ValueError as exc:
+        raise ValueError(f"{t!r} is not a time; expected seconds (1.5) or a number with a "
+                         "unit (1.5s, 250ms, 1h30m)") from exc
 
 
 class DurationType(click.ParamType):

@@ -45,7 +45,8 @@ __all__ = ["OutputSpec", "output_options", "time_range_options", "emit", "format
            "load_or_fail", "time_range", "progress", "to_records", "cli_errors", "SECONDS",
            "POSITIVE", "NONNEG_SECONDS", "OFFSET", "FiniteFloat", "MAX_SECONDS",
            "MAX_OFFSET_SECONDS", "DURATION_NS", "parse_ns", "WINDOW", "MIN_WINDOW_NS", "MAX_WINDOW_VALUES", "check_window_count",
-           "parse_windows", "require_readings", "format_duration", "require_parent_dir"]
+           "parse_windows", "require_readings", "format_duration", "require_parent_dir",
+           "origin_option", "grid_origin"]
 
 #: The narrowest window the analysis commands accept (1 us; readings are 1 ms apart).
 MIN_WINDOW_NS = 1_000
@@ -64,41 +65,56 @@ MAX_OFFSET_SECONDS = 4e9
 
 class FiniteFloat(click.ParamType):
     """A click float that must be finite (no inf/nan); ``positive``: > 0; ``minimum``: >= it;
-    ``max_abs``: its magnitude at most this (e.g. ``MAX_SECONDS`` for times that become ns)."""
+    ``max_abs``: its magnitude at most this (e.g. ``MAX_SECONDS`` for times that become ns).
+    ``time``: a time in seconds that may carry a unit ("1.5s", "250ms", "1h30m"; a bare number
+    stays seconds; ``cli.common.parse_seconds``)."""
 
     name = "float"
 
     def __init__(self, positive: bool = False, minimum: float | None = None,
-                 max_abs: float | None = None, unit: str = "") -> None:
+                 max_abs: float | None = None, unit: str = "", time: bool = False) -> None:
         self.positive = positive
         self.minimum = minimum
         self.max_abs = max_abs
         self.unit = unit
+        self.time = time
+        if time:
+            self.name = "time"
 
     def convert(self, value, param, ctx):
+        raw = value
+        if self.time and isinstance(value, str):
+            from rdmascope.cli.common import parse_seconds
+
+            try:
+                value = parse_seconds(value)
+            except ValueError as exc:
+                self.fail(str(exc), param, ctx)
         try:
             v = float(value)
         except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number", param, ctx)
+            self.fail(f"{raw!r} is not a number", param, ctx)
         if not math.isfinite(v):
-            self.fail(f"{value!r} is not a finite number", param, ctx)
+            self.fail(f"{raw!r} is not a finite number", param, ctx)
         if self.positive and v <= 0:
-            self.fail(f"{value!r}: must be > 0", param, ctx)
+            self.fail(f"{raw!r}: must be > 0", param, ctx)
         if self.minimum is not None and v < self.minimum:
-            self.fail(f"{value!r}: must be >= {self.minimum:g}", param, ctx)
+            self.fail(f"{raw!r}: must be >= {self.minimum:g}", param, ctx)
         if self.max_abs is not None and abs(v) > self.max_abs:
             years = self.max_abs / (365.25 * 86400)
-            self.fail(f"{value!r}: beyond the limit of {self.max_abs:g}{self.unit} "
+            self.fail(f"{raw!r}: beyond the limit of {self.max_abs:g}{self.unit} "
                       f"(~{years:,.0f} years); a typo?", param, ctx)
         return v
 
 
-#: Seconds (finite; any sign, |s| <= 1e9) for --from/--to/--origin.
-SECONDS = FiniteFloat(max_abs=MAX_SECONDS, unit=" s")
-#: Seconds >= 0 (<= 1e9), e.g. --arrival-window.
-NONNEG_SECONDS = FiniteFloat(minimum=0.0, max_abs=MAX_SECONDS, unit=" s")
-#: An --offset in seconds added to a log's times (any sign, |s| <= 4e9: see MAX_OFFSET_SECONDS).
-OFFSET = FiniteFloat(max_abs=MAX_OFFSET_SECONDS, unit=" s")
+#: Seconds (finite; any sign, |s| <= 1e9) for --from/--to/--origin; a unit may be given
+#: ("1.5s", "250ms", "1h30m"), a bare number is seconds.
+SECONDS = FiniteFloat(max_abs=MAX_SECONDS, unit=" s", time=True)
+#: Seconds >= 0 (<= 1e9), e.g. --arrival-window; a unit may be given.
+NONNEG_SECONDS = FiniteFloat(minimum=0.0, max_abs=MAX_SECONDS, unit=" s", time=True)
+#: An --offset in seconds added to a log's times (any sign, |s| <= 4e9: see MAX_OFFSET_SECONDS);
+#: a unit may be given ("2ms", "-1.5s").
+OFFSET = FiniteFloat(max_abs=MAX_OFFSET_SECONDS, unit=" s", time=True)
 #: A finite number > 0 (link speeds, capacities, TTFTs, ...).
 POSITIVE = FiniteFloat(positive=True)
 
@@ -228,12 +244,32 @@ def output_options(f: Callable) -> Callable:
 
 
 def time_range_options(f: Callable) -> Callable:
-    """Add ``--from`` / ``--to`` (seconds relative to the capture start) as t_from / t_to."""
-    f = click.option("--to", "t_to", type=SECONDS, default=None, metavar="S",
-                     help="End of the range, seconds after the capture start.")(f)
-    f = click.option("--from", "t_from", type=SECONDS, default=None, metavar="S",
-                     help="Start of the range, seconds after the capture start.")(f)
+    """Add ``--from`` / ``--to`` (seconds relative to the capture start) as t_from / t_to, and
+    ``--origin`` (the window grid's origin, ``origin_option``) as origin_s."""
+    f = origin_option(f)
+    f = click.option("--to", "t_to", type=SECONDS, default=None, metavar="TIME",
+                     help="End of the range after the capture start: seconds (12.5) or with a "
+                          "unit (12.5s, 800ms, 1h30m).")(f)
+    f = click.option("--from", "t_from", type=SECONDS, default=None, metavar="TIME",
+                     help="Start of the range after the capture start: seconds (1.5) or with "
+                          "a unit (1.5s, 250ms). Selects windows; never moves the grid.")(f)
     return f
+
+
+def origin_option(f: Callable) -> Callable:
+    """Add ``--origin`` (seconds after the capture start, a unit allowed) as origin_s."""
+    return click.option("--origin", "origin_s", type=SECONDS, default=None, metavar="TIME",
+                        help="Align windows to this instant after the capture start (seconds "
+                             "or with a unit) [default: the capture start, the one grid every "
+                             "command and figure uses].")(f)
+
+
+def grid_origin(t_start_ns: int, origin_s: float | None) -> int | None:
+    """Return the window origin (int ns) for ``--origin`` seconds, None when not given.
+
+    None means the default: the capture start (``rdmascope.analysis.series.default_origin``).
+    """
+    return None if origin_s is None else int(t_start_ns) + int(round(origin_s * 1e9))
 
 
 def time_range(t_start_ns: int, t_from: float | None, t_to: float | None, *,

@@ -10,6 +10,7 @@ from rdmascope.cli.output import (
     cli_errors,
     emit,
     format_table,
+    grid_origin,
     load_or_fail,
     output_options,
     parse_windows,
@@ -58,7 +59,7 @@ def _percentiles(text: str) -> tuple[float, ...]:
 @click.option("--source", type=click.Choice(["infiniband", "netdev", "all"]),
               default="infiniband", show_default=True)
 @output_options
-def command(capture, t_from, t_to, windows, percentiles, group, uncertainty, instant_unc,
+def command(capture, t_from, t_to, origin_s, windows, percentiles, group, uncertainty, instant_unc,
             source, out):
     import pandas as pd
 
@@ -97,6 +98,7 @@ def command(capture, t_from, t_to, windows, percentiles, group, uncertainty, ins
         with progress(widths, label="peaks") as bar:
             for i, w in enumerate(bar):
                 t = peak_table(iv, start_ns=start, end_ns=end, windows_ns=(w,), groups=groups,
+                               origin_ns=grid_origin(cap.t_start_ns, origin_s),
                                percentiles=pcts, uncertainty=uncertainty,
                                t_ref_ns=cap.t_start_ns, instant_unc_ns=instant_unc)
                 parts.append(t if i == len(widths) - 1 else t[t.window != "whole range"])
@@ -118,5 +120,7 @@ def command(capture, t_from, t_to, windows, percentiles, group, uncertainty, ins
 
     emit({"peaks": tab}, out, human=human,
          meta={"capture": str(capture), "start_ns": start, "end_ns": end,
-               "t_start_ns": cap.t_start_ns, "group": group,
+               "t_start_ns": cap.t_start_ns,
+               "origin_ns": grid_origin(cap.t_start_ns, origin_s) or cap.t_start_ns,
+               "group": group,
                "instant_unc_ns": instant_unc if uncertainty else None})

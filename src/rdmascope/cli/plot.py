@@ -11,6 +11,7 @@ from rdmascope.cli.output import (
     WINDOW,
     check_window_count,
     cli_errors,
+    origin_option,
     parse_windows,
     require_parent_dir,
 )
@@ -59,9 +60,10 @@ _HELP = "KIND is one of:\n\n" + "\n\n".join(f"\b\n  {k:14s} {v}" for k, v in KIN
               help="tp: the TP size the TTFT was measured at.")
 @click.option("--dpi", type=click.IntRange(50, 1200), default=150, show_default=True,
               help="PNG resolution, 50 to 1200.")
+@origin_option
 def command(kind, captures, request_logs, output, labels, request_id, test_name, zoom_ns,
             zoom_start_ns, windows_text, window_ns, offset_s, prompt_tokens, ttft_s, tp_size,
-            dpi):
+            dpi, origin_s):
     from pathlib import Path
 
     from rdmascope.analysis import figures
@@ -107,7 +109,7 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
                                            "--requests LOG")
             click.echo(f"loading {cap} ...", err=True)
             configs.append(R.load_configuration(cap, logs, label=labels[i] if labels else None,
-                                                offset_s=offset_s))
+                                                offset_s=offset_s, origin_s=origin_s))
         cfg = configs[0]
         if kind in ("compare", "devices"):
             w = window_ns or (R.MS_NS if kind == "compare" else 100 * R.MS_NS)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import click
 
 from rdmascope.cli.output import (
-    SECONDS,
     WINDOW,
     FiniteFloat,
     check_window_count,
@@ -43,9 +42,6 @@ def _capture_end_ns(m: dict, rows: int) -> int:
 @click.option("--window", "width_ns", type=WINDOW, default="1ms", show_default=True,
               help="Window width (e.g. 1ms, 5ms, 100ms, 1s; at least 1us).")
 @time_range_options
-@click.option("--origin", "origin_s", type=SECONDS, default=None, metavar="S",
-              help="Align windows to this instant (s after capture start; default: --from, "
-                   "else the capture start).")
 @click.option("--group", type=click.Choice(["none", "twins"]), default="none",
               show_default=True, help="twins: add per-link series summing the twin devices "
                                       "of one cable (the twins stay as well).")
@@ -107,8 +103,8 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
         check_window_count(width_ns, min(seg_span or t_end - t0, t_end - t0),
                            n_series=len(sel), what="one segment of the capture",
                            advice="use a wider window (rates re-bins whole segments)")
-        origin = (t0 + int(round(origin_s * 1e9)) if origin_s is not None
-                  else start if start is not None else t0)
+        # one grid: the capture start unless --origin; --from/--to only select windows
+        origin = t0 + int(round(origin_s * 1e9)) if origin_s is not None else t0
         blocks_b, blocks_q = [], []
         with progress(length=max(total, 1), label="re-binning") as bar:
             for b, q in iter_rebin_capture(capture, width_ns, origin_ns=origin, by=by,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from rdmascope.cli.output import OFFSET, cli_errors, require_parent_dir
+from rdmascope.cli.output import OFFSET, cli_errors, origin_option, require_parent_dir
 
 
 @click.command("report")
@@ -27,7 +27,9 @@ from rdmascope.cli.output import OFFSET, cli_errors, require_parent_dir
 @click.option("--warmup-rounds", type=click.IntRange(min=0), default=0, show_default=True,
               metavar="N", help="The first N rounds of each test are warm-up: listed, but left "
                                 "out of the per-test means and the comparison (method.md: 1).")
-def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, warmup_rounds):
+@origin_option
+def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, warmup_rounds,
+            origin_s):
     """Write a self-contained HTML report for one or two configurations.
 
     Two captures are compared (the first is the baseline, e.g. 200 Gb/s, the second e.g. the
@@ -50,5 +52,5 @@ def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, 
         path = write_report(list(captures), list(request_logs) or None, out_dir,
                             labels=list(labels) or None, offset_s=offset_s,
                             embed=not no_embed, title=title, progress=progress,
-                            warmup_rounds=warmup_rounds)
+                            warmup_rounds=warmup_rounds, origin_s=origin_s)
     click.echo(str(path))

@@ -12,6 +12,7 @@ import click
 from rdmascope.cli.output import (
     emit,
     format_table,
+    grid_origin,
     load_or_fail,
     output_options,
     time_range,
@@ -38,7 +39,7 @@ EXIT_CANNOT_JUDGE = 3
 @click.option("--min-share", type=float, default=0.25, show_default=True,
               help="--expect-both: the share each of two devices must carry, > 0 and <= 0.5.")
 @output_options
-def command(capture, t_from, t_to, single, share, min_share, out):
+def command(capture, t_from, t_to, origin_s, single, share, min_share, out):
     from rdmascope.analysis import verify_emulation
 
     # the ranges of verify.check_shares, said with the option names
@@ -54,6 +55,7 @@ def command(capture, t_from, t_to, single, share, min_share, out):
     start, end = time_range(cap.t_start_ns, t_from, t_to)
     try:
         v = verify_emulation(cap, start_ns=start, end_ns=end,
+                             origin_ns=grid_origin(cap.t_start_ns, origin_s),
                              expect="single" if single else "both", single_share=share,
                              both_min_share=min_share)
     except ValueError as exc:
