@@ -69,6 +69,8 @@ class Attribution:
     notes: list[str] = field(default_factory=list)
     warmup_rounds: int = 0
     capture_id: str | None = None
+    failed: pd.DataFrame = field(default_factory=pd.DataFrame)
+    runs: list[dict[str, Any]] = field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -251,7 +253,7 @@ def warmup_mask(rounds: pd.DataFrame, warmup_rounds: int) -> np.ndarray:
 def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
               arrival_window_s: float = 1.0, link_capacity_gbps: float | None = None,
               peak_width_ns: int = PEAK_WIDTH_NS, warmup_rounds: int = 0,
-              origin_ns: int | None = None) -> Attribution:
+              origin_ns: int | None = None, use_corrected: bool = False) -> Attribution:
     """Attribute a capture's traffic to the requests of an aligned request log.
 
     ``capture``: a ``load.Capture``; ``log``: a ``RequestLog`` already placed on the capture's
@@ -279,10 +281,12 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
     negative, and whatever ``align`` raises for a log outside the capture.
     """
     from . import series
-    from .requestlogs import align
+    from .requestlogs import align, apply_fixes
 
     if log.alignment is None:
         log = align(log, capture)
+    if use_corrected:
+        log = apply_fixes(log)
     if int(warmup_rounds) < 0:
         raise ValueError(f"warmup_rounds must be 0 or more, got {warmup_rounds!r}")
     iv = intervals if intervals is not None else series.byte_intervals(capture)
@@ -298,7 +302,14 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
     send = req["t_send_ns"].to_numpy(np.int64)
     first = req["t_first_ns"].to_numpy(np.int64)
     last = req["t_last_ns"].to_numpy(np.int64)
-    windows = {"prefill": (send, first), "decode": (first, last)}
+    # a request running past the capture's span is attributed over what was captured: its
+    # windows are clipped to the readings (a window wholly outside them has no bytes: NaN)
+    lo_ns, hi_ns = int(iv["t0_ns"].min()), int(iv["t1_ns"].max())
+    windows = {"prefill": (np.clip(send, lo_ns, hi_ns), np.clip(first, lo_ns, hi_ns)),
+               "decode": (np.clip(first, lo_ns, hi_ns), np.clip(last, lo_ns, hi_ns))}
+    orig = {"prefill": (send, first), "decode": (first, last)}
+    outside = {w: (a0 > hi_ns) | (b0 < lo_ns) | ((b0 > a0) & (windows[w][1] <= windows[w][0]))
+               for w, (a0, b0) in orig.items()}
 
     # node totals per direction, and the 1 ms series for peaks and bursts
     cap_gbps = link_capacity_gbps or capacity_gbps(capture)
@@ -310,12 +321,13 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
 
     out = req[["request_id", "test", "round", "prompt_tokens", "output_tokens", "t_send_ns",
                "t_first_ns", "t_last_ns"]].copy()
-    out = pd.concat([out, timing], axis=1)
+    out = pd.concat([out, timing, _log_columns(req)], axis=1)
     links = series.twin_links(capture)
     long_parts = []
     for w, (a, b) in windows.items():
         by_dir = series.integrate(iv, a, b, by="direction")
         tx, rx = _dir_cols(by_dir)
+        tx, rx = np.where(outside[w], np.nan, tx), np.where(outside[w], np.nan, rx)
         out[f"{w}_tx_bytes"] = tx
         out[f"{w}_rx_bytes"] = rx
         out[f"{w}_tx_gbps"] = _rate_gbps(tx, a, b)
@@ -413,12 +425,70 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
                      "counter reset/saturation/unreadable/implausible-jump interval or lie "
                      "outside the readings: "
                      "bytes left empty")
+    if out["flag"].astype(bool).any():
+        part = out[out["flag"].str.contains("capture", regex=False)]
+        if len(part):
+            notes.append(f"{len(part)} request(s) run past the capture's span "
+                         f"({', '.join(part['request_id'].astype(str).head(5))}): bytes over "
+                         "the captured part only (column 'flag')")
     return Attribution(capture_path=str(capture.path), log_path=str(log.path),
                        log_format=log.format, alignment=dict(log.alignment or {}),
+                       failed=failed_requests(log), runs=list(log.runs),
                        requests=out, by_series=by_series_df, rounds=rounds, tests=tests,
                        timeline=timeline, time_classes=pd.DataFrame(classes), summary=summary,
                        notes=notes, warmup_rounds=int(warmup_rounds),
                        capture_id=capture.meta.get("capture_id"))
+
+
+def _log_columns(req: pd.DataFrame) -> pd.DataFrame:
+    """Per-request columns carried over from the log, and the corrected-value columns.
+
+    ``run``, ``token_source`` (where the output token count comes from), ``check`` (a
+    consistency check the tool's stored values failed, "" if none), ``flag`` (e.g. "runs past
+    the capture end", "corrected: <kind>"), ``ttft_reasoning_s`` / ``ttft_answer_s`` (time to
+    the first reasoning token and to the first answer token, only for requests that streamed
+    reasoning tokens), and ``ttft_corrected_s``, ``tpot_corrected_s``, ``itl_mean_corrected_s``:
+    the metrics from the CORRECTED values where a check found a derivable correction (NaN
+    elsewhere; the windows use them only with ``use_corrected``).
+    """
+    send = req["t_send_ns"].to_numpy(np.int64)
+
+    def since_send(col):
+        if col not in req.columns:
+            return np.full(len(req), np.nan)
+        v = req[col].to_numpy(dtype=float, na_value=np.nan)
+        return (v - send) / 1e9
+
+    out = pd.DataFrame(index=req.index)
+    for c, default in (("run", 1), ("token_source", ""), ("check", ""), ("flag", "")):
+        out[c] = req[c] if c in req.columns else default
+    out["ttft_reasoning_s"] = since_send("t_first_reasoning_ns")
+    out["ttft_answer_s"] = since_send("t_first_answer_ns")
+    fixes = req["fix"] if "fix" in req.columns else pd.Series([None] * len(req), index=req.index)
+    has = np.array([bool(f) for f in fixes])
+    fixed = req.loc[has].copy()
+    cols = {"ttft_corrected_s": np.full(len(req), np.nan),
+            "tpot_corrected_s": np.full(len(req), np.nan),
+            "itl_mean_corrected_s": np.full(len(req), np.nan)}
+    if has.any():
+        fixed["t_first_ns"] = [int(f["t_first_ns"]) for f in fixes[has]]
+        fixed["t_last_ns"] = [int(f["t_last_ns"]) for f in fixes[has]]
+        fixed["chunk_times"] = [f["chunk_times"] for f in fixes[has]]
+        t = M.request_timing(fixed)
+        cols["ttft_corrected_s"][has] = t["ttft_s"].to_numpy()
+        cols["tpot_corrected_s"][has] = t["tpot_s"].to_numpy()
+        cols["itl_mean_corrected_s"][has] = t["itl_mean_s"].to_numpy()
+    for c, v in cols.items():
+        out[c] = v
+    out["corrected"] = ["corrected:" in str(f) for f in out["flag"]]
+    return out
+
+
+def failed_requests(log) -> pd.DataFrame:
+    """The failed requests of a log: ``request_id, run, row, error`` (the reason), one row each."""
+    bad = log.requests[~log.requests["ok"]]
+    cols = [c for c in ("request_id", "run", "row", "error") if c in bad.columns]
+    return bad[cols].reset_index(drop=True)
 
 
 #: Requests named per kind of implausible value before the rest are only counted.

@@ -75,11 +75,18 @@ CLOCK_REALTIME = "CLOCK_REALTIME"
 CLOCK_RELATIVE = "relative"
 CLOCKS = (CLOCK_MONOTONIC, CLOCK_REALTIME, CLOCK_RELATIVE)
 
-FORMATS = ("native", "vllm", "guidellm", "genai-perf", "aiperf", "inference-perf")
+FORMATS = ("native", "vllm", "guidellm", "genai-perf", "aiperf", "inference-perf", "sglang",
+           "llmperf")
 
 #: Columns of ``RequestLog.requests`` (one row per request, failed ones included).
 COLUMNS = ("request_id", "t_send_ns", "t_first_ns", "t_last_ns", "prompt_tokens",
-           "output_tokens", "test", "round", "ok", "error", "chunk_times", "row")
+           "output_tokens", "test", "round", "ok", "error", "chunk_times", "row", "run",
+           "token_source", "check", "fix", "t_first_reasoning_ns", "t_first_answer_ns", "flag")
+
+_INT_COLUMNS = ("t_send_ns", "t_first_ns", "t_last_ns", "prompt_tokens", "output_tokens", "round",
+                "row", "run", "t_first_reasoning_ns", "t_first_answer_ns")
+_TIME_COLUMNS = ("t_send_ns", "t_first_ns", "t_last_ns", "t_first_reasoning_ns",
+                 "t_first_answer_ns")
 
 _CLOCK_ALIASES = {
     "clock_monotonic": CLOCK_MONOTONIC, "monotonic": CLOCK_MONOTONIC,
@@ -129,6 +136,8 @@ class RequestLog:
     requests: pd.DataFrame
     notes: list[str] = field(default_factory=list)
     alignment: dict[str, Any] | None = None
+    runs: list[dict[str, Any]] = field(default_factory=lambda: [{"run": 1, "label": "run 1",
+                                                                  "meta": {}}])
 
     @property
     def n_failed(self) -> int:
@@ -204,10 +213,14 @@ def _clock(path, row, v) -> str:
 
 
 def _record(rid, t_send, t_first, t_last, prompt, output, *, test=None, rnd=None, ok=True,
-            error="", chunks=None, row=None) -> dict[str, Any]:
+            error="", chunks=None, row=None, run=1, token_source="", check="", fix=None,
+            t_reasoning=None, t_answer=None) -> dict[str, Any]:
+    """One request as the readers hand it over (see ``RequestLog`` for the columns)."""
     return {"request_id": str(rid), "t_send_ns": t_send, "t_first_ns": t_first, "t_last_ns": t_last,
             "prompt_tokens": prompt, "output_tokens": output, "test": test, "round": rnd,
-            "ok": bool(ok), "error": error or "", "chunk_times": chunks, "row": row}
+            "ok": bool(ok), "error": error or "", "chunk_times": chunks, "row": row, "run": run,
+            "token_source": token_source, "check": check, "fix": fix,
+            "t_first_reasoning_ns": t_reasoning, "t_first_answer_ns": t_answer, "flag": ""}
 
 
 def _frame(path, records: list[dict[str, Any]]) -> pd.DataFrame:
@@ -217,13 +230,14 @@ def _frame(path, records: list[dict[str, Any]]) -> pd.DataFrame:
     # (epoch ns would lose their last digits).
     cols: dict[str, Any] = {}
     for c in COLUMNS:
-        vals = [r[c] for r in records]
-        if c in ("t_send_ns", "t_first_ns", "t_last_ns", "prompt_tokens", "output_tokens",
-                 "round", "row"):
+        vals = [r.get(c) for r in records]
+        if c in _INT_COLUMNS:
             cols[c] = pd.array([None if v is None else int(v) for v in vals], dtype="Int64")
         elif c == "ok":
             cols[c] = np.array(vals, dtype=bool)
         else:
+            if c in ("error", "token_source", "check", "flag"):
+                vals = ["" if v is None else v for v in vals]
             arr = np.empty(len(vals), dtype=object)
             arr[:] = vals
             cols[c] = arr
@@ -232,12 +246,15 @@ def _frame(path, records: list[dict[str, Any]]) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def _validate(path, df: pd.DataFrame) -> None:
-    """Check the successful rows: all three times present and in order, chunks in order.
+def _validate(path, df: pd.DataFrame) -> pd.DataFrame:
+    """Check the successful rows; a row that fails a check becomes a failed row with the reason.
 
-    The first token must come strictly after the send: a TTFT of 0 (first token at the send
-    instant) is as impossible as a negative one (a first token needs a forward pass). Failed
-    rows are not checked.
+    A request_id used twice refuses the file (``RequestLogError``: the rows cannot be told
+    apart). Per row (a bad row is that row's problem, never the file's): all three times
+    present, the first token strictly after the send (a TTFT of 0 is as impossible as a negative
+    one: a first token needs a forward pass), the last token not before the first, chunk times in
+    order. Such a row gets ``ok = False`` and ``error = "invalid: <field>: <what>"``; failed rows
+    are not checked. Returns the checked frame.
     """
     ids = df["request_id"]
     dup = ids[ids.duplicated(keep=False)]
@@ -246,33 +263,37 @@ def _validate(path, df: pd.DataFrame) -> None:
         rows = df.loc[ids == first, "row"].tolist()
         raise RequestLogError(path, f"request_id {first!r} appears more than once (rows {rows})",
                               row=rows[1], field="request_id")
-    for r in df[df["ok"]].itertuples(index=False):
-        for fld, v in (("t_send", r.t_send_ns), ("t_first_token", r.t_first_ns),
-                       ("t_last_token", r.t_last_ns)):
-            if pd.isna(v):
-                raise RequestLogError(path, "missing value", row=r.row, field=fld)
-        if r.t_first_ns < r.t_send_ns:
-            raise RequestLogError(
-                path, f"first token at {r.t_first_ns} ns is before the send at {r.t_send_ns} ns "
-                      f"({(r.t_first_ns - r.t_send_ns) / 1e9:+.6f} s)", row=r.row,
-                field="t_first_token")
-        if r.t_first_ns == r.t_send_ns:
-            raise RequestLogError(
-                path, f"first token at the send instant ({r.t_send_ns} ns): a TTFT of 0 s is "
-                      "impossible (the first token needs at least one forward pass); expected "
-                      "a first token after the send, or the request marked failed", row=r.row,
-                field="t_first_token")
-        if r.t_last_ns < r.t_first_ns:
-            raise RequestLogError(
-                path, f"last token at {r.t_last_ns} ns is before the first token at "
-                      f"{r.t_first_ns} ns", row=r.row, field="t_last_token")
-        if r.chunk_times is not None and len(r.chunk_times) > 1:
-            d = np.diff(np.asarray(r.chunk_times, dtype=np.int64))
-            if (d < 0).any():
-                k = int(np.argmax(d < 0)) + 1
-                raise RequestLogError(path, f"chunk {k} arrives before chunk {k - 1} "
-                                            "(chunk times out of order)", row=r.row,
-                                      field="chunk_times")
+    df = df.copy()
+    for idx, r in df[df["ok"]].iterrows():
+        why = _row_problem(r)
+        if why:
+            df.at[idx, "ok"] = False
+            df.at[idx, "error"] = f"invalid: {why}"
+    return df
+
+
+def _row_problem(r) -> str:
+    """Return what makes a successful row unusable ("<field>: <what>"), or "" when it is fine."""
+    for fld, v in (("t_send", r["t_send_ns"]), ("t_first_token", r["t_first_ns"]),
+                   ("t_last_token", r["t_last_ns"])):
+        if pd.isna(v):
+            return f"{fld}: missing value"
+    send, first, last = int(r["t_send_ns"]), int(r["t_first_ns"]), int(r["t_last_ns"])
+    if first < send:
+        return (f"t_first_token: first token at {first} ns is before the send at {send} ns "
+                f"({(first - send) / 1e9:+.6f} s)")
+    if first == send:
+        return (f"t_first_token: first token at the send instant ({send} ns): a TTFT of 0 s is "
+                "impossible (the first token needs at least one forward pass)")
+    if last < first:
+        return f"t_last_token: last token at {last} ns is before the first token at {first} ns"
+    ch = r["chunk_times"]
+    if ch is not None and len(ch) > 1:
+        d = np.diff(np.asarray(ch, dtype=np.int64))
+        if (d < 0).any():
+            k = int(np.argmax(d < 0)) + 1
+            return f"chunk_times: chunk {k} arrives before chunk {k - 1} (chunk times out of order)"
+    return ""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -373,12 +394,69 @@ def _read_native(path: Path, text: str):
     return records, clocks.pop(), []
 
 
-def _read_vllm(path: Path, data: dict):
+#: A first ITL this many times the median of the others, with as many ITLs as output tokens,
+#: marks a TTFT taken at a chunk without a token (vLLM issue 15106).
+FIRST_ITL_RATIO = 10.0
+
+#: Run metadata shown per run, as the tools name it (vLLM ``bench serve``; SGLang
+#: ``bench_serving``); the first present are shown.
+_RUN_META_KEYS = ("tag", "date", "backend", "model_id", "dataset_name", "request_rate",
+                  "max_concurrency", "num_prompts", "random_input_len", "random_output_len")
+
+
+def _run_label(k: int, d: dict) -> dict[str, Any]:
+    meta = {key: d[key] for key in _RUN_META_KEYS if d.get(key) not in (None, "")}
+    text = f"run {k}" + (" (" + ", ".join(f"{key}={v}" for key, v in meta.items()) + ")"
+                         if meta else "")
+    return {"run": k, "label": text, "meta": meta}
+
+
+def check_itls(ttft_s: float, itls_s: list[float], output_tokens: int | None):
+    """Check a vLLM-style (TTFT, ITL list, output tokens) triple against itself.
+
+    A stream of n output tokens has its first token at TTFT and at most n - 1 later chunks, so
+    at most n - 1 ITLs (fewer when a chunk carries several tokens). With n or more ITLs one entry
+    is not a gap between two token chunks. Two known causes, told apart by the first ITL:
+
+    - equal to the TTFT (within 1 us): the TTFT was appended to the ITLs too (vLLM issue 7242,
+      ``benchmark_serving.py`` 2024; llmperf does it on purpose, "ITL includes TTFT"). Corrected:
+      the ITLs without that first entry (the TTFT is right).
+    - more than ``FIRST_ITL_RATIO`` x the median of the other ITLs: the TTFT was taken at a chunk
+      that carried no token (a role-only delta, vLLM issue 15106), and the first ITL is the real
+      wait for the first token. Corrected: TTFT + first ITL, the ITLs without that entry.
+
+    Returns ``(note, kind, corrected_ttft_s, corrected_itls_s)``, or ``None`` when the values
+    agree (or cannot be checked: fewer than 2 ITLs or the output tokens unknown). ``kind`` is
+    "ttft-repeated" or "ttft-at-non-token-chunk".
+    """
+    if output_tokens is None or len(itls_s) < 2 or len(itls_s) < output_tokens:
+        return None
+    first, rest = float(itls_s[0]), [float(x) for x in itls_s[1:]]
+    med = float(np.median(rest))
+    head = (f"{len(itls_s)} ITLs for {output_tokens} output tokens (at most "
+            f"{max(output_tokens - 1, 0)} expected)")
+    if abs(first - ttft_s) <= 1e-6:
+        return (f"{head}: the first ITL ({first:.6f} s) repeats the TTFT (the TTFT stored as an "
+                "ITL too, vLLM issue 7242 / llmperf); corrected: that entry dropped",
+                "ttft-repeated", ttft_s, rest)
+    if med > 0 and first > FIRST_ITL_RATIO * med:
+        return (f"{head}, and the first ITL ({first:.6f} s) is {first / med:.0f}x the median of "
+                f"the others ({med:.6f} s): the TTFT ({ttft_s:.6f} s) looks taken at a chunk "
+                "without a token (vLLM issue 15106); corrected TTFT = TTFT + first ITL = "
+                f"{ttft_s + first:.6f} s", "ttft-at-non-token-chunk", ttft_s + first, rest)
+    return (f"{head}: one ITL is not a gap between two token chunks; no known cause matches, "
+            "values kept as stored", "itl-count", None, None)
+
+
+def _read_vllm(path: Path, data: dict, *, run: int = 1, n_runs: int = 1, tool: str = "vllm"):
+    """Read one run of vLLM ``bench serve`` (or SGLang ``bench_serving``) parallel arrays."""
+    name = "an SGLang bench_serving" if tool == "sglang" else "a vLLM"
+    ctx = f"run {run}: " if n_runs > 1 else ""
     n_key = "ttfts"
     lat_key = "latencies" if "latencies" in data else ("e2els" if "e2els" in data else None)
     for k in ("input_lens", "output_lens", "ttfts"):
         if k not in data:
-            raise RequestLogError(path, "missing (required for a vLLM result)", field=k)
+            raise RequestLogError(path, f"{ctx}missing (required for {name} result)", field=k)
     n = len(data[n_key])
     arrays = {k: data[k] for k in ("input_lens", "output_lens", "ttfts", "itls", "errors",
                                    "start_times") if k in data and data[k] is not None}
@@ -386,8 +464,9 @@ def _read_vllm(path: Path, data: dict):
         arrays[lat_key] = data[lat_key]
     for k, v in arrays.items():
         if not isinstance(v, list) or len(v) != n:
-            raise RequestLogError(path, f"has {len(v) if isinstance(v, list) else 'no'} entries, "
-                                        f"expected {n} (one per request, like 'ttfts')", field=k)
+            raise RequestLogError(path, f"{ctx}has {len(v) if isinstance(v, list) else 'no'} "
+                                        f"entries, expected {n} (one per request, like 'ttfts')",
+                                  field=k)
     notes = []
     starts = arrays.get("start_times")
     if starts is not None:
@@ -396,8 +475,8 @@ def _read_vllm(path: Path, data: dict):
         for i, s in enumerate(starts):
             x = _num(path, i + 1, "start_times", s)
             if prev is not None and x < prev:
-                raise RequestLogError(path, f"start time {x} is before the previous request's "
-                                            f"{prev} (entries are in dispatch order)",
+                raise RequestLogError(path, f"{ctx}start time {x} is before the previous "
+                                            f"request's {prev} (entries are in dispatch order)",
                                       row=i + 1, field="start_times")
             prev = x
     else:
@@ -405,44 +484,149 @@ def _read_vllm(path: Path, data: dict):
         conc = data.get("max_concurrency")
         if str(rate).lower() not in ("inf", "infinity", "none") or (conc is not None
                                                                    and conc < n):
+            how = ("re-run with a vLLM that saves start_times, or use the native format"
+                   if tool == "vllm" else "SGLang saves no send times; use the native format "
+                   "or request_rate=inf with all requests in flight at once")
             raise RequestLogError(
-                path, "has no per-request send times and the requests were not all sent at once "
-                      f"(request_rate={rate!r}, max_concurrency={conc!r}); re-run with a vLLM "
-                      "that saves start_times, or use the native format", field="start_times")
+                path, f"{ctx}has no per-request send times and the requests were not all sent "
+                      f"at once (request_rate={rate!r}, max_concurrency={conc!r}); {how}",
+                field="start_times")
         clock = CLOCK_RELATIVE
-        notes.append("no start_times: all requests placed as sent together at t=0 "
+        notes.append(f"{ctx}no start_times: all requests placed as sent together at t=0 "
                      "(request_rate=inf); times are relative")
     errors = arrays.get("errors") or [""] * n
     itls = arrays.get("itls")
+    src = ("tool field output_lens (SGLang: the server's completion_tokens, else retokenized)"
+           if tool == "sglang" else "tool field output_lens")
     records = []
+    prefix = f"run{run}-" if n_runs > 1 else ""
+    test = f"run {run}" if n_runs > 1 else None
     for i in range(n):
         row = i + 1
         ok = not errors[i]
         t0 = _s_to_ns(_num(path, row, "start_times", starts[i])) if starts is not None else 0
+        common = {"row": row, "run": run, "test": test, "token_source": src}
         if not ok:
-            records.append(_record(i, t0, None, None,
+            records.append(_record(f"{prefix}{i}", t0, None, None,
                                    _int(path, row, "input_lens", data["input_lens"][i]),
-                                   None, ok=False, error=str(errors[i]), row=row))
+                                   None, ok=False, error=str(errors[i]), **common))
             continue
         ttft = _num(path, row, "ttfts", data["ttfts"][i])
+        output = _int(path, row, "output_lens", data["output_lens"][i])
+        prompt = _int(path, row, "input_lens", data["input_lens"][i])
+        gaps = [_num(path, row, "itls", g) for g in (itls[i] or [])] if itls is not None else None
+        if ttft == 0 and not output and not gaps:
+            # vLLM before PR 5895 kept failed requests with an empty error: TTFT 0, no output
+            records.append(_record(f"{prefix}{i}", t0, None, None, prompt, output, ok=False,
+                                   error="failed: TTFT 0 s and 0 output tokens with an empty "
+                                         "error (a failed request as vLLM before PR 5895 "
+                                         "stored it)", **common))
+            continue
         t_first = t0 + _s_to_ns(ttft)
         chunks = None
-        if itls is not None:
-            gaps = itls[i] or []
-            cum = np.cumsum([_num(path, row, "itls", g) for g in gaps]) if gaps else []
+        if gaps is not None:
+            cum = np.cumsum(gaps) if gaps else []
             chunks = [t_first] + [t_first + _s_to_ns(c) for c in cum]
         if lat_key:
             t_last = t0 + _s_to_ns(_num(path, row, lat_key, arrays[lat_key][i]))
         elif chunks is not None:
             t_last = chunks[-1]
         else:
-            raise RequestLogError(path, "missing: neither latencies nor itls to place the last "
-                                        "token", row=row, field="latencies")
-        records.append(_record(i, t0, t_first, t_last,
-                               _int(path, row, "input_lens", data["input_lens"][i]),
-                               _int(path, row, "output_lens", data["output_lens"][i]),
-                               chunks=chunks, row=row))
+            raise RequestLogError(path, f"{ctx}missing: neither latencies nor itls to place the "
+                                        "last token", row=row, field="latencies")
+        check, fix = "", None
+        found = check_itls(ttft, gaps, output) if gaps is not None else None
+        if found is not None:
+            check, kind, ttft2, gaps2 = found
+            if ttft2 is not None:
+                f_first = t0 + _s_to_ns(ttft2)
+                f_chunks = [f_first] + [f_first + _s_to_ns(c) for c in np.cumsum(gaps2)]
+                fix = {"kind": kind, "t_first_ns": f_first, "chunk_times": f_chunks,
+                       "t_last_ns": t_last if lat_key else f_chunks[-1]}
+        records.append(_record(f"{prefix}{i}", t0, t_first, t_last, prompt, output,
+                               chunks=chunks, check=check, fix=fix, **common))
     return records, clock, notes
+
+
+def _json_sequence(path: Path, text: str) -> list[tuple[int, Any]]:
+    """Return (line, value) of every top-level JSON value in ``text``, one after the other.
+
+    vLLM ``bench serve --append-result`` writes a newline and the next result object after the
+    previous one, SGLang ``bench_serving`` appends one line per run: both are a sequence of JSON
+    objects. Raises ``RequestLogError`` naming the line of malformed JSON.
+    """
+    dec = json.JSONDecoder()
+    out, pos = [], 0
+    while True:
+        while pos < len(text) and text[pos] in " \t\r\n":
+            pos += 1
+        if pos >= len(text):
+            return out
+        line = text.count("\n", 0, pos) + 1
+        try:
+            v, end = dec.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            raise RequestLogError(path, f"malformed JSON ({exc.msg})",
+                                  row=text.count("\n", 0, exc.pos) + 1) from exc
+        out.append((line, v))
+        pos = end
+
+
+def _details(d: dict) -> dict:
+    """The per-request arrays of one run: top level (vLLM, SGLang <= 0.5) or ``details`` (SGLang
+    ``sglang.benchmark``)."""
+    det = d.get("details")
+    if isinstance(det, dict) and "ttfts" in det:
+        return {**{k: v for k, v in d.items() if k != "details"}, **det}
+    return d
+
+
+def _read_runs(path: Path, text: str, tool: str):
+    """Read every run of a vLLM / SGLang result file (one JSON object per run)."""
+    objs = _json_sequence(path, text)
+    if not objs:
+        raise RequestLogError(path, "holds no requests")
+    records, clocks, notes, runs = [], set(), [], []
+    for k, (line, d) in enumerate(objs, start=1):
+        if not isinstance(d, dict):
+            raise RequestLogError(path, f"expected a JSON object per run, got "
+                                        f"{type(d).__name__}", row=line)
+        d = _details(d)
+        if "ttfts" not in d and _is_bench_summary(d):
+            raise RequestLogError(path, f"run {k} (line {line}): {_no_details_message(d, tool)}",
+                                  row=line)
+        recs, clock, nts = _read_vllm(path, d, run=k, n_runs=len(objs), tool=tool)
+        records += recs
+        clocks.add(clock)
+        notes += nts
+        runs.append(_run_label(k, d))
+    if len(clocks) > 1:
+        raise RequestLogError(path, "runs use different clocks (some have start_times, some do "
+                                    "not); pick one with --run", field="start_times")
+    if len(runs) > 1:
+        notes.insert(0, f"{len(runs)} runs in one file: " + "; ".join(r["label"] for r in runs))
+    return records, clocks.pop(), notes, runs
+
+
+def _no_details_message(d: dict, tool: str) -> str:
+    if tool == "sglang":
+        return ("an SGLang bench_serving result without per-request arrays (ttfts, itls, ...): "
+                "re-run bench_serving with --output-details")
+    return ("a vLLM bench serve result without per-request arrays (ttfts, itls, ...): it was "
+            "saved without --save-detailed; re-run with --save-result --save-detailed")
+
+
+def _is_sglang(d: dict) -> bool:
+    """An SGLang ``bench_serving`` result (keys vLLM never writes), not a vLLM one."""
+    return "model_id" not in d and (
+        isinstance(d.get("details"), dict) or any(
+            k in d for k in ("sharegpt_output_len", "random_range_ratio", "server_info",
+                             "total_output_tokens_retokenized", "accept_length")))
+
+
+def _is_bench_summary(d: dict) -> bool:
+    """A vLLM / SGLang result object with aggregates only (``mean_ttft_ms`` ...)."""
+    return "ttfts" not in d and "mean_ttft_ms" in d
 
 
 #: The guidellm ``benchmarks.json`` shapes read (checked against guidellm's own models).
@@ -519,20 +703,116 @@ def _read_guidellm(path: Path, data: dict):
     return records, CLOCK_REALTIME, []
 
 
-def _sse_json(text: Any) -> Any:
-    if isinstance(text, dict):
-        return text
-    if not isinstance(text, str):
-        return None
-    s = text.strip()
-    if s.startswith("data:"):
-        s = s[5:].strip()
+#: Kinds of SSE event ``sse_events`` tells apart; only "answer" and "reasoning" carry tokens.
+EVENT_KINDS = ("answer", "reasoning", "role", "empty", "usage", "finish", "keep-alive", "done",
+               "error", "other")
+
+
+def classify_event(data: str | None) -> tuple[str, Any]:
+    """Classify the data of one server-sent event of an OpenAI-style stream.
+
+    Returns ``(kind, payload)``; kind is one of ``EVENT_KINDS``:
+
+    - "answer": a choice with non-empty ``delta.content`` (chat), ``text`` (completions),
+      ``delta.tool_calls`` or Triton's ``text_output``;
+    - "reasoning": only ``delta.reasoning_content`` / ``delta.reasoning`` non-empty
+      (reasoning models; vLLM and SGLang reasoning parsers);
+    - "role": a delta with a role and no content (the first chunk of a chat stream);
+    - "usage": ``choices`` empty with a ``usage`` record; "finish": only a ``finish_reason``;
+      "empty": a choice whose content is "" or null; "keep-alive": an event without data (an
+      SSE comment); "done": ``[DONE]``; "error": an object with ``error`` (an in-band error
+      event, payload = its message); "other": data that is not JSON (payload = the text).
+
+    Only "answer" and "reasoning" events carry tokens: every other kind is never a first token
+    and never an ITL.
+    """
+    if data is None:
+        return "keep-alive", None
+    s = data.strip()
     if s == "[DONE]":
-        return "[DONE]"
+        return "done", None
     try:
-        return json.loads(s)
+        d = json.loads(s)
     except json.JSONDecodeError:
-        return None
+        return "other", s
+    if not isinstance(d, dict):
+        return "other", d
+    if d.get("error") not in (None, "", {}):
+        err = d["error"]
+        msg = (err.get("message") or err.get("type") or str(err)) if isinstance(err, dict) \
+            else str(err)
+        return "error", msg
+    if "text_output" in d:
+        return ("answer" if d.get("text_output") else "empty"), d
+    choices = d.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return ("usage" if isinstance(d.get("usage"), dict) else "empty"), d
+    kind = "empty"
+    for c in choices:
+        if not isinstance(c, dict):
+            continue
+        delta = c.get("delta") if isinstance(c.get("delta"), dict) else {}
+        if delta.get("content") or c.get("text") or delta.get("tool_calls"):
+            return "answer", d
+        if delta.get("reasoning_content") or delta.get("reasoning"):
+            kind = "reasoning"
+        elif kind == "empty" and delta.get("role") and not delta.get("content"):
+            kind = "role"
+        elif kind == "empty" and c.get("finish_reason"):
+            kind = "finish"
+    return kind, d
+
+
+def _event_data(block: str) -> str | None:
+    """The data of one SSE event block (``data:`` lines joined by newlines), None without."""
+    lines = [ln for ln in block.replace("\r\n", "\n").split("\n")]
+    data = [ln[5:][1:] if ln[5:].startswith(" ") else ln[5:] for ln in lines
+            if ln.startswith("data:")]
+    if not data:
+        # an unframed JSON object (some tools store the payload without "data:")
+        st = block.strip()
+        return st if st.startswith("{") or st == "[DONE]" else None
+    return "\n".join(data)
+
+
+def _complete(block: str) -> bool:
+    """Whether an unterminated block already holds a whole event (its data parses)."""
+    d = _event_data(block)
+    if d is None:
+        return block.strip().startswith(":")
+    if d.strip() == "[DONE]":
+        return True
+    try:
+        json.loads(d)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
+def sse_events(reads: list[tuple[int, str]]) -> list[tuple[int, str, Any]]:
+    """Split the HTTP reads of one stream into SSE events: ``[(t_ns, kind, payload), ...]``.
+
+    ``reads``: (arrival time ns, text of that read). Events end at a blank line (SSE framing).
+    One event split over two reads is one event, at the time of the read that completes it;
+    several events merged into one read are several events, all at that read's time. A read
+    without the closing blank line still closes an event whose data already parses (tools
+    store one event per response without the separator). ``kind`` as in ``classify_event``.
+    """
+    out: list[tuple[int, str, Any]] = []
+    buf = ""
+    for t, text in reads:
+        buf += text.replace("\r\n", "\n")
+        parts = buf.split("\n\n")
+        buf = parts.pop()
+        for block in parts:
+            if block.strip():
+                out.append((t, *classify_event(_event_data(block))))
+        if buf.strip() and _complete(buf):
+            out.append((t, *classify_event(_event_data(buf))))
+            buf = ""
+    if buf.strip():
+        out.append((reads[-1][0], "other", buf.strip()))
+    return out
 
 
 def _read_genai_perf(path: Path, data: dict):
@@ -545,31 +825,47 @@ def _read_genai_perf(path: Path, data: dict):
         for r in (e.get("requests") or []):
             pos += 1
             ts0 = _int(path, pos, "timestamp", r.get("timestamp"), allow_none=False)
-            stamps = r.get("response_timestamps") or []
-            outs = r.get("response_outputs") or [None] * len(stamps)
-            token_stamps, usage = [], None
-            for st, out in zip(stamps, outs, strict=False):
-                payload = _sse_json(out.get("response") if isinstance(out, dict) else out)
-                if payload == "[DONE]":
-                    continue
-                if isinstance(payload, dict):
-                    if isinstance(payload.get("usage"), dict):
-                        usage = payload["usage"]
-                    if "choices" in payload and not payload["choices"]:
-                        continue  # a usage-only chunk carries no token
-                token_stamps.append(_int(path, pos, "response_timestamps", st, allow_none=False))
-            err = r.get("error") or ""
-            ok = not err and bool(token_stamps)
-            prompt = usage.get("prompt_tokens") if usage else None
-            output = usage.get("completion_tokens") if usage else None
+            stamps = [_int(path, pos, "response_timestamps", st, allow_none=False)
+                      for st in (r.get("response_timestamps") or [])]
+            outs = r.get("response_outputs")
+            err = str(r.get("error") or "")
+            usage = None
+            if outs is None:
+                # no payloads saved: every response is taken as a token chunk (cannot check)
+                events = [(st, "answer", None) for st in stamps]
+            else:
+                reads = []
+                for st, out in zip(stamps, outs, strict=False):
+                    raw = out.get("response") if isinstance(out, dict) else out
+                    if isinstance(raw, dict):
+                        raw = "data: " + json.dumps(raw) + "\n\n"
+                    reads.append((st, "" if raw is None else str(raw)))
+                events = sse_events(reads)
+            tok = [(t, k) for t, k, _ in events if k in ("answer", "reasoning")]
+            for _, k, pl in events:
+                if k == "usage" or (isinstance(pl, dict) and isinstance(pl.get("usage"), dict)):
+                    usage = pl["usage"]
+                if k == "error" and not err:
+                    err = f"in-band error event: {pl}"
+            ok = not err and bool(tok)
+            prompt = _int(path, pos, "usage", usage.get("prompt_tokens")) if usage else None
+            output = _int(path, pos, "usage", usage.get("completion_tokens")) if usage else None
             if ok and output is None:
                 no_tokens += 1
+            src = ("usage record" if output is not None else
+                   f"unknown (no usage record; {len(tok)} token-bearing chunks, a chunk may "
+                   "carry several tokens)")
+            t_r = next((t for t, k in tok if k == "reasoning"), None)
+            t_a = next((t for t, k in tok if k == "answer"), None)
+            chunks = [t for t, _ in tok]
             records.append(_record(
-                r.get("request_id", pos), ts0, token_stamps[0] if token_stamps else None,
-                token_stamps[-1] if token_stamps else None, _int(path, pos, "usage", prompt),
-                _int(path, pos, "usage", output), test=f"experiment{ei}" if len(exps) > 1 else None,
-                ok=ok, error=str(err) if err else ("no response" if not ok else ""),
-                chunks=token_stamps or None, row=pos))
+                r.get("request_id", pos), ts0, chunks[0] if tok and ok else None,
+                chunks[-1] if tok and ok else None, prompt, output,
+                test=f"experiment{ei}" if len(exps) > 1 else None, ok=ok,
+                error=err if err else ("no token in the response" if not ok else ""),
+                chunks=(chunks or None) if ok else None, row=pos, token_source=src,
+                t_reasoning=t_r if ok and t_r is not None else None,
+                t_answer=t_a if ok and t_r is not None else None))
     notes = []
     if no_tokens:
         notes.append(f"{no_tokens} request(s) have no usage record: prompt and output token "
@@ -668,9 +964,23 @@ def _read_inference_perf(path: Path, data: list):
                                    error=msg or "error", row=pos))
             continue
         if not chunk_s:
-            raise RequestLogError(path, "missing (required: per-chunk times exist only for "
-                                        "streamed requests; enable streaming)", row=pos,
-                                  field="info.response_metrics.chunk_times")
+            usage = rm.get("server_usage") or info.get("server_usage") or {}
+            srv = usage.get("completion_tokens") if isinstance(usage, dict) else None
+            if "chunk_times" in rm or "response_chunks" in rm or srv:
+                why = ("streamed, but no chunk carried a token inference-perf counted "
+                       "(chunk_times empty, output_tokens "
+                       f"{output if output is not None else 'missing'}"
+                       + (f"; the server's usage says {srv} completion tokens, e.g. reasoning-"
+                          "only output" if srv else "") + "): no first token to place")
+            else:
+                why = ("no chunk_times: per-chunk times exist only for streamed requests "
+                       "(enable streaming in inference-perf)")
+            records.append(_record(pos, _s_to_ns(t0), None, None,
+                                   _int(path, pos, "info.input_tokens", prompt),
+                                   _int(path, pos, "info.response_metrics.output_tokens",
+                                        output), ok=False, error=why, row=pos,
+                                   token_source="tool field output_tokens"))
+            continue
         chunks = [_s_to_ns(_num(path, pos, "info.response_metrics.chunk_times", c))
                   for c in chunk_s]
         if output is None:
@@ -679,8 +989,66 @@ def _read_inference_perf(path: Path, data: list):
         records.append(_record(pos, _s_to_ns(t0), chunks[0], chunks[-1],
                                _int(path, pos, "info.input_tokens", prompt),
                                _int(path, pos, "info.response_metrics.output_tokens", output),
-                               chunks=chunks, row=pos))
+                               chunks=chunks, row=pos, token_source="tool field output_tokens"))
     return records, CLOCK_MONOTONIC, []
+
+
+def _read_llmperf(path: Path, data: list):
+    """ray-project/llmperf ``*_individual_responses.json``: a list of flat per-request dicts.
+
+    Fields (llmperf ``common_metrics.py``, ``openai_chat_completions_client.py``): ``ttft_s``
+    (first chunk with non-empty ``delta.content`` - start, ``time.monotonic``),
+    ``end_to_end_latency_s`` (end of the stream, after ``[DONE]``), ``inter_token_latency_s`` =
+    sum of the gaps between content chunks *including the TTFT* / ``number_output_tokens``
+    (llmperf's ITL includes the TTFT, so ``start + inter_token_latency_s x number_output_tokens``
+    is the last content chunk), ``number_output_tokens`` (the generated text retokenized by
+    ``token_benchmark_ray.py``), ``number_input_tokens``; failed where ``error_code`` is set.
+    No send times: one request is placed at t=0; several are placed as sent together at t=0
+    (an estimate, noted per request: right when every request was in flight at once).
+    """
+    records, notes = [], []
+    n = sum(1 for r in data if isinstance(r, dict))
+    for pos, r in enumerate(data, start=1):
+        if not isinstance(r, dict):
+            raise RequestLogError(path, "expected a request object", row=pos)
+        code = r.get("error_code")
+        prompt = _int(path, pos, "number_input_tokens", r.get("number_input_tokens"))
+        src = "tool field number_output_tokens (llmperf retokenizes the generated text)"
+        if code is not None:
+            records.append(_record(pos, 0, None, None, prompt, None, ok=False,
+                                   error=f"error_code {code}: {r.get('error_msg') or ''}".strip(),
+                                   row=pos, token_source=src))
+            continue
+        ttft = _num(path, pos, "ttft_s", r.get("ttft_s"))
+        e2e = _num(path, pos, "end_to_end_latency_s", r.get("end_to_end_latency_s"))
+        output = _int(path, pos, "number_output_tokens", r.get("number_output_tokens"),
+                      allow_none=False)
+        itl = _num(path, pos, "inter_token_latency_s", r.get("inter_token_latency_s"),
+                   allow_none=True)
+        t_first = _s_to_ns(ttft)
+        if itl is not None and output:
+            # llmperf's ITL = (sum of all gaps incl. the TTFT) / tokens: the last content chunk
+            t_last = _s_to_ns(itl * output)
+        else:
+            t_last = _s_to_ns(e2e)  # the end of the stream (after [DONE])
+        if t_last < t_first:
+            t_last = _s_to_ns(e2e)
+        check = ("send time unknown (llmperf saves none): placed at t=0 with the other "
+                 f"{n - 1} request(s)" if n > 1 else "")
+        if ttft == 0 and not output:
+            records.append(_record(pos, 0, None, None, prompt, output, ok=False,
+                                   error="failed: ttft_s 0 and no output tokens", row=pos,
+                                   token_source=src))
+            continue
+        records.append(_record(pos, 0, t_first, t_last, prompt, output, row=pos,
+                               token_source=src, check=check))
+    notes.append("llmperf: last token = start + inter_token_latency_s x number_output_tokens "
+                 "(llmperf's ITL includes the TTFT); no chunk times saved")
+    if n > 1:
+        notes.append(f"ESTIMATE: llmperf saves no send times: all {n} requests placed as sent "
+                     "together at t=0 (right only when --num-concurrent-requests >= the number "
+                     "of requests; see the run's *_summary.json)")
+    return records, CLOCK_RELATIVE, notes
 
 
 # ------------------------------------------------------------------------------------------------
@@ -705,9 +1073,18 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
         whole = json.loads(s)
     except json.JSONDecodeError:
         whole = None
+    if whole is None and s.startswith("{"):
+        try:
+            seq = _json_sequence(p, s)
+        except RequestLogError:
+            seq = []
+        if len(seq) > 1 and isinstance(seq[0][1], dict) and (
+                "ttfts" in _details(seq[0][1]) or _is_bench_summary(seq[0][1])):
+            whole = seq[0][1]  # several runs appended: vLLM --append-result / SGLang
     if isinstance(whole, dict):
-        if "ttfts" in whole:
-            return "vllm"
+        run_fmt = _run_format(p, whole)
+        if run_fmt:
+            return run_fmt
         if "benchmarks" in whole:
             return "guidellm"
         if "experiments" in whole:
@@ -730,6 +1107,8 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
             return "native"
         if "start_time" in first and "info" in first:
             return "inference-perf"
+        if "ttft_s" in first and "end_to_end_latency_s" in first:
+            return "llmperf"
         raise RequestLogError(p, "unknown format: a JSON list of objects with keys "
                                  f"{', '.join(list(first)[:8])}; expected one of "
                                  f"{', '.join(FORMATS)} (or give --format)")
@@ -745,8 +1124,9 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
                 return "aiperf"
             if "t_send" in d or "t_send_ns" in d:
                 return "native"
-            if "ttfts" in d:
-                return "vllm"
+            run_fmt = _run_format(p, d)
+            if run_fmt:
+                return run_fmt
             raise RequestLogError(p, "unknown format: JSON lines with keys "
                                      f"{', '.join(list(d)[:8])}; expected one of "
                                      f"{', '.join(FORMATS)} (or give --format)")
@@ -756,6 +1136,17 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
         return "native"
     raise RequestLogError(p, f"unknown format (first line {header[:80]!r}); expected one of "
                              f"{', '.join(FORMATS)} (or give --format)")
+
+
+def _run_format(p: Path, d: dict) -> str | None:
+    """"vllm" / "sglang" for a result object with per-request arrays; raises for one without
+    (saved without --save-detailed / --output-details); None for anything else."""
+    tool = "sglang" if _is_sglang(d) else "vllm"
+    if "ttfts" in _details(d):
+        return tool
+    if _is_bench_summary(d):
+        raise RequestLogError(p, _no_details_message(d, tool))
+    return None
 
 
 def _read_text(p: Path) -> str:
@@ -783,7 +1174,9 @@ def _load_json(p: Path, text: str, want: type) -> Any:
 
 _READERS: dict[str, Callable[[Path, str], tuple]] = {
     "native": _read_native,
-    "vllm": lambda p, t: _read_vllm(p, _load_json(p, t, dict)),
+    "vllm": lambda p, t: _read_runs(p, t, "vllm"),
+    "sglang": lambda p, t: _read_runs(p, t, "sglang"),
+    "llmperf": lambda p, t: _read_llmperf(p, _load_json(p, t, list)),
     "guidellm": lambda p, t: _read_guidellm(p, _load_json(p, t, dict)),
     "genai-perf": lambda p, t: _read_genai_perf(p, _load_json(p, t, dict)),
     "aiperf": _read_aiperf,
@@ -791,17 +1184,24 @@ _READERS: dict[str, Callable[[Path, str], tuple]] = {
 }
 
 
-def read_request_log(path: str | os.PathLike, format: str | None = None) -> RequestLog:
+def read_request_log(path: str | os.PathLike, format: str | None = None, *,
+                     run: int | None = None) -> RequestLog:
     """Read a request log of any supported format into a ``RequestLog`` on the log's own clock.
 
     ``format`` is one of ``FORMATS`` or None to detect it from the content. Times become int64 ns
-    (seconds are multiplied by 1e9 and rounded). Failed requests are kept with ``ok = False``.
+    (seconds are multiplied by 1e9 and rounded). Failed requests are kept with ``ok = False``
+    and the reason in ``error``; so is a row whose values cannot be a request (TTFT <= 0, last
+    token before the first, chunks out of order: "invalid: ..."): a bad row is that row's
+    problem. ``run``: keep only run ``run`` (1-based) of a file that holds several runs (vLLM
+    ``--append-result``, SGLang); None keeps all, each labelled (column ``run``, test
+    "run k", ``RequestLog.runs``).
 
     Raises ``RequestLogError`` naming file, row and field for: a missing file, an empty file, an
-    unknown format, malformed JSON/CSV rows, a missing required field, a non-numeric value, a
-    first token before or at the send (TTFT <= 0; failed requests are not checked), a last token
-    before the first, chunks out of order, start times
-    out of dispatch order (vLLM), a duplicated request_id, or rows on different clocks.
+    unknown format (a vLLM / SGLang result without per-request arrays is named as such, with
+    the option that saves them), malformed JSON/CSV, a missing required field, a non-numeric
+    value, start times out of dispatch order (vLLM), a duplicated request_id, rows on
+    different clocks, a ``run`` the file does not hold, or a file with no usable request (the
+    reasons of the first failed rows are given).
     """
     p = Path(path)
     text = _read_text(p)
@@ -814,15 +1214,84 @@ def read_request_log(path: str | os.PathLike, format: str | None = None) -> Requ
         if fmt not in _READERS:
             raise RequestLogError(p, f"unknown format {format!r}; expected one of "
                                      f"{', '.join(FORMATS)}")
-    records, clock, notes = _READERS[fmt](p, text)
-    df = _frame(p, records)
-    _validate(p, df)
-    log = RequestLog(path=p, format=fmt, clock=clock, requests=df, notes=list(notes))
+    res = _READERS[fmt](p, text)
+    records, clock, notes = res[:3]
+    runs = res[3] if len(res) > 3 else [{"run": 1, "label": "run 1", "meta": {}}]
+    df = _validate(p, _frame(p, records))
+    if fmt in _TOKEN_SOURCE:
+        df["token_source"] = [t or _TOKEN_SOURCE[fmt] for t in df["token_source"]]
+    if run is not None:
+        if not 1 <= int(run) <= len(runs):
+            raise RequestLogError(p, f"holds {len(runs)} run(s); run {run} does not exist "
+                                     f"(expected 1..{len(runs)})", field="run")
+        df = df[df["run"] == int(run)].reset_index(drop=True)
+        runs = [r for r in runs if r["run"] == int(run)]
+        notes = [n for n in notes if not n.startswith(f"{len(res[3])} runs in one file")] \
+            if len(res) > 3 else notes
+        notes.insert(0, f"{runs[0]['label']} chosen")
+    log = RequestLog(path=p, format=fmt, clock=clock, requests=df, notes=list(notes),
+                     runs=runs)
     if log.n_failed:
-        log.notes.append(f"{log.n_failed} failed request(s) kept out of the metrics")
+        bad = log.requests[~log.requests["ok"]]
+        shown = "; ".join(f"row {r.row}: {r.error}" for r in bad.head(3).itertuples())
+        log.notes.append(f"{log.n_failed} failed request(s) kept out of the metrics ({shown}"
+                         f"{'; ...' if len(bad) > 3 else ''})")
+    checked = log.requests[log.requests["check"].astype(bool)]
+    for r in checked.head(MAX_CHECK_NOTES).itertuples():
+        log.notes.append(f"request {r.request_id} (row {r.row}): {r.check}")
+    if len(checked) > MAX_CHECK_NOTES:
+        log.notes.append(f"... and {len(checked) - MAX_CHECK_NOTES} more request(s) whose "
+                         "stored values disagree (column 'check')")
     if not len(log.ok):
-        raise RequestLogError(p, f"holds no successful request ({log.n_failed} failed)")
+        bad = log.requests[~log.requests["ok"]]
+        shown = "; ".join(f"row {r.row}: {r.error}" for r in bad.head(3).itertuples())
+        first = bad.iloc[0]
+        fld = None
+        if str(first["error"]).startswith("invalid: "):
+            fld = str(first["error"])[9:].split(":", 1)[0]
+        raise RequestLogError(p, f"holds no successful request ({log.n_failed} failed: {shown}"
+                                 f"{'; ...' if len(bad) > 3 else ''})",
+                              row=None if pd.isna(first["row"]) else int(first["row"]),
+                              field=fld)
     return log
+
+
+#: Where the output token count comes from, per format (readers that know better set it per row).
+_TOKEN_SOURCE = {"native": "log field output_tokens", "guidellm": "tool field output_tokens",
+                 "aiperf": "tool field output_sequence_length",
+                 "inference-perf": "tool field output_tokens"}
+
+#: Requests whose stored values fail a consistency check named one by one in the notes.
+MAX_CHECK_NOTES = 5
+
+
+def apply_fixes(log: RequestLog) -> RequestLog:
+    """Return ``log`` with the corrected values of the requests whose stored values failed a
+    consistency check (``check_itls``) used in place of the stored ones.
+
+    Only requests with a derivable correction (column ``fix``) change: their ``t_first_ns``,
+    ``t_last_ns`` and ``chunk_times`` become the corrected ones and ``flag`` says so
+    ("corrected: <kind>"). A note counts them. Works before or after ``align``.
+    """
+    df = log.requests.copy()
+    n = 0
+    for idx, fx in df["fix"].items():
+        if not fx or not df.at[idx, "ok"]:
+            continue
+        df.at[idx, "t_first_ns"] = fx["t_first_ns"]
+        df.at[idx, "t_last_ns"] = fx["t_last_ns"]
+        df.at[idx, "chunk_times"] = fx["chunk_times"]
+        df.at[idx, "flag"] = _join_flag(df.at[idx, "flag"], f"corrected: {fx['kind']}")
+        n += 1
+    notes = list(log.notes)
+    if n:
+        notes.append(f"{n} request(s) use CORRECTED values (stored values failed a consistency "
+                     "check; see column 'check'), not the values the tool stored")
+    return replace(log, requests=df, notes=notes)
+
+
+def _join_flag(old: str, new: str) -> str:
+    return f"{old}; {new}" if old else new
 
 
 # ------------------------------------------------------------------------------------------------
@@ -834,7 +1303,7 @@ def _shift(df: pd.DataFrame, offset_ns) -> pd.DataFrame:
     """Add ``offset_ns`` (scalar, or a function of int64 arrays) to every time column."""
     out = df.copy()
     fn = offset_ns if callable(offset_ns) else (lambda t: t + int(offset_ns))
-    for c in ("t_send_ns", "t_first_ns", "t_last_ns"):
+    for c in _TIME_COLUMNS:
         col = out[c]
         mask = col.notna().to_numpy()
         vals = col.to_numpy(dtype="int64", na_value=0)
@@ -842,20 +1311,28 @@ def _shift(df: pd.DataFrame, offset_ns) -> pd.DataFrame:
         arr = pd.array([None] * len(col), dtype="Int64")
         arr[mask] = new
         out[c] = arr
-    out["chunk_times"] = [None if ch is None else
-                          [int(x) for x in np.asarray(fn(np.asarray(ch, dtype=np.int64)))]
-                          for ch in out["chunk_times"]]
+    def move(ch):
+        return None if ch is None else [int(x) for x in
+                                        np.asarray(fn(np.asarray(ch, dtype=np.int64)))]
+
+    out["chunk_times"] = [move(ch) for ch in out["chunk_times"]]
+    out["fix"] = [None if not fx else
+                  {**fx, "t_first_ns": move([fx["t_first_ns"]])[0],
+                   "t_last_ns": move([fx["t_last_ns"]])[0],
+                   "chunk_times": move(fx["chunk_times"])} for fx in out["fix"]]
     return out
 
 
 def first_burst_start_ns(capture, *, threshold_gbps: float | None = None,
-                         width_ns: int = 1_000_000) -> tuple[int, float]:
+                         width_ns: int = 1_000_000, after_ns: int | None = None
+                         ) -> tuple[int, float]:
     """Return (start of the first prefill burst in ns, threshold used in Gb/s) of a capture.
 
     The summed tx rate of all data series is re-binned to ``width_ns`` windows; the first window at
     or above ``threshold_gbps`` (default: 25 % of the capture's highest window, at least 5 Gb/s,
-    well above decode traffic of a few Gb/s) starts the burst. Raises ``ValueError`` when nothing
-    reaches the threshold.
+    well above decode traffic of a few Gb/s) starts the burst; with ``after_ns`` the first such
+    window starting at or after it (the next run of a file holding several). Raises
+    ``ValueError`` when nothing reaches the threshold.
     """
     from rdmascope.analysis import series
 
@@ -868,83 +1345,190 @@ def first_burst_start_ns(capture, *, threshold_gbps: float | None = None,
     if threshold_gbps is None:
         threshold_gbps = max(5.0, 0.25 * float(gbps.max()))
     hit = gbps.index[gbps.to_numpy() >= threshold_gbps]
+    if after_ns is not None:
+        hit = hit[hit >= after_ns]
     if not len(hit):
-        raise ValueError(f"{capture.path}: no {width_ns / 1e6:g} ms window reaches "
+        after = "" if after_ns is None else f" after {after_ns / 1e9:.6f} s"
+        raise ValueError(f"{capture.path}: no {width_ns / 1e6:g} ms window{after} reaches "
                          f"{threshold_gbps:g} Gb/s; cannot anchor the requests to a burst")
     return int(hit[0]), float(threshold_gbps)
 
 
-def align(log: RequestLog, capture, offset_s: float | None = None, *,
+def _offsets_per_run(log: RequestLog, offset_s) -> list[float | None]:
+    runs = [r["run"] for r in log.runs]
+    if offset_s is None:
+        return [None] * len(runs)
+    if isinstance(offset_s, (int, float)):
+        return [float(offset_s)] * len(runs)
+    offs = [float(x) for x in offset_s]
+    if len(offs) == 1:
+        return offs * len(runs)
+    if len(offs) != len(runs):
+        raise RequestLogError(log.path, f"holds {len(runs)} run(s) but {len(offs)} offsets were "
+                                        "given; give one offset (for every run) or one per run",
+                              field="offset")
+    return offs
+
+
+def _align_one(df: pd.DataFrame, clock: str, capture, offset_s, *, path, label: str,
+               anchor_threshold_gbps, after_ns) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Place the requests of one run on the capture's clock (see ``align``)."""
+    if offset_s is not None:
+        off = _s_to_ns(offset_s)
+        return _shift(df, off), {"method": "offset", "offset_ns": off, "uncertainty_ns": 0,
+                                 "note": f"{label}times shifted by the given offset "
+                                         f"{offset_s:+.6f} s"}
+    if clock == CLOCK_MONOTONIC:
+        return df.copy(), {"method": "monotonic", "offset_ns": 0, "uncertainty_ns": 0,
+                           "note": f"{label}log and capture share CLOCK_MONOTONIC"}
+    if clock == CLOCK_REALTIME:
+        from rdmascope.analysis.load import realtime_to_monotonic
+        pairs = np.asarray(capture.clock_pairs, dtype=np.int64).reshape(-1, 2)
+        if not len(pairs):
+            start = capture.meta.get("start") or {}
+            if start.get("realtime_ns") is None:
+                raise RequestLogError(path, "is on CLOCK_REALTIME but the capture "
+                                            f"{capture.path} has no clock pairs to convert it")
+            pairs = np.array([[start["realtime_ns"], start["monotonic_ns"]]], dtype=np.int64)
+        offs = pairs[:, 0] - pairs[:, 1]
+        return (_shift(df, lambda t: realtime_to_monotonic(capture, t)),
+                {"method": "clock_pairs", "offset_ns": int(np.median(offs)),
+                 "uncertainty_ns": int((offs.max() - offs.min()) // 2),
+                 "note": f"{label}CLOCK_REALTIME converted through {len(pairs)} clock pair(s)"})
+    try:
+        t_burst, thr = first_burst_start_ns(capture, threshold_gbps=anchor_threshold_gbps,
+                                            after_ns=after_ns)
+    except ValueError as exc:
+        raise RequestLogError(path, f"{label}has only relative times and cannot be anchored: "
+                                    f"{exc}; give --offset") from exc
+    sends = df.loc[df["ok"], "t_send_ns"]
+    t0 = int(sends.min()) if len(sends) else 0
+    off = t_burst - t0
+    after = "" if after_ns is None else " after the previous run"
+    return _shift(df, off), {
+        "method": "anchor", "offset_ns": off, "uncertainty_ns": 1_000_000,
+        "note": (f"{label}ESTIMATE: first send anchored to the first prefill burst{after} "
+                 f"(first 1 ms window >= {thr:.1f} Gb/s); +-1 ms, and the true send may be "
+                 "earlier by the engine's time before its first all-reduce; give --offset to "
+                 "override")}
+
+
+def align(log: RequestLog, capture, offset_s: float | list[float] | None = None, *,
           anchor_threshold_gbps: float | None = None) -> RequestLog:
-    """Place a request log on the capture's CLOCK_MONOTONIC and check it lies inside the capture.
+    """Place a request log on the capture's CLOCK_MONOTONIC and check it against the capture.
 
     - CLOCK_MONOTONIC logs align directly (same host, same clock; uncertainty 0).
     - CLOCK_REALTIME logs go through the capture's clock pairs (``manifest["clock_pairs"]``,
       [realtime_ns, monotonic_ns]; offset interpolated between pairs, held beyond them). The
       uncertainty reported is half the spread of the pairs' offsets (NTP slewing during the run).
     - ``offset_s`` (any clock) is added to the log's times instead; for relative logs it places
-      time 0 of the log at ``offset_s`` seconds on the capture's monotonic clock.
+      time 0 of the log at ``offset_s`` seconds on the capture's monotonic clock. A list gives
+      one offset per run of a file holding several (``RequestLog.runs``); one value applies to
+      every run.
     - Relative logs without an offset are anchored: the earliest send is put at the start of the
-      first prefill burst (``first_burst_start_ns``). This is an *estimate*: the true send precedes
-      the first all-reduce by the engine's queueing, tokenisation and first-layer compute, which
-      the trace cannot see; the reported uncertainty is one 1 ms window plus that unknown lead.
+      first prefill burst (``first_burst_start_ns``); each further run at the first burst after
+      the previous run's last token. This is an *estimate*: the true send precedes the first
+      all-reduce by the engine's queueing, tokenisation and first-layer compute, which the trace
+      cannot see; the reported uncertainty is one 1 ms window plus that unknown lead.
 
-    Returns a new ``RequestLog`` with ``clock = CLOCK_MONOTONIC`` and ``alignment`` filled in.
-    Raises ``RequestLogError`` naming the file, row and field of the first successful request
-    whose send or last token falls outside the capture's span [t_start_ns, t_end_ns], and
-    ``RequestLogError`` when a relative log cannot be anchored.
+    Each run is placed on its own (``alignment["runs"]``: one dict per run). Then every
+    successful request is checked against the capture's span [t_start_ns, t_end_ns]: one wholly
+    outside becomes failed ("outside the capture"); one partly outside stays, flagged
+    (column ``flag``: "runs past the capture end" / "starts before the capture start"), and is
+    attributed over what was captured. Only when no request lies in the capture is the log
+    refused (``RequestLogError`` naming the first request's row and field; times that look like
+    Unix epoch seconds on a log read as CLOCK_MONOTONIC get a hint to declare CLOCK_REALTIME).
+
+    Returns a new ``RequestLog`` with ``clock = CLOCK_MONOTONIC`` and ``alignment`` filled in
+    (``method``, ``offset_ns``, ``uncertainty_ns``, ``note``; of the first run when several,
+    the largest uncertainty). Raises ``RequestLogError`` as above, when a relative log cannot be
+    anchored, or when the number of offsets matches neither 1 nor the number of runs.
     """
     if log.alignment is not None:
         return log
     df = log.requests
-    if offset_s is not None:
-        off = _s_to_ns(offset_s)
-        out = _shift(df, off)
-        al = {"method": "offset", "offset_ns": off, "uncertainty_ns": 0,
-              "note": f"times shifted by the given offset {offset_s:+.6f} s"}
-    elif log.clock == CLOCK_MONOTONIC:
-        out = df.copy()
-        al = {"method": "monotonic", "offset_ns": 0, "uncertainty_ns": 0,
-              "note": "log and capture share CLOCK_MONOTONIC"}
-    elif log.clock == CLOCK_REALTIME:
-        from rdmascope.analysis.load import realtime_to_monotonic
-        pairs = np.asarray(capture.clock_pairs, dtype=np.int64).reshape(-1, 2)
-        if not len(pairs):
-            start = capture.meta.get("start") or {}
-            if start.get("realtime_ns") is None:
-                raise RequestLogError(log.path, "is on CLOCK_REALTIME but the capture "
-                                                f"{capture.path} has no clock pairs to convert it")
-            pairs = np.array([[start["realtime_ns"], start["monotonic_ns"]]], dtype=np.int64)
-        offs = pairs[:, 0] - pairs[:, 1]
-        out = _shift(df, lambda t: realtime_to_monotonic(capture, t))
-        al = {"method": "clock_pairs", "offset_ns": int(np.median(offs)),
-              "uncertainty_ns": int((offs.max() - offs.min()) // 2),
-              "note": f"CLOCK_REALTIME converted through {len(pairs)} clock pair(s)"}
-    else:
-        try:
-            t_burst, thr = first_burst_start_ns(capture, threshold_gbps=anchor_threshold_gbps)
-        except ValueError as exc:
-            raise RequestLogError(log.path, f"has only relative times and cannot be anchored: "
-                                            f"{exc}; give --offset") from exc
-        t0 = int(df.loc[df["ok"], "t_send_ns"].min())
-        off = t_burst - t0
-        out = _shift(df, off)
-        al = {"method": "anchor", "offset_ns": off, "uncertainty_ns": 1_000_000,
-              "note": (f"ESTIMATE: first send anchored to the first prefill burst (first 1 ms "
-                       f"window >= {thr:.1f} Gb/s); +-1 ms, and the true send may be earlier by "
-                       "the engine's time before its first all-reduce; give --offset to override")}
+    offs = _offsets_per_run(log, offset_s)
+    parts, als, after = [], [], None
+    several = len(log.runs) > 1
+    for r, off in zip(log.runs, offs, strict=True):
+        sub = df[df["run"] == r["run"]]
+        label = f"{r['label']}: " if several else ""
+        out, al = _align_one(sub, log.clock, capture, off, path=log.path, label=label,
+                             anchor_threshold_gbps=anchor_threshold_gbps, after_ns=after)
+        al["run"] = r["run"]
+        parts.append(out)
+        als.append(al)
+        lasts = out.loc[out["ok"], "t_last_ns"].dropna()
+        if len(lasts):
+            after = int(lasts.max())
+    out = pd.concat(parts).sort_values(["t_send_ns", "row"], na_position="last", kind="stable")
+    out = out.reset_index(drop=True)
+    al = dict(als[0])
+    if several:
+        al["uncertainty_ns"] = max(a["uncertainty_ns"] for a in als)
+        al["note"] = "; ".join(a["note"] for a in als)
+        al["runs"] = als
     res = replace(log, requests=out, clock=CLOCK_MONOTONIC, alignment=al, notes=list(log.notes))
-    _check_span(res, capture)
-    return res
+    return _check_span(res, capture, log.clock)
 
 
-def _check_span(log: RequestLog, capture) -> None:
+#: Seconds since 1970 that look like a Unix epoch time (2001-09 .. 2099): never a CLOCK_MONOTONIC
+#: time (seconds since boot) of a machine that has not been up for decades.
+EPOCH_RANGE_S = (1.0e9, 4.1e9)
+
+
+def _epoch_hint(t_ns: int, clock: str) -> str:
+    s_ = t_ns / 1e9
+    if clock != CLOCK_MONOTONIC or not EPOCH_RANGE_S[0] <= s_ <= EPOCH_RANGE_S[1]:
+        return ""
+    import datetime as _dt
+    day = _dt.datetime.fromtimestamp(s_, tz=_dt.timezone.utc).strftime("%Y-%m-%d")
+    return (f"; these times look like Unix epoch seconds ({day}), not CLOCK_MONOTONIC: if the "
+            "log is on CLOCK_REALTIME, say so (native format: a column or field clock = "
+            "CLOCK_REALTIME)")
+
+
+def _check_span(log: RequestLog, capture, log_clock: str) -> RequestLog:
     t0, t1 = int(capture.t_start_ns), int(capture.t_end_ns)
-    for r in log.requests[log.requests["ok"]].itertuples(index=False):
-        for fld, v in (("t_send", r.t_send_ns), ("t_last_token", r.t_last_ns)):
-            if v < t0 or v > t1:
-                raise RequestLogError(
-                    log.path, f"request {r.request_id!r} at {v / 1e9:.6f} s (CLOCK_MONOTONIC, "
-                              f"after alignment: {log.alignment['method']}) is outside the "
-                              f"capture {capture.path} span {t0 / 1e9:.6f}-{t1 / 1e9:.6f} s",
-                    row=r.row, field=fld)
+    df = log.requests.copy()
+    first_bad = None
+    n_out = n_part = 0
+    for idx, r in df[df["ok"]].iterrows():
+        send, last = int(r["t_send_ns"]), int(r["t_last_ns"])
+        if last < t0 or send > t1:
+            fld, v = ("t_send", send) if send > t1 or send < t0 else ("t_last_token", last)
+            if first_bad is None:
+                first_bad = (r, fld, v)
+            df.at[idx, "ok"] = False
+            df.at[idx, "error"] = (f"outside the capture: {fld} at {v / 1e9:.6f} s "
+                                   f"(CLOCK_MONOTONIC, after alignment) is outside the capture "
+                                   f"span {t0 / 1e9:.6f}-{t1 / 1e9:.6f} s")
+            n_out += 1
+            continue
+        flags = []
+        if send < t0:
+            flags.append(f"starts before the capture start ({(t0 - send) / 1e9:.3f} s before; "
+                         "attributed over what was captured)")
+        if last > t1:
+            flags.append(f"runs past the capture end ({(last - t1) / 1e9:.3f} s after; "
+                         "attributed over what was captured)")
+        if flags:
+            df.at[idx, "flag"] = _join_flag(df.at[idx, "flag"], "; ".join(flags))
+            n_part += 1
+    notes = list(log.notes)
+    if not df["ok"].any():
+        if first_bad is None:
+            return replace(log, requests=df, notes=notes)
+        r, fld, v = first_bad
+        raise RequestLogError(
+            log.path, f"request {r['request_id']!r} at {v / 1e9:.6f} s (CLOCK_MONOTONIC, after "
+                      f"alignment: {log.alignment['method']}) is outside the capture "
+                      f"{capture.path} span {t0 / 1e9:.6f}-{t1 / 1e9:.6f} s, and so is every "
+                      f"other request{_epoch_hint(int(r['t_send_ns']) - int(log.alignment['offset_ns']), log_clock)}",
+            row=int(r["row"]), field=fld)
+    if n_out:
+        notes.append(f"{n_out} request(s) lie wholly outside the capture: counted as failed")
+    if n_part:
+        notes.append(f"{n_part} request(s) run past the capture's span: attributed over what "
+                     "was captured and flagged (column 'flag')")
+    return replace(log, requests=df, notes=notes)

@@ -220,11 +220,20 @@ def test_cli_attribute_outputs_and_errors(tmp_path, overlap_capture):
     assert r.exit_code == 0 and "# rounds\ntest,round," in r.output
     r = CliRunner().invoke(main, ["attribute", cap, "--requests", str(tmp_path / "log.jsonl")])
     assert r.exit_code == 0 and "Per round" in r.output and "decode-only" in r.output
-    # a request beyond the capture: the error names the file, row and field
+    # a request running past the capture's end is attributed over what was captured, flagged
     write_log(tmp_path / "late.jsonl", [(10, 30, 150)])
-    r = CliRunner().invoke(main, ["attribute", cap, "--requests", str(tmp_path / "late.jsonl")])
+    r = CliRunner().invoke(main, ["attribute", cap, "--requests", str(tmp_path / "late.jsonl"),
+                                  "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["requests"][0]["flag"].startswith("runs past the capture end")
+    assert d["requests"][0]["decode_tx_bytes"] > 0
+    assert any("run past the capture" in n for n in d["meta"]["notes"])
+    # nothing inside the capture: refused, the error names the file, row and field
+    write_log(tmp_path / "later.jsonl", [(5000, 5030, 5150)])
+    r = CliRunner().invoke(main, ["attribute", cap, "--requests", str(tmp_path / "later.jsonl")])
     assert r.exit_code == 1
-    assert "late.jsonl: row 1: field 't_last_token'" in r.output
+    assert "later.jsonl: row 1: field 't_send'" in r.output
     r = CliRunner().invoke(main, ["attribute", cap])
     assert r.exit_code == 1 and "--requests" in r.output
 

@@ -149,8 +149,8 @@ def test_detection_and_explicit_format(name, fmt):
 def test_explicit_wrong_format_names_the_field():
     with pytest.raises(RequestLogError, match="input_lens"):
         read_request_log(DATA / "guidellm_benchmarks_v04.json", format="vllm")
-    with pytest.raises(RequestLogError, match="unknown format 'sglang'"):
-        read_request_log(DATA / "native.csv", format="sglang")
+    with pytest.raises(RequestLogError, match="unknown format 'tgi'"):
+        read_request_log(DATA / "native.csv", format="tgi")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -173,8 +173,7 @@ HDR = "request_id,t_send,t_first_token,t_last_token,prompt_tokens,output_tokens\
     ("missing_tok.jsonl", '{"request_id": "a", "t_send": 1, "t_first_token": 2, '
                           '"t_last_token": 3, "prompt_tokens": 1}\n', 1, "output_tokens",
      "missing"),
-    ("before.csv", HDR + "a,10,11,12,1,2\nb,10,9.5,12,1,2\n", 3, "t_first_token",
-     "before the send"),
+    ("before.csv", HDR + "b,10,9.5,12,1,2\n", 2, "t_first_token", "before the send"),
     ("last.csv", HDR + "a,10,11,10.5,1,2\n", 2, "t_last_token", "before the first token"),
     ("nonnum.csv", HDR + "a,10,eleven,12,1,2\n", 2, "t_first_token", "expected a number"),
     ("negtok.csv", HDR + "a,10,11,12,-1,2\n", 2, "prompt_tokens", "non-negative integer"),
@@ -193,8 +192,8 @@ HDR = "request_id,t_send,t_first_token,t_last_token,prompt_tokens,output_tokens\
                      '"prompt_tokens": 1, "output_tokens": 2, "chunk_times": [2, 2.5, 2.4, 3]}\n',
      1, "chunk_times", "out of order"),
     ("allfailed.csv", "request_id,t_send,t_first_token,t_last_token,prompt_tokens,"
-                      "output_tokens,error\na,10,,,1,,boom\n", None, None,
-     "no successful request"),
+                      "output_tokens,error\na,10,,,1,,boom\n", 2, None,
+     "no successful request .1 failed: row 2: boom"),
 ])
 def test_bad_native_input(tmp_path, name, content, row, field, match):
     p = tmp_path / name
@@ -225,11 +224,19 @@ def test_vllm_bad_inputs(tmp_path):
     with pytest.raises(RequestLogError, match="expected 3") as ei:
         read_request_log(p)
     assert ei.value.field == "output_lens"
+    # a bad row is that row's problem: rows 2 and 3 fail with the reason, row 1 is read
     d = dict(base, ttfts=[6.25, -1.0, 0.0])
     p.write_text(json.dumps(d))
-    with pytest.raises(RequestLogError, match="before the send") as ei:
-        read_request_log(p)
-    assert (ei.value.row, ei.value.field) == (2, "t_first_token")
+    log = read_request_log(p)
+    assert log.ok["row"].tolist() == [1]
+    bad = log.requests[~log.requests["ok"]].set_index("row")["error"]
+    assert "before the send" in bad[2] and bad[2].startswith("invalid: t_first_token")
+    assert bad[3] == "Bad Request: prompt too long"  # the tool's own failure, kept
+    assert any("2 failed request(s)" in n and "row 2" in n for n in log.notes)
+    d = dict(base, ttfts=[6.25, 0.0, 0.0], errors=["", "", "x"])
+    p.write_text(json.dumps(d))
+    bad = read_request_log(p).requests.set_index("row")["error"]
+    assert "TTFT of 0 s is impossible" in bad[2]
 
 
 def test_tool_missing_fields(tmp_path):
@@ -253,9 +260,10 @@ def test_tool_missing_fields(tmp_path):
     d[0]["info"]["response_metrics"]["output_token_times"] = []
     p = tmp_path / "per_request_lifecycle_metrics.json"
     p.write_text(json.dumps(d))
-    with pytest.raises(RequestLogError) as ei:
+    # that request fails with the reason (here the only one left: the file is refused, saying why)
+    with pytest.raises(RequestLogError, match="row 1: streamed, but no chunk") as ei:
         read_request_log(p)
-    assert (ei.value.row, ei.value.field) == (1, "info.response_metrics.chunk_times")
+    assert ei.value.row == 1
 
 
 # ------------------------------------------------------------------------------------------------
@@ -353,11 +361,29 @@ def test_align_relative_without_burst_fails(tmp_path):
 
 def test_request_outside_capture_span(tmp_path):
     cap = _capture(tmp_path)  # 1000 s .. 1004 s
+    # a request running past the capture end is kept, flagged, attributed over what was captured
     log = _native(tmp_path, [(1001.0, 1001.5, 1002.0), (1003.0, 1003.5, 1004.5)])
+    a = align(log, cap)
+    assert a.requests["ok"].all()
+    assert a.requests.loc[1, "flag"].startswith("runs past the capture end (0.500 s after")
+    assert a.requests.loc[0, "flag"] == ""
+    # one wholly outside becomes failed; the rest is used
+    log = _native(tmp_path, [(1001.0, 1001.5, 1002.0), (1005.0, 1005.5, 1006.0)], name="o.jsonl")
+    a = align(log, cap)
+    assert a.requests["ok"].tolist() == [True, False]
+    assert "outside the capture" in a.requests.loc[1, "error"]
+    # nothing inside: refused, naming the first request's row and field
+    log = _native(tmp_path, [(990.0, 990.5, 991.0)], name="early.jsonl")
     with pytest.raises(RequestLogError, match="outside the capture") as ei:
         align(log, cap)
-    assert (ei.value.row, ei.value.field) == (2, "t_last_token")
-    log = _native(tmp_path, [(999.0, 1001.5, 1002.0)], name="early.jsonl")
-    with pytest.raises(RequestLogError) as ei:
-        align(log, cap)
     assert (ei.value.row, ei.value.field) == (1, "t_send")
+    assert "epoch" not in str(ei.value)
+
+
+def test_epoch_times_without_a_clock_get_a_realtime_hint(tmp_path):
+    cap = _capture(tmp_path)
+    t = 1_767_225_600.5  # 2026-01-01, read as CLOCK_MONOTONIC because the log names no clock
+    log = _native(tmp_path, [(t, t + 0.5, t + 1.0)])
+    with pytest.raises(RequestLogError, match="look like Unix epoch seconds .2026-01-01.") as ei:
+        align(log, cap)
+    assert "CLOCK_REALTIME" in str(ei.value)

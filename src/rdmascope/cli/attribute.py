@@ -83,10 +83,12 @@ def attribution_tables(att) -> dict:
     from rdmascope.analysis.metrics import DEFINITIONS
 
     tables = {"requests": att.requests.drop(columns=["chunk_times"], errors="ignore"),
+              "failed": att.failed,
               "rounds": att.rounds, "tests": att.tests, "by_series": att.by_series,
               "time_classes": att.time_classes, "timeline": att.timeline}
     meta = {"capture": att.capture_path, "request_log": att.log_path, "format": att.log_format,
             "alignment": att.alignment, "summary": att.summary, "definitions": DEFINITIONS,
+            "runs": att.runs,
             "notes": att.notes}
     return tables, meta
 
@@ -96,10 +98,21 @@ def attribution_tables(att) -> dict:
 @click.option("--requests", "requests_log", type=click.Path(dir_okay=False),
               help="Request log (default: CAPTURE/requests.jsonl).")
 @click.option("--format", "fmt", type=click.Choice(
-    ["native", "vllm", "guidellm", "genai-perf", "aiperf", "inference-perf"]),
+    ["native", "vllm", "guidellm", "genai-perf", "aiperf", "inference-perf", "sglang",
+     "llmperf"]),
               help="Request log format (default: detected from the content).")
-@click.option("--offset", type=OFFSET, default=None,
-              help="Seconds added to the log's times (places a relative log on the capture).")
+@click.option("--offset", type=OFFSET, multiple=True,
+              help="Seconds added to the log's times (places a relative log on the capture). "
+                   "For a file holding several runs: once for every run, or once per run in "
+                   "order.")
+@click.option("--run", "run", type=click.IntRange(min=1), default=None, metavar="K",
+              help="Keep only run K of a file holding several runs (vLLM --append-result, "
+                   "SGLang bench_serving); default: every run, each labelled 'run k'.")
+@click.option("--use-corrected", is_flag=True,
+              help="Where a tool's stored values fail a consistency check with a derivable "
+                   "correction (column 'check'), use the corrected values for the windows "
+                   "(flagged 'corrected: ...'); default: the stored values, corrections shown "
+                   "in the *_corrected_* columns.")
 @click.option("--arrival-window", type=NONNEG_SECONDS, default=1.0, show_default=True,
               help="Unlabelled requests sent within this many seconds form one round.")
 @click.option("--capacity", type=POSITIVE, default=None,
@@ -111,8 +124,8 @@ def attribution_tables(att) -> dict:
               help="Also print the metric definitions (alone, without a capture: only them).")
 @origin_option
 @output_options
-def command(capture, requests_log, fmt, offset, arrival_window, capacity, warmup_rounds,
-            definitions, origin_s, out):
+def command(capture, requests_log, fmt, offset, run, use_corrected, arrival_window, capacity,
+            warmup_rounds, definitions, origin_s, out):
     """Attribute CAPTURE's RDMA traffic to the requests of a request log.
 
     Per request: prefill [send, first token] and decode [first token, last token] bytes (node
@@ -136,9 +149,14 @@ def command(capture, requests_log, fmt, offset, arrival_window, capacity, warmup
     log_path = default_log(capture, requests_log, "--requests")
     try:
         cap = load_capture(capture)
-        log = align(read_request_log(log_path, fmt), cap, offset)
+        log = read_request_log(log_path, fmt, run=run)
+        if len(offset) > 1 and len(offset) != len(log.runs):
+            raise click.UsageError(f"--offset given {len(offset)} times but {log_path} holds "
+                                   f"{len(log.runs)} run(s): give it once (every run) or once "
+                                   "per run")
+        log = align(log, cap, list(offset) or None)
         att = attribute(cap, log, arrival_window_s=arrival_window, link_capacity_gbps=capacity,
-                        warmup_rounds=warmup_rounds,
+                        warmup_rounds=warmup_rounds, use_corrected=use_corrected,
                         origin_ns=grid_origin(cap.t_start_ns, origin_s))
     except (RequestLogError, CaptureError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
@@ -159,6 +177,21 @@ def _human(att, definitions: bool) -> None:
                "Per test (mean of rounds, min and max" + (", warm-up left out)" if warm
                                                           else ")"))
     echo_table(att.time_classes, TIME_COLS, "Time classes of the capture")
+    r = att.requests
+    if r["ttft_reasoning_s"].notna().any():
+        echo_table(r[r["ttft_reasoning_s"].notna()], ["request_id", "ttft_s", "ttft_reasoning_s",
+                                                       "ttft_answer_s"],
+                   "Reasoning requests: time to the first reasoning and first answer token")
+    fixed = r[r["ttft_corrected_s"].notna()]
+    if len(fixed):
+        echo_table(fixed, ["request_id", "ttft_s", "ttft_corrected_s", "tpot_s",
+                           "tpot_corrected_s", "itl_mean_s", "itl_mean_corrected_s", "corrected"],
+                   "Stored values that failed a consistency check, and the CORRECTED values"
+                   + (" (used: --use-corrected)" if r["corrected"].any() else
+                      " (not used; --use-corrected uses them)"))
+    if len(att.failed):
+        echo_table(att.failed, ["request_id", "run", "row", "error"],
+                   "Failed requests (kept out of every metric)")
     if s.get("itl_pooled_mean_s") is not None:
         click.echo(f"\npooled ITL: mean {s['itl_pooled_mean_s'] * 1e3:.2f} ms, p50 "
                    f"{s['itl_pooled_p50_s'] * 1e3:.2f} ms, p99 {s['itl_pooled_p99_s'] * 1e3:.2f} ms")
