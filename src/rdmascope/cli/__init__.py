@@ -34,6 +34,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     # figures and report
     "plot": ("plot", "Draw one of the study's figures to PNG/SVG/PDF."),
     "report": ("report", "Write a self-contained HTML report for one or two configurations."),
+    # into other tools
+    "export": ("export", "Export captures for other tools: a Perfetto timeline, a Parquet dataset."),
 }
 
 

@@ -1,0 +1,328 @@
+"""Timelines for Perfetto and chrome://tracing: traffic counters, bursts and request phases.
+
+``build_timeline`` turns captures (one per node) and an optional request log into processes
+(one per capture) holding tracks:
+
+- counter tracks ``"<series> Gb/s"`` per device and direction (``rocep1s0f1/tx``), and per link
+  when twins are found (``link:<dev>+<dev>/tx``, the twins summed): one value per window
+  (``width_ns``, 1 ms by default), Gb/s = bytes in the window x 8 / width (10^9 bit/s), the
+  window's bytes computed exactly as ``rebin`` does (each sampling interval spread over the
+  windows it overlaps in proportion to the overlap). A sample is placed at its window's start
+  and holds until the next sample, so consecutive equal values are written once (lossless).
+  Windows whose bytes are unknown (reset, saturated, unavailable, implausible, outside the
+  readings: NaN) get no value: they are listed as slices ``no valid data`` on the track
+  ``"<series> no data"``, never drawn as zeros;
+- slice tracks ``"bursts <series>"``: each burst ``burst_analysis`` detects on the 1 ms series
+  (hysteresis relative to the link capacity, ``analysis.bursts``), with its bytes, peak and mean;
+- with a request log (aligned to the first capture), one slice track per request,
+  ``"request <id>"``, holding ``prefill`` [send, first token] and ``decode`` [first token, last
+  token] slices with the token counts and TTFT.
+
+Times are the capture's CLOCK_MONOTONIC ns (``clock="monotonic"``; one host only: two hosts'
+monotonic clocks are unrelated) or CLOCK_REALTIME ns converted through each capture's
+(REALTIME, MONOTONIC) clock pairs (``clock="realtime"``, for several hosts or to sit beside a
+trace stamped in Unix time such as the PyTorch profiler's).
+
+``write_perfetto`` writes Perfetto's protobuf format through the ``perfetto`` package's
+``StreamingTraceProtoBuilder`` (TrackEvent counters and slices; a ClockSnapshot names the trace
+clock); ``write_chrome_json`` writes the Chrome JSON trace event format (``ph`` C/X/M events, ``ts``
+in microseconds), which chrome://tracing and ui.perfetto.dev both open.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .bursts import MS, burst_analysis
+from .load import Capture, monotonic_to_realtime
+from .peaks import rebin_view
+from .series import byte_intervals, to_gbps, twin_links
+
+#: Perfetto's builtin clock ids (protos/perfetto/common/builtin_clock.proto).
+CLOCK_IDS = {"realtime": 1, "monotonic": 3}
+
+
+@dataclass
+class Track:
+    """One track: ``kind`` "counter" (``t_ns``, ``values`` of equal length; ``unit``) or
+    "slices" (``slices``: list of (t0_ns, t1_ns, name, args dict))."""
+
+    name: str
+    kind: str
+    unit: str = ""
+    t_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    values: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    slices: list[tuple[int, int, str, dict[str, Any]]] = field(default_factory=list)
+
+
+@dataclass
+class Process:
+    """One capture (one node): ``name`` "<host> <capture dir>", a synthetic ``pid`` (1, 2, ...)."""
+
+    name: str
+    pid: int
+    tracks: list[Track] = field(default_factory=list)
+
+
+@dataclass
+class Timeline:
+    processes: list[Process]
+    clock: str
+    width_ns: int
+    clock_pairs: list[tuple[int, int]]  # (realtime_ns, monotonic_ns), single-host traces only
+    notes: list[str] = field(default_factory=list)
+
+
+def _host(cap: Capture) -> str:
+    h = cap.meta.get("host")
+    if isinstance(h, dict):
+        h = h.get("hostname") or h.get("name")
+    return str(h or "unknown-host")
+
+
+def _counter_samples(t: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Drop NaN windows and values equal to the previous written one (a counter holds its value)."""
+    keep = ~np.isnan(v)
+    t, v = t[keep], v[keep]
+    if len(v) == 0:
+        return t, v
+    # after a NaN run the next value is written even when equal (it follows a hole)
+    idx = np.flatnonzero(keep)
+    follows_hole = np.concatenate([[True], np.diff(idx) > 1])
+    change = np.concatenate([[True], v[1:] != v[:-1]]) | follows_hole
+    return t[change], v[change]
+
+
+def _nan_runs(t: np.ndarray, v: np.ndarray, width_ns: int) -> list[tuple[int, int, int]]:
+    """Runs of NaN windows as (t0_ns, t1_ns, n_windows)."""
+    bad = np.isnan(v).astype(np.int8)
+    edges = np.diff(np.concatenate([[0], bad, [0]]))
+    s, e = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    return [(int(t[a]), int(t[b - 1]) + width_ns, int(b - a)) for a, b in zip(s, e, strict=True)]
+
+
+def build_timeline(captures: list[Capture], *, width_ns: int = MS, log=None,
+                   clock: str = "monotonic", capacity_gbps: float | None = None,
+                   enter_frac: float = 0.25, leave_frac: float = 0.10) -> Timeline:
+    """Build the tracks of ``captures`` (a list of ``Capture``; one process each).
+
+    ``log``: a ``RequestLog`` already aligned (``requestlogs.align``) to ``captures[0]``'s
+    CLOCK_MONOTONIC, or None. ``capacity_gbps``: the link capacity burst detection is relative
+    to (default: each capture's highest port rate, else 200). Raises ``ValueError`` for an
+    unknown clock, for ``clock="monotonic"`` with captures of several hosts (their monotonic
+    clocks are unrelated: use "realtime"), for a capture without clock pairs under "realtime",
+    and as ``rebin``/``burst_analysis``.
+    """
+    from .load import port_rates_gbps
+
+    if clock not in CLOCK_IDS:
+        raise ValueError(f"clock must be 'monotonic' or 'realtime', got {clock!r}")
+    hosts = sorted({_host(c) for c in captures})
+    if clock == "monotonic" and len(hosts) > 1:
+        raise ValueError(f"captures of several hosts ({', '.join(hosts)}): each host's "
+                         "CLOCK_MONOTONIC counts from its own boot, so they share no time axis; "
+                         "use --clock realtime (converted through each capture's clock pairs)")
+    procs: list[Process] = []
+    notes: list[str] = []
+
+    for i, cap in enumerate(captures):
+        def conv(t, cap=cap):
+            t = np.asarray(t, dtype=np.int64)
+            return monotonic_to_realtime(cap, t) if clock == "realtime" else t
+
+        proc = Process(name=f"{_host(cap)} {os.path.basename(os.path.normpath(str(cap.path)))}",
+                       pid=i + 1)
+        iv = byte_intervals(cap)
+        if len(iv) == 0:
+            notes.append(f"{cap.path}: no RDMA byte intervals (fewer than two valid readings "
+                         "per counter); no traffic tracks")
+            procs.append(proc)
+            continue
+        groups = twin_links(cap)
+        b, _q = rebin_view(iv, width_ns, origin_ns=cap.t_start_ns, groups=groups)
+        t = conv(b.index.to_numpy(np.int64))
+        for col in b.columns:
+            v = to_gbps(b[col].to_numpy(np.float64), width_ns)
+            ts, vs = _counter_samples(t, v)
+            proc.tracks.append(Track(name=f"{col} Gb/s", kind="counter", unit="Gb/s",
+                                     t_ns=ts, values=vs))
+            holes = _nan_runs(t, v, width_ns)
+            if holes:
+                proc.tracks.append(Track(name=f"{col} no data", kind="slices", slices=[
+                    (a, e, "no valid data", {"windows": n}) for a, e, n in holes]))
+        cap_gbps = capacity_gbps or max(port_rates_gbps(cap.meta).values(), default=None) or 200.0
+        bursts = burst_analysis(iv, capacity_gbps=cap_gbps, width_ns=MS, origin_ns=cap.t_start_ns,
+                                groups=groups, enter_frac=enter_frac, leave_frac=leave_frac)
+        if len(bursts.table):
+            for series, g in bursts.table.groupby("series", sort=False):
+                s0, s1 = conv(g["start_ns"].to_numpy()), conv(g["end_ns"].to_numpy())
+                proc.tracks.append(Track(name=f"bursts {series}", kind="slices", slices=[
+                    (int(a), int(e), "burst",
+                     {"MB": round(float(r.bytes) / 1e6, 6), "peak_gbps": float(r.peak_gbps),
+                      "mean_gbps": float(r.mean_gbps), "capacity_gbps": float(cap_gbps)})
+                    for a, e, r in zip(s0, s1, g.itertuples(index=False), strict=True)]))
+        if log is not None and i == 0:
+            df = log.requests
+            failed = int((~df["ok"]).sum())
+            if failed:
+                notes.append(f"{failed} failed request(s) left out of the request tracks")
+            for r in df[df["ok"]].itertuples(index=False):
+                ts = conv([r.t_send_ns, r.t_first_ns, r.t_last_ns])
+                args = {"prompt_tokens": _int_or_none(r.prompt_tokens),
+                        "output_tokens": _int_or_none(r.output_tokens),
+                        "ttft_s": (r.t_first_ns - r.t_send_ns) / 1e9}
+                if getattr(r, "test", None) is not None:
+                    args["test"] = str(r.test)
+                proc.tracks.append(Track(name=f"request {r.request_id}", kind="slices", slices=[
+                    (int(ts[0]), int(ts[1]), "prefill", args),
+                    (int(ts[1]), int(ts[2]), "decode", {**args, "decode_s":
+                                                        (r.t_last_ns - r.t_first_ns) / 1e9})]))
+        procs.append(proc)
+    pairs = []
+    if clock == "monotonic":
+        cp = np.asarray(captures[0].clock_pairs, dtype=np.int64).reshape(-1, 2)
+        pairs = [(int(a), int(m)) for a, m in cp]
+    return Timeline(procs, clock, width_ns, pairs, notes)
+
+
+def _int_or_none(v):
+    try:
+        return None if v is None or v != v else int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def write_perfetto(tl: Timeline, path: str | os.PathLike) -> int:
+    """Write ``tl`` as a Perfetto protobuf trace; return the number of packets.
+
+    Every packet is stamped on ``tl.clock`` (builtin clock id 3 MONOTONIC or 1 REALTIME); the
+    first packet is a ClockSnapshot naming it the trace's primary clock, with the capture's
+    (REALTIME, MONOTONIC) pairs for a monotonic trace. Raises ``ModuleNotFoundError`` without
+    the ``perfetto`` package.
+    """
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket, TrackEvent
+    from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder
+
+    seq = 0x5DA  # any constant: one writer, one sequence
+    cid = CLOCK_IDS[tl.clock]
+    n = 0
+    with open(path, "wb") as f:
+        b = StreamingTraceProtoBuilder(f)
+
+        def packet(ts=None):
+            p = b.create_packet()
+            p.trusted_packet_sequence_id = seq
+            if ts is not None:
+                p.timestamp = int(ts)
+                p.timestamp_clock_id = cid
+            return p
+
+        def put(p):
+            nonlocal n
+            b.write_packet(p)
+            n += 1
+
+        snaps = tl.clock_pairs if tl.clock == "monotonic" and tl.clock_pairs else [None]
+        for k, pair in enumerate(snaps):
+            p = packet()
+            if k == 0:
+                p.sequence_flags = TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+                p.clock_snapshot.primary_trace_clock = cid
+            if pair is not None:
+                for clock_id, ts in ((3, pair[1]), (1, pair[0])):
+                    c = p.clock_snapshot.clocks.add()
+                    c.clock_id, c.timestamp = clock_id, ts
+            else:
+                c = p.clock_snapshot.clocks.add()
+                c.clock_id, c.timestamp = cid, 0
+            put(p)
+        uuid = 1
+        for proc in tl.processes:
+            puuid = uuid
+            uuid += 1
+            p = packet()
+            p.track_descriptor.uuid = puuid
+            p.track_descriptor.process.pid = proc.pid
+            p.track_descriptor.process.process_name = proc.name
+            put(p)
+            for tr in proc.tracks:
+                tuuid = uuid
+                uuid += 1
+                p = packet()
+                p.track_descriptor.uuid = tuuid
+                p.track_descriptor.parent_uuid = puuid
+                p.track_descriptor.name = tr.name
+                if tr.kind == "counter":
+                    p.track_descriptor.counter.unit_name = tr.unit
+                put(p)
+                if tr.kind == "counter":
+                    for ts, v in zip(tr.t_ns.tolist(), tr.values.tolist(), strict=True):
+                        p = packet(ts)
+                        p.track_event.type = TrackEvent.TYPE_COUNTER
+                        p.track_event.track_uuid = tuuid
+                        p.track_event.double_counter_value = v
+                        put(p)
+                    continue
+                for t0, t1, name, args in sorted(tr.slices, key=lambda s: s[0]):
+                    p = packet(t0)
+                    p.track_event.type = TrackEvent.TYPE_SLICE_BEGIN
+                    p.track_event.track_uuid = tuuid
+                    p.track_event.name = name
+                    for k, v in args.items():
+                        if v is None:
+                            continue
+                        a = p.track_event.debug_annotations.add()
+                        a.name = k
+                        if isinstance(v, bool):
+                            a.bool_value = v
+                        elif isinstance(v, int):
+                            a.int_value = v
+                        elif isinstance(v, float):
+                            a.double_value = v
+                        else:
+                            a.string_value = str(v)
+                    put(p)
+                    p = packet(t1)
+                    p.track_event.type = TrackEvent.TYPE_SLICE_END
+                    p.track_event.track_uuid = tuuid
+                    put(p)
+    return n
+
+
+def write_chrome_json(tl: Timeline, path: str | os.PathLike) -> int:
+    """Write ``tl`` in the Chrome JSON trace event format; return the number of events.
+
+    ``ts``/``dur`` are microseconds (float, ns kept as decimals) on ``tl.clock``; counters are
+    ``ph: "C"`` events named after the track with one arg ``"Gb/s"``; slices are ``ph: "X"``
+    events on a thread per track (``tid`` 1, 2, ... named by ``thread_name`` metadata); each
+    capture is a process (``process_name`` metadata).
+    """
+    ev: list[dict[str, Any]] = []
+    for proc in tl.processes:
+        ev.append({"ph": "M", "name": "process_name", "pid": proc.pid, "tid": 0,
+                   "args": {"name": proc.name}})
+        tid = 0
+        for tr in proc.tracks:
+            if tr.kind == "counter":
+                ev.extend({"ph": "C", "name": tr.name, "pid": proc.pid, "ts": ts / 1e3,
+                           "args": {tr.unit or "value": v}}
+                          for ts, v in zip(tr.t_ns.tolist(), tr.values.tolist(), strict=True))
+                continue
+            tid += 1
+            ev.append({"ph": "M", "name": "thread_name", "pid": proc.pid, "tid": tid,
+                       "args": {"name": tr.name}})
+            ev.extend({"ph": "X", "name": name, "pid": proc.pid, "tid": tid, "ts": t0 / 1e3,
+                       "dur": (t1 - t0) / 1e3,
+                       "args": {k: v for k, v in args.items() if v is not None}}
+                      for t0, t1, name, args in tr.slices)
+    doc = {"displayTimeUnit": "ns", "traceEvents": ev,
+           "otherData": {"clock": f"CLOCK_{tl.clock.upper()}", "window_ns": tl.width_ns,
+                         "writer": "rdmascope export perfetto"}}
+    with open(path, "w") as f:
+        json.dump(doc, f, allow_nan=False)
+    return len(ev)

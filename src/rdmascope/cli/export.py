@@ -1,0 +1,89 @@
+"""``rdmascope export perfetto|dataset``: captures into the tools people already use.
+
+``perfetto``: a timeline (Perfetto protobuf, or Chrome JSON for a ``.json`` output) with Gb/s
+counter tracks, burst slices and request prefill/decode slices (``rdmascope.analysis.timeline``).
+``dataset``: a Hive-partitioned Parquet dataset for DuckDB, polars or Spark
+(``rdmascope.analysis.dataset``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from rdmascope.cli.output import OFFSET, POSITIVE, WINDOW, cli_errors, require_parent_dir
+
+
+@click.group("export", short_help="Export captures for other tools.")
+def command() -> None:
+    """Export captures for other tools: a Perfetto timeline, a Parquet dataset."""
+
+
+@command.command("perfetto")
+@click.argument("captures", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False),
+              help="Trace file: .json writes the Chrome JSON trace format, anything else "
+                   "(e.g. .pftrace) Perfetto's protobuf format.")
+@click.option("--requests", "requests_log", type=click.Path(exists=True, dir_okay=False),
+              help="Request log of the first capture's host (default: its requests.jsonl, if "
+                   "any): prefill and decode slices per request.")
+@click.option("--offset", type=OFFSET, default=None,
+              help="Seconds added to the request log's times (logs without a shared clock).")
+@click.option("--window", "width_ns", type=WINDOW, default="1ms", show_default=True,
+              help="Window of the Gb/s counter tracks.")
+@click.option("--clock", type=click.Choice(["monotonic", "realtime"]), default="monotonic",
+              show_default=True,
+              help="Time axis: the capture's CLOCK_MONOTONIC, or CLOCK_REALTIME through its "
+                   "clock pairs (needed for captures of several hosts).")
+@click.option("--capacity", type=POSITIVE, default=None,
+              help="Link capacity for burst detection, Gb/s (default: the port rate).")
+@click.option("--format", "fmt", type=click.Choice(["auto", "proto", "json"]), default="auto",
+              show_default=True, help="Output format (auto: by the file name).")
+def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt):
+    """Write a timeline of CAPTURES (one process per capture) for ui.perfetto.dev or
+    chrome://tracing.
+
+    Counter tracks "<device>/<tx|rx> Gb/s" (and "link:<twins>/<dir> Gb/s") hold one value per
+    --window, bytes x 8 / window; windows with unknown bytes are left out and marked on a
+    "no data" track. "bursts <series>" tracks hold each burst detected on the 1 ms series.
+    With a request log: a "request <id>" track per request with its prefill and decode slices.
+    """
+    from rdmascope.analysis.timeline import build_timeline, write_chrome_json, write_perfetto
+
+    require_parent_dir(out)
+    if fmt == "auto":
+        fmt = "json" if out.lower().endswith(".json") else "proto"
+    if fmt == "proto":
+        try:
+            import perfetto.trace_builder.proto_builder  # noqa: F401
+        except ModuleNotFoundError as exc:
+            raise click.ClickException(
+                f"Perfetto's protobuf format needs the perfetto package ({exc.name} is not "
+                "installed): pip install 'rdmascope[perfetto]', or write a .json trace") from exc
+    from rdmascope.analysis.load import load_capture
+    from rdmascope.analysis.requestlogs import align, read_request_log
+
+    caps = []
+    for c in captures:
+        with cli_errors(str(c)):
+            caps.append(load_capture(c))
+    log = None
+    log_path = requests_log
+    if log_path is None and (Path(captures[0]) / "requests.jsonl").is_file():
+        log_path = str(Path(captures[0]) / "requests.jsonl")
+    if log_path is not None:
+        with cli_errors(str(log_path)):
+            log = align(read_request_log(log_path), caps[0], offset)
+    with cli_errors():
+        tl = build_timeline(caps, width_ns=width_ns, log=log, clock=clock,
+                            capacity_gbps=capacity)
+        n = write_perfetto(tl, out) if fmt == "proto" else write_chrome_json(tl, out)
+    for note in tl.notes:
+        click.echo(f"note: {note}", err=True)
+    tracks = sum(len(p.tracks) for p in tl.processes)
+    click.echo(f"{out}: {'Perfetto protobuf' if fmt == 'proto' else 'Chrome JSON'} trace, "
+               f"{len(tl.processes)} process(es), {tracks} tracks, {n:,} "
+               f"{'packets' if fmt == 'proto' else 'events'}; times on CLOCK_{clock.upper()} "
+               f"(ns); counters in Gb/s per {width_ns / 1e6:g} ms window"
+               + (f"; {log_path}: {int(log.requests['ok'].sum())} requests" if log else ""))

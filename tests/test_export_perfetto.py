@@ -1,0 +1,205 @@
+"""``rdmascope export perfetto``: the trace read back (protobuf through the perfetto package's own
+message classes, JSON with the json module) against rates computed by hand from the readings.
+
+The hand-made capture reads two twin devices exactly every 1 ms (zero read bracket), so each
+1 ms window holds exactly one sampling interval: its Gb/s is the counter step x 4 bytes x 8 /
+1 ms, computed here from the raw values without rdmascope's re-binning.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from capture_builders import MS, STATUS_OK, T0, ib, write_capture
+from click.testing import CliRunner
+
+from rdmascope.cli import main
+
+N = 300
+TWINS = [{"name": "rocep1s0f1", "pci": "0000:01:00.1"},
+         {"name": "roceP2p1s0f1", "pci": "0002:01:00.1"}]
+RESET_AT = 200  # device B's counter goes back at reading 200: window 199 is unknown
+
+
+def _steps():
+    a = np.full(N - 1, 25_000, np.int64)  # 100 kB per ms = 0.8 Gb/s
+    a[100:110] = 2_500_000                # 10 MB per ms = 80 Gb/s for 10 ms: one burst
+    b = np.full(N - 1, 12_500, np.int64)  # 0.4 Gb/s
+    return a, b
+
+
+@pytest.fixture
+def capture(tmp_path):
+    a, b = _steps()
+    va = np.concatenate([[1_000], 1_000 + np.cumsum(a)])
+    vb = np.concatenate([[5_000_000], 5_000_000 + np.cumsum(b)])
+    vb[RESET_AT:] -= 5_000_000  # a reset: the value goes down
+    readings = {
+        0: [(T0 + k * MS, 0, int(va[k]), STATUS_OK) for k in range(N)],
+        1: [(T0 + k * MS, 0, int(vb[k]), STATUS_OK) for k in range(N)],
+    }
+    path = write_capture(tmp_path / "cap", [ib("rocep1s0f1", "tx"), ib("roceP2p1s0f1", "tx")],
+                         readings, devices=TWINS)
+    log = tmp_path / "requests.jsonl"
+    log.write_text(json.dumps({
+        "request_id": "r1", "t_send": (T0 + 90 * MS) / 1e9, "t_first_token": (T0 + 112 * MS) / 1e9,
+        "t_last_token": (T0 + 250 * MS) / 1e9, "prompt_tokens": 4096, "output_tokens": 64,
+        "clock": "CLOCK_MONOTONIC"}) + "\n")
+    return path, log
+
+
+def _expected():
+    """Gb/s per 1 ms window k (readings k and k+1), by hand; NaN where unknown."""
+    a, b = _steps()
+    ga = a * 4 * 8 / 1e6          # bytes x 8 bit / 1e-3 s / 1e9 = Gb/s
+    gb = (b * 4 * 8 / 1e6).astype(float)
+    gb[RESET_AT - 1] = np.nan
+    return {"rocep1s0f1/tx": ga.astype(float), "roceP2p1s0f1/tx": gb,
+            "link:rocep1s0f1+roceP2p1s0f1/tx": ga + gb}
+
+
+def _step_values(ts: np.ndarray, vs: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Value a counter track shows at instants ``at`` (the last sample at or before; NaN before)."""
+    i = np.searchsorted(ts, at, side="right") - 1
+    out = np.where(i >= 0, vs[np.maximum(i, 0)], np.nan)
+    return out
+
+
+def _check(counters: dict, slices: dict, t0: int):
+    exp = _expected()
+    starts = t0 + np.arange(N - 1) * MS
+    for series, e in exp.items():
+        ts, vs = counters[f"{series} Gb/s"]
+        assert np.all(np.diff(ts) > 0)
+        ok = ~np.isnan(e)
+        got = _step_values(np.asarray(ts), np.asarray(vs), starts)
+        np.testing.assert_allclose(got[ok], e[ok], rtol=1e-9)
+        # the unknown window is never given a value: no sample inside it, and it is marked
+        bad = starts[~ok]
+        assert not np.isin(ts, bad).any()
+        if len(bad):
+            holes = slices[f"{series} no data"]
+            assert [(h[0], h[1]) for h in holes] == [(int(bad[0]), int(bad[0]) + MS)]
+        # equal consecutive values are written once: B's 0.4 Gb/s is 2 samples, not 298
+    assert len(counters["roceP2p1s0f1/tx Gb/s"][0]) == 2
+    # one burst on A and on the link: the 10 ms at 80 Gb/s (capacity 100: enter at 25 Gb/s)
+    for s in ("rocep1s0f1/tx", "link:rocep1s0f1+roceP2p1s0f1/tx"):
+        (b0, b1, name, args), = slices[f"bursts {s}"]
+        assert (b0, b1, name) == (t0 + 100 * MS, t0 + 110 * MS, "burst")
+        assert args["peak_gbps"] == pytest.approx(exp[s][100:110].max())
+        assert args["MB"] == pytest.approx(exp[s][100:110].sum() * 1e-3 / 8 * 1e3)
+    assert "bursts roceP2p1s0f1/tx" not in slices
+    req = slices["request r1"]
+    assert [(s[0], s[1], s[2]) for s in req] == [(t0 + 90 * MS, t0 + 112 * MS, "prefill"),
+                                                  (t0 + 112 * MS, t0 + 250 * MS, "decode")]
+    assert req[0][3]["prompt_tokens"] == 4096 and req[0][3]["ttft_s"] == pytest.approx(0.022)
+
+
+def _read_proto(path):
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TrackEvent
+
+    trace = Trace()
+    trace.ParseFromString(path.read_bytes())
+    names, counters, slices, open_ = {}, {}, {}, {}
+    snap = None
+    for p in trace.packet:
+        if p.HasField("clock_snapshot"):
+            snap = snap or p.clock_snapshot
+        if p.HasField("track_descriptor") and p.track_descriptor.name:
+            names[p.track_descriptor.uuid] = p.track_descriptor.name
+        if not p.HasField("track_event"):
+            continue
+        assert p.timestamp_clock_id == 3  # BUILTIN_CLOCK_MONOTONIC
+        te = p.track_event
+        name = names[te.track_uuid]
+        if te.type == TrackEvent.TYPE_COUNTER:
+            c = counters.setdefault(name, ([], []))
+            c[0].append(p.timestamp)
+            c[1].append(te.double_counter_value)
+        elif te.type == TrackEvent.TYPE_SLICE_BEGIN:
+            args = {}
+            for a in te.debug_annotations:
+                args[a.name] = getattr(a, a.WhichOneof("value"))
+            open_[te.track_uuid] = (p.timestamp, te.name, args)
+        elif te.type == TrackEvent.TYPE_SLICE_END:
+            t0, n, args = open_.pop(te.track_uuid)
+            slices.setdefault(name, []).append((t0, p.timestamp, n, args))
+    assert snap is not None and snap.primary_trace_clock == 3
+    return counters, slices
+
+
+def test_perfetto_protobuf_tracks_match_hand_computed_rates(capture, tmp_path):
+    pytest.importorskip("perfetto.trace_builder.proto_builder")
+    cap, log = capture
+    out = tmp_path / "t.pftrace"
+    r = CliRunner().invoke(main, ["export", "perfetto", str(cap), "--requests", str(log),
+                                  "--capacity", "100", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "CLOCK_MONOTONIC" in r.output
+    counters, slices = _read_proto(out)
+    _check(counters, slices, T0)
+
+
+def test_chrome_json_tracks_match_hand_computed_rates(capture, tmp_path):
+    cap, log = capture
+    out = tmp_path / "t.json"
+    r = CliRunner().invoke(main, ["export", "perfetto", str(cap), "--requests", str(log),
+                                  "--capacity", "100", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())  # strict JSON: no NaN
+    assert doc["otherData"]["clock"] == "CLOCK_MONOTONIC"
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in doc["traceEvents"]
+               if e["ph"] == "M" and e["name"] == "thread_name"}
+    counters, slices = {}, {}
+    for e in doc["traceEvents"]:
+        if e["ph"] == "C":
+            c = counters.setdefault(e["name"], ([], []))
+            c[0].append(round(e["ts"] * 1e3))
+            c[1].append(e["args"]["Gb/s"])
+        elif e["ph"] == "X":
+            slices.setdefault(threads[(e["pid"], e["tid"])], []).append(
+                (round(e["ts"] * 1e3), round((e["ts"] + e["dur"]) * 1e3), e["name"], e["args"]))
+    _check(counters, slices, T0)
+
+
+def test_realtime_clock_shifts_every_track_by_the_clock_pair(capture, tmp_path):
+    cap, log = capture
+    out = tmp_path / "t.json"
+    r = CliRunner().invoke(main, ["export", "perfetto", str(cap), "--requests", str(log),
+                                  "--capacity", "100", "--clock", "realtime", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    off = 1_700_000_000 * 10**9  # the builder's clock pair: realtime = monotonic + this
+    first = min(e["ts"] for e in doc["traceEvents"] if e["ph"] == "C")
+    # float microseconds near 1.7e15 keep ~0.25 us: compare to 1 us
+    assert first == pytest.approx((T0 + off) / 1e3, abs=1.0)
+
+
+def test_several_hosts_need_the_realtime_clock(tmp_path, capture):
+    import shutil
+
+    cap, _ = capture
+    other = tmp_path / "other"
+    shutil.copytree(cap, other)
+    m = json.loads((other / "manifest.json").read_text())
+    m["host"] = "node-b"
+    (other / "manifest.json").write_text(json.dumps(m))
+    r = CliRunner().invoke(main, ["export", "perfetto", str(cap), str(other), "-o",
+                                  str(tmp_path / "t.json")])
+    assert r.exit_code == 1
+    assert r.output.startswith("Error:") and "--clock realtime" in r.output
+    r = CliRunner().invoke(main, ["export", "perfetto", str(cap), str(other), "--clock",
+                                  "realtime", "-o", str(tmp_path / "t.json")])
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "t.json").read_text())
+    procs = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"}
+    assert len(procs) == 2 and any(p.startswith("node-b ") for p in procs)
+
+
+def test_missing_output_directory_is_a_usage_error(capture, tmp_path):
+    cap, _ = capture
+    r = CliRunner().invoke(main, ["export", "perfetto", str(cap), "-o",
+                                  str(tmp_path / "nope" / "t.json")])
+    assert r.exit_code == 2 and "does not exist" in r.output
