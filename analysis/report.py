@@ -9,7 +9,7 @@ Two layers:
   its configuration and its content, ``<section>_<table>.csv`` (e.g. ``200-gb-s_per-request.csv``,
   ``200-gb-s_peaks.csv``, ``comparison.csv``), and holds the table's values unscaled (bytes in
   bytes, not MB), without the pandas index (a named index becomes the first column).
-- :func:`build_report` runs the analysis on one or two configurations (captures plus request
+- :func:`build_report` runs the analysis on one or more configurations (captures plus request
   logs) through the analysis modules and assembles the content; :func:`write_report` does both.
   This is the function ``rdmascope report`` and ``rdmascope demo`` call.
 
@@ -661,11 +661,13 @@ def figure_tp(**kwargs):
 
     Like every ``figure_*`` function here it returns a matplotlib Figure (ready for
     ``figures.save_figure``, or to display in a notebook)."""
+    from . import estimate as E
     from . import figures
 
     frame = tp_projection_frame(**kwargs)
     return figures.figure_of(figures.plot_tp_projection(
-        frame, title=f"Projected TTFT increase vs TP size\n(upper bound, from a measured TTFT of "
+        frame, title=f"Projected TTFT increase vs TP size, {(kwargs.get('model') or E.STUDY_MODEL).name}"
+                     f"\n(upper bound, from a measured TTFT of "
                      f"{kwargs['ttft_s']:.2f} s at TP{kwargs.get('tp', 8)})"))
 
 
@@ -859,8 +861,9 @@ def _pick(df: pd.DataFrame, cols) -> pd.DataFrame:
 
 
 def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], None] | None = None,
-                 title: str | None = None, warmup_rounds: int = 0) -> ReportContent:
-    """Run the analysis on one or two configurations and assemble the report's content.
+                 title: str | None = None, warmup_rounds: int = 0,
+                 setup_options: Mapping[str, Any] | None = None) -> ReportContent:
+    """Run the analysis on one or more configurations and assemble the report's content.
 
     Per configuration: capture metadata and sampling quality, the emulation verdict
     (``verify.verify_emulation``), figure 1 and the peak-vs-window table (``peaks.peak_table``)
@@ -870,15 +873,19 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
     (figures 4-6, via ``compare``). ``progress`` receives one line per step. ``warmup_rounds``:
     the first N rounds of each test are warm-up (``attribute``): listed in the per-request table
     with a ``warmup`` column, left out of the per-test means and the comparison.
-    Raises ValueError for zero or more than two configurations.
+    Several configurations: each after the first is compared with the first (the baseline), and
+    figure 2 stacks all of them; one configuration has no comparison sections.
+    ``setup_options``: keyword arguments of ``rdmascope.models.resolve_setup`` (model, TP size,
+    nodes, links, emulated B) for every comparison; what they leave open comes from the
+    captures' manifests (``setup_for``). Raises ValueError for zero configurations.
     """
     from .attribute import attribute
     from .bursts import burst_analysis
     from .peaks import peak_table
 
     say = progress or (lambda _m: None)
-    if not 1 <= len(configs) <= 2:
-        raise ValueError(f"a report covers one or two configurations, got {len(configs)}")
+    if not configs:
+        raise ValueError("a report needs at least one configuration")
     labels = [c.label for c in configs]
     content = ReportContent(
         title=title or ("rdmascope report: " + " vs ".join(labels)),
@@ -971,8 +978,9 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                 content.cards.append((f"{cfg.label}: 1 ms peak", f"{pk1:.0f} Gb/s",
                                       f"±15–25 % (timing of one 1 ms window); 100 ms: "
                                       f"{peaks.get(100 * MS_NS, float('nan')):.0f} Gb/s"))
-    if len(configs) == 2 and all(c.label in attributions for c in configs):
-        _add_comparison(content, configs, attributions, say)
+    compared = [c for c in configs if c.label in attributions]
+    if len(compared) >= 2:
+        _add_comparison(content, compared, attributions, say, setup_options or {})
     # figures first: per-request figures, then comparison, then device stacks
     order = {"request": 0, "windows": 1, "compare": 2, "extra": 3, "tokens": 4, "tp": 5,
              "devices": 6}
@@ -980,56 +988,99 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
     return content
 
 
-def _add_comparison(content: ReportContent, configs, attributions, say) -> None:
-    """Figure 2 per common test, and (with ``analysis.compare``) figures 4-6 and tables."""
-    a, b = configs
-    tests_a = [t for t in attributions[a.label].tests["test"].astype(str)]
-    tests_b = set(attributions[b.label].tests["test"].astype(str))
-    for test in [t for t in tests_a if t in tests_b]:
+def _add_comparison(content: ReportContent, configs, attributions, say,
+                    setup_options: Mapping[str, Any]) -> None:
+    """Figure 2 per test common to all configurations, and (with ``analysis.compare``) figures
+    4-6 and tables for each configuration after the first against the first."""
+    tests = [t for t in attributions[configs[0].label].tests["test"].astype(str)]
+    for cfg in configs[1:]:
+        have = set(attributions[cfg.label].tests["test"].astype(str))
+        tests = [t for t in tests if t in have]
+    for test in tests:
         say(f"figure 2 for test {test}")
         content.figures.append(ReportFigure(
-            _anchor(f"compare-{test}"), f"Test {test}: {a.label} above {b.label}",
+            _anchor(f"compare-{test}"), f"Test {test}: " + " above ".join(c.label for c in configs),
             figure_comparison(configs, test),
-            "Both configurations on one time axis (seconds since each test's first send), all "
-            "rounds; grey = prefill, red line = first token. Halving the link caps each burst "
+            "The configurations on one time axis (seconds since each test's first send), all "
+            "rounds; grey = prefill, red line = first token. A slower link caps each burst "
             "lower and stretches the prefill."))
-    _add_estimate_comparison(content, configs, attributions, say)
+    sections = []
+    for i, b in enumerate(configs[1:]):
+        sections.append(_add_estimate_comparison(content, (configs[0], b), attributions, say,
+                                                 setup_options, tp_figure=i == 0,
+                                                 several=len(configs) > 2))
+    content.sections[:0] = sections
 
 
-def _add_estimate_comparison(content: ReportContent, configs, attributions, say) -> None:
-    """Figures 4-6 and the comparison table from ``analysis.compare``."""
+def setup_for(a: Configuration, b: Configuration, setup_options: Mapping[str, Any] | None = None):
+    """Return the ``rdmascope.models.Setup`` of comparing ``a`` (baseline) with ``b``.
+
+    ``setup_options`` (``resolve_setup`` keywords) first, then each capture's manifest (setup
+    recorded by ``record``, port rate, twins) and ``b``'s emulation check. Raises ModelError.
+    """
+    from rdmascope.models import resolve_setup
+
+    from .compare import run_facts
+
+    return resolve_setup(**dict(setup_options or {}), run_a=run_facts(a.capture, a.interfaces),
+                         run_b=run_facts(b.capture, b.interfaces))
+
+
+def _add_estimate_comparison(content: ReportContent, configs, attributions, say,
+                             setup_options: Mapping[str, Any], *, tp_figure: bool = True,
+                             several: bool = False) -> ReportSection:
+    """Figures 4-6 and the comparison table from ``analysis.compare``; returns its section."""
     a, b = configs
-    say("comparison with the estimate")
-    cmp = comparison(configs, attributions)
+    say(f"comparison with the estimate: {a.label} → {b.label}")
+    setup = setup_for(a, b, setup_options)
+    cmp = comparison(configs, attributions, setup=setup)
     for w in reversed(cmp.warnings):  # first in the page: the inputs look wrong
         head, _, _ = w.partition("? ")
         content.verdicts.insert(0, Verdict(head + "?" if head != w else w, "fail", w))
     t = cmp.tests
+    tag = f"-{_slug(b.label)}" if several else ""
+    pair = f"{a.label} → {b.label}"
     content.figures.append(ReportFigure(
-        "extra-prefill", "Extra prefill time per test: measured vs estimate",
+        "extra-prefill" + tag, f"Extra prefill time per test, {pair}: measured vs estimate",
         figure_extra_prefill(cmp),
         f"Measured: increase of the time to the last first token from {a.label} to {b.label} "
         "(mean of rounds, min-max). Estimate: the prefill bytes sent again at the speed "
-        "difference, an upper bound (full link rate, no overlap with compute)."))
+        f"difference ({cmp.link_a_gbps:g} → {cmp.link_b_gbps:g} Gb/s), an upper bound (full "
+        "link rate, no overlap with compute)."))
     content.figures.append(ReportFigure(
-        "tokens-increase", "Prefill-time increase vs prompt tokens", figure_tokens(cmp),
+        "tokens-increase" + tag, f"Prefill-time increase vs prompt tokens, {pair}",
+        figure_tokens(cmp),
         "One point per round; the line is the estimate (upper bound) per test."))
     big = t.loc[t["prompt_tokens"].astype(float).idxmax()]
-    content.figures.append(ReportFigure(
-        "tp-projection", "Projected TTFT increase vs TP size",
-        figure_tp(prompt_tokens=float(big["prompt_tokens"]), ttft_s=float(big["ttlft_a_s"]),
-                  links_gbps=((cmp.link_a_gbps, E_LINK_100), (cmp.link_a_gbps, cmp.link_b_gbps))),
-        f"An illustration from the estimate for the study's model (78 layers, hidden 6,144, 2 "
-        f"bytes), starting from test {big['test']}'s measured {float(big['ttlft_a_s']):.2f} s "
-        f"at {cmp.link_a_gbps:g} Gb/s, TP8."))
+    if tp_figure and setup.tp >= 2 and setup.layout == "tp" \
+            and setup.link_b_gbps < cmp.link_a_gbps:
+        links = [(cmp.link_a_gbps, setup.link_b_gbps)]
+        if setup.b_bound_gbps != setup.link_b_gbps:
+            links.append((cmp.link_a_gbps, setup.b_bound_gbps))
+        try:
+            fig = figure_tp(prompt_tokens=float(big["prompt_tokens"]),
+                            ttft_s=float(big["ttlft_a_s"]), model=setup.model, tp=setup.tp,
+                            links_gbps=tuple(links))
+        except ValueError as exc:  # EstimateError: the TTFT is shorter than its network time
+            say(f"no TP projection: {exc}")
+        else:
+            content.figures.append(ReportFigure(
+                "tp-projection", "Projected TTFT increase vs TP size", fig,
+                f"An illustration from the estimate for {setup.model.describe()} (model from "
+                f"{setup.sources.get('model', 'the options')}), starting from test "
+                f"{big['test']}'s measured {float(big['ttlft_a_s']):.2f} s at "
+                f"{cmp.link_a_gbps:g} Gb/s, TP{setup.tp} on {setup.nodes} node(s)."))
     cols = ("test", "prompt_tokens", "ttlft_a_s", "ttlft_b_s", "ttlft_change_s",
-            "ttlft_change_pct", "estimate_s", "bound_used_pct", "exceeds_bound",
-            "decode_speed_change_pct",
+            "ttlft_change_pct", "estimate_s", "estimate_arch_s", "bound_used_pct",
+            "exceeds_bound", "decode_speed_change_pct",
             "per_token_a_bytes", "per_token_b_bytes", "correction_to_real_s", "ttlft_b_real_s")
+    layout = "TP all-reduce" if setup.layout == "tp" else "EP all-to-all"
     headers = {"ttlft_a_s": f"time to last first token, {a.label} (s)",
                "ttlft_b_s": f"time to last first token, {b.label} (s)",
                "ttlft_change_s": "change (s)", "ttlft_change_pct": "change (%)",
-               "estimate_s": "estimate, upper bound (s)", "bound_used_pct": "of the bound (%)",
+               "estimate_s": "estimate, upper bound (s)",
+               "estimate_arch_s": f"from the architecture, {setup.model.name} {layout} (s)",
+               "bound_used_pct": "of the bound (%)",
                "exceeds_bound": "exceeds the bound (> 2 %)",
                "decode_speed_change_pct": "decode speed change (%)",
                "per_token_a_bytes": f"prefill per token, {a.label} (MB)",
@@ -1037,23 +1088,25 @@ def _add_estimate_comparison(content: ReportContent, configs, attributions, say)
                "correction_to_real_s": f"correction {cmp.link_b_gbps:g} → "
                                        f"{cmp.real_gbps or 0:g} Gb/s (s)",
                "ttlft_b_real_s": f"corrected to a real {cmp.real_gbps or 0:g} Gb/s cable (s)"}
-    content.sections.insert(0, ReportSection(
-        f"Comparison: {a.label} → {b.label}",
-        [ReportTable(_pick(t, cols), headers=headers, name="comparison",
-                     note=_per_token_note(a.capture, b.capture).strip())],
-        note=" ".join(cmp.notes), name=""))
+    setup_note = (f"{a.label}: {setup.link_label('A')}; {b.label}: {setup.link_label('B')}. "
+                  f"Setup: {setup.describe()}. Model: {setup.model.describe()}. From: "
+                  + "; ".join(f"{k} {v}" for k, v in setup.sources.items()) + ".")
     content.cards[:0] = change_cards(t, a.label, b.label)
-
-
-E_LINK_100 = 100.0
+    return ReportSection(
+        f"Comparison: {a.label} → {b.label}",
+        [ReportTable(_pick(t, cols), headers=headers,
+                     name="comparison" + tag,
+                     note=_per_token_note(a.capture, b.capture).strip())],
+        note=setup_note + " " + " ".join(cmp.notes), name="")
 
 
 def comparison(configs: Sequence[Configuration], attributions: Mapping[str, Any] | None = None,
-               *, warmup_rounds: int = 0):
+               *, warmup_rounds: int = 0, setup=None):
     """Return ``compare.compare`` of two configurations (attributing them first if needed).
 
-    The link speeds are the study's: 200 Gb/s for the first configuration, the emulated
-    ~109 Gb/s for the second, corrected to a real 100 Gb/s cable (``compare`` defaults). Each
+    ``setup`` (a ``rdmascope.models.Setup``; default ``setup_for`` the two configurations: the
+    captures' manifests, else the study's) gives the model and the links: A's link, B's real
+    speed (an emulated link's, e.g. ~109 Gb/s) and the cable it is corrected to. Each
     capture's interfaces (``Configuration.interfaces``) let ``compare`` warn when the first
     looks like the emulated link and the second like the full one (swapped).
     ``warmup_rounds`` is passed to ``attribute`` for configurations not yet attributed.
@@ -1074,8 +1127,10 @@ def comparison(configs: Sequence[Configuration], attributions: Mapping[str, Any]
                                         warmup_rounds=warmup_rounds,
                                         origin_ns=window_origin(cfg))
     a, b = configs
+    if setup is None:
+        setup = setup_for(a, b)
     return compare(atts[a.label], atts[b.label], label_a=a.label, label_b=b.label,
-                   interfaces_a=a.interfaces, interfaces_b=b.interfaces)
+                   interfaces_a=a.interfaces, interfaces_b=b.interfaces, setup=setup)
 
 
 def figure_extra_prefill(cmp_or_configs):
@@ -1104,10 +1159,12 @@ def write_report(captures: Sequence[str | os.PathLike], request_logs=None,
                  labels: Sequence[str] | None = None, offset_s: float | None = None,
                  embed: bool = True, title: str | None = None,
                  progress: Callable[[str], None] | None = None, warmup_rounds: int = 0,
-                 origin_s: float | None = None) -> Path:
-    """Analyse one or two captures with their request logs and write the HTML report.
+                 origin_s: float | None = None,
+                 setup_options: Mapping[str, Any] | None = None) -> Path:
+    """Analyse one or more captures with their request logs and write the HTML report.
 
-    ``captures``: one or two capture directories (two = two configurations, e.g. 200 Gb/s and
+    ``captures``: one or more capture directories (each after the first is compared with it,
+    e.g. 200 Gb/s and
     the emulated 100 Gb/s; the first is the baseline). ``request_logs``: one log path per capture
     (same order), or None to use each capture's own ``requests.jsonl`` when present. ``labels``:
     one per capture (default: the manifest's label, else the directory name). Writes
@@ -1119,8 +1176,8 @@ def write_report(captures: Sequence[str | os.PathLike], request_logs=None,
     the file) and OSError.
     """
     captures = list(captures)
-    if not 1 <= len(captures) <= 2:
-        raise ValueError(f"give one or two captures, got {len(captures)}")
+    if not captures:
+        raise ValueError("give at least one capture")
     if request_logs is not None and len(request_logs) not in (0, len(captures)):
         raise ValueError(f"give one request log per capture ({len(captures)} capture(s), "
                          f"{len(request_logs)} log(s))")
@@ -1134,7 +1191,12 @@ def write_report(captures: Sequence[str | os.PathLike], request_logs=None,
         say(f"loading {cap}" + (f" with {', '.join(map(str, logs))}" if logs else ""))
         configs.append(load_configuration(cap, logs, label=labels[i] if labels else None,
                                           offset_s=offset_s, origin_s=origin_s))
-    if len(configs) == 2 and configs[0].label == configs[1].label:
-        configs[1].label += " (2)"
-    content = build_report(configs, progress=say, title=title, warmup_rounds=warmup_rounds)
+    seen: dict[str, int] = {}
+    for cfg in configs:  # labels name sections, figures and CSV files: keep them distinct
+        n = seen.get(cfg.label, 0) + 1
+        seen[cfg.label] = n
+        if n > 1:
+            cfg.label += f" ({n})"
+    content = build_report(configs, progress=say, title=title, warmup_rounds=warmup_rounds,
+                           setup_options=setup_options)
     return render_report(content, out_dir, embed=embed, progress=say)

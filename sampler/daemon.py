@@ -93,6 +93,8 @@ class RecordOptions:
     status: bool | None = None  # None: only when stderr is a TTY
     spin_ns: int = 0
     command_line: list[str] = field(default_factory=lambda: list(sys.argv))
+    #: added to the manifest's ``extra`` (e.g. ``label``, ``note``, ``setup`` from ``record``)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -364,6 +366,7 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
             "cpu_affinity": opts.cpu,
             "rt_priority": opts.rt_priority,
             "spin_ns": opts.spin_ns,
+            **(opts.extra or {}),
         },
     }
     try:

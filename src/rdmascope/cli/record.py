@@ -7,6 +7,8 @@ import sys
 import click
 
 from rdmascope.cli.common import DURATION
+from rdmascope.cli.output import POSITIVE
+from rdmascope.models import PRESETS
 
 
 @click.command(name="record")
@@ -36,13 +38,35 @@ from rdmascope.cli.common import DURATION
                    "width (COLUMNS, else the terminal, else 80). On a terminal the line is "
                    "redrawn in place; otherwise (--status under systemd, a pipe) one plain "
                    "line per second. Default: only when stderr is a terminal.")
+@click.option("--label", default=None,
+              help="Name of this run, kept in the manifest (e.g. 'emulated 100 Gb/s'); the "
+                   "analysis uses it as the configuration's label.")
+@click.option("--note", default=None,
+              help="Free text kept in the manifest (e.g. 'NCCL_IB_HCA=rocep1s0f1').")
+@click.option("--link", "link_gbps", type=POSITIVE, default=None, metavar="GBPS",
+              help="The link this run has, or stands for when emulated (e.g. 100), Gb/s; "
+                   "compare and report read it.")
+@click.option("--emulated", "emulated_gbps", type=POSITIVE, default=None, metavar="GBPS",
+              help="This run's link is an emulation (e.g. NCCL_IB_HCA naming one of the port's "
+                   "two PCIe twins) that really carries GBPS (~109 on a DGX Spark).")
+@click.option("--preset", type=click.Choice(list(PRESETS)), default=None,
+              help="The served model (a known one), kept in the manifest.")
+@click.option("--config", type=click.Path(exists=True, dir_okay=True), default=None,
+              help="The served model's Hugging Face config.json, kept in the manifest.")
+@click.option("--tp", type=click.IntRange(min=1), default=None, help="Tensor-parallel size.")
+@click.option("--nodes", type=click.IntRange(min=1), default=None,
+              help="Nodes the run spans.")
 def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, sysfs_root, cpu,
-            rt_priority, force, status) -> None:
+            rt_priority, force, status, label, note, link_gbps, emulated_gbps, preset, config, tp,
+            nodes) -> None:
     """Sample RDMA port counters into a capture, in the foreground, until stopped.
 
     Stops cleanly on SIGINT/SIGTERM or after --duration, then prints the self-audit (sweeps
-    taken/missed, interval and read-bracket percentiles, CPU).
+    taken/missed, interval and read-bracket percentiles, CPU). --label, --note and the setup
+    options (--link, --emulated, --preset/--config, --tp, --nodes) are kept in the manifest's
+    ``extra`` so that compare and report find them.
     """
+    from rdmascope import models
     from rdmascope.sampler.daemon import (
         RecordError,
         RecordOptions,
@@ -51,6 +75,24 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, s
     )
     from rdmascope.sampler.discovery import DEFAULT_COUNTERS
 
+    extra = {}
+    if label:
+        extra["label"] = label
+    if note:
+        extra["note"] = note
+    try:
+        if preset and config:
+            raise models.ModelError("give one model: --preset or --config")
+        model = (models.model_from_hf_config(config) if config
+                 else models.preset(preset) if preset else None)
+        rec = models.setup_record(link_gbps=link_gbps,
+                                  emulated=True if emulated_gbps is not None else None,
+                                  emulated_real_gbps=emulated_gbps, model=model, tp=tp,
+                                  nodes=nodes)
+    except models.ModelError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if rec:
+        extra[models.MANIFEST_SETUP_KEY] = rec
     names = list(DEFAULT_COUNTERS)
     if counters:
         for c in counters.split(","):
@@ -61,7 +103,7 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, s
         output=output, interval_ns=interval_ns, devices=list(devices) or None,
         counters=names, netdev_stats=netdev_stats, sysfs_root=sysfs_root,
         duration_s=None if duration_ns is None else duration_ns / 1e9, cpu=cpu,
-        rt_priority=rt_priority, force=force, status=status,
+        rt_priority=rt_priority, force=force, status=status, extra=extra,
         command_line=["rdmascope", "record", *sys.argv[2:]] if len(sys.argv) > 1 else sys.argv,
     )
     try:

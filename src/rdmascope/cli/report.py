@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from rdmascope.cli.output import OFFSET, cli_errors, origin_option, require_parent_dir
+from rdmascope.cli.setup_options import SETUP_KEYS, setup_options
 
 
 @click.command("report")
@@ -28,13 +29,18 @@ from rdmascope.cli.output import OFFSET, cli_errors, origin_option, require_pare
               metavar="N", help="The first N rounds of each test are warm-up: listed, but left "
                                 "out of the per-test means and the comparison (method.md: 1).")
 @origin_option
+@setup_options
 def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, warmup_rounds,
-            origin_s):
-    """Write a self-contained HTML report for one or two configurations.
+            origin_s, **setup_kw):
+    """Write a self-contained HTML report for one or more configurations.
 
-    Two captures are compared (the first is the baseline, e.g. 200 Gb/s, the second e.g. the
-    emulated 100 Gb/s). Progress goes to stderr; the report's path to stdout. The output
-    directory is created if needed, but its parent must exist.
+    With several captures, each after the first is compared with the first (the baseline,
+    e.g. 200 Gb/s; then e.g. the emulated 100 Gb/s); one capture has no comparison. The model,
+    TP size and links of the comparison come from the options, else from the captures'
+    manifests (the setup given to `record`, the port rate, the twins, the emulation check),
+    else the study's; the report names each and where it came from. --link-b and --b-emulated
+    apply to every capture after the first. Progress goes to stderr; the report's path to
+    stdout. The output directory is created if needed, but its parent must exist.
     """
     import time
 
@@ -48,9 +54,25 @@ def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, 
 
     # capture errors (truncated segment, bad manifest, empty directory) and request-log errors
     # become one line naming the file, never a traceback
+    from rdmascope.models import ModelError, model_from_hf_config, preset
+
+    opts = {k: setup_kw.get(k) for k in SETUP_KEYS}
+    given = {"tp": opts["tp"], "nodes": opts["nodes"], "link_a_gbps": opts["link_a"],
+             "link_b_gbps": opts["link_b"], "b_emulated_gbps": opts["b_emulated"],
+             "b_real": bool(opts["b_real"]), "layout": opts["layout"] or "tp"}
+    try:  # a bad --config is the option's error, said before any capture is read
+        if opts["preset"] and opts["config"]:
+            raise ModelError("give one model: --preset or --config")
+        if opts["config"]:
+            given["model"] = model_from_hf_config(opts["config"])
+        elif opts["preset"]:
+            given["model"] = preset(opts["preset"])
+    except ModelError as exc:
+        raise click.ClickException(str(exc)) from exc
     with cli_errors():
         path = write_report(list(captures), list(request_logs) or None, out_dir,
                             labels=list(labels) or None, offset_s=offset_s,
                             embed=not no_embed, title=title, progress=progress,
-                            warmup_rounds=warmup_rounds, origin_s=origin_s)
+                            warmup_rounds=warmup_rounds, origin_s=origin_s,
+                            setup_options=given)
     click.echo(str(path))
