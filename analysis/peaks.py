@@ -234,3 +234,270 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
     out = out[cols].reset_index(drop=True)
     out["peak_t_ns"] = out["peak_t_ns"].astype("Int64")
     return out
+
+
+def _link_view(b: pd.DataFrame, q: pd.DataFrame, groups, keep: bool):
+    """Add the summed link columns to one block, as ``rebin_view`` does on the whole range."""
+    if not groups:
+        return b, q
+    b = group_links(b, groups, keep=keep)
+    q2 = q.copy() if keep else pd.DataFrame(index=q.index)
+    for link, members in groups.items():
+        q2[link] = np.bitwise_or.reduce(q[list(members)].to_numpy(), axis=1)
+    return b, q2
+
+
+class _PeakAcc:
+    """Running peak, counts and percentile values of one series at one width."""
+
+    def __init__(self, mem_values: int):
+        from .stream import ExactPercentiles
+
+        self.n = self.n_nan = self.n_gap = 0
+        self.peak = -np.inf
+        self.t_peak: int | None = None
+        self.values = ExactPercentiles(mem_values)
+
+    def add(self, t: np.ndarray, gbps: np.ndarray, qq: np.ndarray) -> None:
+        usable = (qq & (QUALITY_PARTIAL | QUALITY_EMPTY | QUALITY_INVALID)) == 0
+        self.n_nan += int(((qq & QUALITY_INVALID) != 0).sum())
+        self.n_gap += int(((qq & QUALITY_GAP) != 0).sum())
+        r = gbps[usable]
+        if not len(r):
+            return
+        self.n += len(r)
+        k = int(np.argmax(r))
+        if r[k] > self.peak:
+            self.peak, self.t_peak = float(r[k]), int(t[usable][k])
+        self.values.add(r)
+
+
+def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | None = None,
+                       windows_ns=DEFAULT_WINDOWS_NS, origin_ns: int | None = None,
+                       by: str | None = "series", source: str | None = "infiniband",
+                       groups: dict[str, list[str]] | None = None, keep: bool = True,
+                       percentiles=(50, 90, 99), t_ref_ns: int | None = None,
+                       gap_factor: float | None = None, max_gbps: float | None = None,
+                       mem_values: int = 4_000_000, progress=None) -> pd.DataFrame:
+    """``peak_table`` of a capture on disk, in one pass over its segments and bounded memory.
+
+    ``capture``: a capture directory or ``stream.CaptureInfo``. Returns the same table as
+    ``peak_table(byte_intervals(load_capture(capture), source=source), ...)`` with the same
+    arguments (without ``uncertainty``: see ``peak_table_uncertainty``), on the same grid
+    (``origin_ns``, default the capture start): every
+    width's windows and the whole range are re-binned in one pass (``stream.iter_windows``),
+    keeping per series the running peak, counts and the usable window rates for the
+    percentiles (``stream.ExactPercentiles``: in memory up to ``mem_values`` values, then in a
+    temporary file; exact either way). Only the segments around [start_ns, end_ns) are read.
+    Raises ``ValueError`` on an empty range or no intervals.
+    """
+    from .series import DEFAULT_GAP_FACTOR
+    from .stream import _FAR, WindowGrid, iter_windows
+
+    if start_ns is not None and end_ns is not None and int(end_ns) <= int(start_ns):
+        raise ValueError(f"empty time range: {int(start_ns)} ns to {int(end_ns)} ns")
+    from .stream import _info
+
+    capture = _info(capture)
+    # one grid: the capture start unless ``origin_ns`` (the range only selects windows)
+    origin = int(capture.t_start_ns) if origin_ns is None else int(origin_ns)
+    widths = [int(w) for w in windows_ns]
+    whole_w = _FAR if end_ns is None or start_ns is None else int(end_ns) - int(start_ns)
+    grids = [WindowGrid(w, origin, start_ns, end_ns) for w in widths]
+    grids.append(WindowGrid(whole_w, start_ns, start_ns, end_ns, clip=True))
+    state: dict = {}
+    accs: list[dict[str, _PeakAcc]] = [{} for _ in widths]
+    held: list[tuple | None] = [None] * len(widths)  # each width's last window, until the end
+    whole: list[tuple[pd.DataFrame, pd.DataFrame]] = []
+    lo: int | None = None if start_ns is None else int(start_ns)
+
+    def consume(i: int, b: pd.DataFrame, q: pd.DataFrame) -> None:
+        w = widths[i]
+        b, q = _link_view(b, q, groups, keep)
+        t = b.index.to_numpy()
+        inside = t >= lo if lo is not None else np.ones(len(t), bool)
+        if end_ns is not None:
+            inside &= t + w <= int(end_ns)
+        gbps = to_gbps(b.to_numpy(), w)
+        qa = q.to_numpy()
+        for j, col in enumerate(b.columns):
+            acc = accs[i].get(col)
+            if acc is None:
+                acc = accs[i][col] = _PeakAcc(mem_values)
+            acc.add(t[inside], gbps[inside, j], qa[inside, j])
+
+    for i, b, q in iter_windows(capture, grids, by=by, source=source,
+                                gap_factor=DEFAULT_GAP_FACTOR if gap_factor is None
+                                else gap_factor, max_gbps=max_gbps, progress=progress,
+                                state=state):
+        if i == len(widths):
+            whole.append((b, q))
+            continue
+        if start_ns is None:
+            # the range starts at the first interval: the earliest so far (a later one starts
+            # after every window emitted up to now, so those windows are classified right)
+            lo = min(s[0] for s in state["spans"].values())
+        # hold back each width's last window: it may end after the range's end (unknown yet)
+        if held[i] is not None:
+            hb, hq = held[i]
+            b, q = pd.concat([hb, b]), pd.concat([hq, q])
+        held[i] = (b.iloc[-1:], q.iloc[-1:])
+        if len(b) > 1:
+            consume(i, b.iloc[:-1], q.iloc[:-1])
+    spans = state.get("spans", {})
+    if not spans:
+        raise ValueError("no intervals to re-bin (the capture holds fewer than two valid "
+                         "readings of any selected counter)")
+    hi = int(end_ns) if end_ns is not None else max(s[1] for s in spans.values())
+    if lo is None:
+        lo = min(s[0] for s in spans.values())
+    if hi <= lo:
+        raise ValueError(f"empty time range: {lo} ns to {hi} ns")
+    t_ref = lo if t_ref_ns is None else int(t_ref_ns)
+    for i, w in enumerate(widths):
+        if held[i] is not None:
+            hb, hq = held[i]
+            keep_last = hb.index.to_numpy() + w <= hi
+            consume(i, hb[keep_last] if keep_last.all() else hb.iloc[:0],
+                    hq[keep_last] if keep_last.all() else hq.iloc[:0])
+    wb = pd.concat([x[0] for x in whole])
+    wq = pd.concat([x[1] for x in whole])
+    wb, wq = _link_view(wb, wq, groups, keep)
+    cols = [c for c in wb.columns if c in spans or c in (groups or {})]
+    whole_gbps = to_gbps(wb, hi - lo)
+    rows = []
+    for i, w in enumerate(widths):
+        for col in cols:
+            acc = accs[i].get(col) or _PeakAcc(mem_values)
+            row = {"series": col, "window": window_label(w), "window_ns": w,
+                   "n_windows": acc.n, "n_nan_windows": acc.n_nan, "n_gap_windows": acc.n_gap}
+            if acc.n:
+                row.update(peak_gbps=acc.peak, peak_t_ns=acc.t_peak,
+                           peak_t_s=(acc.t_peak - t_ref) / 1e9)
+                for p, v in zip(percentiles, acc.values.percentiles(percentiles), strict=True):
+                    row[f"p{p:g}_gbps"] = float(v)
+            else:
+                row.update(peak_gbps=np.nan, peak_t_ns=None, peak_t_s=np.nan)
+                for p in percentiles:
+                    row[f"p{p:g}_gbps"] = np.nan
+            acc.values.close()
+            rows.append(row)
+    for col in cols:
+        mean = float(whole_gbps[col].iloc[0])
+        qq = int(wq[col].iloc[0])
+        row = {"series": col, "window": "whole range", "window_ns": hi - lo,
+               "peak_gbps": mean, "peak_t_ns": lo, "peak_t_s": (lo - t_ref) / 1e9,
+               "n_windows": 1 if not (qq & (QUALITY_EMPTY | QUALITY_INVALID)) else 0,
+               "n_nan_windows": int(bool(qq & QUALITY_INVALID)),
+               "n_gap_windows": int(bool(qq & QUALITY_GAP))}
+        for p in percentiles:
+            row[f"p{p:g}_gbps"] = mean
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    means = {col: float(whole_gbps[col].iloc[0]) for col in cols}
+    out["mean_gbps"] = out["series"].map(means)
+    order = {c: k for k, c in enumerate(cols)}
+    out["_o"] = out["series"].map(order)
+    out = out.sort_values(["_o", "window_ns"], kind="stable").drop(columns="_o")
+    names = ["series", "window", "window_ns", "peak_gbps", "peak_t_ns", "peak_t_s", "mean_gbps",
+             *[f"p{p:g}_gbps" for p in percentiles], "n_windows", "n_nan_windows",
+             "n_gap_windows"]
+    out = out[names].reset_index(drop=True)
+    out["peak_t_ns"] = out["peak_t_ns"].astype("Int64")
+    return out
+
+
+def _local_intervals(capture, t0: int, t1: int, source) -> pd.DataFrame:
+    """Intervals of the segments around [t0, t1) (read segment by segment, nothing else)."""
+    from .series import _intervals_frame
+    from .stream import iter_intervals
+
+    cdf = capture.counters
+    got: dict[int, list[dict]] = {}
+    for parts, _ in iter_intervals(capture, source=source, start_ns=t0, end_ns=t1):
+        for c, iv in parts.items():
+            if len(iv["t0_ns"]):
+                got.setdefault(c, []).append(iv)
+    pieces = [(c, cdf.loc[c].to_dict(), {k: np.concatenate([p[k] for p in v]) for k in v[0]})
+              for c, v in sorted(got.items())]
+    return _intervals_frame(pieces)
+
+
+def peak_table_uncertainty(capture, table: pd.DataFrame, *, by: str | None = "series",
+                           source: str | None = "infiniband",
+                           groups: dict[str, list[str]] | None = None,
+                           instant_unc_ns: int = INSTANT_UNC_NS) -> pd.DataFrame:
+    """Add ``peak_low_gbps`` / ``peak_high_gbps`` to a ``peak_table_capture`` table.
+
+    The same bounds as ``peak_table(..., uncertainty=True)`` (see ``peak_bounds``), computed
+    from the intervals of the few segments around each peak window and around the ends of the
+    whole range (the whole range's bounds are its bytes plus or minus the bytes the edges can
+    move), so memory stays bounded. ``capture``: a ``stream.CaptureInfo``. Raises
+    ``ValueError`` on a negative ``instant_unc_ns``.
+    """
+    if not instant_unc_ns >= 0:
+        raise ValueError(f"instant_unc_ns must be >= 0 ns, got {instant_unc_ns!r}")
+    margin = 4 * int(capture.interval_ns) + int(instant_unc_ns) + 10 * MS
+    out = table.copy()
+    out["peak_low_gbps"] = np.nan
+    out["peak_high_gbps"] = np.nan
+    cache: dict[tuple[int, int], pd.DataFrame] = {}
+
+    def local(a: int, b: int) -> pd.DataFrame:
+        key = (a - margin, b + margin)
+        if key not in cache:
+            cache[key] = _local_intervals(capture, *key, source)
+        return cache[key]
+
+    for i, row in out.iterrows():
+        w = int(row["window_ns"])
+        if row["window"] == "whole range" or pd.isna(row["peak_t_ns"]):
+            continue
+        a = int(row["peak_t_ns"])
+        iv = local(a, a + w)
+        bd = to_gbps(peak_bounds(iv, pd.Series({row["series"]: a}, dtype=object), w, by=by,
+                                 groups=groups, instant_unc_ns=instant_unc_ns), w)
+        out.at[i, "peak_low_gbps"] = float(bd.iloc[0]["low_bytes"])
+        out.at[i, "peak_high_gbps"] = float(bd.iloc[0]["high_bytes"])
+    whole = out[out["window"] == "whole range"]
+    if not len(whole):
+        return out
+    lo = int(whole["peak_t_ns"].iloc[0])
+    span = int(whole["window_ns"].iloc[0])
+    hi = lo + span
+    members = {s: [s] for s in whole["series"]}
+    for link, ms in (groups or {}).items():
+        if link in members:
+            members[link] = list(ms)
+    extra = int(instant_unc_ns)
+    edge: dict[str, list[float]] = {s: [0.0, 0.0] for s in members}  # widen, narrow (bytes)
+    for t_edge, sign in ((lo, -1), (hi, 1)):
+        iv = local(t_edge, t_edge)
+        for key, spec in _counters_of(iv, by, with_unc=True):
+            c = spec.build()
+            e = np.array([t_edge], np.int64)
+            u = c.edge_unc(e) + extra
+            pts = np.array([t_edge - u[0], t_edge, t_edge + u[0]], np.int64)
+            full, part, _, _ = c.cum(pts)
+            f = full + part
+            nan = c.windows(pts[:1], pts[2:])[1][0] > 0
+            for s, ms in members.items():
+                if key not in ms:
+                    continue
+                if nan:
+                    edge[s] = [np.nan, np.nan]
+                    continue
+                # the range can grow by F(lo) - F(lo - u) at its start, F(hi + u) - F(hi) at
+                # its end, and shrink by F(lo + u) - F(lo), F(hi) - F(hi - u)
+                grow = (f[1] - f[0]) if sign < 0 else (f[2] - f[1])
+                shrink = (f[2] - f[1]) if sign < 0 else (f[1] - f[0])
+                edge[s][0] += float(grow)
+                edge[s][1] += float(shrink)
+    for i, row in whole.iterrows():
+        b = float(row["peak_gbps"]) * span / 8.0
+        if int(row["n_nan_windows"]) or not np.isfinite(b):
+            continue
+        g, sh = edge[row["series"]]
+        out.at[i, "peak_low_gbps"] = float(to_gbps(max(0.0, b - sh), span))
+        out.at[i, "peak_high_gbps"] = float(to_gbps(b + g, span))
+    return out

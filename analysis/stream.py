@@ -33,6 +33,7 @@ import pandas as pd
 
 from rdmascope.capture import (
     LIVE_PREFIX,
+    _listed_segments,
     iter_capture_tables,
     list_capture_files,
     read_manifest,
@@ -99,7 +100,7 @@ def open_capture(path: str | os.PathLike) -> CaptureInfo:
     m = read_manifest(p)
     cdf = counters_frame(m, p / "manifest.json")
     segs, lives = list_capture_files(p)
-    listed = {r["name"]: r for r in m.get("segments") or []}
+    listed = _listed_segments(p, m, segs)  # a listed segment missing on disk is an error here
     rows = 0
     last = None
     for s in segs:
@@ -265,12 +266,13 @@ class WindowGrid:
     """Windows [origin + k x width, origin + (k+1) x width) over [start_ns, end_ns).
 
     ``start_ns``/``end_ns`` None: from the first interval's start / to the last interval's end
-    (as ``rebin_with_quality``). ``clip``: cut the first and last window at the range (their
+    (as ``rebin_with_quality``). ``origin_ns`` None: the first interval's start, which then is
+    also the range start (as ``peak_table`` and ``burst_analysis`` without ``start_ns``). ``clip``: cut the first and last window at the range (their
     covered time and "partial" flag then refer to the cut window, as ``integrate`` does).
     """
 
     width_ns: int
-    origin_ns: int
+    origin_ns: int | None
     start_ns: int | None = None
     end_ns: int | None = None
     clip: bool = False
@@ -287,15 +289,30 @@ class _GridAcc:
         self.emitted = False
         self.acc = {c: [np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64),
                         np.zeros(0, np.int64)] for c in ids}
-        w, o = g.width_ns, g.origin_ns
-        self.k_min = None if g.start_ns is None else (int(g.start_ns) - o) // w
+        self.origin: int | None = None
+        self.start_ns: int | None = g.start_ns
+        self.buffer: list[tuple[int, _Counter]] = []  # parts added before the origin is known
+        if g.origin_ns is not None:
+            self.resolve(int(g.origin_ns))
+
+    def resolve(self, origin: int, first_t0: int | None = None) -> None:
+        """Fix the origin (and, for a grid without one, the range start: the first interval)."""
+        g = self.g
+        self.origin = int(origin)
+        if self.start_ns is None and g.origin_ns is None:
+            self.start_ns = first_t0
+        w, o = g.width_ns, self.origin
+        self.k_min = None if self.start_ns is None else (int(self.start_ns) - o) // w
         self.k_max = None if g.end_ns is None else -((o - int(g.end_ns)) // w)  # exclusive
+        buf, self.buffer = self.buffer, []
+        for c, cnt in buf:
+            self.add(c, cnt)
 
     def _edges(self, ka: int, kb: int) -> np.ndarray:
         g = self.g
-        e = g.origin_ns + np.arange(ka, kb + 1, dtype=np.int64) * g.width_ns
+        e = self.origin + np.arange(ka, kb + 1, dtype=np.int64) * g.width_ns
         if g.clip:
-            lo = -_FAR if g.start_ns is None else int(g.start_ns)
+            lo = -_FAR if self.start_ns is None else int(self.start_ns)
             hi = _FAR if g.end_ns is None else int(g.end_ns)
             e = np.clip(e, lo, hi)
         return e
@@ -317,7 +334,10 @@ class _GridAcc:
         self.k_lo, self.n = lo, hi - lo
 
     def add(self, c: int, cnt: _Counter) -> None:
-        w, o = self.g.width_ns, self.g.origin_ns
+        if self.origin is None:
+            self.buffer.append((c, cnt))
+            return
+        w, o = self.g.width_ns, self.origin
         ka = (int(cnt.t0[0]) - o) // w
         kb = -((o - int(cnt.t1[-1])) // w)
         if self.k_min is not None:
@@ -343,7 +363,7 @@ class _GridAcc:
 
     def take(self, k_end: int, key_of, names, by):
         """Pop the windows before window number ``k_end``; return (bytes_df, quality_df)."""
-        if self.k_lo is None:
+        if self.k_lo is None or self.origin is None:
             return None
         if self.k_max is not None:
             k_end = min(k_end, self.k_max)
@@ -429,17 +449,19 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
             progress(n_iv)
         if first_t0 is None:
             continue
+        names = list(dict.fromkeys(key_of[c] for c in ids))
         for i, a in enumerate(accs):
             g = a.g
-            if g.start_ns is None:
-                a.start((first_t0 - g.origin_ns) // g.width_ns)
-            else:
-                a.start((int(g.start_ns) - g.origin_ns) // g.width_ns)
+            if a.origin is None:
+                # the first interval's start is known once no later interval can start before it
+                if first_t0 > bound and bound < _FAR:
+                    continue
+                a.resolve(first_t0, first_t0)
+            start = first_t0 if a.start_ns is None else int(a.start_ns)
+            a.start((start - a.origin) // g.width_ns)
             if bound >= _FAR:
                 continue
-            names = [key_of[c] for c in ids]
-            out = a.take((bound - g.origin_ns) // g.width_ns, key_of,
-                         list(dict.fromkeys(names)), by)
+            out = a.take((bound - a.origin) // g.width_ns, key_of, names, by)
             if out is not None:
                 yield i, *out
     if first_t0 is None:
@@ -448,8 +470,11 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
     names = list(dict.fromkeys(key_of[c] for c in ids))
     for i, a in enumerate(accs):
         g = a.g
-        k_end = (-((g.origin_ns - last_t1) // g.width_ns) if g.end_ns is None
-                 else -((g.origin_ns - int(g.end_ns)) // g.width_ns))
+        if a.origin is None:
+            a.resolve(first_t0, first_t0)
+            a.start((first_t0 - a.origin) // g.width_ns)
+        k_end = (-((a.origin - last_t1) // g.width_ns) if g.end_ns is None
+                 else -((a.origin - int(g.end_ns)) // g.width_ns))
         out = a.take(k_end, key_of, names, by)
         if out is not None:
             yield i, *out
@@ -462,3 +487,105 @@ def drop_empty_edges(b: pd.DataFrame, q: pd.DataFrame) -> tuple[pd.DataFrame, pd
         return b.iloc[:0], q.iloc[:0]
     lo, hi = int(np.argmax(has)), len(has) - int(np.argmax(has[::-1]))
     return b.iloc[lo:hi], q.iloc[lo:hi]
+
+
+class ExactPercentiles:
+    """Collect float64 values in bounded memory and return exact percentiles of all of them.
+
+    Values are held in memory up to ``mem_values`` (default 4 M, 32 MB), then spilled to a
+    temporary file. Percentiles follow ``numpy.percentile``'s default ("linear") rule: the
+    order statistics at floor and ceil of q/100 x (n - 1), interpolated; on spilled values the
+    order statistics are found exactly by narrowing a value range over the file (a histogram
+    per pass, then the few values of the bin holding the rank), so memory stays bounded.
+    """
+
+    def __init__(self, mem_values: int = 4_000_000):
+        self.mem_values = int(mem_values)
+        self.chunks: list[np.ndarray] = []
+        self.n_mem = 0
+        self.n = 0
+        self.file = None
+
+    def add(self, x: np.ndarray) -> None:
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        if not len(x):
+            return
+        self.n += len(x)
+        if self.file is None and self.n_mem + len(x) <= self.mem_values:
+            self.chunks.append(x.copy())
+            self.n_mem += len(x)
+            return
+        if self.file is None:
+            import tempfile
+
+            self.file = tempfile.TemporaryFile(prefix="rdmascope-pct-")
+            for c in self.chunks:
+                c.tofile(self.file)
+            self.chunks, self.n_mem = [], 0
+        x.tofile(self.file)
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+    def _iter(self, block: int = 1 << 22):
+        self.file.flush()
+        mm = np.memmap(self.file, dtype=np.float64, mode="r", shape=(self.n,))
+        for s in range(0, self.n, block):
+            yield np.asarray(mm[s:s + block])
+
+    def _kth(self, k: int, lo: float, hi: float, nb: int = 4096, gather: int = 1 << 21) -> float:
+        below = 0  # values < lo
+        while True:
+            if lo == hi:
+                return lo
+            span = hi - lo
+            counts = np.zeros(nb, np.int64)
+            for x in self._iter():
+                x = x[(x >= lo) & (x <= hi)]
+                i = np.clip(((x - lo) / span * nb).astype(np.int64), 0, nb - 1)
+                counts += np.bincount(i, minlength=nb)
+            cum = np.cumsum(counts)
+            j = int(np.searchsorted(cum, k - below, side="right"))
+            before = below + (int(cum[j - 1]) if j else 0)
+            if counts[j] <= gather:
+                vals = []
+                for x in self._iter():
+                    x = x[(x >= lo) & (x <= hi)]
+                    i = np.clip(((x - lo) / span * nb).astype(np.int64), 0, nb - 1)
+                    vals.append(x[i == j])
+                v = np.concatenate(vals)
+                return float(np.partition(v, k - before)[k - before])
+            new_lo = lo + span * j / nb
+            new_hi = lo + span * (j + 1) / nb
+            # keep the bin's own values: those that mapped to bin j lie within [new_lo, new_hi]
+            # up to rounding, so widen by one ulp each side and count what lies below
+            new_lo, new_hi = np.nextafter(new_lo, -np.inf), np.nextafter(new_hi, np.inf)
+            if new_lo <= lo and new_hi >= hi:
+                new_lo, new_hi = lo, hi  # no progress possible: gather below
+                gather = int(counts[j])
+                continue
+            below += sum(int(((x >= lo) & (x < new_lo)).sum()) for x in self._iter())
+            lo, hi = max(lo, new_lo), min(hi, new_hi)
+
+    def percentiles(self, qs) -> list[float]:
+        """Return the percentiles ``qs`` (0..100) of every value added; NaN when none."""
+        qs = list(qs)
+        if self.n == 0:
+            return [np.nan] * len(qs)
+        if self.file is None:
+            return [float(v) for v in np.percentile(np.concatenate(self.chunks), qs)]
+        lo = min(float(x.min()) for x in self._iter())
+        hi = max(float(x.max()) for x in self._iter())
+        out = []
+        for q in qs:
+            vi = (q / 100.0) * (self.n - 1)
+            i0 = int(np.floor(vi))
+            i1 = min(i0 + 1, self.n - 1)
+            g = vi - i0
+            a = self._kth(i0, lo, hi)
+            b = a if i1 == i0 else self._kth(i1, lo, hi)
+            d = b - a
+            out.append(float(b - d * (1 - g) if g >= 0.5 else a + d * g))
+        return out

@@ -93,3 +93,81 @@ def test_open_capture_needs_no_readings(tmp_path):
     assert info.rows == len(cap.readings)
     assert info.t_start_ns == cap.t_start_ns and info.t_end_ns == cap.t_end_ns
     pd.testing.assert_frame_equal(info.counters, cap.counters)
+
+
+def _peaks_both(path, **kw):
+    from rdmascope.analysis import peak_table
+    from rdmascope.analysis.peaks import peak_table_capture
+
+    source = kw.pop("source", "infiniband")
+    mem = kw.pop("mem_values", 4_000_000)
+    want = peak_table(byte_intervals(load_capture(path), source=source), **kw)
+    got = peak_table_capture(path, source=source, mem_values=mem, **kw)
+    return got, want
+
+
+@pytest.mark.parametrize("kw", [
+    {},
+    {"start_ns": T0 + 33 * MS + 17, "end_ns": T0 + 170 * MS},
+    {"start_ns": T0 + 33 * MS, "origin_ns": T0},
+    {"end_ns": T0 + 100 * MS + 3, "origin_ns": T0 + 5},
+    {"source": None, "mem_values": 10},  # percentiles from the spill file
+    {"windows_ns": (MS, 2 * MS, 11 * MS), "by": "direction", "percentiles": (0, 37.5, 100)},
+])
+def test_peak_table_capture_equals_in_memory(tmp_path, kw):
+    path = _edgy_capture(tmp_path / "c", roll_every=9)
+    got, want = _peaks_both(path, **kw)
+    pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-12)
+
+
+def test_peak_table_capture_twin_links(tmp_path):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from rdmascope.analysis import twin_links
+    from scale_capture import build
+
+    path = build(tmp_path / "c", 150, segment_s=7)
+    groups = twin_links(load_capture(path))
+    got, want = _peaks_both(path, groups=groups, mem_values=1000)
+    pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-12)
+    assert got["series"].str.startswith("link:").any()
+    # the peak of the 1 ms windows is a burst near line rate, found across segment edges
+    assert got.query("window == '1 ms'")["peak_gbps"].max() > 140
+
+
+@pytest.mark.parametrize("kw", [{}, {"start_ns": T0 + 33 * MS + 17, "end_ns": T0 + 170 * MS}])
+def test_peak_uncertainty_from_segments_equals_in_memory(tmp_path, kw):
+    from rdmascope.analysis import peak_table
+    from rdmascope.analysis.peaks import peak_table_capture, peak_table_uncertainty
+
+    path = _edgy_capture(tmp_path / "c", roll_every=9)
+    want = peak_table(byte_intervals(load_capture(path)), uncertainty=True,
+                      instant_unc_ns=200_000, **kw)
+    info = open_capture(path)
+    got = peak_table_uncertainty(info, peak_table_capture(info, **kw), instant_unc_ns=200_000)
+    pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-9)
+
+
+def test_peak_uncertainty_whole_range_clean_capture(tmp_path):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from rdmascope.analysis import peak_table, twin_links
+    from rdmascope.analysis.peaks import peak_table_capture, peak_table_uncertainty
+    from scale_capture import build
+
+    path = build(tmp_path / "c", 40, segment_s=3)
+    cap = load_capture(path)
+    groups = twin_links(cap)
+    kw = {"start_ns": cap.t_start_ns + 2_345_678, "end_ns": cap.t_start_ns + 31 * 10**9 + 7}
+    want = peak_table(byte_intervals(cap), uncertainty=True, groups=groups, **kw)
+    info = open_capture(path)
+    got = peak_table_uncertainty(info, peak_table_capture(info, groups=groups, **kw),
+                                 groups=groups)
+    whole = want[want.window == "whole range"]
+    assert whole["peak_low_gbps"].notna().all() and (whole["peak_low_gbps"] <
+                                                     whole["peak_high_gbps"]).all()
+    pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-9)

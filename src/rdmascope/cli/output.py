@@ -42,7 +42,7 @@ import click
 from rdmascope.cli.common import DURATION
 
 __all__ = ["OutputSpec", "output_options", "time_range_options", "emit", "format_table",
-           "load_or_fail", "time_range", "progress", "to_records", "cli_errors", "SECONDS",
+           "load_or_fail", "open_or_fail", "time_range", "progress", "to_records", "cli_errors", "SECONDS",
            "POSITIVE", "NONNEG_SECONDS", "OFFSET", "FiniteFloat", "MAX_SECONDS",
            "MAX_OFFSET_SECONDS", "DURATION_NS", "parse_ns", "WINDOW", "MIN_WINDOW_NS", "MAX_WINDOW_VALUES", "check_window_count",
            "parse_windows", "require_readings", "format_duration", "require_parent_dir",
@@ -209,7 +209,9 @@ def check_window_count(width_ns: int, span_ns: int, *, n_series: int = 1,
         per = f" for {k} series" if k > 1 else ""
         raise click.BadParameter(
             f"{format_duration(width_ns)} windows over {what} ({span_ns / 1e9:,.3f} s) make "
-            f"{n:,} windows{per}, more than the limit of {MAX_WINDOW_VALUES // k:,}; {advice}",
+            f"{n:,} windows{per}, more than the limit of {MAX_WINDOW_VALUES // k:,} held in "
+            f"memory (at this width, {format_duration(MAX_WINDOW_VALUES // k * int(width_ns))} "
+            f"of windows); {advice}",
             param_hint=_hint(option))
 
 
@@ -351,12 +353,23 @@ def load_or_fail(path: str):
         return load_capture(path)
 
 
-def require_readings(cap, path) -> None:
-    """Raise ``click.ClickException`` when a loaded capture has no readings at all.
+def open_or_fail(path: str):
+    """Open a capture for streaming (``rdmascope.analysis.stream.open_capture``: manifest and
+    segment footers, no readings); loader errors -> ClickException."""
+    from rdmascope.analysis.stream import open_capture
 
-    (Its segments are missing or empty: every analysis would be of nothing.)
+    with cli_errors(str(path)):
+        return open_capture(path)
+
+
+def require_readings(cap, path) -> None:
+    """Raise ``click.ClickException`` when a capture has no readings at all.
+
+    (Its segments are missing or empty: every analysis would be of nothing.) ``cap``: a loaded
+    ``Capture`` or a ``stream.CaptureInfo`` (rows counted from the manifest and files).
     """
-    if len(cap.readings) == 0:
+    rows = cap.rows if hasattr(cap, "rows") else len(cap.readings)
+    if rows == 0:
         raise click.ClickException(f"capture {path} has no readings (no segment or live file "
                                    "with rows; were its segments removed?)")
 

@@ -11,7 +11,7 @@ from rdmascope.cli.output import (
     emit,
     format_table,
     grid_origin,
-    load_or_fail,
+    open_or_fail,
     output_options,
     parse_windows,
     progress,
@@ -19,6 +19,15 @@ from rdmascope.cli.output import (
     time_range,
     time_range_options,
 )
+
+
+def _segment_span(cap) -> int:
+    """The longest time one segment of the capture spans (ns; the capture's span if unknown)."""
+    from rdmascope.capture import estimate_size
+
+    _, _, span = estimate_size(cap.path)
+    whole = max(cap.t_end_ns - cap.t_start_ns, 1)
+    return min(span, whole) if span else whole
 
 
 def _percentiles(text: str) -> tuple[float, ...]:
@@ -61,13 +70,13 @@ def _percentiles(text: str) -> tuple[float, ...]:
 @output_options
 def command(capture, t_from, t_to, origin_s, windows, percentiles, group, uncertainty, instant_unc,
             source, out):
-    import pandas as pd
 
-    from rdmascope.analysis import byte_intervals, peak_table, twin_links
+    from rdmascope.analysis import twin_links
+    from rdmascope.analysis.peaks import peak_table_capture, peak_table_uncertainty
 
     widths = parse_windows(windows, "--windows")
     pcts = _percentiles(percentiles)
-    cap = load_or_fail(capture)
+    cap = open_or_fail(capture)
     require_readings(cap, capture)
     if instant_unc > cap.interval_ns:
         from rdmascope.cli.output import format_duration
@@ -77,32 +86,41 @@ def command(capture, t_from, t_to, origin_s, windows, percentiles, group, uncert
             f"({format_duration(cap.interval_ns)}); a reading's instant is uncertain by about "
             "0.1-0.2 ms (method.md 'The sampler'), give at most the interval",
             param_hint="'--instant-uncertainty'")
-    start, end = time_range(cap.t_start_ns, t_from, t_to, t_end_ns=cap.t_end_ns)
+    start, end = time_range(cap.t_start_ns, t_from, t_to,
+                            t_end_ns=cap.t_end_ns if cap.clean_end else None)
     src = None if source == "all" else source
     with cli_errors(str(capture)):
-        iv = byte_intervals(cap, source=src)
-        if len(iv) == 0:
-            raise click.ClickException(f"capture {capture} has no byte intervals of source "
-                                       f"{source} (fewer than two valid readings per counter)")
         # each source grouped apart, as `rdmascope rates` does (netdev links: "(netdev)")
         groups = twin_links(cap, source=src) if group == "twins" else None
         if group == "twins" and not groups:
             raise click.ClickException(f"{capture}: no twin devices found to group")
-        lo = start if start is not None else int(iv.t0_ns.min())
-        hi = end if end is not None else int(iv.t1_ns.max())
-        n_series = iv["series"].nunique() + len(groups or {})
-        what = (f"{(lo - cap.t_start_ns) / 1e9:g} s to {(hi - cap.t_start_ns) / 1e9:g} s")
+        c = cap.counters
+        sel = c[c["data"] & ((c["source"] == src) if src else c["data"])]
+        n_series = sel["series"].nunique() + len(groups or {})
+        # the windows held in memory at once: about one segment's (the rest streams)
         for w in widths:
-            check_window_count(w, hi - lo, n_series=n_series, option="--windows", what=what)
-        parts = []
-        with progress(widths, label="peaks") as bar:
-            for i, w in enumerate(bar):
-                t = peak_table(iv, start_ns=start, end_ns=end, windows_ns=(w,), groups=groups,
-                               origin_ns=grid_origin(cap.t_start_ns, origin_s),
-                               percentiles=pcts, uncertainty=uncertainty,
-                               t_ref_ns=cap.t_start_ns, instant_unc_ns=instant_unc)
-                parts.append(t if i == len(widths) - 1 else t[t.window != "whole range"])
-    tab = pd.concat(parts, ignore_index=True)
+            check_window_count(w, _segment_span(cap), n_series=n_series, option="--windows",
+                               what="one segment of the capture",
+                               advice="use a wider window")
+        with progress(length=max(cap.rows, 1), label="peaks") as bar:
+            try:
+                tab = peak_table_capture(cap, start_ns=start, end_ns=end, windows_ns=widths,
+                                         groups=groups, source=src, percentiles=pcts,
+                                         origin_ns=grid_origin(cap.t_start_ns, origin_s),
+                                         t_ref_ns=cap.t_start_ns,
+                                         progress=lambda n: bar.update(n))
+            except ValueError as exc:
+                if "no intervals" in str(exc):
+                    raise click.ClickException(
+                        f"capture {capture} has no byte intervals of source {source} (fewer "
+                        "than two valid readings per counter)") from exc
+                raise
+        if uncertainty:
+            tab = peak_table_uncertainty(cap, tab, groups=groups, source=src,
+                                         instant_unc_ns=instant_unc)
+    whole = tab[tab.window == "whole range"]
+    lo = int(whole["peak_t_ns"].iloc[0]) if len(whole) else cap.t_start_ns
+    hi = lo + int(whole["window_ns"].iloc[0]) if len(whole) else cap.t_end_ns
     order = {s: i for i, s in enumerate(dict.fromkeys(tab.series))}
     tab = tab.sort_values(["series", "window_ns"], key=lambda s: s.map(order)
                           if s.name == "series" else s, kind="stable").reset_index(drop=True)
