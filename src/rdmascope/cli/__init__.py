@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rates": ("rates", "Re-bin a capture to rates at any window width."),
     "peaks": ("peaks", "Peak rate per window width, mean and percentiles over a time range."),
     "bursts": ("bursts", "Detect bursts on the 1 ms series: table, duty cycle, gaps."),
+    "cluster": ("cluster", "Captures of several hosts of one run: clocks, verdicts, symmetry, stragglers."),
     "verify-emulation": ("verify_emulation", "Check that an NCCL_IB_HCA emulation used one interface."),
     # attribution, comparison, estimate
     "attribute": ("attribute", "Split traffic per request into prefill and decode; TTFT, decode speed."),

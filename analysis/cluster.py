@@ -1,0 +1,710 @@
+"""The cluster view: the captures of several hosts of one run, on one time axis, node by node.
+
+A **run set** is one capture per host of one run (``open_run_set``). Each host's CLOCK_MONOTONIC
+is its own, so the set is placed on one axis, the **reference** host's CLOCK_MONOTONIC (the first
+capture unless named), in two steps (``align_run_set``):
+
+1. **Wall clocks.** Each capture's (REALTIME, MONOTONIC) clock pairs give ``realtime - monotonic``
+   on its host (the median over its pairs); the difference to the reference's maps the host's
+   monotonic time onto the reference's: ``t_ref = t_node + offset``. This is as good as the hosts'
+   wall clocks agree (NTP: often a few ms; PTP: microseconds).
+2. **Traffic.** In a ring all-reduce every node sends and receives at the same moments (each ring
+   step needs every node), so the nodes' 1 ms series line up when the offsets are right. Each
+   node's series (all RDMA bytes, tx + rx) is cross-correlated with the reference's: first over
+   +-``max_lag`` at 1 ms steps (FFT), then within +-1.5 ms of that at 0.05 ms steps, evaluating
+   the node's cumulative bytes (linear between window edges) at the shifted instants, with a
+   parabola through the best three lags. The residual offset found is the wall clocks' disagreement.
+   Its **uncertainty** is the standard error of the same estimate made on ``blocks`` (10) parts of
+   the run holding equal shares of the reference's traffic. A node whose normalised correlation
+   peak is below 0.5 (too little or unrelated traffic) keeps its wall-clock offset and is named
+   in a warning. A residual above ``warn_ns`` (1 ms) is warned about: the hosts' clocks are not
+   kept together (NTP/PTP not working), and anything matched on wall clocks across hosts is off
+   by that much.
+
+A compute straggler shifts its own bursts' starts but not their ends (the ring ends together), and
+its share of the correlation is small, so it biases its own offset by a small part of its delay;
+``burst_timing`` then measures each node's bursts against the set's median.
+
+Per node (``node_summary``): RDMA bytes tx/rx, each twin's share and the emulation verdict
+(``verify_emulation``), the 1 ms / 5 ms / 100 ms / 1 s peaks of the node's link over its capture (``peak_table``,
+twins summed), and the tx bytes per request over each request's [send, last token] (mapped onto
+the node's clock; cumulative 1 ms series, linear inside a window) against the set's median. Times of the whole view are on the
+reference's monotonic clock; the request log (one, the benchmark client's) is placed on the
+reference capture with ``requestlogs.align``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rdmascope.capture import read_manifest
+
+MS = 1_000_000
+DEFAULT_MAX_LAG_NS = 200 * MS
+DEFAULT_WARN_NS = 1 * MS
+FINE_STEP_NS = 50_000
+FINE_HALF_NS = 1_500_000
+MIN_CORRELATION = 0.5
+
+
+class RunSetError(ValueError):
+    """A set of captures that cannot be one run's (two of one host, no overlap, no clocks)."""
+
+
+@dataclass
+class Node:
+    """One host's capture in a run set.
+
+    ``offset_ns``: add to the host's CLOCK_MONOTONIC ns to get the reference's (``t_ref =
+    t_node + offset_ns``). ``wall_offset_ns``: the same from the wall clocks alone.
+    ``residual_ns`` = offset - wall offset (the wall clocks' disagreement, found from the
+    traffic; None before refinement or when it could not be refined). ``offset_unc_ns``: its
+    standard error (None without refinement). ``correlation``: normalised correlation peak.
+    """
+
+    path: Path
+    host: str
+    t_start_ns: int
+    t_end_ns: int
+    realtime_minus_monotonic_ns: int
+    interval_ns: int
+    wall_offset_ns: int = 0
+    offset_ns: int = 0
+    residual_ns: float | None = None
+    offset_unc_ns: float | None = None
+    correlation: float | None = None
+    bursts_matched: int = 0
+
+    def to_ref(self, t_ns):
+        return np.asarray(t_ns) + self.offset_ns
+
+    def from_ref(self, t_ns):
+        return np.asarray(t_ns) - self.offset_ns
+
+
+@dataclass
+class RunSet:
+    """Captures of one run, one per host; ``reference`` indexes ``nodes``. ``warnings``: lines."""
+
+    nodes: list[Node]
+    reference: int = 0
+    refined: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ref(self) -> Node:
+        return self.nodes[self.reference]
+
+    @property
+    def hosts(self) -> list[str]:
+        return [n.host for n in self.nodes]
+
+    def common_span_ns(self) -> tuple[int, int]:
+        """Return [lo, hi) on the reference's clock where every capture has readings."""
+        lo = max(int(n.to_ref(n.t_start_ns)) for n in self.nodes)
+        hi = min(int(n.to_ref(n.t_end_ns)) for n in self.nodes)
+        return lo, hi
+
+
+def _end_ns(m: dict[str, Any]) -> int | None:
+    stop = m.get("stop") or {}
+    if isinstance(stop, dict) and stop.get("monotonic_ns") is not None:
+        return int(stop["monotonic_ns"])
+    pairs = m.get("clock_pairs") or []
+    return int(max(p[1] for p in pairs)) if pairs else None
+
+
+def open_run_set(paths, *, reference: str | None = None, t_end_ns: dict | None = None
+                 ) -> RunSet:
+    """Open the captures of one run (manifests only) and place them by their wall clocks.
+
+    ``paths``: capture directories, one per host. ``reference``: the host whose clock is the
+    set's axis (default: the first capture's). ``t_end_ns``: optional {path: end ns} for captures
+    without a stop record (else the last clock pair's instant is used).
+
+    Raises ``RunSetError`` for fewer than two captures, two captures of one host (naming both),
+    a capture without clock pairs, an unknown ``reference``, or captures that do not overlap in
+    wall-clock time (naming the capture that starts last and the one that ends first), and the
+    loader errors of ``rdmascope.capture.read_manifest`` (naming the file).
+    """
+    paths = [Path(p) for p in paths]
+    if len(paths) < 2:
+        raise RunSetError("a run set needs the captures of at least two hosts")
+    nodes: list[Node] = []
+    seen: dict[str, Path] = {}
+    for p in paths:
+        m = read_manifest(p)
+        host = str(m.get("host") or p.name)
+        if host in seen:
+            raise RunSetError(f"{seen[host]} and {p} are both captures of host {host!r}: give "
+                              "one capture per host of the run")
+        seen[host] = p
+        pairs = m.get("clock_pairs") or []
+        if not pairs:
+            st = m.get("start") or {}
+            if st.get("realtime_ns") is None:
+                raise RunSetError(f"{p}: no (REALTIME, MONOTONIC) clock pairs; cannot place it "
+                                  "beside other hosts")
+            pairs = [[st["realtime_ns"], st["monotonic_ns"]]]
+        diffs = sorted(int(r) - int(mo) for r, mo in pairs)
+        rm = diffs[len(diffs) // 2]  # exact integer median (float64 loses ~256 ns here)
+        start = int((m.get("start") or {}).get("monotonic_ns") or min(pp[1] for pp in pairs))
+        end = (t_end_ns or {}).get(os.fspath(p)) or _end_ns(m) or start
+        nodes.append(Node(path=p, host=host, t_start_ns=start, t_end_ns=int(end),
+                          realtime_minus_monotonic_ns=rm, interval_ns=int(m["interval_ns"])))
+    ref = 0
+    if reference is not None:
+        if reference not in seen:
+            raise RunSetError(f"--reference {reference!r}: no capture of that host (hosts: "
+                              f"{', '.join(seen)})")
+        ref = [n.host for n in nodes].index(reference)
+    r0 = nodes[ref].realtime_minus_monotonic_ns
+    for n in nodes:
+        n.wall_offset_ns = n.offset_ns = n.realtime_minus_monotonic_ns - r0
+    rs = RunSet(nodes=nodes, reference=ref)
+    lo, hi = rs.common_span_ns()
+    if hi <= lo:
+        late = max(nodes, key=lambda n: n.to_ref(n.t_start_ns))
+        early = min(nodes, key=lambda n: n.to_ref(n.t_end_ns))
+        raise RunSetError(
+            f"the captures do not overlap in time: {late.path} ({late.host}) starts "
+            f"{(late.to_ref(late.t_start_ns) - early.to_ref(early.t_end_ns)) / 1e9:.3f} s after "
+            f"{early.path} ({early.host}) ends (by their wall clocks); give the captures of one "
+            "run")
+    return rs
+
+
+# ----------------------------------------------------------------------------------------------
+# Each node's 1 ms series (cumulative bytes at window edges on its own clock)
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class NodeSeries:
+    """A node's RDMA bytes per 1 ms window on its own clock (all devices, tx + rx and tx only).
+
+    ``edges_ns``: window edges (n + 1,), own CLOCK_MONOTONIC; ``cum``/``cum_tx``: cumulative bytes
+    at the edges (unknown windows count 0 and are counted in ``n_unknown``).
+    """
+
+    edges_ns: np.ndarray
+    cum: np.ndarray
+    cum_tx: np.ndarray
+    cum_rx: np.ndarray
+    n_unknown: int
+    width_ns: int
+
+    def cum_at(self, t_ns, which: str = "all") -> np.ndarray:
+        """Cumulative bytes ("all" | "tx" | "rx") at own-clock instants, linear in windows."""
+        c = {"all": self.cum, "tx": self.cum_tx, "rx": self.cum_rx}[which]
+        return np.interp((np.asarray(t_ns, dtype=np.int64) - self.edges_ns[0]).astype(
+            np.float64), (self.edges_ns - self.edges_ns[0]).astype(np.float64), c)
+
+    def rate_at(self, grid_ns: np.ndarray, *, tx: bool = False) -> np.ndarray:
+        """Bytes between consecutive instants of ``grid_ns`` (own clock), linear inside windows."""
+        c = np.interp((grid_ns - self.edges_ns[0]).astype(np.float64),
+                      (self.edges_ns - self.edges_ns[0]).astype(np.float64),
+                      self.cum_tx if tx else self.cum)
+        return np.diff(c)
+
+
+def node_series(bytes_df: pd.DataFrame, width_ns: int) -> NodeSeries:
+    """Build a ``NodeSeries`` from ``rebin`` output (index window start, columns "<dev>/<dir>")."""
+    t = bytes_df.index.to_numpy(np.int64)
+    b = bytes_df.to_numpy(np.float64)
+    unknown = np.isnan(b).any(axis=1)
+    b = np.nan_to_num(b)
+    tx_cols = [i for i, c in enumerate(bytes_df.columns) if str(c).endswith("/tx")]
+    rx_cols = [i for i, c in enumerate(bytes_df.columns) if str(c).endswith("/rx")]
+    tot = b.sum(axis=1)
+    tx = b[:, tx_cols].sum(axis=1) if tx_cols else np.zeros(len(t))
+    rx = b[:, rx_cols].sum(axis=1) if rx_cols else np.zeros(len(t))
+    edges = np.concatenate([t, [t[-1] + width_ns]]) if len(t) else np.zeros(1, np.int64)
+    return NodeSeries(edges_ns=edges, cum=np.concatenate([[0.0], np.cumsum(tot)]),
+                      cum_tx=np.concatenate([[0.0], np.cumsum(tx)]),
+                      cum_rx=np.concatenate([[0.0], np.cumsum(rx)]),
+                      n_unknown=int(unknown.sum()), width_ns=width_ns)
+
+
+# ----------------------------------------------------------------------------------------------
+# Clock refinement
+# ----------------------------------------------------------------------------------------------
+
+
+def _xcorr_lag(a: np.ndarray, b: np.ndarray, max_lag: int) -> tuple[int, float]:
+    """Integer lag L in [-max_lag, max_lag] maximising sum_k a[k+L] b[k]; and its normalised
+    value."""
+    a = a - a.mean()
+    b = b - b.mean()
+    n = 1 << int(np.ceil(np.log2(len(a) + len(b) + 1)))
+    c = np.fft.irfft(np.fft.rfft(a, n) * np.conj(np.fft.rfft(b, n)), n)
+    lags = np.concatenate([np.arange(0, max_lag + 1), np.arange(-max_lag, 0)])
+    vals = np.concatenate([c[: max_lag + 1], c[n - max_lag:]])
+    i = int(np.argmax(vals))
+    norm = float(np.sqrt((a * a).sum() * (b * b).sum()))
+    return int(lags[i]), float(vals[i] / norm) if norm > 0 else 0.0
+
+
+def _parabola(y: np.ndarray, i: int) -> float:
+    if 0 < i < len(y) - 1:
+        d = y[i - 1] - 2 * y[i] + y[i + 1]
+        if d < 0:
+            return i + 0.5 * (y[i - 1] - y[i + 1]) / d
+    return float(i)
+
+
+def refine_offset(ref: NodeSeries, node: NodeSeries, grid_ns: np.ndarray, wall_offset_ns: int,
+                  *, max_lag_ns: int = DEFAULT_MAX_LAG_NS, blocks: int = 10
+                  ) -> tuple[float, float | None, float]:
+    """Return (residual_ns, standard error ns or None, normalised correlation) of ``node``
+    against ``ref`` on ``grid_ns`` (1 ms grid on the reference's clock, inside both captures).
+
+    The node's own-clock instants of the grid are ``grid - wall_offset - residual``; see the
+    module docstring for the method.
+    """
+    r = ref.rate_at(grid_ns)
+    x0 = node.rate_at(grid_ns - wall_offset_ns)
+    step = int(np.median(np.diff(grid_ns)))
+    lag, corr = _xcorr_lag(r, x0, max(1, max_lag_ns // step))
+    lags = lag * step + np.arange(-FINE_HALF_NS, FINE_HALF_NS + 1, FINE_STEP_NS)
+    rc = r - r.mean()
+    # blocks holding equal shares of the reference's traffic energy
+    e = np.cumsum(rc * rc)
+    cuts = np.searchsorted(e, e[-1] * np.arange(1, blocks) / blocks) if e[-1] > 0 else []
+    bounds = np.concatenate([[0], cuts, [len(r)]]).astype(int)
+    per_block = np.empty((len(lags), blocks))
+    for j, lg in enumerate(lags):
+        x = node.rate_at(grid_ns - wall_offset_ns - lg)
+        p = rc * (x - x.mean())
+        cs = np.concatenate([[0.0], np.cumsum(p)])
+        per_block[j] = cs[bounds[1:]] - cs[bounds[:-1]]
+    total = per_block.sum(axis=1)
+    best = _parabola(total, int(np.argmax(total)))
+    residual = float(lags[0] + best * FINE_STEP_NS)
+    ests = np.array([lags[0] + _parabola(per_block[:, k], int(np.argmax(per_block[:, k])))
+                     * FINE_STEP_NS for k in range(blocks)])
+    ok = bounds[1:] > bounds[:-1]
+    se = float(np.std(ests[ok], ddof=1) / np.sqrt(ok.sum())) if ok.sum() > 2 else None
+    return residual, se, corr
+
+
+def burst_ends(s: NodeSeries, *, capacity_gbps: float, min_bytes: float = 5e6) -> np.ndarray:
+    """Return the end instants (own clock, float ns) of the node's large bursts, sub-window.
+
+    A burst (``bursts.detect_bursts`` on the node's tx + rx per window, at least ``min_bytes``)
+    ends where the line of its cumulative bytes on the plateau (through the edges of the last
+    two windows above half its peak) meets the line after it (the next two windows' edges
+    after the window holding the end): the kink of a piecewise-linear cumulative, found
+    whatever the sampling phase. Bursts without two such windows, or whose lines do not meet
+    in the end window, are left out.
+    """
+    from rdmascope.analysis.bursts import detect_bursts
+
+    e, c = s.edges_ns, s.cum
+    if len(e) < 8:
+        return np.zeros(0)
+    w = s.width_ns
+    b = np.diff(c)
+    bd = detect_bursts(pd.Series(b, index=e[:-1]), w, capacity_gbps=capacity_gbps)
+    bd = bd[bd["bytes"] >= min_bytes]
+    out = []
+    for st, en in zip(bd["start_ns"].to_numpy(), bd["end_ns"].to_numpy(), strict=True):
+        ka = int((st - e[0]) // w)
+        kz = int((en - e[0]) // w)  # exclusive window index
+        seg = b[ka:kz]
+        if len(seg) < 2:
+            continue
+        kb = ka + int(np.flatnonzero(seg >= 0.5 * seg.max())[-1])
+        if kb - 1 < ka or kb + 4 > len(e) - 1:
+            continue
+        t1, t2 = float(e[kb - 1] - e[0]), float(e[kb] - e[0])
+        m1 = (c[kb] - c[kb - 1]) / (t2 - t1)
+        u1, u2 = float(e[kb + 2] - e[0]), float(e[kb + 3] - e[0])
+        m2 = (c[kb + 3] - c[kb + 2]) / (u2 - u1)
+        if not m1 > 4 * max(m2, 0.0) or m1 <= 0:
+            continue
+        t = ((c[kb + 2] - m2 * u1) - (c[kb - 1] - m1 * t1)) / (m1 - m2)
+        if t2 <= t <= float(e[kb + 2] - e[0]):
+            out.append(e[0] + t)
+    return np.asarray(out, dtype=np.float64)
+
+
+def _match_residual(ref_ends: np.ndarray, node_ends: np.ndarray, shift_ns: float,
+                    tol_ns: float = 2 * MS) -> tuple[float, float, int] | None:
+    """Median of ref_end - (node_end + shift) over ends matched within ``tol_ns``; its standard
+    error (1.2533 x sd / sqrt(n), the median's for normal errors) and the count."""
+    if len(ref_ends) == 0 or len(node_ends) == 0:
+        return None
+    moved = np.sort(node_ends + shift_ns)
+    k = np.clip(np.searchsorted(moved, ref_ends), 1, len(moved) - 1)
+    near = np.where(np.abs(moved[k - 1] - ref_ends) < np.abs(moved[k] - ref_ends),
+                    moved[k - 1], moved[k])
+    d = ref_ends - near
+    d = d[np.abs(d) < tol_ns]
+    if len(d) < 10:
+        return None
+    med = float(np.median(d))
+    return med, float(1.2533 * np.std(d, ddof=1) / np.sqrt(len(d))), len(d)
+
+
+def align_run_set(rs: RunSet, series: list[NodeSeries], *, refine: bool = True,
+                  max_lag_ns: int = DEFAULT_MAX_LAG_NS, warn_ns: int = DEFAULT_WARN_NS,
+                  capacity_gbps: float | None = None) -> RunSet:
+    """Refine the wall-clock offsets of ``rs`` from the nodes' traffic (in place; returns it).
+
+    ``series``: each node's ``NodeSeries`` (same order as ``rs.nodes``). With ``refine`` False
+    the wall-clock offsets stay and a note says so. Appends warnings to ``rs.warnings``.
+    """
+    rs.refined = refine
+    if not refine:
+        rs.warnings.append("clock refinement is off: the hosts are placed by their wall clocks "
+                           "only (as good as NTP/PTP keeps them)")
+        return rs
+    lo, hi = rs.common_span_ns()
+    w = rs.ref.interval_ns if rs.ref.interval_ns > 0 else MS
+    w = max(w, MS)
+    # leave room for the search at both ends
+    margin = max_lag_ns + FINE_HALF_NS + w
+    g0, g1 = lo + margin, hi - margin
+    if g1 - g0 < 100 * w:
+        g0, g1 = lo, hi
+    grid = np.arange(g0, g1 + 1, w, dtype=np.int64)
+    ref_s = series[rs.reference]
+    ref_ends = None
+    for i, n in enumerate(rs.nodes):
+        if i == rs.reference:
+            n.residual_ns, n.offset_unc_ns, n.correlation = 0.0, 0.0, 1.0
+            continue
+        if len(grid) < 10:
+            rs.warnings.append(f"{n.host}: the captures overlap too briefly to refine the clock "
+                               "offset; kept the wall-clock offset")
+            continue
+        if capacity_gbps is not None:
+            if ref_ends is None:
+                ref_ends = burst_ends(ref_s, capacity_gbps=capacity_gbps)
+            r0 = ref_s.rate_at(grid)
+            lag, corr = _xcorr_lag(r0, series[i].rate_at(grid - n.wall_offset_ns),
+                                   max(1, max_lag_ns // w))
+            m = _match_residual(ref_ends, burst_ends(series[i], capacity_gbps=capacity_gbps),
+                                n.wall_offset_ns + lag * w)
+        else:
+            m = None
+        if m is not None:
+            res, se, n.bursts_matched = lag * w + m[0], m[1], m[2]
+        else:
+            res, se, corr = refine_offset(ref_s, series[i], grid, n.wall_offset_ns,
+                                          max_lag_ns=max_lag_ns)
+        n.correlation = corr
+        if corr < MIN_CORRELATION:
+            rs.warnings.append(
+                f"{n.host}: its traffic does not match {rs.ref.host}'s (correlation {corr:.2f} "
+                f"< {MIN_CORRELATION}); kept its wall-clock offset, so its timing is only as "
+                "good as the wall clocks")
+            continue
+        n.residual_ns, n.offset_unc_ns = res, se
+        n.offset_ns = int(round(n.wall_offset_ns + res))
+        if abs(res) > warn_ns:
+            rs.warnings.append(
+                f"{n.host}'s wall clock disagrees with {rs.ref.host}'s by {res / MS:+.2f} ms "
+                f"(found from the traffic): NTP/PTP is not keeping the hosts within "
+                f"{warn_ns / MS:g} ms; the refined offsets are used")
+    return rs
+
+
+# ----------------------------------------------------------------------------------------------
+# Per-node summary
+# ----------------------------------------------------------------------------------------------
+
+PEAK_WINDOWS_NS = (MS, 5 * MS, 100 * MS, 1000 * MS)
+
+
+def link_peaks(iv: pd.DataFrame, groups: dict[str, list[str]], start_ns: int, end_ns: int
+               ) -> dict[str, float]:
+    """Return {window label: highest rate (Gb/s) of the node's link, tx or rx} over the range,
+    from ``peak_table`` with twins summed (a single device counts as the link)."""
+    from rdmascope.analysis.peaks import peak_table, window_label
+
+    tab = peak_table(iv, start_ns=start_ns, end_ns=end_ns, windows_ns=PEAK_WINDOWS_NS,
+                     groups=groups or None, percentiles=())
+    links = set(groups) if groups else set(tab.series)
+    tab = tab[tab.series.isin(links) & (tab.window != "whole range")]
+    return {window_label(w): float(tab.loc[tab.window_ns == w, "peak_gbps"].max())
+            for w in PEAK_WINDOWS_NS}
+
+
+LIKELY_MORE = ("traffic besides the ring on this node (another job, a second process, "
+               "retransmissions), or a capture covering more of the run")
+LIKELY_LESS = ("bytes that went over a device that was not recorded (record every twin), "
+               "a collective that fell back to TCP, unknown (NaN) windows, or a node that is not "
+               "in this ring")
+
+
+def symmetry(per_request: pd.DataFrame, tolerance: float = 0.01) -> pd.DataFrame:
+    """Compare each node's bytes per request with the set's median.
+
+    ``per_request``: index host, column ``bytes_per_request``. Returns the frame with
+    ``vs_median_pct`` and ``flag`` ("" | "more" | "less" beyond ``tolerance``) and ``likely``.
+    """
+    out = per_request.copy()
+    med = float(np.nanmedian(out["bytes_per_request"])) if out["bytes_per_request"].notna().any() \
+        else np.nan
+    out["vs_median_pct"] = (out["bytes_per_request"] / med - 1) * 100 if med > 0 else np.nan
+    dev = out["vs_median_pct"] / 100
+    out["flag"] = np.where(dev > tolerance, "more", np.where(dev < -tolerance, "less", ""))
+    out["likely"] = np.where(out["flag"] == "more", LIKELY_MORE,
+                             np.where(out["flag"] == "less", LIKELY_LESS, ""))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Burst timing: stragglers and slow links
+# ----------------------------------------------------------------------------------------------
+
+
+def _cross(s: NodeSeries, th: np.ndarray) -> np.ndarray:
+    """Own-clock instants where the (non-decreasing) cumulative tx bytes first reach ``th``."""
+    k = np.clip(np.searchsorted(s.cum_tx, th, side="left"), 1, len(s.cum_tx) - 1)
+    c0, c1 = s.cum_tx[k - 1], s.cum_tx[k]
+    f = np.divide(th - c0, c1 - c0, out=np.zeros_like(th), where=c1 > c0)
+    return s.edges_ns[k - 1] + f * (s.edges_ns[k] - s.edges_ns[k - 1])
+
+
+def burst_timing(rs: RunSet, series: list[NodeSeries], *, capacity_gbps: float,
+                 min_bytes: float = 5e6, lo_frac: float = 0.05, hi_frac: float = 0.95,
+                 start_ns: int | None = None, end_ns: int | None = None) -> pd.DataFrame:
+    """Each node's start and length of every all-reduce burst, on the reference's clock.
+
+    Bursts are found (``bursts.detect_bursts``) in the nodes' mean tx per 1 ms window on the
+    reference's grid; those carrying at least ``min_bytes`` per node are kept. For each burst and
+    node, the start and end are the instants its cumulative tx bytes (linear between window
+    edges) cross ``lo_frac`` and ``hi_frac`` of its bytes in the burst's range (padded by up to
+    2 ms, never into a neighbour). Returns a long frame: burst, host, start_ns, end_ns,
+    length_ns, late_ns (start - the set's median start), longer_pct (length vs the set's median
+    length, %).
+    """
+    from rdmascope.analysis.bursts import detect_bursts
+
+    lo, hi = rs.common_span_ns()
+    lo = lo if start_ns is None else max(lo, start_ns)
+    hi = hi if end_ns is None else min(hi, end_ns)
+    w = max(rs.ref.interval_ns, MS)
+    grid = np.arange(lo, hi + 1, w, dtype=np.int64)
+    if len(grid) < 3:
+        return pd.DataFrame(columns=["burst", "host", "start_ns", "end_ns", "length_ns",
+                                     "late_ns", "longer_pct"])
+    mean = np.zeros(len(grid) - 1)
+    for n, s in zip(rs.nodes, series, strict=True):
+        mean += s.rate_at(n.from_ref(grid), tx=True)
+    mean /= len(rs.nodes)
+    b = detect_bursts(pd.Series(mean, index=grid[:-1]), w, capacity_gbps=capacity_gbps)
+    b = b[b["bytes"] >= min_bytes].reset_index(drop=True)
+    if len(b) == 0:
+        return pd.DataFrame(columns=["burst", "host", "start_ns", "end_ns", "length_ns",
+                                     "late_ns", "longer_pct"])
+    s0 = b["start_ns"].to_numpy(np.int64)
+    e0 = b["end_ns"].to_numpy(np.int64)
+    prev_end = np.concatenate([[lo], e0[:-1]])
+    next_start = np.concatenate([s0[1:], [hi]])
+    a = np.maximum(s0 - 2 * MS, (s0 + prev_end) // 2)
+    z = np.minimum(e0 + 2 * MS, (e0 + next_start) // 2)
+    rows = []
+    for n, s in zip(rs.nodes, series, strict=True):
+        rel = (s.edges_ns - s.edges_ns[0]).astype(np.float64)
+        ca = np.interp((n.from_ref(a) - s.edges_ns[0]).astype(np.float64), rel, s.cum_tx)
+        cz = np.interp((n.from_ref(z) - s.edges_ns[0]).astype(np.float64), rel, s.cum_tx)
+        t_lo = _cross(s, ca + lo_frac * (cz - ca)) + n.offset_ns
+        t_hi = _cross(s, ca + hi_frac * (cz - ca)) + n.offset_ns
+        ok = cz - ca > 0
+        rows.append(pd.DataFrame({"burst": np.arange(len(b)), "host": n.host,
+                                  "start_ns": np.where(ok, t_lo, np.nan),
+                                  "end_ns": np.where(ok, t_hi, np.nan)}))
+    df = pd.concat(rows, ignore_index=True)
+    df["length_ns"] = df["end_ns"] - df["start_ns"]
+    med = df.groupby("burst")[["start_ns", "length_ns"]].median()
+    df["late_ns"] = df["start_ns"] - df["burst"].map(med["start_ns"])
+    df["longer_pct"] = (df["length_ns"] / df["burst"].map(med["length_ns"]) - 1) * 100
+    return df
+
+
+def stragglers(timing: pd.DataFrame, *, late_ns: float = 0.3 * MS, longer_pct: float = 10.0,
+               consistency: float = 0.75) -> pd.DataFrame:
+    """Summarise ``burst_timing`` per node and name stragglers and slow links.
+
+    Per host: bursts, median ``late_ms`` and ``longer_pct``, the share of bursts in which it was
+    later / longer than the median, and ``finding``: "compute straggler" when its median lateness
+    is >= ``late_ns`` and it was late in >= ``consistency`` of the bursts; "slower path" when its
+    bursts are >= ``longer_pct`` % longer in >= ``consistency`` of them; else "".
+    """
+    if len(timing) == 0:
+        return pd.DataFrame(columns=["host", "bursts", "late_ms", "late_share", "longer_pct",
+                                     "longer_share", "finding"])
+    g = timing.dropna(subset=["start_ns"]).groupby("host", sort=False)
+    out = pd.DataFrame({
+        "bursts": g.size(),
+        "late_ms": g["late_ns"].median() / MS,
+        "late_share": g["late_ns"].apply(lambda x: float((x > 0).mean())),
+        "longer_pct": g["longer_pct"].median(),
+        "longer_share": g["longer_pct"].apply(lambda x: float((x > 0).mean())),
+    })
+    late = (out["late_ms"] * MS >= late_ns) & (out["late_share"] >= consistency)
+    slow = (out["longer_pct"] >= longer_pct) & (out["longer_share"] >= consistency)
+    out["finding"] = np.where(late & slow, "compute straggler and slower path",
+                              np.where(late, "compute straggler",
+                                       np.where(slow, "slower path", "")))
+    return out.reset_index().rename(columns={"index": "host"})
+
+
+# ----------------------------------------------------------------------------------------------
+# Everything at once
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ClusterResult:
+    """What ``cluster_summary`` found; every time on the reference host's CLOCK_MONOTONIC.
+
+    ``nodes``: per-node table (one row per host, see ``cluster_summary``). ``verdict``: "PASS"
+    only if every node passed its emulation check, else "FAIL" (or "CANNOT JUDGE").
+    ``failing``: hosts that did not pass. ``expect``: "single" | "both". ``timing``:
+    ``burst_timing`` rows; ``stragglers``: its per-node summary. ``requests``: the aligned log's
+    requests (reference clock) or None. ``series``: each node's ``NodeSeries``. ``span_ns``: the
+    common span (reference clock).
+    """
+
+    run_set: RunSet
+    nodes: pd.DataFrame
+    verdict: str
+    failing: list[str]
+    expect: str
+    expect_reason: str
+    timing: pd.DataFrame
+    stragglers: pd.DataFrame
+    requests: pd.DataFrame | None
+    series: list[NodeSeries]
+    span_ns: tuple[int, int]
+    verdicts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.run_set.warnings
+
+
+def cluster_summary(paths, *, requests: str | os.PathLike | None = None,
+                    request_format: str | None = None, offset_s: float | None = None,
+                    reference: str | None = None, refine: bool = True,
+                    max_lag_ns: int = DEFAULT_MAX_LAG_NS, warn_ns: int = DEFAULT_WARN_NS,
+                    expect: str | None = None, tolerance: float = 0.01,
+                    capacity_gbps: float | None = None, progress=None) -> ClusterResult:
+    """Summarise the captures of one run, node by node (see the module docstring).
+
+    Loads one capture at a time (memory: one node's readings plus every node's 1 ms series).
+    ``expect``: "single" | "both" | None (the verdict each node is held to; None: what most
+    nodes show, said in ``expect_reason``). ``capacity_gbps``: the link rate for burst
+    detection (default: the reference's highest port rate, else 200).
+
+    Per-node table columns: host, offset_ms, offset_unc_ms, clock_residual_ms, correlation,
+    tx_bytes, rx_bytes, twin shares (``share``: "dev 100.0% / dev 0.0%"), main_device,
+    verdict, peak_1ms/5ms/100ms/1s_gbps (the link, tx or rx), requests, bytes_per_request (tx,
+    over [send, last token]), vs_median_pct, flag, likely.
+
+    Raises ``RunSetError`` (see ``open_run_set``), the loaders' errors naming the file, and
+    ``requestlogs.RequestLogError`` for a bad or misplaced request log.
+    """
+    from rdmascope.analysis.load import load_capture, port_rates_gbps
+    from rdmascope.analysis.series import byte_intervals, rebin, twin_links
+    from rdmascope.analysis.verify import FAIL, PASS, verify_emulation
+
+    rs = open_run_set(paths, reference=reference)
+    order = [rs.reference] + [i for i in range(len(rs.nodes)) if i != rs.reference]
+    series: list[NodeSeries | None] = [None] * len(rs.nodes)
+    peaks: dict[str, dict[str, float]] = {}
+    log_df = None
+    cap_rate = capacity_gbps
+    verdicts: dict[str, dict[str, Any]] = {}
+    for step, i in enumerate(order):
+        n = rs.nodes[i]
+        cap = load_capture(n.path)
+        n.t_end_ns = cap.t_end_ns
+        iv = byte_intervals(cap)
+        if len(iv) == 0:
+            raise RunSetError(f"{n.path} ({n.host}): no RDMA byte intervals (fewer than two "
+                              "valid readings per counter)")
+        w = max(cap.interval_ns, MS)
+        series[i] = node_series(rebin(iv, w, origin_ns=cap.t_start_ns), w)
+        if i == rs.reference:
+            if cap_rate is None:
+                rates = port_rates_gbps(cap.meta)
+                cap_rate = max(rates.values()) if rates else 200.0
+            if requests is not None:
+                from rdmascope.analysis.requestlogs import align, read_request_log
+
+                log = align(read_request_log(requests, format=request_format), cap,
+                            offset_s=offset_s)
+                log_df = log.ok.copy()
+        verdicts[n.host] = {"single": verify_emulation(cap, expect="single"),
+                            "both": verify_emulation(cap, expect="both")}
+        peaks[n.host] = link_peaks(iv, twin_links(cap), cap.t_start_ns, cap.t_end_ns)
+        del cap, iv
+        if progress:
+            progress(step + 1, len(order), n.host)
+    align_run_set(rs, series, refine=refine, max_lag_ns=max_lag_ns, warn_ns=warn_ns,
+                  capacity_gbps=cap_rate)
+    lo, hi = rs.common_span_ns()
+    # expectation: the user's, else what most nodes show
+    if expect is None:
+        singles = sum(v["single"].ok for v in verdicts.values())
+        expect = "single" if singles * 2 > len(verdicts) else "both"
+        what = "emulated (one twin)" if expect == "single" else "using both twins"
+        reason = (f"{singles} of {len(verdicts)} nodes sent >= 99 % on one interface, so the run "
+                  f"is taken as {what}; give --expect-single or --expect-both to say what was "
+                  "intended")
+    else:
+        reason = f"expecting {'one interface' if expect == 'single' else 'both twins'} (given)"
+    rows = []
+    for i, n in enumerate(rs.nodes):
+        s = series[i]
+        v = verdicts[n.host][expect]
+        devs = v.devices
+        share = " / ".join(f"{d} {100 * x:.1f}%" for d, x in devs["share"].items()) \
+            if len(devs) else ""
+        span = n.from_ref(np.array([lo, hi], dtype=np.int64))
+        tx = float(np.diff(s.cum_at(span, "tx"))[0])
+        rx = float(np.diff(s.cum_at(span, "rx"))[0])
+        row = {"host": n.host, "offset_ms": n.offset_ns / MS,
+               "offset_unc_ms": None if n.offset_unc_ns is None else n.offset_unc_ns / MS,
+               "clock_residual_ms": None if n.residual_ns is None else n.residual_ns / MS,
+               "correlation": n.correlation, "tx_bytes": tx, "rx_bytes": rx, "share": share,
+               "main_device": v.main_device, "verdict": v.status,
+               **{f"peak_{k.replace(' ', '')}_gbps": val for k, val in peaks[n.host].items()}}
+        if log_df is not None and len(log_df):
+            t0 = n.from_ref(log_df["t_send_ns"].to_numpy(np.int64))
+            t1 = n.from_ref(log_df["t_last_ns"].to_numpy(np.int64))
+            by = s.cum_at(t1, "tx") - s.cum_at(t0, "tx")
+            inside = (t0 >= s.edges_ns[0]) & (t1 <= s.edges_ns[-1])
+            by = np.where(inside, by, np.nan)
+            row["requests"] = int(np.isfinite(by).sum())
+            row["bytes_per_request"] = float(np.nanmean(by)) if np.isfinite(by).any() else np.nan
+        rows.append(row)
+    nodes = pd.DataFrame(rows)
+    if "bytes_per_request" in nodes:
+        nodes = symmetry(nodes.set_index("host"), tolerance).reset_index()
+    statuses = {n.host: verdicts[n.host][expect].status for n in rs.nodes}
+    failing = [h for h, st in statuses.items() if st != PASS]
+    if not failing:
+        verdict = "PASS"
+    elif any(statuses[h] == FAIL for h in failing):
+        verdict = "FAIL"
+    else:
+        verdict = "CANNOT JUDGE"
+    timing = burst_timing(rs, series, capacity_gbps=cap_rate)
+    strag = stragglers(timing)
+    return ClusterResult(run_set=rs, nodes=nodes, verdict=verdict, failing=failing,
+                         expect=expect, expect_reason=reason, timing=timing, stragglers=strag,
+                         requests=log_df, series=series, span_ns=(lo, hi),
+                         verdicts={h: verdicts[h][expect] for h in statuses})

@@ -1,0 +1,181 @@
+"""``rdmascope cluster``: the captures of several hosts of one run, aligned and compared node by node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from rdmascope.cli.output import (
+    DURATION_NS,
+    OFFSET,
+    POSITIVE,
+    cli_errors,
+    emit,
+    format_table,
+    output_options,
+)
+
+EXIT = {"PASS": 0, "FAIL": 1, "CANNOT JUDGE": 3}
+
+
+def find_request_log(paths: list[str], reference: str | None) -> tuple[str | None, int | None]:
+    """Return (log path, index of the capture whose host wrote it) for the first capture
+    directory holding ``requests.jsonl`` (the reference's first), else the parent directory
+    shared by the captures (a ``simulate capture --nodes`` or ``record -o runs/p2/{host}`` layout;
+    index None), else (None, None)."""
+    from rdmascope.capture import read_manifest
+
+    order = list(range(len(paths)))
+    if reference is not None:
+        hosts = []
+        for p in paths:
+            try:
+                hosts.append(read_manifest(p).get("host"))
+            except Exception:  # noqa: BLE001 (open_run_set names the bad capture later)
+                hosts.append(None)
+        order.sort(key=lambda i: hosts[i] != reference)
+    for i in order:
+        f = Path(paths[i]) / "requests.jsonl"
+        if f.is_file():
+            return str(f), i
+    parents = {Path(p).resolve().parent for p in paths}
+    if len(parents) == 1:
+        f = parents.pop() / "requests.jsonl"
+        if f.is_file():
+            return str(f), None
+    return None, None
+
+
+@click.command(help="Summarise the captures of several hosts of one run (one capture per "
+                    "host): clock offsets, per-node bytes, twin shares and emulation verdicts "
+                    "(the set passes only if every node does), peaks, bytes per request against "
+                    "the set's median, and stragglers or slow links per all-reduce burst. "
+                    "Exit 0 PASS, 1 FAIL, 3 CANNOT JUDGE.")
+@click.argument("captures", nargs=-1, required=True,
+                type=click.Path(exists=True, file_okay=False))
+@click.option("--requests", "requests_path", type=click.Path(exists=True, dir_okay=False),
+              default=None, help="The benchmark client's request log (one serves all nodes) "
+              "[default: requests.jsonl in a capture directory (its host becomes the "
+              "reference), else in the captures' common parent directory].")
+@click.option("--format", "request_format", default=None,
+              help="Request log format (default: detected from the content).")
+@click.option("--offset", "offset_s", type=OFFSET, default=None,
+              help="Seconds added to the log's times (placing a relative log on the "
+                   "reference's CLOCK_MONOTONIC).")
+@click.option("--reference", default=None, metavar="HOST",
+              help="The host whose CLOCK_MONOTONIC is the set's time axis [default: the host "
+                   "whose capture holds the request log, else the first capture's].")
+@click.option("--refine/--no-refine", default=True, show_default=True,
+              help="Refine each host's clock offset from the traffic (burst ends line up in a "
+                   "ring all-reduce); --no-refine trusts the wall clocks (clock pairs) alone.")
+@click.option("--max-clock-error", "max_lag", type=DURATION_NS, default="200ms",
+              show_default=True, help="How far the hosts' wall clocks may disagree: the "
+                                      "search range of the refinement.")
+@click.option("--clock-warn", type=DURATION_NS, default="1ms", show_default=True,
+              help="Warn when a host's wall clock disagrees with the reference's by more.")
+@click.option("--expect-single/--expect-both", "single", default=None,
+              help="What every node must show: one interface (emulated link) or both twins "
+                   "[default: what most nodes show, said in the output].")
+@click.option("--tolerance", type=POSITIVE, default=1.0, show_default=True,
+              help="Flag a node whose bytes per request differ from the set's median by more "
+                   "than this many %.")
+@click.option("--capacity", type=POSITIVE, default=None,
+              help="Link rate in Gb/s for burst detection [default: the reference's port rate].")
+@output_options
+def command(captures, requests_path, request_format, offset_s, reference, refine, max_lag,
+            clock_warn, single, tolerance, capacity, out):
+    from rdmascope.analysis.cluster import RunSetError, cluster_summary
+    from rdmascope.analysis.requestlogs import RequestLogError
+    from rdmascope.capture import CaptureError
+
+    if len(captures) < 2:
+        raise click.UsageError("give the captures of at least two hosts of one run")
+    caps = list(captures)
+    log_note = ""
+    if requests_path is None:
+        requests_path, holder = find_request_log(caps, reference)
+        if requests_path is not None and reference is None and holder is not None:
+            from rdmascope.capture import read_manifest
+
+            with cli_errors(caps[holder]):
+                reference = read_manifest(caps[holder]).get("host")
+            log_note = f" (found in {caps[holder]}, so {reference}'s clock is the axis)"
+    expect = None if single is None else ("single" if single else "both")
+    try:
+        res = cluster_summary(caps, requests=requests_path, request_format=request_format,
+                              offset_s=offset_s, reference=reference, refine=refine,
+                              max_lag_ns=max_lag, warn_ns=clock_warn, expect=expect,
+                              tolerance=tolerance / 100, capacity_gbps=capacity)
+    except RunSetError as exc:
+        raise click.ClickException(str(exc)) from exc
+    except RequestLogError as exc:
+        raise click.ClickException(str(exc)) from exc
+    except CaptureError as exc:
+        raise click.ClickException(str(exc)) from exc
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    rs = res.run_set
+    lo, hi = res.span_ns
+    nodes = res.nodes
+    findings = res.stragglers[res.stragglers["finding"] != ""] if len(res.stragglers) else \
+        res.stragglers
+
+    def human():
+        click.echo(f"run set: {len(rs.nodes)} hosts, time axis: {rs.ref.host}'s CLOCK_MONOTONIC; "
+                   f"all captures overlap for {(hi - lo) / 1e9:.3f} s")
+        click.echo("clocks: " + ("offsets refined from the traffic (burst ends matched across "
+                                 "nodes), +- one standard error" if rs.refined
+                                 else "wall clocks only (--no-refine)"))
+        click.echo(f"requests: {requests_path}{log_note}, {len(res.requests)} requests"
+                   if res.requests is not None else
+                   "requests: no request log (give --requests for bytes per request)")
+        for w in res.warnings:
+            click.echo(f"warning: {w}")
+        t = nodes.copy()
+        t["tx_MB"] = t.pop("tx_bytes") / 1e6
+        t["rx_MB"] = t.pop("rx_bytes") / 1e6
+        cols = ["host", "clock_residual_ms", "offset_unc_ms", "tx_MB", "rx_MB", "share",
+                "verdict", "peak_1ms_gbps", "peak_5ms_gbps", "peak_100ms_gbps", "peak_1s_gbps"]
+        if "bytes_per_request" in t:
+            t["MB_per_request"] = t.pop("bytes_per_request") / 1e6
+            cols += ["MB_per_request", "vs_median_pct", "flag"]
+        click.echo("")
+        click.echo(format_table(t[cols], floatfmt="{:,.2f}",
+                                formats={"clock_residual_ms": "{:+.3f}",
+                                         "offset_unc_ms": "{:.3f}", "vs_median_pct": "{:+.2f}"}))
+        click.echo("")
+        if res.verdict == "PASS":
+            click.echo(f"emulation: PASS on every node ({res.expect_reason})")
+        else:
+            click.echo(f"emulation: {res.verdict}: {', '.join(res.failing)} did not pass "
+                       f"({res.expect_reason})")
+            for h in res.failing:
+                click.echo(f"  {h}: {res.verdicts[h].message}")
+        if "flag" in nodes:
+            flagged = nodes[nodes["flag"] != ""]
+            if len(flagged):
+                for _, r in flagged.iterrows():
+                    click.echo(f"symmetry: {r['host']} sends {r['vs_median_pct']:+.2f} % "
+                               f"bytes per request vs the set's median; likely: {r['likely']}")
+            else:
+                click.echo(f"symmetry: every node within {tolerance:g} % of the set's median "
+                           "bytes per request")
+        nb = int(res.timing["burst"].nunique()) if len(res.timing) else 0
+        click.echo(f"bursts: {nb} all-reduce bursts compared across nodes")
+        if len(findings):
+            for _, r in findings.iterrows():
+                click.echo(f"  {r['host']}: {r['finding']}: starts {r['late_ms']:+.2f} ms vs the "
+                           f"median (late in {100 * r['late_share']:.0f} % of {r['bursts']} "
+                           f"bursts), length {r['longer_pct']:+.1f} %")
+        elif nb:
+            click.echo("  no straggler or slow link: every node starts and ends its bursts with "
+                       "the others")
+
+    emit({"nodes": nodes, "stragglers": res.stragglers}, out, human=human,
+         meta={"captures": caps, "reference": rs.ref.host, "refined": rs.refined,
+               "verdict": res.verdict, "failing": res.failing, "expect": res.expect,
+               "expect_reason": res.expect_reason, "warnings": res.warnings,
+               "requests": requests_path, "span_ns": [lo, hi]})
+    ctx = click.get_current_context()
+    ctx.exit(EXIT[res.verdict])

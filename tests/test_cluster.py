@@ -1,0 +1,115 @@
+"""The cluster view on emulated clusters: clocks, verdicts, symmetry, stragglers, refusals."""
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from rdmascope.analysis.cluster import RunSetError, cluster_summary, open_run_set
+
+from rdmascope.cli import main
+from rdmascope.emulator.cluster import REALTIME_ZERO_NS, ClusterSpec, simulate_cluster
+from rdmascope.emulator.model import TrafficConfig, link_config, make_scenario, simulate
+from rdmascope.emulator.simcapture import simulate_capture
+
+MS = 1_000_000
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cluster")
+    tr = simulate(make_scenario("demo"), TrafficConfig(link=link_config("emulated100")), seed=3)
+    truth = simulate_cluster(d, tr, ClusterSpec(nodes=8, clock_error_ns=50 * MS,
+                                                misconfigured=2, straggler=5, seed=7))
+    paths = [d / n["host"] for n in truth["nodes"]]
+    res = cluster_summary(paths, requests=d / "requests.jsonl")
+    return d, truth, paths, res
+
+
+def test_offsets_recovered_within_0_2_ms_with_wall_clocks_off_by_up_to_50_ms(cluster):
+    _, truth, _, res = cluster
+    walls = [n["wall_clock_error_ns"] for n in truth["nodes"]]
+    # the wall clocks really are far apart (else the test proves nothing)
+    assert max(walls) - min(walls) > 40 * MS
+    for node, t in zip(res.run_set.nodes, truth["nodes"], strict=True):
+        assert node.host == t["host"]
+        assert abs(node.offset_ns - t["offset_to_reference_ns"]) < 0.2 * MS, node.host
+        # the wall clocks alone are off by their errors' difference
+        assert node.wall_offset_ns - t["offset_to_reference_ns"] == \
+            t["wall_clock_error_ns"] - walls[0]
+        if node.host != "spark-01":
+            assert node.offset_unc_ns is not None and 0 < node.offset_unc_ns < 0.1 * MS
+    # a warning names every host whose wall clock is more than 1 ms off the reference's
+    warned = {w.split("'")[0] for w in res.warnings if "wall clock disagrees" in w}
+    expect = {t["host"] for t in truth["nodes"] if abs(t["wall_clock_error_ns"] - walls[0]) > 1.1 * MS}
+    assert warned >= expect and expect
+
+
+def test_the_node_without_emulation_fails_the_set(cluster):
+    _, truth, _, res = cluster
+    assert res.expect == "single"
+    assert res.verdict == "FAIL"
+    assert res.failing == truth["culprits"]["emulation_not_applied"] == ["spark-03"]
+    row = res.nodes.set_index("host").loc["spark-03"]
+    assert "50.0%" in row["share"]
+
+
+def test_the_straggler_is_named(cluster):
+    _, truth, _, res = cluster
+    s = res.stragglers.set_index("host")
+    named = list(s.index[s["finding"] == "compute straggler"])
+    assert named == [truth["culprits"]["straggler"]["host"]] == ["spark-06"]
+    # late by a sizeable part of the true 1 ms (1 ms sampling blurs the first ring step)
+    assert 0.3 < s.loc["spark-06", "late_ms"] <= 1.2
+    assert (s.drop("spark-06")["late_ms"].abs() < 0.3).all()
+
+
+def test_bytes_per_request_match_each_nodes_truth_within_half_a_percent(cluster):
+    d, truth, _, res = cluster
+    nodes = res.nodes.set_index("host")
+    for t in truth["nodes"]:
+        nt = json.loads((d / t["host"] / "truth.json").read_text())
+        per = [sum(v for k, v in r["prefill_bytes"].items() if k.startswith("roce")
+                   and k.endswith("/tx"))
+               + sum(v for k, v in r["decode_bytes"].items() if k.startswith("roce")
+                     and k.endswith("/tx")) for r in nt["requests"]]
+        got = nodes.loc[t["host"], "bytes_per_request"]
+        assert nodes.loc[t["host"], "requests"] == len(per)
+        assert got == pytest.approx(np.mean(per), rel=0.005), t["host"]
+    assert (nodes["flag"] == "").all()
+
+
+def test_no_refinement_keeps_the_wall_clocks(cluster):
+    _, truth, paths, _ = cluster
+    rs = open_run_set(paths[:3])
+    for node, t in zip(rs.nodes, truth["nodes"][:3], strict=True):
+        assert node.offset_ns == node.wall_offset_ns
+        assert node.offset_ns - t["offset_to_reference_ns"] == \
+            t["wall_clock_error_ns"] - truth["nodes"][0]["wall_clock_error_ns"]
+
+
+def test_two_captures_of_one_host_and_non_overlapping_sets_are_refused(cluster, tmp_path):
+    _, _, paths, _ = cluster
+    with pytest.raises(RunSetError, match="both captures of host 'spark-01'"):
+        open_run_set([paths[0], paths[1], paths[0]])
+    tr = simulate(make_scenario("single4k"))
+    later = simulate_capture(tmp_path / "late", tr, host="spark-09",
+                             start_realtime_ns=REALTIME_ZERO_NS + 3_600 * 10**9)
+    with pytest.raises(RunSetError, match=r"do not overlap.*late \(spark-09\)"):
+        open_run_set([paths[0], paths[1], later])
+    r = CliRunner().invoke(main, ["cluster", str(paths[0]), str(later)])
+    assert r.exit_code == 1 and "do not overlap" in r.output and "Traceback" not in r.output
+
+
+def test_cli_names_the_culprits_and_exits_1(cluster):
+    d, _, paths, _ = cluster
+    r = CliRunner().invoke(main, ["cluster", *map(str, paths)])
+    assert r.exit_code == 1, r.output
+    assert "emulation: FAIL: spark-03 did not pass" in r.output
+    assert "spark-06: compute straggler" in r.output
+    assert f"requests: {paths[0] / 'requests.jsonl'}" in r.output
+    r = CliRunner().invoke(main, ["cluster", *map(str, paths[:2]), "--json", "--no-refine"])
+    assert r.exit_code == 0, r.output
+    obj = json.loads(r.output)
+    assert obj["meta"]["verdict"] == "PASS" and not obj["meta"]["refined"]
+    assert [n["host"] for n in obj["nodes"]] == ["spark-01", "spark-02"]
