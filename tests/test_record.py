@@ -534,3 +534,20 @@ def test_existing_capture_is_reported_before_missing_rdma(tmp_path):
     assert r.exit_code == 1
     assert "already exists and is not empty; use --force" in r.output
     assert (out / "manifest.json").read_text() == "{}"
+
+
+def test_output_host_placeholder_is_this_hosts_name(tree, tmp_path):
+    import socket
+
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    r = CliRunner().invoke(main, ["record", "-o", str(tmp_path / "runs" / "{host}"),
+                                  "--sysfs-root", str(tree), "--duration", "50ms",
+                                  "--no-status"])
+    assert r.exit_code == 0, r.output
+    host = socket.gethostname()
+    man = json.loads((tmp_path / "runs" / host / "manifest.json").read_text())
+    assert man["host"] == host
+    assert not (tmp_path / "runs" / "{host}").exists()

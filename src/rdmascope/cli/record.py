@@ -13,7 +13,9 @@ from rdmascope.models import PRESETS
 
 @click.command(name="record")
 @click.option("-o", "--output", required=True, type=click.Path(),
-              help="Capture directory to create (refused if it exists, unless --force).")
+              help="Capture directory to create (refused if it exists, unless --force). '{host}' "
+                   "is replaced by this host's name (the manifest's host), so one command "
+                   "line serves every node: -o runs/p2/{host}.")
 @click.option("--interval", "interval_ns", type=DURATION, default="1ms", show_default=True,
               help="Sampling interval, 0.1 ms .. 1 s (e.g. 1ms, 500us).")
 @click.option("--device", "devices", multiple=True,
@@ -66,6 +68,8 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, s
     options (--link, --emulated, --preset/--config, --tp, --nodes) are kept in the manifest's
     ``extra`` so that compare and report find them.
     """
+    import socket
+
     from rdmascope import models
     from rdmascope.sampler.daemon import (
         RecordError,
@@ -75,6 +79,8 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, s
     )
     from rdmascope.sampler.discovery import DEFAULT_COUNTERS
 
+    if "{host}" in output:
+        output = output.replace("{host}", socket.gethostname())
     extra = {}
     if label:
         extra["label"] = label
