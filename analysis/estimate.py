@@ -278,7 +278,8 @@ def estimate(model: ModelShape, *, tp: int = 8, chunk_tokens: int = STUDY_CHUNK_
              prompt_tokens: Sequence[int] = (1000,), ttft_s: Sequence[float] = (),
              emulated_gbps: float = LINK_EMULATED_GBPS, real_gbps: float = LINK_100_GBPS,
              tp_sizes: Sequence[int] = (2, 4, 8, 16), decode_requests: int = 1,
-             decode_tokens_per_request: int = STUDY_DECODE_TOKENS_PER_REQUEST) -> dict[str, Any]:
+             decode_tokens_per_request: int = STUDY_DECODE_TOKENS_PER_REQUEST,
+             nodes: int | None = None, layout: str = "tp") -> dict[str, Any]:
     """Compute every number of the study's estimate for one model and configuration.
 
     ``ttft_s`` are measured TTFTs at ``link_old_gbps``: either one per prompt length (same order) or
@@ -287,7 +288,13 @@ def estimate(model: ModelShape, *, tp: int = 8, chunk_tokens: int = STUDY_CHUNK_
     prompt length: bytes, network time, the TTFT increase bound at B_new and at the emulated link,
     the emulated-to-real correction, and with a TTFT the network share and the % bound),
     ``decode`` and ``tp_projection`` (relative table; absolute projection when a TTFT is given;
-    empty at TP1, which sends nothing to scale). Raises ``EstimateError`` on invalid inputs.
+    empty at TP1, which sends nothing to scale), and ``layouts``: bytes per prompt token per
+    node and the bound per 1,000 tokens under tensor parallelism (all-reduce) and, for a
+    mixture-of-experts model with known expert fields, expert parallelism over ``nodes``
+    (all-to-all dispatch + combine, ``rdmascope.models.ep_bytes_per_token``; otherwise a
+    ``reason``). ``layout`` ("tp" or "ep") picks which one the per-prompt rows use; ``nodes``
+    (default ``tp``) = 1 means nothing crosses the network. Raises ``EstimateError`` on invalid
+    inputs.
     """
     _check_tp(tp)
     if chunk_tokens < 1:
@@ -297,7 +304,25 @@ def estimate(model: ModelShape, *, tp: int = 8, chunk_tokens: int = STUDY_CHUNK_
     if ttft_list and len(ttft_list) != len(prompts):
         raise EstimateError(f"give one --ttft per --prompt-tokens value ({len(prompts)} prompt "
                             f"length(s), {len(ttft_list)} TTFT(s))")
-    bpt = bytes_per_prompt_token(model, tp)
+    setup = _models.Setup(model=model, tp=tp, nodes=nodes, layout=layout,
+                          link_a_gbps=link_old_gbps, link_b_gbps=link_new_gbps, b_emulated=False)
+    layouts: dict[str, Any] = {"tp": {"bytes_per_prompt_token": setup.tp_bytes_per_token()}}
+    ep = setup.ep_bytes_per_token()
+    if ep is not None:
+        layouts["ep"] = {"bytes_per_prompt_token": ep, "moe_layers": model.moe_layers,
+                         "experts_per_token": model.experts_per_token,
+                         "off_node_share": _models.off_node_share(setup.nodes)}
+    else:
+        layouts["ep"] = {"bytes_per_prompt_token": None, "reason": (
+            "dense model: no experts to spread" if model.is_moe is False else
+            "expert counts unknown (give a config.json with the mixture-of-experts fields)")}
+    for lay in layouts.values():
+        b = lay["bytes_per_prompt_token"]
+        lay["increase_bound_per_1000_tokens_s"] = (
+            None if b is None else extra_time_bound_s(1000 * b, link_old_gbps, link_new_gbps))
+    bpt = layouts[layout]["bytes_per_prompt_token"]
+    if bpt is None:
+        raise EstimateError(f"layout ep: {layouts['ep']['reason']}")
     ar = allreduce_bytes_per_node(chunk_tokens, model, tp)
     links = {"old": link_old_gbps, "new": link_new_gbps, "emulated": emulated_gbps,
              "real": real_gbps}
@@ -338,6 +363,9 @@ def estimate(model: ModelShape, *, tp: int = 8, chunk_tokens: int = STUDY_CHUNK_
     return {
         "model": model.to_dict(),
         "tp": tp,
+        "nodes": setup.nodes,
+        "layout": layout,
+        "layouts": layouts,
         "chunk_tokens": chunk_tokens,
         "links_gbps": links,
         "per_token": {

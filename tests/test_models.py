@@ -131,3 +131,29 @@ def test_models_module_needs_only_the_standard_library():
             "print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_cli_estimate_names_the_model_and_shows_tp_and_ep():
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    cfg = str(DATA / "qwen3-moe-style.json")
+    r = CliRunner().invoke(main, ["estimate", "--config", cfg, "--tp", "2", "--link-a", "400",
+                                  "--link-b", "200", "--b-real", "--json"])
+    assert r.exit_code == 0, r.output
+    meta = json.loads(r.stdout)["meta"]
+    assert meta["layouts"]["tp"]["bytes_per_prompt_token"] == 397_312
+    assert meta["layouts"]["ep"]["bytes_per_prompt_token"] == 1_572_864
+    # 1,000 tokens x 397,312 B x 8 x (1/200 - 1/400) per Gb/s
+    assert meta["layouts"]["tp"]["increase_bound_per_1000_tokens_s"] == pytest.approx(
+        1000 * 397_312 * 8 / 1e9 * (1 / 200 - 1 / 400))
+    assert meta["setup"]["description"] == "qwen3_moe, TP2 on 2 nodes; A 400 Gb/s, B 200 Gb/s"
+    ep = CliRunner().invoke(main, ["estimate", "--config", cfg, "--tp", "2", "--link-a", "400",
+                                   "--link-b", "200", "--b-real", "--layout", "ep", "--json"])
+    assert json.loads(ep.stdout)["prompts"][0]["prefill_bytes"] == 1000 * 1_572_864
+    human = CliRunner().invoke(main, ["estimate", "--preset", "llama-3-70b", "--tp", "2"])
+    assert "Llama 3 70B" in human.output and "dense model" in human.output
+    assert "2.638 MB per prompt token" in human.output      # 161 x 8192 x 2 x 1.0
+    bad = CliRunner().invoke(main, ["estimate", "--preset", "llama-3-70b", "--layout", "ep"])
+    assert bad.exit_code == 1 and "dense model" in bad.output

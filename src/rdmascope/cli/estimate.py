@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from rdmascope.cli.output import POSITIVE, emit, output_options
+from rdmascope.cli.output import emit, output_options
+from rdmascope.cli.setup_options import setup_options
 
 
 def _numbers(text: str | None, option: str, convert, *, ok, expected: str, bad: str) -> list:
@@ -42,59 +43,18 @@ def _seconds(text: str | None, option: str) -> list[float]:
                     bad=lambda v: f"{v!r} is not a positive number of seconds")
 
 
-def model_from_options(preset, config, layers, hidden, nbytes, vocab):
-    """Return (ModelShape, description) from the CLI's model options (preset study by default)."""
-    from rdmascope.analysis import estimate as E
-
-    given = [x is not None for x in (layers, hidden, nbytes)]
-    if sum(bool(v) for v in (preset, config, any(given))) > 1:
-        raise click.ClickException("give one of --preset, --config, or --layers/--hidden/--bytes")
-    try:
-        if config:
-            m = E.model_from_hf_config(config)
-            if vocab is not None:
-                import dataclasses
-
-                m = dataclasses.replace(m, vocab_size=vocab)
-            return m, f"{config} ({m.layers} layers, hidden {m.hidden_size}, "\
-                      f"{m.bytes_per_value} B)"
-        if any(given):
-            if not all(given):
-                raise click.ClickException("--layers, --hidden and --bytes go together")
-            m = E.ModelShape("custom", layers, hidden, nbytes, vocab)
-            return m, f"custom ({layers} layers, hidden {hidden}, {nbytes} B)"
-        m = E.PRESETS[preset or "study"]
-        if vocab is not None:  # --vocab adds the decode logits gather to any model
-            import dataclasses
-
-            m = dataclasses.replace(m, vocab_size=vocab)
-    except E.EstimateError as exc:
-        raise click.ClickException(str(exc)) from exc
-    return m, (f"preset {m.name} ({m.layers} layers, hidden {m.hidden_size}, "
-               f"{m.bytes_per_value} B)")
-
-
 @click.command("estimate", short_help="Architecture-based estimate of prefill traffic and TTFT.")
-@click.option("--preset", type=click.Choice(["study"]), default=None,
-              help="A known model (default: study, the study's 78-layer model).")
-@click.option("--config", type=click.Path(exists=True), default=None,
-              help="A Hugging Face config.json (num_hidden_layers, hidden_size, torch_dtype).")
-@click.option("--layers", type=click.IntRange(min=1), default=None, help="Transformer layers.")
+@setup_options(link_a_aliases=("--link-old",), link_b_aliases=("--link-new",),
+               b_emulated_aliases=("--emulated",))
+@click.option("--layers", type=click.IntRange(min=1), default=None,
+              help="Transformer layers (a custom model, with --hidden and --bytes).")
 @click.option("--hidden", type=click.IntRange(min=1), default=None, help="Hidden size.")
 @click.option("--bytes", "nbytes", type=click.IntRange(min=1), default=None,
               help="Bytes per activation value.")
 @click.option("--vocab", type=click.IntRange(min=1), default=None,
               help="Vocabulary size: adds the decode output-layer (logits) gather to any model.")
-@click.option("--tp", type=click.IntRange(min=1), default=8, show_default=True,
-              help="Tensor-parallel size.")
 @click.option("--chunk", type=click.IntRange(min=1), default=4096, show_default=True,
               help="Prefill chunk (max_num_batched_tokens).")
-@click.option("--link-old", type=POSITIVE, default=200.0, show_default=True,
-              help="The faster link the TTFTs were measured at, Gb/s.")
-@click.option("--link-new", type=POSITIVE, default=100.0, show_default=True,
-              help="The slower link, Gb/s (below --link-old).")
-@click.option("--emulated", type=POSITIVE, default=109.0, show_default=True,
-              help="The emulated link's real speed, Gb/s (one PCIe x4 path; below --link-old).")
 @click.option("--prompt-tokens", default="1000", show_default=True,
               help="Prompt lengths, comma-separated.")
 @click.option("--ttft", default=None,
@@ -105,28 +65,64 @@ def model_from_options(preset, config, layers, hidden, nbytes, vocab):
 @click.option("--decode-tokens", type=click.IntRange(min=1), default=5, show_default=True,
               help="Tokens per request per decode pass (1 + speculative drafts).")
 @output_options
-def command(preset, config, layers, hidden, nbytes, vocab, tp, chunk, link_old, link_new,
-            emulated, prompt_tokens, ttft, tp_sizes, decode_requests, decode_tokens, out):
-    """Estimate tensor-parallel traffic and the TTFT cost of a slower link (method.md).
+def command(layers, hidden, nbytes, vocab, chunk, prompt_tokens, ttft, tp_sizes,
+            decode_requests, decode_tokens, out, **setup_kw):
+    """Estimate the network traffic of a served model and the TTFT cost of a slower link.
 
-    Bytes per prompt token per node = (2 x layers + 1) x hidden x bytes x 2(N-1)/N; each
-    all-reduce's size and time at each link speed; the TTFT increase bound for each prompt
-    length; with --ttft the network share and the bound as % of TTFT; the decode traffic per
-    pass; the TP-size projection; and the emulated (109 Gb/s) to real 100 Gb/s correction.
+    Under tensor parallelism (all-reduce): bytes per prompt token per node = (2 x layers + 1)
+    x hidden x bytes x 2(N-1)/N; each all-reduce's size and time at each link speed. For a
+    mixture-of-experts model also the expert-parallel layout (all-to-all dispatch + combine:
+    MoE layers x 2 x hidden x bytes x experts per token x (nodes-1)/nodes per token); --layout
+    picks the one the per-prompt table uses. Then the TTFT increase bound for each prompt
+    length from --link-a to --link-b; with --ttft the network share and the bound as % of
+    TTFT; the decode traffic per pass; the TP-size projection; and, when B is an emulated link
+    (--b-emulated GBPS; by default the study's ~109 Gb/s for 200 -> 100), the correction to a
+    real cable. The output names the model and the links.
     """
+    import dataclasses
+
+    from rdmascope import models
     from rdmascope.analysis import estimate as E
 
+    given = [x is not None for x in (layers, hidden, nbytes)]
+    if any(given) and (setup_kw.get("preset") or setup_kw.get("config")):
+        raise click.ClickException("give one of --preset, --config, or --layers/--hidden/--bytes")
+    if any(given) and not all(given):
+        raise click.ClickException("--layers, --hidden and --bytes go together")
+    custom = None
+    if all(given):
+        custom = models.Model("custom", layers, hidden, nbytes, vocab, experts=None,
+                              experts_per_token=None, shared_experts=None, moe_layers=None,
+                              title="given as --layers/--hidden/--bytes")
+    link_a, link_b = setup_kw.get("link_a"), setup_kw.get("link_b")
+    if setup_kw.get("b_emulated") is None and not setup_kw.get("b_real") \
+            and link_a in (None, 200.0) and link_b in (None, 100.0):
+        # no capture to tell: the study's case, an emulated 100 Gb/s link carrying ~109 Gb/s
+        setup_kw["b_emulated"] = models.LINK_EMULATED_GBPS
+    try:
+        setup = models.resolve_setup(
+            preset_name=setup_kw.get("preset"), config=setup_kw.get("config"), model=custom,
+            tp=setup_kw.get("tp"), nodes=setup_kw.get("nodes"), link_a_gbps=link_a,
+            link_b_gbps=link_b, b_emulated_gbps=setup_kw.get("b_emulated"),
+            b_real=bool(setup_kw.get("b_real")), layout=setup_kw.get("layout") or "tp")
+    except models.ModelError as exc:
+        raise click.ClickException(str(exc)) from exc
+    model, tp = setup.model, setup.tp
+    if vocab is not None:  # --vocab adds the decode logits gather to any model
+        model = dataclasses.replace(model, vocab_size=vocab)
+    link_old, link_new = setup.link_a_gbps, setup.link_b_gbps
+    emulated = setup.b_real_gbps if setup.b_emulated and setup.b_real_gbps else link_new
     if link_new >= link_old:
         raise click.BadParameter(
-            f"{link_new:g} Gb/s is not slower than --link-old ({link_old:g} Gb/s); the estimate "
+            f"{link_new:g} Gb/s is not slower than --link-a ({link_old:g} Gb/s); the estimate "
             "bounds the TTFT increase of moving prefill traffic to a slower link (swap them?)",
-            param_hint="'--link-new'")
+            param_hint="'--link-b'")
     if emulated >= link_old:
         raise click.BadParameter(
-            f"{emulated:g} Gb/s is not slower than --link-old ({link_old:g} Gb/s); give the "
-            "emulated link's real speed, below --link-old (e.g. 109 for an emulated 100 Gb/s "
-            "link below 200)", param_hint="'--emulated'")
-    model, desc = model_from_options(preset, config, layers, hidden, nbytes, vocab)
+            f"{emulated:g} Gb/s is not slower than --link-a ({link_old:g} Gb/s); give the "
+            "emulated link's real speed, below --link-a (e.g. 109 for an emulated 100 Gb/s "
+            "link below 200)", param_hint="'--b-emulated'")
+    desc = model.describe()
     ttfts = _seconds(ttft, "--ttft")
     prompts = _ints(prompt_tokens, "--prompt-tokens", example="1000,8192")
     if not prompts:
@@ -138,23 +134,42 @@ def command(preset, config, layers, hidden, nbytes, vocab, tp, chunk, link_old, 
                        link_new_gbps=link_new, prompt_tokens=prompts,
                        ttft_s=ttfts, emulated_gbps=emulated, real_gbps=link_new,
                        tp_sizes=sizes, decode_requests=decode_requests,
-                       decode_tokens_per_request=decode_tokens)
+                       decode_tokens_per_request=decode_tokens, nodes=setup.nodes,
+                       layout=setup.layout)
     except E.EstimateError as exc:
         raise click.ClickException(str(exc)) from exc
     import pandas as pd
 
     meta = {k: v for k, v in e.items() if k not in ("prompts", "tp_projection")}
     meta["model_description"] = desc
+    setup = dataclasses.replace(setup, model=model)
+    meta["setup"] = setup.to_dict()
     emit({"prompts": pd.DataFrame(e["prompts"]), "tp_projection": pd.DataFrame(e["tp_projection"])},
          out, meta=meta, human=lambda: _human(e, desc, tp, chunk, link_old, link_new, emulated,
-                                              ttfts))
+                                              ttfts, setup))
 
 
-def _human(e, desc, tp, chunk, link_old, link_new, emulated, ttfts) -> None:
+def _human(e, desc, tp, chunk, link_old, link_new, emulated, ttfts, setup) -> None:
     pt, ar, dec = e["per_token"], e["allreduce"], e["decode"]
     o, n = link_old, link_new
-    click.echo(f"model: {desc}, TP{tp}, chunk {chunk} tokens; links {o:g} -> {n:g} Gb/s "
-               f"(emulated {emulated:g})")
+    click.echo(f"model: {desc}")
+    click.echo(f"setup: {setup.describe()}; chunk {chunk} tokens")
+    lays = e["layouts"]
+    tpb, epb = lays["tp"], lays["ep"]
+    click.echo(f"layout used below: {'tensor parallel (all-reduce)' if setup.layout == 'tp' else 'expert parallel (all-to-all dispatch + combine, attention data-parallel)'}")
+    click.echo(f"  TP all-reduce: {tpb['bytes_per_prompt_token'] / 1e6:.3f} MB per prompt token "
+               f"per node; bound {tpb['increase_bound_per_1000_tokens_s']:.3f} s per 1,000 "
+               f"tokens ({o:g} -> {n:g} Gb/s)")
+    if epb["bytes_per_prompt_token"] is None:
+        click.echo(f"  EP all-to-all: not estimated ({epb['reason']})")
+    else:
+        click.echo(f"  EP all-to-all over {setup.nodes} nodes: "
+                   f"{epb['bytes_per_prompt_token'] / 1e6:.3f} MB per token per node "
+                   f"({epb['moe_layers']} MoE layers x 2 x hidden x bytes x "
+                   f"{epb['experts_per_token']} experts per token x "
+                   f"{epb['off_node_share']:.3f} off-node); bound "
+                   f"{epb['increase_bound_per_1000_tokens_s']:.3f} s per 1,000 tokens "
+                   "(GShard / DeepSpeed-MoE dispatch and combine, uniform routing)")
     click.echo(f"all-reduces per forward pass: {pt['allreduces_per_pass']} (2 x layers + 1); "
                f"ring factor 2(N-1)/N = {pt['ring_factor']:.3f}")
     click.echo(f"prefill bytes per prompt token per node: {pt['bytes_per_prompt_token'] / 1e6:.2f}"
