@@ -130,13 +130,15 @@ def burst_analysis(intervals: pd.DataFrame, *, capacity_gbps: float, start_ns: i
             bt["allreduces"] = bt["bytes"] / float(expected_allreduce)
         tables.append(bt)
         nvalid = int(s.notna().sum())
-        total = float(np.nansum(s.to_numpy()))
+        # no known window at all (an unreadable counter): its bytes are unknown, never 0
+        total = float(np.nansum(s.to_numpy())) if nvalid else np.nan
         gaps = bt["gap_before_s"].dropna()
         summary.append({
             "series": col, "n_bursts": len(bt),
             "duty_cycle": float(bt["duration_s"].sum() * 1e9 / (nvalid * width_ns))
             if nvalid else np.nan,
-            "burst_bytes": float(bt["bytes"].sum()), "total_bytes": total,
+            "burst_bytes": float(bt["bytes"].sum()) if nvalid else np.nan,
+            "total_bytes": total,
             "burst_share": float(bt["bytes"].sum() / total) if total > 0 else np.nan,
             "mean_gap_s": float(gaps.mean()) if len(gaps) else np.nan,
             "median_gap_s": float(gaps.median()) if len(gaps) else np.nan,

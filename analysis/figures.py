@@ -445,13 +445,14 @@ def plot_windows(
         ax.plot(x, y, drawstyle="steps-post", linewidth=0.7 if width <= 1_000_000 else 1.2,
                 color=color, label=f"{label} windows")
         ax.fill_between(x, np.nan_to_num(y), step="post", color=color, alpha=0.3, linewidth=0)
-        if len(s):
+        if s.notna().any():  # an all-unknown series (unreadable counters) has no peak
             t_peak = (int(s.idxmax()) + width / 2 - origin_ns) / 1e9
             ax.plot([t_peak], [float(s.max())], marker="o", markersize=5, color=color,
                     markeredgecolor="black", markeredgewidth=0.6, zorder=10, gid="peak_marker",
                     linestyle="none", label="_peak")
         ax.axhline(peak, color="black", linestyle=":", linewidth=1.0, zorder=1.6, gid="peak_line")
-        ax.annotate(f"{label} windows, peak {peak:.0f} Gb/s", xy=(0.0, 1.0),
+        peak_text = f"peak {peak:.0f} Gb/s" if np.isfinite(peak) else "unknown (no readable window)"
+        ax.annotate(f"{label} windows, {peak_text}", xy=(0.0, 1.0),
                     xycoords="axes fraction", xytext=(4, -3), textcoords="offset points",
                     ha="left", va="top", fontsize=9, fontweight="bold", gid="peak_label",
                     bbox={"boxstyle": "round,pad=0.25", "facecolor": "white",

@@ -705,6 +705,10 @@ def emulation_verdict(cfg: Configuration):
     if single.tcp_suspected:
         return single, "fail", f"{cfg.label}: the kernel network stack carried the traffic, " \
                                "not RDMA — did NCCL fall back to TCP sockets?"
+    if single.unknown_devices:
+        return single, "warn", (f"{cfg.label}: CANNOT JUDGE the emulation — the bytes of "
+                                f"{', '.join(single.unknown_devices)} are unknown (unreadable "
+                                "counters), not zero")
     if single.missing_devices:
         return single, "warn", (f"{cfg.label}: cannot judge the emulation — "
                                 f"{', '.join(single.missing_devices)} found at record time but "

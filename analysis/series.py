@@ -166,8 +166,9 @@ def _intervals_one(t: np.ndarray, unc: np.ndarray, value: np.ndarray, valid: np.
             idx = np.delete(idx, 1 + np.flatnonzero(glitch))
     if len(idx) < 2:
         z = np.zeros(0, np.int64)
-        return {"t0_ns": z, "t1_ns": z, "t0_unc_ns": z, "t1_unc_ns": z,
-                "bytes": np.zeros(0), "flag": np.zeros(0, np.int8)}
+        return _unknown_edges(t, unc, idx, interval_ns,
+                              {"t0_ns": z, "t1_ns": z, "t0_unc_ns": z, "t1_unc_ns": z,
+                               "bytes": np.zeros(0), "flag": np.zeros(0, np.int8)})
     i0, i1 = idx[:-1], idx[1:]
     t0, t1 = t[i0], t[i1]
     dt = t1 - t0
@@ -194,8 +195,48 @@ def _intervals_one(t: np.ndarray, unc: np.ndarray, value: np.ndarray, valid: np.
         longest = np.maximum(dt + unc[i0] + unc[i1], interval_ns).astype(np.float64)
         flag[((flag == _OK) | (flag == _GAP)) & (b * 8.0 > max_gbps * longest)] = _IMPL
     b[np.isin(flag, _NAN_FLAGS)] = np.nan
-    return {"t0_ns": t0, "t1_ns": t1, "t0_unc_ns": unc[i0], "t1_unc_ns": unc[i1],
-            "bytes": b, "flag": flag}
+    return _unknown_edges(t, unc, idx, interval_ns,
+                          {"t0_ns": t0, "t1_ns": t1, "t0_unc_ns": unc[i0], "t1_unc_ns": unc[i1],
+                           "bytes": b, "flag": flag})
+
+
+def _unknown_edges(t: np.ndarray, unc: np.ndarray, idx: np.ndarray, interval_ns: int,
+                   iv: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Add "unavailable" intervals (bytes NaN) for unreadable readings outside the valid ones.
+
+    Readings before the first valid one, after the last valid one, or all of them when fewer
+    than two are valid, were taken while the counter could not be read: the bytes of that time
+    are unknown, never zero (a counter that fails every read must not look idle). The span runs
+    from the first unreadable reading to the first valid one, and from the last valid one to the
+    last unreadable reading (at least one sampling interval long).
+    """
+    n = len(t)
+    if n == 0 or (len(idx) and idx[0] == 0 and idx[-1] == n - 1):
+        return iv
+    spans = []
+    if len(idx) == 0:
+        spans.append((0, n - 1))
+    else:
+        if idx[0] > 0:
+            spans.append((0, int(idx[0])))
+        if idx[-1] < n - 1:
+            spans.append((int(idx[-1]), n - 1))
+    t0 = np.array([t[a] for a, _ in spans], np.int64)
+    # a span that ends at a valid reading ends exactly there (the next interval starts there);
+    # a trailing one lasts at least one sampling interval
+    t1 = np.array([int(t[b]) if (len(idx) and b == idx[0] and a < b)
+                   else max(int(t[b]), int(t[a]) + int(interval_ns)) for a, b in spans], np.int64)
+    lead = {"t0_ns": t0, "t1_ns": t1,
+            "t0_unc_ns": np.array([unc[a] for a, _ in spans], np.int64),
+            "t1_unc_ns": np.array([unc[b] for _, b in spans], np.int64),
+            "bytes": np.full(len(spans), np.nan), "flag": np.full(len(spans), _UNAV, np.int8)}
+    first = [k for k, (a, _) in enumerate(spans) if a == 0 and len(idx) and idx[0] > 0]
+    last = [k for k in range(len(spans)) if k not in first]
+    out = {}
+    for key, arr in iv.items():
+        out[key] = np.concatenate([lead[key][first], arr, lead[key][last]]).astype(
+            arr.dtype, copy=False)
+    return out
 
 
 def _select_counters(counters: pd.DataFrame, sel, source: str | None) -> list[int]:

@@ -12,7 +12,7 @@ A capture can only speak for the devices it recorded. ``record --device rocep1s0
 twin: that twin then carries 100 % of the *recorded* bytes whatever the other twin did. When the
 manifest lists every RDMA device found at record time (``discovered_devices``), a discovered twin
 of a recorded device that is missing from the capture makes the verdict "cannot judge" (status
-``CANNOT_JUDGE``, exit code 2 in ``rdmascope verify-emulation``), naming the device. Older
+``CANNOT_JUDGE``, exit code 3 in ``rdmascope verify-emulation``), naming the device. Older
 captures without that key and with one recorded device say that the verdict rests on the
 recorded devices only.
 """
@@ -29,7 +29,8 @@ from .load import Capture
 from .peaks import peak_table
 from .series import byte_intervals, default_origin, integrate
 
-__all__ = ["Verdict", "verify_emulation", "missing_twins", "check_shares", "PASS", "FAIL", "CANNOT_JUDGE"]
+__all__ = ["Verdict", "verify_emulation", "missing_twins", "check_shares", "counter_problems",
+           "unknown_time", "PASS", "FAIL", "CANNOT_JUDGE"]
 
 #: ``Verdict.status`` values (``rdmascope verify-emulation`` exits 0, 1, 2 respectively).
 PASS, FAIL, CANNOT_JUDGE = "pass", "fail", "cannot judge"
@@ -43,11 +44,13 @@ class Verdict:
 
     ``ok``: the expectation holds. ``status``: ``PASS`` ("pass", ok), ``FAIL`` ("fail") or
     ``CANNOT_JUDGE`` ("cannot judge": too little RDMA traffic, or a twin of a recorded device
-    was found at record time but not recorded: ``missing_devices``). ``expect``: "single" or
+    was found at record time but not recorded: ``missing_devices``; or a recorded device's bytes
+    were unknown for more than a small share of the range: ``unknown_devices``). ``expect``: "single" or
     "both". ``message``: one sentence with the numbers. ``devices``: DataFrame indexed by RDMA device: tx_bytes, rx_bytes, bytes,
     share (of all RDMA bytes), peak_1ms_gbps (highest 1 ms rate, tx or rx), nan_windows (1 ms
     windows with unknown bytes inside the device's readings: reset/saturated/unavailable/
-    implausible). ``kernel``: the same bytes from netdev statistics per RDMA device
+    implausible), unknown_share (the largest share of the range, tx or rx, whose bytes are
+    unknown). ``kernel``: the same bytes from netdev statistics per RDMA device
     (kernel_bytes, rdma_bytes) or None when not sampled. ``tcp_suspected``: kernel-stack bytes
     reached the TCP threshold. ``main_device``: the device with the largest share.
     """
@@ -65,6 +68,7 @@ class Verdict:
     params: dict[str, Any] = field(default_factory=dict)
     status: str = ""
     missing_devices: list[str] = field(default_factory=list)
+    unknown_devices: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.status:
@@ -75,6 +79,7 @@ class Verdict:
         return {
             "ok": self.ok, "status": self.status, "expect": self.expect,
             "message": self.message, "missing_devices": list(self.missing_devices),
+            "unknown_devices": list(self.unknown_devices),
             "total_bytes": self.total_bytes, "main_device": self.main_device,
             "tcp_suspected": self.tcp_suspected, "start_ns": self.start_ns,
             "end_ns": self.end_ns, "params": self.params,
@@ -160,6 +165,49 @@ def missing_twins(capture: Capture) -> tuple[list[dict[str, Any]], list[str]] | 
     return twins, others
 
 
+def counter_problems(capture: Capture, counter_ids) -> list[str]:
+    """Return the distinct reasons the sampler gave for ``counter_ids`` being unreadable.
+
+    From the manifest's ``events`` of kind "unavailable" (each says the file and the error, e.g.
+    "read_error: .../port_xmit_data: read failed (Invalid argument)"), in time order, each once.
+    """
+    ids = {int(c) for c in counter_ids}
+    out: list[str] = []
+    for e in capture.meta.get("events") or []:
+        if not isinstance(e, dict) or e.get("kind") != "unavailable":
+            continue
+        cid = e.get("counter_id")
+        if isinstance(cid, int) and cid in ids:
+            msg = str(e.get("message", ""))
+            if msg not in out:
+                out.append(msg)
+    return out
+
+
+def unknown_time(intervals: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
+    """Return, per series, the ns of [lo, hi) whose bytes are unknown, by flag.
+
+    Shape: one row per series of ``intervals`` (index ``series``), one int64 column per NaN flag
+    (reset, saturated, unavailable, implausible) plus ``total``. An interval counts for the part
+    of it inside [lo, hi). Unknown is never zero: these spans are what a verdict cannot see.
+    """
+    flags = ["reset", "saturated", "unavailable", "implausible"]
+    rows = {}
+    if len(intervals):
+        t0 = np.clip(intervals["t0_ns"].to_numpy(np.int64), lo, hi)
+        t1 = np.clip(intervals["t1_ns"].to_numpy(np.int64), lo, hi)
+        dur = t1 - t0
+        fl = intervals["flag"].astype(str).to_numpy()
+        ser = intervals["series"].astype(str).to_numpy()
+        for s in dict.fromkeys(ser):
+            m = ser == s
+            rows[s] = {f: int(dur[m & (fl == f)].sum()) for f in flags}
+    df = pd.DataFrame.from_dict(rows, orient="index", columns=flags, dtype="int64")
+    df.index.name = "series"
+    df["total"] = df[flags].sum(axis=1)
+    return df
+
+
 def _bytes_by(capture: Capture, source: str, by: str, start_ns, end_ns, width_ns,
               origin_ns=None):
     """Bytes per ``width_ns`` window of the one grid (``origin_ns``, default the capture start)
@@ -190,7 +238,8 @@ def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: i
                      origin_ns: int | None = None,
                      expect: str = "single", single_share: float = 0.99,
                      both_min_share: float = 0.25, min_bytes: float = 1e6,
-                     tcp_min_bytes: float = 10e6, tcp_ratio: float = 1.0) -> Verdict:
+                     tcp_min_bytes: float = 10e6, tcp_ratio: float = 1.0,
+                     max_unknown_share: float = 0.01) -> Verdict:
     """Check which RDMA interfaces carried the traffic of a capture over [start_ns, end_ns).
 
     ``expect="single"`` (emulated link): OK when one device carries >= ``single_share`` (99 %)
@@ -204,6 +253,12 @@ def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: i
     (0.5, 1] or ``both_min_share`` not in (0, 0.5]. Windows (1 ms for the peaks, 1 s for the
     kernel bytes) lie on the one grid of ``origin_ns`` (default: the capture start,
     ``series.default_origin``), as every command's; the range only selects windows.
+
+    ``status`` is also ``CANNOT_JUDGE`` when the bytes of any recorded device are unknown
+    (unreadable, reset, saturated or implausible intervals) for more than ``max_unknown_share``
+    (1 %) of the range, in either direction: the message names the device, the share and the
+    sampler's reason (``counter_problems``), and the device is listed in ``missing_devices``.
+    ``devices["unknown_share"]`` holds that share per device.
 
     ``status`` is ``CANNOT_JUDGE`` (never OK) with too little traffic, or when the manifest's
     ``discovered_devices`` holds a twin of a recorded device that the capture did not record
@@ -230,18 +285,28 @@ def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: i
     lo = capture.t_start_ns if lo is None else lo
     hi = capture.t_end_ns if hi is None else hi
     ser = c[c["data"] & (c["source"] == "infiniband")]
+    unk = unknown_time(iv, int(lo), int(hi))
     dev_of = dict(zip(ser["series"], ser["device"], strict=True))
     dir_of = dict(zip(ser["series"], ser["direction"], strict=True))
     devices = list(dict.fromkeys(ser["device"]))
     rows = {}
     for dev in devices:
-        row = {"tx_bytes": 0.0, "rx_bytes": 0.0, "peak_1ms_gbps": np.nan, "nan_windows": 0}
+        row = {"tx_bytes": 0.0, "rx_bytes": 0.0, "peak_1ms_gbps": np.nan, "nan_windows": 0,
+               "unknown_share": 0.0}
+        for s in ser.loc[ser["device"] == dev, "series"]:
+            if s in unk.index and hi > lo:
+                row["unknown_share"] = max(row["unknown_share"],
+                                           unk.at[s, "total"] / float(hi - lo))
+            elif hi > lo:  # no interval at all: fewer than two readings, nothing known
+                row["unknown_share"] = 1.0
         if b is not None:
             for s in b.columns:
                 if dev_of.get(s) != dev:
                     continue
                 v = b[s].to_numpy()
-                row[f"{dir_of[s]}_bytes"] += float(np.nansum(v))
+                # a direction with no known window has unknown bytes (NaN), never 0
+                row[f"{dir_of[s]}_bytes"] += (float(np.nansum(v)) if np.isfinite(v).any()
+                                              else np.nan)
                 pk = peak_of.get(s, np.nan)
                 if np.isfinite(pk):
                     row["peak_1ms_gbps"] = np.nanmax([row["peak_1ms_gbps"], pk])
@@ -252,7 +317,8 @@ def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: i
     df["bytes"] = df["tx_bytes"] + df["rx_bytes"]
     total = float(df["bytes"].sum())
     df["share"] = df["bytes"] / total if total > 0 else np.nan
-    df = df[["tx_bytes", "rx_bytes", "bytes", "share", "peak_1ms_gbps", "nan_windows"]]
+    df = df[["tx_bytes", "rx_bytes", "bytes", "share", "peak_1ms_gbps", "nan_windows",
+             "unknown_share"]]
     main = str(df["bytes"].idxmax()) if total > 0 else None
 
     # kernel-stack bytes from netdev statistics, per RDMA device
@@ -268,9 +334,15 @@ def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: i
         k_total = float(kernel["kernel_bytes"].sum())
         tcp = k_total >= tcp_min_bytes and k_total >= tcp_ratio * total
 
-    shares = ", ".join(f"{d} {df.at[d, 'share'] * 100:.2f} % ({df.at[d, 'bytes'] / 1e6:,.1f} MB,"
-                       f" peak {df.at[d, 'peak_1ms_gbps']:.1f} Gb/s at 1 ms)"
-                       if total > 0 else f"{d} 0 MB" for d in df.index)
+    def share_text(d):
+        if not np.isfinite(df.at[d, "bytes"]):
+            return f"{d} unknown (no readable window)"
+        if total <= 0:
+            return f"{d} 0 MB"
+        return (f"{d} {df.at[d, 'share'] * 100:.2f} % ({df.at[d, 'bytes'] / 1e6:,.1f} MB, "
+                f"peak {df.at[d, 'peak_1ms_gbps']:.1f} Gb/s at 1 ms)")
+
+    shares = ", ".join(share_text(d) for d in df.index)
     if total < min_bytes:
         ok = False
         msg = (f"cannot judge: only {total / 1e6:.3f} MB of RDMA traffic in the range "
@@ -312,15 +384,39 @@ def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: i
     if mt is not None and mt[1]:
         msg += (f"; also found at record time but not recorded, on another port (not counted): "
                 f"{', '.join(mt[1])}")
+    # Unknown is never zero: a device whose bytes are unknown for more than max_unknown_share
+    # of the range could have carried the traffic the verdict is about.
+    blind: list[str] = []
+    unknown_devs: list[str] = []
+    for dev in devices:
+        share_u = float(df.at[dev, "unknown_share"])
+        if share_u > max_unknown_share:
+            ids = list(ser.index[ser["device"] == dev])
+            kinds = [f for f in ("unavailable", "reset", "saturated", "implausible")
+                     if any(s in unk.index and unk.at[s, f] > 0
+                            for s in ser.loc[ser["device"] == dev, "series"])]
+            why = counter_problems(capture, ids)
+            reason = "; ".join(why[:2]) + (f" (+{len(why) - 2} more)" if len(why) > 2 else "")
+            what = {"unavailable": "unreadable", "reset": "reset", "saturated": "saturated",
+                    "implausible": "implausible steps"}
+            blind.append(f"{dev} bytes unknown for {share_u * 100:.1f} % of the range ("
+                         + ", ".join(what[k] for k in kinds)
+                         + (f": {reason}" if reason else "") + ")")
+    if blind:
+        ok, status = False, CANNOT_JUDGE
+        unknown_devs = [b.split(" ", 1)[0] for b in blind]
+        msg = (f"cannot judge: {'; '.join(blind)}; unknown is not zero, so the shares say "
+               f"nothing about which interfaces NCCL used; readable bytes only: {msg}")
     if tcp:
         ok, status = False, FAIL
         msg += (f"; TCP SUSPECTED: the kernel network stack moved "
                 f"{kernel['kernel_bytes'].sum() / 1e6:,.1f} MB against {total / 1e6:,.1f} MB "
                 "over RDMA (did NCCL fall back to sockets?)")
     return Verdict(ok=bool(ok), status=status, missing_devices=missing,
+                   unknown_devices=unknown_devs,
                    expect=expect, message=msg, devices=df, total_bytes=total,
                    main_device=main, tcp_suspected=bool(tcp), kernel=kernel, start_ns=lo,
                    end_ns=hi,
                    params={"single_share": single_share, "both_min_share": both_min_share,
                            "min_bytes": min_bytes, "tcp_min_bytes": tcp_min_bytes,
-                           "tcp_ratio": tcp_ratio})
+                           "tcp_ratio": tcp_ratio, "max_unknown_share": max_unknown_share})

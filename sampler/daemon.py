@@ -49,7 +49,13 @@ from rdmascope.sampler.loop import (
     set_rt_priority,
 )
 from rdmascope.sampler.reader import CounterReader, SweepBuffers
-from rdmascope.sampler.status import StatusMeter, format_status, status_width, status_write
+from rdmascope.sampler.status import (
+    ERASE_EOL,
+    StatusMeter,
+    format_status,
+    status_width,
+    status_write,
+)
 
 from rdmascope import __version__
 from rdmascope.capture import (
@@ -168,7 +174,7 @@ class _WriterThread(threading.Thread):
     """Own the CaptureWriter: write handed-off buffers, roll, events, clock pairs, audit, status."""
 
     def __init__(self, writer: CaptureWriter, counters: list[dict[str, Any]],
-                 status_out: TextIO | None):
+                 status_out: TextIO | None, log: TextIO | None = None):
         super().__init__(name="rdmascope-writer", daemon=True)
         self.writer = writer
         self.counters = counters
@@ -184,6 +190,11 @@ class _WriterThread(threading.Thread):
         self.status_tty = status_out is not None and status_out.isatty()
         #: set by ``record`` (the capture start) before the first buffer is handed over
         self.status_meter: StatusMeter | None = None
+        #: where counter problems and recoveries are said, once each, as they happen
+        self.log = log
+        #: per counter: the distinct problems reported (the stop summary names them)
+        self.problems: list[list[str]] = [[] for _ in counters]
+        self.counter_state: list[str] = ["ok"] * len(counters)
 
     def put(self, buf: SweepBuffers | None, events: list) -> None:
         self.q.put((buf, events))
@@ -201,11 +212,41 @@ class _WriterThread(threading.Thread):
                 except CaptureWriteError as exc:
                     self.error = exc
             elif buf is not None:
+                self.note_events(events)
                 self._audit(buf)  # keep the audit honest even when nothing more can be written
             if buf is None:
                 return
 
+    def say(self, text: str) -> None:
+        """Print one message line to the log (clearing a status line redrawn in place)."""
+        if self.log is None:
+            return
+        try:
+            if self.status_tty and self.log is self.status_out:
+                self.log.write("\r" + ERASE_EOL)
+            self.log.write(text + "\n")
+            self.log.flush()
+        except (OSError, ValueError):
+            pass
+
+    def note_events(self, events: list) -> None:
+        """Keep each counter's problems for the stop summary and say each one once, live."""
+        for _t, cid, kind, msg in events:
+            if cid is None or not 0 <= cid < len(self.counters):
+                continue
+            c = self.counters[cid]
+            who = c.get("netdev") or f"{c['device']}/{c.get('port')}"
+            if kind == "unavailable":
+                self.counter_state[cid] = "unavailable"
+                if msg not in self.problems[cid] and len(self.problems[cid]) < 8:
+                    self.problems[cid].append(msg)
+                self.say(f"rdmascope record: {who} {c['name']} unavailable: {msg}")
+            elif kind == "recovered":
+                self.counter_state[cid] = "ok"
+                self.say(f"rdmascope record: {who} {c['name']} readable again")
+
     def _handle(self, buf: SweepBuffers | None, events: list) -> None:
+        self.note_events(events)
         for t_ns, cid, kind, msg in events:
             self.writer.add_event(t_ns, cid, kind, msg, save=False)
         dirty = bool(events)
@@ -378,8 +419,6 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
         status_out = log
 
     reader = CounterReader([c["path"] for c in counters])
-    for _t, cid, _kind, msg in reader.events:
-        print(f"rdmascope record: {counters[cid]['device']}: {msg}", file=log)
 
     stop_reason: list[str] = []
 
@@ -400,7 +439,8 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     gc.collect()
     gc.freeze()
 
-    wt = _WriterThread(writer, counters, status_out)
+    wt = _WriterThread(writer, counters, status_out, log)
+    wt.note_events(reader.events)  # problems found when opening: said now, stored with the rest
     wt.start()  # waits for the first buffer before touching the manifest
     pair = clock_pair()
     if status_out is not None:  # the queue hands it over before any buffer
@@ -473,7 +513,8 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
         "read_duration_ns": [
             {"counter_id": i, "device": c["device"], "port": c["port"],
              "netdev": c.get("netdev"), "name": c["name"],
-             **wt.read_hist[i].summary(), "bad_rows": wt.bad_rows[i]}
+             **wt.read_hist[i].summary(), "bad_rows": wt.bad_rows[i],
+             "problems": list(wt.problems[i])}
             for i, c in enumerate(counters)
         ],
         "cpu_s": round(cpu_s, 4),
@@ -527,6 +568,8 @@ def format_audit(audit: dict[str, Any]) -> str:
         bad = f", {r['bad_rows']} unavailable" if r.get("bad_rows") else ""
         lines.append(f"read bracket {where} {r['name']}: p50 {us(r.get('p50'))}, "
                      f"p99 {us(r.get('p99'))}{bad}")
+        for why in r.get("problems") or []:  # audits before this key: no reasons stored
+            lines.append(f"  unavailable: {why}")
     if audit.get("cpu_s") is not None:
         lines.append(f"cpu: {audit['cpu_s']:.2f} s over {audit.get('wall_s', 0):.1f} s "
                      f"({audit.get('cpu_pct_one_core')} % of one core), "

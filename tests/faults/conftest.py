@@ -273,3 +273,45 @@ def make_world_readable(root: Path) -> None:
             p = os.path.join(dirpath, f)
             if not os.path.islink(p):
                 os.chmod(p, 0o644)
+
+
+#: A DGX Spark pair: one cable's traffic over two PCI functions (the "twins", sysfs.md).
+SPARK_TWINS = (("rocep1s0f1", "0000:01:00.1", "enp1s0f1np1"),
+               ("roceP2p1s0f1", "0002:01:00.1", "enP2p1s0f1np1"))
+
+_SHIM_SRC = Path(__file__).with_name("failread.c")
+
+
+def failread_shim(tmp_path: Path) -> Path:
+    """Compile ``failread.c`` (LD_PRELOAD: pread of chosen files fails with a chosen errno).
+
+    Skips the test, saying why, when there is no C compiler or the build fails.
+    """
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler (cc/gcc/clang) to build the LD_PRELOAD read-error shim")
+    out = tmp_path / "failread.so"
+    res = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(out), str(_SHIM_SRC), "-ldl"],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        pytest.skip(f"cannot build the LD_PRELOAD read-error shim with {cc}: "
+                    f"{res.stderr.strip()[:300]}")
+    return out
+
+
+def shim_env(shim: Path, match: str, err: int, **extra: str) -> dict[str, str]:
+    """Environment for a recorder whose reads of files matching ``match`` fail with ``err``."""
+    env = dict(os.environ)
+    env.update({"LD_PRELOAD": str(shim), "RDMASCOPE_FAIL_MATCH": match,
+                "RDMASCOPE_FAIL_ERRNO": str(err), **extra})
+    return env
+
+
+def write_request_log(path: Path, requests: list[tuple[str, int, int, int]]) -> None:
+    """Write a native request log on CLOCK_MONOTONIC: (id, send, first token, last token) ns."""
+    with open(path, "w") as f:
+        for rid, s, a, b in requests:
+            f.write(json.dumps({"request_id": rid, "t_send": s / 1e9, "t_first_token": a / 1e9,
+                                "t_last_token": b / 1e9, "prompt_tokens": 1000,
+                                "output_tokens": 16, "test": "T", "round": 1,
+                                "clock": "CLOCK_MONOTONIC"}) + "\n")

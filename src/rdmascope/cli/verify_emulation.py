@@ -1,7 +1,8 @@
 """``rdmascope verify-emulation``: did all RDMA traffic use one interface?
 
-Exit codes: 0 PASS, 1 FAIL (or an error), 3 CANNOT JUDGE (too little traffic, or a twin of a
-recorded device found at record time but not recorded). 3, not 2: click already exits 2 on a
+Exit codes: 0 PASS, 1 FAIL (or an error), 3 CANNOT JUDGE (too little traffic, a twin of a
+recorded device found at record time but not recorded, or a device's bytes unknown for more than
+1 % of the range: unreadable, reset, saturated or implausible counters). 3, not 2: click already exits 2 on a
 usage error, and a script must tell "cannot judge" from a mistyped option.
 """
 
@@ -26,9 +27,10 @@ EXIT_CANNOT_JUDGE = 3
 @click.command(help="Check that an NCCL_IB_HCA emulation used one interface: each RDMA "
                     "device's share of the bytes and highest 1 ms rate, and a verdict. Exit "
                     "code 0 PASS (the expectation holds), 1 FAIL, 3 CANNOT JUDGE (too little "
-                    "RDMA traffic, or a twin of a recorded device was found at record time "
-                    "but not recorded, e.g. `record --device rocep1s0f1`: its traffic is "
-                    "unknown). With netdev statistics in the capture, also flags a collective "
+                    "RDMA traffic, a twin of a recorded device was found at record time "
+                    "but not recorded, e.g. `record --device rocep1s0f1`, or a recorded "
+                    "device's counters were unreadable for more than 1 % of the range: its "
+                    "traffic is unknown, never counted as 0). With netdev statistics in the capture, also flags a collective "
                     "that ran over TCP.")
 @click.argument("capture", type=click.Path(exists=True, file_okay=False))
 @time_range_options
@@ -69,7 +71,8 @@ def command(capture, t_from, t_to, origin_s, single, share, min_share, out):
                    f"{(v.end_ns - cap.t_start_ns) / 1e9:.3f} s after capture start, "
                    f"expecting {'one interface' if single else 'both interfaces'}")
         click.echo(format_table(v.devices, floatfmt="{:,.2f}",
-                                formats={"share": "{:.2%}", "tx_bytes": "{:,.0f}",
+                                formats={"share": "{:.2%}", "unknown_share": "{:.2%}",
+                                         "tx_bytes": "{:,.0f}",
                                          "rx_bytes": "{:,.0f}", "bytes": "{:,.0f}"}))
         if v.kernel is not None:
             click.echo("\nRDMA vs kernel network stack (netdev statistics), bytes:")

@@ -1,0 +1,64 @@
+/* LD_PRELOAD shim for the fault tests: make pread() of chosen files fail with a chosen errno,
+ * as a kernel whose counter query fails would (EINVAL, EACCES, EIO ...), without root tricks.
+ *
+ * Environment (read on every call, so a test can switch it on and off):
+ *   RDMASCOPE_FAIL_MATCH  substring of the file path (/proc/self/fd/N) whose reads fail
+ *   RDMASCOPE_FAIL_ERRNO  errno to fail with (decimal, default EINVAL)
+ *   RDMASCOPE_FAIL_WHILE  optional: fail only while this file exists
+ *   RDMASCOPE_FAIL_COUNT  optional: a file whose first 20 bytes hold the number of failed reads
+ * Build: cc -shared -fPIC -O2 -o failread.so failread.c -ldl
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+typedef ssize_t (*pread_fn)(int, void *, size_t, off_t);
+static pread_fn real_pread;
+static long n_failed;
+
+static int should_fail(int fd) {
+    const char *match = getenv("RDMASCOPE_FAIL_MATCH");
+    if (!match || !*match) return 0;
+    const char *cond = getenv("RDMASCOPE_FAIL_WHILE");
+    if (cond && *cond && access(cond, F_OK) != 0) return 0;
+    char link[64], path[4096];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, path, sizeof path - 1);
+    if (n <= 0) return 0;
+    path[n] = 0;
+    return strstr(path, match) != NULL;
+}
+
+static void count(void) {
+    const char *cf = getenv("RDMASCOPE_FAIL_COUNT");
+    if (!cf || !*cf) return;
+    n_failed++;
+    int fd = open(cf, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    char buf[32];
+    int len = snprintf(buf, sizeof buf, "%20ld\n", n_failed);
+    if (!real_pread) real_pread = (pread_fn)dlsym(RTLD_NEXT, "pread");
+    (void)!pwrite(fd, buf, (size_t)len, 0);
+    close(fd);
+}
+
+static ssize_t fake(int fd, void *buf, size_t n, off_t off) {
+    if (!real_pread) real_pread = (pread_fn)dlsym(RTLD_NEXT, "pread");
+    if (should_fail(fd)) {
+        const char *e = getenv("RDMASCOPE_FAIL_ERRNO");
+        int err = (e && *e) ? atoi(e) : EINVAL;
+        count();
+        errno = err;
+        return -1;
+    }
+    return real_pread(fd, buf, n, off);
+}
+
+ssize_t pread(int fd, void *buf, size_t n, off_t off) { return fake(fd, buf, n, off); }
+ssize_t pread64(int fd, void *buf, size_t n, off_t off) { return fake(fd, buf, n, off); }
