@@ -70,7 +70,7 @@ def detect_bursts(bytes_per_window: pd.Series, width_ns: int, *, capacity_gbps: 
     s_idx, e_idx = first_hi[keep], run_e[keep]
     cb = np.concatenate([[0.0], np.cumsum(np.where(valid, b, 0.0))])
     byt = cb[e_idx] - cb[s_idx]
-    peak = np.array([np.max(rate[s:e]) for s, e in zip(s_idx, e_idx, strict=True)])
+    peak = _run_max(rate, s_idx, e_idx)
     start = t[s_idx] if len(t) else np.zeros(0, np.int64)
     end = (t[e_idx - 1] + width_ns) if len(t) else np.zeros(0, np.int64)
     dur = (end - start) / 1e9
@@ -84,6 +84,18 @@ def detect_bursts(bytes_per_window: pd.Series, width_ns: int, *, capacity_gbps: 
                                out=np.zeros(len(byt)), where=(end - start) > 0),
         "gap_before_s": gap,
     })
+
+
+def _run_max(x: np.ndarray, s_idx: np.ndarray, e_idx: np.ndarray) -> np.ndarray:
+    """Maximum of x[s:e] for each non-empty run [s, e) (one numpy call, not one per run)."""
+    if not len(s_idx):
+        return np.zeros(0)
+    # reduceat over the interleaved starts and ends: even slots hold max(x[s:e]); a run ending
+    # at len(x) needs a sentinel slot after the data
+    xx = np.concatenate([x, [np.nan]])
+    idx = np.empty(2 * len(s_idx), np.int64)
+    idx[0::2], idx[1::2] = s_idx, e_idx
+    return np.maximum.reduceat(xx, idx)[0::2]
 
 
 @dataclass
@@ -144,6 +156,192 @@ def burst_analysis(intervals: pd.DataFrame, *, capacity_gbps: float, start_ns: i
             "median_gap_s": float(gaps.median()) if len(gaps) else np.nan,
             "min_gap_s": float(gaps.min()) if len(gaps) else np.nan,
             "nan_windows": int(s.isna().sum()),
+            "capacity_gbps": float(capacity_gbps),
+            "enter_gbps": enter_frac * capacity_gbps, "leave_gbps": leave_frac * capacity_gbps,
+        })
+    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+    return BurstResult(table=table, summary=pd.DataFrame(summary),
+                       params={"capacity_gbps": capacity_gbps, "enter_frac": enter_frac,
+                               "leave_frac": leave_frac, "width_ns": width_ns,
+                               "start_ns": lo, "end_ns": hi,
+                               "expected_allreduce_bytes": expected_allreduce})
+
+
+class _BurstStream:
+    """Hysteresis burst detection over consecutive blocks of one series (``detect_bursts``'s
+    rule): a run of windows at or above ``leave`` that reaches the block's end is carried as
+    (burst start or None, bytes, peak) and continued by the next block."""
+
+    def __init__(self, width_ns: int, enter_gbps: float, leave_gbps: float):
+        self.w = int(width_ns)
+        self.enter, self.leave = enter_gbps, leave_gbps
+        self.open: list | None = None  # [start_ns or None, bytes, peak, end_ns]
+        self.prev_end: int | None = None
+        self.rows: list[tuple] = []
+        self.nvalid = 0
+        self.nnan = 0
+        self.total = 0.0
+
+    def _emit(self, start: int, end: int, byt: float, peak: float) -> None:
+        gap = np.nan if self.prev_end is None else (start - self.prev_end) / 1e9
+        self.rows.append((start, end, byt, peak, gap))
+        self.prev_end = end
+
+    def add(self, t: np.ndarray, b: np.ndarray) -> None:
+        m = len(t)
+        if not m:
+            return
+        rate = to_gbps(b, self.w)
+        valid = ~np.isnan(rate)
+        self.nvalid += int(valid.sum())
+        self.nnan += m - int(valid.sum())
+        self.total += float(np.nansum(b))
+        hi = valid & (rate >= self.enter)
+        stay = valid & (rate >= self.leave)
+        edges = np.diff(np.concatenate([[0], stay.astype(np.int8), [0]]))
+        run_s = np.flatnonzero(edges == 1)
+        run_e = np.flatnonzero(edges == -1)
+        if self.open is not None and not (len(run_s) and run_s[0] == 0):
+            st, byt, pk, end = self.open  # the carried run ended with the last block
+            if st is not None:
+                self._emit(st, end, byt, pk)
+            self.open = None
+        his = np.flatnonzero(hi)
+        if len(his):
+            first_hi = his[np.minimum(np.searchsorted(his, run_s), len(his) - 1)]
+            has = (first_hi >= run_s) & (first_hi < run_e)
+        else:
+            first_hi = np.full(len(run_s), -1)
+            has = np.zeros(len(run_s), bool)
+        cb = np.concatenate([[0.0], np.cumsum(np.where(valid, b, 0.0))])
+        for j in range(len(run_s)):
+            s, e = int(run_s[j]), int(run_e[j])
+            cont = j == 0 and s == 0 and self.open is not None
+            if cont and self.open[0] is not None:
+                st, byt0, pk0, _ = self.open
+                byt = byt0 + float(cb[e] - cb[0])
+                pk = max(pk0, float(np.max(rate[0:e])))
+            elif has[j]:
+                f = int(first_hi[j])
+                st, byt, pk = int(t[f]), float(cb[e] - cb[f]), float(np.max(rate[f:e]))
+            else:
+                st, byt, pk = None, 0.0, -np.inf
+            end = int(t[e - 1]) + self.w
+            if e == m:  # reaches the block's end: carry it on
+                self.open = [st, byt, pk, end]
+            else:
+                if cont:
+                    self.open = None
+                if st is not None:
+                    self._emit(st, end, byt, pk)
+            if j > 2 and e < m and not cont:
+                break  # the rest is vectorized below
+        else:
+            return
+        # runs j+1 .. (all but a run reaching the end): vectorized as in detect_bursts
+        rest = np.arange(j + 1, len(run_s))
+        last_open = len(rest) and run_e[rest[-1]] == m
+        done = rest[:-1] if last_open else rest
+        done = done[has[done]]
+        s_idx, e_idx = first_hi[done], run_e[done]
+        byt = cb[e_idx] - cb[s_idx]
+        pk = _run_max(rate, s_idx, e_idx)
+        for s, e, by_, p in zip(s_idx, e_idx, byt, pk, strict=True):
+            self._emit(int(t[s]), int(t[e - 1]) + self.w, float(by_), float(p))
+        if last_open:
+            r = int(rest[-1])
+            s, e = int(run_s[r]), int(run_e[r])
+            if has[r]:
+                f = int(first_hi[r])
+                self.open = [int(t[f]), float(cb[e] - cb[f]), float(np.max(rate[f:e])),
+                             int(t[e - 1]) + self.w]
+            else:
+                self.open = [None, 0.0, -np.inf, int(t[e - 1]) + self.w]
+
+    def finish(self) -> pd.DataFrame:
+        if self.open is not None and self.open[0] is not None:
+            st, byt, pk, end = self.open
+            self._emit(st, end, byt, pk)
+        self.open = None
+        if self.rows:
+            start, end, byt, peak, gap = (np.array(x) for x in zip(*self.rows, strict=True))
+        else:
+            start = end = np.zeros(0, np.int64)
+            byt = peak = gap = np.zeros(0)
+        dur = (end - start) / 1e9
+        return pd.DataFrame({
+            "start_ns": start.astype(np.int64), "end_ns": end.astype(np.int64),
+            "duration_s": dur, "bytes": byt.astype(float), "peak_gbps": peak.astype(float),
+            "mean_gbps": np.divide(byt * 8, (end - start).astype(float),
+                                   out=np.zeros(len(byt)), where=(end - start) > 0),
+            "gap_before_s": gap.astype(float),
+        })
+
+
+def burst_analysis_capture(capture, *, capacity_gbps: float, start_ns: int | None = None,
+                           end_ns: int | None = None, width_ns: int = MS,
+                           origin_ns: int | None = None, by: str | None = "series",
+                           source: str | None = "infiniband",
+                           groups: dict[str, list[str]] | None = None, keep: bool = True,
+                           enter_frac: float = 0.25, leave_frac: float = 0.10,
+                           expected_allreduce: float | None = None,
+                           t_ref_ns: int | None = None, progress=None) -> BurstResult:
+    """``burst_analysis`` of a capture on disk, one segment at a time (bounded memory).
+
+    ``capture``: a capture directory or ``stream.CaptureInfo``. The same result as
+    ``burst_analysis(byte_intervals(load_capture(capture), source=source), ...)`` with the same
+    arguments (windows on the one grid: ``origin_ns``, default the capture start): the windows
+    stream from ``stream.iter_windows`` and a run of windows above the leave threshold that
+    crosses a segment edge is carried on, so bursts spanning segments are whole. Only the burst
+    table and per-series counters are kept. Raises ``ValueError`` as ``burst_analysis``.
+    """
+    from .peaks import _link_view
+    from .stream import WindowGrid, _info, iter_windows
+
+    if capacity_gbps <= 0:
+        raise ValueError(f"link capacity must be positive, got {capacity_gbps} Gb/s")
+    if not 0 < leave_frac <= enter_frac:
+        raise ValueError(f"need 0 < leave ({leave_frac}) <= enter ({enter_frac})")
+    info = _info(capture)
+    origin = int(info.t_start_ns) if origin_ns is None else int(origin_ns)
+    state: dict = {}
+    det: dict[str, _BurstStream] = {}
+    for _, b, q in iter_windows(info, [WindowGrid(int(width_ns), origin, start_ns, end_ns)],
+                                by=by, source=source, progress=progress, state=state):
+        b, q = _link_view(b, q, groups, keep)
+        t = b.index.to_numpy()
+        for col in b.columns:
+            d = det.get(col)
+            if d is None:
+                d = det[col] = _BurstStream(width_ns, enter_frac * capacity_gbps,
+                                            leave_frac * capacity_gbps)
+            d.add(t, b[col].to_numpy(np.float64))
+    spans = state.get("spans", {})
+    lo = int(start_ns) if start_ns is not None else min(s[0] for s in spans.values())
+    hi = int(end_ns) if end_ns is not None else max(s[1] for s in spans.values())
+    t_ref = lo if t_ref_ns is None else int(t_ref_ns)
+    tables, summary = [], []
+    for col, d in det.items():
+        if col not in spans and col not in (groups or {}):
+            continue
+        bt = d.finish()
+        bt.insert(0, "series", col)
+        bt.insert(3, "t_start_s", (bt["start_ns"] - t_ref) / 1e9)
+        if expected_allreduce:
+            bt["expected_allreduce_bytes"] = float(expected_allreduce)
+            bt["allreduces"] = bt["bytes"] / float(expected_allreduce)
+        tables.append(bt)
+        gaps = bt["gap_before_s"].dropna()
+        summary.append({
+            "series": col, "n_bursts": len(bt),
+            "duty_cycle": float(bt["duration_s"].sum() * 1e9 / (d.nvalid * width_ns))
+            if d.nvalid else np.nan,
+            "burst_bytes": float(bt["bytes"].sum()), "total_bytes": d.total,
+            "burst_share": float(bt["bytes"].sum() / d.total) if d.total > 0 else np.nan,
+            "mean_gap_s": float(gaps.mean()) if len(gaps) else np.nan,
+            "median_gap_s": float(gaps.median()) if len(gaps) else np.nan,
+            "min_gap_s": float(gaps.min()) if len(gaps) else np.nan,
+            "nan_windows": d.nnan,
             "capacity_gbps": float(capacity_gbps),
             "enter_gbps": enter_frac * capacity_gbps, "leave_gbps": leave_frac * capacity_gbps,
         })

@@ -171,3 +171,59 @@ def test_peak_uncertainty_whole_range_clean_capture(tmp_path):
     assert whole["peak_low_gbps"].notna().all() and (whole["peak_low_gbps"] <
                                                      whole["peak_high_gbps"]).all()
     pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-9)
+
+
+def _bench_capture(tmp_path, seconds=90, segment_s=4):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from scale_capture import build
+
+    return build(tmp_path / "bench", seconds, segment_s=segment_s)
+
+
+@pytest.mark.parametrize("kw", [
+    {},
+    {"start_ns": T0 + 33 * MS + 17, "end_ns": T0 + 170 * MS},
+    {"width_ns": 3 * MS, "origin_ns": T0 + 77, "enter_frac": 0.001, "leave_frac": 0.0005},
+])
+def test_bursts_capture_equals_in_memory_edgy(tmp_path, kw):
+    from rdmascope.analysis import burst_analysis
+    from rdmascope.analysis.bursts import burst_analysis_capture
+
+    path = _edgy_capture(tmp_path / "c", roll_every=9)
+    kw = {"capacity_gbps": 1.0, **kw}
+    want = burst_analysis(byte_intervals(load_capture(path)), **kw)
+    got = burst_analysis_capture(path, **kw)
+    assert len(want.table) > 3
+    pd.testing.assert_frame_equal(got.table, want.table, check_exact=False, rtol=1e-9)
+    pd.testing.assert_frame_equal(got.summary, want.summary, check_exact=False, rtol=1e-9)
+    assert got.params == want.params
+    if kw.get("enter_frac") == 0.001:  # long bursts: some span segment edges (every 9 sweeps)
+        edges = T0 + 300_000 + 9 * MS * np.arange(1, 23)
+        t = got.table
+        cross = ((t["start_ns"].to_numpy()[:, None] < edges)
+                 & (t["end_ns"].to_numpy()[:, None] > edges + MS)).any(axis=1)
+        assert cross.sum() >= 3
+
+
+def test_bursts_spanning_segment_edges(tmp_path):
+    """Trains of all-reduces over 1 s segments: the streamed table is the in-memory one, and
+    the total bytes are the intervals' (conserved)."""
+    from rdmascope.analysis import burst_analysis, twin_links
+    from rdmascope.analysis.bursts import burst_analysis_capture
+
+    path = _bench_capture(tmp_path, seconds=60, segment_s=1)
+    cap = load_capture(path)
+    groups = twin_links(cap)
+    kw = {"capacity_gbps": 200.0, "groups": groups, "expected_allreduce": 88.1e6,
+          "t_ref_ns": cap.t_start_ns}
+    want = burst_analysis(byte_intervals(cap), **kw)
+    got = burst_analysis_capture(path, **kw)
+    pd.testing.assert_frame_equal(got.table, want.table, check_exact=False, rtol=1e-9)
+    pd.testing.assert_frame_equal(got.summary, want.summary, check_exact=False, rtol=1e-9)
+    s = got.summary.set_index("series")
+    iv = byte_intervals(cap)
+    total = iv[iv["series"] == "rocep1s0f1/tx"]["bytes"].sum()
+    assert s.at["rocep1s0f1/tx", "total_bytes"] == pytest.approx(total, rel=1e-12)

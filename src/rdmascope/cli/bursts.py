@@ -12,8 +12,9 @@ from rdmascope.cli.output import (
     emit,
     format_table,
     grid_origin,
-    load_or_fail,
+    open_or_fail,
     output_options,
+    progress,
     require_readings,
     time_range,
     time_range_options,
@@ -55,7 +56,9 @@ def default_capacity(meta: dict) -> float | None:
 @output_options
 def command(capture, t_from, t_to, origin_s, capacity_gbps, enter_frac, leave_frac, width_ns, group,
             tokens, hidden_size, bytes_per_value, tp, limit, out):
-    from rdmascope.analysis import allreduce_bytes, burst_analysis, byte_intervals, twin_links
+    from rdmascope.analysis import allreduce_bytes, twin_links
+    from rdmascope.analysis.bursts import burst_analysis_capture
+    from rdmascope.cli.peaks import _segment_span
 
     if not leave_frac <= enter_frac:
         raise click.BadParameter(f"{leave_frac:g} must not exceed --enter "
@@ -63,9 +66,10 @@ def command(capture, t_from, t_to, origin_s, capacity_gbps, enter_frac, leave_fr
     model = [tokens, hidden_size, tp]
     if any(v is not None for v in model) and not all(v is not None for v in model):
         raise click.UsageError("--tokens, --hidden and --tp go together")
-    cap = load_or_fail(capture)
+    cap = open_or_fail(capture)
     require_readings(cap, capture)
-    start, end = time_range(cap.t_start_ns, t_from, t_to, t_end_ns=cap.t_end_ns)
+    start, end = time_range(cap.t_start_ns, t_from, t_to,
+                            t_end_ns=cap.t_end_ns if cap.clean_end else None)
     cap_note = ""
     if capacity_gbps is None:
         capacity_gbps = default_capacity(cap.meta)
@@ -75,21 +79,26 @@ def command(capture, t_from, t_to, origin_s, capacity_gbps, enter_frac, leave_fr
     with cli_errors(str(capture)):
         expected = (allreduce_bytes(tokens, hidden_size, bytes_per_value, tp)
                     if tokens is not None else None)
-        iv = byte_intervals(cap)
-        if len(iv) == 0:
-            raise click.ClickException(f"capture {capture} has no RDMA byte intervals (fewer "
-                                       "than two valid readings per counter)")
         groups = twin_links(cap) if group == "twins" else None
-        lo = start if start is not None else int(iv.t0_ns.min())
-        hi = end if end is not None else int(iv.t1_ns.max())
-        check_window_count(width_ns, hi - lo, n_series=iv["series"].nunique() + len(groups or {}),
-                           what=f"{(lo - cap.t_start_ns) / 1e9:g} s to "
-                                f"{(hi - cap.t_start_ns) / 1e9:g} s")
-        res = burst_analysis(iv, capacity_gbps=capacity_gbps, start_ns=start, end_ns=end,
-                             width_ns=width_ns, groups=groups,
-                             origin_ns=grid_origin(cap.t_start_ns, origin_s), enter_frac=enter_frac,
-                             leave_frac=leave_frac, expected_allreduce=expected,
-                             t_ref_ns=cap.t_start_ns)
+        c = cap.counters
+        n_series = c[c["data"] & (c["source"] == "infiniband")]["series"].nunique()
+        # the windows held in memory at once: about one segment's (the rest streams)
+        check_window_count(width_ns, _segment_span(cap), n_series=n_series + len(groups or {}),
+                           what="one segment of the capture", advice="use a wider window")
+        with progress(length=max(cap.rows, 1), label="bursts") as bar:
+            try:
+                res = burst_analysis_capture(
+                    cap, capacity_gbps=capacity_gbps, start_ns=start, end_ns=end,
+                    width_ns=width_ns, groups=groups,
+                    origin_ns=grid_origin(cap.t_start_ns, origin_s), enter_frac=enter_frac,
+                    leave_frac=leave_frac, expected_allreduce=expected,
+                    t_ref_ns=cap.t_start_ns, progress=lambda n: bar.update(n))
+            except ValueError as exc:
+                if "no intervals" in str(exc):
+                    raise click.ClickException(
+                        f"capture {capture} has no RDMA byte intervals (fewer than two valid "
+                        "readings per counter)") from exc
+                raise
 
     def human():
         click.echo(f"{capture}: capacity {capacity_gbps:g} Gb/s{cap_note}; a burst enters at "
