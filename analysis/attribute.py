@@ -304,7 +304,9 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
     last = req["t_last_ns"].to_numpy(np.int64)
     # a request running past the capture's span is attributed over what was captured: its
     # windows are clipped to the readings (a window wholly outside them has no bytes: NaN)
-    lo_ns, hi_ns = int(iv["t0_ns"].min()), int(iv["t1_ns"].max())
+    # (the span every counter covers: counters are read at slightly different instants)
+    by_counter = iv.groupby("counter_id")
+    lo_ns, hi_ns = int(by_counter["t0_ns"].min().max()), int(by_counter["t1_ns"].max().min())
     windows = {"prefill": (np.clip(send, lo_ns, hi_ns), np.clip(first, lo_ns, hi_ns)),
                "decode": (np.clip(first, lo_ns, hi_ns), np.clip(last, lo_ns, hi_ns))}
     orig = {"prefill": (send, first), "decode": (first, last)}

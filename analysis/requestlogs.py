@@ -177,6 +177,12 @@ def _num(path, row, fld, v, *, allow_none=False) -> float | None:
 
 
 def _int(path, row, fld, v, *, allow_none=True) -> int | None:
+    if isinstance(v, int) and not isinstance(v, bool):
+        # exact: epoch ns (~1.8e18) would lose their last ~8 bits through float64
+        if v < 0:
+            raise RequestLogError(path, f"expected a non-negative integer, got {v!r}", row=row,
+                                  field=fld)
+        return v
     x = _num(path, row, fld, v, allow_none=allow_none)
     if x is None:
         return None
@@ -405,7 +411,8 @@ _RUN_META_KEYS = ("tag", "date", "backend", "model_id", "dataset_name", "request
 
 
 def _run_label(k: int, d: dict) -> dict[str, Any]:
-    meta = {key: d[key] for key in _RUN_META_KEYS if d.get(key) not in (None, "")}
+    meta = {key: (str(d[key]) if isinstance(d[key], float) and not math.isfinite(d[key])
+                  else d[key]) for key in _RUN_META_KEYS if d.get(key) not in (None, "")}
     text = f"run {k}" + (" (" + ", ".join(f"{key}={v}" for key, v in meta.items()) + ")"
                          if meta else "")
     return {"run": k, "label": text, "meta": meta}
