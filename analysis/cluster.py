@@ -708,3 +708,39 @@ def cluster_summary(paths, *, requests: str | os.PathLike | None = None,
                          expect=expect, expect_reason=reason, timing=timing, stragglers=strag,
                          requests=log_df, series=series, span_ns=(lo, hi),
                          verdicts={h: verdicts[h][expect] for h in statuses})
+
+
+# ----------------------------------------------------------------------------------------------
+# Figures' data
+# ----------------------------------------------------------------------------------------------
+
+
+def aligned_rates(res: ClusterResult, *, start_ns: int | None = None, end_ns: int | None = None,
+                  width_ns: int = MS, which: str = "tx") -> pd.DataFrame:
+    """Return every node's rate (Gb/s) per window on the reference's clock: index window start
+    (int64 ns), one column per host. ``which``: "tx" | "rx" | "all". Windows of the common span
+    by default; inside a window a node's bytes are taken linear between its own 1 ms edges (the
+    node's windows do not fall on the reference's)."""
+    lo, hi = res.span_ns
+    a = lo if start_ns is None else max(lo, int(start_ns))
+    z = hi if end_ns is None else min(hi, int(end_ns))
+    grid = np.arange(a, z + 1, width_ns, dtype=np.int64)
+    if len(grid) < 2:
+        return pd.DataFrame(index=pd.Index([], dtype=np.int64))
+    out = {}
+    for n, s in zip(res.run_set.nodes, res.series, strict=True):
+        out[n.host] = np.diff(s.cum_at(n.from_ref(grid), which)) * 8 / width_ns
+    return pd.DataFrame(out, index=pd.Index(grid[:-1], name="t_ns"))
+
+
+def zoom_window(res: ClusterResult, span_ns: int = 60 * MS) -> tuple[int, int] | None:
+    """Return a [start, end) of ``span_ns`` on the reference's clock centred on the burst with
+    the most bytes (where all nodes' bursts can be seen to line up), or None without bursts."""
+    t = res.timing
+    if t is None or len(t) == 0:
+        return None
+    med = t.groupby("burst")[["start_ns", "end_ns"]].median()
+    length = med["end_ns"] - med["start_ns"]
+    b = int(length.idxmax())
+    mid = int((med.loc[b, "start_ns"] + med.loc[b, "end_ns"]) / 2)
+    return mid - span_ns // 2, mid + span_ns // 2

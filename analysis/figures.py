@@ -694,3 +694,131 @@ def save_figure(fig_or_ax: Figure | Axes, path: str | Path, *, dpi: int = 150) -
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format=fmt, dpi=dpi)
     return path
+
+
+# ----------------------------------------------------------------------------------------------
+# The cluster view (several hosts of one run on one time axis)
+# ----------------------------------------------------------------------------------------------
+
+
+def plot_cluster_heatmap(
+    rates_gbps: pd.DataFrame,
+    *,
+    requests: pd.DataFrame | None = None,
+    origin_ns: int | None = None,
+    max_columns: int = 1600,
+    vmax_gbps: float | None = None,
+    title: str | None = None,
+    ax: Axes | None = None,
+) -> Axes:
+    """Draw a nodes x time heatmap of 1 ms rates, with the requests' prefill and decode marked.
+
+    ``rates_gbps``: Gb/s per 1 ms window on one time axis (the run set's reference clock),
+    indexed by window start (int64 ns), one column per host. Longer than ``max_columns``
+    windows, each pixel column shows the **highest** 1 ms rate of the windows it covers (so a
+    burst never fades into an average; the colour bar says so). NaN (unknown) windows are
+    grey. ``requests``: rows with ``t_send_ns``, ``t_first_ns``, ``t_last_ns`` on the same
+    clock; prefill [send, first token] is drawn as a dark bar and decode [first, last token] as
+    a light bar in a strip above the nodes. ``vmax_gbps``: top of the colour scale (default the
+    highest value). Returns the heatmap's Axes. Raises ValueError for a frame without columns.
+    """
+    from matplotlib.colors import Normalize
+
+    rates = _as_frame(rates_gbps, "plot_cluster_heatmap rates_gbps")
+    if ax is None:
+        fig, grid = _new_figure(2, 1, figsize=(11, 1.2 + 0.32 * rates.shape[1]),
+                                sharex=True, height_ratios=[1, max(3, rates.shape[1])])
+        strip, ax = grid[0, 0], grid[1, 0]
+    else:
+        strip = None
+    if origin_ns is None:
+        origin_ns = int(rates.index.min()) if len(rates) else 0
+    v = rates.to_numpy(dtype=float).T  # hosts x windows
+    t = _seconds(rates.index, origin_ns)
+    width_s = float(np.median(np.diff(t))) if len(t) > 1 else 1e-3
+    k = max(1, int(np.ceil(v.shape[1] / max_columns)))
+    pooled = "" if k == 1 else f", highest 1 ms rate per {k} ms column"
+    if k > 1:
+        n = v.shape[1] // k * k
+        blocks = v[:, :n].reshape(v.shape[0], -1, k)
+        with np.errstate(all="ignore"):
+            allnan = np.isnan(blocks).all(axis=2)
+            v = np.where(allnan, np.nan, np.nanmax(np.where(np.isnan(blocks), -np.inf, blocks),
+                                                   axis=2))
+        t = t[:n:k]
+    extent = (t[0] if len(t) else 0.0, (t[-1] if len(t) else 0.0) + width_s * k,
+              v.shape[0] - 0.5, -0.5)
+    top = vmax_gbps or (float(np.nanmax(v)) if np.isfinite(v).any() else 1.0)
+    cmap = _cmap_with_grey_nan()
+    im = ax.imshow(np.ma.masked_invalid(v), aspect="auto", interpolation="nearest",
+                   extent=extent, cmap=cmap, norm=Normalize(0, max(top, 1e-9)))
+    ax.set_yticks(range(rates.shape[1]), [str(c) for c in rates.columns], fontsize=8)
+    ax.set_xlabel("time on the reference host's clock (s)")
+    cb = figure_of(ax).colorbar(im, ax=ax, pad=0.01, fraction=0.03)
+    cb.set_label(f"Gb/s (1 ms{pooled})", fontsize=8)
+    if strip is not None:
+        strip.set_yticks([])
+        for side in ("top", "right", "left"):
+            strip.spines[side].set_visible(False)
+        strip.set_title(title or "1 ms RDMA rate of every node", loc="left")
+        if requests is not None and len(requests):
+            for _, r in requests.iterrows():
+                s, f, la = ((r[c] - origin_ns) / 1e9 for c in ("t_send_ns", "t_first_ns",
+                                                               "t_last_ns"))
+                strip.axvspan(s, f, ymin=0.1, ymax=0.9, color=PREFILL_COLOR, alpha=0.9,
+                              gid="prefill")
+                strip.axvspan(f, la, ymin=0.1, ymax=0.9, color=PALETTE[0], alpha=0.35,
+                              gid="decode")
+            from matplotlib.patches import Patch
+
+            _legend_above(strip, handles=[Patch(color=PREFILL_COLOR, label="prefill"),
+                                          Patch(color=PALETTE[0], alpha=0.35, label="decode")])
+    elif title:
+        ax.set_title(title, loc="left")
+    return ax
+
+
+def _cmap_with_grey_nan():
+    from matplotlib import colormaps
+
+    return colormaps["viridis"].with_extremes(bad="0.8")
+
+
+def plot_cluster_zoom(
+    rates_gbps: pd.DataFrame,
+    *,
+    origin_ns: int | None = None,
+    link_gbps=None,
+    title: str | None = None,
+    ax: Axes | None = None,
+) -> Axes:
+    """Overlay every node's rate over a short stretch (a zoom where the bursts line up).
+
+    ``rates_gbps``: Gb/s per window, indexed by window start (int64 ns, one time axis), one
+    column per host, already cut to the stretch to show. Time in ms from ``origin_ns`` (default
+    the first window). Returns the Axes. Raises ValueError for a frame without columns.
+    """
+    rates = _as_frame(rates_gbps, "plot_cluster_zoom rates_gbps")
+    if ax is None:
+        fig, grid = _new_figure(1, 1, figsize=(10, 3.8))
+        ax = grid[0, 0]
+    if origin_ns is None:
+        origin_ns = int(rates.index.min()) if len(rates) else 0
+    peak = 0.0
+    for i, c in enumerate(rates.columns):
+        x, y = _step_xy(rates.index, rates[c].to_numpy(dtype=float), origin_ns, scale=1e-3)
+        ax.plot(x, y, drawstyle="steps-post", lw=1.0, alpha=0.8, label=str(c),
+                color=PALETTE[i % len(PALETTE)] if i < len(PALETTE) else None)
+        if np.isfinite(y).any():
+            peak = max(peak, float(np.nanmax(y)))
+    _draw_capacities(ax, link_gbps)
+    _headroom(ax, [peak], link_gbps)
+    ax.set_xlabel("time (ms) on the reference host's clock")
+    ax.set_ylabel(RATE_LABEL)
+    ax.set_title(title or "Every node's bursts, aligned", loc="left", pad=20)
+    _legend_above(ax, ncols=min(len(rates.columns), 8))
+    _style(ax)
+    return ax
+
+
+__all__ += ["plot_cluster_heatmap", "plot_cluster_zoom"]

@@ -113,3 +113,43 @@ def test_cli_names_the_culprits_and_exits_1(cluster):
     obj = json.loads(r.output)
     assert obj["meta"]["verdict"] == "PASS" and not obj["meta"]["refined"]
     assert [n["host"] for n in obj["nodes"]] == ["spark-01", "spark-02"]
+
+
+def test_figures_show_the_aligned_rates(cluster):
+    from rdmascope.analysis.cluster import aligned_rates, zoom_window
+    from rdmascope.analysis.figures import plot_cluster_heatmap, plot_cluster_zoom
+
+    _, _, _, res = cluster
+    rates = aligned_rates(res)
+    assert list(rates.columns) == [f"spark-{i:02d}" for i in range(1, 9)]
+    # windows carry each node's tx bytes: the sum over the span equals the table's tx bytes
+    lo, hi = res.span_ns
+    n_win = (hi - lo) // MS
+    tx = rates.sum() * MS / 8
+    assert len(rates) == n_win
+    table = res.nodes.set_index("host")["tx_bytes"]
+    assert np.allclose(tx, table, rtol=1e-3)
+    ax = plot_cluster_heatmap(rates, requests=res.requests, max_columns=500)
+    img = ax.get_images()[0].get_array()
+    k = int(np.ceil(len(rates) / 500))
+    n = len(rates) // k * k
+    expect = rates.to_numpy().T[:, :n].reshape(8, -1, k).max(axis=2)
+    assert img.shape == expect.shape and np.allclose(img, expect)
+    zw = zoom_window(res)
+    z = aligned_rates(res, start_ns=zw[0], end_ns=zw[1])
+    assert len(z) == 60 and z.max().max() > 50  # a burst is in the zoom
+    zax = plot_cluster_zoom(z, origin_ns=zw[0])
+    assert len(zax.get_lines()) >= 8
+
+
+def test_report_of_several_hosts_is_the_cluster_view(cluster, tmp_path):
+    d, _, paths, _ = cluster
+    out = tmp_path / "rep"
+    r = CliRunner().invoke(main, ["report", *map(str, paths[:4]), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    html = (out / "report.html").read_text()
+    assert "Emulation check: FAIL: spark-03" in html
+    assert html.count("data:image/png;base64,") == 2
+    rows = (out / "tables" / "cluster_nodes.csv").read_text().splitlines()
+    assert [x.split(",")[0] for x in rows[1:]] == ["spark-01", "spark-02", "spark-03",
+                                                   "spark-04"]

@@ -34,7 +34,10 @@ def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, 
             origin_s, **setup_kw):
     """Write a self-contained HTML report for one or more configurations.
 
-    With several captures, each after the first is compared with the first (the baseline,
+    Captures of distinct hosts that overlap in time are one run recorded on several nodes:
+    the report is then the cluster view (per-node table, verdicts on every node, stragglers,
+    nodes x time heatmap; see `rdmascope cluster`), with one request log for all nodes.
+    Otherwise, with several captures, each after the first is compared with the first (the baseline,
     e.g. 200 Gb/s; then e.g. the emulated 100 Gb/s); one capture has no comparison. The model,
     TP size and links of the comparison come from the options, else from the captures'
     manifests (the setup given to `record`, the port rate, the twins, the emulation check),
@@ -69,6 +72,30 @@ def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, 
             given["model"] = preset(opts["preset"])
     except ModelError as exc:
         raise click.ClickException(str(exc)) from exc
+    from rdmascope.analysis.cluster_report import is_run_set
+
+    if is_run_set(captures):
+        # one run recorded on several hosts (distinct hosts, overlapping in time): the cluster
+        # view; one request log (the client's) serves every node
+        if len(request_logs) > 1:
+            raise click.UsageError("captures of several hosts of one run take one request log "
+                                   "(the benchmark client's); give --requests once")
+        from rdmascope.analysis.cluster import RunSetError
+        from rdmascope.analysis.cluster_report import write_cluster_report
+        from rdmascope.cli.cluster import find_request_log
+
+        log = request_logs[0] if request_logs else find_request_log(list(captures), None)[0]
+        progress(f"{len(captures)} captures of distinct hosts overlapping in time: one run "
+                 f"recorded on {len(captures)} nodes (the cluster view)")
+        try:
+            with cli_errors():
+                path = write_cluster_report(list(captures), out_dir, requests=log,
+                                            offset_s=offset_s, title=title,
+                                            embed=not no_embed, progress=progress)
+        except RunSetError as exc:
+            raise click.ClickException(str(exc)) from exc
+        click.echo(str(path))
+        return
     with cli_errors():
         path = write_report(list(captures), list(request_logs) or None, out_dir,
                             labels=list(labels) or None, offset_s=offset_s,

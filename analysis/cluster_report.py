@@ -1,0 +1,168 @@
+"""The HTML report of a run set (the captures of several hosts of one run).
+
+``write_cluster_report(captures, out_dir, ...)`` runs ``cluster.cluster_summary`` and renders, with
+the single-run report's renderer (``report.render_report``): the set's verdicts (emulation on every
+node, symmetry of bytes per request, stragglers/slow links, clock warnings), the nodes x time
+heatmap of 1 ms rates with the requests' prefill and decode marked, a zoom where every node's
+bursts line up, and the per-node, clock and straggler tables (also as CSV).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pandas as pd
+from rdmascope.analysis import cluster as C
+from rdmascope.analysis.report import (
+    ReportContent,
+    ReportFigure,
+    ReportSection,
+    ReportTable,
+    Verdict,
+    render_report,
+)
+
+MS = 1_000_000
+
+
+def is_run_set(captures: Sequence[str | os.PathLike]) -> bool:
+    """True when ``captures`` are two or more captures of distinct hosts that overlap in time
+    (one run recorded on several nodes), as opposed to runs of one host to compare."""
+    if len(captures) < 2:
+        return False
+    try:
+        C.open_run_set(captures)
+    except (C.RunSetError, Exception):  # noqa: BLE001 (a bad capture is reported by the caller)
+        return False
+    return True
+
+
+def build_cluster_report(res: C.ClusterResult, *, title: str | None = None) -> ReportContent:
+    """Turn a ``ClusterResult`` into the report's content (figures drawn, tables formatted)."""
+    from rdmascope.analysis.figures import figure_of, plot_cluster_heatmap, plot_cluster_zoom
+
+    rs = res.run_set
+    lo, hi = res.span_ns
+    content = ReportContent(
+        title=title or f"rdmascope cluster report: {len(rs.nodes)} nodes of one run",
+        subtitle=f"time axis: {rs.ref.host}'s CLOCK_MONOTONIC; all captures overlap for "
+                 f"{(hi - lo) / 1e9:.3f} s")
+    if res.verdict == "PASS":
+        content.verdicts.append(Verdict(f"Emulation check: PASS on all {len(rs.nodes)} nodes",
+                                        "ok", res.expect_reason))
+    else:
+        content.verdicts.append(Verdict(
+            f"Emulation check: {res.verdict}: {', '.join(res.failing)}",
+            "fail" if res.verdict == "FAIL" else "warn",
+            " ".join(f"{h}: {res.verdicts[h].message}" for h in res.failing)
+            + f" ({res.expect_reason})"))
+    nodes = res.nodes
+    if "flag" in nodes:
+        flagged = nodes[nodes["flag"] != ""]
+        if len(flagged):
+            for _, r in flagged.iterrows():
+                content.verdicts.append(Verdict(
+                    f"{r['host']} sends {r['vs_median_pct']:+.2f} % bytes per request vs the "
+                    "set's median", "warn", f"Likely: {r['likely']}."))
+        else:
+            content.verdicts.append(Verdict(
+                "Every node sends the same bytes per request (within the tolerance)", "ok",
+                "As a ring all-reduce must: each node sends 2(N-1)/N of every block."))
+    found = res.stragglers[res.stragglers["finding"] != ""] if len(res.stragglers) else \
+        res.stragglers
+    for _, r in found.iterrows():
+        content.verdicts.append(Verdict(
+            f"{r['host']}: {r['finding']}", "warn",
+            f"Its bursts start {r['late_ms']:+.2f} ms vs the set's median (late in "
+            f"{100 * r['late_share']:.0f} % of {r['bursts']} bursts) and last "
+            f"{r['longer_pct']:+.1f} % vs the median length."))
+    if len(res.stragglers) and not len(found):
+        content.verdicts.append(Verdict("No straggler or slow link", "ok",
+                                        f"{res.stragglers['bursts'].max()} all-reduce bursts "
+                                        "compared node by node."))
+    clock = [w for w in res.warnings if "wall clock disagrees" in w]
+    if clock:
+        worst = nodes["clock_residual_ms"].abs().max()
+        content.verdicts.append(Verdict(
+            f"Clocks: {len(clock)} of {len(rs.nodes) - 1} hosts' wall clocks disagree with "
+            f"{rs.ref.host}'s by more than the warning threshold (up to {worst:.2f} ms)", "warn",
+            "NTP/PTP is not keeping the hosts together; the offsets found from the traffic are "
+            "used. " + " ".join(clock)))
+    for w in res.warnings:
+        if w not in clock:
+            content.verdicts.append(Verdict("Clocks", "warn", w))
+    resid = nodes["clock_residual_ms"].abs().max() if "clock_residual_ms" in nodes else None
+    content.cards = [
+        ("nodes", str(len(rs.nodes)), f"reference {rs.ref.host}"),
+        ("emulation", res.verdict, "every node" if res.verdict == "PASS"
+         else ", ".join(res.failing)),
+        ("wall clocks apart", "n/a" if resid is None or pd.isna(resid) else f"{resid:.2f} ms",
+         "largest disagreement with the reference (from the traffic)"
+         if rs.refined else "refinement off"),
+        ("requests", "none" if res.requests is None else str(len(res.requests)),
+         "one log, on the client's clock"),
+    ]
+    rates = C.aligned_rates(res, width_ns=MS, which="tx")
+    if len(rates):
+        ax = plot_cluster_heatmap(rates, requests=res.requests, origin_ns=lo)
+        content.figures.append(ReportFigure(
+            "cluster-heatmap", "Every node's 1 ms tx rate, on one time axis",
+            figure_of(ax), "Rows are nodes; colour is the 1 ms tx rate (the highest 1 ms rate "
+            "of each pixel column when the run is longer than the figure is wide). The strip "
+            "above marks each request's prefill (grey) and decode (blue)."))
+    zw = C.zoom_window(res)
+    if zw is not None:
+        z = C.aligned_rates(res, start_ns=zw[0], end_ns=zw[1], width_ns=MS, which="tx")
+        if len(z):
+            ax = plot_cluster_zoom(z, origin_ns=zw[0])
+            content.figures.append(ReportFigure(
+                "cluster-zoom", "Zoom: the nodes' bursts line up", figure_of(ax),
+                "60 ms around the longest all-reduce burst, 1 ms tx rate of every node after "
+                "the clock alignment."))
+    t = nodes.copy()
+    keep = ["host", "offset_unc_ms", "clock_residual_ms", "tx_bytes", "rx_bytes", "share",
+            "verdict", "peak_1ms_gbps", "peak_5ms_gbps", "peak_100ms_gbps", "peak_1s_gbps",
+            "requests", "bytes_per_request", "vs_median_pct", "flag"]
+    t = t[[c for c in keep if c in t]]
+    content.sections.append(ReportSection(
+        "Per node", [ReportTable(t, name="nodes", headers={
+            "offset_unc_ms": "clock offset +- (ms)",
+            "clock_residual_ms": "wall clock vs reference (ms)",
+            "share": "share per twin",
+            "bytes_per_request": "tx per request (MB)",
+            "vs_median_pct": "vs median (%)"})],
+        note="Bytes over the span all captures share; peaks are the node's link (twins summed, "
+             "tx or rx) over its capture; bytes per request are tx over [send, last token].",
+        name="cluster"))
+    if len(res.stragglers):
+        content.sections.append(ReportSection(
+            "Bursts: stragglers and slow links", [ReportTable(res.stragglers, name="stragglers")],
+            note="Per all-reduce burst, each node's start (first 5 % of its bytes) and length "
+                 "(5 % to 95 %) against the set's median; 'late_share'/'longer_share': the "
+                 "share of bursts in which the node was later/longer than the median.",
+            name="cluster"))
+    content.captures = [(n.host, [("capture", str(n.path)),
+                                  ("offset to reference", f"{n.offset_ns / 1e9:+.6f} s"),
+                                  ("matched burst ends", str(n.bursts_matched))])
+                        for n in rs.nodes]
+    return content
+
+
+def write_cluster_report(captures: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *,
+                         requests: str | os.PathLike | None = None, offset_s: float | None = None,
+                         reference: str | None = None, refine: bool = True,
+                         title: str | None = None, embed: bool = True,
+                         progress: Callable[[str], None] | None = None) -> Path:
+    """Summarise a run set and write ``out_dir/report.html`` (+ figures/, tables/).
+
+    Raises what ``cluster.cluster_summary`` raises and OSError.
+    """
+    say = progress or (lambda _m: None)
+    say(f"cluster: {len(captures)} captures")
+    res = C.cluster_summary(list(captures), requests=requests, offset_s=offset_s,
+                            reference=reference, refine=refine,
+                            progress=lambda k, n, host: say(f"node {k}/{n}: {host}"))
+    content = build_cluster_report(res, title=title)
+    return render_report(content, out_dir, embed=embed, progress=say)
