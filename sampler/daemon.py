@@ -379,7 +379,28 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     _check_requested_counters(devices, opts.counters)
     counters = counter_descriptors(devices, list(opts.counters), netdev_stats=opts.netdev_stats,
                                    sysfs_root=root)
+    no_bytes = [f"{d.name}/{p.port}: {p.byte_note}" for d in devices for p in d.ports
+                if p.byte_source is None]
+    for line in no_bytes:
+        print(f"rdmascope record: warning: {line}; its traffic cannot be recorded", file=log)
+    for d in devices:
+        for p in d.ports:
+            if p.byte_source == "hw_counters":
+                life = (f"{p.hw_counters_lifespan_ms} ms" if p.hw_counters_lifespan_ms
+                        is not None else "hw_counters/lifespan ms (default 10)")
+                print(f"rdmascope record: note: {d.name}/{p.port}: bytes from "
+                      f"{', '.join(p.byte_files)} (plain bytes), which the kernel refreshes "
+                      f"only every {life}: finer windows repeat values", file=log)
+    hw_asked = [c for c in counters if "/hw_counters/" in c["path"]
+                and c.get("byte_source") is None]
+    if hw_asked and opts.interval_ns < 10_000_000:
+        names = ", ".join(dict.fromkeys(c["name"] for c in hw_asked))
+        print(f"rdmascope record: note: hw_counters ({names}) are cached by the kernel for "
+              f"hw_counters/lifespan ms (default 10); sampled every "
+              f"{opts.interval_ns / 1e6:g} ms they repeat values", file=log)
     if not counters:
+        if no_bytes:
+            raise RecordError("nothing to sample: " + "; ".join(no_bytes))
         raise RecordError(f"nothing to sample: the devices {', '.join(available)} have no ports")
     if len(counters) > 65535:
         raise RecordError(f"too many counters ({len(counters)}); at most 65535")

@@ -60,6 +60,34 @@ _EXT_ONLY_COUNTERS = ("unicast_xmit_packets", "unicast_rcv_packets", "multicast_
                       "multicast_rcv_packets")
 _U32_MAX = (1 << 32) - 1
 
+#: Where a port's byte counters are, per driver family: THE table of byte-counter sources (the
+#: README's table says the same). Checked in this order per port; the first with its tx or rx
+#: file present is used. Each entry: (label, folder, tx file, rx file, unit,
+#: bytes per unit, width in bits or None when the files do not tell, drivers, source cited).
+#: A source is chosen when its tx or its rx file exists (a missing one is sampled unavailable).
+BYTE_SOURCES: tuple[tuple[str, str, str, str, str, int, int | None, str, str], ...] = (
+    ("counters_ext", "counters_ext", "port_xmit_data_64", "port_rcv_data_64", "4 bytes", 4, 64,
+     "legacy mlx4 (MLNX_OFED, kernels < 4.5): 64-bit copies beside a 32-bit counters/ set",
+     "MLNX_OFED mlx4 sysfs; node_exporter's committed sys.ttar fixture"),
+    ("counters", "counters", "port_xmit_data", "port_rcv_data", "4 bytes", 4, None,
+     "every driver with a PMA (mlx5, mlx4, hfi1, qib, ...): data octets divided by 4",
+     "drivers/infiniband/core/sysfs.c (PORT_PMA_ATTR / PORT_PMA_ATTR_EXT); "
+     "Documentation/ABI/stable/sysfs-class-infiniband"),
+    ("hw_counters", "hw_counters", "tx_bytes", "rx_bytes", "bytes", 1, 64,
+     "bnxt_re, mana, efa: plain bytes, cached for hw_counters/lifespan ms",
+     "drivers/infiniband/hw/bnxt_re/hw_counters.c (bnxt_re_stat_descs), "
+     "drivers/infiniband/hw/mana/counters.c (mana_ib_port_stats_desc), "
+     "drivers/infiniband/hw/efa/efa_verbs.c (EFA_DEFINE_PORT_STATS)"),
+)
+#: Drivers known to have no byte counter at all (said per port by ``describe_no_bytes``).
+NO_BYTE_SOURCES: tuple[tuple[str, str], ...] = (
+    ("rxe (soft RoCE)", "hw_counters/ has packets only (sent_pkts, rcvd_pkts): "
+     "drivers/infiniband/sw/rxe/rxe_hw_counters.c"),
+    ("siw (soft iWARP)", "no counters/ and no hw_counters/: drivers/infiniband/sw/siw"),
+    ("irdma", "hw_counters/ splits bytes over ip4OutOctets/ip6OutOctets (and In): not summed "
+     "by rdmascope yet; drivers/infiniband/hw/irdma/verbs.c"),
+)
+
 _RATE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*Gb/sec\b")
 _STATE_RE = re.compile(r"^\s*([0-9]+)\s*:\s*(\S.*?)\s*$")
 
@@ -84,6 +112,12 @@ class PortInfo:
     extended_evidence: str | None = None   # why we believe extended_counters
     hw_counters: list[str] = field(default_factory=list)
     hw_counters_lifespan_ms: int | None = None
+    # where the bytes are (BYTE_SOURCES): "counters" | "counters_ext" | "hw_counters" | None
+    byte_source: str | None = None
+    byte_files: list[str] = field(default_factory=list)  # [tx path, rx path] relative to port
+    byte_unit: str | None = None        # "4 bytes" | "bytes"
+    byte_width_bits: int | None = None  # 64, 32, or None when unknown
+    byte_note: str | None = None        # why this source / why there is none
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-able dict of every field."""
@@ -317,8 +351,9 @@ def _discover_port(ppath: Path, n: int, w: list[str]) -> PortInfo:
     elif has_ext:
         p.counters_dir = "counters_ext"
     hw = ppath / "hw_counters"
+    hw_names = _listdir(hw, "hw_counters", w) if hw.is_dir() else []
     if hw.is_dir():
-        p.hw_counters = [c for c in _listdir(hw, "hw_counters", w) if c != "lifespan"]
+        p.hw_counters = [c for c in hw_names if c != "lifespan"]
         life = _read_text(hw / "lifespan", "hw_counters/lifespan", w, required=False)
         if life is not None:
             try:
@@ -326,7 +361,51 @@ def _discover_port(ppath: Path, n: int, w: list[str]) -> PortInfo:
             except ValueError:
                 w.append(f"{hw / 'lifespan'}: {life!r} is not an integer (ms); lifespan "
                          "unavailable")
+    _pick_byte_source(p)
     return p
+
+
+def _pick_byte_source(p: PortInfo) -> None:
+    """Choose the port's byte counters from ``BYTE_SOURCES``: the first with a tx or rx file.
+
+    When only one of the two files exists, the other is still described, and sampled as
+    unavailable (its bytes unknown, never zero).
+    """
+    have = {"counters": set(p.counters), "counters_ext": set(p.counters_ext),
+            "hw_counters": set(p.hw_counters)}
+    for label, folder, tx, rx, unit, _bpu, width, drivers, _cite in BYTE_SOURCES:
+        if tx in have[folder] or rx in have[folder]:  # a missing twin file: unavailable
+            p.byte_source = label
+            p.byte_files = [f"{folder}/{tx}", f"{folder}/{rx}"]
+            p.byte_unit = unit
+            if label == "counters":
+                width = 64 if p.extended_counters else None
+            p.byte_width_bits = width
+            p.byte_note = drivers
+            if label == "counters_ext" and "port_xmit_data" in p.counters:
+                p.byte_note += "; counters/port_xmit_data is the 32-bit copy (sticks at 2^32-1)"
+                p.extended_counters = False
+                p.extended_evidence = ("counters_ext/port_xmit_data_64 beside counters/: the "
+                                       "counters/ data counters are the 32-bit set")
+            return
+    p.byte_note = describe_no_bytes(p)
+
+
+def describe_no_bytes(p: PortInfo) -> str:
+    """Say why a port has no byte counter, naming what it does have (see NO_BYTE_SOURCES)."""
+    if not p.counters and not p.counters_ext and not p.hw_counters:
+        return ("no byte counter: no counters/ and no hw_counters/ (a software iWARP device such "
+                "as siw, or another network namespace)")
+    pk = [c for c in p.hw_counters if c in ("sent_pkts", "rcvd_pkts")]
+    if pk:
+        return (f"no byte counter: hw_counters/ has packets only ({', '.join(pk)}; soft RoCE "
+                "rxe)")
+    octs = [c for c in p.hw_counters if c.endswith("Octets")]
+    if octs:
+        return (f"no byte counter rdmascope can read as one file per direction: hw_counters/ "
+                f"splits bytes over {', '.join(octs[:4])} (irdma)")
+    return "no byte counter: neither counters/port_xmit_data, counters_ext/port_xmit_data_64 " \
+        "nor hw_counters/tx_bytes exists"
 
 
 def _detect_extended(ppath: Path, p: PortInfo) -> tuple[bool | None, str | None]:
@@ -359,6 +438,23 @@ def _ib_descriptor(dev: DeviceInfo, port: PortInfo | None, port_no: int, name: s
                    ) -> dict[str, Any]:
     """Build one infiniband counter descriptor (file may be missing: sampled as unavailable)."""
     ports_dir = Path(dev.path) / "ports" / str(port_no)
+    if name in ("port_xmit_data", "port_rcv_data") and port is not None and \
+            port.byte_source is not None:
+        # the port's byte counters, wherever its driver keeps them (BYTE_SOURCES)
+        rel = port.byte_files[0 if name == "port_xmit_data" else 1]
+        src = next(b for b in BYTE_SOURCES if b[0] == port.byte_source)
+        return {
+            "source": "infiniband",
+            "device": dev.name,
+            "port": port_no,
+            "name": rel.split("/", 1)[1].removesuffix("_64"),  # counters_ext: same counter
+            "path": str(ports_dir / rel),
+            "unit": src[4],
+            "bytes_per_unit": src[5],
+            "width_bits": port.byte_width_bits,
+            "direction": "tx" if name == "port_xmit_data" else "rx",
+            "byte_source": rel,
+        }
     hw = False
     if name.startswith("hw_counters/"):
         name, hw = name.split("/", 1)[1], True
@@ -440,8 +536,13 @@ def counter_descriptors(devices: list[DeviceInfo], counters: tuple[str, ...] | l
     counter whose port shows no sign of the extended set, hw_counters, netdev). ``direction``:
     "tx" (xmit/tx_), "rx" (rcv/rx_) or null.
 
-    Counters whose file does not exist are still described (the sampler marks them unavailable
-    with one event and retries opening them). ``sysfs_root`` (for the netdev statistics path)
+    The byte counters ("port_xmit_data"/"port_rcv_data" in ``counters``) are read from where the
+    port's driver keeps them (``BYTE_SOURCES``: ``counters/`` in units of 4 bytes,
+    ``counters_ext/*_64`` for legacy mlx4, ``hw_counters/tx_bytes``/``rx_bytes`` in bytes); the
+    descriptor then names the real file, unit and width, plus ``byte_source`` (e.g.
+    "hw_counters/tx_bytes"). A port with no byte counter (``PortInfo.byte_note`` says why) gets
+    no byte descriptor. Other counters whose file does not exist are still described (the
+    sampler marks them unavailable with one event and retries opening them). ``sysfs_root`` (for the netdev statistics path)
     defaults to the root the devices were discovered under.
     """
     out: list[dict[str, Any]] = []
@@ -452,6 +553,8 @@ def counter_descriptors(devices: list[DeviceInfo], counters: tuple[str, ...] | l
         for pn in port_list:
             port = dev.port(pn)
             for name in counters:
+                if name in DEFAULT_COUNTERS and port is not None and port.byte_source is None:
+                    continue  # no byte counter on this port (port.byte_note says why)
                 out.append(_ib_descriptor(dev, port, pn, name))
     if netdev_stats:
         for dev in devices:

@@ -47,6 +47,15 @@ MANIFEST KEYS (``manifest.json``, a JSON object):
   ``name`` (kernel file name, e.g. "port_xmit_data" or "tx_bytes"), ``path``,
   ``unit`` ("4 bytes" | "bytes" | "packets" | "count"), ``bytes_per_unit`` (4, 1 or null),
   ``width_bits`` (64, 32, 16, 8 or null when unknown), ``direction`` ("tx" | "rx" | null).
+  Optional (added without a version change; absent in older captures, e.g.
+  ``fixtures/v1-capture``, whose byte counters are always ``counters/port_*_data``):
+  ``byte_source``, on a port's byte counter, the file it was read from relative to the port,
+  one of ``BYTE_SOURCE_FILES``: "counters/port_xmit_data" (unit "4 bytes"),
+  "counters_ext/port_xmit_data_64" (legacy mlx4, "4 bytes", 64-bit) or "hw_counters/tx_bytes"
+  (bnxt_re, mana, efa: unit "bytes", bytes_per_unit 1), and the rx counterparts. The sampled
+  devices' port records (``devices``) then also hold ``byte_source``, ``byte_files``,
+  ``byte_unit``, ``byte_width_bits`` and ``byte_note`` (why that source, or why the port has
+  no byte counter, e.g. soft iWARP).
 - ``events``: list of {``t_ns``, ``counter_id`` (or null), ``kind``, ``message``}: unavailable
   counters (said once, with the reason), recoveries, write errors.
 - ``segments``: one record per closed Parquet segment, {``name``, ``rows``, ``bytes``,
@@ -856,6 +865,10 @@ def _is_int(v: Any) -> bool:
 
 COUNTER_KEYS = ("source", "device", "port", "name", "unit", "bytes_per_unit", "width_bits",
                 "direction")
+#: Values of the optional descriptor key ``byte_source`` (see MANIFEST KEYS).
+BYTE_SOURCE_FILES = ("counters/port_xmit_data", "counters/port_rcv_data",
+                     "counters_ext/port_xmit_data_64", "counters_ext/port_rcv_data_64",
+                     "hw_counters/tx_bytes", "hw_counters/rx_bytes")
 
 
 def check_counter_descriptors(counters: Any, path: str | os.PathLike) -> None:
@@ -882,6 +895,12 @@ def check_counter_descriptors(counters: Any, path: str | os.PathLike) -> None:
                 raise CaptureSchemaError(
                     path, f"manifest counter {i} ({c.get('device')} {c.get('name')}): {key!r} "
                           f"must be {expected} or null, got {json.dumps(v)}")
+        bs = c.get("byte_source")
+        if bs is not None and bs not in BYTE_SOURCE_FILES:
+            raise CaptureSchemaError(
+                path, f"manifest counter {i} ({c.get('device')} {c.get('name')}): "
+                      f"'byte_source' must be one of {', '.join(BYTE_SOURCE_FILES)} or absent, "
+                      f"got {json.dumps(bs)}")
 
 
 def _check_manifest_types(mpath: Path, m: dict[str, Any]) -> None:

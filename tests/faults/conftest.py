@@ -315,3 +315,31 @@ def write_request_log(path: Path, requests: list[tuple[str, int, int, int]]) -> 
                                 "t_last_token": b / 1e9, "prompt_tokens": 1000,
                                 "output_tokens": 16, "test": "T", "round": 1,
                                 "clock": "CLOCK_MONOTONIC"}) + "\n")
+
+
+class PathTicker(threading.Thread):
+    """Advance counter files (any path) in place every ``period_s``: ``step[path]`` per tick.
+
+    ``value[path]`` holds the last value written (the files start at ``start``).
+    """
+
+    def __init__(self, step: dict[Path, int], start: int = 1000, period_s: float = 0.002):
+        super().__init__(daemon=True)
+        self.step, self.period_s = dict(step), period_s
+        self.value = {p: start for p in step}
+        self._halt = threading.Event()
+        for p in step:
+            write_in_place(p, start)
+
+    def run(self) -> None:
+        while not self._halt.wait(self.period_s):
+            for p, s in self.step.items():
+                self.value[p] += s
+                try:
+                    write_in_place(p, self.value[p])
+                except OSError:
+                    pass
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join()

@@ -45,6 +45,13 @@ def command(sysfs_root: str, as_json: bool) -> None:
                     else _u(p.rate))
             click.echo(f"  port {p.port}: {_u(p.state)} / {_u(p.phys_state)}  "
                        f"{_u(p.link_layer)}  rate {rate}")
+            if p.byte_source is not None:
+                width = (f", {p.byte_width_bits}-bit" if p.byte_width_bits
+                         else ", width unknown")
+                click.echo(f"    bytes: {' / '.join(p.byte_files)} (tx / rx; unit "
+                           f"{p.byte_unit}{width}): {p.byte_note}")
+            else:
+                click.echo(f"    bytes: none; {p.byte_note}")
             counters = p.counters or [c for c in p.counters_ext]
             click.echo(f"    counters ({p.counters_dir or 'none'}, {len(counters)}, data "
                        f"counters {ext}): {' '.join(counters) or 'none'}")

@@ -77,6 +77,7 @@ def summarize_capture(path: str) -> dict[str, Any]:
                      for s, n in zip(*np.unique(st, return_counts=True), strict=True)}
         per_counter.append({"counter_id": i, "device": c["device"], "port": c["port"],
                             "netdev": c.get("netdev"), "name": c["name"], "unit": c["unit"],
+                            "byte_source": c.get("byte_source"),
                             "rows": int(sel.sum()), "by_status": by_status})
     out["counters"] = per_counter
     out["unavailable"] = [
@@ -209,7 +210,9 @@ def _print(s: dict[str, Any]) -> None:
     for c in s["counters"]:
         where = _where(c)
         st = ", ".join(f"{k} {v}" for k, v in c["by_status"].items())
-        e(f"  [{c['counter_id']}] {where} {c['name']} ({c['unit']}): {c['rows']} rows ({st})")
+        src = f", bytes from {c['byte_source']}" if c.get("byte_source") else ""
+        e(f"  [{c['counter_id']}] {where} {c['name']} ({c['unit']}{src}): {c['rows']} rows "
+          f"({st})")
     q = s["quality"]
     if q:
         e(f"sampling quality ({q['source']}):")
