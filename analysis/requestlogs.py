@@ -1,6 +1,6 @@
 """Read per-request timing from LLM load generators and place it on the capture's clock.
 
-Six input formats (``request-logs.md`` describes where each comes from):
+Eight input formats (``docs/request-logs.md`` and the README describe where each comes from):
 
 ============== ==================================================== ======================
 format         file                                                 clock of its times
@@ -17,6 +17,9 @@ guidellm       ``benchmarks.json`` (v0.4+ ``info.timings`` and the    CLOCK_REAL
 genai-perf     perf_analyzer / genai-perf ``profile_export.json``     CLOCK_REALTIME (ns)
 aiperf         AIPerf ``profile_export.jsonl``                        CLOCK_REALTIME (ns)
 inference-perf ``per_request_lifecycle_metrics.json``                 CLOCK_MONOTONIC
+sglang         SGLang ``bench_serving --output-details`` JSONL (one   relative
+               line per run)
+llmperf        ray-project/llmperf ``*_individual_responses.json``    relative (no send times)
 ============== ==================================================== ======================
 
 Keys each format is read from (send / first token / last token; token counts; failures):
@@ -44,14 +47,23 @@ Keys each format is read from (send / first token / last token; token counts; fa
   ``error`` or ``metadata.was_cancelled``.
 - inference-perf: list of ``start_time`` (s, perf_counter), ``info.response_metrics.chunk_times``
   (first and last chunk), ``info.input_tokens``, ``info.response_metrics.output_tokens``;
-  failed on ``error``.
+  failed on ``error`` or when a streamed request has no chunk times.
+- sglang: vLLM-style arrays (top level, or under ``details``), one JSON line per run; ITLs are
+  per token (SGLang spreads a chunk's gap over its tokens); no latencies (last token = first +
+  sum of ITLs). See ``_read_vllm``.
+- llmperf: flat dicts; see ``_read_llmperf`` (its ITL includes the TTFT).
+
+Only chunks carrying generated text are tokens (``classify_event``, ``sse_events``); stored
+vLLM/SGLang arrays are checked against themselves (``check_itls``) and corrections offered
+(``apply_fixes``); a file can hold several runs (``RequestLog.runs``, ``read_request_log(run=)``,
+one offset per run in ``align``).
 
 Every reader rebuilds the same timestamps: send, first token, last token (and chunk arrivals when
 the tool saved them) as int64 ns on the log's clock; the metrics are then computed by
 ``rdmascope.analysis.attribute`` with one set of definitions whatever the tool called its fields.
 
-Failed requests (an error recorded by the tool) stay in the table with ``ok = False`` and are
-counted; they are kept out of every metric. Bad input raises ``RequestLogError`` naming the file,
+Failed requests (an error recorded by the tool, or a row whose values cannot be a request) stay
+in the table with ``ok = False`` and the reason in ``error``; they are kept out of every metric. Bad input raises ``RequestLogError`` naming the file,
 the row (1-based line for JSONL/CSV, position in the file's request list otherwise) and the field.
 """
 
@@ -122,8 +134,14 @@ class RequestLog:
     (Int64 ns on ``clock``; may be missing only on failed rows), ``prompt_tokens``,
     ``output_tokens`` (Int64, missing where the tool did not record them), ``test`` (str or None),
     ``round`` (Int64 or missing), ``ok`` (bool), ``error`` (str, "" when ok), ``chunk_times``
-    (list of int ns per streamed chunk, or None), ``row`` (where in the file). Rows are sorted by
-    send time (failed rows without one last).
+    (list of int ns per streamed chunk, or None), ``row`` (where in the file; within its run),
+    ``run`` (1..N, the run of a file holding several), ``token_source`` (where the output token
+    count comes from), ``check`` (a consistency check the stored values failed, "" if none),
+    ``fix`` (dict of corrected ``t_first_ns``, ``t_last_ns``, ``chunk_times`` and ``kind``, or
+    None; ``apply_fixes``), ``t_first_reasoning_ns`` / ``t_first_answer_ns`` (Int64, only for
+    requests that streamed reasoning tokens), ``flag`` (e.g. "runs past the capture end",
+    "corrected: ..."). Rows are sorted by send time (failed rows without one last). ``runs``:
+    one dict per run (``run``, ``label``, ``meta`` = the tool's run metadata).
 
     ``alignment`` is None on the log's own clock; after ``align`` it holds ``method``
     ("monotonic" | "clock_pairs" | "offset" | "anchor"), ``offset_ns`` (added to the log's times),
