@@ -153,3 +153,20 @@ def test_report_of_several_hosts_is_the_cluster_view(cluster, tmp_path):
     rows = (out / "tables" / "cluster_nodes.csv").read_text().splitlines()
     assert [x.split(",")[0] for x in rows[1:]] == ["spark-01", "spark-02", "spark-03",
                                                    "spark-04"]
+
+
+def test_demo_nodes_ends_in_the_cluster_report(tmp_path):
+    out = tmp_path / "demo"
+    r = CliRunner().invoke(main, ["demo", "--nodes", "4", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "emulation check on every node: FAIL (spark-03 did not pass)" in r.output
+    assert "spark-02: compute straggler" in r.output
+    assert (out / "report" / "report.html").is_file()
+    truth = json.loads((out / "cluster" / "truth.json").read_text())
+    assert truth["culprits"]["straggler"]["host"] == "spark-02"
+    r = CliRunner().invoke(main, ["demo", "--nodes", "4", "-o", str(out)])
+    assert r.exit_code == 1 and "--force" in r.output
+    (out / "report" / "report.html").unlink()
+    r = CliRunner().invoke(main, ["demo", "--nodes", "4", "-o", str(out), "--force"])
+    assert r.exit_code == 1 and "not an earlier demo's report" in r.output
+    assert (out / "cluster" / "truth.json").is_file()  # nothing was removed

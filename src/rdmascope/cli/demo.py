@@ -12,13 +12,22 @@ import click
 @click.option("--force", is_flag=True,
               help="With -o: replace an earlier demo's outputs in a non-empty directory (its "
                    "captures, report/ and summary.txt); anything else in their place is refused.")
-def command(output, force) -> None:
+@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="N >= 3: the cluster demo instead: an emulated N-node run (one node without "
+                   "NCCL_IB_HCA, one straggler, wall clocks apart), captures written by the "
+                   "emulator, then `rdmascope cluster` and the cluster report (seconds).")
+def command(output, force, nodes) -> None:
     """Emulated ConnectX-7 twins -> the real `rdmascope record` -> analysis, at 200 Gb/s and at the
     emulated 100 Gb/s (about a minute). Without -o each run gets a fresh directory; with -o a
     non-empty directory is refused unless --force."""
     from rdmascope.emulator.demo import DemoError, run_demo
 
     try:
+        if nodes > 1:
+            from rdmascope.emulator.cluster_demo import run_cluster_demo
+
+            run_cluster_demo(output, nodes=nodes, force=force, log=click.echo)
+            return
         run_demo(output, force=force, log=click.echo)
     except DemoError as exc:
         raise click.ClickException(str(exc)) from exc
