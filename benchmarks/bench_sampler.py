@@ -9,7 +9,10 @@ the same time for the same duration, both reading the same 4 files (port_xmit_da
 port_rcv_data of both devices). Prints, for both: CPU % of one core and the ratio, interval
 percentiles, sweeps taken/missed, the longest gap; for the recorder also bytes on disk per
 counter reading and RSS (peak, and at 10 % vs end of the run for flatness; use --seconds 600 for
-the 10 min check). Targets (issue 2): CPU <= 2x the C loop and <= 5 % of one core; >= 99.9 %
+the 10 min check). With prometheus_client installed, a third process runs at the same time:
+``rdmascope record --metrics`` scraped over loopback once a second (a busier scraper than any
+Prometheus setup), so the endpoint's CPU cost is the difference of two columns of one run
+(``--no-metrics`` leaves it out). Targets (issue 2): CPU <= 2x the C loop and <= 5 % of one core; >= 99.9 %
 sweeps taken; longest gap <= 2x the C loop's; <= 8 bytes on disk per reading; RSS flat.
 The machine is shared: other processes perturb both loops alike, which is why they run together.
 """
@@ -60,11 +63,42 @@ def update_counters(files: list[Path], stop: threading.Event, seed: int = 1) -> 
     return n
 
 
+def _has_prometheus_client() -> bool:
+    try:
+        import prometheus_client  # noqa: F401
+    except ModuleNotFoundError:
+        return False
+    return True
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _scrape_every_second(port: int, proc: subprocess.Popen, count: dict) -> None:
+    import urllib.request
+
+    while proc.poll() is None:
+        time.sleep(1.0)
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                r.read()
+            count["ok"] += 1
+        except OSError:
+            count["failed"] += 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--interval", default="1ms")
     ap.add_argument("--keep", action="store_true", help="keep the tree and the capture")
+    ap.add_argument("--no-metrics", action="store_true",
+                    help="do not run the third recorder with --metrics")
     args = ap.parse_args()
     interval_ns = parse_duration_ns(args.interval)
     shm = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
@@ -90,6 +124,17 @@ def main() -> int:
                                     "--sysfs-root", str(root), "--interval", args.interval,
                                     "--duration", f"{args.seconds}s", "--no-status"],
                                    stderr=subprocess.PIPE, text=True, env=env)
+        m_proc, scrapes = None, {"ok": 0, "failed": 0}
+        if not args.no_metrics and _has_prometheus_client():
+            port = _free_port()
+            m_proc = subprocess.Popen([sys.executable, "-m", "rdmascope", "record", "-o",
+                                       str(out_dir / "cap-metrics"), "--sysfs-root", str(root),
+                                       "--interval", args.interval, "--duration",
+                                       f"{args.seconds}s", "--no-status", "--metrics",
+                                       f"127.0.0.1:{port}"],
+                                      stderr=subprocess.PIPE, text=True, env=env)
+            threading.Thread(target=_scrape_every_second, args=(port, m_proc, scrapes),
+                             daemon=True).start()
         ps = psutil.Process(py_proc.pid)
         rss: list[tuple[float, int]] = []
         t0 = time.monotonic()
@@ -101,6 +146,7 @@ def main() -> int:
             time.sleep(0.5)
         py_err = py_proc.communicate()[1]
         c_out = c_proc.communicate()[0]
+        m_err = m_proc.communicate()[1] if m_proc is not None else ""
         stop.set()
         upd.join()
         if py_proc.returncode != 0:
@@ -145,6 +191,17 @@ def main() -> int:
         print(f"  on disk: {seg_bytes + live_bytes} bytes for {rows} readings = {bpr:.2f} "
               f"bytes per reading ({len(list((cap / 'segments').glob('*.parquet')))} Parquet "
               "segment(s))")
+        if m_proc is not None:
+            if m_proc.returncode != 0:
+                print(m_err, file=sys.stderr)
+                return 1
+            am = read_manifest(out_dir / "cap-metrics")["audit"]
+            print(f"  with --metrics (scraped every 1 s over loopback, {scrapes['ok']} scrapes, "
+                  f"{scrapes['failed']} failed): CPU {am['cpu_pct_one_core']:.2f} % of one core "
+                  f"vs {py_cpu_pct:.2f} % without (difference "
+                  f"{am['cpu_pct_one_core'] - py_cpu_pct:+.2f} points); sweeps taken "
+                  f"{am['sweeps_taken_pct']:.3f} %; longest gap "
+                  f"{am['interval_ns']['max'] / 1e3:.1f} us")
         if rss_start is not None:
             print(f"  recorder RSS at 10 % of the run {rss_start / 1e6:.1f} MB, at the end "
                   f"{rss_end / 1e6:.1f} MB (growth {(rss_end - rss_start) / 1e6:+.1f} MB)")

@@ -98,6 +98,7 @@ class RecordOptions:
     force: bool = False
     status: bool | None = None  # None: only when stderr is a TTY
     spin_ns: int = 0
+    metrics: str | None = None  # --metrics [HOST:]PORT: serve Prometheus metrics (metrics.py)
     command_line: list[str] = field(default_factory=lambda: list(sys.argv))
     #: added to the manifest's ``extra`` (e.g. ``label``, ``note``, ``setup`` from ``record``)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -195,6 +196,8 @@ class _WriterThread(threading.Thread):
         #: per counter: the distinct problems reported (the stop summary names them)
         self.problems: list[list[str]] = [[] for _ in counters]
         self.counter_state: list[str] = ["ok"] * len(counters)
+        #: ``metrics.SamplerMetrics`` with --metrics: updated once per flush batch, here
+        self.metrics = None
 
     def put(self, buf: SweepBuffers | None, events: list) -> None:
         self.q.put((buf, events))
@@ -253,6 +256,8 @@ class _WriterThread(threading.Thread):
         if buf is not None and len(buf):
             self.writer.write_batch(_to_batch(buf))
             self._audit(buf)
+            if self.metrics is not None:
+                self.metrics.update(buf)
             if self.status_out is not None:
                 self._status(buf)
         now = time.monotonic()
@@ -305,6 +310,19 @@ class _WriterThread(threading.Thread):
         elapsed_s, taken, missed, links = got
         line = format_status(elapsed_s, taken, missed, links, status_width(self.status_out))
         status_write(self.status_out, line, self.status_tty)
+
+
+def _start_metrics(address: str | None, counters, interval_ns: int):
+    """Start the --metrics endpoint (metrics.py) or return None; ``RecordError`` if it cannot."""
+    if not address:
+        return None
+    from rdmascope.sampler.metrics import MetricsError, MetricsServer, SamplerMetrics, parse_address
+
+    try:
+        host, port = parse_address(address)
+        return MetricsServer(SamplerMetrics(counters, interval_ns), host, port)
+    except MetricsError as exc:
+        raise RecordError(str(exc)) from exc
 
 
 def _validate(opts: RecordOptions) -> None:
@@ -431,9 +449,12 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
             **(opts.extra or {}),
         },
     }
+    server = _start_metrics(opts.metrics, counters, interval_ns)
     try:
         writer = CaptureWriter.create(opts.output, fields, force=opts.force)
     except CaptureError as exc:
+        if server is not None:
+            server.close()
         raise RecordError(str(exc)) from exc
     status_out = None
     if opts.status or (opts.status is None and log.isatty()):
@@ -464,6 +485,9 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     wt.note_events(reader.events)  # problems found when opening: said now, stored with the rest
     wt.start()  # waits for the first buffer before touching the manifest
     pair = clock_pair()
+    if server is not None:  # the queue hands it over before any buffer
+        server.metrics.start_ns = pair[1]
+        wt.metrics = server.metrics
     if status_out is not None:  # the queue hands it over before any buffer
         wt.status_meter = StatusMeter(counters, pair[1])
     writer.manifest["start"] = {"realtime_ns": pair[0], "monotonic_ns": pair[1]}
@@ -507,6 +531,8 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
         wt.put(None, [])
         wt.join()
         reader.close()
+        if server is not None:
+            server.close()
         cpu1 = proc.cpu_times()
         sys.setswitchinterval(old_switch)
         gc.unfreeze()

@@ -1,4 +1,5 @@
-"""The sampler side never imports pandas or matplotlib (lean install on an inference node)."""
+"""The sampler side never imports pandas or matplotlib (lean install on an inference node), nor
+prometheus_client unless ``--metrics`` asks for it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from rdmascope.sampler.faketree import build_device
 CHECK = """
 import sys
 {body}
-bad = sorted(m for m in ("pandas", "matplotlib") if m in sys.modules)
+bad = sorted(m for m in ("pandas", "matplotlib", "prometheus_client") if m in sys.modules)
 assert not bad, f"imported: {{bad}}"
 print("CLEAN")
 """

@@ -40,6 +40,12 @@ from rdmascope.models import PRESETS
                    "width (COLUMNS, else the terminal, else 80). On a terminal the line is "
                    "redrawn in place; otherwise (--status under systemd, a pipe) one plain "
                    "line per second. Default: only when stderr is a terminal.")
+@click.option("--metrics", "metrics", default=None, metavar="[HOST:]PORT",
+              help="Serve Prometheus metrics over HTTP (needs the metrics extra): bytes "
+                   "counters, 1 ms and 5 ms peak rates over the last 60 s, a histogram of 1 ms "
+                   "rates, sweeps taken/missed and lateness; updated every 0.25 s. A bare PORT "
+                   "listens on 127.0.0.1 only. Off by default (the recorder then opens no "
+                   "socket).")
 @click.option("--label", default=None,
               help="Name of this run, kept in the manifest (e.g. 'emulated 100 Gb/s'); the "
                    "analysis uses it as the configuration's label.")
@@ -60,7 +66,7 @@ from rdmascope.models import PRESETS
               help="Nodes the run spans.")
 def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, sysfs_root, cpu,
             rt_priority, force, status, label, note, link_gbps, emulated_gbps, preset, config, tp,
-            nodes) -> None:
+            nodes, metrics) -> None:
     """Sample RDMA port counters into a capture, in the foreground, until stopped.
 
     Stops cleanly on SIGINT/SIGTERM or after --duration, then prints the self-audit (sweeps
@@ -110,6 +116,7 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, s
         counters=names, netdev_stats=netdev_stats, sysfs_root=sysfs_root,
         duration_s=None if duration_ns is None else duration_ns / 1e9, cpu=cpu,
         rt_priority=rt_priority, force=force, status=status, extra=extra,
+        metrics=metrics,
         command_line=["rdmascope", "record", *sys.argv[2:]] if len(sys.argv) > 1 else sys.argv,
     )
     try:

@@ -1,0 +1,289 @@
+"""``rdmascope record --metrics ADDR:PORT``: a burst-aware Prometheus endpoint.
+
+A per-second exporter cannot see a 3 ms prefill burst at line rate. This endpoint exposes what
+the 1 ms sampler sees, through ``prometheus_client`` (an optional extra, imported only when
+``--metrics`` is given; the lean sampler install does not need it):
+
+- ``rdmascope_bytes_total{device,port,direction,source}`` (counter): bytes moved since the
+  recording started, the counter's raw steps x its ``bytes_per_unit`` (4 for port_xmit_data /
+  port_rcv_data, never x lanes). A step that goes backwards (a counter reset) adds nothing and is
+  counted in ``rdmascope_counter_resets_total``; unavailable readings add nothing and are counted
+  in ``rdmascope_unavailable_readings_total``.
+- ``rdmascope_peak_gbps{...,window="1ms"|"5ms"}`` (gauge): the highest rate over one (1 ms) or
+  five (5 ms) consecutive sampling intervals among the readings of the last ``recent_s`` seconds
+  (60 by default, so a scrape every minute misses no burst). Rates are bytes x 8 / the time between
+  the readings' instants (the middle of each read bracket), in Gb/s (10^9 bit/s); windows that
+  span missed sweeps (longer than (k + 0.5) intervals) are left out. These windows follow the
+  readings; `rdmascope peaks` re-bins onto a fixed grid and can differ by a few percent.
+- ``rdmascope_rate_1ms_gbps{...}`` (histogram): every single-interval rate since the start, in
+  Gb/s buckets: how much of the time the link spends near line rate.
+- Sampler health: ``rdmascope_sweeps_taken_total``, ``rdmascope_sweeps_missed_total`` (deadlines
+  passed without a sweep), ``rdmascope_sweep_lateness_seconds`` (histogram of sweep start -
+  deadline), ``rdmascope_last_sweep`` (the last sweep index exposed), ``rdmascope_sampler_info``.
+
+State is updated once per flush batch (every 0.25 s, in the writer thread) with numpy over the
+whole batch, never per reading; the 1 ms loop is untouched. A scrape reads a consistent copy.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any
+
+import numpy as np
+from rdmascope.sampler.reader import SweepBuffers
+
+#: Bucket upper bounds of the 1 ms rate histogram, Gb/s (a 400 Gb/s port fits).
+RATE_BUCKETS_GBPS = (0.1, 1.0, 5.0, 10.0, 25.0, 50.0, 75.0, 100.0, 125.0, 150.0, 175.0, 200.0,
+                     250.0, 300.0, 400.0)
+#: Bucket upper bounds of the sweep lateness histogram, seconds.
+LATENESS_BUCKETS_S = (1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3, 0.05)
+#: Default span of the peak gauges, seconds.
+RECENT_S = 60.0
+
+
+class MetricsError(Exception):
+    """The endpoint cannot start (bad address, port in use, prometheus_client missing)."""
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """Parse ``PORT``, ``HOST:PORT`` or ``[V6]:PORT``; a bare port listens on 127.0.0.1 only.
+
+    Raises ``MetricsError`` for anything else or a port outside 1..65535.
+    """
+    t = str(text).strip()
+    host = "127.0.0.1"
+    if t.startswith("["):
+        h, sep, p = t[1:].partition("]:")
+        if not sep:
+            raise MetricsError(f"--metrics {text}: expected PORT, HOST:PORT or [IPv6]:PORT")
+        host, t = h, p
+    elif ":" in t:
+        host, _, t = t.rpartition(":")
+        host = host or "127.0.0.1"
+    try:
+        port = int(t)
+    except ValueError:
+        raise MetricsError(f"--metrics {text}: expected PORT, HOST:PORT or [IPv6]:PORT") from None
+    if not 1 <= port <= 65535:
+        raise MetricsError(f"--metrics {text}: port must be 1..65535")
+    return host, port
+
+
+class SamplerMetrics:
+    """The exporter's state and its ``prometheus_client`` collector.
+
+    ``counters``: the capture's counter descriptors (manifest order = column order of a sweep);
+    ``start_ns``: the schedule start (deadline of sweep 0, CLOCK_MONOTONIC ns); ``interval_ns``.
+    ``update(buf)`` once per flush batch; ``collect()`` is called by the HTTP thread.
+    """
+
+    def __init__(self, counters: list[dict[str, Any]], interval_ns: int, *,
+                 start_ns: int | None = None, recent_s: float = RECENT_S):
+        self.n = len(counters)
+        self.interval_ns = int(interval_ns)
+        self.start_ns = start_ns
+        self.recent_ns = int(recent_s * 1e9)
+        self.recent_s = recent_s
+        self.labels = [(str(c.get("device")), str(c.get("port") if c.get("port") is not None
+                                                    else ""),
+                        str(c.get("direction") or ""), str(c.get("source") or ""),
+                        str(c.get("name"))) for c in counters]
+        self.bpu = np.array([int(c.get("bytes_per_unit") or 0) for c in counters], np.int64)
+        self.rated = [i for i, c in enumerate(counters)
+                      if c.get("bytes_per_unit") and c.get("direction") in ("tx", "rx")]
+        self._lock = threading.Lock()
+        self.bytes_total = np.zeros(self.n, np.float64)  # bytes as float: exact below 2^53
+        self.resets = np.zeros(self.n, np.int64)
+        self.unavailable = np.zeros(self.n, np.int64)
+        self.rate_hist = np.zeros((self.n, len(RATE_BUCKETS_GBPS) + 1), np.int64)
+        self.rate_sum = np.zeros(self.n, np.float64)
+        self.late_hist = np.zeros(len(LATENESS_BUCKETS_S) + 1, np.int64)
+        self.late_sum = 0.0
+        self.taken = 0
+        self.last_sweep = -1
+        # per counter: last valid (instant ns, raw value) and the last 4 intervals (dt, dbytes)
+        # so 5-interval windows continue across batches
+        self._last: list[tuple[int, int] | None] = [None] * self.n
+        self._tail: list[list[tuple[int, float]]] = [[] for _ in range(self.n)]
+        self._peaks: deque = deque()  # (batch end ns, peak1 array, peak5 array)
+
+    # -- the writer thread, once per flush batch ------------------------------------------
+    def update(self, buf: SweepBuffers) -> None:
+        """Account for one flush batch (all its sweeps) with numpy; O(batch), no per-reading
+        Python work beyond a loop over the counters."""
+        nsw = len(buf.sweep_start_ns)
+        if not nsw or not self.n:
+            return
+        n = self.n
+        sweeps = np.frombuffer(buf.sweep, dtype=np.int64).reshape(-1, n)[:, 0]
+        starts = np.frombuffer(buf.sweep_start_ns, dtype=np.int64)
+        vals = np.frombuffer(buf.value, dtype=np.uint64).reshape(-1, n)
+        st = np.frombuffer(buf.status, dtype=np.uint8).reshape(-1, n)
+        tb = np.frombuffer(buf.t_before_ns, dtype=np.int64).reshape(-1, n)
+        dur = np.frombuffer(buf.read_duration_ns, dtype=np.uint32).reshape(-1, n)
+        inst = tb + (dur // 2).astype(np.int64)
+        late = None
+        if self.start_ns is not None:
+            late = (starts - (self.start_ns + sweeps * self.interval_ns)) / 1e9
+        peak1 = np.full(n, np.nan)
+        peak5 = np.full(n, np.nan)
+        upd: dict[int, tuple] = {}
+        for i in range(n):
+            ok = st[:, i] == 0
+            unav = int((~ok).sum())
+            t = inst[ok, i]
+            v = vals[ok, i]
+            last = self._last[i]
+            if last is not None:
+                t = np.concatenate([[last[0]], t])
+                v = np.concatenate([np.array([last[1]], np.uint64), v])
+            if len(t) == 0:
+                upd[i] = (unav, 0.0, 0, None, None, None)
+                continue
+            new_last = (int(t[-1]), int(v[-1]))
+            if len(t) < 2:
+                upd[i] = (unav, 0.0, 0, new_last, None, None)
+                continue
+            up = v[1:] >= v[:-1]  # a step down is a reset: no bytes, no rate
+            dv = (np.where(up, v[1:], v[:-1]) - v[:-1]).astype(np.float64)
+            dbytes = dv * float(self.bpu[i])
+            dt = np.diff(t).astype(np.float64)
+            upd[i] = (unav, float(dbytes.sum()), int((~up).sum()), new_last, dt,
+                      np.where(up, dbytes, np.nan))
+        with self._lock:
+            self.taken += nsw
+            self.last_sweep = int(sweeps[-1])
+            if late is not None:
+                self.late_hist += np.bincount(np.searchsorted(LATENESS_BUCKETS_S, late),
+                                              minlength=len(LATENESS_BUCKETS_S) + 1)
+                self.late_sum += float(late.sum())
+            for i, (unav, add, resets, new_last, dt, db) in upd.items():
+                self.unavailable[i] += unav
+                self.bytes_total[i] += add
+                self.resets[i] += resets
+                if new_last is not None:
+                    self._last[i] = new_last
+                if dt is None or i not in self.rated:
+                    continue
+                tail = self._tail[i]
+                dts = np.concatenate([[x[0] for x in tail], dt])
+                dbs = np.concatenate([[x[1] for x in tail], db])
+                one = (dt <= 1.5 * self.interval_ns) & ~np.isnan(db)
+                r1 = db[one] * 8 / dt[one]  # bits per ns = Gb/s
+                self.rate_hist[i] += np.bincount(np.searchsorted(RATE_BUCKETS_GBPS, r1),
+                                                 minlength=len(RATE_BUCKETS_GBPS) + 1)
+                self.rate_sum[i] += float(r1.sum())
+                if r1.size:
+                    peak1[i] = float(r1.max())
+                if len(dts) >= 5:
+                    cs_t = np.concatenate([[0.0], np.cumsum(dts)])
+                    nan = np.isnan(dbs)  # a reset inside a window makes it unknown
+                    cs_b = np.concatenate([[0.0], np.cumsum(np.where(nan, 0.0, dbs))])
+                    cs_n = np.concatenate([[0], np.cumsum(nan)])
+                    span = cs_t[5:] - cs_t[:-5]
+                    b5 = cs_b[5:] - cs_b[:-5]
+                    k = (span <= 5.5 * self.interval_ns) & (cs_n[5:] == cs_n[:-5])
+                    if k.any():
+                        peak5[i] = float((b5[k] * 8 / span[k]).max())
+                self._tail[i] = list(zip(dts[-4:].tolist(), dbs[-4:].tolist(), strict=True))
+            now = int(starts[-1])
+            self._peaks.append((now, peak1, peak5))
+            while self._peaks and self._peaks[0][0] < now - self.recent_ns:
+                self._peaks.popleft()
+
+    # -- the HTTP thread ----------------------------------------------------------------
+    def collect(self):
+        """Yield the metric families (``prometheus_client`` collector protocol)."""
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            HistogramMetricFamily,
+        )
+
+        with self._lock:
+            bytes_total = self.bytes_total.copy()
+            resets, unav = self.resets.copy(), self.unavailable.copy()
+            rate_hist, rate_sum = self.rate_hist.copy(), self.rate_sum.copy()
+            late_hist, late_sum = self.late_hist.copy(), self.late_sum
+            taken, last_sweep = self.taken, self.last_sweep
+            peaks = list(self._peaks)
+        names = ["device", "port", "direction", "source", "counter"]
+        b = CounterMetricFamily("rdmascope_bytes", "Bytes moved since the recording started "
+                                "(counter steps x bytes_per_unit; x4 for port_*_data).",
+                                labels=names)
+        r = CounterMetricFamily("rdmascope_counter_resets", "Counter steps that went backwards "
+                                "(a reset; they add no bytes).", labels=names)
+        u = CounterMetricFamily("rdmascope_unavailable_readings", "Readings that failed or did "
+                                "not parse (they add no bytes).", labels=names)
+        for i, lab in enumerate(self.labels):
+            if i in self.rated:
+                b.add_metric(list(lab), float(bytes_total[i]))
+                r.add_metric(list(lab), float(resets[i]))
+            u.add_metric(list(lab), float(unav[i]))
+        yield b
+        yield r
+        yield u
+        pk = GaugeMetricFamily(
+            "rdmascope_peak_gbps", f"Highest rate over 1 or 5 consecutive sampling intervals "
+            f"among the readings of the last {self.recent_s:g} s, Gb/s (10^9 bit/s).",
+            labels=[*names, "window"])
+        h = HistogramMetricFamily("rdmascope_rate_1ms_gbps", "Rate over each single sampling "
+                                  "interval since the start, Gb/s.", labels=names)
+        for i in self.rated:
+            lab = list(self.labels[i])
+            for w, col in (("1ms", 1), ("5ms", 2)):
+                vals = [p[col][i] for p in peaks if not np.isnan(p[col][i])]
+                if vals:
+                    pk.add_metric([*lab, w], float(max(vals)))
+            cum = np.cumsum(rate_hist[i])
+            bk = [(f"{ub:g}", float(c)) for ub, c in zip(RATE_BUCKETS_GBPS, cum, strict=False)]
+            bk.append(("+Inf", float(cum[-1])))
+            h.add_metric(lab, bk, float(rate_sum[i]))
+        yield pk
+        yield h
+        yield CounterMetricFamily("rdmascope_sweeps_taken", "Sweeps taken.", value=float(taken))
+        yield CounterMetricFamily("rdmascope_sweeps_missed", "Deadlines that passed without a "
+                                  "sweep (skipped, never made up).",
+                                  value=float(max(0, last_sweep + 1 - taken)))
+        yield GaugeMetricFamily("rdmascope_last_sweep", "Index of the last sweep accounted for.",
+                                value=float(last_sweep))
+        cum = np.cumsum(late_hist)
+        lh = HistogramMetricFamily("rdmascope_sweep_lateness_seconds", "Sweep start minus its "
+                                   "deadline.", labels=[])
+        bk = [(f"{ub:g}", float(c)) for ub, c in zip(LATENESS_BUCKETS_S, cum, strict=False)]
+        bk.append(("+Inf", float(cum[-1])))
+        lh.add_metric([], bk, late_sum)
+        yield lh
+        info = GaugeMetricFamily("rdmascope_sampler_info", "The sampler's settings.",
+                                 labels=["interval_ns", "peak_over_s"])
+        info.add_metric([str(self.interval_ns), f"{self.recent_s:g}"], 1.0)
+        yield info
+
+
+class MetricsServer:
+    """The HTTP endpoint serving one ``SamplerMetrics`` (its own registry, no default
+    collectors). ``close()`` stops it."""
+
+    def __init__(self, metrics: SamplerMetrics, host: str, port: int):
+        try:
+            from prometheus_client import CollectorRegistry, start_http_server
+        except ModuleNotFoundError as exc:
+            raise MetricsError(f"--metrics needs prometheus_client ({exc.name} is not "
+                               "installed): pip install 'rdmascope[metrics]'") from exc
+        self.metrics = metrics
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(metrics)
+        try:
+            res = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as exc:
+            raise MetricsError(f"--metrics {host}:{port}: cannot listen: "
+                               f"{exc.strerror or exc}") from exc
+        self.server, self.thread = res if isinstance(res, tuple) else (None, None)
+        self.address = (host, self.server.server_address[1] if self.server else port)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
