@@ -111,6 +111,29 @@ class BurstResult:
     params: dict[str, Any] = field(default_factory=dict)
 
 
+def _summary_row(col, bt: pd.DataFrame, *, nvalid: int, nansum: float, nan_windows: int,
+                 width_ns: int, capacity_gbps: float, enter_frac: float, leave_frac: float
+                 ) -> dict[str, Any]:
+    """One series' burst summary from its burst table and window counts (see BurstResult)."""
+    # no known window at all (an unreadable counter): its bytes are unknown, never 0
+    total = nansum if nvalid else np.nan
+    gaps = bt["gap_before_s"].dropna()
+    return {
+        "series": col, "n_bursts": len(bt),
+        "duty_cycle": float(bt["duration_s"].sum() * 1e9 / (nvalid * width_ns))
+        if nvalid else np.nan,
+        "burst_bytes": float(bt["bytes"].sum()) if nvalid else np.nan,
+        "total_bytes": total,
+        "burst_share": float(bt["bytes"].sum() / total) if total > 0 else np.nan,
+        "mean_gap_s": float(gaps.mean()) if len(gaps) else np.nan,
+        "median_gap_s": float(gaps.median()) if len(gaps) else np.nan,
+        "min_gap_s": float(gaps.min()) if len(gaps) else np.nan,
+        "nan_windows": int(nan_windows),
+        "capacity_gbps": float(capacity_gbps),
+        "enter_gbps": enter_frac * capacity_gbps, "leave_gbps": leave_frac * capacity_gbps,
+    }
+
+
 def burst_analysis(intervals: pd.DataFrame, *, capacity_gbps: float, start_ns: int | None = None,
                    end_ns: int | None = None, width_ns: int = MS, origin_ns: int | None = None,
                    by: str | None = "series", groups: dict[str, list[str]] | None = None,
@@ -142,23 +165,10 @@ def burst_analysis(intervals: pd.DataFrame, *, capacity_gbps: float, start_ns: i
             bt["allreduces"] = bt["bytes"] / float(expected_allreduce)
         tables.append(bt)
         nvalid = int(s.notna().sum())
-        # no known window at all (an unreadable counter): its bytes are unknown, never 0
-        total = float(np.nansum(s.to_numpy())) if nvalid else np.nan
-        gaps = bt["gap_before_s"].dropna()
-        summary.append({
-            "series": col, "n_bursts": len(bt),
-            "duty_cycle": float(bt["duration_s"].sum() * 1e9 / (nvalid * width_ns))
-            if nvalid else np.nan,
-            "burst_bytes": float(bt["bytes"].sum()) if nvalid else np.nan,
-            "total_bytes": total,
-            "burst_share": float(bt["bytes"].sum() / total) if total > 0 else np.nan,
-            "mean_gap_s": float(gaps.mean()) if len(gaps) else np.nan,
-            "median_gap_s": float(gaps.median()) if len(gaps) else np.nan,
-            "min_gap_s": float(gaps.min()) if len(gaps) else np.nan,
-            "nan_windows": int(s.isna().sum()),
-            "capacity_gbps": float(capacity_gbps),
-            "enter_gbps": enter_frac * capacity_gbps, "leave_gbps": leave_frac * capacity_gbps,
-        })
+        summary.append(_summary_row(col, bt, nvalid=nvalid, nansum=float(np.nansum(s.to_numpy())),
+                                    nan_windows=int(s.isna().sum()), width_ns=width_ns,
+                                    capacity_gbps=capacity_gbps, enter_frac=enter_frac,
+                                    leave_frac=leave_frac))
     table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
     return BurstResult(table=table, summary=pd.DataFrame(summary),
                        params={"capacity_gbps": capacity_gbps, "enter_frac": enter_frac,
@@ -331,20 +341,10 @@ def burst_analysis_capture(capture, *, capacity_gbps: float, start_ns: int | Non
             bt["expected_allreduce_bytes"] = float(expected_allreduce)
             bt["allreduces"] = bt["bytes"] / float(expected_allreduce)
         tables.append(bt)
-        gaps = bt["gap_before_s"].dropna()
-        summary.append({
-            "series": col, "n_bursts": len(bt),
-            "duty_cycle": float(bt["duration_s"].sum() * 1e9 / (d.nvalid * width_ns))
-            if d.nvalid else np.nan,
-            "burst_bytes": float(bt["bytes"].sum()), "total_bytes": d.total,
-            "burst_share": float(bt["bytes"].sum() / d.total) if d.total > 0 else np.nan,
-            "mean_gap_s": float(gaps.mean()) if len(gaps) else np.nan,
-            "median_gap_s": float(gaps.median()) if len(gaps) else np.nan,
-            "min_gap_s": float(gaps.min()) if len(gaps) else np.nan,
-            "nan_windows": d.nnan,
-            "capacity_gbps": float(capacity_gbps),
-            "enter_gbps": enter_frac * capacity_gbps, "leave_gbps": leave_frac * capacity_gbps,
-        })
+        summary.append(_summary_row(col, bt, nvalid=d.nvalid, nansum=d.total,
+                                    nan_windows=d.nnan, width_ns=width_ns,
+                                    capacity_gbps=capacity_gbps, enter_frac=enter_frac,
+                                    leave_frac=leave_frac))
     table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
     return BurstResult(table=table, summary=pd.DataFrame(summary),
                        params={"capacity_gbps": capacity_gbps, "enter_frac": enter_frac,

@@ -250,13 +250,14 @@ def _link_view(b: pd.DataFrame, q: pd.DataFrame, groups, keep: bool):
 class _PeakAcc:
     """Running peak, counts and percentile values of one series at one width."""
 
-    def __init__(self, mem_values: int):
+    def __init__(self, mem_values: int | None):
         from .stream import ExactPercentiles
 
         self.n = self.n_nan = self.n_gap = 0
         self.peak = -np.inf
         self.t_peak: int | None = None
-        self.values = ExactPercentiles(mem_values)
+        # None: the peak and counts only (no percentiles)
+        self.values = None if mem_values is None else ExactPercentiles(mem_values)
 
     def add(self, t: np.ndarray, gbps: np.ndarray, qq: np.ndarray) -> None:
         usable = (qq & (QUALITY_PARTIAL | QUALITY_EMPTY | QUALITY_INVALID)) == 0
@@ -269,7 +270,8 @@ class _PeakAcc:
         k = int(np.argmax(r))
         if r[k] > self.peak:
             self.peak, self.t_peak = float(r[k]), int(t[usable][k])
-        self.values.add(r)
+        if self.values is not None:
+            self.values.add(r)
 
 
 def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | None = None,

@@ -136,11 +136,14 @@ def _info(capture) -> CaptureInfo:
 
 
 def _squeeze_invalid(t, unc, val, valid, sweep):
-    """Keep one row of each run of unreadable readings (only their presence matters)."""
+    """Keep the first and last row of each run of unreadable readings (only their presence and
+    the run's ends matter: a trailing run's span ends at its last reading)."""
     inv = ~valid
-    if inv.sum() < 2:
+    if inv.sum() < 3:
         return t, unc, val, valid, sweep
-    keep = valid | np.concatenate([[True], ~(inv[1:] & inv[:-1])])
+    inner = np.zeros(len(inv), bool)
+    inner[1:-1] = inv[1:-1] & inv[:-2] & inv[2:]
+    keep = ~inner
     return t[keep], unc[keep], val[keep], valid[keep], sweep[keep]
 
 
@@ -165,6 +168,7 @@ class _CounterStream:
         self.last_sweep: int | None = None
         self.first_t0: int | None = None
         self.last_t: int | None = None  # latest reading instant seen (valid or not)
+        self.rows = 0
 
     def feed(self, t, unc, val, valid, sweep, *, final: bool = False) -> dict[str, np.ndarray]:
         if len(sweep):
@@ -173,28 +177,34 @@ class _CounterStream:
                 raise ValueError(f"{self.label}: duplicate or unordered sweeps")
             self.last_sweep = int(sweep[-1])
             self.last_t = int(t[-1])
+        self.rows += len(sweep)
         if self.carry is not None:
             ct, cu, cv, cok, cs = self.carry
             t, unc, val, valid, sweep = (np.concatenate([ct, t]), np.concatenate([cu, unc]),
                                          np.concatenate([cv, val]),
                                          np.concatenate([cok, valid]),
                                          np.concatenate([cs, sweep]))
+        if final and self.rows < 2:  # byte_intervals skips a counter with fewer than 2 rows
+            self.carry = None
+            return _intervals_one(t[:0], unc[:0], val[:0], valid[:0], **self.kw)
         iv = _intervals_one(t, unc, val, valid, **self.kw)
         vidx = np.flatnonzero(valid)
-        if final or len(vidx) == 0:
+        if final:
             n = len(iv["t0_ns"])
-            self.carry = None if final else _squeeze_invalid(t, unc, val, valid, sweep)
+            self.carry = None
+        elif len(vidx) == 0:  # nothing readable yet: all of it may still become an interval
+            n = 0
+            self.carry = _squeeze_invalid(t, unc, val, valid, sweep)
         else:
-            # hold back the interval ending at the last valid reading (not judged yet)
+            # hold back everything from the last valid reading on: it is judged only when the
+            # next one is known, and unreadable readings after it may end in a valid one
             t_last = t[vidx[-1]]
-            n = len(iv["t0_ns"])
-            if n and iv["t1_ns"][-1] == t_last:
-                n -= 1
+            n = int(np.searchsorted(iv["t1_ns"], t_last, "left"))
             if n:
                 # K = the end of the last interval given out: the valid reading at that instant
                 k = int(vidx[np.searchsorted(t[vidx], iv["t1_ns"][n - 1], "right") - 1])
             else:
-                k = int(vidx[0])  # nothing settled yet: keep from the first valid reading
+                k = 0  # nothing settled yet (a leading unreadable run is kept with it)
             self.carry = _squeeze_invalid(t[k:], unc[k:], val[k:], valid[k:], sweep[k:])
         out = {key: a[:n] for key, a in iv.items()}
         if n and self.first_t0 is None:
@@ -391,7 +401,7 @@ class _GridAcc:
 def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
                  counters=None, source: str | None = "infiniband",
                  gap_factor: float = DEFAULT_GAP_FACTOR, max_gbps: float | None = None,
-                 progress=None, state: dict | None = None
+                 progress=None, state: dict | None = None, on_parts=None
                  ) -> Iterator[tuple[int, pd.DataFrame, pd.DataFrame]]:
     """Re-bin a capture to several window grids in one pass, yielding final windows in order.
 
@@ -403,7 +413,9 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
     ``source``, ``gap_factor``, ``max_gbps`` as ``byte_intervals``/``rebin``. ``progress``:
     called with the number of intervals settled per file. ``state``: a dict filled as the
     stream goes with ``spans`` = {group: [first interval start, last interval end]} of the
-    groups that have intervals (the columns ``rebin`` would have), in counter order. Raises ``ValueError`` as ``rebin``
+    groups that have intervals (the columns ``rebin`` would have), in counter order.
+    ``on_parts``: called with each file's intervals (as ``iter_intervals`` yields them).
+    Raises ``ValueError`` as ``rebin``
     (no intervals at all) and ``byte_intervals``.
     """
     info = _info(capture)
@@ -433,6 +445,8 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
                                        end_ns=hi_read, gap_factor=gap_factor,
                                        max_gbps=max_gbps):
         n_iv = 0
+        if on_parts is not None:
+            on_parts(parts)
         for c, iv in parts.items():
             if not len(iv["t0_ns"]):
                 continue

@@ -234,13 +234,139 @@ def _bytes_by(capture: Capture, source: str, by: str, start_ns, end_ns, width_ns
     return out, lo, hi, outside, iv
 
 
-def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: int | None = None,
+def _measure(capture: Capture, start_ns, end_ns, origin_ns) -> dict[str, Any]:
+    """What the verdict needs from a loaded capture: the range, per RDMA series (bytes, NaN
+    windows) and 1 ms peak, unknown time (a function of the range) and kernel bytes per device
+    (a function of the range)."""
+    b, lo, hi, outside, iv = _bytes_by(capture, "infiniband", "series", start_ns, end_ns, MS,
+                                       origin_ns)
+    # each device's 1 ms peak: the highest window of the one grid (``origin_ns``, default the
+    # capture start) lying wholly inside the range, exactly as ``peaks.peak_table`` finds it
+    peak_of, series = {}, {}
+    if b is not None:
+        pk = peak_table(iv, start_ns=lo, end_ns=hi, windows_ns=(MS,), origin_ns=origin_ns,
+                        percentiles=())
+        pk = pk[pk["window_ns"] == MS]
+        peak_of = dict(zip(pk["series"], pk["peak_gbps"], strict=True))
+        for s in b.columns:
+            v = b[s].to_numpy()
+            series[s] = (float(np.nansum(v)) if np.isfinite(v).any() else np.nan,
+                         int((np.isnan(v) & ~outside[s].to_numpy()).sum()))
+
+    def kernel(lo_, hi_):
+        kb, _, _, _, _ = _bytes_by(capture, "netdev", "device", lo_, hi_, 1000 * MS, origin_ns)
+        return {} if kb is None else {d: float(np.nansum(kb[d].to_numpy())) for d in kb}
+
+    return {"lo": lo, "hi": hi, "peak_of": peak_of, "series": series,
+            "unknown": lambda lo_, hi_: unknown_time(iv, lo_, hi_), "kernel": kernel}
+
+
+_UNKNOWN_FLAGS = {1: "reset", 2: "saturated", 4: "unavailable", 5: "implausible"}
+
+
+def _measure_stream(capture, start_ns, end_ns, origin_ns) -> dict[str, Any]:
+    """``_measure`` of a capture on disk, segment by segment (``stream.iter_windows``): the same
+    1 ms grid clipped to the range, peaks of the windows lying wholly inside it, NaN windows
+    outside a series' own readings not counted (by arithmetic on the grid), unknown time summed
+    from the intervals as they pass, kernel bytes in a second pass over the netdev counters."""
+    from .peaks import _PeakAcc
+    from .stream import WindowGrid, _info, iter_windows
+
+    info = _info(capture)
+    origin = int(info.t_start_ns) if origin_ns is None else int(origin_ns)
+    cdf = info.counters
+    if start_ns is not None and end_ns is not None and int(end_ns) <= int(start_ns):
+        raise ValueError(f"empty time range: {int(start_ns)} ns to {int(end_ns)} ns")
+    unk: dict[str, dict[str, int]] = {}
+    clip = (-(1 << 62) if start_ns is None else int(start_ns),
+            (1 << 62) if end_ns is None else int(end_ns))
+
+    def on_parts(parts):
+        for cid, iv in parts.items():
+            if not len(iv["t0_ns"]):
+                continue
+            row = unk.setdefault(cdf.at[cid, "series"], dict.fromkeys(_UNKNOWN_FLAGS.values(), 0))
+            dur = np.clip(iv["t1_ns"], *clip) - np.clip(iv["t0_ns"], *clip)
+            for code, name in _UNKNOWN_FLAGS.items():
+                row[name] += int(dur[iv["flag"] == code].sum())
+
+    state: dict = {}
+    acc: dict[str, list] = {}  # series -> [nansum, any finite, NaN windows, _PeakAcc]
+    try:
+        for _, b, q in iter_windows(info, [WindowGrid(MS, origin, start_ns, end_ns, clip=True)],
+                                    source="infiniband", state=state, on_parts=on_parts):
+            a = b.index.to_numpy()
+            on_grid = (a - origin) % MS == 0
+            qa = q.to_numpy()
+            for j, s in enumerate(b.columns):
+                v = b[s].to_numpy()
+                x = acc.setdefault(s, [0.0, False, 0, _PeakAcc(None)])
+                x[0] += float(np.nansum(v))
+                x[1] = x[1] or bool(np.isfinite(v).any())
+                x[2] += int(np.isnan(v).sum())
+                if end_ns is not None:
+                    on_grid = on_grid & (a + MS <= int(end_ns))
+                pk = x[3]
+                pk.add(a[on_grid], v[on_grid] * 8.0 / MS, qa[on_grid, j])
+    except ValueError as exc:
+        if "no intervals" not in str(exc):
+            raise
+    spans = state.get("spans", {})
+    if not spans:
+        lo, hi = start_ns, end_ns
+        series, peak_of = {}, {}
+    else:
+        lo = int(start_ns) if start_ns is not None else min(s[0] for s in spans.values())
+        hi = int(end_ns) if end_ns is not None else max(s[1] for s in spans.values())
+        if hi <= lo:
+            raise ValueError(f"empty time range: {lo} ns to {hi} ns")
+        k0 = (lo - origin) // MS
+        k1 = -((origin - hi) // MS)
+        series, peak_of = {}, {}
+        for s, (tot, finite, n_nan, pk) in acc.items():
+            if s not in spans:
+                continue
+            first, last = spans[s]
+            before = min(max((first - origin) // MS - k0, 0), k1 - k0)
+            after = min(max(k1 - -((origin - last) // MS), 0), k1 - k0)
+            series[s] = (tot if finite else np.nan, n_nan - min(before + after, k1 - k0))
+            peak_of[s] = pk.peak if pk.n else np.nan
+
+    def unknown(lo_, hi_):
+        flags = list(_UNKNOWN_FLAGS.values())
+        df = pd.DataFrame.from_dict({s: unk[s] for s in spans if s in unk}, orient="index",
+                                    columns=flags, dtype="int64")
+        df.index.name = "series"
+        df["total"] = df[flags].sum(axis=1)
+        return df
+
+    def kernel(lo_, hi_):
+        out: dict[str, float] = {}
+        try:
+            for _, b, _q in iter_windows(info, [WindowGrid(1000 * MS, origin, int(lo_), int(hi_),
+                                                           clip=True)],
+                                         by="device", source="netdev"):
+                for d in b.columns:
+                    out[d] = out.get(d, 0.0) + float(np.nansum(b[d].to_numpy()))
+        except ValueError as exc:
+            if "no intervals" not in str(exc):
+                raise
+        return out
+
+    return {"lo": lo, "hi": hi, "peak_of": peak_of, "series": series, "unknown": unknown,
+            "kernel": kernel}
+
+
+def verify_emulation(capture, *, start_ns: int | None = None, end_ns: int | None = None,
                      origin_ns: int | None = None,
                      expect: str = "single", single_share: float = 0.99,
                      both_min_share: float = 0.25, min_bytes: float = 1e6,
                      tcp_min_bytes: float = 10e6, tcp_ratio: float = 1.0,
                      max_unknown_share: float = 0.01) -> Verdict:
     """Check which RDMA interfaces carried the traffic of a capture over [start_ns, end_ns).
+
+    ``capture``: a loaded ``Capture``, or a capture directory / ``stream.CaptureInfo``, which is
+    then read segment by segment in bounded memory with the same result.
 
     ``expect="single"`` (emulated link): OK when one device carries >= ``single_share`` (99 %)
     of all RDMA bytes. ``expect="both"`` (normal 200 Gb/s setting): OK when at least two devices
@@ -269,23 +395,21 @@ def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: i
     if expect not in ("single", "both"):
         raise ValueError(f"expect must be 'single' or 'both', got {expect!r}")
     check_shares(single_share, both_min_share)
+    if not isinstance(capture, Capture):
+        from .stream import _info
+
+        capture = _info(capture)  # a path: read segment by segment (bounded memory)
     c = capture.counters
     if not (c["data"] & (c["source"] == "infiniband")).any():
         raise ValueError(f"{capture.path}: no RDMA data counters (port_xmit_data/port_rcv_data)")
-    b, lo, hi, outside, iv = _bytes_by(capture, "infiniband", "series", start_ns, end_ns, MS,
-                                       origin_ns)
-    # each device's 1 ms peak: the highest window of the one grid (``origin_ns``, default the
-    # capture start) lying wholly inside the range, exactly as ``peaks.peak_table`` finds it
-    peak_of = {}
-    if b is not None:
-        pk = peak_table(iv, start_ns=lo, end_ns=hi, windows_ns=(MS,), origin_ns=origin_ns,
-                        percentiles=())
-        pk = pk[pk["window_ns"] == MS]
-        peak_of = dict(zip(pk["series"], pk["peak_gbps"], strict=True))
+    m = (_measure(capture, start_ns, end_ns, origin_ns) if isinstance(capture, Capture)
+         else _measure_stream(capture, start_ns, end_ns, origin_ns))
+    lo, hi = m["lo"], m["hi"]
+    peak_of = m["peak_of"]
     lo = capture.t_start_ns if lo is None else lo
     hi = capture.t_end_ns if hi is None else hi
     ser = c[c["data"] & (c["source"] == "infiniband")]
-    unk = unknown_time(iv, int(lo), int(hi))
+    unk = m["unknown"](int(lo), int(hi))
     dev_of = dict(zip(ser["series"], ser["device"], strict=True))
     dir_of = dict(zip(ser["series"], ser["direction"], strict=True))
     devices = list(dict.fromkeys(ser["device"]))
@@ -299,18 +423,15 @@ def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: i
                                            unk.at[s, "total"] / float(hi - lo))
             elif hi > lo:  # no interval at all: fewer than two readings, nothing known
                 row["unknown_share"] = 1.0
-        if b is not None:
-            for s in b.columns:
-                if dev_of.get(s) != dev:
-                    continue
-                v = b[s].to_numpy()
-                # a direction with no known window has unknown bytes (NaN), never 0
-                row[f"{dir_of[s]}_bytes"] += (float(np.nansum(v)) if np.isfinite(v).any()
-                                              else np.nan)
-                pk = peak_of.get(s, np.nan)
-                if np.isfinite(pk):
-                    row["peak_1ms_gbps"] = np.nanmax([row["peak_1ms_gbps"], pk])
-                row["nan_windows"] += int((np.isnan(v) & ~outside[s].to_numpy()).sum())
+        for s, (byt, nan_w) in m["series"].items():
+            if dev_of.get(s) != dev:
+                continue
+            # a direction with no known window has unknown bytes (NaN), never 0
+            row[f"{dir_of[s]}_bytes"] += byt
+            pk = peak_of.get(s, np.nan)
+            if np.isfinite(pk):
+                row["peak_1ms_gbps"] = np.nanmax([row["peak_1ms_gbps"], pk])
+            row["nan_windows"] += nan_w
         rows[dev] = row
     df = pd.DataFrame.from_dict(rows, orient="index")
     df.index.name = "device"
@@ -325,9 +446,9 @@ def verify_emulation(capture: Capture, *, start_ns: int | None = None, end_ns: i
     kernel = None
     tcp = False
     if (c["data"] & (c["source"] == "netdev")).any():
-        kb, _, _, _, _ = _bytes_by(capture, "netdev", "device", lo, hi, 1000 * MS, origin_ns)
-        kern = {dev: (float(np.nansum(kb[dev].to_numpy())) if kb is not None and dev in kb
-                      else 0.0) for dev in dict.fromkeys(c[c["source"] == "netdev"]["device"])}
+        kb = m["kernel"](lo, hi)
+        kern = {dev: kb.get(dev, 0.0)
+                for dev in dict.fromkeys(c[c["source"] == "netdev"]["device"])}
         kernel = pd.DataFrame({"kernel_bytes": pd.Series(kern),
                                "rdma_bytes": df["bytes"].reindex(list(kern)).fillna(0.0)})
         kernel.index.name = "device"

@@ -30,8 +30,13 @@ def _edgy_capture(path, *, n=200, roll_every=20, close=True, seed=5):
     rd = {0: [(int(t[k]), 1500, int(v0[k]), OK) for k in range(n)],
           1: [(int(t[k]) + 3000, 1500, None if 57 <= k <= 63 else int(v1[k]),
                ERR if 57 <= k <= 63 else OK) for k in range(n)],
-          2: [(int(t[k]) + 5000, 900, int(v1[k]) * 3, OK) for k in range(n)]}
-    return write_capture(path, [ib("a", "tx"), ib("b", "rx"), netdev("a", "eth0", "tx")], rd,
+          2: [(int(t[k]) + 5000, 900, int(v1[k]) * 3, OK) for k in range(n)],
+          # unreadable at the start (across the first roll) and at the end: "unavailable"
+          3: [(int(t[k]) + 7000, 900, None if k < 23 or k > n - 12 else int(v1[k]) * 2,
+               ERR if k < 23 or k > n - 12 else OK) for k in range(n)],
+          4: [(int(t[k]) + 9000, 900, None, ERR) for k in range(n)]}  # never readable
+    return write_capture(path, [ib("a", "tx"), ib("b", "rx"), netdev("a", "eth0", "tx"),
+                                ib("c", "tx"), ib("d", "rx")], rd,
                          roll_every=roll_every, close=close)
 
 
@@ -227,3 +232,36 @@ def test_bursts_spanning_segment_edges(tmp_path):
     iv = byte_intervals(cap)
     total = iv[iv["series"] == "rocep1s0f1/tx"]["bytes"].sum()
     assert s.at["rocep1s0f1/tx", "total_bytes"] == pytest.approx(total, rel=1e-12)
+
+
+def _verdicts_equal(got, want):
+    assert got.status == want.status and got.ok == want.ok
+    assert (got.start_ns, got.end_ns) == (want.start_ns, want.end_ns)
+    pd.testing.assert_frame_equal(got.devices, want.devices, check_exact=False, rtol=1e-9)
+    if want.kernel is None:
+        assert got.kernel is None
+    else:
+        pd.testing.assert_frame_equal(got.kernel, want.kernel, check_exact=False, rtol=1e-9)
+    assert got.message == want.message
+
+
+@pytest.mark.parametrize("kw", [{}, {"start_ns": T0 + 33 * MS + 17, "end_ns": T0 + 170 * MS},
+                                {"origin_ns": T0 + 250_000, "expect": "both"}])
+def test_verify_emulation_streamed_equals_in_memory(tmp_path, kw):
+    from rdmascope.analysis import verify_emulation
+
+    path = _edgy_capture(tmp_path / "c", roll_every=9)
+    want = verify_emulation(load_capture(path), **kw)
+    got = verify_emulation(open_capture(path), **kw)
+    assert (want.devices["nan_windows"] > 0).any()  # the reset and the unreadable run count
+    _verdicts_equal(got, want)
+
+
+def test_verify_emulation_streamed_bench_capture(tmp_path):
+    from rdmascope.analysis import verify_emulation
+
+    path = _bench_capture(tmp_path, seconds=30, segment_s=2)
+    want = verify_emulation(load_capture(path))
+    got = verify_emulation(path)
+    assert want.ok and want.kernel is not None and want.kernel["kernel_bytes"].sum() > 0
+    _verdicts_equal(got, want)

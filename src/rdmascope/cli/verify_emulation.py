@@ -11,10 +11,11 @@ from __future__ import annotations
 import click
 
 from rdmascope.cli.output import (
+    cli_errors,
     emit,
     format_table,
     grid_origin,
-    load_or_fail,
+    open_or_fail,
     output_options,
     time_range,
     time_range_options,
@@ -53,13 +54,14 @@ def command(capture, t_from, t_to, origin_s, single, share, min_share, out):
         raise click.BadParameter(f"must be > 0 and <= 0.5 (0 passes with one twin idle; two "
                                  f"devices cannot both carry more than half), got {min_share!r}",
                                  param_hint="--min-share")
-    cap = load_or_fail(capture)
+    cap = open_or_fail(capture)  # streamed segment by segment (bounded memory)
     start, end = time_range(cap.t_start_ns, t_from, t_to)
     try:
-        v = verify_emulation(cap, start_ns=start, end_ns=end,
-                             origin_ns=grid_origin(cap.t_start_ns, origin_s),
-                             expect="single" if single else "both", single_share=share,
-                             both_min_share=min_share)
+        with cli_errors(str(capture)):
+            v = verify_emulation(cap, start_ns=start, end_ns=end,
+                                 origin_ns=grid_origin(cap.t_start_ns, origin_s),
+                                 expect="single" if single else "both", single_share=share,
+                                 both_min_share=min_share)
     except ValueError as exc:
         raise click.ClickException(f"{capture}: {exc}") from exc
     tables = {"devices": v.devices}
