@@ -785,6 +785,9 @@ def _capture_fields(cfg: Configuration) -> list[tuple[str, str]]:
             fields.append(("request log", f"{lg.path} ({lg.format}, {len(lg.requests)} requests, "
                                           f"{lg.n_failed} failed; aligned by "
                                           f"{al.get('method', '?')})"))
+            # failed requests with their reasons, failed consistency checks, several runs
+            if lg.notes:
+                fields.append(("request log notes", " | ".join(lg.notes)))
     return fields
 
 

@@ -862,6 +862,9 @@ def _read_genai_perf(path: Path, data: dict):
                 reads = []
                 for st, out in zip(stamps, outs, strict=False):
                     raw = out.get("response") if isinstance(out, dict) else out
+                    if isinstance(out, dict) and "response" not in out:
+                        # a non-SSE backend's output object (Triton: text_output): one event
+                        raw = {"text_output": out.get("text_output", out.get("output", "?"))}
                     if isinstance(raw, dict):
                         raw = "data: " + json.dumps(raw) + "\n\n"
                     reads.append((st, "" if raw is None else str(raw)))

@@ -384,3 +384,27 @@ def test_non_token_chunks_never_move_ttft_tpot_itl(gaps, ttft, extra, split):
     for a, b in ((got[1], want[1]), (got[2], want[2])):  # TPOT, mean ITL (NaN with 1 token)
         assert a == b or (math.isnan(a) and math.isnan(b))
     assert got[3] == want[3]  # every pooled ITL
+
+
+def test_report_names_failed_requests_and_checks(tmp_path):
+    out = tmp_path / "rep"
+    r = CliRunner().invoke(main, ["report", str(CAP), "--requests", str(CASES / "M3.json"),
+                                  "--offset", str(P1_SEND), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    html = next(out.rglob("*.html")).read_text()
+    assert "request log notes" in html and "PR 5895" in html
+
+
+def test_genai_perf_non_sse_outputs(tmp_path):
+    # Triton-style response objects (text_output) and a request without response_outputs
+    send = 1_767_225_600_500_000_000
+    doc = {"experiments": [{"requests": [
+        {"timestamp": send, "response_timestamps": [send + 10, send + 20, send + 30],
+         "response_outputs": [{"text_output": ""}, {"text_output": "a"}, {"text_output": "b"}]},
+        {"timestamp": send + 5, "response_timestamps": [send + 40, send + 50]}]}]}
+    p = tmp_path / "profile_export.json"
+    p.write_text(json.dumps(doc))
+    log = read_request_log(p)
+    a, b = log.requests.iloc[0], log.requests.iloc[1]
+    assert (a["t_first_ns"] - a["t_send_ns"], len(a["chunk_times"])) == (20, 2)
+    assert (b["t_first_ns"] - b["t_send_ns"], len(b["chunk_times"])) == (35, 2)
