@@ -1095,8 +1095,10 @@ def _add_estimate_comparison(content: ReportContent, configs, attributions, say,
                "correction_to_real_s": f"correction {cmp.link_b_gbps:g} → "
                                        f"{cmp.real_gbps or 0:g} Gb/s (s)",
                "ttlft_b_real_s": f"corrected to a real {cmp.real_gbps or 0:g} Gb/s cable (s)"}
-    setup_note = (f"{a.label}: {setup.link_label('A')}; {b.label}: {setup.link_label('B')}. "
-                  f"Setup: {setup.describe()}. Model: {setup.model.describe()}. From: "
+    links = "; ".join(f"{c.label}: {setup.link_label(side)}" for c, side in ((a, "A"), (b, "B"))
+                      if c.label != setup.link_label(side))
+    setup_note = ((links + ". " if links else "")
+                  + f"Setup: {setup.describe()}. Model: {setup.model.describe()}. From: "
                   + "; ".join(f"{k} {v}" for k, v in setup.sources.items()) + ".")
     content.cards[:0] = change_cards(t, a.label, b.label)
     return ReportSection(
@@ -1104,7 +1106,8 @@ def _add_estimate_comparison(content: ReportContent, configs, attributions, say,
         [ReportTable(_pick(t, cols), headers=headers,
                      name="comparison" + tag,
                      note=_per_token_note(a.capture, b.capture).strip())],
-        note=setup_note + " " + " ".join(cmp.notes), name="")
+        note=setup_note + " " + " ".join(n for n in cmp.notes if not n.startswith("setup: ")),
+        name="")
 
 
 def comparison(configs: Sequence[Configuration], attributions: Mapping[str, Any] | None = None,
