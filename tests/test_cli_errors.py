@@ -111,7 +111,7 @@ CASES = [
     ("plot tp --prompt-tokens 0 --ttft 6 -o {out}/tp.png", 2, "'--prompt-tokens': 0 is not in"),
     ("plot tp --prompt-tokens 1000 --ttft nan -o {out}/tp.png", 2, "'--ttft': 'nan' is not a"),
     ("plot tp --prompt-tokens 1000 --ttft 0 -o {out}/tp.png", 2, "'--ttft': '0': must be > 0"),
-    ("plot tp --prompt-tokens 1000 --ttft 6 --tp 1 -o {out}/tp.png", 2, "'--tp': 1 is not in"),
+    ("plot tp --prompt-tokens 1000 --ttft 6 --tp 1 -o {out}/tp.png", 2, "'--tp': the projection needs a measured TP size >= 2"),
     # the fixture's one request: prefill = t_first_token - t_send of its log line
     ("plot request {sim} --zoom-start 100s -o {out}/req.png", 2,
      "'--zoom-start': 100 s is outside the prefill of request {req} (0 to {prefill_s} s after "

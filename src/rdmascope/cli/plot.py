@@ -15,6 +15,7 @@ from rdmascope.cli.output import (
     parse_windows,
     require_parent_dir,
 )
+from rdmascope.cli.setup_options import resolve_kwargs, setup_options
 
 KINDS = {
     "request": "figure 1: one request at 1 ms, prefill shaded, first token, zoom inside the prefill",
@@ -56,19 +57,19 @@ _HELP = "KIND is one of:\n\n" + "\n\n".join(f"\b\n  {k:14s} {v}" for k, v in KIN
 @click.option("--prompt-tokens", type=click.IntRange(min=1),
               help="tp: prompt tokens of the measured request.")
 @click.option("--ttft", "ttft_s", type=POSITIVE, help="tp: its measured TTFT at the old link, s.")
-@click.option("--tp", "tp_size", type=click.IntRange(min=2), default=8, show_default=True,
-              help="tp: the TP size the TTFT was measured at.")
 @click.option("--dpi", type=click.IntRange(50, 1200), default=150, show_default=True,
               help="PNG resolution, 50 to 1200.")
 @origin_option
+@setup_options
 def command(kind, captures, request_logs, output, labels, request_id, test_name, zoom_ns,
-            zoom_start_ns, windows_text, window_ns, offset_s, prompt_tokens, ttft_s, tp_size,
-            dpi, origin_s):
+            zoom_start_ns, windows_text, window_ns, offset_s, prompt_tokens, ttft_s,
+            dpi, origin_s, **setup_kw):
     from pathlib import Path
 
     from rdmascope.analysis import figures
     from rdmascope.analysis import report as R
 
+    given = resolve_kwargs(setup_kw)
     suffix = Path(output).suffix.lower().lstrip(".")
     if suffix not in figures.FIGURE_FORMATS:
         raise click.ClickException(f"{output}: the output must end in .png, .svg or .pdf")
@@ -81,9 +82,22 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
         if prompt_tokens is None or ttft_s is None:
             raise click.ClickException("`plot tp` needs --prompt-tokens and --ttft (a measured "
                                        "TTFT at the old link speed)")
+        from rdmascope import models
+
+        if given["b_emulated_gbps"] is None and not given["b_real"] \
+                and given["link_a_gbps"] in (None, 200.0) and given["link_b_gbps"] in (None, 100.0):
+            given["b_emulated_gbps"] = models.LINK_EMULATED_GBPS  # the study's emulated link
         with cli_errors():
-            fig = R.figure_tp(prompt_tokens=prompt_tokens, ttft_s=ttft_s, tp=tp_size,
-                              links_gbps=((200.0, 100.0), (200.0, 109.0)))
+            setup = models.resolve_setup(**given)
+            if setup.tp < 2:
+                raise click.BadParameter("the projection needs a measured TP size >= 2",
+                                         param_hint="'--tp'")
+            links = [(setup.link_a_gbps, setup.link_b_gbps)]
+            if setup.b_bound_gbps != setup.link_b_gbps:
+                links.append((setup.link_a_gbps, setup.b_bound_gbps))
+            fig = R.figure_tp(prompt_tokens=prompt_tokens, ttft_s=ttft_s, tp=setup.tp,
+                              model=setup.model, links_gbps=tuple(links))
+            click.echo(f"model: {setup.model.describe()}; {setup.describe()}", err=True)
         _save(figures, fig, output, dpi)
         return
 
@@ -137,10 +151,12 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
             fig = R.figure_devices(cfg, width_ns=window_ns or 100 * R.MS_NS, verdict=verdict)
         elif kind == "compare":
             fig = R.figure_comparison(configs, test_name, width_ns=window_ns or R.MS_NS)
-        elif kind == "extra-prefill":
-            fig = R.figure_extra_prefill(configs)
-        else:  # tokens
-            fig = R.figure_tokens(configs)
+        else:  # extra-prefill, tokens: the comparison with the setup's links and model
+            setup = R.setup_for(configs[0], configs[1], given)
+            click.echo(f"model: {setup.model.describe()}; {setup.describe()}", err=True)
+            cmp = R.comparison(configs[:2], setup=setup)
+            fig = (R.figure_extra_prefill(cmp) if kind == "extra-prefill"
+                   else R.figure_tokens(cmp))
     _save(figures, fig, output, dpi)
 
 

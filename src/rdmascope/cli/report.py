@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from rdmascope.cli.output import OFFSET, cli_errors, origin_option, require_parent_dir
-from rdmascope.cli.setup_options import SETUP_KEYS, setup_options
+from rdmascope.cli.setup_options import resolve_kwargs, setup_options
 
 
 @click.command("report")
@@ -57,21 +57,7 @@ def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, 
 
     # capture errors (truncated segment, bad manifest, empty directory) and request-log errors
     # become one line naming the file, never a traceback
-    from rdmascope.models import ModelError, model_from_hf_config, preset
-
-    opts = {k: setup_kw.get(k) for k in SETUP_KEYS}
-    given = {"tp": opts["tp"], "nodes": opts["nodes"], "link_a_gbps": opts["link_a"],
-             "link_b_gbps": opts["link_b"], "b_emulated_gbps": opts["b_emulated"],
-             "b_real": bool(opts["b_real"]), "layout": opts["layout"] or "tp"}
-    try:  # a bad --config is the option's error, said before any capture is read
-        if opts["preset"] and opts["config"]:
-            raise ModelError("give one model: --preset or --config")
-        if opts["config"]:
-            given["model"] = model_from_hf_config(opts["config"])
-        elif opts["preset"]:
-            given["model"] = preset(opts["preset"])
-    except ModelError as exc:
-        raise click.ClickException(str(exc)) from exc
+    given = resolve_kwargs(setup_kw)
     from rdmascope.analysis.cluster_report import is_run_set
 
     if is_run_set(captures):

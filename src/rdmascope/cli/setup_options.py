@@ -89,6 +89,31 @@ def resolve(kw: dict[str, Any], run_a=None, run_b=None):
         raise click.ClickException(str(exc)) from exc
 
 
+def resolve_kwargs(kw: dict[str, Any]) -> dict[str, Any]:
+    """Return ``rdmascope.models.resolve_setup`` keywords from the options in ``kw`` (popped).
+
+    The model (--preset / --config) is read here, so that a bad config is the option's error
+    before any capture is read; the rest stays for ``resolve_setup`` to combine with the
+    captures. Raises ``click.ClickException`` naming the file and field.
+    """
+    from rdmascope.models import ModelError, model_from_hf_config, preset
+
+    v = {k: kw.pop(k, None) for k in SETUP_KEYS}
+    out: dict[str, Any] = {"tp": v["tp"], "nodes": v["nodes"], "link_a_gbps": v["link_a"],
+                           "link_b_gbps": v["link_b"], "b_emulated_gbps": v["b_emulated"],
+                           "b_real": bool(v["b_real"]), "layout": v["layout"] or "tp"}
+    try:
+        if v["preset"] and v["config"]:
+            raise ModelError("give one model: --preset or --config")
+        if v["config"]:
+            out["model"] = model_from_hf_config(v["config"])
+        elif v["preset"]:
+            out["model"] = preset(v["preset"])
+    except ModelError as exc:
+        raise click.ClickException(str(exc)) from exc
+    return out
+
+
 def with_setup(f):
     """Wrap a command body so that it receives ``setup_kw`` (the raw setup options) as one dict."""
     @functools.wraps(f)
