@@ -427,6 +427,9 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
                      "counter reset/saturation/unreadable/implausible-jump interval or lie "
                      "outside the readings: "
                      "bytes left empty")
+    srcs = out["token_source"].astype(str).replace("", "unknown").value_counts()
+    notes.append("output token counts from: " + "; ".join(f"{k} ({v} request(s))"
+                                                          for k, v in srcs.items()))
     if out["flag"].astype(bool).any():
         part = out[out["flag"].str.contains("capture", regex=False)]
         if len(part):
