@@ -578,7 +578,7 @@ class CaptureWriter:
         final = _safe_child(seg_dir, name)
         tmp = seg_dir / f".{name}.tmp"
         try:
-            write_segment(table, tmp)
+            write_segment(table, tmp, counters=self.manifest.get("counters"))
             with open(tmp, "rb") as f:
                 os.fsync(f.fileno())
             entry = segment_entry(tmp, name, table.num_rows)
@@ -670,8 +670,27 @@ def segment_entry(path: str | os.PathLike, name: str, rows: int) -> dict[str, An
     return {"name": name, "rows": int(rows), "bytes": size, "sha256": h.hexdigest()}
 
 
-def write_segment(table: pa.Table, path: str | os.PathLike) -> None:
-    """Write a SAMPLE_SCHEMA table as one Parquet segment with the format's encodings."""
+#: Parquet key-value metadata of a segment holding its counter descriptors (JSON list, index =
+#: counter_id), so a segment alone says which counter is which. ``PANDAS_ATTRS`` holds the same
+#: as ``{"rdmascope.counters": [...]}``: pandas (>= 2.1) restores it as ``DataFrame.attrs`` in
+#: ``pd.read_parquet(segment)``. Segments written before these keys existed have neither and stay
+#: readable (the keys are optional; the manifest remains the reference).
+SEGMENT_COUNTERS_KEY = b"rdmascope.counters"
+
+
+def write_segment(table: pa.Table, path: str | os.PathLike, *,
+                  counters: list[dict[str, Any]] | None = None) -> None:
+    """Write a SAMPLE_SCHEMA table as one Parquet segment with the format's encodings.
+
+    ``counters``: the manifest's counter descriptors, stored in the key-value metadata
+    (``SEGMENT_COUNTERS_KEY`` and pandas' ``PANDAS_ATTRS``) with ``counter_id`` added.
+    """
+    if counters is not None:
+        desc = [{"counter_id": i, **c} for i, c in enumerate(counters)]
+        table = table.replace_schema_metadata({
+            **(table.schema.metadata or {}),
+            SEGMENT_COUNTERS_KEY: json.dumps(desc).encode(),
+            b"PANDAS_ATTRS": json.dumps({SEGMENT_COUNTERS_KEY.decode(): desc}).encode()})
     pq.write_table(
         table,
         path,
@@ -957,6 +976,19 @@ def _check_manifest_types(mpath: Path, m: dict[str, Any]) -> None:
     for key in ("audit", "extra"):
         if m.get(key) is not None and not isinstance(m[key], dict):
             raise bad(key, "an object or null", m[key])
+
+
+def segment_counters(path: str | os.PathLike) -> list[dict[str, Any]] | None:
+    """Return the counter descriptors stored in a Parquet segment's key-value metadata (index =
+    counter_id), or None for a segment written without them (older captures). Raises
+    ``CorruptSegmentError`` when the file is not readable Parquet or the stored JSON is bad."""
+    p = Path(path)
+    try:
+        meta = pq.read_schema(p).metadata or {}
+        raw = meta.get(SEGMENT_COUNTERS_KEY)
+        return None if raw is None else list(json.loads(raw))
+    except (OSError, pa.ArrowException, ValueError, TypeError) as exc:
+        raise CorruptSegmentError(p, f"cannot read its counter descriptors: {exc}") from exc
 
 
 def _check_schema(path: Path, schema: pa.Schema) -> None:
