@@ -33,6 +33,8 @@ _U64_MAX = (1 << 64) - 1
 _GONE_ERRNOS = frozenset({errno.ENOENT, errno.ENODEV, errno.ESTALE, errno.ENXIO})
 #: Bytes requested per read (sysfs.md: read at least 32 bytes in one call; u64 has 20 digits).
 READ_SIZE = 64
+#: ``CounterReader.fds`` value of a counter backing off after failed reads (not a descriptor).
+_PAUSED = -2
 
 
 class SweepBuffers:
@@ -68,12 +70,20 @@ class CounterReader:
     """
 
     def __init__(self, paths: Sequence[str], *, clock: Callable[[], int] = time.perf_counter_ns,
-                 reopen_interval_ns: int = 1_000_000_000):
+                 reopen_interval_ns: int = 1_000_000_000,
+                 backoff_min_ns: int = 2_000_000, backoff_max_ns: int = 1_000_000_000):
         self.paths = [str(p) for p in paths]
         self.clock = clock
         self.reopen_interval_ns = int(reopen_interval_ns)
+        self.backoff_min_ns = int(backoff_min_ns)
+        self.backoff_max_ns = int(backoff_max_ns)
         n = len(self.paths)
         self.fds: list[int] = [-1] * n
+        # back-off of a counter whose reads fail (touched only on errors): its descriptor is
+        # parked here while fds[i] holds _PAUSED, and next_check_ns[i] is the next try
+        self.parked: list[int] = [-1] * n
+        self.backoff_ns: list[int] = [0] * n
+        self.skipped: list[int] = [0] * n  # reads skipped while backing off, per counter
         self.state: list[int] = [STATUS_OK] * n     # last status reported per counter
         self.reason: list[str | None] = [None] * n  # last problem reported per counter
         self.next_check_ns: list[int] = [0] * n     # next re-open attempt / liveness check
@@ -103,6 +113,9 @@ class CounterReader:
             return False
 
     def _close(self, i: int) -> None:
+        if self.fds[i] == _PAUSED:
+            self.fds[i] = self.parked[i]
+            self.parked[i] = -1
         fd = self.fds[i]
         self.fds[i] = -1
         if fd >= 0:
@@ -125,10 +138,27 @@ class CounterReader:
                             f"{STATUS_NAMES[self.state[i]]}"))
         self.state[i] = STATUS_OK
         self.reason[i] = None
+        self.backoff_ns[i] = 0
+
+    def _back_off(self, i: int, now: int, repeated: bool) -> None:
+        """After a failed read: skip this counter's reads for a while (a failing read is a
+        firmware command on real hardware). The pause doubles while the same error repeats,
+        from ``backoff_min_ns`` up to ``backoff_max_ns``; a new error starts again short."""
+        b = self.backoff_ns[i]
+        b = self.backoff_min_ns if not repeated or b == 0 else min(2 * b, self.backoff_max_ns)
+        self.backoff_ns[i] = b
+        self.parked[i] = self.fds[i]
+        self.fds[i] = _PAUSED
+        self.next_check_ns[i] = now + b
 
     def _check(self, i: int, now: int) -> None:
-        """Once per reopen interval: re-open a missing file; notice a file unlinked while open."""
+        """Once per reopen interval: re-open a missing file; notice a file unlinked while open.
+
+        For a counter backing off, the pause is over: its descriptor is read again now."""
         self.next_check_ns[i] = now + self.reopen_interval_ns
+        if self.fds[i] == _PAUSED:
+            self.fds[i] = self.parked[i]
+            self.parked[i] = -1
         fd = self.fds[i]
         if fd >= 0:
             try:
@@ -171,7 +201,11 @@ class CounterReader:
                 fd = fds[i]
                 t0 = clock()
             if fd < 0:
-                st = STATUS_MISSING
+                if fd == _PAUSED:  # backing off after failed reads: not read, still unknown
+                    st = state[i]
+                    self.skipped[i] += 1
+                else:
+                    st = STATUS_MISSING
                 v = 0
                 t1 = t0
             else:
@@ -188,8 +222,10 @@ class CounterReader:
                         st = STATUS_PARSE_ERROR
                     if st:
                         v = 0
-                        self._problem(i, t1, st, f"{self.paths[i]}: content {b[:40]!r} is not "
-                                                 "an unsigned integer")
+                        msg = f"{self.paths[i]}: content {b[:40]!r} is not an unsigned integer"
+                        same = state[i] == st
+                        self._problem(i, t1, st, msg)
+                        self._back_off(i, t1, same)
                 except OSError as exc:
                     t1 = clock()
                     v = 0
@@ -201,8 +237,10 @@ class CounterReader:
                                       f"{self.reopen_interval_ns / 1e9:g} s")
                     else:
                         st = STATUS_READ_ERROR
-                        self._problem(i, t1, st, f"{self.paths[i]}: read failed "
-                                                 f"({exc.strerror})")
+                        msg = f"{self.paths[i]}: read failed ({exc.strerror})"
+                        same = state[i] == st and self.reason[i] == msg
+                        self._problem(i, t1, st, msg)
+                        self._back_off(i, t1, same)
             if st != state[i] and st == STATUS_OK:
                 self._recovered(i, t1)
             if first:

@@ -95,7 +95,7 @@ def test_full_u64_range_and_garbage(files, tmp_path):
 
 
 def test_problem_reported_once_then_recovery_once(files):
-    r = CounterReader(files)
+    r = CounterReader(files, backoff_min_ns=0, backoff_max_ns=0)  # no back-off: read each sweep
     buf = SweepBuffers()
     write_in_place(files[1], "garbage\n")
     for k in range(5):
@@ -116,7 +116,7 @@ def test_problem_reported_once_then_recovery_once(files):
 
 def test_read_errno_is_read_error_and_others_go_on(files, monkeypatch):
     """A read failing with an errno (newer kernels on a failed firmware query; mocked)."""
-    r = CounterReader(files)
+    r = CounterReader(files, backoff_min_ns=0, backoff_max_ns=0)  # no back-off: every sweep
     bad_fd = r.fds[2]
     real = os.pread
 
@@ -132,7 +132,7 @@ def test_read_errno_is_read_error_and_others_go_on(files, monkeypatch):
     assert [buf.status[i] for i in range(6)] == [0, 0, STATUS_READ_ERROR] * 2
     ev = r.drain_events()
     assert len(ev) == 1 and "read_error" in ev[0][3] and "Input/output error" in ev[0][3]
-    assert r.fds[2] == bad_fd  # kept open: the next sweep tries again
+    assert bad_fd in (r.fds[2], r.parked[2])  # kept open: a later sweep tries again
     monkeypatch.setattr(os, "pread", real)
     r.read_sweep(2, buf)
     assert buf.status[8] == STATUS_OK
@@ -198,3 +198,34 @@ def test_missing_at_start(tmp_path, files):
     assert list(buf.status) == [0, 0, 0, STATUS_MISSING]
     assert buf.read_duration_ns[3] == 0
     assert r.drain_events() == []  # said once
+
+
+def test_failing_read_backs_off_doubling_to_1s_and_resumes_at_once(files):
+    """A counter whose reads fail is read again after 2, 4, 8 ... ms, at most 1 s apart (the
+    same error repeating), not every sweep; its skipped sweeps still get an unknown row; the
+    first good read ends the back-off (read every sweep again). On a fake clock."""
+    now = [10**9]
+    r = CounterReader(files, clock=lambda: now[0])
+    write_in_place(files[1], "garbage\n")
+    buf = SweepBuffers()
+    tried = []
+    for k in range(4000):  # 4 s of 1 ms sweeps
+        before = r.skipped[1]
+        r.read_sweep(k, buf)
+        if r.skipped[1] == before:
+            tried.append(k)
+        now[0] += 1_000_000
+    # tries at 0, +2, +4, +8 ... ms, the pause capped at 1 s: 0,2,6,14,30,62,126,254,510,1022,
+    # 2022, 3022 (the pause starts at the failed read, which is the sweep's own instant here)
+    assert tried == [0, 2, 6, 14, 30, 62, 126, 254, 510, 1022, 2022, 3022]
+    st = buf.status.tolist()[1::3]
+    assert set(st) == {STATUS_PARSE_ERROR}  # every sweep has a row, all unknown
+    write_in_place(files[1], 7)
+    k0 = 4000
+    for k in range(k0, k0 + 1100):
+        r.read_sweep(k, buf)
+        now[0] += 1_000_000
+    st = buf.status.tolist()[1::3][k0:]
+    first_ok = st.index(0)
+    assert first_ok <= 1000 and all(s == 0 for s in st[first_ok:])  # then every sweep
+    assert r.backoff_ns[1] == 0

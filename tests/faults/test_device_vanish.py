@@ -105,7 +105,9 @@ def test_reader_keeps_the_others_when_reads_fail(tmp_path, monkeypatch):
         now[0] += 1000
         return now[0]
 
-    rd = CounterReader(paths, clock=clock, reopen_interval_ns=50_000)
+    # back-off of the failing read scaled to this fast clock like the re-open interval
+    rd = CounterReader(paths, clock=clock, reopen_interval_ns=50_000, backoff_min_ns=2_000,
+                       backoff_max_ns=50_000)
     fail = {rd.fds[0]: errno.ENODEV, rd.fds[1]: errno.EIO}
     real = os.pread
 

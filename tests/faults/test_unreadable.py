@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import time
 
 import numpy as np
 import pytest
@@ -113,3 +114,57 @@ def test_unreadable_twin_is_unknown_never_zero(tmp_path, err):
         assert res.exit_code == 0, res.output
         html = (tmp_path / "report" / "report.html").read_text()
         assert "CANNOT JUDGE the emulation" in html and "roceP2p1s0f1 are unknown" in html
+
+
+def test_failing_reads_back_off_and_resume(tmp_path):
+    """Kind 3: a counter whose reads keep failing is retried at doubling pauses (to 1 s), not
+    every millisecond; once it reads again it is sampled every sweep, and the bytes of the
+    failing time are unknown. Live lines and the stop summary name the counter and reason."""
+    shim = failread_shim(tmp_path)
+    tree = make_tree(tmp_path / "sys", devices=SPARK_TWINS)
+    both = [(d, c) for d, _, _ in SPARK_TWINS for c in ("port_xmit_data", "port_rcv_data")]
+    ticker = Ticker(tree, {k: STEP for k in both})
+    flag = tmp_path / "failing"
+    flag.write_text("")
+    count = tmp_path / "failed-reads"
+    env = shim_env(shim, "roceP2p1s0f1/ports/1/counters/port_xmit_data", errno.EIO,
+                   RDMASCOPE_FAIL_WHILE=str(flag), RDMASCOPE_FAIL_COUNT=str(count))
+    cap_dir = tmp_path / "cap"
+    ticker.start()
+    try:
+        rec = Recorder(cap_dir, tree.root, "--duration", "3.5s", env=env)
+        rec.wait_sampling()
+        time.sleep(1.5)
+        t_fixed = time.perf_counter_ns()
+        flag.unlink()
+        rc = rec.wait()
+    finally:
+        ticker.stop()
+    assert rc == 0, rec.stderr
+    failed = int(count.read_text().split()[0])
+    cap = load_capture(cap_dir)
+    c, r = cap.counters, cap.readings
+    cid = int(c.index[(c["device"] == "roceP2p1s0f1") & (c["name"] == "port_xmit_data")][0])
+    rows = r[r["counter_id"] == cid]
+    bad = rows[~rows["valid"]]
+    # >= ~1.5 s of failing sweeps (>= 1000 at 1 ms even on a busy machine), but each pause
+    # doubles from 2 ms to 1 s: 2+4+...+1024 ms covers 2 s in 10 reads; allow slack for a
+    # slow start, never one read per sweep
+    assert len(bad) > 500
+    assert 3 <= failed <= 20, (failed, len(bad))
+    # resumed within the longest pause (1 s) of the fix, then valid in every sweep
+    ok_after = rows[(rows["t_before_ns"] > t_fixed) & rows["valid"]]
+    assert len(ok_after) and int(ok_after["t_before_ns"].min()) - t_fixed < 1_300_000_000
+    first_ok = int(ok_after["t_before_ns"].min())
+    assert rows[rows["t_before_ns"] >= first_ok]["valid"].all()
+    # the failing time is unknown in the analysis (NaN windows), not 0
+    res = run_cli("rates", cap_dir, "--window", "100ms", "--json")
+    rows_w = next(v for v in json.loads(res.output).values() if isinstance(v, list))
+    t_bad = (int(bad["t_before_ns"].max()) - cap.t_start_ns) / 1e9
+    unknown = [w for w in rows_w if w["t_s"] + 0.1 <= t_bad]
+    assert unknown and all(w["roceP2p1s0f1/tx_gbps"] is None for w in unknown)
+    # said live (once) and in the stop summary, with the reason
+    err = rec.stderr
+    assert err.count("roceP2p1s0f1/1 port_xmit_data unavailable: read_error:") == 1, err
+    assert "Input/output error" in err and "roceP2p1s0f1/1 port_xmit_data readable again" in err
+    assert "  unavailable: read_error: " in err.split("sweeps:", 1)[1]
