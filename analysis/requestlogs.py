@@ -966,7 +966,16 @@ def _read_aiperf(path: Path, text: str):
         if output is None:
             raise RequestLogError(path, "missing (required)", row=line,
                                   field="metrics.output_sequence_length")
-        records.append(_record(rid, t0, t_first, t_last, prompt, output, chunks=chunks, row=line))
+        # AIPerf's TTFO = start -> first non-reasoning output token (TimeToFirstOutputTokenMetric)
+        ttfo = _metric_ns(path, line, metrics, "time_to_first_output_token")
+        n_reason = tok("reasoning_token_count")
+        t_r = t_a = None
+        if ttfo is not None and (n_reason or int(round(ttfo)) > t_first - t0):
+            t_r, t_a = t_first, t0 + int(round(ttfo))
+        elif n_reason:
+            t_r = t_first
+        records.append(_record(rid, t0, t_first, t_last, prompt, output, chunks=chunks, row=line,
+                               t_reasoning=t_r, t_answer=t_a))
     return records, CLOCK_REALTIME, []
 
 

@@ -408,3 +408,18 @@ def test_genai_perf_non_sse_outputs(tmp_path):
     a, b = log.requests.iloc[0], log.requests.iloc[1]
     assert (a["t_first_ns"] - a["t_send_ns"], len(a["chunk_times"])) == (20, 2)
     assert (b["t_first_ns"] - b["t_send_ns"], len(b["chunk_times"])) == (35, 2)
+
+
+def test_aiperf_reasoning_first_output_token(tmp_path):
+    # AIPerf: time_to_first_output_token = start -> first non-reasoning token
+    line = json.loads((DATA / "aiperf_profile_export.jsonl").read_text().splitlines()[0])
+    line["metrics"]["time_to_first_output_token"] = {"value": 1100.0, "unit": "ms"}
+    line["metrics"]["reasoning_token_count"] = {"value": 3, "unit": "tokens"}
+    p = tmp_path / "profile_export.jsonl"
+    p.write_text(json.dumps(line) + "\n")
+    r = read_request_log(p).requests.iloc[0]
+    assert r["t_first_reasoning_ns"] - r["t_send_ns"] == 1_000_000_000
+    assert r["t_first_answer_ns"] - r["t_send_ns"] == 1_100_000_000
+    from rdmascope.analysis.attribute import _log_columns
+    cols = _log_columns(read_request_log(p).ok.astype({"t_send_ns": "int64"}))
+    assert cols["ttft_answer_s"].iloc[0] == pytest.approx(1.1)
