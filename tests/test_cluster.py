@@ -170,3 +170,16 @@ def test_demo_nodes_ends_in_the_cluster_report(tmp_path):
     r = CliRunner().invoke(main, ["demo", "--nodes", "4", "-o", str(out), "--force"])
     assert r.exit_code == 1 and "not an earlier demo's report" in r.output
     assert (out / "cluster" / "truth.json").is_file()  # nothing was removed
+
+
+def test_a_200_gbps_cluster_passes_on_both_twins(tmp_path):
+    tr = simulate(make_scenario("single4k"), TrafficConfig(link=link_config("200")))
+    truth = simulate_cluster(tmp_path, tr, ClusterSpec(nodes=3, clock_error_ns=5 * MS, seed=2))
+    paths = [tmp_path / n["host"] for n in truth["nodes"]]
+    res = cluster_summary(paths)
+    assert res.expect == "both" and res.verdict == "PASS" and res.failing == []
+    assert "0 of 3 nodes sent >= 99 % on one interface" in res.expect_reason
+    res = cluster_summary(paths, expect="single")
+    assert res.verdict == "FAIL" and res.failing == [n["host"] for n in truth["nodes"]]
+    for node, t in zip(res.run_set.nodes, truth["nodes"], strict=True):
+        assert abs(node.offset_ns - t["offset_to_reference_ns"]) < 0.2 * MS
