@@ -38,6 +38,7 @@ from rdmascope.capture import (
     list_capture_files,
     read_manifest,
 )
+from rdmascope.quantiles import ExactPercentiles
 
 from .load import counters_frame, readings_frame
 from .series import (
@@ -50,7 +51,8 @@ from .series import (
     _select_counters,
 )
 
-__all__ = ["CaptureInfo", "open_capture", "iter_intervals", "WindowGrid", "iter_windows"]
+__all__ = ["CaptureInfo", "open_capture", "iter_intervals", "WindowGrid", "iter_windows",
+           "ExactPercentiles"]
 
 _FAR = 1 << 62  # "no bound" in ns (int64-safe)
 
@@ -501,105 +503,3 @@ def drop_empty_edges(b: pd.DataFrame, q: pd.DataFrame) -> tuple[pd.DataFrame, pd
         return b.iloc[:0], q.iloc[:0]
     lo, hi = int(np.argmax(has)), len(has) - int(np.argmax(has[::-1]))
     return b.iloc[lo:hi], q.iloc[lo:hi]
-
-
-class ExactPercentiles:
-    """Collect float64 values in bounded memory and return exact percentiles of all of them.
-
-    Values are held in memory up to ``mem_values`` (default 4 M, 32 MB), then spilled to a
-    temporary file. Percentiles follow ``numpy.percentile``'s default ("linear") rule: the
-    order statistics at floor and ceil of q/100 x (n - 1), interpolated; on spilled values the
-    order statistics are found exactly by narrowing a value range over the file (a histogram
-    per pass, then the few values of the bin holding the rank), so memory stays bounded.
-    """
-
-    def __init__(self, mem_values: int = 4_000_000):
-        self.mem_values = int(mem_values)
-        self.chunks: list[np.ndarray] = []
-        self.n_mem = 0
-        self.n = 0
-        self.file = None
-
-    def add(self, x: np.ndarray) -> None:
-        x = np.ascontiguousarray(x, dtype=np.float64)
-        if not len(x):
-            return
-        self.n += len(x)
-        if self.file is None and self.n_mem + len(x) <= self.mem_values:
-            self.chunks.append(x.copy())
-            self.n_mem += len(x)
-            return
-        if self.file is None:
-            import tempfile
-
-            self.file = tempfile.TemporaryFile(prefix="rdmascope-pct-")
-            for c in self.chunks:
-                c.tofile(self.file)
-            self.chunks, self.n_mem = [], 0
-        x.tofile(self.file)
-
-    def close(self) -> None:
-        if self.file is not None:
-            self.file.close()
-            self.file = None
-
-    def _iter(self, block: int = 1 << 22):
-        self.file.flush()
-        mm = np.memmap(self.file, dtype=np.float64, mode="r", shape=(self.n,))
-        for s in range(0, self.n, block):
-            yield np.asarray(mm[s:s + block])
-
-    def _kth(self, k: int, lo: float, hi: float, nb: int = 4096, gather: int = 1 << 21) -> float:
-        below = 0  # values < lo
-        while True:
-            if lo == hi:
-                return lo
-            span = hi - lo
-            counts = np.zeros(nb, np.int64)
-            for x in self._iter():
-                x = x[(x >= lo) & (x <= hi)]
-                i = np.clip(((x - lo) / span * nb).astype(np.int64), 0, nb - 1)
-                counts += np.bincount(i, minlength=nb)
-            cum = np.cumsum(counts)
-            j = int(np.searchsorted(cum, k - below, side="right"))
-            before = below + (int(cum[j - 1]) if j else 0)
-            if counts[j] <= gather:
-                vals = []
-                for x in self._iter():
-                    x = x[(x >= lo) & (x <= hi)]
-                    i = np.clip(((x - lo) / span * nb).astype(np.int64), 0, nb - 1)
-                    vals.append(x[i == j])
-                v = np.concatenate(vals)
-                return float(np.partition(v, k - before)[k - before])
-            new_lo = lo + span * j / nb
-            new_hi = lo + span * (j + 1) / nb
-            # keep the bin's own values: those that mapped to bin j lie within [new_lo, new_hi]
-            # up to rounding, so widen by one ulp each side and count what lies below
-            new_lo, new_hi = np.nextafter(new_lo, -np.inf), np.nextafter(new_hi, np.inf)
-            if new_lo <= lo and new_hi >= hi:
-                new_lo, new_hi = lo, hi  # no progress possible: gather below
-                gather = int(counts[j])
-                continue
-            below += sum(int(((x >= lo) & (x < new_lo)).sum()) for x in self._iter())
-            lo, hi = max(lo, new_lo), min(hi, new_hi)
-
-    def percentiles(self, qs) -> list[float]:
-        """Return the percentiles ``qs`` (0..100) of every value added; NaN when none."""
-        qs = list(qs)
-        if self.n == 0:
-            return [np.nan] * len(qs)
-        if self.file is None:
-            return [float(v) for v in np.percentile(np.concatenate(self.chunks), qs)]
-        lo = min(float(x.min()) for x in self._iter())
-        hi = max(float(x.max()) for x in self._iter())
-        out = []
-        for q in qs:
-            vi = (q / 100.0) * (self.n - 1)
-            i0 = int(np.floor(vi))
-            i1 = min(i0 + 1, self.n - 1)
-            g = vi - i0
-            a = self._kth(i0, lo, hi)
-            b = a if i1 == i0 else self._kth(i1, lo, hi)
-            d = b - a
-            out.append(float(b - d * (1 - g) if g >= 0.5 else a + d * g))
-        return out

@@ -265,3 +265,51 @@ def test_verify_emulation_streamed_bench_capture(tmp_path):
     got = verify_emulation(path)
     assert want.ok and want.kernel is not None and want.kernel["kernel_bytes"].sum() > 0
     _verdicts_equal(got, want)
+
+
+@pytest.mark.parametrize("roll_every", [7, 1000])
+def test_inspect_streamed_equals_whole_table(tmp_path, roll_every):
+    """inspect's summary, computed segment by segment, against the same quantities computed
+    from the whole table (read_capture) by the formulas in summarize_capture's docstring."""
+    from rdmascope.capture import read_capture
+    from rdmascope.cli.inspect import summarize_capture
+
+    path = _edgy_capture(tmp_path / "c", roll_every=roll_every, close=False)  # no audit
+    s = summarize_capture(str(path))
+    t = read_capture(path).table
+    cid, sweep = t["counter_id"].to_numpy(), t["sweep"].to_numpy()
+    tb, st = t["t_before_ns"].to_numpy(), t["status"].to_numpy()
+    dur = t["read_duration_ns"].to_numpy()
+    assert s["rows"] == t.num_rows
+    assert [c["rows"] for c in s["counters"]] == [int((cid == i).sum()) for i in range(5)]
+    assert s["counters"][4]["by_status"] == {"read_error": 200}
+    sw = np.unique(sweep)
+    starts = np.array([tb[sweep == k].min() for k in sw])
+    d = np.diff(sw)
+    assert s["gaps"]["count"] == int((d > 1).sum())
+    q = s["quality"]
+    assert q["sweeps_taken"] == len(sw)
+    iv = np.diff(starts)
+    assert q["interval_ns"]["p50"] == np.percentile(iv, 50)
+    assert q["interval_ns"]["p99"] == np.percentile(iv, 99)
+    assert q["interval_ns"]["max"] == iv.max()
+    r1 = q["read_duration_ns"][1]
+    ok = dur[(cid == 1) & (st == 0)]
+    assert (r1["p50"], r1["p99"], r1["max"]) == (np.percentile(ok, 50), np.percentile(ok, 99),
+                                                 ok.max())
+    assert s["span"]["first_t_ns"] == tb.min() and s["span"]["last_t_ns"] == tb.max()
+
+
+def test_exact_percentiles_spilled_equal_numpy():
+    from rdmascope.quantiles import ExactPercentiles
+
+    rng = np.random.default_rng(1)
+    for data in (rng.normal(size=20_000), np.round(rng.exponential(size=20_000), 2),
+                 np.zeros(5_000), np.r_[np.zeros(9_000), rng.uniform(size=100) * 1e-300, 1e300]):
+        e = ExactPercentiles(mem_values=1000)
+        for c in np.array_split(data, 37):
+            e.add(c)
+        assert e.file is not None  # spilled
+        qs = [0, 1, 50, 90, 99, 99.9, 100]
+        assert e.percentiles(qs) == [float(v) for v in np.percentile(data, qs)]
+        e.close()

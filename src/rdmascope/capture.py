@@ -1278,7 +1278,8 @@ def _counter_slices(t: pa.Table, counter_ids) -> pa.Table:
 
 def iter_capture_tables(path: str | os.PathLike, *, columns: list[str] | None = None,
                         counter_ids=None, start_ns: int | None = None,
-                        end_ns: int | None = None, manifest: dict[str, Any] | None = None):
+                        end_ns: int | None = None, manifest: dict[str, Any] | None = None,
+                        report: dict[str, Any] | None = None):
     """Yield (file, table) per segment and live file, in time order, reading only what is asked.
 
     For analysis in bounded memory (one segment at a time, ~60 s of readings). Each table has
@@ -1288,13 +1289,16 @@ def iter_capture_tables(path: str | os.PathLike, *, columns: list[str] | None = 
     ``t_before_ns`` range (footer statistics) lies wholly before ``start_ns`` or after
     ``end_ns`` are skipped without being read, except the one just before and the one just after
     the range, which hold the readings bracketing its edges. A segment's row count is checked
-    against the manifest; a skipped segment is not read (so not checked). Same errors as
-    ``read_capture``, each naming the file.
+    against the manifest; a skipped segment is not read (so not checked). ``report``: a dict
+    filled with ``files`` (every segment and live file), ``live_rows`` and ``truncated_live``
+    (as ``RawCapture``). Same errors as ``read_capture``, each naming the file.
     """
     p = Path(path)
     m = read_manifest(p) if manifest is None else manifest
     segs, lives = list_capture_files(p)
     listed = _listed_segments(p, m, segs)
+    if report is not None:
+        report.update(files=segs + lives, live_rows=0, truncated_live=[])
     cols = list(dict.fromkeys(["counter_id", "sweep", *(columns or COLUMNS)]))
     bad = [c for c in cols if c not in COLUMNS]
     if bad:
@@ -1326,7 +1330,11 @@ def iter_capture_tables(path: str | os.PathLike, *, columns: list[str] | None = 
         t = t.cast(pa.schema([SAMPLE_SCHEMA.field(c) for c in cols]))
         yield s, _prepare(p, m, s, t, counter_ids)
     for lf in lives:
-        batches, _ = _read_live(lf)
+        batches, cut = _read_live(lf)
+        if report is not None:
+            report["live_rows"] += sum(b.num_rows for b in batches)
+            if cut:
+                report["truncated_live"].append(lf)
         if batches:
             t = pa.Table.from_batches(batches).select(cols)
             t = t.cast(pa.schema([SAMPLE_SCHEMA.field(c) for c in cols]))

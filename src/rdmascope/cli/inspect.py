@@ -5,6 +5,7 @@ Uses only ``rdmascope.capture`` + pyarrow/numpy (no pandas), so it runs on a lea
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -26,17 +27,102 @@ def summarize_capture(path: str) -> dict[str, Any]:
     ``rdmascope.capture.CaptureError`` subclasses for an unreadable capture.
     """
     import numpy as np
-    import pyarrow.compute as pc
 
-    from rdmascope.capture import STATUS_NAMES, read_capture
+    from rdmascope.capture import (
+        STATUS_NAMES,
+        CaptureSchemaError,
+        iter_capture_tables,
+        read_manifest,
+    )
+    from rdmascope.quantiles import ExactPercentiles
 
-    raw = read_capture(path)
-    m = raw.manifest
-    t = raw.table
+    p = Path(path)
+    m = read_manifest(p)
     interval = int(m["interval_ns"])
     counters = m["counters"]
+    nc = len(counters)
+    audit = m.get("audit")
+    need_q = not audit  # read brackets and sweep intervals are computed only without an audit
+    rows = np.zeros(nc, np.int64)
+    by_status: list[dict[int, int]] = [{} for _ in range(nc)]
+    rd = [ExactPercentiles() for _ in range(nc)] if need_q else []
+    rd_max = [None] * nc
+    iv_pct = ExactPercentiles() if need_q else None
+    iv_max = None
+    t_lo = t_hi = None
+    n_sweeps, first_sweep = 0, None
+    carry: tuple[int, int] | None = None  # the last sweep so far and its earliest t_before
+    last_sweep_of = np.full(nc, -1, np.int64)  # per counter: a repeat means mixed captures
+    gaps: list[dict[str, Any]] = []
+    n_gaps, missed, longest = 0, 0, 0.0
+    rep: dict[str, Any] = {}
+    cols = ["t_before_ns", "status"] + (["read_duration_ns"] if need_q else [])
+    # segment by segment: a day-long capture is summarized in bounded memory
+    for f, t in iter_capture_tables(p, columns=cols, manifest=m, report=rep):
+        if not t.num_rows:
+            continue
+        cid = t["counter_id"].to_numpy()
+        status = t["status"].to_numpy()
+        sweep = t["sweep"].to_numpy()
+        tb = t["t_before_ns"].to_numpy()
+        u = np.unique(cid)
+        los = np.searchsorted(cid, u, "left")
+        his = np.searchsorted(cid, u, "right")
+        dur = t["read_duration_ns"].to_numpy() if need_q else None
+        for c, lo, hi in zip(u.tolist(), los.tolist(), his.tolist(), strict=True):
+            rows[c] += hi - lo
+            for sv, n in zip(*np.unique(status[lo:hi], return_counts=True), strict=True):
+                by_status[c][int(sv)] = by_status[c].get(int(sv), 0) + int(n)
+            sw = sweep[lo:hi]
+            if sw[0] <= last_sweep_of[c] or (len(sw) > 1 and (np.diff(sw) <= 0).any()):
+                k = int(sw[0])
+                raise CaptureSchemaError(
+                    p, f"reading(s) are stored twice or out of order (counter_id {c}, near sweep "
+                       f"{k}, in {f.name}); the directory mixes files of different captures "
+                       "(e.g. from two hosts); keep one capture per directory")
+            last_sweep_of[c] = sw[-1]
+            if need_q:
+                ok = dur[lo:hi][status[lo:hi] == 0]
+                rd[c].add(ok)
+                if ok.size:
+                    rd_max[c] = max(int(ok.max()), rd_max[c] or 0)
+        t_lo = int(tb.min()) if t_lo is None else min(t_lo, int(tb.min()))
+        t_hi = int(tb.max()) if t_hi is None else max(t_hi, int(tb.max()))
+        sweeps = np.unique(sweep)
+        # earliest t_before of each sweep (rows are sorted by counter, then sweep)
+        starts = np.full(sweeps.size, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(starts, np.searchsorted(sweeps, sweep), tb)
+        if carry is not None:  # the previous file's last sweep, merged if it continues here
+            if sweeps[0] == carry[0]:
+                starts[0] = min(starts[0], carry[1])
+            else:
+                sweeps = np.concatenate([[carry[0]], sweeps])
+                starts = np.concatenate([[carry[1]], starts])
+        else:
+            first_sweep = int(sweeps[0])
+        n_sweeps += sweeps.size - (1 if carry is not None else 0)
+        d = np.diff(sweeps)
+        gi = np.nonzero(d > 1)[0]
+        n_gaps += len(gi)
+        missed += int((d - 1)[gi].sum())
+        for j in gi:
+            gap_ms = (int(starts[j + 1]) - int(starts[j])) / 1e6
+            longest = max(longest, gap_ms)
+            if len(gaps) < MAX_GAPS_LISTED:
+                gaps.append({"first_missed_sweep": int(sweeps[j] + 1),
+                             "last_missed_sweep": int(sweeps[j + 1] - 1),
+                             "missed": int(d[j] - 1),
+                             "from_s": (int(sweeps[j] + 1) * interval) / 1e9,
+                             "gap_ms": gap_ms})
+        if need_q:
+            ivs = np.diff(starts)
+            iv_pct.add(ivs)
+            if ivs.size:
+                iv_max = max(int(ivs.max()), iv_max if iv_max is not None else int(ivs.max()))
+        carry = (int(sweeps[-1]), int(starts[-1]))
+    n_rows = int(rows.sum())
     out: dict[str, Any] = {
-        "path": str(raw.path),
+        "path": str(p),
         "format_version": m["format_version"],
         "capture_id": m.get("capture_id"),
         "writer": m.get("writer"),
@@ -46,67 +132,44 @@ def summarize_capture(path: str) -> dict[str, Any]:
         "command_line": m.get("command_line"),
         "sysfs_root": m.get("sysfs_root"),
         "interval_ns": interval,
-        "clean_end": raw.clean_end,
+        "clean_end": m.get("stop") is not None,
         "start": m.get("start"),
         **_start_times(m.get("start")),
         "stop": m.get("stop"),
         "clock_pairs": len(m.get("clock_pairs") or []),
         "devices": [
             {"name": d.get("name"), "pci": d.get("pci"), "netdevs": d.get("netdevs"),
-             "ports": [{"port": p.get("port"), "rate": p.get("rate"),
-                        "rate_gbps": p.get("rate_gbps"), "link_layer": p.get("link_layer"),
-                        "state": p.get("state")} for p in d.get("ports", [])]}
+             "ports": [{"port": q.get("port"), "rate": q.get("rate"),
+                        "rate_gbps": q.get("rate_gbps"), "link_layer": q.get("link_layer"),
+                        "state": q.get("state")} for q in d.get("ports", [])]}
             for d in m.get("devices") or []
         ],
         # every RDMA device present at record time (None: the capture predates the key)
         "discovered_devices": m.get("discovered_devices"),
-        "files": [str(f.relative_to(raw.path)) for f in raw.files],
-        "live_rows": raw.live_rows,
-        "truncated_live": [str(f) for f in raw.truncated_live],
-        "rows": t.num_rows,
+        "files": [str(f.relative_to(p)) for f in rep.get("files", [])],
+        "live_rows": rep.get("live_rows", 0),
+        "truncated_live": [str(f) for f in rep.get("truncated_live", [])],
+        "rows": n_rows,
     }
-    cid = t["counter_id"].to_numpy()
-    status = t["status"].to_numpy()
-    sweep = t["sweep"].to_numpy()
-    tb = t["t_before_ns"].to_numpy()
-    per_counter = []
-    for i, c in enumerate(counters):
-        sel = cid == i
-        st = status[sel]
-        by_status = {STATUS_NAMES.get(int(s), str(int(s))): int(n)
-                     for s, n in zip(*np.unique(st, return_counts=True), strict=True)}
-        per_counter.append({"counter_id": i, "device": c["device"], "port": c["port"],
-                            "netdev": c.get("netdev"), "name": c["name"], "unit": c["unit"],
-                            "byte_source": c.get("byte_source"),
-                            "rows": int(sel.sum()), "by_status": by_status})
-    out["counters"] = per_counter
+    out["counters"] = [
+        {"counter_id": i, "device": c["device"], "port": c["port"], "netdev": c.get("netdev"),
+         "name": c["name"], "unit": c["unit"], "byte_source": c.get("byte_source"),
+         "rows": int(rows[i]),
+         "by_status": {STATUS_NAMES.get(k, str(k)): v for k, v in sorted(by_status[i].items())}}
+        for i, c in enumerate(counters)]
     out["unavailable"] = [
         {"counter_id": e.get("counter_id"), "kind": e.get("kind"), "message": e.get("message"),
          "t_ns": e.get("t_ns")}
         for e in m.get("events") or []
     ]
-    if t.num_rows:
-        t0, t1 = int(pc.min(t["t_before_ns"]).as_py()), int(pc.max(t["t_before_ns"]).as_py())
-        out["span"] = {"first_t_ns": t0, "last_t_ns": t1, "duration_s": (t1 - t0) / 1e9}
-        sweeps = np.unique(sweep)
-        # earliest t_before of each sweep (rows are sorted by counter, then sweep)
-        starts = np.full(sweeps.size, np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(starts, np.searchsorted(sweeps, sweep), tb)
-        d = np.diff(sweeps)
-        gi = np.nonzero(d > 1)[0]
+    if n_rows:
+        out["span"] = {"first_t_ns": t_lo, "last_t_ns": t_hi, "duration_s": (t_hi - t_lo) / 1e9}
         start_ns = int((m.get("start") or {}).get("monotonic_ns") or 0)
-        gaps = [{"first_missed_sweep": int(sweeps[j] + 1), "last_missed_sweep": int(sweeps[j + 1] - 1),
-                 "missed": int(d[j] - 1),
-                 "from_s": (int(sweeps[j] + 1) * interval) / 1e9,
-                 "gap_ms": (int(starts[j + 1]) - int(starts[j])) / 1e6}
-                for j in gi]
-        out["gaps"] = {"count": len(gaps), "missed_sweeps": int((d - 1)[gi].sum()),
-                       "longest_ms": max((g["gap_ms"] for g in gaps), default=0.0),
-                       "list": gaps[:MAX_GAPS_LISTED], "start_monotonic_ns": start_ns}
+        out["gaps"] = {"count": n_gaps, "missed_sweeps": missed, "longest_ms": longest,
+                       "list": gaps, "start_monotonic_ns": start_ns}
     else:
         out["span"] = None
         out["gaps"] = {"count": 0, "missed_sweeps": 0, "longest_ms": 0.0, "list": []}
-    audit = m.get("audit")
     if audit:
         out["quality"] = {"source": "audit", **audit}
         # name netdev counters by their netdev (audits written before the key existed lack it)
@@ -114,23 +177,24 @@ def summarize_capture(path: str) -> dict[str, Any]:
             cid = r.get("counter_id")
             if "netdev" not in r and isinstance(cid, int) and 0 <= cid < len(counters):
                 r["netdev"] = counters[cid].get("netdev")
-    elif t.num_rows:
-        iv = np.diff(starts)
-        n_dead = int(sweeps[-1] - sweeps[0] + 1) if sweeps.size else 0
+    elif n_rows:
+        n_dead = int(carry[0] - first_sweep + 1)
+        p50, p99 = iv_pct.percentiles([50, 99])
         out["quality"] = {
             "source": "computed from readings (no audit: unclean end)",
-            "sweeps_taken": int(sweeps.size),
-            "sweeps_missed": n_dead - int(sweeps.size),
-            "sweeps_taken_pct": 100.0 * sweeps.size / n_dead if n_dead else None,
-            "interval_ns": {"p50": float(np.percentile(iv, 50)) if iv.size else None,
-                            "p99": float(np.percentile(iv, 99)) if iv.size else None,
-                            "max": int(iv.max()) if iv.size else None},
+            "sweeps_taken": n_sweeps,
+            "sweeps_missed": n_dead - n_sweeps,
+            "sweeps_taken_pct": 100.0 * n_sweeps / n_dead if n_dead else None,
+            "interval_ns": {"p50": p50 if iv_pct.n else None,
+                            "p99": p99 if iv_pct.n else None,
+                            "max": iv_max},
             "read_duration_ns": [
                 {"counter_id": i, "device": c["device"], "port": c["port"],
-                 "netdev": c.get("netdev"), "name": c["name"],
-                 **_pcts(t["read_duration_ns"].to_numpy()[(cid == i) & (status == 0)])}
+                 "netdev": c.get("netdev"), "name": c["name"], **_pcts(rd[i], rd_max[i])}
                 for i, c in enumerate(counters)],
         }
+        for x in [iv_pct, *rd]:
+            x.close()
     else:
         out["quality"] = None
     return out
@@ -161,13 +225,12 @@ def _where(c: dict[str, Any]) -> str:
     return c["device"] + (f"/{c['port']}" if c.get("port") is not None else "")
 
 
-def _pcts(a) -> dict[str, float | None]:
-    import numpy as np
-
-    if a.size == 0:
+def _pcts(values, top) -> dict[str, float | None]:
+    """p50/p99 of an ``ExactPercentiles`` collector and the maximum ``top``."""
+    if values.n == 0:
         return {"p50": None, "p99": None, "max": None}
-    return {"p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)),
-            "max": int(a.max())}
+    p50, p99 = values.percentiles([50, 99])
+    return {"p50": float(p50), "p99": float(p99), "max": int(top)}
 
 
 def _print(s: dict[str, Any]) -> None:
