@@ -423,3 +423,20 @@ def test_aiperf_reasoning_first_output_token(tmp_path):
     from rdmascope.analysis.attribute import _log_columns
     cols = _log_columns(read_request_log(p).ok.astype({"t_send_ns": "int64"}))
     assert cols["ttft_answer_s"].iloc[0] == pytest.approx(1.1)
+
+
+def test_compare_picks_a_run_of_each_log(tmp_path):
+    import shutil
+
+    b = tmp_path / "b"
+    shutil.copytree(CAP, b)
+    man = json.loads((b / "manifest.json").read_text())
+    man["capture_id"] = "copy-of-demo16"
+    (b / "manifest.json").write_text(json.dumps(man))
+    log = str(KINDS / "sglang_bench_serving_two_runs.jsonl")
+    base = ["compare", str(CAP), str(b), "--requests-a", log, "--requests-b", log,
+            "--offset-a", str(P1_SEND), "--offset-b", str(P1_SEND), "--run-b", "1"]
+    r = CliRunner().invoke(main, base + ["--run-a", "3"])
+    assert r.exit_code == 1 and "run 3 does not exist" in r.output
+    r = CliRunner().invoke(main, base + ["--run-a", "1", "--json"])
+    assert r.exit_code == 0, r.output

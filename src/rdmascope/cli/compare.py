@@ -7,7 +7,8 @@ import click
 from rdmascope.cli.output import NONNEG_SECONDS, OFFSET, emit, output_options
 from rdmascope.cli.setup_options import describe_sources, resolve, setup_options
 
-FORMATS = ["native", "vllm", "guidellm", "genai-perf", "aiperf", "inference-perf"]
+FORMATS = ["native", "vllm", "guidellm", "genai-perf", "aiperf", "inference-perf", "sglang",
+           "llmperf"]
 
 TABLE_COLS = ["test", "n_requests", "prompt_tokens", "ttft_a_s", "ttft_b_s", "ttft_change_s",
               "ttft_change_pct", "ttlft_a_s", "ttlft_b_s", "ttlft_change_s", "ttlft_change_pct",
@@ -42,6 +43,11 @@ def _same_file(a, b) -> bool:
               help="Seconds added to A's log times.")
 @click.option("--offset-b", type=OFFSET, default=None,
               help="Seconds added to B's log times.")
+@click.option("--run-a", type=click.IntRange(min=1), default=None, metavar="K",
+              help="Keep only run K of A's log when it holds several (vLLM --append-result, "
+                   "SGLang); default: all.")
+@click.option("--run-b", type=click.IntRange(min=1), default=None, metavar="K",
+              help="Keep only run K of B's log when it holds several.")
 @click.option("--label-a", default=None, help="Name of run A (default: its directory name).")
 @click.option("--label-b", default=None, help="Name of run B.")
 @setup_options
@@ -52,7 +58,7 @@ def _same_file(a, b) -> bool:
                                 "out of the comparison (method.md: 1).")
 @output_options
 def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, offset_a, offset_b,
-            label_a, label_b, arrival_window, warmup_rounds, out, **setup_kw):
+            run_a, run_b, label_a, label_b, arrival_window, warmup_rounds, out, **setup_kw):
     """Compare run A (e.g. 200 Gb/s) with run B (e.g. emulated 100 Gb/s), test by test.
 
     Each run is a capture plus its request log. Per test: TTFT and time to the last first token
@@ -92,11 +98,11 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
         raise click.ClickException(f"CAPTURE_A ({capture_a}) and CAPTURE_B ({capture_b}) are "
                                    f"the same capture (capture_id {id_a}) with the same request "
                                    f"log ({logs[0]}); compare two different runs")
-    for cap, log_path, fmt, off in ((caps[0], logs[0], format_a, offset_a),
-                                    (caps[1], logs[1], format_b, offset_b)):
+    for cap, log_path, fmt, off, run in ((caps[0], logs[0], format_a, offset_a, run_a),
+                                         (caps[1], logs[1], format_b, offset_b, run_b)):
         try:
             ifaces.append(interfaces_used(cap))
-            log = align(read_request_log(log_path, fmt), cap, off)
+            log = align(read_request_log(log_path, fmt, run=run), cap, off)
             atts.append(attribute(cap, log, arrival_window_s=arrival_window,
                                   warmup_rounds=warmup_rounds))
         except (RequestLogError, CaptureError, ValueError) as exc:
