@@ -87,3 +87,35 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
                f"{'packets' if fmt == 'proto' else 'events'}; times on CLOCK_{clock.upper()} "
                f"(ns); counters in Gb/s per {width_ns / 1e6:g} ms window"
                + (f"; {log_path}: {int(log.requests['ok'].sum())} requests" if log else ""))
+
+
+@command.command("dataset")
+@click.argument("captures", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False),
+              help="Dataset directory (created; an existing dataset gets new partitions).")
+@click.option("--force", is_flag=True, help="Replace partitions that already exist.")
+def dataset(captures, out, force):
+    """Write CAPTURES as one Hive-partitioned Parquet dataset (host=/capture=) for DuckDB,
+    polars or Spark.
+
+    One row per sampling interval of each byte counter: time (interval start, UTC), t0_ns/t1_ns
+    (CLOCK_MONOTONIC), capture_start_ns, series, device, port, direction, source, counter,
+    bytes_per_unit, bytes (null when unknown) and flag.
+    """
+    from rdmascope.analysis.dataset import write_dataset
+    from rdmascope.analysis.load import load_capture
+
+    require_parent_dir(out)
+    caps = []
+    for c in captures:
+        with cli_errors(str(c)):
+            caps.append(load_capture(c))
+    with cli_errors(str(out)):
+        written, notes = write_dataset(caps, out, force=force)
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
+    for path, rows in written:
+        click.echo(f"{path}: {rows:,} rows")
+    click.echo(f"{out}: {len(written)} partition(s); read it with "
+               f"duckdb \"SELECT * FROM read_parquet('{out}/**/*.parquet', "
+               "hive_partitioning = true)\"")

@@ -1,0 +1,152 @@
+"""``rdmascope export dataset``: read back with DuckDB and polars; the README's DuckDB re-binning
+query (run exactly as printed there) agrees with rdmascope's own re-binning, and the README's
+PySpark version too where PySpark runs."""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from capture_builders import MS, STATUS_OK, T0, ib, netdev, write_capture
+from click.testing import CliRunner
+
+from rdmascope.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+N = 400
+TWINS = [{"name": "rocep1s0f1", "pci": "0000:01:00.1"},
+         {"name": "roceP2p1s0f1", "pci": "0002:01:00.1"}]
+RESET_AT = 300
+
+
+def _readme_block(lang: str, contains: str) -> str:
+    text = (REPO / "README.md").read_text()
+    for m in re.finditer(rf"```{lang}\n(.*?)```", text, re.S):
+        if contains in m.group(1):
+            return m.group(1)
+    raise AssertionError(f"no ```{lang} block with {contains!r} in README.md")
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ds")
+    rng = random.Random(7)
+    # jittered reading instants (0-400 us late, 1-3 us read brackets) so intervals straddle
+    # window edges and the spreading is not trivial
+    t = [[T0 + k * MS + rng.randrange(0, 400_000) for k in range(N)] for _ in range(3)]
+    steps = [[rng.choice([0, 10, 25_000, 2_500_000]) for _ in range(N)] for _ in range(3)]
+    vals = [list(np.cumsum([1000] + s[1:])) for s in steps]
+    # device B's counter drops by 1e9 units at reading RESET_AT (more than it ever gains)
+    vals[1] = [v + (10**9 if k >= RESET_AT else 2 * 10**9) for k, v in enumerate(vals[1])]
+    readings = {cid: [(t[cid][k], rng.randrange(1000, 3000), int(vals[cid][k]), STATUS_OK)
+                      for k in range(N)] for cid in range(3)}
+    cap = write_capture(tmp / "run-a", [ib("rocep1s0f1", "tx"), ib("roceP2p1s0f1", "tx"),
+                                        netdev("rocep1s0f1", "enp1s0f1np1", "tx")],
+                        readings, devices=TWINS)
+    out = tmp / "ds"
+    r = CliRunner().invoke(main, ["export", "dataset", str(cap), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    return cap, out, vals
+
+
+def _rdmascope_rates(cap):
+    from rdmascope.analysis import byte_intervals, load_capture, rebin
+
+    c = load_capture(cap)
+    b = rebin(byte_intervals(c, source=None), MS)  # windows from the capture start
+    return c, b * 8 / MS  # Gb/s
+
+
+def test_duckdb_reads_it_and_the_readme_query_matches_rdmascope(dataset):
+    duckdb = pytest.importorskip("duckdb")
+    cap, out, vals = dataset
+    con = duckdb.connect()
+    rel = f"read_parquet('{out}/**/*.parquet', hive_partitioning = true)"
+    row = con.sql(f"SELECT host, capture, count(*) FROM {rel} GROUP BY ALL").fetchall()
+    import socket
+
+    from rdmascope.analysis.dataset import partition_value
+    assert row == [(partition_value(socket.gethostname()), "run-a", 3 * (N - 1))]
+    # bytes per series from the raw counter values, by hand (x4 RDMA, x1 netdev)
+    got = dict(con.sql(f"SELECT series, sum(bytes) FROM {rel} GROUP BY series").fetchall())
+    assert got["rocep1s0f1/tx"] == (vals[0][-1] - vals[0][0]) * 4
+    assert got["netdev:enp1s0f1np1/tx"] == vals[2][-1] - vals[2][0]
+    flags = dict(con.sql(f"SELECT flag, count(*) FROM {rel} WHERE series = 'roceP2p1s0f1/tx' "
+                         "GROUP BY flag").fetchall())
+    assert flags.get("reset") == 1
+    assert con.sql(f"SELECT count(*) FROM {rel} WHERE flag = 'reset' AND bytes IS NOT NULL"
+                   ).fetchall()[0][0] == 0
+    known = [vals[1][k + 1] - vals[1][k] for k in range(N - 1) if k + 1 != RESET_AT]
+    assert got["roceP2p1s0f1/tx"] == sum(known) * 4
+
+    sql = _readme_block("sql", "read_parquet('ds/**/*.parquet'").replace("'ds/", f"'{out}/")
+    res = con.sql(sql).fetchall()
+    c, ours = _rdmascope_rates(cap)
+    sql_rates = {(s, int(w)): (g, u) for _h, _c, s, w, g, u in res}
+    compared = unknown = 0
+    for series in ours.columns:
+        for ws, v in ours[series].items():
+            w = (int(ws) - c.t_start_ns) // MS
+            if not 3 <= w < N - 3:  # edge windows are partly outside the readings
+                continue
+            g, u = sql_rates[(series, w)]
+            if np.isnan(v):
+                assert u > 0, (series, w)
+                unknown += 1
+            else:
+                assert u == 0 and g == pytest.approx(v, rel=1e-9, abs=1e-12), (series, w, g, v)
+                compared += 1
+    assert compared > 1000 and unknown >= 1
+
+
+def test_polars_reads_it_as_is(dataset):
+    pl = pytest.importorskip("polars")
+    cap, out, vals = dataset
+    df = pl.scan_parquet(f"{out}/**/*.parquet", hive_partitioning=True).collect()
+    assert {"host", "capture", "time", "t0_ns", "bytes", "flag", "series"} <= set(df.columns)
+    assert df["capture"].unique().to_list() == ["run-a"]
+    a = df.filter(pl.col("series") == "rocep1s0f1/tx").sort("t0_ns")
+    assert a["bytes"].sum() == (vals[0][-1] - vals[0][0]) * 4
+    assert (a["t1_ns"] - a["t0_ns"] == a["duration_ns"]).all()
+    # time = t0 on CLOCK_REALTIME through the builder's clock pair (realtime = mono + 1.7e18)
+    t_us = a["time"].dt.epoch("us").to_numpy()
+    assert (t_us == (a["t0_ns"].to_numpy() + 1_700_000_000 * 10**9) // 1000).all()
+    assert df.filter(pl.col("flag") == "reset")["bytes"].null_count() == 1
+
+
+def test_a_partition_is_never_overwritten_silently(dataset, tmp_path):
+    cap, out, _ = dataset
+    r = CliRunner().invoke(main, ["export", "dataset", str(cap), "-o", str(out)])
+    assert r.exit_code == 1 and "already exists" in r.output and "--force" in r.output
+    r = CliRunner().invoke(main, ["export", "dataset", str(cap), str(cap), "-o",
+                                  str(tmp_path / "x")])
+    assert r.exit_code == 1 and "same partition" in r.output
+
+
+def test_pyspark_runs_the_readme_query(dataset):
+    """Only where PySpark and a JVM are installed (not a test extra: hundreds of MB)."""
+    pytest.importorskip("pyspark")
+    import shutil
+    if shutil.which("java") is None:
+        pytest.skip("no java for PySpark")
+    cap, out, _ = dataset
+    code = _readme_block("python", "spark.read.parquet").replace('"ds"', repr(str(out)))
+    ns: dict = {}
+    exec(code, ns)  # noqa: S102 - the README's own snippet
+    try:
+        rows = ns["rates"].collect()
+    finally:
+        ns["spark"].stop()
+    c, ours = _rdmascope_rates(cap)
+    got = {(r["series"], int(r["win"])): (r["gbps"], r["unknown_intervals"]) for r in rows}
+    n = 0
+    for series in ours.columns:
+        for ws, v in ours[series].items():
+            w = (int(ws) - c.t_start_ns) // MS
+            if 3 <= w < N - 3 and not np.isnan(v):
+                assert got[(series, w)][0] == pytest.approx(v, rel=1e-9, abs=1e-12)
+                n += 1
+    assert n > 1000
