@@ -79,7 +79,8 @@ CASES = [
     # 10 s / 1 us = 10 M windows x 8 series (RDMA + netdev) > 40 M values
     ("rates {sim} --window 1us --source all", 2,
      "s) make {n_1us} windows for 8 series, more than the limit of 5,000,000 held in memory "
-     "(at this width, 5s of windows); use a wider window or a shorter --from/--to range"),
+     "(at this width, 5s of windows); use a wider window, a shorter --from/--to range, or "
+     "--csv/--parquet (written as they are computed)"),
     ("peaks {sim} --windows 1ms,1us --source all", 2, "'--windows': 1us windows over"),
     ("bursts {sim} --window 1ns", 2, "'--window': window 1ns is narrower"),
     ("rates {sim} --from inf", 2, "'--from': 'inf' is not a finite number"),

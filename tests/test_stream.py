@@ -313,3 +313,36 @@ def test_exact_percentiles_spilled_equal_numpy():
         qs = [0, 1, 50, 90, 99, 99.9, 100]
         assert e.percentiles(qs) == [float(v) for v in np.percentile(data, qs)]
         e.close()
+
+
+@pytest.mark.parametrize("args", [["--window", "1ms", "--bytes"],
+                                  ["--window", "3ms", "--from", "0.05s", "--to", "0.15s"],
+                                  ["--window", "1ms", "--group", "twins", "--source", "all"]])
+def test_rates_csv_and_parquet_stream_equal_json(tmp_path, args):
+    import io
+    import json
+
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    path = (_bench_capture(tmp_path, seconds=12, segment_s=2) if "twins" in args
+            else _edgy_capture(tmp_path / "c", roll_every=9))
+    r = CliRunner()
+    js = r.invoke(main, ["rates", str(path), *args, "--json"])
+    assert js.exit_code == 0, js.output
+    want = pd.DataFrame(json.loads(js.output)["rates"]).set_index("window_start_ns")
+    cs = r.invoke(main, ["rates", str(path), *args, "--csv"])
+    assert cs.exit_code == 0, cs.output
+    got = pd.read_csv(io.StringIO(cs.output), index_col="window_start_ns")
+    want = want.astype({c: "int8" for c in want if c.endswith("_quality")})
+    got = got.astype({c: "int8" for c in got if c.endswith("_quality")})
+    pd.testing.assert_frame_equal(got, want.astype(got.dtypes.to_dict()), check_exact=False,
+                                  rtol=1e-15)
+    pq_path = tmp_path / "r.parquet"
+    pr = r.invoke(main, ["rates", str(path), *args, "--parquet", str(pq_path), "--csv"])
+    assert pr.exit_code == 0, pr.output
+    back = pd.read_parquet(pq_path)
+    pd.testing.assert_frame_equal(back, got.astype(back.dtypes.to_dict()), check_exact=False,
+                                  rtol=1e-15, check_names=False)
+    assert len(got) > 10

@@ -6,6 +6,8 @@ bounded on day-long captures; a progress bar on stderr shows the readings proces
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from rdmascope.cli.output import (
@@ -34,6 +36,117 @@ def _capture_end_ns(m: dict, rows: int) -> int:
         return stop
     n_counters = max(len(m.get("counters") or []), 1)
     return t0 + rows // n_counters * int(m["interval_ns"])
+
+
+def _table(b, q, t0: int, width_ns: int, with_bytes: bool):
+    """The rates table of one block: t_s, <series>_gbps [, <series>_bytes], <series>_quality."""
+    import pandas as pd
+
+    from rdmascope.analysis import to_gbps
+
+    gbps = to_gbps(b, width_ns)
+    table = pd.DataFrame(index=b.index)
+    table["t_s"] = (b.index.to_numpy() - t0) / 1e9
+    for c in b.columns:
+        table[f"{c}_gbps"] = gbps[c]
+        if with_bytes:
+            table[f"{c}_bytes"] = b[c]
+    for c in b.columns:
+        table[f"{c}_quality"] = q[c].astype("int8")
+    return table
+
+
+def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, links, with_bytes,
+                t0, total, out) -> None:
+    """Write the rates as CSV (stdout) and/or Parquet block by block (pyarrow's writers).
+
+    The same rows as the in-memory table: windows of the range, without the leading and
+    trailing windows that no series has readings in (runs of such windows are held back until
+    a window with readings follows them). Memory: one segment's windows.
+    """
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    from rdmascope.analysis import QUALITY_EMPTY, iter_rebin_capture
+    from rdmascope.analysis.peaks import _link_view
+
+    state = {"csv": None, "pq": None, "schema": None, "rows": 0, "held": [], "started": False}
+    sink = sys.stdout.buffer if out.csv else None
+    sys.stdout.flush()
+
+    def write(table: pd.DataFrame) -> None:
+        if not len(table):
+            return
+        t = pa.Table.from_pandas(table, preserve_index=True)
+        names = ["window_start_ns"] + [c for c in t.column_names if c != "window_start_ns"]
+        t = t.select(names)
+        if state["schema"] is None:
+            state["schema"] = t.schema
+            if out.csv:
+                sink.write((",".join(names) + "\n").encode())
+                state["csv"] = pacsv.CSVWriter(sink, t.schema.remove_metadata(),
+                                               write_options=pacsv.WriteOptions(
+                                                   include_header=False, quoting_style="none"))
+            if out.parquet:
+                try:
+                    state["pq"] = pq.ParquetWriter(out.parquet, t.schema)
+                except OSError as exc:
+                    raise click.ClickException(f"{out.parquet}: cannot write Parquet ({exc})"
+                                               ) from exc
+        t = t.cast(state["schema"])
+        if state["csv"] is not None:
+            state["csv"].write_table(t.replace_schema_metadata(None))
+        if state["pq"] is not None:
+            try:
+                state["pq"].write_table(t)
+            except OSError as exc:
+                raise click.ClickException(f"{out.parquet}: cannot write Parquet ({exc})") from exc
+        state["rows"] += len(table)
+
+    try:
+        with cli_errors(str(capture)), progress(length=max(total, 1), label="re-binning") as bar:
+            for b, q in iter_rebin_capture(capture, width_ns, origin_ns=origin, by=by,
+                                           source=src, gap_factor=gap_factor,
+                                           progress=lambda n: bar.update(n)):
+                idx = b.index.to_numpy()
+                keep = np.ones(len(idx), bool)
+                if start is not None:
+                    keep &= idx + width_ns > start
+                if end is not None:
+                    keep &= idx < end
+                b, q = b[keep], q[keep]
+                if not len(b):
+                    continue
+                has = ((q & QUALITY_EMPTY) == 0).any(axis=1).to_numpy()
+                if not state["started"]:  # leading windows without readings are left out
+                    if not has.any():
+                        continue
+                    first = int(np.argmax(has))
+                    b, q, has = b.iloc[first:], q.iloc[first:], has[first:]
+                    state["started"] = True
+                # windows after the last one with readings wait for a window with readings
+                last = len(has) - int(np.argmax(has[::-1])) if has.any() else 0
+                if last:
+                    for hb, hq in state["held"]:
+                        write(_table(*_link_view(hb, hq, links, True), t0, width_ns,
+                                     with_bytes))
+                    state["held"] = []
+                    write(_table(*_link_view(b.iloc[:last], q.iloc[:last], links, True), t0,
+                                 width_ns, with_bytes))
+                if last < len(b):
+                    state["held"].append((b.iloc[last:], q.iloc[last:]))
+    finally:
+        if state["csv"] is not None:
+            state["csv"].close()
+        if state["pq"] is not None:
+            state["pq"].close()
+    if state["rows"] == 0:
+        raise click.ClickException(f"{capture}: no windows in the requested range")
+    if out.parquet:
+        click.echo(f"wrote {out.parquet} ({state['rows']} rows)", err=True)
 
 
 @click.command(help="Re-bin a capture to rates (Gb/s) at any window width, exactly (each "
@@ -97,14 +210,26 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
                  if group == "twins" else {})
         n_series = (sel[by].nunique() if by != "series" else sel["series"].nunique()) + len(links)
         lo_ns, hi_ns = (t0 if start is None else start), (t_end if end is None else end)
-        check_window_count(width_ns, hi_ns - lo_ns, n_series=n_series,
-                           what=f"{(lo_ns - t0) / 1e9:g} s to {(hi_ns - t0) / 1e9:g} s")
+        # --csv and --parquet write block by block: only the human table and --json hold
+        # every window in memory
+        streamed = (out.csv or out.parquet) and not out.json
+        if not streamed:
+            check_window_count(width_ns, hi_ns - lo_ns, n_series=n_series,
+                               what=f"{(lo_ns - t0) / 1e9:g} s to {(hi_ns - t0) / 1e9:g} s",
+                               advice="use a wider window, a shorter --from/--to range, or "
+                                      "--csv/--parquet (written as they are computed)")
         # the chunked re-binning holds about one segment's windows per counter, whatever the range
         check_window_count(width_ns, min(seg_span or t_end - t0, t_end - t0),
                            n_series=len(sel), what="one segment of the capture",
                            advice="use a wider window (rates re-bins whole segments)")
         # one grid: the capture start unless --origin; --from/--to only select windows
         origin = t0 + int(round(origin_s * 1e9)) if origin_s is not None else t0
+        if streamed:
+            if group == "twins" and not links:
+                raise click.ClickException(f"{capture}: no twin devices found to group")
+            _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, links,
+                        with_bytes, t0, total, out)
+            return
         blocks_b, blocks_q = [], []
         with progress(length=max(total, 1), label="re-binning") as bar:
             for b, q in iter_rebin_capture(capture, width_ns, origin_ns=origin, by=by,
