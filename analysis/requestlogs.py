@@ -991,6 +991,11 @@ def _read_inference_perf(path: Path, data: list):
         rm = info.get("response_metrics") or {}
         chunk_s = rm.get("chunk_times") or rm.get("output_token_times") or \
             info.get("output_token_times")
+        # inference-perf since its issue 559: content chunks in chunk_times, reasoning-only
+        # chunks in reasoning_chunk_times (TTFT from the first of either)
+        reason_s = rm.get("reasoning_chunk_times") or []
+        usage = rm.get("server_usage") or info.get("server_usage") or {}
+        srv = usage.get("completion_tokens") if isinstance(usage, dict) else None
         prompt = info.get("input_tokens", _get(info, "request_metrics.text.input_tokens"))
         output = rm.get("output_tokens", info.get("output_tokens"))
         if not ok:
@@ -1000,9 +1005,7 @@ def _read_inference_perf(path: Path, data: list):
                                    _int(path, pos, "info.input_tokens", prompt), None, ok=False,
                                    error=msg or "error", row=pos))
             continue
-        if not chunk_s:
-            usage = rm.get("server_usage") or info.get("server_usage") or {}
-            srv = usage.get("completion_tokens") if isinstance(usage, dict) else None
+        if not chunk_s and not reason_s:
             if "chunk_times" in rm or "response_chunks" in rm or srv:
                 why = ("streamed, but no chunk carried a token inference-perf counted "
                        "(chunk_times empty, output_tokens "
@@ -1018,15 +1021,24 @@ def _read_inference_perf(path: Path, data: list):
                                         output), ok=False, error=why, row=pos,
                                    token_source="tool field output_tokens"))
             continue
-        chunks = [_s_to_ns(_num(path, pos, "info.response_metrics.chunk_times", c))
-                  for c in chunk_s]
+        content = [_s_to_ns(_num(path, pos, "info.response_metrics.chunk_times", c))
+                   for c in (chunk_s or [])]
+        reasoning = [_s_to_ns(_num(path, pos, "info.response_metrics.reasoning_chunk_times", c))
+                     for c in reason_s]
+        chunks = sorted(content + reasoning)
+        src = "tool field output_tokens"
+        if reasoning and srv is not None:
+            # inference-perf counts content tokens only; the server's count includes reasoning
+            output, src = srv, "server usage completion_tokens (reasoning included)"
         if output is None:
             raise RequestLogError(path, "missing (required)", row=pos,
                                   field="info.response_metrics.output_tokens")
         records.append(_record(pos, _s_to_ns(t0), chunks[0], chunks[-1],
                                _int(path, pos, "info.input_tokens", prompt),
                                _int(path, pos, "info.response_metrics.output_tokens", output),
-                               chunks=chunks, row=pos, token_source="tool field output_tokens"))
+                               chunks=chunks, row=pos, token_source=src,
+                               t_reasoning=reasoning[0] if reasoning else None,
+                               t_answer=content[0] if reasoning and content else None))
     return records, CLOCK_MONOTONIC, []
 
 
@@ -1288,8 +1300,8 @@ def read_request_log(path: str | os.PathLike, format: str | None = None, *,
             fld = str(first["error"])[9:].split(":", 1)[0]
         raise RequestLogError(p, f"holds no successful request ({log.n_failed} failed: {shown}"
                                  f"{'; ...' if len(bad) > 3 else ''})",
-                              row=None if pd.isna(first["row"]) else int(first["row"]),
-                              field=fld)
+                              row=None if fld is None or pd.isna(first["row"])
+                              else int(first["row"]), field=fld)
     return log
 
 

@@ -440,3 +440,23 @@ def test_compare_picks_a_run_of_each_log(tmp_path):
     assert r.exit_code == 1 and "run 3 does not exist" in r.output
     r = CliRunner().invoke(main, base + ["--run-a", "1", "--json"])
     assert r.exit_code == 0, r.output
+
+
+def test_inference_perf_reasoning_chunk_times(cap, ref, tmp_path):
+    # inference-perf after its issue 559: reasoning-only chunks in reasoning_chunk_times, content
+    # chunks in chunk_times, output_tokens counts content only; the server usage counts both
+    d = json.loads((CASES / "M6.json").read_text())
+    p2 = json.loads((CAP / "requests.jsonl").read_text().splitlines()[1])
+    step = (p2["t_last_token"] - p2["t_first_token"]) / 15
+    times = [p2["t_first_token"] + k * step for k in range(16)]
+    rm = d[1]["info"]["response_metrics"]
+    rm.update(reasoning_chunk_times=times[:6], chunk_times=times[6:], output_tokens=10)
+    p = tmp_path / "per_request_lifecycle_metrics.json"
+    p.write_text(json.dumps(d))
+    att = _att(cap, p)
+    r = att.requests.set_index("request_id").loc["2"]
+    _same(r, ref["P2"])
+    assert r["ttft_reasoning_s"] == pytest.approx(ref["P2"]["ttft_s"], abs=1e-6)
+    assert r["ttft_answer_s"] == pytest.approx(ref["P2"]["ttft_s"] + 6 * step, abs=1e-6)
+    assert r["token_source"].startswith("server usage completion_tokens")
+    assert r["n_chunks"] == 16

@@ -4,9 +4,11 @@ line for JSONL/CSV, position in the request list otherwise) and field where ther
 
 Rows out of order: the *order of rows* in a file is not an error (a concurrent client writes a
 request when it completes, not when it was sent), so rows are sorted by send time and the result
-is the same as for the sorted file; times out of order *within* a request (first token before
-the send, last before first, chunks going back) and vLLM's dispatch-ordered ``start_times``
-going back are rejected, naming the row and field.
+is the same as for the sorted file. Times out of order *within* a request (first token at or
+before the send, last before first, chunks going back) and a request outside the capture are
+that row's problem: the row fails with the reason naming the field, the rest is used; only a
+file with nothing usable is refused (naming the first row's reason). vLLM's dispatch-ordered
+``start_times`` going back refuse the file (the order of every row is in doubt).
 """
 
 from __future__ import annotations
@@ -41,6 +43,17 @@ def capture(tmp_path_factory):
     p = tmp_path_factory.mktemp("cap") / "cap"
     build_capture(p, T0, {"rocep1s0f1/tx": np.full(2000, 4000), "rocep1s0f1/rx": np.full(2000, 4000)})
     return load_capture(p)
+
+
+def _row_fails(path, *, row, field, match, fmt=None):
+    """The file is read; row ``row`` failed with a reason naming ``field`` and ``match``."""
+    log = read_request_log(path, fmt)
+    bad = log.requests[~log.requests["ok"]].set_index("row")["error"]
+    assert row in bad.index, bad
+    assert bad[row].startswith(f"invalid: {field}:") and match in bad[row], bad[row]
+    assert len(log.ok) == len(log.requests) - 1
+    assert any(f"row {row}: invalid: {field}" in n for n in log.notes), log.notes
+    return log
 
 
 def _fails(path, *, row=None, field=None, match=None, fmt=None):
@@ -150,15 +163,25 @@ def test_wrong_clock_no_overlap(tmp_path, capture, clock, send):
             _row(1, send, send + 0.1, send + 0.4, clock=clock)]
     p = _jsonl(tmp_path / "log.jsonl", rows)
     log = read_request_log(p)
+    # a request wholly outside the capture fails alone, with the reason; the other is used
+    a = align(log, capture)
+    bad = a.requests[~a.requests["ok"]]
+    assert bad["row"].tolist() == [2]
+    assert "outside the capture" in bad["error"].iloc[0]
+    assert a.ok["row"].tolist() == [1]
+    res = run_cli("attribute", capture.path, "--requests", p)
+    assert res.exit_code == 0 and "outside the capture" in res.output, res.output
+    # nothing inside: the log is refused, naming the file, row and field
+    p = _jsonl(tmp_path / "all_out.jsonl", rows[1:])
     with pytest.raises(RequestLogError) as ei:
-        align(log, capture)
+        align(read_request_log(p), capture)
     e = ei.value
     msg = str(e)
-    assert str(p) in msg and e.row == 2 and e.field in ("t_send", "t_last_token"), msg
+    assert str(p) in msg and e.row == 1 and e.field in ("t_send", "t_last_token"), msg
     assert "outside the capture" in msg and str(capture.path) in msg
     # the CLI says the same and exits 1
     res = run_cli("attribute", capture.path, "--requests", p)
-    assert res.exit_code == 1 and str(p) in res.output and "row 2" in res.output, res.output
+    assert res.exit_code == 1 and str(p) in res.output and "row 1" in res.output, res.output
 
 
 def test_row_order_does_not_matter(tmp_path, capture):
@@ -179,7 +202,11 @@ def test_row_order_does_not_matter(tmp_path, capture):
 def test_times_out_of_order_within_a_request(tmp_path, bad, field, match):
     rows = [_row(i, 5000.2 + i, 5000.25 + i, 5000.5 + i) for i in range(3)]
     rows[0].update(bad)
-    _fails(_jsonl(tmp_path / "log.jsonl", rows), fmt="native", row=1, field=field, match=match)
+    _row_fails(_jsonl(tmp_path / "log.jsonl", rows), fmt="native", row=1, field=field,
+               match=match)
+    # the same row alone: nothing usable, refused naming the row, field and reason
+    _fails(_jsonl(tmp_path / "one.jsonl", rows[:1]), fmt="native", row=1, field=field,
+           match=match)
 
 
 def test_vllm_start_times_out_of_order(tmp_path):
@@ -194,7 +221,8 @@ def test_vllm_start_times_out_of_order(tmp_path):
 def test_all_requests_failed(tmp_path):
     rows = [_row(i, 5001 + i, None, None, error="timeout") for i in range(3)]
     _fails(_jsonl(tmp_path / "log.jsonl", rows), fmt="native",
-           match="holds no successful request (3 failed)")
+           match="holds no successful request (3 failed: row 1: timeout; row 2: timeout; "
+                 "row 3: timeout)")
 
 
 def test_alignment_is_exact_for_a_good_log(tmp_path, capture):
@@ -210,7 +238,8 @@ def test_first_token_at_the_send_instant(tmp_path):
     rows = [_row(i, 5000.2 + i, 5000.25 + i, 5000.5 + i) for i in range(3)]
     rows[1]["t_first_token"] = rows[1]["t_send"]
     p = _jsonl(tmp_path / "log.jsonl", rows)
-    _fails(p, fmt="native", row=2, field="t_first_token", match="a TTFT of 0 s is impossible")
+    _row_fails(p, fmt="native", row=2, field="t_first_token",
+               match="a TTFT of 0 s is impossible")
     # the same instant on a failed request is not an error (its times are not used)
     rows[1]["error"] = "timeout"
     log = read_request_log(_jsonl(tmp_path / "failed.jsonl", rows))
@@ -223,10 +252,10 @@ def test_vllm_ttft_of_zero(tmp_path):
         "input_lens": [10, 10], "output_lens": [5, 5], "ttfts": [0.1, 0.0],
         "itls": [[0.01] * 4] * 2, "latencies": [0.2, 0.2], "errors": ["", ""],
         "start_times": [100.0, 100.5]}))
-    _fails(p, row=2, field="t_first_token", match="a TTFT of 0 s is impossible")
+    _row_fails(p, row=2, field="t_first_token", match="a TTFT of 0 s is impossible")
 
 
-def test_attribute_cli_refuses_a_ttft_of_zero(tmp_path, capture):
+def test_attribute_cli_fails_a_ttft_of_zero_alone(tmp_path, capture):
     from click.testing import CliRunner
 
     from rdmascope.cli import main
@@ -235,8 +264,13 @@ def test_attribute_cli_refuses_a_ttft_of_zero(tmp_path, capture):
     rows[2]["t_first_token"] = rows[2]["t_send"]
     p = _jsonl(tmp_path / "log.jsonl", rows)
     r = CliRunner().invoke(main, ["attribute", str(capture.path), "--requests", str(p)])
+    assert r.exit_code == 0, r.output
+    assert "2 ok, 1 failed" in r.output and "Failed requests" in r.output
+    assert "invalid: t_first_token" in r.output and "TTFT of 0 s is impossible" in r.output
+    p = _jsonl(tmp_path / "only.jsonl", rows[2:])
+    r = CliRunner().invoke(main, ["attribute", str(capture.path), "--requests", str(p)])
     assert r.exit_code == 1
-    assert str(p) in r.output and "row 3" in r.output and "t_first_token" in r.output
+    assert str(p) in r.output and "row 1" in r.output and "t_first_token" in r.output
     assert "TTFT of 0 s is impossible" in r.output
 
 
