@@ -32,6 +32,7 @@ from rdmascope.capture import (
     check_counter_descriptors,
     read_capture,
 )
+from rdmascope.plausibility import port_rates_gbps as _port_rates_gbps
 
 __all__ = [
     "Capture",
@@ -49,23 +50,15 @@ _DESCRIPTOR_KEYS = COUNTER_KEYS  # owned by rdmascope.capture
 
 
 def port_rates_gbps(meta: dict[str, Any]) -> dict[str, float]:
-    """Return {device: highest port rate in Gb/s} from a manifest's ``devices`` records.
+    """Return {device: link rate in Gb/s} from a manifest's ``devices`` records.
 
-    The rate is what the kernel's ``rate`` file said (e.g. 200 for "200 Gb/sec (4X HDR)"), which
-    sysfs.md warns is not a reliable capacity (a Spark twin reports 200 but carries ~109).
-    Devices or ports without a positive finite rate are left out; malformed records are skipped.
+    The highest of each device's port ``rate`` strings (e.g. 200 for "200 Gb/sec (4X HDR)") and
+    netdev ``speed`` values, or the ``--link-gbps`` override: ``rdmascope.plausibility``. The
+    rate string is not a reliable capacity (sysfs.md: a Spark twin reports 200 but carries ~109;
+    mlx5 falls back to 40 for modes it does not know). Malformed records are skipped.
     """
-    rates: dict[str, float] = {}
-    for d in meta.get("devices") or []:
-        if not isinstance(d, dict):
-            continue
-        for p in d.get("ports") or []:
-            r = p.get("rate_gbps") if isinstance(p, dict) else None
-            if isinstance(r, (int, float)) and not isinstance(r, bool) and np.isfinite(r) \
-                    and r > 0:
-                name = str(d.get("name"))
-                rates[name] = max(rates.get(name, 0.0), float(r))
-    return rates
+    return _port_rates_gbps(meta)
+
 
 @dataclass
 class Capture:

@@ -63,7 +63,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .load import Capture, port_rates_gbps
+from rdmascope.plausibility import DEFAULT_MAX_GBPS, PLAUSIBLE_FACTOR, cap_gbps, implausible
+
+from .load import Capture
 
 __all__ = [
     "FLAGS",
@@ -101,10 +103,6 @@ QUALITY_EMPTY = 8  #: no interval overlaps the window at all: bytes NaN
 #: Consecutive valid readings further apart than this many sampling intervals form a gap.
 DEFAULT_GAP_FACTOR = 1.5
 
-#: Plausibility cap = this many times the highest port rate of a counter's device.
-PLAUSIBLE_FACTOR = 4.0
-#: Cap (Gb/s) when the manifest records no port rate: 4 x 400 Gb/s, the fastest ConnectX-7 port.
-DEFAULT_MAX_GBPS = 1600.0
 
 _U32_MAX = (1 << 32) - 1
 
@@ -125,17 +123,14 @@ def plausible_gbps(meta: dict, device: str | None = None, *,
                    factor: float = PLAUSIBLE_FACTOR) -> float:
     """Return the plausibility cap (Gb/s) for a byte counter of ``device`` from a manifest.
 
-    ``factor`` (4) x the highest ``rate_gbps`` of the device's ports in ``meta["devices"]``
-    (for a netdev counter: the RDMA device the netdev belongs to, the counter's ``device``); when
-    that device records no rate, ``factor`` x the highest rate of any device; when none does,
-    ``DEFAULT_MAX_GBPS`` (1,600 Gb/s). Used by ``byte_intervals`` to flag "implausible" jumps.
+    ``factor`` (4) x the device's link rate: the highest of its ports' ``rate_gbps`` and netdev
+    ``speed_gbps`` in ``meta["devices"]``, or the ``--link-gbps`` override
+    (``rdmascope.plausibility.cap_gbps``; for a netdev counter: the RDMA device the netdev
+    belongs to, the counter's ``device``); when that device records no rate, ``factor`` x the
+    highest rate of any device; when none does, ``DEFAULT_MAX_GBPS`` (1,600 Gb/s). Used by
+    ``byte_intervals`` to flag "implausible" jumps.
     """
-    rates = port_rates_gbps(meta)
-    if device is not None and device in rates:
-        return factor * rates[device]
-    if rates:
-        return factor * max(rates.values())
-    return DEFAULT_MAX_GBPS
+    return cap_gbps(meta, device, factor=factor)
 
 
 def _counter_caps(meta: dict, cdf: pd.DataFrame, ids, max_gbps: float | None) -> dict[int, float]:
@@ -190,10 +185,10 @@ def _intervals_one(t: np.ndarray, unc: np.ndarray, value: np.ndarray, valid: np.
     diff = np.where(reset, np.uint64(0), v1 - v0)  # never wraps into huge values
     b = diff.astype(np.float64) * float(bytes_per_unit)
     if math.isfinite(max_gbps):
-        # the longest duration the readings allow, at least one sampling interval (ns);
-        # bytes x 8 / ns = Gb/s
-        longest = np.maximum(dt + unc[i0] + unc[i1], interval_ns).astype(np.float64)
-        flag[((flag == _OK) | (flag == _GAP)) & (b * 8.0 > max_gbps * longest)] = _IMPL
+        # over the longest duration the readings allow, at least one sampling interval
+        # (rdmascope.plausibility, the rule inspect uses too)
+        flag[((flag == _OK) | (flag == _GAP))
+             & implausible(b, dt, unc[i0], unc[i1], interval_ns, max_gbps)] = _IMPL
     b[np.isin(flag, _NAN_FLAGS)] = np.nan
     return _unknown_edges(t, unc, idx, interval_ns,
                           {"t0_ns": t0, "t1_ns": t1, "t0_unc_ns": unc[i0], "t1_unc_ns": unc[i1],

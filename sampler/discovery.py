@@ -118,6 +118,9 @@ class PortInfo:
     byte_unit: str | None = None        # "4 bytes" | "bytes"
     byte_width_bits: int | None = None  # 64, 32, or None when unknown
     byte_note: str | None = None        # why this source / why there is none
+    netdev: str | None = None           # the port's netdev (gid_attrs/ndevs/0, else the only one)
+    speed_gbps: float | None = None     # that netdev's ``speed`` (Mb/s in sysfs) in Gb/s
+    rate_check: str | None = None       # set when ``rate`` and the netdev speed disagree
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-able dict of every field."""
@@ -314,7 +317,40 @@ def _discover_device(dpath: Path, name: str) -> DeviceInfo:
             continue
         dev.ports.append(_discover_port(ports_dir / pn, int(pn), w))
     dev.ports.sort(key=lambda p: p.port)
+    for p in dev.ports:
+        _check_rate(dev, p, dlink)
     return dev
+
+
+def _check_rate(dev: DeviceInfo, p: PortInfo, dlink: Path) -> None:
+    """Cross-check the port's ``rate`` string with its netdev's ``speed`` (Mb/s).
+
+    sysfs.md: ``rate`` is not reliable (mlx5 falls back to "40 Gb/sec (4X QDR)" for Ethernet
+    modes it does not know). The netdev is named by ``gid_attrs/ndevs/0``, else the device's only
+    netdev. ``speed`` is -1 (or unreadable) while the link is down: then nothing is said. When
+    the two differ by more than 10 %, ``rate_check`` and one warning say so.
+    """
+    nd = _read_text(Path(p.path) / "gid_attrs" / "ndevs" / "0", "ndevs", [], required=False)
+    if nd is None and len(dev.netdevs) == 1:
+        nd = dev.netdevs[0]
+    if nd is None:
+        return
+    p.netdev = nd
+    text = _read_text(dlink / "net" / nd / "speed", "speed", [], required=False)
+    try:
+        mbps = int(text) if text is not None else -1
+    except ValueError:
+        mbps = -1
+    if mbps <= 0:
+        return
+    p.speed_gbps = mbps / 1000.0
+    if p.rate_gbps is not None and abs(p.rate_gbps - p.speed_gbps) > 0.1 * p.speed_gbps:
+        hi = max(p.rate_gbps, p.speed_gbps)
+        p.rate_check = (f"port {p.port} rate {p.rate!r} says {p.rate_gbps:g} Gb/s but netdev "
+                        f"{nd} speed says {p.speed_gbps:g} Gb/s; the analysis takes the higher "
+                        f"({hi:g} Gb/s) for its plausibility cap and capacity (state the "
+                        "capacity with --link-gbps)")
+        dev.warnings.append(f"{p.path}/rate: {p.rate_check}")
 
 
 def _discover_port(ppath: Path, n: int, w: list[str]) -> PortInfo:

@@ -12,6 +12,7 @@ from rdmascope.cli.output import (
     POSITIVE,
     emit,
     grid_origin,
+    link_gbps_option,
     origin_option,
     output_options,
 )
@@ -123,6 +124,7 @@ def attribution_tables(att) -> dict:
 @click.option("--definitions", is_flag=True,
               help="Also print the metric definitions (alone, without a capture: only them).")
 @origin_option
+@link_gbps_option
 @output_options
 def command(capture, requests_log, fmt, offset, run, use_corrected, arrival_window, capacity,
             warmup_rounds, definitions, origin_s, out):

@@ -12,6 +12,7 @@ from rdmascope.cli.output import (
     emit,
     format_table,
     grid_origin,
+    link_gbps_option,
     open_or_fail,
     output_options,
     progress,
@@ -53,6 +54,7 @@ def default_capacity(meta: dict) -> float | None:
 @click.option("--tp", type=click.IntRange(min=1), default=None, help="Tensor-parallel size N.")
 @click.option("--limit", type=click.IntRange(min=0), default=40, show_default=True,
               help="Burst rows shown in the human table.")
+@link_gbps_option
 @output_options
 def command(capture, t_from, t_to, origin_s, capacity_gbps, enter_frac, leave_frac, width_ns, group,
             tokens, hidden_size, bytes_per_value, tp, limit, out):

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from rdmascope.cli.common import echo_json
+from rdmascope.cli.output import link_gbps_option
 
 #: At most this many gaps are listed one by one (all are counted).
 MAX_GAPS_LISTED = 20
@@ -56,7 +57,18 @@ def summarize_capture(path: str) -> dict[str, Any]:
     gaps: list[dict[str, Any]] = []
     n_gaps, missed, longest = 0, 0, 0.0
     rep: dict[str, Any] = {}
-    cols = ["t_before_ns", "status"] + (["read_duration_ns"] if need_q else [])
+    from rdmascope.plausibility import cap_gbps, implausible
+
+    # byte counters: count the steps between consecutive readable readings (no unreadable one
+    # between) that imply more than 4 x the link rate (rdmascope.plausibility, the analysis's
+    # rule; the analysis drops a single torn reading first, so it may flag fewer)
+    data_ids = {i for i, c in enumerate(counters)
+                if c.get("bytes_per_unit") and c.get("direction") in ("tx", "rx")}
+    caps = {i: cap_gbps(m, counters[i].get("device")) for i in data_ids}
+    impl_steps = dict.fromkeys(data_ids, 0)
+    impl_carry: dict[int, tuple[int, int, int, bool]] = {}  # t_mid, unc, value, invalid after
+    cols = ["t_before_ns", "status"] + (["read_duration_ns"] if need_q or data_ids else []) \
+        + (["value"] if data_ids else [])
     # segment by segment: a day-long capture is summarized in bounded memory
     for f, t in iter_capture_tables(p, columns=cols, manifest=m, report=rep):
         if not t.num_rows:
@@ -68,7 +80,13 @@ def summarize_capture(path: str) -> dict[str, Any]:
         u = np.unique(cid)
         los = np.searchsorted(cid, u, "left")
         his = np.searchsorted(cid, u, "right")
-        dur = t["read_duration_ns"].to_numpy() if need_q else None
+        dur = t["read_duration_ns"].to_numpy() if (need_q or data_ids) else None
+        # the raw uint64 data buffer (null rows hold whatever was stored: never used), read
+        # without a pyarrow conversion, which would probe for pandas on a lean install
+        val = (np.concatenate([np.frombuffer(ch.buffers()[1], np.uint64,
+                                             len(ch) + ch.offset)[ch.offset:]
+                               for ch in t["value"].chunks] or [np.zeros(0, np.uint64)])
+               if data_ids else None)
         for c, lo, hi in zip(u.tolist(), los.tolist(), his.tolist(), strict=True):
             rows[c] += hi - lo
             for sv, n in zip(*np.unique(status[lo:hi], return_counts=True), strict=True):
@@ -81,6 +99,10 @@ def summarize_capture(path: str) -> dict[str, Any]:
                        f"{k}, in {f.name}); the directory mixes files of different captures "
                        "(e.g. from two hosts); keep one capture per directory")
             last_sweep_of[c] = sw[-1]
+            if c in data_ids:
+                _count_implausible(c, tb[lo:hi], dur[lo:hi], val[lo:hi], status[lo:hi],
+                                   impl_carry, impl_steps, caps[c], interval, implausible,
+                                   counters[c]["bytes_per_unit"])
             if need_q:
                 ok = dur[lo:hi][status[lo:hi] == 0]
                 rd[c].add(ok)
@@ -155,7 +177,9 @@ def summarize_capture(path: str) -> dict[str, Any]:
         {"counter_id": i, "device": c["device"], "port": c["port"], "netdev": c.get("netdev"),
          "name": c["name"], "unit": c["unit"], "byte_source": c.get("byte_source"),
          "rows": int(rows[i]),
-         "by_status": {STATUS_NAMES.get(k, str(k)): v for k, v in sorted(by_status[i].items())}}
+         "by_status": {STATUS_NAMES.get(k, str(k)): v for k, v in sorted(by_status[i].items())},
+         "implausible": ({"steps": impl_steps[i], "cap_gbps": caps[i]} if i in data_ids
+                         else None)}
         for i, c in enumerate(counters)]
     out["unavailable"] = [
         {"counter_id": e.get("counter_id"), "kind": e.get("kind"), "message": e.get("message"),
@@ -198,6 +222,41 @@ def summarize_capture(path: str) -> dict[str, Any]:
     else:
         out["quality"] = None
     return out
+
+
+def _count_implausible(c, tb, dur, val, status, carry, steps, cap, interval, implausible,
+                       bpu):
+    """Add counter ``c``'s implausible steps among these rows (time-ordered) to ``steps[c]``;
+    ``carry[c]`` holds its last readable reading across segments."""
+    import numpy as np
+
+    d = dur.astype(np.int64)
+    t = tb.astype(np.int64) + d // 2
+    u = (d + 1) // 2
+    v = val.astype(np.uint64)
+    ok = status == 0
+    j = np.flatnonzero(ok)
+    prev = carry.get(c)
+    if prev is not None:
+        t = np.concatenate([[prev[0]], t])
+        u = np.concatenate([[prev[1]], u])
+        v = np.concatenate([np.array([prev[2]], np.uint64), v])
+        ok = np.concatenate([[True], ok])
+        j = np.flatnonzero(ok)
+    if j.size >= 2:
+        a, b = j[:-1], j[1:]
+        adjacent = (b - a) == 1
+        if prev is not None and prev[3]:  # unreadable readings ended the previous segment
+            adjacent[0] = False
+        up = v[b] >= v[a]
+        nbytes = np.where(up, v[b] - v[a], 0).astype(np.float64) * float(bpu)
+        steps[c] += int((adjacent & up & implausible(
+            nbytes, t[b] - t[a], u[a], u[b], interval, cap)).sum())
+    if j.size:
+        last = int(j[-1])
+        carry[c] = (int(t[last]), int(u[last]), int(v[last]), last < len(t) - 1)
+    elif prev is not None:
+        carry[c] = (*prev[:3], True)
 
 
 def _start_times(start: dict[str, Any] | None) -> dict[str, Any]:
@@ -276,6 +335,11 @@ def _print(s: dict[str, Any]) -> None:
         src = f", bytes from {c['byte_source']}" if c.get("byte_source") else ""
         e(f"  [{c['counter_id']}] {where} {c['name']} ({c['unit']}{src}): {c['rows']} rows "
           f"({st})")
+        imp = c.get("implausible") or {}
+        if imp.get("steps"):
+            e(f"    implausible: {imp['steps']} step(s) above {imp['cap_gbps']:g} Gb/s (4 x the "
+              "link rate); the analysis leaves their windows empty; if the port's rate string "
+              "is wrong, give the real rate with --link-gbps")
     q = s["quality"]
     if q:
         e(f"sampling quality ({q['source']}):")
@@ -304,6 +368,7 @@ def _print(s: dict[str, Any]) -> None:
 @click.command(name="inspect")
 @click.argument("capture", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@link_gbps_option
 def command(capture: str, as_json: bool) -> None:
     """Print a capture's metadata, time span, row counts, sampling quality and gaps."""
     from rdmascope.capture import CaptureError

@@ -46,7 +46,7 @@ __all__ = ["OutputSpec", "output_options", "time_range_options", "emit", "format
            "POSITIVE", "NONNEG_SECONDS", "OFFSET", "FiniteFloat", "MAX_SECONDS",
            "MAX_OFFSET_SECONDS", "DURATION_NS", "parse_ns", "WINDOW", "MIN_WINDOW_NS", "MAX_WINDOW_VALUES", "check_window_count",
            "parse_windows", "require_readings", "format_duration", "require_parent_dir",
-           "origin_option", "grid_origin"]
+           "origin_option", "grid_origin", "link_gbps_option"]
 
 #: The narrowest window the analysis commands accept (1 us; readings are 1 ms apart).
 MIN_WINDOW_NS = 1_000
@@ -256,6 +256,30 @@ def time_range_options(f: Callable) -> Callable:
                      help="Start of the range after the capture start: seconds (1.5) or with "
                           "a unit (1.5s, 250ms). Selects windows; never moves the grid.")(f)
     return f
+
+
+def _set_link_gbps(ctx, param, value):
+    """Put ``--link-gbps`` in effect for this command (``rdmascope.plausibility``)."""
+    if value is None:
+        return None
+    if not (math.isfinite(value) and 0 < value <= 100_000):
+        raise click.BadParameter(f"must be a link rate in Gb/s, > 0 and <= 100000, got {value!r}",
+                                 ctx=ctx, param=param)
+    from rdmascope.plausibility import reset_link_gbps, set_link_gbps
+    token = set_link_gbps(value)
+    ctx.call_on_close(lambda: reset_link_gbps(token))
+    return value
+
+
+def link_gbps_option(f: Callable) -> Callable:
+    """Add ``--link-gbps G``: the link rate (Gb/s) of every device, instead of the recorded
+    ``rate`` strings and netdev speeds: the plausibility cap (4 x G) and the capacity."""
+    return click.option(
+        "--link-gbps", type=float, default=None, expose_value=False, is_eager=True,
+        callback=_set_link_gbps,
+        help="Link rate of every device in Gb/s, instead of the recorded port rate (the "
+             "'rate' string, which can be a driver's fallback, e.g. 40 on a 400G port) and "
+             "netdev speed: steps above 4 x this rate are implausible, and it is the capacity.")(f)
 
 
 def origin_option(f: Callable) -> Callable:

@@ -11,6 +11,7 @@ from rdmascope.cli.output import (
     emit,
     format_table,
     grid_origin,
+    link_gbps_option,
     open_or_fail,
     output_options,
     parse_windows,
@@ -67,12 +68,17 @@ def _percentiles(text: str) -> tuple[float, ...]:
                    "capture's sampling interval.")
 @click.option("--source", type=click.Choice(["infiniband", "netdev", "all"]),
               default="infiniband", show_default=True)
+@link_gbps_option
 @output_options
 def command(capture, t_from, t_to, origin_s, windows, percentiles, group, uncertainty, instant_unc,
             source, out):
 
     from rdmascope.analysis import twin_links
-    from rdmascope.analysis.peaks import peak_table_capture, peak_table_uncertainty
+    from rdmascope.analysis.peaks import (
+        peak_table_capture,
+        peak_table_uncertainty,
+        window_label,
+    )
 
     widths = parse_windows(windows, "--windows")
     pcts = _percentiles(percentiles)
@@ -125,6 +131,17 @@ def command(capture, t_from, t_to, origin_s, windows, percentiles, group, uncert
     tab = tab.sort_values(["series", "window_ns"], key=lambda s: s.map(order)
                           if s.name == "series" else s, kind="stable").reset_index(drop=True)
 
+    impl_lines, impl = [], []
+    if (tab["n_nan_windows"] > 0).any():
+        # name the windows left empty by physically impossible steps (a wrong rate string)
+        from rdmascope.analysis.quality import implausible_lines, implausible_summary
+        with cli_errors(str(capture)):
+            summ = implausible_summary(cap, width_ns=min(widths),
+                                       origin_ns=grid_origin(cap.t_start_ns, origin_s),
+                                       start_ns=start, end_ns=end, source=src)
+        impl_lines = implausible_lines(summ, window_label(min(widths)))
+        impl = summ.reset_index().to_dict(orient="records")
+
     def human():
         click.echo(f"{capture}: {(lo - cap.t_start_ns) / 1e9:.3f} s to "
                    f"{(hi - cap.t_start_ns) / 1e9:.3f} s after capture start; rates in Gb/s")
@@ -135,10 +152,12 @@ def command(capture, t_from, t_to, origin_s, windows, percentiles, group, uncert
                  and c not in cols] + ["mean_gbps", "n_windows", "n_nan_windows",
                                        "n_gap_windows"]
         click.echo(format_table(tab[cols], floatfmt="{:,.2f}", formats={"peak_t_s": "{:.4f}"}))
+        for line in impl_lines:
+            click.echo(line)
 
     emit({"peaks": tab}, out, human=human,
          meta={"capture": str(capture), "start_ns": start, "end_ns": end,
                "t_start_ns": cap.t_start_ns,
                "origin_ns": grid_origin(cap.t_start_ns, origin_s) or cap.t_start_ns,
-               "group": group,
+               "group": group, "implausible": impl,
                "instant_unc_ns": instant_unc if uncertainty else None})

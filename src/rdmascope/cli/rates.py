@@ -17,6 +17,7 @@ from rdmascope.cli.output import (
     cli_errors,
     emit,
     format_table,
+    link_gbps_option,
     output_options,
     progress,
     time_range,
@@ -168,6 +169,7 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
               help="Readings further apart than this many intervals form a gap.")
 @click.option("--limit", type=click.IntRange(min=0), default=40, show_default=True,
               help="Rows shown in the human table.")
+@link_gbps_option
 @output_options
 def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_bytes,
             gap_factor, limit, out):
@@ -269,6 +271,15 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
     for c in b.columns:
         table[f"{c}_quality"] = q[c].astype("int8")
     flags = np.bitwise_or.reduce(q.to_numpy(), axis=1) if len(q) else np.zeros(0, int)
+    impl_lines, impl = [], []
+    if len(flags) and (flags & QUALITY_INVALID).any():
+        # name the windows left empty by physically impossible steps (a wrong rate string)
+        from rdmascope.analysis.quality import implausible_lines, implausible_summary
+        with cli_errors(str(capture)):
+            summ = implausible_summary(capture, width_ns=width_ns, origin_ns=origin,
+                                       start_ns=start, end_ns=end, source=src)
+        impl_lines = implausible_lines(summ, f"{width_ns / 1e6:g} ms")
+        impl = summ.reset_index().to_dict(orient="records")
 
     def human():
         h = table[[c for c in table.columns if not c.endswith("_quality")]].copy()
@@ -280,9 +291,12 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
                    f"(t_s from capture start; flags: G gap-spread, N unknown (reset/saturated/"
                    f"unavailable/implausible), P partly covered, E no readings)")
         click.echo(format_table(h, max_rows=limit, formats={"t_s": "{:.6f}"}))
+        for line in impl_lines:
+            click.echo(line)
 
     emit({"rates": table}, out, human=human,
          meta={"capture": str(capture), "window_ns": width_ns, "origin_ns": origin,
+               "implausible": impl,
                "t_start_ns": t0, "by": by, "group": group, "source": source,
                "quality_bits": {"gap": QUALITY_GAP, "invalid": QUALITY_INVALID,
                                 "partial": QUALITY_PARTIAL, "empty": QUALITY_EMPTY}})

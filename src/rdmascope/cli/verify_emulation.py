@@ -15,6 +15,7 @@ from rdmascope.cli.output import (
     emit,
     format_table,
     grid_origin,
+    link_gbps_option,
     open_or_fail,
     output_options,
     time_range,
@@ -41,6 +42,7 @@ EXIT_CANNOT_JUDGE = 3
               help="--expect-single: the share one device must carry, > 0.5 and <= 1.")
 @click.option("--min-share", type=float, default=0.25, show_default=True,
               help="--expect-both: the share each of two devices must carry, > 0 and <= 0.5.")
+@link_gbps_option
 @output_options
 def command(capture, t_from, t_to, origin_s, single, share, min_share, out):
     from rdmascope.analysis import verify_emulation

@@ -1,0 +1,129 @@
+"""Which counter steps are physically possible: the port rate a capture can stand behind.
+
+numpy only (no pandas), so the lean ``inspect`` and the analysis share one rule:
+
+- A byte counter's step is *implausible* when the rate it implies, taken over the longest
+  duration its two readings allow (their distance plus both half read brackets) and at least one
+  sampling interval, exceeds ``PLAUSIBLE_FACTOR`` (4) x the port's link rate (``cap_gbps``):
+  a torn read or a firmware glitch, never traffic (analysis.series flags it "implausible").
+- The link rate of a device (``port_rates_gbps``): the highest of its ports' ``rate`` strings
+  and their netdevs' ``speed`` (sysfs.md: ``rate`` is not reliable; mlx5 reports a fallback
+  "40 Gb/sec (4X QDR)" for Ethernet modes it does not know, so a 400G port would have every
+  window blanked by a 4 x 40 Gb/s cap). ``--link-gbps`` (``link_gbps_override``) replaces both
+  for every device: the user states the capacity.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+from contextvars import ContextVar
+from typing import Any
+
+import numpy as np
+
+__all__ = ["PLAUSIBLE_FACTOR", "DEFAULT_MAX_GBPS", "port_rates_gbps", "cap_gbps",
+           "implausible", "link_gbps_override", "set_link_gbps", "current_link_gbps"]
+
+#: Plausibility cap = this many times the highest link rate of a counter's device.
+PLAUSIBLE_FACTOR = 4.0
+#: Cap (Gb/s) when nothing records a link rate: 4 x 400 Gb/s, the fastest ConnectX-7 port.
+DEFAULT_MAX_GBPS = 1600.0
+
+_LINK_GBPS: ContextVar[float | None] = ContextVar("rdmascope_link_gbps", default=None)
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
+        return float(v)
+    return None
+
+
+def current_link_gbps() -> float | None:
+    """The ``--link-gbps`` override in effect (Gb/s), or None."""
+    return _LINK_GBPS.get()
+
+
+def set_link_gbps(gbps: float | None):
+    """Set the link-rate override (Gb/s, > 0, or None); return a token for ``reset_link_gbps``.
+
+    Raises ``ValueError`` for a value that is not a positive finite number.
+    """
+    if gbps is not None and _num(gbps) is None:
+        raise ValueError(f"link rate must be a positive number of Gb/s, got {gbps!r}")
+    return _LINK_GBPS.set(None if gbps is None else float(gbps))
+
+
+def reset_link_gbps(token) -> None:
+    """Undo ``set_link_gbps``."""
+    _LINK_GBPS.reset(token)
+
+
+@contextlib.contextmanager
+def link_gbps_override(gbps: float | None) -> Iterator[None]:
+    """Within the block, every device's link rate is ``gbps`` (None: no override)."""
+    token = set_link_gbps(gbps)
+    try:
+        yield
+    finally:
+        reset_link_gbps(token)
+
+
+def port_rates_gbps(meta: dict[str, Any]) -> dict[str, float]:
+    """Return {device: link rate in Gb/s} from a manifest's ``devices`` records.
+
+    Per device the highest, over its ports, of ``rate_gbps`` (the ``rate`` string) and
+    ``speed_gbps`` (the netdev's ``speed``, recorded since the cross-check existed); with the
+    ``--link-gbps`` override in effect, that value for every device. Devices without a positive
+    finite rate are left out; malformed records are skipped.
+    """
+    override = _LINK_GBPS.get()
+    rates: dict[str, float] = {}
+    for d in meta.get("devices") or []:
+        if not isinstance(d, dict):
+            continue
+        name = str(d.get("name"))
+        if override is not None:
+            rates[name] = override
+            continue
+        for p in d.get("ports") or []:
+            if not isinstance(p, dict):
+                continue
+            for key in ("rate_gbps", "speed_gbps"):
+                r = _num(p.get(key))
+                if r is not None:
+                    rates[name] = max(rates.get(name, 0.0), r)
+    return rates
+
+
+def cap_gbps(meta: dict[str, Any], device: str | None = None, *,
+             factor: float = PLAUSIBLE_FACTOR) -> float:
+    """The plausibility cap (Gb/s) of a byte counter of ``device``.
+
+    ``factor`` x the device's link rate (``port_rates_gbps``); for a device without one,
+    ``factor`` x the highest of any device; with none at all ``DEFAULT_MAX_GBPS``; with the
+    override in effect, ``factor`` x the override.
+    """
+    override = _LINK_GBPS.get()
+    if override is not None:
+        return factor * override
+    rates = port_rates_gbps(meta)
+    if device is not None and device in rates:
+        return factor * rates[device]
+    if rates:
+        return factor * max(rates.values())
+    return DEFAULT_MAX_GBPS
+
+
+def implausible(nbytes: np.ndarray, dt_ns: np.ndarray, unc0_ns: np.ndarray,
+                unc1_ns: np.ndarray, interval_ns: int, max_gbps: float) -> np.ndarray:
+    """Return a bool array: which steps of ``nbytes`` bytes imply more than ``max_gbps``.
+
+    Shapes: all arrays length n (float bytes; int ns). The rate is taken over the longest
+    duration the readings allow: ``dt + unc0 + unc1``, at least ``interval_ns``; bits / ns = Gb/s.
+    """
+    if not math.isfinite(max_gbps):
+        return np.zeros(len(nbytes), bool)
+    longest = np.maximum(dt_ns + unc0_ns + unc1_ns, interval_ns).astype(np.float64)
+    return np.asarray(nbytes, np.float64) * 8.0 > max_gbps * longest
