@@ -353,6 +353,43 @@ def _check_requested_counters(devices, names) -> None:
             f"counters there: {', '.join(have) or 'none'}")
 
 
+#: Descriptors the recorder needs beside one per counter: stdio, the lock, the manifest, the
+#: live and Parquet segments being written, pyarrow's and psutil's own files.
+FD_MARGIN = 64
+
+
+def _ensure_open_files(n_counters: int, log: TextIO) -> None:
+    """Make room for one open descriptor per counter (a host with hundreds of SR-IOV VFs needs
+    more than the usual soft limit of 1,024): raise RLIMIT_NOFILE's soft limit toward the hard
+    one when needed, or raise ``RecordError`` saying how many are needed and how to allow them.
+    """
+    try:
+        in_use = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        in_use = 16
+    need = in_use + n_counters + FD_MARGIN
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    inf = resource.RLIM_INFINITY
+    if soft == inf or need <= soft:
+        return
+    if hard == inf or need <= hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+        except (ValueError, OSError) as exc:
+            raise RecordError(f"{n_counters} counters need about {need} open files but the "
+                              f"soft limit is {soft} and raising it failed ({exc}); raise it "
+                              f"before starting (`ulimit -n {need}`)") from exc
+        print(f"rdmascope record: raised the open-files soft limit from {soft} to {need} "
+              f"({n_counters} counter files held open)", file=log)
+        return
+    raise RecordError(
+        f"{n_counters} counters need about {need} open files (one per counter file, kept open "
+        f"to re-read it every sweep, plus {in_use + FD_MARGIN} for the recorder), but the "
+        f"limit is {soft} (hard limit {hard}); raise it, e.g. `ulimit -Hn {need}; ulimit -n "
+        f"{need}` as root, `LimitNOFILE={need}` in the systemd unit, or `prlimit --nofile="
+        f"{need}:{need} -- rdmascope record ...`; or record fewer devices with --device")
+
+
 def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) -> RecordResult:
     """Record a capture until SIGINT/SIGTERM, ``opts.duration_s`` or a write error.
 
@@ -422,6 +459,7 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
         raise RecordError(f"nothing to sample: the devices {', '.join(available)} have no ports")
     if len(counters) > 65535:
         raise RecordError(f"too many counters ({len(counters)}); at most 65535")
+    _ensure_open_files(len(counters), log)
     try:
         if opts.cpu is not None:
             set_cpu_affinity(opts.cpu)
