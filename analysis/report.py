@@ -403,12 +403,25 @@ LINK_LABELS = {"200": "200 Gb/s", "emulated100": "emulated 100 Gb/s"}
 
 
 def _label_of(capture) -> str:
+    """The configuration's label: ``record --label``, else the link of the setup recorded in the
+    manifest ("400 Gb/s", "emulated 200 Gb/s"), else the emulator's link name, else the
+    directory name."""
+    from rdmascope.models import recorded_setup
+
     extra = capture.meta.get("extra") or {}
-    sim = extra.get("simulated") if isinstance(extra, dict) else None
+    extra = extra if isinstance(extra, dict) else {}
+    sim = extra.get("simulated")
+    tcp = " (TCP)" if isinstance(sim, dict) and sim.get("tcp_fallback") else ""
+    v = extra.get("label")
+    if isinstance(v, str) and v:
+        return v
+    rec = recorded_setup(capture.meta)
+    if "link_gbps" in rec:
+        return ("emulated " if rec.get("emulated") else "") + f"{rec['link_gbps']:g} Gb/s" + tcp
     if isinstance(sim, dict) and sim.get("link") in LINK_LABELS:
-        return LINK_LABELS[sim["link"]] + (" (TCP)" if sim.get("tcp_fallback") else "")
-    for key in ("label", "config_label", "link"):
-        v = extra.get(key) if isinstance(extra, dict) else None
+        return LINK_LABELS[sim["link"]] + tcp
+    for key in ("config_label", "link"):
+        v = extra.get(key)
         if isinstance(v, str) and v:
             return v
         if isinstance(v, dict) and isinstance(v.get("name"), str):

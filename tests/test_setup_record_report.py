@@ -178,3 +178,34 @@ def test_report_takes_port_rates_from_the_manifests(tp2_400, tmp_path):
     assert float(row["estimate_s"]) == pytest.approx(prefill_a * 8 / 1e9 * (1 / 200 - 1 / 400),
                                                      rel=1e-3)
     assert "correction_to_real_s" not in row       # a real cable: nothing to correct
+
+
+def test_simulate_capture_passes_the_setup_through(tmp_path):
+    """simulate capture --preset/--tp/--port-gbps/--twin-gbps: the emulator plays that model and
+    link, the manifest records the setup and the port rate, compare picks both up."""
+    import json
+
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    common = ["--scenario", "single4k", "--preset", "llama-3-70b", "--tp", "2",
+              "--port-gbps", "400", "--twin-gbps", "220"]
+    for name, link in (("a", "200"), ("b", "emulated100")):
+        r = CliRunner().invoke(main, ["simulate", "capture", "-o", str(tmp_path / name),
+                                      "--link", link, *common])
+        assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json"])
+    assert r.exit_code == 0, r.output
+    obj = json.loads(r.stdout)
+    s = obj["meta"]["setup"]
+    assert (s["model"]["name"], s["tp"], s["link_a_gbps"], s["link_b_gbps"], s["b_real_gbps"]) \
+        == ("llama-3-70b", 2, 400, 200, 220)
+    t = obj["tests"][0]
+    # the emulator sends the formula's bytes: 161 x 8,192 x 2 x 1.0 per prompt token
+    assert t["per_token_a_bytes"] == pytest.approx(PER_TOKEN_TP2, rel=0.005)
+    assert t["estimate_arch_s"] == pytest.approx(4096 * PER_TOKEN_TP2 * 8 / 1e9
+                                                 * (1 / 220 - 1 / 400))
+    from rdmascope.analysis.load import load_capture, port_rates_gbps
+
+    assert set(port_rates_gbps(load_capture(tmp_path / "a").meta).values()) == {400.0}

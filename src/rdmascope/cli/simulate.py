@@ -7,6 +7,7 @@ import sys
 import click
 
 from rdmascope.cli.output import DURATION_NS, NONNEG_SECONDS, POSITIVE
+from rdmascope.models import PRESETS
 
 SCENARIO_HELP = ("Scenario: P1..P6 (the study's tests: warm-up + 3 rounds, 1,024 output tokens), "
                  "demo (P1 then P2, 64 output tokens) or single4k (one 4,096-token prompt, ~4 s).")
@@ -27,21 +28,70 @@ def _scenario_options(f):
                      help="Override the output tokens of every request."),
         click.option("--rounds", type=int, default=None,
                      help="Measured rounds of a P1..P6 scenario (drops the warm-up)."),
+        click.option("--preset", type=click.Choice(list(PRESETS)), default=None,
+                     help="The served model (default: study, the study's 78-layer model); its "
+                          "layers, hidden size and bytes shape the all-reduces."),
+        click.option("--config", type=click.Path(exists=True), default=None,
+                     help="The served model from a Hugging Face config.json."),
+        click.option("--tp", type=click.IntRange(min=2), default=None,
+                     help="Tensor-parallel size (default 8, the study's)."),
+        click.option("--port-gbps", type=POSITIVE, default=None,
+                     help="The port's rate, Gb/s, as sysfs reports it and the cable carries "
+                          "(default 200, a DGX Spark's)."),
+        click.option("--twin-gbps", type=POSITIVE, default=None,
+                     help="What one of the port's two PCIe twins carries, Gb/s (default 109, "
+                          "a Spark's PCIe Gen5 x4 path); --link emulated100 uses one twin."),
     ]
     for opt in reversed(options):  # click lists options in the order they wrap the function
         f = opt(f)
     return f
 
 
-def _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds):
-    from rdmascope.emulator.model import TrafficConfig, link_config, make_scenario, simulate
+MODEL_KEYS = ("preset", "config", "tp", "port_gbps", "twin_gbps")
+
+
+def _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds, preset=None, config=None,
+             tp=None, port_gbps=None, twin_gbps=None):
+    """Return (traffic, setup record or None): the scenario played with the given model, TP size
+    and link; the record (``rdmascope.models.setup_record``) only when one of them was given."""
+    from dataclasses import replace
+
+    from rdmascope import models
+    from rdmascope.emulator.model import (
+        ModelArch,
+        TrafficConfig,
+        link_config,
+        make_scenario,
+        simulate,
+    )
 
     try:
+        if preset and config:
+            raise models.ModelError("give one model: --preset or --config")
+        model = (models.model_from_hf_config(config) if config
+                 else models.preset(preset) if preset else models.STUDY_MODEL)
         sc = make_scenario(scenario, output_tokens=output_tokens, rounds=rounds)
-        cfg = TrafficConfig(link=link_config(link, tcp_fallback=tcp_fallback))
-        return simulate(sc, cfg, seed=seed)
+        lc = link_config(link, tcp_fallback=tcp_fallback)
+        lc = replace(lc, cable_gbps=port_gbps or lc.cable_gbps,
+                     twin_gbps=twin_gbps or lc.twin_gbps)
+        arch = ModelArch(layers=model.layers, hidden=model.hidden_size,
+                         bytes_per_value=model.bytes_per_value, tp=tp or 8)
+        traffic = simulate(sc, TrafficConfig(arch=arch, link=lc), seed=seed)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
+    record = None
+    if any(v is not None for v in (preset, config, tp, port_gbps, twin_gbps)):
+        emulated = lc.active_twins == 1
+        record = models.setup_record(
+            link_gbps=lc.cable_gbps / 2 if emulated else lc.cable_gbps, emulated=emulated,
+            emulated_real_gbps=lc.twin_gbps if emulated else None, model=model, tp=arch.tp,
+            nodes=arch.tp)
+    return traffic, record
+
+
+def _rate(port_gbps) -> str | None:
+    """The sysfs ``rate`` text for a port speed (None: the tree's default, 200 Gb/s)."""
+    return None if port_gbps is None else f"{port_gbps:g} Gb/sec (4X)"
 
 
 @click.group(name="simulate")
@@ -69,7 +119,7 @@ def command() -> None:
 @click.option("--keep-tree", is_flag=True,
               help="Leave the default temporary tree in place at exit (it is removed otherwise).")
 def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, speed, out,
-              start_delay, wait_for, cleanup, keep_tree) -> None:
+              start_delay, wait_for, cleanup, keep_tree, **model_kw) -> None:
     """Play a scenario live into an emulated sysfs tree; prints the tree root, then runs in the
     foreground until the scenario ends or SIGINT/SIGTERM.
 
@@ -91,7 +141,7 @@ def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, s
         raise click.ClickException(f"--speed must be positive, got {speed:g}")
     if cleanup and keep_tree:
         raise click.ClickException("--cleanup and --keep-tree contradict each other; give one")
-    traffic = _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds)
+    traffic, _ = _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds, **model_kw)
     temporary = root is None
     root = root or f"{DEFAULT_ROOT}-{os.getpid()}"
     remove_at_exit = cleanup or (temporary and not keep_tree)
@@ -121,9 +171,14 @@ def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, s
         sys.stdout.flush()
 
     try:
+        tree = None
+        if model_kw.get("port_gbps") is not None:  # the tree's ports report the given rate
+            from rdmascope.emulator.tree import build_tree
+
+            tree = build_tree(root, seed=traffic.seed, rate=_rate(model_kw["port_gbps"]))
         stats, log, truth = serve(root, traffic, out=out, speed=speed,
                                   start_delay_s=start_delay, wait_for=wait_for,
-                                  should_stop=lambda: bool(stop), on_event=on_event)
+                                  should_stop=lambda: bool(stop), on_event=on_event, tree=tree)
     except (FileExistsError, TimeoutError, InterruptedError, OSError) as exc:
         raise click.ClickException(str(exc)) from exc
     finally:
@@ -168,13 +223,14 @@ def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, s
               help="How late the --straggler is.")
 def capture_cmd(output, scenario, link, tcp_fallback, seed, output_tokens, rounds,
                 no_netdev_stats, force, nodes, clock_error, not_emulated, straggler,
-                straggle) -> None:
+                straggle, **model_kw) -> None:
     """Write a capture as if sampled every 1 ms (with read-timestamp jitter) plus requests.jsonl
     and truth.json, without real time passing; with --nodes N, one capture per node of a cluster."""
     from rdmascope.capture import CaptureError
     from rdmascope.emulator.simcapture import simulate_capture
 
-    traffic = _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds)
+    traffic, record = _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds,
+                               **model_kw)
     argv = ["rdmascope", "simulate", "capture", *sys.argv[3:]] if len(sys.argv) > 2 else None
     if nodes > 1 or not_emulated or straggler:
         _cluster(output, traffic, nodes, clock_error, not_emulated, straggler, straggle, seed,
@@ -182,7 +238,8 @@ def capture_cmd(output, scenario, link, tcp_fallback, seed, output_tokens, round
         return
     try:
         path = simulate_capture(output, traffic, netdev_stats=not no_netdev_stats, force=force,
-                                command_line=argv)
+                                command_line=argv, rate=_rate(model_kw.get("port_gbps")),
+                                setup=record)
     except CaptureError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"capture: {path} ({traffic.duration_ns / 1e9:.1f} s, "

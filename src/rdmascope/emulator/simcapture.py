@@ -164,7 +164,7 @@ def _replace_prefix(obj: Any, old: str, new: str) -> Any:
 
 
 def sampler_view(tree: EmulatedTree | None = None, *, netdev_stats: bool = True,
-                 seed: int = 0, root_name: str = DEFAULT_ROOT
+                 seed: int = 0, root_name: str = DEFAULT_ROOT, rate: str | None = None
                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Return (devices, counters) as ``rdmascope record`` would put them in its manifest.
 
@@ -178,7 +178,8 @@ def sampler_view(tree: EmulatedTree | None = None, *, netdev_stats: bool = True,
     if tree is None:
         base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
         tmp = tempfile.mkdtemp(prefix="rdmascope-sim-", dir=base)
-        tree = build_tree(Path(tmp) / "sys", seed=seed)
+        tree = build_tree(Path(tmp) / "sys", seed=seed,
+                          **({"rate": rate} if rate is not None else {}))
     try:
         devs = discover(tree.root)
         counters = counter_descriptors(devs, netdev_stats=netdev_stats, sysfs_root=tree.root)
@@ -208,17 +209,20 @@ def simulate_capture(path: str | os.PathLike, traffic: Traffic, *, seed: int | N
                      start_realtime_ns: int = SYNTHETIC_REALTIME_NS,
                      interval_ns: int = 1_000_000, netdev_stats: bool = True,
                      force: bool = False, command_line: list[str] | None = None,
-                     host: str = "emulated-spark") -> Path:
+                     host: str = "emulated-spark", rate: str | None = None,
+                     setup: dict[str, Any] | None = None) -> Path:
     """Write ``traffic`` as a capture sampled every ``interval_ns``, plus its ground truth files.
 
     Model time 0 is ``start_monotonic_ns`` (the capture's first sweep deadline); the capture
-    covers the whole scenario. ``host`` is the manifest's host name. Deterministic for (traffic, seed, start): the read jitter uses
+    covers the whole scenario. ``host`` is the manifest's host name. ``rate``: the ports' sysfs
+    rate text (default the tree's 200 Gb/s); ``setup``: the run's setup record
+    (``rdmascope.models.setup_record``), kept as the manifest's ``extra.setup``. Deterministic for (traffic, seed, start): the read jitter uses
     ``seed`` (default ``traffic.seed``). Raises ``rdmascope.capture.CaptureExistsError`` when
     ``path`` holds files and ``force`` is false, ``CaptureWriteError`` when it cannot be written.
     """
     seed = traffic.seed if seed is None else seed
     rng = np.random.default_rng([seed, 0x5EED])
-    devices, counters = sampler_view(netdev_stats=netdev_stats, seed=traffic.seed)
+    devices, counters = sampler_view(netdev_stats=netdev_stats, seed=traffic.seed, rate=rate)
     keys = [_series_key(c) for c in counters]
     tree_for_bases = _bases(traffic.seed)
     bpu = np.array([c["bytes_per_unit"] for c in counters], dtype=np.int64)
@@ -241,6 +245,7 @@ def simulate_capture(path: str | os.PathLike, traffic: Traffic, *, seed: int | N
             "model_time_zero_monotonic_ns": S,
             "read_instant_offset_sd_ns": READ_OFFSET_SD_NS,
         },
+        **({"setup": setup} if setup else {}),
     }
     fields = {
         "writer": "simulate", "sampler_version": __version__,
