@@ -184,9 +184,9 @@ CASES = [
     ("estimate --vocab 0", 2, "'--vocab': 0 is not in the range x>=1"),
     ("estimate --layers 0 --hidden 8 --bytes 2", 2, "'--layers': 0 is not in the range"),
     # 3. a missing capture/log path is a usage error (exit 2) in every command of this area
-    ("rates {missing}", 2, "'CAPTURE': Directory '{missing}' does not exist"),
-    ("peaks {missing}", 2, "'CAPTURE': Directory '{missing}' does not exist"),
-    ("bursts {missing}", 2, "'CAPTURE': Directory '{missing}' does not exist"),
+    ("rates {missing}", 2, "'CAPTURE...': Directory '{missing}' does not exist"),
+    ("peaks {missing}", 2, "'CAPTURE...': Directory '{missing}' does not exist"),
+    ("bursts {missing}", 2, "'CAPTURE...': Directory '{missing}' does not exist"),
     ("plot devices {missing} -o {out}/p.png", 2, "CAPTURES]...': Directory '{missing}' does not"),
     ("report {missing}", 2, "'CAPTURES...': Directory '{missing}' does not exist"),
     ("plot request {sim} --requests {missing} -o {out}/p.png", 2,

@@ -183,3 +183,32 @@ def test_a_200_gbps_cluster_passes_on_both_twins(tmp_path):
     assert res.verdict == "FAIL" and res.failing == [n["host"] for n in truth["nodes"]]
     for node, t in zip(res.run_set.nodes, truth["nodes"], strict=True):
         assert abs(node.offset_ns - t["offset_to_reference_ns"]) < 0.2 * MS
+
+
+def test_single_capture_commands_take_a_run_set(cluster, tmp_path):
+    _, truth, paths, _ = cluster
+    caps = list(map(str, paths[:4]))
+    r = CliRunner().invoke(main, ["verify-emulation", *caps])
+    assert r.exit_code == 1, r.output
+    assert r.output.count("== spark-") == 4
+    assert "run set: 4 hosts; FAIL: spark-03" in r.output
+    r = CliRunner().invoke(main, ["verify-emulation", *caps[:2], "--json"])
+    assert r.exit_code == 0, r.output
+    obj = json.loads(r.output)
+    assert list(obj["nodes"]) == ["spark-01", "spark-02"]
+    assert obj["nodes"]["spark-02"]["meta"]["status"] == "pass"
+    # --from/--to are seconds after the reference's start, moved onto each node's own clock
+    r = CliRunner().invoke(main, ["peaks", *caps[:2], "--from", "2", "--to", "3", "--json"])
+    assert r.exit_code == 0, r.output
+    obj = json.loads(r.output)
+    n0, n1 = truth["nodes"][:2]
+    # both captures' true start instants differ by their leads; the wall clocks add their errors
+    shift = (n1["lead_ns"] - n0["lead_ns"] + n0["wall_clock_error_ns"]
+             - n1["wall_clock_error_ns"]) / 1e9
+    m0 = obj["nodes"]["spark-01"]["meta"]
+    m1 = obj["nodes"]["spark-02"]["meta"]
+    start = [m["start_ns"] - m["t_start_ns"] for m in (m0, m1)]
+    assert start[0] == 2_000_000_000
+    assert start[1] / 1e9 == pytest.approx(2 + shift, abs=1e-6)
+    r = CliRunner().invoke(main, ["rates", caps[0], caps[0], "--window", "1s"])
+    assert r.exit_code == 1 and "both captures of host 'spark-01'" in r.output

@@ -33,7 +33,8 @@ def default_capacity(meta: dict) -> float | None:
                     "capacity: burst table (start, end, duration, bytes, peak, mean), duty "
                     "cycle and inter-burst gaps; with --tokens/--hidden/--tp each burst's "
                     "bytes beside one all-reduce's.")
-@click.argument("capture", type=click.Path(exists=True, file_okay=False))
+@click.argument("capture", nargs=-1, required=True,
+                type=click.Path(exists=True, file_okay=False))
 @time_range_options
 @click.option("--capacity", "capacity_gbps", type=POSITIVE, default=None,
               help="Link capacity in Gb/s [default: the highest port rate in the capture, "
@@ -58,6 +59,11 @@ def default_capacity(meta: dict) -> float | None:
 @output_options
 def command(capture, t_from, t_to, origin_s, capacity_gbps, enter_frac, leave_frac, width_ns, group,
             tokens, hidden_size, bytes_per_value, tp, limit, out):
+    if len(capture) > 1:  # several hosts of one run: once per node (cli.runset)
+        from rdmascope.cli.runset import for_each_node
+
+        return for_each_node(command, capture, dict(locals()))
+    capture = capture[0]
     from rdmascope.analysis import allreduce_bytes, twin_links
     from rdmascope.analysis.bursts import burst_analysis_capture
     from rdmascope.cli.peaks import _segment_span

@@ -49,7 +49,8 @@ def _percentiles(text: str) -> tuple[float, ...]:
 @click.command(help="Peak rate at each window width (1 ms, 5 ms, 100 ms, 1 s, whole range), "
                     "the mean and percentiles over a time range: the study's peak-vs-window "
                     "table.")
-@click.argument("capture", type=click.Path(exists=True, file_okay=False))
+@click.argument("capture", nargs=-1, required=True,
+                type=click.Path(exists=True, file_okay=False))
 @time_range_options
 @click.option("--windows", default="1ms,5ms,100ms,1s", show_default=True,
               help="Comma-separated window widths (each at least 1us).")
@@ -72,6 +73,11 @@ def _percentiles(text: str) -> tuple[float, ...]:
 @output_options
 def command(capture, t_from, t_to, origin_s, windows, percentiles, group, uncertainty, instant_unc,
             source, out):
+    if len(capture) > 1:  # several hosts of one run: once per node (cli.runset)
+        from rdmascope.cli.runset import for_each_node
+
+        return for_each_node(command, capture, dict(locals()))
+    capture = capture[0]
 
     from rdmascope.analysis import twin_links
     from rdmascope.analysis.peaks import (

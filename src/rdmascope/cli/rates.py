@@ -152,7 +152,8 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
 
 @click.command(help="Re-bin a capture to rates (Gb/s) at any window width, exactly (each "
                     "interval's bytes spread over the windows it overlaps).")
-@click.argument("capture", type=click.Path(exists=True, file_okay=False))
+@click.argument("capture", nargs=-1, required=True,
+                type=click.Path(exists=True, file_okay=False))
 @click.option("--window", "width_ns", type=WINDOW, default="1ms", show_default=True,
               help="Window width (e.g. 1ms, 5ms, 100ms, 1s; at least 1us).")
 @time_range_options
@@ -173,6 +174,11 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
 @output_options
 def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_bytes,
             gap_factor, limit, out):
+    if len(capture) > 1:  # several hosts of one run: once per node (cli.runset)
+        from rdmascope.cli.runset import for_each_node
+
+        return for_each_node(command, capture, dict(locals()))
+    capture = capture[0]
     import types
 
     import numpy as np

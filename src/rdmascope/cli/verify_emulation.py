@@ -34,7 +34,8 @@ EXIT_CANNOT_JUDGE = 3
                     "device's counters were unreadable for more than 1 % of the range: its "
                     "traffic is unknown, never counted as 0). With netdev statistics in the capture, also flags a collective "
                     "that ran over TCP.")
-@click.argument("capture", type=click.Path(exists=True, file_okay=False))
+@click.argument("capture", nargs=-1, required=True,
+                type=click.Path(exists=True, file_okay=False))
 @time_range_options
 @click.option("--expect-single/--expect-both", "single", default=True, show_default=True,
               help="Expect all traffic on one interface (emulated link) or on both twins.")
@@ -45,6 +46,11 @@ EXIT_CANNOT_JUDGE = 3
 @link_gbps_option
 @output_options
 def command(capture, t_from, t_to, origin_s, single, share, min_share, out):
+    if len(capture) > 1:  # several hosts of one run: once per node (cli.runset)
+        from rdmascope.cli.runset import for_each_node
+
+        return for_each_node(command, capture, dict(locals()))
+    capture = capture[0]
     from rdmascope.analysis import verify_emulation
 
     # the ranges of verify.check_shares, said with the option names

@@ -1,0 +1,99 @@
+"""Run a single-capture command on every capture of a run set (several hosts of one run).
+
+A command taking ``CAPTURE...`` calls ``for_each_node`` when given more than one: the captures are
+checked as one run (``analysis.cluster.open_run_set``: one capture per host, overlapping in time,
+each named when refused), then the command runs once per node, in the order given, under a
+header naming the host. ``--from/--to`` are then seconds after the **reference** capture's start
+(the first given) and are moved onto each node's own clock through the wall clocks (the clock
+pairs; ``rdmascope cluster`` refines them from the traffic). One node's problem is that node's: an
+error is printed naming the host and the others still run. Exit code: 1 if any node failed or
+erred, else 3 if any could not judge, else 0. ``--json`` prints one object: ``meta.run_set``
+(hosts, captures, wall-clock offsets) and ``nodes`` (host -> that node's own JSON); ``--csv``
+prints each node's CSV after a ``# host: NAME`` line; ``--parquet P`` writes ``P``'s stem plus
+``.HOST`` per node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+def for_each_node(command: click.Command, captures, params: dict[str, Any], *,
+                  arg: str = "capture") -> None:
+    """Invoke ``command`` once per capture of the run set ``captures`` (see the module docstring)
+    and exit with the combined code. ``params``: the command's own parameters (its ``locals()``
+    at entry); ``arg``: the name of its CAPTURE argument."""
+    from rdmascope.analysis.cluster import RunSetError, open_run_set
+    from rdmascope.capture import CaptureError
+
+    try:
+        rs = open_run_set(captures)
+    except (RunSetError, CaptureError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    ctx = click.get_current_context()
+    out = params.get("out")
+    ref = rs.ref
+    ref_start = ref.t_start_ns + ref.offset_ns
+    codes: dict[str, int] = {}
+    objs: dict[str, Any] = {}
+    moved = [k for k in ("t_from", "t_to") if params.get(k) is not None]
+    for path, node in zip(captures, rs.nodes, strict=True):
+        p = {k: v for k, v in params.items() if k in {q.name for q in command.params}}
+        p[arg] = (path,)
+        shift_s = (ref_start - (node.t_start_ns + node.offset_ns)) / 1e9
+        for k in moved:
+            p[k] = max(0.0, params[k] + shift_s)
+        if out is not None:  # cli.output.output_options: --json/--csv/--parquet -> out
+            p.update(as_json=out.json, as_csv=out.csv, parquet=None)
+            if out.parquet:
+                base = Path(out.parquet)
+                p["parquet"] = str(base.with_name(f"{base.stem}.{node.host}{base.suffix}"))
+        header = (f"== {node.host} ({path}): clock offset to {ref.host} "
+                  f"{node.offset_ns / 1e9:+.6f} s (wall clocks)"
+                  + (f"; --from/--to moved by {shift_s:+.3f} s" if moved else ""))
+        buf = io.StringIO()
+        code = 0
+        with contextlib.ExitStack() as stack:
+            if out is not None and out.json:
+                stack.enter_context(contextlib.redirect_stdout(buf))
+            elif out is not None and out.csv:
+                click.echo(f"# host: {node.host}")
+            else:
+                click.echo(header)
+            try:
+                ctx.invoke(command, **p)
+            except click.exceptions.Exit as exc:
+                code = exc.exit_code
+            except click.ClickException as exc:
+                click.echo(f"Error: {node.host}: {exc.format_message()}", err=True)
+                code = 1
+        if out is not None and out.json:
+            text = buf.getvalue().strip()
+            try:
+                objs[node.host] = json.loads(text) if text else None
+            except ValueError:
+                objs[node.host] = {"output": text}
+        elif out is None or out.human:
+            click.echo("")
+        codes[node.host] = code
+    failed = [h for h, c in codes.items() if c not in (0, 3)]
+    unsure = [h for h, c in codes.items() if c == 3]
+    final = 1 if failed else 3 if unsure else 0
+    if out is not None and out.json:
+        click.echo(json.dumps({"meta": {"run_set": {
+            "reference": ref.host,
+            "nodes": [{"host": n.host, "capture": str(c), "offset_ns": n.offset_ns}
+                      for c, n in zip(captures, rs.nodes, strict=True)],
+            "exit_codes": codes, "failed": failed, "cannot_judge": unsure}},
+            "nodes": objs}, indent=1))
+    elif out is None or out.human:
+        status = {0: "every node passed", 1: f"FAIL: {', '.join(failed)}",
+                  3: f"CANNOT JUDGE: {', '.join(unsure)}"}[final]
+        click.echo(f"run set: {len(rs.nodes)} hosts; {status}")
+    ctx.exit(final)
