@@ -232,6 +232,62 @@ class _WriterThread(threading.Thread):
         except (OSError, ValueError):
             pass
 
+    def follow_renames(self, reader: CounterReader, root: Path, pci_of: dict[str, str | None]
+                       ) -> None:
+        """Enable following a device that comes back under another name (see ``_rescan``).
+
+        ``reader``: the counter reader whose paths are re-pointed; ``root``: the sysfs root;
+        ``pci_of``: the PCI address of each sampled RDMA device (None: cannot be followed).
+        """
+        self.reader = reader
+        self.ib_dir = infiniband_dir(root)
+        self.pci_of = dict(pci_of)
+        self.current = {d: d for d in pci_of}  # recorded device -> its name now
+        self.missing: set[str] = set()          # recorded devices with a missing counter
+        self.last_scan = 0.0
+
+    def _rescan(self, now: float) -> None:
+        """While a recorded device is missing, look about once a second for a device at its PCI
+        address under another name (a reset or re-probe returns mlx5_0 as mlx5_2; udev/rdma-core
+        rename rules rename at any time). Found: its counters are read from the new name's files
+        at once; one "renamed" event and one line say so. The counters restarted there, and the
+        unreadable readings in between make the analysis treat the gap as unknown (never bytes).
+        Only names and ``device`` links are read (cheap), in this thread, never the sampler's.
+        """
+        if not self.missing or getattr(self, "reader", None) is None or now - self.last_scan < 1:
+            return
+        self.last_scan = now
+        try:
+            names = os.listdir(self.ib_dir)
+        except OSError:
+            return
+        in_use = set(self.current.values())
+        by_pci = {}
+        for n in names:
+            if n in in_use:
+                continue
+            try:
+                by_pci[os.path.basename(os.readlink(self.ib_dir / n / "device").rstrip("/"))] = n
+            except OSError:
+                continue
+        for dev in sorted(self.missing):
+            pci = self.pci_of.get(dev)
+            new = by_pci.get(pci) if pci else None
+            if new is None:
+                continue
+            old = self.current[dev]
+            a, b = f"/{self.ib_dir.name}/{old}/", f"/{self.ib_dir.name}/{new}/"
+            for i, c in enumerate(self.counters):
+                if c.get("source") == "infiniband" and c["device"] == dev:
+                    self.reader.paths[i] = self.reader.paths[i].replace(a, b)
+                    self.reader.next_check_ns[i] = 0  # the sampler re-opens it next sweep
+            self.current[dev] = new
+            self.missing.discard(dev)
+            msg = (f"{old} came back as {new} (PCI {pci}); following it: its counters are read "
+                   f"from {self.ib_dir / new} and restarted there (a reset, not bytes)")
+            self.writer.add_event(time.perf_counter_ns(), None, "renamed", msg, save=False)
+            self.say(f"rdmascope record: {msg}")
+
     def note_events(self, events: list) -> None:
         """Keep each counter's problems for the stop summary and say each one once, live."""
         for _t, cid, kind, msg in events:
@@ -239,6 +295,11 @@ class _WriterThread(threading.Thread):
                 continue
             c = self.counters[cid]
             who = c.get("netdev") or f"{c['device']}/{c.get('port')}"
+            if hasattr(self, "missing") and c.get("source") == "infiniband":
+                if kind == "unavailable" and msg.startswith("missing"):
+                    self.missing.add(c["device"])
+                elif kind == "recovered":
+                    self.missing.discard(c["device"])
             if kind == "unavailable":
                 self.counter_state[cid] = "unavailable"
                 if msg not in self.problems[cid] and len(self.problems[cid]) < 8:
@@ -252,7 +313,9 @@ class _WriterThread(threading.Thread):
         self.note_events(events)
         for t_ns, cid, kind, msg in events:
             self.writer.add_event(t_ns, cid, kind, msg, save=False)
-        dirty = bool(events)
+        n_ev = len(self.writer.manifest.get("events") or [])
+        self._rescan(time.monotonic())
+        dirty = bool(events) or len(self.writer.manifest.get("events") or []) != n_ev
         if buf is not None and len(buf):
             self.writer.write_batch(_to_batch(buf))
             self._audit(buf)
@@ -520,6 +583,7 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     gc.freeze()
 
     wt = _WriterThread(writer, counters, status_out, log)
+    wt.follow_renames(reader, root, {d.name: d.pci for d in devices})
     wt.note_events(reader.events)  # problems found when opening: said now, stored with the rest
     wt.start()  # waits for the first buffer before touching the manifest
     pair = clock_pair()
