@@ -443,13 +443,15 @@ def peak_table_uncertainty(capture, table: pd.DataFrame, *, by: str | None = "se
     out = table.copy()
     out["peak_low_gbps"] = np.nan
     out["peak_high_gbps"] = np.nan
-    cache: dict[tuple[int, int], pd.DataFrame] = {}
+    last: list = [None, None]  # the most recent range read and its intervals
 
     def local(a: int, b: int) -> pd.DataFrame:
         key = (a - margin, b + margin)
-        if key not in cache:
-            cache[key] = _local_intervals(capture, *key, source)
-        return cache[key]
+        if last[0] != key:
+            last[1] = None  # release the previous range before reading the next
+            last[1] = _local_intervals(capture, *key, source)
+            last[0] = key
+        return last[1]
 
     for i, row in out.iterrows():
         w = int(row["window_ns"])

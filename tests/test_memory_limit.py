@@ -1,0 +1,82 @@
+"""Each streaming command runs on a capture under an address-space limit the old code exceeds.
+
+The limit (``resource.setrlimit(RLIMIT_AS)``) is set inside a child process, with one BLAS/OpenMP
+thread, the system allocator for Arrow and two malloc arenas, so that the process's virtual size
+is mostly the data it holds (a plain interpreter with numpy, pandas and pyarrow loaded needs
+~0.4 GB of it). The capture (8 counters at 1 kHz for 8 minutes, 3.8 M readings) is small enough
+to build in seconds and big enough that loading it whole fails under the limit: the control test
+shows the old path (``load_capture`` + ``byte_intervals`` + ``peak_table``, what ``peaks`` did
+before it streamed) raising ``MemoryError`` under the same limit. Memory per command stays flat
+with the capture's length (``benchmarks/bench_scale.py`` measures 1 h against 6 h).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+LIMIT = 620 * 2**20  # bytes of address space per child process
+ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+       "ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_ARENA_MAX": "2"}
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS semantics: Linux")
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory) -> Path:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from scale_capture import build
+
+    return build(tmp_path_factory.mktemp("mem") / "cap", 8 * 60)
+
+
+def _run_limited(code: str) -> subprocess.CompletedProcess:
+    prog = textwrap.dedent(f"""
+        import resource, sys
+        resource.setrlimit(resource.RLIMIT_AS, ({LIMIT}, {LIMIT}))
+    """) + textwrap.dedent(code)
+    env = {**os.environ, **ENV}
+    return subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True,
+                          env=env, timeout=600)
+
+
+def _cli(args: list[str]) -> subprocess.CompletedProcess:
+    return _run_limited(f"""
+        import os
+        from rdmascope.cli import main
+        sys.stdout = open(os.devnull, "w")
+        main({args!r}, prog_name="rdmascope")
+    """)
+
+
+def test_old_path_exceeds_the_limit(capture):
+    r = _run_limited(f"""
+        from rdmascope.analysis import byte_intervals, load_capture, peak_table
+        try:
+            peak_table(byte_intervals(load_capture({str(capture)!r})))
+        except MemoryError:
+            print("MemoryError")
+            sys.exit(0)
+        print("fitted")
+    """)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "MemoryError"
+
+
+@pytest.mark.parametrize("args", [
+    ["inspect", "{cap}", "--json"],
+    ["rates", "{cap}", "--window", "100ms"],
+    ["rates", "{cap}", "--window", "1ms", "--csv"],
+    ["peaks", "{cap}", "--json"],
+    ["peaks", "{cap}", "--group", "twins", "--uncertainty"],
+    ["bursts", "{cap}", "--json", "--group", "twins"],
+    ["verify-emulation", "{cap}", "--json"],
+])
+def test_command_runs_under_the_limit(capture, args):
+    r = _cli([a.format(cap=capture) for a in args])
+    assert r.returncode == 0, r.stderr[-3000:]
