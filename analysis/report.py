@@ -537,8 +537,12 @@ def pick_request(cfg: Configuration, request_id: str | None = None) -> pd.Series
 def capacity_lines(cfg: Configuration) -> dict[str, float]:
     """Reference lines for a configuration: the port rate and, with twin devices, one PCIe path.
 
-    The path value is the study's measured ~109 Gb/s (``estimate.LINK_EMULATED_GBPS``).
+    The path value is what the manifest's recorded setup says one twin carries
+    (``record --emulated GBPS``), else, on a 200 Gb/s port (a DGX Spark's), the study's measured
+    ~109 Gb/s (``estimate.LINK_EMULATED_GBPS``); on other ports without a record, no path line.
     """
+    from rdmascope.models import recorded_setup
+
     from .estimate import LINK_EMULATED_GBPS
 
     lines = {}
@@ -546,7 +550,11 @@ def capacity_lines(cfg: Configuration) -> dict[str, float]:
     if port:
         lines[f"port {port:g} Gb/s"] = port
     if len(cfg.devices) >= 2:
-        lines[f"one PCIe x4 path ~{LINK_EMULATED_GBPS:g} Gb/s"] = LINK_EMULATED_GBPS
+        path = recorded_setup(cfg.capture.meta).get("emulated_real_gbps")
+        if path is None and port in (None, 200.0):
+            path = LINK_EMULATED_GBPS
+        if path:
+            lines[f"one PCIe x4 path ~{path:g} Gb/s"] = path
     return lines
 
 

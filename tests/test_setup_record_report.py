@@ -209,3 +209,31 @@ def test_simulate_capture_passes_the_setup_through(tmp_path):
     from rdmascope.analysis.load import load_capture, port_rates_gbps
 
     assert set(port_rates_gbps(load_capture(tmp_path / "a").meta).values()) == {400.0}
+
+
+def test_report_lays_several_configurations_side_by_side(tmp_path):
+    """Three captures: each after the first is compared with the first; one capture: none."""
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    fx = Path(__file__).resolve().parents[1] / "fixtures"
+    full, emu = fx / "sim-p2-200", fx / "sim-p2-emulated100"
+    out = tmp_path / "three"
+    r = CliRunner().invoke(main, ["report", str(full), str(emu), str(emu), "-o", str(out),
+                                  "--label", "200 Gb/s", "--label", "emulated 100 Gb/s",
+                                  "--label", "emulated again"])
+    assert r.exit_code == 0, r.output
+    page = (out / "report.html").read_text()
+    assert "Comparison: 200 Gb/s → emulated 100 Gb/s" in page
+    assert "Comparison: 200 Gb/s → emulated again" in page
+    assert "Test P2: 200 Gb/s above emulated 100 Gb/s above emulated again" in page
+    tables = sorted(p.name for p in (out / "tables").glob("comparison*.csv"))
+    assert tables == ["comparison-emulated-100-gb-s.csv", "comparison-emulated-again.csv"]
+    a, b = (_csv(out / "tables" / t)[0] for t in tables)
+    assert a["estimate_s"] == b["estimate_s"]          # the same B twice, the same bound
+    one = tmp_path / "one"
+    r = CliRunner().invoke(main, ["report", str(full), "-o", str(one)])
+    assert r.exit_code == 0, r.output
+    assert "Comparison:" not in (one / "report.html").read_text()
+    assert not list((one / "tables").glob("comparison*.csv"))
