@@ -481,6 +481,57 @@ LIKELY_LESS = ("bytes that went over a device that was not recorded (record ever
                "in this ring")
 
 
+def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS
+              ) -> tuple[NodeSeries, dict[str, float]]:
+    """One streamed pass over a capture (``stream.iter_windows``, windows from the capture start):
+    its ``NodeSeries`` at ``width_ns`` and the highest rate (Gb/s) of its link, tx or rx, per
+    width of ``windows_ns`` ({window label: Gb/s}).
+
+    The link is the twins summed (``twin_links``; a lone device is its own link). As
+    ``peak_table``: only windows fully covered by readings count (no unknown, partly covered or
+    empty window), gap-spread ones are kept. ``cap``: a ``stream.CaptureInfo`` or a path.
+    Raises ``ValueError`` when the capture has no RDMA byte intervals.
+    """
+    from rdmascope.analysis.peaks import window_label
+    from rdmascope.analysis.series import QUALITY_EMPTY, QUALITY_INVALID, QUALITY_PARTIAL
+    from rdmascope.analysis.stream import WindowGrid, iter_windows, open_capture
+
+    if not hasattr(cap, "counters"):
+        cap = open_capture(cap)
+    groups = twin_links(cap)
+    widths = [int(width_ns), *[int(x) for x in windows_ns]]
+    grids = [WindowGrid(x, cap.t_start_ns) for x in widths]
+    bad = QUALITY_INVALID | QUALITY_PARTIAL | QUALITY_EMPTY
+    best = [0.0] * len(widths)
+    seen = [False] * len(widths)
+    parts: list[pd.DataFrame] = []
+    for gi, b, q in iter_windows(cap, grids):
+        if gi == 0:
+            parts.append(b)
+        links = {k: [c for c in m if c in b.columns] for k, m in groups.items()} if groups \
+            else {c: [c] for c in b.columns}
+        for members in links.values():
+            if not members:
+                continue
+            x = b[members].to_numpy(np.float64).sum(axis=1)
+            ok = ~np.isnan(x) & ((q[members].to_numpy() & bad) == 0).all(axis=1)
+            if ok.any():
+                best[gi] = max(best[gi], float(x[ok].max()) * 8 / widths[gi])
+                seen[gi] = True
+    if not parts:
+        raise ValueError("no RDMA byte intervals (fewer than two valid readings per counter)")
+    ser = node_series(pd.concat(parts), int(width_ns))
+    pk = {window_label(x): (best[k + 1] if seen[k + 1] else float("nan"))
+          for k, x in enumerate(windows_ns)}
+    return ser, pk
+
+
+def twin_links(cap):
+    from rdmascope.analysis.series import twin_links as _tl
+
+    return _tl(cap)
+
+
 def symmetry(per_request: pd.DataFrame, tolerance: float = 0.01) -> pd.DataFrame:
     """Compare each node's bytes per request with the set's median.
 
@@ -652,8 +703,8 @@ def cluster_summary(paths, *, requests: str | os.PathLike | None = None,
     Raises ``RunSetError`` (see ``open_run_set``), the loaders' errors naming the file, and
     ``requestlogs.RequestLogError`` for a bad or misplaced request log.
     """
-    from rdmascope.analysis.load import load_capture, port_rates_gbps
-    from rdmascope.analysis.series import byte_intervals, rebin, twin_links
+    from rdmascope.analysis.load import port_rates_gbps
+    from rdmascope.analysis.stream import open_capture
     from rdmascope.analysis.verify import FAIL, PASS, verify_emulation
 
     rs = open_run_set(paths, reference=reference)
@@ -665,14 +716,13 @@ def cluster_summary(paths, *, requests: str | os.PathLike | None = None,
     verdicts: dict[str, dict[str, Any]] = {}
     for step, i in enumerate(order):
         n = rs.nodes[i]
-        cap = load_capture(n.path)
+        cap = open_capture(n.path)  # streamed segment by segment (bounded memory)
         n.t_end_ns = cap.t_end_ns
-        iv = byte_intervals(cap)
-        if len(iv) == 0:
-            raise RunSetError(f"{n.path} ({n.host}): no RDMA byte intervals (fewer than two "
-                              "valid readings per counter)")
         w = max(cap.interval_ns, MS)
-        series[i] = node_series(rebin(iv, w, origin_ns=cap.t_start_ns), w)
+        try:
+            series[i], peaks[n.host] = node_pass(cap, w)
+        except ValueError as exc:
+            raise RunSetError(f"{n.path} ({n.host}): {exc}") from exc
         if i == rs.reference:
             if cap_rate is None:
                 rates = port_rates_gbps(cap.meta)
@@ -692,8 +742,7 @@ def cluster_summary(paths, *, requests: str | os.PathLike | None = None,
                 verdicts[n.host]["both"] = verify_emulation(cap, expect="both")
         else:
             verdicts[n.host] = {"both": verify_emulation(cap, expect="both")}
-        peaks[n.host] = link_peaks(iv, twin_links(cap), cap.t_start_ns, cap.t_end_ns)
-        del cap, iv
+        del cap
         if progress:
             progress(step + 1, len(order), n.host)
     align_run_set(rs, series, refine=refine, max_lag_ns=max_lag_ns, warn_ns=warn_ns,

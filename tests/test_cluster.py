@@ -212,3 +212,21 @@ def test_single_capture_commands_take_a_run_set(cluster, tmp_path):
     assert start[1] / 1e9 == pytest.approx(2 + shift, abs=1e-6)
     r = CliRunner().invoke(main, ["rates", caps[0], caps[0], "--window", "1s"])
     assert r.exit_code == 1 and "both captures of host 'spark-01'" in r.output
+
+
+def test_streamed_node_pass_matches_peak_table_and_rebin(cluster):
+    from rdmascope.analysis.cluster import link_peaks, node_pass
+    from rdmascope.analysis.load import load_capture
+    from rdmascope.analysis.series import byte_intervals, rebin, twin_links
+
+    _, _, paths, _ = cluster
+    for p in (paths[0], paths[2]):  # one twin, and both twins (the node without emulation)
+        cap = load_capture(p)
+        iv = byte_intervals(cap)
+        ser, pk = node_pass(p)
+        ref = link_peaks(iv, twin_links(cap), cap.t_start_ns, cap.t_end_ns)
+        assert pk.keys() == ref.keys()
+        for k in pk:
+            assert pk[k] == pytest.approx(ref[k], rel=1e-9), k
+        b = rebin(iv, MS, origin_ns=cap.t_start_ns)
+        assert np.allclose(np.diff(ser.cum), np.nan_to_num(b.to_numpy()).sum(axis=1))
