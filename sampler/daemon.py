@@ -626,7 +626,7 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
 
     try:
         run_schedule(sweep, interval_ns, should_stop=stop_now, start_ns=pair[1],
-                     spin_ns=opts.spin_ns, stats=stats)
+                     spin_ns=opts.spin_ns, n_deadlines=n_sweeps, stats=stats)
     finally:
         t_stop = clock()
         wt.put(state["buf"], reader.drain_events())

@@ -45,6 +45,7 @@ def run_schedule(sweep: Callable[[int], None], interval_ns: int, *,
                  start_ns: int | None = None,
                  spin_ns: int = 0,
                  max_sweeps: int | None = None,
+                 n_deadlines: int | None = None,
                  stats: ScheduleStats | None = None) -> ScheduleStats:
     """Call ``sweep(k)`` at deadlines ``start_ns + k * interval_ns`` until ``should_stop()``.
 
@@ -52,8 +53,12 @@ def run_schedule(sweep: Callable[[int], None], interval_ns: int, *,
     ``clock()``, so sweep 0 runs at once. ``should_stop`` is checked before every wait. Sweep k
     starts in [deadline k, deadline k+1); deadlines passed entirely are counted in
     ``stats.missed`` and skipped (the latest passed deadline is taken at once). ``max_sweeps``
-    bounds the sweeps taken (tests). ``stats`` (updated in place, also returned) lets another
-    thread watch progress. Raises ``ValueError`` for a non-positive interval.
+    bounds the sweeps taken (tests). ``n_deadlines`` (``--duration``): only deadlines
+    0 .. n_deadlines - 1 exist; the loop ends after the last, and a late wake-up past it counts
+    the deadlines it passed as missed without taking a sweep beyond them, so taken + missed is
+    exactly ``n_deadlines`` (a stall across the end once gave taken + missed = n + 1). ``stats``
+    (updated in place, also returned) lets another thread watch progress. Raises ``ValueError``
+    for a non-positive interval.
     """
     if interval_ns <= 0:
         raise ValueError(f"interval_ns must be > 0, got {interval_ns}")
@@ -63,6 +68,8 @@ def run_schedule(sweep: Callable[[int], None], interval_ns: int, *,
     k = st.next_k = 0
     while not should_stop():
         if max_sweeps is not None and st.taken >= max_sweeps:
+            break
+        if n_deadlines is not None and k >= n_deadlines:
             break
         deadline = start + k * interval_ns
         now = clock()
@@ -77,6 +84,11 @@ def run_schedule(sweep: Callable[[int], None], interval_ns: int, *,
             # The next deadline(s) passed too: skip to the latest passed one and count the
             # skipped ones as missed. No catch-up burst.
             m = (now - start) // interval_ns
+            if n_deadlines is not None and m >= n_deadlines:
+                # woke up after the last deadline: the ones left were missed; no sweep beyond
+                st.missed += n_deadlines - k
+                k = st.next_k = n_deadlines
+                break
             st.missed += m - k
             k = m
         sweep(k)

@@ -168,7 +168,10 @@ def format_status(elapsed_s: float, sweeps_taken: int, sweeps_missed: int,
     4. only the busiest links (max of tx, rx) that fit, in their given order and with the
        labels they have among all links, then ``+N more``; labels whole or cut to 8 characters
        compete on the number of links shown, labels cut to 5 come last
-    5. no rates: ``0:01:23 sw 83012 miss 3 | +2 links``, then with the tiny head, then that
+    5. the busiest link alone with the tiny head, its label cut to 8 then 5 characters:
+       ``0:01:23 sw 83M miss 31.2k | P2p1s0f1 0.0/198.2 Gb/s +3`` (fits 60 columns whatever
+       the counts: the busiest link's rate stays visible down to 60 columns)
+    6. no rates: ``0:01:23 sw 83012 miss 3 | +2 links``, then with the tiny head, then that
        cut to ``width - 1`` characters.
 
     Elapsed time and both sweep counts are in every rendering down to about 25 columns.
@@ -219,6 +222,18 @@ def format_status(elapsed_s: float, sweeps_taken: int, sweeps_missed: int,
                              + k - 1 - (len(e[keep[-1]]) - len(e[keep[-1]].rstrip())) + more)
                         if n <= limit:
                             return _join(head, [e[i] for i in keep], style, len(links) - k)
+        # the last rendering with a rate: the busiest link alone, its label cut to 8 then 5,
+        # the tiny head, no "tx/rx" heading: fits 60 columns whatever the counts (issue 10)
+        top = order[0]
+        ln = links[top]
+        more = f" +{len(links) - 1}" if len(links) > 1 else ""
+        for mode in (8, 5):
+            if label_sets[mode] is None:
+                continue
+            line = (f"{head_tiny} | {label_sets[mode][top]} {_num(ln.tx_gbps, 0, 1)}/"
+                    f"{_num(ln.rx_gbps, 0, 1)} Gb/s{more}")
+            if len(line) <= limit:
+                return line
     tail = f" | +{len(links)} link{'s' if len(links) > 1 else ''}" if links else ""
     for line in (head_long + tail, head_short + tail, head_tiny + tail, head_short, head_tiny):
         if len(line) <= limit:

@@ -208,3 +208,28 @@ def test_cpu_affinity_rejects_unknown_cpu_and_accepts_allowed():
 def test_rt_priority_out_of_range_is_a_clear_error():
     with pytest.raises(ValueError, match="SCHED_FIFO priority must be in"):
         set_rt_priority(1000)
+
+
+def test_a_stall_across_the_last_deadline_takes_no_sweep_beyond_it():
+    """--duration 1.5 s at 1 ms is 1500 deadlines (0..1499). A sweep that ends past the last
+    one used to be followed by one more sweep (k = 1500): taken + missed = 1501 (the audit of
+    issue 10: 1448 + 53 for 1500). Now the passed deadlines count as missed and the loop ends:
+    taken + missed == 1500, and no sweep index reaches 1500."""
+    fc = FakeClock()
+    taken: list[int] = []
+
+    def sweep(k):
+        taken.append(k)
+        if k == 1497:
+            fc.advance(3 * MS + MS // 2)  # a stall from deadline 1497 to past 1500
+
+    st = run_schedule(sweep, MS, should_stop=lambda: False, clock=fc.clock, sleep=fc.sleep,
+                      n_deadlines=1500)
+    assert max(taken) == 1497
+    assert st.taken == 1498 and st.missed == 2 and st.taken + st.missed == 1500
+    assert st.next_k == 1500
+    # without a stall: every deadline taken once
+    fc = FakeClock()
+    st = run_schedule(lambda k: None, MS, should_stop=lambda: False, clock=fc.clock,
+                      sleep=fc.sleep, n_deadlines=1500)
+    assert (st.taken, st.missed) == (1500, 0)

@@ -551,3 +551,18 @@ def test_output_host_placeholder_is_this_hosts_name(tree, tmp_path):
     man = json.loads((tmp_path / "runs" / host / "manifest.json").read_text())
     assert man["host"] == host
     assert not (tmp_path / "runs" / "{host}").exists()
+
+
+def test_record_refuses_a_missing_parent(tmp_path):
+    """Issue 10: `record -o /typo/dir/cap` used to create the whole missing path silently."""
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+    build_device(tmp_path / "sys", "mlx5_0", pci="0000:01:00.0")
+    out = tmp_path / "typo" / "dir" / "cap"
+    r = CliRunner().invoke(main, ["record", "-o", str(out), "--sysfs-root", str(tmp_path / "sys"),
+                                  "--duration", "0.1s", "--no-status"])
+    assert r.exit_code == 2
+    assert f"the directory {tmp_path / 'typo' / 'dir'} does not exist" in r.output
+    assert "'-o' / '--output'" in r.output
+    assert not (tmp_path / "typo").exists()

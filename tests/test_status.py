@@ -311,3 +311,17 @@ def test_record_status_lines_fit_columns(tmp_path):
         got = shown(s)
         assert got and all(g[1:] == ("0.0", "0.0") for g in got)
         assert len(got) + hidden(s) == 4
+
+
+def test_busiest_link_rate_stays_visible_down_to_60_columns():
+    """Issue 10: on a narrow terminal the line used to drop every rate; from 60 columns up the
+    busiest link's rate is always shown, whatever the elapsed time and sweep counts."""
+    from rdmascope.sampler.status import LinkRate, format_status
+    links = [LinkRate("rocep1s0f1", 12.3, 0.0), LinkRate("roceP2p1s0f1", 0.0, 198.2),
+             LinkRate("enp1s0f1np1", 0.01, 0.0, True), LinkRate("enP2p1s0f1np1", 0.0, 0.02, True)]
+    for elapsed, taken, missed in ((5.0, 4999, 1), (83.0, 83012, 3),
+                                   (360000.0, 999_012_123, 999_234)):
+        for width in range(60, 121):
+            line = format_status(elapsed, taken, missed, links, width)
+            assert len(line) <= width - 1
+            assert "198.2" in line, (width, line)

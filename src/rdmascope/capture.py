@@ -248,6 +248,32 @@ def _lock_pid(fd: int) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+def recording_pid(path: str | os.PathLike) -> int | None:
+    """Return the pid of the process recording the capture at ``path`` now, or None.
+
+    A writer holds ``.lock`` (an exclusive ``flock``) while it runs; a killed one holds nothing.
+    Tested with a non-blocking shared lock taken and dropped at once. Returns -1 when the lock
+    is held but names no pid; None when the capture is not being written (or has no lock file).
+    """
+    lock = Path(path) / LOCK_NAME
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = _lock_pid(fd)
+            return pid if pid is not None else -1
+        except OSError:
+            return None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
 def _acquire_lock(p: Path) -> int:
     """Take the capture's exclusive lock (``p/.lock``, non-blocking); return its file descriptor.
 

@@ -34,6 +34,7 @@ def summarize_capture(path: str) -> dict[str, Any]:
         CaptureSchemaError,
         iter_capture_tables,
         read_manifest,
+        recording_pid,
     )
     from rdmascope.quantiles import ExactPercentiles
 
@@ -155,6 +156,8 @@ def summarize_capture(path: str) -> dict[str, Any]:
         "sysfs_root": m.get("sysfs_root"),
         "interval_ns": interval,
         "clean_end": m.get("stop") is not None,
+        # a running recorder holds the capture's lock: "still being recorded", not "unclean"
+        "recording_pid": recording_pid(p) if m.get("stop") is None else None,
         "start": m.get("start"),
         **_start_times(m.get("start")),
         "stop": m.get("stop"),
@@ -312,8 +315,13 @@ def _print(s: dict[str, Any]) -> None:
           f"{len(s['files'])} file(s), {s['live_rows']} from live segments)")
     else:
         e("span: no readings")
-    if not s["clean_end"]:
-        e("UNCLEAN END: the manifest has no stop record (recorder killed or still running)")
+    if not s["clean_end"] and s.get("recording_pid") is not None:
+        who = f"pid {s['recording_pid']}" if s["recording_pid"] > 0 else "a running process"
+        e(f"BEING RECORDED by {who}: no stop record yet; this summary covers what is on disk "
+          "so far")
+    elif not s["clean_end"]:
+        e("UNCLEAN END: the manifest has no stop record and no recorder holds it (the recorder "
+          "was killed)")
     for f in s["truncated_live"]:
         e(f"truncated live segment (tail cut, earlier rows kept): {f}")
     for d in s["devices"]:

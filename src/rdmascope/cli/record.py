@@ -7,13 +7,14 @@ import sys
 import click
 
 from rdmascope.cli.common import DURATION
-from rdmascope.cli.output import POSITIVE
+from rdmascope.cli.output import POSITIVE, require_parent_dir
 from rdmascope.models import PRESETS
 
 
 @click.command(name="record")
 @click.option("-o", "--output", required=True, type=click.Path(),
-              help="Capture directory to create (refused if it exists, unless --force). '{host}' "
+              help="Capture directory to create (refused if it exists, unless --force; its parent "
+                   "must exist). '{host}' "
                    "is replaced by this host's name (the manifest's host), so one command "
                    "line serves every node: -o runs/p2/{host}.")
 @click.option("--interval", "interval_ns", type=DURATION, default="1ms", show_default=True,
@@ -87,6 +88,8 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, s
 
     if "{host}" in output:
         output = output.replace("{host}", socket.gethostname())
+    # a mistyped -o (/typo/dir/cap) is an error, never a new directory tree (as plot/report)
+    require_parent_dir(output)
     extra = {}
     if label:
         extra["label"] = label
