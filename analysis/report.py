@@ -441,11 +441,12 @@ def load_configuration(capture_path: str | os.PathLike, request_logs=(), *,
     capture start (default: the capture start itself). Raises what ``load_capture`` / ``read_request_log`` /
     ``align`` raise (errors name the file, row and field).
     """
-    from .load import load_capture
     from .requestlogs import align, read_request_log
     from .series import byte_intervals
+    from .stream import open_capture
 
-    cap = load_capture(capture_path)
+    # the manifest only: the intervals are made segment by segment (never every reading)
+    cap = open_capture(capture_path)
     iv = byte_intervals(cap)
     if not len(iv):
         raise ValueError(f"{capture_path}: no RDMA data counter intervals (fewer than two valid "

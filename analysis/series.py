@@ -295,6 +295,10 @@ def byte_intervals(capture: Capture, *, counters=None, source: str | None = "inf
                    max_gbps: float | None = None) -> pd.DataFrame:
     """Turn a capture's byte counters into intervals between consecutive valid readings.
 
+    ``capture``: a loaded ``Capture``, or a ``stream.CaptureInfo`` (``stream.open_capture``:
+    no readings in memory), whose intervals are then made segment by segment with the same
+    result and only the intervals' memory.
+
     ``counters``: None for every byte counter of ``source`` ("infiniband" = the RDMA data
     counters port_xmit_data/port_rcv_data; "netdev" = kernel-stack tx_bytes/rx_bytes; None =
     both), or a list of counter_ids and/or series names. ``gap_factor``: valid readings more
@@ -314,6 +318,11 @@ def byte_intervals(capture: Capture, *, counters=None, source: str | None = "inf
     Raises ``ValueError`` for an unknown counter, readings that go back in time, or a
     non-positive ``max_gbps``.
     """
+    if not hasattr(capture, "readings"):  # a stream.CaptureInfo: read segment by segment
+        from .stream import byte_intervals_streamed
+
+        return byte_intervals_streamed(capture, counters=counters, source=source,
+                                       gap_factor=gap_factor, max_gbps=max_gbps)
     cdf = capture.counters
     ids = _select_counters(cdf, counters, source)
     caps = _counter_caps(capture.meta, cdf, ids, max_gbps)

@@ -503,3 +503,34 @@ def drop_empty_edges(b: pd.DataFrame, q: pd.DataFrame) -> tuple[pd.DataFrame, pd
         return b.iloc[:0], q.iloc[:0]
     lo, hi = int(np.argmax(has)), len(has) - int(np.argmax(has[::-1]))
     return b.iloc[lo:hi], q.iloc[lo:hi]
+
+
+def byte_intervals_streamed(capture, *, counters=None, source: str | None = "infiniband",
+                            gap_factor: float = DEFAULT_GAP_FACTOR,
+                            max_gbps: float | None = None) -> pd.DataFrame:
+    """``series.byte_intervals`` of a capture on disk without loading its readings.
+
+    The intervals come from ``iter_intervals`` segment by segment (only the selected counters'
+    rows are kept, and only until their intervals are made), so the peak memory is the
+    intervals' (~50 bytes each), not the readings' plus the intervals'. Same rows, flags and
+    bytes as ``byte_intervals(load_capture(path), ...)``; ``attrs["t_start_ns"]`` is the capture
+    start. Raises what ``iter_intervals`` raises.
+    """
+    from .series import _intervals_frame
+
+    info = _info(capture)
+    got: dict[int, list[dict[str, np.ndarray]]] = {}
+    for parts, _ in iter_intervals(info, counters=counters, source=source,
+                                   gap_factor=gap_factor, max_gbps=max_gbps):
+        for c, iv in parts.items():
+            if len(iv["t0_ns"]):
+                got.setdefault(c, []).append(iv)
+    pieces = []
+    for c in sorted(got):
+        chunks = got.pop(c)
+        arrays = {k: np.concatenate([p[k] for p in chunks]) for k in chunks[0]}
+        del chunks
+        pieces.append((c, info.counters.loc[c].to_dict(), arrays))
+    out = _intervals_frame(pieces)
+    out.attrs["t_start_ns"] = int(info.t_start_ns)
+    return out

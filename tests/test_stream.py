@@ -346,3 +346,14 @@ def test_rates_csv_and_parquet_stream_equal_json(tmp_path, args):
     pd.testing.assert_frame_equal(back, got.astype(back.dtypes.to_dict()), check_exact=False,
                                   rtol=1e-15, check_names=False)
     assert len(got) > 10
+
+
+def test_byte_intervals_of_capture_info_equal_loaded(tmp_path):
+    """attribute, report, compare and cluster make their intervals from the segments (no
+    readings in memory): the same frame as from the loaded capture."""
+    path = _edgy_capture(tmp_path / "c", roll_every=9)
+    for source in ("infiniband", None):
+        want = byte_intervals(load_capture(path), source=source)
+        got = byte_intervals(open_capture(path), source=source)
+        pd.testing.assert_frame_equal(got, want)
+        assert got.attrs == want.attrs

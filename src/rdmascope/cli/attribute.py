@@ -138,8 +138,8 @@ def command(capture, requests_log, fmt, offset, run, use_corrected, arrival_wind
     capture's time split into prefill / decode-only / idle.
     """
     from rdmascope.analysis.attribute import attribute
-    from rdmascope.analysis.load import load_capture
     from rdmascope.analysis.requestlogs import RequestLogError, align, read_request_log
+    from rdmascope.analysis.stream import open_capture
     from rdmascope.capture import CaptureError
 
     if capture is None:
@@ -150,7 +150,7 @@ def command(capture, requests_log, fmt, offset, run, use_corrected, arrival_wind
                                "one).")
     log_path = default_log(capture, requests_log, "--requests")
     try:
-        cap = load_capture(capture)
+        cap = open_capture(capture)  # intervals made segment by segment
         log = read_request_log(log_path, fmt, run=run)
         if len(offset) > 1 and len(offset) != len(log.runs):
             raise click.UsageError(f"--offset given {len(offset)} times but {log_path} holds "

@@ -80,8 +80,8 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
     from rdmascope.analysis import estimate as E
     from rdmascope.analysis.attribute import attribute
     from rdmascope.analysis.compare import compare, interfaces_used, run_facts
-    from rdmascope.analysis.load import load_capture
     from rdmascope.analysis.requestlogs import RequestLogError, align, read_request_log
+    from rdmascope.analysis.stream import open_capture
     from rdmascope.capture import CaptureError
     from rdmascope.cli.attribute import default_log
 
@@ -90,7 +90,7 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
             default_log(capture_b, requests_b, "--requests-b")]
     for cap_path in (capture_a, capture_b):
         try:
-            caps.append(load_capture(cap_path))
+            caps.append(open_capture(cap_path))  # intervals made segment by segment
         except (CaptureError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
     id_a, id_b = (c.meta.get("capture_id") for c in caps)

@@ -47,9 +47,9 @@ def summarize_capture(path: str) -> dict[str, Any]:
     need_q = not audit  # read brackets and sweep intervals are computed only without an audit
     rows = np.zeros(nc, np.int64)
     by_status: list[dict[int, int]] = [{} for _ in range(nc)]
-    rd = [ExactPercentiles() for _ in range(nc)] if need_q else []
+    rd = [ExactPercentiles(1 << 20) for _ in range(nc)] if need_q else []
     rd_max = [None] * nc
-    iv_pct = ExactPercentiles() if need_q else None
+    iv_pct = ExactPercentiles(1 << 20) if need_q else None
     iv_max = None
     t_lo = t_hi = None
     n_sweeps, first_sweep = 0, None
