@@ -334,8 +334,11 @@ def byte_intervals(capture: Capture, *, counters=None, source: str | None = "inf
     valid = r["valid"].to_numpy()
     sweep = r["sweep"].to_numpy()
     parts = []
-    for c in ids:
-        lo, hi = np.searchsorted(cid, c, "left"), np.searchsorted(cid, c, "right")
+    # every counter's row range at once, searched with keys of the column's own dtype (a Python
+    # int key made numpy convert the whole uint16 column on every call)
+    keys = np.asarray(ids, dtype=cid.dtype)
+    los, his = np.searchsorted(cid, keys, "left"), np.searchsorted(cid, keys, "right")
+    for c, lo, hi in zip(ids, los.tolist(), his.tolist(), strict=True):
         if hi - lo < 2:
             continue
         sl = slice(lo, hi)
@@ -749,6 +752,7 @@ def twin_links(capture: Capture, *, source: str | None = "infiniband") -> dict[s
 
 
 def iter_rebin_capture(path: str | os.PathLike, width_ns: int, *, origin_ns: int | None = None,
+                       start_ns: int | None = None, end_ns: int | None = None,
                        by: str | None = "series", source: str | None = "infiniband",
                        gap_factor: float = DEFAULT_GAP_FACTOR, max_gbps: float | None = None,
                        batch_rows: int = 1 << 20, progress: Callable[[int], None] | None = None,
@@ -758,7 +762,8 @@ def iter_rebin_capture(path: str | os.PathLike, width_ns: int, *, origin_ns: int
     Same result as ``rebin_with_quality(byte_intervals(load_capture(path)), ...)`` with the
     same origin, through ``stream.iter_windows``: one segment at a time, keeping only the windows
     not yet final (about one segment's), whatever the capture length. ``batch_rows`` is kept for
-    compatibility and ignored (a segment is the unit read). ``origin_ns``
+    compatibility and ignored (a segment is the unit read). ``start_ns``/``end_ns``: only the
+    windows overlapping this range, reading only the segments around it (``--from/--to``). ``origin_ns``
     defaults to the capture's start (manifest); ``gap_factor`` and ``max_gbps`` as
     ``byte_intervals``. ``progress`` is called with the intervals settled per segment (about
     its readings). Yields (bytes_df, quality_df) blocks in time order; concatenate them, or reduce
@@ -771,7 +776,8 @@ def iter_rebin_capture(path: str | os.PathLike, width_ns: int, *, origin_ns: int
         raise ValueError(f"window width must be a positive integer of ns, got {width_ns!r}")
     info = open_capture(path)
     origin = info.t_start_ns if origin_ns is None else int(origin_ns)
-    for _, b, q in iter_windows(info, [WindowGrid(int(width_ns), origin)], by=by, source=source,
+    grid = WindowGrid(int(width_ns), origin, start_ns, end_ns)
+    for _, b, q in iter_windows(info, [grid], by=by, source=source,
                                 gap_factor=gap_factor, max_gbps=max_gbps, progress=progress):
         yield b, q
 

@@ -357,3 +357,21 @@ def test_byte_intervals_of_capture_info_equal_loaded(tmp_path):
         got = byte_intervals(open_capture(path), source=source)
         pd.testing.assert_frame_equal(got, want)
         assert got.attrs == want.attrs
+
+
+def test_time_range_reads_only_the_segments_around_it(tmp_path):
+    from rdmascope.capture import iter_capture_tables
+
+    path = _edgy_capture(tmp_path / "c", roll_every=10)  # 20 segments of 10 sweeps
+    allf = [f.name for f, _ in iter_capture_tables(path)]
+    some = [f.name for f, _ in iter_capture_tables(path, start_ns=T0 + 55 * MS,
+                                                   end_ns=T0 + 75 * MS)]
+    assert len(allf) == 20 and 3 <= len(some) <= 5
+    # and what is read there gives the in-memory windows of the range
+    from rdmascope.analysis import rebin_capture
+
+    b, q = rebin_capture(path, MS, origin_ns=T0, start_ns=T0 + 55 * MS, end_ns=T0 + 75 * MS)
+    wb, wq = rebin_with_quality(byte_intervals(load_capture(path)), MS, origin_ns=T0,
+                                start_ns=T0 + 55 * MS, end_ns=T0 + 75 * MS)
+    pd.testing.assert_frame_equal(q, wq)
+    pd.testing.assert_frame_equal(b, wb, check_exact=False, rtol=1e-13)

@@ -110,6 +110,7 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
     try:
         with cli_errors(str(capture)), progress(length=max(total, 1), label="re-binning") as bar:
             for b, q in iter_rebin_capture(capture, width_ns, origin_ns=origin, by=by,
+                                           start_ns=start, end_ns=end,
                                            source=src, gap_factor=gap_factor,
                                            progress=lambda n: bar.update(n)):
                 idx = b.index.to_numpy()
@@ -241,6 +242,7 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
         blocks_b, blocks_q = [], []
         with progress(length=max(total, 1), label="re-binning") as bar:
             for b, q in iter_rebin_capture(capture, width_ns, origin_ns=origin, by=by,
+                                           start_ns=start, end_ns=end,
                                            source=src, gap_factor=gap_factor,
                                            progress=lambda n: bar.update(n)):
                 idx = b.index.to_numpy()
