@@ -230,3 +230,11 @@ def test_streamed_node_pass_matches_peak_table_and_rebin(cluster):
             assert pk[k] == pytest.approx(ref[k], rel=1e-9), k
         b = rebin(iv, MS, origin_ns=cap.t_start_ns)
         assert np.allclose(np.diff(ser.cum), np.nan_to_num(b.to_numpy()).sum(axis=1))
+
+
+def test_the_reference_can_be_the_node_without_emulation(tmp_path):
+    tr = simulate(make_scenario("single4k"), TrafficConfig(link=link_config("emulated100")))
+    truth = simulate_cluster(tmp_path, tr, ClusterSpec(nodes=3, misconfigured=0, seed=5))
+    res = cluster_summary([tmp_path / n["host"] for n in truth["nodes"]])
+    assert res.expect == "single" and res.failing == ["spark-01"]
+    assert res.verdicts["spark-02"].ok and res.verdicts["spark-02"].expect == "single"
