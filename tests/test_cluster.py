@@ -238,3 +238,16 @@ def test_the_reference_can_be_the_node_without_emulation(tmp_path):
     res = cluster_summary([tmp_path / n["host"] for n in truth["nodes"]])
     assert res.expect == "single" and res.failing == ["spark-01"]
     assert res.verdicts["spark-02"].ok and res.verdicts["spark-02"].expect == "single"
+
+
+def test_plot_cluster_kinds(cluster, tmp_path):
+    _, _, paths, _ = cluster
+    caps = list(map(str, paths[:3]))
+    r = CliRunner().invoke(main, ["plot", "cluster", *caps, "-o", str(tmp_path / "h.png")])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "h.png").stat().st_size > 10_000
+    r = CliRunner().invoke(main, ["plot", "cluster-zoom", *caps, "-o", str(tmp_path / "z.svg")])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "z.svg").read_text().count("spark-0") >= 3  # one legend entry per node
+    r = CliRunner().invoke(main, ["plot", "cluster", caps[0], "-o", str(tmp_path / "x.png")])
+    assert r.exit_code == 1 and "at least two hosts" in r.output

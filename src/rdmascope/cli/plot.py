@@ -25,6 +25,8 @@ KINDS = {
     "tokens": "figure 5: prefill-time increase vs prompt tokens, measured and estimated",
     "tp": "figure 6: projected TTFT increase vs TP size (from the estimate; no capture)",
     "devices": "per-device stacked traffic (the emulation check at a glance)",
+    "cluster": "several hosts of one run: nodes x time heatmap of 1 ms rates, prefill/decode",
+    "cluster-zoom": "several hosts of one run: every node's bursts, aligned (60 ms, --zoom)",
 }
 
 _HELP = "KIND is one of:\n\n" + "\n\n".join(f"\b\n  {k:14s} {v}" for k, v in KINDS.items())
@@ -101,6 +103,9 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
         _save(figures, fig, output, dpi)
         return
 
+    if kind in ("cluster", "cluster-zoom"):
+        _plot_cluster(kind, captures, request_logs, output, offset_s, zoom_ns, dpi, figures)
+        return
     need = 2 if kind in ("compare", "extra-prefill", "tokens") else 1
     if len(captures) < need:
         raise click.ClickException(f"`plot {kind}` needs {need} capture(s), got {len(captures)}")
@@ -158,6 +163,42 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
             fig = (R.figure_extra_prefill(cmp) if kind == "extra-prefill"
                    else R.figure_tokens(cmp))
     _save(figures, fig, output, dpi)
+
+
+def _plot_cluster(kind, captures, request_logs, output, offset_s, zoom_ns, dpi, figures) -> None:
+    """The run set's figures: the heatmap or the zoom (``analysis.cluster``, refined clocks)."""
+    from rdmascope.analysis.cluster import (
+        RunSetError,
+        aligned_rates,
+        cluster_summary,
+        zoom_window,
+    )
+    from rdmascope.analysis.requestlogs import RequestLogError
+    from rdmascope.capture import CaptureError
+    from rdmascope.cli.cluster import find_request_log
+
+    if len(captures) < 2:
+        raise click.ClickException(f"`plot {kind}` needs the captures of at least two hosts of "
+                                   f"one run, got {len(captures)}")
+    if len(request_logs) > 1:
+        raise click.ClickException("one request log (the benchmark client's) serves every node; "
+                                   "give --requests once")
+    log = request_logs[0] if request_logs else find_request_log(list(captures), None)[0]
+    click.echo(f"aligning {len(captures)} captures ...", err=True)
+    try:
+        res = cluster_summary(list(captures), requests=log, offset_s=offset_s)
+    except (RunSetError, RequestLogError, CaptureError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    if kind == "cluster":
+        ax = figures.plot_cluster_heatmap(aligned_rates(res), requests=res.requests,
+                                          origin_ns=res.span_ns[0])
+    else:
+        zw = zoom_window(res, span_ns=zoom_ns or 60 * 1_000_000)
+        if zw is None:
+            raise click.ClickException("no all-reduce burst to zoom on in these captures")
+        ax = figures.plot_cluster_zoom(aligned_rates(res, start_ns=zw[0], end_ns=zw[1]),
+                                       origin_ns=zw[0])
+    _save(figures, figures.figure_of(ax), output, dpi)
 
 
 def _save(figures, fig, output, dpi) -> None:
