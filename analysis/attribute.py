@@ -147,6 +147,43 @@ def assign_rounds(requests: pd.DataFrame, arrival_window_s: float = 1.0) -> pd.D
 # ------------------------------------------------------------------------------------------------
 
 
+class _MemoryRanges:
+    """The ranges attribution asks about, answered from a whole intervals frame in memory."""
+
+    def __init__(self, iv: pd.DataFrame, width_ns: int):
+        self.iv = iv
+        self.width_ns = int(width_ns)
+        self.fine_tx = None
+        self.origin = None
+        self.capacity = None
+
+    def has_intervals(self) -> bool:
+        return bool(len(self.iv))
+
+    def common_span(self) -> tuple[int, int]:
+        """The span every counter covers (counters are read at slightly different instants)."""
+        by_counter = self.iv.groupby("counter_id")
+        return int(by_counter["t0_ns"].min().max()), int(by_counter["t1_ns"].max().min())
+
+    def span(self) -> tuple[int, int]:
+        return int(self.iv["t0_ns"].min()), int(self.iv["t1_ns"].max())
+
+    def set_grid(self, origin: int, capacity: float) -> None:
+        from . import series
+
+        self.origin, self.capacity = int(origin), float(capacity)
+        fine = series.rebin(self.iv, self.width_ns, origin_ns=self.origin, by="direction")
+        self.fine_tx = fine["tx"] if "tx" in fine.columns else pd.Series(dtype=float)
+
+    def integrate(self, a, b, *, by: str, allow_partial: bool = False) -> pd.DataFrame:
+        from . import series
+
+        return series.integrate(self.iv, a, b, by=by, allow_partial=allow_partial)
+
+    def window_stats(self, a, b) -> tuple[np.ndarray, np.ndarray]:
+        return _window_stats(a, b, self.fine_tx, self.width_ns, self.capacity)
+
+
 def capacity_gbps(capture) -> float:
     """Return the port rate recorded in the capture's device records (Gb/s), else 200."""
     from .load import port_rates_gbps
@@ -253,10 +290,14 @@ def warmup_mask(rounds: pd.DataFrame, warmup_rounds: int) -> np.ndarray:
 def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
               arrival_window_s: float = 1.0, link_capacity_gbps: float | None = None,
               peak_width_ns: int = PEAK_WIDTH_NS, warmup_rounds: int = 0,
-              origin_ns: int | None = None, use_corrected: bool = False) -> Attribution:
+              origin_ns: int | None = None, use_corrected: bool = False,
+              _backend=None) -> Attribution:
     """Attribute a capture's traffic to the requests of an aligned request log.
 
-    ``capture``: a ``load.Capture``; ``log``: a ``RequestLog`` already placed on the capture's
+    ``capture``: a ``load.Capture``, or a ``stream.CaptureInfo`` (``stream.open_capture``),
+    which is then read in one pass over its segments with the same result in bounded memory
+    (``stream.RangeQueries``: the bytes of every window and the 1 ms peaks and bursts inside
+    them; memory grows with the requests, not the readings); ``log``: a ``RequestLog`` already placed on the capture's
     clock by ``requestlogs.align`` (a log still on its own clock is aligned here with defaults).
     ``intervals``: ``series.byte_intervals(capture)`` if already computed.
     ``link_capacity_gbps``: the capacity bursts are detected against (``bursts.detect_bursts``:
@@ -289,8 +330,28 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
         log = apply_fixes(log)
     if int(warmup_rounds) < 0:
         raise ValueError(f"warmup_rounds must be 0 or more, got {warmup_rounds!r}")
-    iv = intervals if intervals is not None else series.byte_intervals(capture)
-    if not len(iv):
+    streamed = intervals is None and not hasattr(capture, "readings")
+    if streamed and _backend is None:
+        # a capture on disk (stream.open_capture): a dry run records every range the
+        # attribution asks about, one pass over the segments answers them all, and the real
+        # run reads the answers (bounded memory: no reading and no interval is held)
+        from .stream import RangeQueries
+
+        origin0 = int(capture.t_start_ns) if origin_ns is None else int(origin_ns)
+        rq = RangeQueries(capture, origin_ns=origin0, width_ns=peak_width_ns,
+                          capacity_gbps=link_capacity_gbps or capacity_gbps(capture))
+        kw = dict(arrival_window_s=arrival_window_s, link_capacity_gbps=link_capacity_gbps,
+                  peak_width_ns=peak_width_ns, warmup_rounds=warmup_rounds,
+                  origin_ns=origin_ns, use_corrected=use_corrected)
+        attribute(capture, log, _backend=rq, **kw)
+        rq.run()
+        return attribute(capture, log, _backend=rq, **kw)
+    if _backend is None:
+        iv = intervals if intervals is not None else series.byte_intervals(capture)
+        be = _MemoryRanges(iv, peak_width_ns)
+    else:
+        be = _backend
+    if not be.has_intervals():
         raise ValueError(f"{capture.path}: no RDMA data counter intervals to attribute")
     req = log.ok.copy()
     for c in ("t_send_ns", "t_first_ns", "t_last_ns"):
@@ -305,8 +366,7 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
     # a request running past the capture's span is attributed over what was captured: its
     # windows are clipped to the readings (a window wholly outside them has no bytes: NaN)
     # (the span every counter covers: counters are read at slightly different instants)
-    by_counter = iv.groupby("counter_id")
-    lo_ns, hi_ns = int(by_counter["t0_ns"].min().max()), int(by_counter["t1_ns"].max().min())
+    lo_ns, hi_ns = be.common_span()
     windows = {"prefill": (np.clip(send, lo_ns, hi_ns), np.clip(first, lo_ns, hi_ns)),
                "decode": (np.clip(first, lo_ns, hi_ns), np.clip(last, lo_ns, hi_ns))}
     orig = {"prefill": (send, first), "decode": (first, last)}
@@ -318,8 +378,7 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
     # one window grid for every 1 ms peak (here, in the report's tables, cards and figures):
     # the capture start, the project's default origin (series.default_origin)
     origin = int(capture.t_start_ns) if origin_ns is None else int(origin_ns)
-    fine = series.rebin(iv, peak_width_ns, origin_ns=origin, by="direction")
-    fine_tx = fine["tx"] if "tx" in fine.columns else pd.Series(dtype=float)
+    be.set_grid(origin, cap_gbps)
 
     out = req[["request_id", "test", "round", "prompt_tokens", "output_tokens", "t_send_ns",
                "t_first_ns", "t_last_ns"]].copy()
@@ -327,16 +386,16 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
     links = series.twin_links(capture)
     long_parts = []
     for w, (a, b) in windows.items():
-        by_dir = series.integrate(iv, a, b, by="direction")
+        by_dir = be.integrate(a, b, by="direction")
         tx, rx = _dir_cols(by_dir)
         tx, rx = np.where(outside[w], np.nan, tx), np.where(outside[w], np.nan, rx)
         out[f"{w}_tx_bytes"] = tx
         out[f"{w}_rx_bytes"] = rx
         out[f"{w}_tx_gbps"] = _rate_gbps(tx, a, b)
-        peak, nb = _window_stats(a, b, fine_tx, peak_width_ns, cap_gbps)
+        peak, nb = be.window_stats(a, b)
         out[f"{w}_peak_tx_gbps"] = peak
         out[f"{w}_bursts"] = nb
-        by_series = series.integrate(iv, a, b, by="series")
+        by_series = be.integrate(a, b, by="series")
         if links:
             by_series = series.group_links(by_series, links)
         by_series.index = req["request_id"].to_numpy()
@@ -351,7 +410,7 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
         out["prefill_per_token_bytes"] = np.where(pt > 0, out["prefill_tx_bytes"] / pt, np.nan)
     by_series_df = pd.concat(long_parts, ignore_index=True)
 
-    rounds = _rounds(out, iv, fine_tx, peak_width_ns, cap_gbps)
+    rounds = _rounds(out, be)
     rounds["warmup"] = warmup_mask(rounds, warmup_rounds) if len(rounds) else []
     warm = set(zip(rounds.loc[rounds["warmup"], "test"], rounds.loc[rounds["warmup"], "round"],
                    strict=True)) if len(rounds) else set()
@@ -361,12 +420,12 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
     if len(tests):
         n_warm = rounds.groupby("test", sort=False)["warmup"].sum()
         tests.insert(2, "warmup_rounds", tests["test"].map(n_warm).astype("int64"))
-    t_lo = int(iv["t0_ns"].min())
-    t_hi = int(iv["t1_ns"].max())
+    t_lo, t_hi = be.span()
     timeline = classify_time(req, t_lo, t_hi)
     if len(timeline):
-        seg = series.integrate(iv, timeline["t0_ns"], timeline["t1_ns"], by="direction",
-                               allow_partial=True)
+        seg = be.integrate(timeline["t0_ns"].to_numpy(np.int64),
+                           timeline["t1_ns"].to_numpy(np.int64), by="direction",
+                           allow_partial=True)
         timeline["tx_bytes"], timeline["rx_bytes"] = _dir_cols(seg)
     classes = []
     total_s = (t_hi - t_lo) / 1e9
@@ -552,10 +611,8 @@ def implausible_request_notes(requests: pd.DataFrame,
     return notes
 
 
-def _rounds(req: pd.DataFrame, iv: pd.DataFrame, fine_tx: pd.Series, width_ns: int,
-            capacity: float) -> pd.DataFrame:
+def _rounds(req: pd.DataFrame, be) -> pd.DataFrame:
     """One row per (test, round): the round's timing and its prefill/decode bytes."""
-    from . import series
 
     rows = []
     for (test, rnd), g in req.groupby(["test", "round"], sort=False):
@@ -573,14 +630,13 @@ def _rounds(req: pd.DataFrame, iv: pd.DataFrame, fine_tx: pd.Series, width_ns: i
     if not len(r):
         return r
     a, m, b = (r[c].to_numpy(np.int64) for c in ("t_start_ns", "t_last_first_ns", "t_end_ns"))
-    pre = series.integrate(iv, a, m, by="direction")
-    dec = series.integrate(iv, m, b, by="direction")
+    pre = be.integrate(a, m, by="direction")
+    dec = be.integrate(m, b, by="direction")
     r["prefill_tx_bytes"], r["prefill_rx_bytes"] = _dir_cols(pre)
     r["decode_tx_bytes"], r["decode_rx_bytes"] = _dir_cols(dec)
     r["prefill_tx_gbps"] = _rate_gbps(r["prefill_tx_bytes"], a, m)
     r["decode_tx_gbps"] = _rate_gbps(r["decode_tx_bytes"], m, b)
-    r["prefill_peak_tx_gbps"], r["prefill_bursts"] = _window_stats(a, m, fine_tx, width_ns,
-                                                                   capacity)
+    r["prefill_peak_tx_gbps"], r["prefill_bursts"] = be.window_stats(a, m)
     pt = r["prompt_tokens"].to_numpy(dtype=float, na_value=np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         r["prefill_per_token_bytes"] = np.where(pt > 0, r["prefill_tx_bytes"] / pt, np.nan)

@@ -534,3 +534,197 @@ def byte_intervals_streamed(capture, *, counters=None, source: str | None = "inf
     out = _intervals_frame(pieces)
     out.attrs["t_start_ns"] = int(info.t_start_ns)
     return out
+
+
+def _edge_spans(info: CaptureInfo, source) -> dict[int, list[int]]:
+    """Per counter: [first interval start, last interval end], from the first and last files.
+
+    A counter's first interval starts at its first reading (a leading unreadable run is an
+    "unavailable" interval) and its last ends at its last reading (or one interval after its
+    last valid one): the segments at the two ends decide both.
+    """
+    spans: dict[int, list[int]] = {}
+    for at in (info.t_start_ns, info.t_end_ns):
+        for parts, _ in iter_intervals(info, source=source, start_ns=at, end_ns=at):
+            for c, iv in parts.items():
+                if not len(iv["t0_ns"]):
+                    continue
+                sp = spans.setdefault(c, [int(iv["t0_ns"][0]), int(iv["t1_ns"][-1])])
+                sp[0] = min(sp[0], int(iv["t0_ns"][0]))
+                sp[1] = max(sp[1], int(iv["t1_ns"][-1]))
+    return spans
+
+
+class RangeQueries:
+    """Bytes in many ranges and the 1 ms peaks and bursts inside them, in one pass (attribute).
+
+    Used twice around one ``run``: first every ``integrate`` / ``window_stats`` call is recorded
+    (answers are placeholders of the right shape), then ``run`` reads the capture once, segment
+    by segment, and the same calls in the same order get the real answers: those of
+    ``series.integrate`` and ``attribute._window_stats`` on the whole capture. A range's bytes
+    are summed over the segments it crosses (each segment's intervals evaluated on the part of
+    the range inside them); the 1 ms windows of ``series.rebin(by="direction")`` stream by, and
+    each range keeps a running peak and a burst detector (``bursts._BurstStream``) over the
+    windows lying wholly inside it. Memory grows with the number of ranges, not the readings.
+    """
+
+    def __init__(self, capture, *, origin_ns: int, width_ns: int, capacity_gbps: float,
+                 source: str = "infiniband"):
+        self.info = _info(capture)
+        self.source = source
+        self.width_ns = int(width_ns)
+        self.origin = int(origin_ns)
+        self.capacity = float(capacity_gbps)
+        self.spans = _edge_spans(self.info, source)
+        self.queries: list[tuple] = []
+        self.answers: list | None = None
+        self.cursor = 0
+
+    # -- what attribute asks ----------------------------------------------------------------
+
+    def has_intervals(self) -> bool:
+        return bool(self.spans)
+
+    def common_span(self) -> tuple[int, int]:
+        return (max(s[0] for s in self.spans.values()), min(s[1] for s in self.spans.values()))
+
+    def span(self) -> tuple[int, int]:
+        return (min(s[0] for s in self.spans.values()), max(s[1] for s in self.spans.values()))
+
+    def set_grid(self, origin: int, capacity: float) -> None:
+        if int(origin) != self.origin or float(capacity) != self.capacity:
+            raise ValueError("RangeQueries: grid origin or capacity changed between runs")
+
+    def _ask(self, q: tuple):
+        if self.answers is None:
+            self.queries.append(q)
+            return None
+        k = self.cursor
+        self.cursor += 1
+        old = self.queries[k]
+        if old[0] != q[0] or not (np.array_equal(old[1], q[1]) and np.array_equal(old[2], q[2])):
+            raise RuntimeError("RangeQueries: the second run asked different ranges")
+        return self.answers[k]
+
+    def integrate(self, a, b, *, by: str, allow_partial: bool = False) -> pd.DataFrame:
+        a = np.asarray(a, dtype=np.int64).ravel()
+        b = np.asarray(b, dtype=np.int64).ravel()
+        got = self._ask(("integrate", a, b, by, allow_partial))
+        if got is not None:
+            return got
+        cdf = self.info.counters
+        cols = list(dict.fromkeys(cdf.at[c, by] for c in sorted(self.spans)))
+        out = pd.DataFrame(np.full((len(a), len(cols)), np.nan), columns=cols)
+        out.columns.name = by
+        return out
+
+    def window_stats(self, a, b) -> tuple[np.ndarray, np.ndarray]:
+        a = np.asarray(a, dtype=np.int64).ravel()
+        b = np.asarray(b, dtype=np.int64).ravel()
+        got = self._ask(("stats", a, b))
+        if got is not None:
+            return got
+        return np.full(len(a), np.nan), np.zeros(len(a), np.int64)
+
+    # -- the pass ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Answer every recorded query in one pass over the capture."""
+        from .bursts import _BurstStream
+        from .series import _combine
+
+        cdf = self.info.counters
+        integ = [(k, q) for k, q in enumerate(self.queries) if q[0] == "integrate"]
+        stats = [(k, q) for k, q in enumerate(self.queries) if q[0] == "stats"]
+        acc: dict[int, dict[int, list[np.ndarray]]] = {k: {} for k, _ in integ}
+        first: dict[int, int] = {}
+        last: dict[int, int] = {}
+
+        def on_parts(parts):
+            for c, iv in parts.items():
+                if not len(iv["t0_ns"]):
+                    continue
+                first.setdefault(c, int(iv["t0_ns"][0]))
+                last[c] = int(iv["t1_ns"][-1])
+                cnt = _Counter(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])
+                c0, c1 = int(cnt.t0[0]), int(cnt.t1[-1])
+                for k, (_, a, b, _by, _p) in integ:
+                    idx = np.flatnonzero((a < c1) & (b > c0))
+                    if not len(idx):
+                        continue
+                    aa = np.maximum(a[idx], c0)
+                    bb = np.minimum(b[idx], c1)
+                    byt, nan, gap, cov = cnt.windows(aa, bb)
+                    x = acc[k].get(c)
+                    if x is None:
+                        n = len(a)
+                        x = acc[k][c] = [np.zeros(n), np.zeros(n, np.int64),
+                                         np.zeros(n, np.int64), np.zeros(n, np.int64)]
+                    x[0][idx] += byt
+                    x[1][idx] += nan
+                    x[2][idx] += gap
+                    x[3][idx] += cov
+
+        peak = {k: np.full(len(q[1]), np.nan) for k, q in stats}
+        det: dict[tuple[int, int], _BurstStream] = {}
+        w = self.width_ns
+        enter, leave = 0.25 * self.capacity, 0.10 * self.capacity
+        grid = WindowGrid(w, self.origin)
+        for _, bb, _q in iter_windows(self.info, [grid], by="direction", source=self.source,
+                                      on_parts=on_parts):
+            if "tx" not in bb.columns or not len(bb):
+                continue
+            t = bb.index.to_numpy()
+            v = bb["tx"].to_numpy(np.float64)
+            rate = v * 8.0 / w
+            t_lo, t_hi = int(t[0]), int(t[-1]) + w
+            for k, (_, a, b) in stats:
+                idx = np.flatnonzero((a < t_hi) & (b > t_lo))
+                if not len(idx):
+                    continue
+                lo = np.searchsorted(t, a[idx], "left")
+                hi = np.searchsorted(t + w, b[idx], "right")
+                for i, s0, s1 in zip(idx.tolist(), lo.tolist(), hi.tolist(), strict=True):
+                    if s1 <= s0:
+                        continue
+                    seg = rate[s0:s1]
+                    if np.isfinite(seg).any():
+                        m = float(np.nanmax(seg))
+                        peak[k][i] = m if np.isnan(peak[k][i]) else max(peak[k][i], m)
+                    d = det.get((k, i))
+                    if d is None:
+                        d = det[(k, i)] = _BurstStream(w, enter, leave)
+                    d.add(t[s0:s1], v[s0:s1])
+        answers: list = [None] * len(self.queries)
+        for k, (_, a, _b) in stats:
+            nb = np.zeros(len(a), np.int64)
+            for (kk, i), d in det.items():
+                if kk == k:
+                    nb[i] = len(d.finish())
+            answers[k] = (peak[k], nb)
+        for k, (_, a, b, by, allow_partial) in integ:
+            width = b - a
+
+            def parts(k=k, a=a, width=width, by=by, allow_partial=allow_partial):
+                for c in sorted(first):
+                    x = acc[k].get(c) or [np.zeros(len(a)), np.zeros(len(a), np.int64),
+                                          np.zeros(len(a), np.int64),
+                                          np.zeros(len(a), np.int64)]
+                    byt, nan, gap, cov = x
+                    # a zero-length range inside the readings holds 0 bytes (covered), not NaN
+                    cov = np.where((width == 0) & (a >= first[c]) & (a <= last[c]), 1, cov)
+                    if allow_partial:
+                        cov = np.where(cov > 0, np.maximum(cov, width), cov)
+                    yield cdf.at[c, by], (byt, nan, gap, cov)
+
+            out, _ = _combine(parts(), width, pd.RangeIndex(len(a)), partial_nan=True)
+            out.columns.name = by
+            answers[k] = out
+        self.answers = answers
+        self.cursor = 0
+        # the two ends of the capture decided the attribution's span; the pass saw them all
+        spans = {c: [first[c], last[c]] for c in first}
+        if spans != self.spans:
+            raise RuntimeError(f"{self.info.path}: a counter's first or last interval lies "
+                               "outside the capture's first and last segments; attribute it "
+                               "from a loaded capture (load_capture)")

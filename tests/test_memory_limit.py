@@ -1,4 +1,4 @@
-"""Each streaming command runs on a capture under an address-space limit the old code exceeds.
+"""Each streaming command (inspect, rates, peaks, bursts, verify-emulation, attribute) runs on a capture under an address-space limit the old code exceeds.
 
 The limit (``resource.setrlimit(RLIMIT_AS)``) is set inside a child process, with one BLAS/OpenMP
 thread, the system allocator for Arrow and two malloc arenas, so that the process's virtual size
@@ -76,6 +76,7 @@ def test_old_path_exceeds_the_limit(capture):
     ["peaks", "{cap}", "--group", "twins", "--uncertainty"],
     ["bursts", "{cap}", "--json", "--group", "twins"],
     ["verify-emulation", "{cap}", "--json"],
+    ["attribute", "{cap}", "--json"],
 ])
 def test_command_runs_under_the_limit(capture, args):
     r = _cli([a.format(cap=capture) for a in args])

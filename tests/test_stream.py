@@ -375,3 +375,49 @@ def test_time_range_reads_only_the_segments_around_it(tmp_path):
                                 start_ns=T0 + 55 * MS, end_ns=T0 + 75 * MS)
     pd.testing.assert_frame_equal(q, wq)
     pd.testing.assert_frame_equal(b, wb, check_exact=False, rtol=1e-13)
+
+
+def _attr_equal(got, want):
+    for name in ("requests", "by_series", "rounds", "tests", "timeline", "time_classes"):
+        g, w = getattr(got, name), getattr(want, name)
+        pd.testing.assert_frame_equal(g, w, check_exact=False, rtol=1e-9, obj=name)
+    assert got.summary == want.summary
+    assert got.notes == want.notes
+
+
+def test_attribute_streamed_equals_in_memory(tmp_path):
+    from rdmascope.analysis.attribute import attribute
+    from rdmascope.analysis.requestlogs import align, read_request_log
+
+    path = _bench_capture(tmp_path, seconds=40, segment_s=3)
+    cap = load_capture(path)
+    log = align(read_request_log(path / "requests.jsonl"), cap)
+    want = attribute(cap, log)
+    info = open_capture(path)
+    got = attribute(info, align(read_request_log(path / "requests.jsonl"), info))
+    assert want.requests["prefill_tx_bytes"].notna().all()
+    assert (want.requests["prefill_bursts"] > 0).all()
+    _attr_equal(got, want)
+
+
+def test_attribute_streamed_equals_in_memory_edgy(tmp_path):
+    import json
+
+    from rdmascope.analysis.attribute import attribute
+    from rdmascope.analysis.requestlogs import align, read_request_log
+
+    path = _edgy_capture(tmp_path / "c", roll_every=9, n=260)
+    log_path = tmp_path / "req.jsonl"
+    with open(log_path, "w") as f:
+        for i, (s, fst, lst) in enumerate([(2, 15, 40), (14, 30, 95), (50, 61, 150),
+                                           (118, 121, 200), (200, 230, 266)]):
+            f.write(json.dumps({"request_id": f"r{i}", "t_send": (T0 + s * MS) / 1e9,
+                                "t_first_token": (T0 + fst * MS) / 1e9,
+                                "t_last_token": (T0 + lst * MS) / 1e9, "prompt_tokens": 100,
+                                "output_tokens": 10, "test": "P1", "round": 1,
+                                "clock": "CLOCK_MONOTONIC"}) + "\n")
+    cap = load_capture(path)
+    want = attribute(cap, align(read_request_log(log_path), cap), link_capacity_gbps=1.0)
+    info = open_capture(path)
+    got = attribute(info, align(read_request_log(log_path), info), link_capacity_gbps=1.0)
+    _attr_equal(got, want)
