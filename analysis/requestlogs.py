@@ -436,7 +436,8 @@ def _run_label(k: int, d: dict) -> dict[str, Any]:
     return {"run": k, "label": text, "meta": meta}
 
 
-def check_itls(ttft_s: float, itls_s: list[float], output_tokens: int | None):
+def check_itls(ttft_s: float, itls_s: list[float], output_tokens: int | None,
+               latency_s: float | None = None):
     """Check a vLLM-style (TTFT, ITL list, output tokens) triple against itself.
 
     A stream of n output tokens has its first token at TTFT and at most n - 1 later chunks, so
@@ -450,27 +451,41 @@ def check_itls(ttft_s: float, itls_s: list[float], output_tokens: int | None):
       that carried no token (a role-only delta, vLLM issue 15106), and the first ITL is the real
       wait for the first token. Corrected: TTFT + first ITL, the ITLs without that entry.
 
+    A second check, by sums: with the E2E latency stored (``latency_s``, send to end of stream),
+    TTFT + sum(ITLs) is the last chunk's arrival and cannot exceed it (1 ms allowed for float
+    sums). A repeated TTFT breaks it by the TTFT; a TTFT at a non-token chunk keeps it.
+
     Returns ``(note, kind, corrected_ttft_s, corrected_itls_s)``, or ``None`` when the values
-    agree (or cannot be checked: fewer than 2 ITLs or the output tokens unknown). ``kind`` is
-    "ttft-repeated" or "ttft-at-non-token-chunk".
+    agree (or cannot be checked: fewer than 2 ITLs or the output tokens unknown, and no
+    latency). ``kind`` is "ttft-repeated", "ttft-at-non-token-chunk" (both corrected),
+    "itl-count" or "itl-sum" (named, not corrected: no known cause matches).
     """
+    over = ""
+    if latency_s is not None and itls_s:
+        total = float(ttft_s) + float(np.sum(itls_s))
+        if total > latency_s + 1e-3:
+            over = (f"; TTFT + sum of ITLs ({total:.6f} s) exceeds the stored E2E latency "
+                    f"({latency_s:.6f} s) by {total - latency_s:.6f} s")
     if output_tokens is None or len(itls_s) < 2 or len(itls_s) < output_tokens:
+        if over:
+            return (over[2:] + ": the ITLs hold time that is not between two chunks; values "
+                    "kept as stored", "itl-sum", None, None)
         return None
     first, rest = float(itls_s[0]), [float(x) for x in itls_s[1:]]
     med = float(np.median(rest))
     head = (f"{len(itls_s)} ITLs for {output_tokens} output tokens (at most "
             f"{max(output_tokens - 1, 0)} expected)")
     if abs(first - ttft_s) <= 1e-6:
-        return (f"{head}: the first ITL ({first:.6f} s) repeats the TTFT (the TTFT stored as an "
-                "ITL too, vLLM issue 7242 / llmperf); corrected: that entry dropped",
-                "ttft-repeated", ttft_s, rest)
+        return (f"{head}{over}: the first ITL ({first:.6f} s) repeats the TTFT (the TTFT "
+                "stored as an ITL too, vLLM issue 7242 / llmperf); corrected: that entry "
+                "dropped", "ttft-repeated", ttft_s, rest)
     if med > 0 and first > FIRST_ITL_RATIO * med:
-        return (f"{head}, and the first ITL ({first:.6f} s) is {first / med:.0f}x the median of "
-                f"the others ({med:.6f} s): the TTFT ({ttft_s:.6f} s) looks taken at a chunk "
-                "without a token (vLLM issue 15106); corrected TTFT = TTFT + first ITL = "
-                f"{ttft_s + first:.6f} s", "ttft-at-non-token-chunk", ttft_s + first, rest)
-    return (f"{head}: one ITL is not a gap between two token chunks; no known cause matches, "
-            "values kept as stored", "itl-count", None, None)
+        return (f"{head}{over}, and the first ITL ({first:.6f} s) is {first / med:.0f}x the "
+                f"median of the others ({med:.6f} s): the TTFT ({ttft_s:.6f} s) looks taken at "
+                "a chunk without a token (vLLM issue 15106); corrected TTFT = TTFT + first ITL "
+                f"= {ttft_s + first:.6f} s", "ttft-at-non-token-chunk", ttft_s + first, rest)
+    return (f"{head}{over}: one ITL is not a gap between two token chunks; no known cause "
+            "matches, values kept as stored", "itl-count", None, None)
 
 
 def _read_vllm(path: Path, data: dict, *, run: int = 1, n_runs: int = 1, tool: str = "vllm"):
@@ -560,7 +575,8 @@ def _read_vllm(path: Path, data: dict, *, run: int = 1, n_runs: int = 1, tool: s
             raise RequestLogError(path, f"{ctx}missing: neither latencies nor itls to place the "
                                         "last token", row=row, field="latencies")
         check, fix = "", None
-        found = check_itls(ttft, gaps, output) if gaps is not None else None
+        lat = _num(path, row, lat_key, arrays[lat_key][i]) if lat_key else None
+        found = check_itls(ttft, gaps, output, lat) if gaps is not None else None
         if found is not None:
             check, kind, ttft2, gaps2 = found
             if ttft2 is not None:

@@ -246,6 +246,12 @@ def test_kind2_stored_values_checked_against_themselves(cap, ref):
     note, kind, t, g = check_itls(1.0, [0.02] * 16, 16)
     assert kind == "itl-count" and t is None and "no known cause" in note
     assert check_itls(1.0, [1.0] + [0.02] * 15, 16)[1] == "ttft-repeated"
+    # by sums: TTFT + ITLs beyond the stored E2E latency
+    assert check_itls(1.0, [0.02] * 15, 16, latency_s=1.3 + 0.0005) is None
+    note, kind, t, _ = check_itls(1.0, [0.02] * 15, 16, latency_s=1.2)
+    assert kind == "itl-sum" and t is None and "exceeds the stored E2E latency" in note
+    assert "exceeds the stored E2E latency" in p1["check"]  # the repeated TTFT breaks the sum
+    assert "exceeds" not in p2["check"]  # a TTFT at a role-only chunk keeps it
     assert check_itls(1.0, [0.5] + [0.02] * 15, 16)[2] == pytest.approx(1.5)
 
 
