@@ -187,49 +187,65 @@ def open_run_set(paths, *, reference: str | None = None, t_end_ns: dict | None =
 
 @dataclass
 class NodeSeries:
-    """A node's RDMA bytes per 1 ms window on its own clock (all devices, tx + rx and tx only).
+    """A node's RDMA bytes per window on its own clock (all devices; tx and rx).
 
-    ``edges_ns``: window edges (n + 1,), own CLOCK_MONOTONIC; ``cum``/``cum_tx``: cumulative bytes
-    at the edges (unknown windows count 0 and are counted in ``n_unknown``).
+    Windows are regular: edge k at ``start_ns + k x width_ns`` (k = 0..n, ``edges_ns``).
+    ``cum_tx``/``cum_rx``: cumulative bytes at the edges (float64, n + 1; unknown windows count
+    0 and are counted in ``n_unknown``); ``cum`` = both. Memory: 16 bytes per window.
     """
 
-    edges_ns: np.ndarray
-    cum: np.ndarray
+    start_ns: int
     cum_tx: np.ndarray
     cum_rx: np.ndarray
     n_unknown: int
     width_ns: int
 
+    @property
+    def edges_ns(self) -> np.ndarray:
+        return self.start_ns + np.arange(len(self.cum_tx), dtype=np.int64) * self.width_ns
+
+    @property
+    def cum(self) -> np.ndarray:
+        return self.cum_tx + self.cum_rx
+
+    def _interp(self, c: np.ndarray, t_ns) -> np.ndarray:
+        pos = (np.asarray(t_ns, dtype=np.int64) - self.start_ns).astype(np.float64) / self.width_ns
+        pos = np.clip(pos, 0.0, len(c) - 1.0)
+        k = np.minimum(pos.astype(np.int64), len(c) - 2) if len(c) > 1 else np.zeros(
+            pos.shape, np.int64)
+        if len(c) < 2:
+            return np.full(pos.shape, c[0] if len(c) else 0.0)
+        return c[k] + (pos - k) * (c[k + 1] - c[k])
+
     def cum_at(self, t_ns, which: str = "all") -> np.ndarray:
-        """Cumulative bytes ("all" | "tx" | "rx") at own-clock instants, linear in windows."""
-        c = {"all": self.cum, "tx": self.cum_tx, "rx": self.cum_rx}[which]
-        return np.interp((np.asarray(t_ns, dtype=np.int64) - self.edges_ns[0]).astype(
-            np.float64), (self.edges_ns - self.edges_ns[0]).astype(np.float64), c)
+        """Cumulative bytes ("all" | "tx" | "rx") at own-clock instants, linear in windows
+        (held at the first/last edge outside)."""
+        if which == "all":
+            return self._interp(self.cum_tx, t_ns) + self._interp(self.cum_rx, t_ns)
+        return self._interp(self.cum_tx if which == "tx" else self.cum_rx, t_ns)
 
     def rate_at(self, grid_ns: np.ndarray, *, tx: bool = False) -> np.ndarray:
         """Bytes between consecutive instants of ``grid_ns`` (own clock), linear inside windows."""
-        c = np.interp((grid_ns - self.edges_ns[0]).astype(np.float64),
-                      (self.edges_ns - self.edges_ns[0]).astype(np.float64),
-                      self.cum_tx if tx else self.cum)
-        return np.diff(c)
+        return np.diff(self.cum_at(grid_ns, "tx" if tx else "all"))
 
 
 def node_series(bytes_df: pd.DataFrame, width_ns: int) -> NodeSeries:
-    """Build a ``NodeSeries`` from ``rebin`` output (index window start, columns "<dev>/<dir>")."""
+    """Build a ``NodeSeries`` from ``rebin`` output (index: consecutive window starts, columns
+    "<dev>/<dir>")."""
     t = bytes_df.index.to_numpy(np.int64)
     b = bytes_df.to_numpy(np.float64)
     unknown = np.isnan(b).any(axis=1)
     b = np.nan_to_num(b)
     tx_cols = [i for i, c in enumerate(bytes_df.columns) if str(c).endswith("/tx")]
     rx_cols = [i for i, c in enumerate(bytes_df.columns) if str(c).endswith("/rx")]
-    tot = b.sum(axis=1)
     tx = b[:, tx_cols].sum(axis=1) if tx_cols else np.zeros(len(t))
     rx = b[:, rx_cols].sum(axis=1) if rx_cols else np.zeros(len(t))
-    edges = np.concatenate([t, [t[-1] + width_ns]]) if len(t) else np.zeros(1, np.int64)
-    return NodeSeries(edges_ns=edges, cum=np.concatenate([[0.0], np.cumsum(tot)]),
+    if len(t) > 1 and (np.diff(t) != width_ns).any():
+        raise ValueError("windows must be consecutive and of the given width")
+    return NodeSeries(start_ns=int(t[0]) if len(t) else 0,
                       cum_tx=np.concatenate([[0.0], np.cumsum(tx)]),
                       cum_rx=np.concatenate([[0.0], np.cumsum(rx)]),
-                      n_unknown=int(unknown.sum()), width_ns=width_ns)
+                      n_unknown=int(unknown.sum()), width_ns=int(width_ns))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -570,8 +586,9 @@ def _cross(s: NodeSeries, th: np.ndarray) -> np.ndarray:
     """Own-clock instants where the (non-decreasing) cumulative tx bytes first reach ``th``."""
     k = np.clip(np.searchsorted(s.cum_tx, th, side="left"), 1, len(s.cum_tx) - 1)
     c0, c1 = s.cum_tx[k - 1], s.cum_tx[k]
+    e0 = s.start_ns + (k - 1) * s.width_ns
     f = np.divide(th - c0, c1 - c0, out=np.zeros_like(th), where=c1 > c0)
-    return s.edges_ns[k - 1] + f * (s.edges_ns[k] - s.edges_ns[k - 1])
+    return e0 + f * s.width_ns
 
 
 def burst_timing(rs: RunSet, series: list[NodeSeries], *, capacity_gbps: float,
@@ -614,9 +631,8 @@ def burst_timing(rs: RunSet, series: list[NodeSeries], *, capacity_gbps: float,
     z = np.minimum(e0 + 2 * MS, (e0 + next_start) // 2)
     rows = []
     for n, s in zip(rs.nodes, series, strict=True):
-        rel = (s.edges_ns - s.edges_ns[0]).astype(np.float64)
-        ca = np.interp((n.from_ref(a) - s.edges_ns[0]).astype(np.float64), rel, s.cum_tx)
-        cz = np.interp((n.from_ref(z) - s.edges_ns[0]).astype(np.float64), rel, s.cum_tx)
+        ca = s.cum_at(n.from_ref(a), "tx")
+        cz = s.cum_at(n.from_ref(z), "tx")
         t_lo = _cross(s, ca + lo_frac * (cz - ca)) + n.offset_ns
         t_hi = _cross(s, ca + hi_frac * (cz - ca)) + n.offset_ns
         ok = cz - ca > 0
@@ -802,7 +818,7 @@ def cluster_summary(paths, *, requests: str | os.PathLike | None = None,
             t0 = n.from_ref(log_df["t_send_ns"].to_numpy(np.int64))
             t1 = n.from_ref(log_df["t_last_ns"].to_numpy(np.int64))
             by = s.cum_at(t1, "tx") - s.cum_at(t0, "tx")
-            inside = (t0 >= s.edges_ns[0]) & (t1 <= s.edges_ns[-1])
+            inside = (t0 >= s.start_ns) & (t1 <= s.start_ns + (len(s.cum_tx) - 1) * s.width_ns)
             by = np.where(inside, by, np.nan)
             row["requests"] = int(np.isfinite(by).sum())
             row["bytes_per_request"] = float(np.nanmean(by)) if np.isfinite(by).any() else np.nan
