@@ -607,8 +607,9 @@ def _json_sequence(path: Path, text: str) -> list[tuple[int, Any]]:
         try:
             v, end = dec.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
-            raise RequestLogError(path, f"malformed JSON ({exc.msg})",
-                                  row=text.count("\n", 0, exc.pos) + 1) from exc
+            at = text.count("\n", 0, exc.pos) + 1
+            raise RequestLogError(path, f"malformed JSON ({exc.msg}, line {at}) in the value "
+                                        f"starting on line {line}", row=line) from exc
         out.append((line, v))
         pos = end
 
@@ -643,7 +644,7 @@ def _read_runs(path: Path, text: str, tool: str):
         runs.append(_run_label(k, d))
     if len(clocks) > 1:
         raise RequestLogError(path, "runs use different clocks (some have start_times, some do "
-                                    "not); pick one with --run", field="start_times")
+                                    "not); split the file, one run per file", field="start_times")
     if len(runs) > 1:
         notes.insert(0, f"{len(runs)} runs in one file: " + "; ".join(r["label"] for r in runs))
     return records, clocks.pop(), notes, runs

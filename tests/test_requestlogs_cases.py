@@ -466,3 +466,16 @@ def test_inference_perf_reasoning_chunk_times(cap, ref, tmp_path):
     assert r["ttft_answer_s"] == pytest.approx(ref["P2"]["ttft_s"] + 6 * step, abs=1e-6)
     assert r["token_source"].startswith("server usage completion_tokens")
     assert r["n_chunks"] == 16
+
+
+def test_appended_runs_bad_input_names_the_run_line(tmp_path):
+    good = (CASES / "R7a_M1.jsonl").read_text().splitlines()[0]
+    p = tmp_path / "runs.jsonl"
+    p.write_text(good + "\n" + '{"ttfts": [1' + "\n")
+    with pytest.raises(RequestLogError, match="value starting on line 2") as ei:
+        read_request_log(p)
+    assert ei.value.row == 2
+    p.write_text(good + "\n[1, 2]\n")
+    with pytest.raises(RequestLogError, match="expected a JSON object per run") as ei:
+        read_request_log(p)
+    assert ei.value.row == 2
