@@ -348,6 +348,45 @@ MS_NS = 1_000_000
 DEFAULT_WINDOWS_NS = (1 * MS_NS, 5 * MS_NS, 100 * MS_NS)
 
 
+def _info_of(capture):
+    """A ``stream.CaptureInfo`` of a capture (loaded or not), for the streaming functions."""
+    from .stream import CaptureInfo, open_capture
+
+    return capture if isinstance(capture, CaptureInfo) else open_capture(capture.path)
+
+
+def _flag_counts(cfg) -> pd.Series:
+    """The RDMA intervals' flags with their counts, as ``intervals["flag"].value_counts()``
+    (most frequent first; ties in the order they first occur, counter by counter)."""
+    if not cfg.streamed:
+        return cfg.intervals["flag"].astype(str).value_counts()
+    from .series import FLAGS
+    from .stream import iter_intervals
+
+    counts: dict[int, np.ndarray] = {}
+    first: dict[tuple[int, int], int] = {}
+    seen: dict[int, int] = {}
+    for parts, _ in iter_intervals(_info_of(cfg.capture)):
+        for c, iv in parts.items():
+            f = iv["flag"]
+            if not len(f):
+                continue
+            counts.setdefault(c, np.zeros(len(FLAGS), np.int64))
+            n = np.bincount(f, minlength=len(FLAGS))
+            for code in np.flatnonzero(n):
+                if (c, int(code)) not in first:
+                    first[(c, int(code))] = seen.get(c, 0) + int(np.argmax(f == code))
+            counts[c] += n
+            seen[c] = seen.get(c, 0) + len(f)
+    total = np.zeros(len(FLAGS), np.int64)
+    for n in counts.values():
+        total += n
+    order = sorted({code for (_, code) in first},
+                   key=lambda code: min(k for k in first if k[1] == code))
+    out = pd.Series({FLAGS[k]: int(total[k]) for k in order}, dtype="int64")
+    return out.sort_values(ascending=False, kind="stable")
+
+
 @dataclass
 class Configuration:
     """One configuration: a capture, its byte intervals, and its request log on the capture clock.
@@ -357,13 +396,53 @@ class Configuration:
     """
 
     label: str
-    capture: Any  # rdmascope.analysis.load.Capture
-    intervals: pd.DataFrame
+    capture: Any  # rdmascope.analysis.load.Capture or stream.CaptureInfo
+    #: the byte intervals; None: made from the segments only if something asks for them (the
+    #: report's own tables and figures stream, so a day-long capture is never held)
+    intervals: pd.DataFrame | None = field(repr=False, compare=False)
     log: Any = None  # rdmascope.analysis.requestlogs.RequestLog (aligned)
     requests: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: the window grid's origin (int64 ns); None: the capture start (see ``window_origin``)
     origin_ns: int | None = None
     _checks: tuple | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.intervals is None:
+            del self.__dict__["intervals"]  # made on first access (__getattr__)
+
+    def __getattr__(self, name: str):
+        if name == "intervals":
+            from .series import byte_intervals
+
+            iv = byte_intervals(self.capture)
+            self.__dict__["intervals"] = iv
+            return iv
+        raise AttributeError(name)
+
+    @property
+    def streamed(self) -> bool:
+        """True when the intervals are not in memory (the capture is read segment by segment)."""
+        return "intervals" not in self.__dict__
+
+    def data_span(self, direction: str | None = None) -> tuple[int, int]:
+        """[first interval start, last interval end] of the RDMA counters (of ``direction``)."""
+        if not self.streamed:
+            iv = self.intervals
+            if direction is not None:
+                iv = iv[iv["direction"] == direction]
+            if not len(iv):
+                raise ValueError(f"{self.capture.path}: no {direction} data counters")
+            return int(iv["t0_ns"].min()), int(iv["t1_ns"].max())
+        from .stream import _edge_spans
+
+        sp = self.__dict__.get("_spans")
+        if sp is None:
+            sp = self.__dict__["_spans"] = _edge_spans(_info_of(self.capture), "infiniband")
+        cdf = self.capture.counters
+        got = [v for c, v in sp.items() if direction is None or cdf.at[c, "direction"] == direction]
+        if not got:
+            raise ValueError(f"{self.capture.path}: no {direction} data counters")
+        return min(v[0] for v in got), max(v[1] for v in got)
 
     def emulation_checks(self):
         """Return (single, both): ``verify.verify_emulation`` with expect "single", then "both"
@@ -442,13 +521,11 @@ def load_configuration(capture_path: str | os.PathLike, request_logs=(), *,
     ``align`` raise (errors name the file, row and field).
     """
     from .requestlogs import align, read_request_log
-    from .series import byte_intervals
-    from .stream import open_capture
+    from .stream import _edge_spans, open_capture
 
-    # the manifest only: the intervals are made segment by segment (never every reading)
+    # the manifest only: tables and figures stream the segments (never every reading)
     cap = open_capture(capture_path)
-    iv = byte_intervals(cap)
-    if not len(iv):
+    if not _edge_spans(cap, "infiniband"):
         raise ValueError(f"{capture_path}: no RDMA data counter intervals (fewer than two valid "
                          "readings of port_xmit_data/port_rcv_data)")
     logs = [align(read_request_log(p, log_format), cap, offset_s) for p in request_logs]
@@ -459,7 +536,7 @@ def load_configuration(capture_path: str | os.PathLike, request_logs=(), *,
             reqs[c] = reqs[c].astype("int64")
         reqs = reqs.sort_values("t_send_ns", kind="stable").reset_index(drop=True)
     origin = None if origin_s is None else int(cap.t_start_ns) + int(round(origin_s * 1e9))
-    return Configuration(label=label or _label_of(cap), capture=cap, intervals=iv,
+    return Configuration(label=label or _label_of(cap), capture=cap, intervals=None,
                          log=logs[0] if len(logs) == 1 else (logs or None), requests=reqs,
                          origin_ns=origin)
 
@@ -497,12 +574,24 @@ def node_gbps(cfg: Configuration, width_ns: int, start_ns: int, end_ns: int, *,
     from .series import rebin, to_gbps
 
     origin = window_origin(cfg)
-    iv = cfg.intervals[cfg.intervals["direction"] == direction]
-    if not len(iv):
-        raise ValueError(f"{cfg.capture.path}: no {direction} data counters")
-    start_ns = max(int(start_ns), int(iv["t0_ns"].min()))
-    end_ns = min(int(end_ns), int(iv["t1_ns"].max()))
-    b = rebin(iv, int(width_ns), origin_ns=origin, start_ns=start_ns, end_ns=end_ns, by=by)
+    lo, hi = cfg.data_span(direction)
+    start_ns = max(int(start_ns), lo)
+    end_ns = min(int(end_ns), hi)
+    if cfg.streamed:  # only the segments around the range are read
+        from .stream import WindowGrid, iter_windows
+
+        cdf = cfg.capture.counters
+        ids = [int(c) for c in cdf.index[cdf["data"] & (cdf["source"] == "infiniband")
+                                         & (cdf["direction"] == direction)]]
+        state: dict = {}
+        blocks = [(bb, qq) for _, bb, qq in iter_windows(
+            _info_of(cfg.capture), [WindowGrid(int(width_ns), origin, start_ns, end_ns)],
+            by=by, counters=ids, state=state)]
+        b = pd.concat([x[0] for x in blocks])
+        b = b[[c for c in b.columns if c in state.get("spans", {})]]
+    else:
+        iv = cfg.intervals[cfg.intervals["direction"] == direction]
+        b = rebin(iv, int(width_ns), origin_ns=origin, start_ns=start_ns, end_ns=end_ns, by=by)
     if whole:
         t = b.index.to_numpy()
         b = b[(t >= start_ns) & (t + int(width_ns) <= end_ns)]
@@ -615,9 +704,8 @@ def figure_devices(cfg: Configuration, *, width_ns: int = 100 * MS_NS, direction
     """
     from . import figures
 
-    iv = cfg.intervals
-    rates = node_gbps(cfg, width_ns, int(iv["t0_ns"].min()), int(iv["t1_ns"].max()),
-                      direction=direction, by="series")
+    lo, hi = cfg.data_span()
+    rates = node_gbps(cfg, width_ns, lo, hi, direction=direction, by="series")
     ax = figures.plot_devices(
         rates, link_gbps=capacity_lines(cfg), verdict=verdict,
         title=f"{cfg.label}: {direction} per RDMA device, stacked "
@@ -798,7 +886,7 @@ def _capture_fields(cfg: Configuration) -> list[tuple[str, str]]:
                            ", ".join(f"{k} {v / 1e6:.3f} ms" for k, v in pct.items())))
         if audit.get("cpu_s") is not None:
             fields.append(("sampler CPU", f"{audit['cpu_s']:.2f} s"))
-    flags = cfg.intervals["flag"].astype(str).value_counts()
+    flags = _flag_counts(cfg)
     fields.append(("intervals by flag", ", ".join(f"{k} {v:,}" for k, v in flags.items())))
     if cfg.log is not None:
         logs = cfg.log if isinstance(cfg.log, list) else [cfg.log]
@@ -929,7 +1017,8 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
         if len(cfg.requests):
             say(f"[{cfg.label}] attributing traffic to {len(cfg.requests)} request(s)")
             att = attribute(cfg.capture, cfg.log if not isinstance(cfg.log, list) else cfg.log[0],
-                            intervals=cfg.intervals, warmup_rounds=warmup_rounds,
+                            intervals=cfg.__dict__.get("intervals"),
+                            warmup_rounds=warmup_rounds,
                             origin_ns=window_origin(cfg))
             attributions[cfg.label] = att
             req = pick_request(cfg)
@@ -940,8 +1029,14 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                 figure_request(cfg, str(req["request_id"])),
                 "Each spike in the zoom is one all-reduce of the prefill, at close to line rate; "
                 "the grey band is the prefill (send to first token), after it the steady decode."))
-            pk = peak_table(cfg.intervals, start_ns=send, end_ns=first, by="direction",
-                            origin_ns=window_origin(cfg))
+            if cfg.streamed:  # reads only the segments around the prefill
+                from .peaks import peak_table_capture
+
+                pk = peak_table_capture(_info_of(cfg.capture), start_ns=send, end_ns=first,
+                                        by="direction", origin_ns=window_origin(cfg))
+            else:
+                pk = peak_table(cfg.intervals, start_ns=send, end_ns=first, by="direction",
+                                origin_ns=window_origin(cfg))
             pk_tx = pk[pk["series"] == "tx"]
             peaks = {int(r.window_ns): float(r.peak_gbps) for r in pk_tx.itertuples()
                      if r.window != "whole range"}
@@ -978,8 +1073,15 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                                            + _per_token_note(cfg.capture),
                                       name="per-request"))
         say(f"[{cfg.label}] bursts")
-        bt = burst_analysis(cfg.intervals, capacity_gbps=cfg.port_gbps or 200.0, by="direction",
-                            origin_ns=window_origin(cfg))
+        if cfg.streamed:  # one pass over the segments
+            from .bursts import burst_analysis_capture
+
+            bt = burst_analysis_capture(_info_of(cfg.capture),
+                                        capacity_gbps=cfg.port_gbps or 200.0, by="direction",
+                                        origin_ns=window_origin(cfg))
+        else:
+            bt = burst_analysis(cfg.intervals, capacity_gbps=cfg.port_gbps or 200.0,
+                                by="direction", origin_ns=window_origin(cfg))
         tables.insert(1 if len(tables) else 0, ReportTable(
             _pick(bt.summary, ("series", "n_bursts", "duty_cycle", "burst_bytes", "total_bytes",
                                "burst_share", "mean_gap_s", "median_gap_s", "enter_gbps",
@@ -1155,7 +1257,7 @@ def comparison(configs: Sequence[Configuration], attributions: Mapping[str, Any]
             if not len(cfg.requests):
                 raise ValueError(f"{cfg.label}: no request log given (needed to compare)")
             log = cfg.log[0] if isinstance(cfg.log, list) else cfg.log
-            atts[cfg.label] = attribute(cfg.capture, log, intervals=cfg.intervals,
+            atts[cfg.label] = attribute(cfg.capture, log, intervals=cfg.__dict__.get("intervals"),
                                         warmup_rounds=warmup_rounds,
                                         origin_ns=window_origin(cfg))
     a, b = configs

@@ -1,4 +1,5 @@
-"""Each streaming command (inspect, rates, peaks, bursts, verify-emulation, attribute) runs on a capture under an address-space limit the old code exceeds.
+"""Each streaming command (inspect, rates, peaks, bursts, verify-emulation, attribute, report)
+runs on a capture under an address-space limit the old code exceeds.
 
 The limit (``resource.setrlimit(RLIMIT_AS)``) is set inside a child process, with one BLAS/OpenMP
 thread, the system allocator for Arrow and two malloc arenas, so that the process's virtual size
@@ -77,7 +78,8 @@ def test_old_path_exceeds_the_limit(capture):
     ["bursts", "{cap}", "--json", "--group", "twins"],
     ["verify-emulation", "{cap}", "--json"],
     ["attribute", "{cap}", "--json"],
-])
+    ["report", "{cap}", "-o", "{out}"],
+], ids=lambda a: " ".join(x for x in a if "{" not in x))
 def test_command_runs_under_the_limit(capture, args):
-    r = _cli([a.format(cap=capture) for a in args])
+    r = _cli([a.format(cap=capture, out=capture.parent / "report") for a in args])
     assert r.returncode == 0, r.stderr[-3000:]

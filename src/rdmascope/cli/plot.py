@@ -134,7 +134,9 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
             w = window_ns or (R.MS_NS if kind == "compare" else 100 * R.MS_NS)
             for c in configs:
                 check_window_count(w, c.capture.t_end_ns - c.capture.t_start_ns,
-                                   n_series=max(c.intervals["series"].nunique(), 1),
+                                   n_series=max(int((c.capture.counters["data"]
+                                                     & (c.capture.counters["source"]
+                                                        == "infiniband")).sum()), 1),
                                    what=f"the capture {c.label}",
                                    advice="use a wider window")
         if kind == "request":
