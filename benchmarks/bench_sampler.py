@@ -88,8 +88,8 @@ def _scrape_every_second(port: int, proc: subprocess.Popen, count: dict) -> None
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
                 r.read()
             count["ok"] += 1
-        except OSError:
-            count["failed"] += 1
+        except OSError:  # before the first success: the recorder is still starting up
+            count["failed" if count["ok"] else "before_start"] += 1
 
 
 def main() -> int:
@@ -124,7 +124,7 @@ def main() -> int:
                                     "--sysfs-root", str(root), "--interval", args.interval,
                                     "--duration", f"{args.seconds}s", "--no-status"],
                                    stderr=subprocess.PIPE, text=True, env=env)
-        m_proc, scrapes = None, {"ok": 0, "failed": 0}
+        m_proc, scrapes = None, {"ok": 0, "failed": 0, "before_start": 0}
         if not args.no_metrics and _has_prometheus_client():
             port = _free_port()
             m_proc = subprocess.Popen([sys.executable, "-m", "rdmascope", "record", "-o",
@@ -197,7 +197,7 @@ def main() -> int:
                 return 1
             am = read_manifest(out_dir / "cap-metrics")["audit"]
             print(f"  with --metrics (scraped every 1 s over loopback, {scrapes['ok']} scrapes, "
-                  f"{scrapes['failed']} failed): CPU {am['cpu_pct_one_core']:.2f} % of one core "
+                  f"{scrapes['failed']} failed after start-up): CPU {am['cpu_pct_one_core']:.2f} % of one core "
                   f"vs {py_cpu_pct:.2f} % without (difference "
                   f"{am['cpu_pct_one_core'] - py_cpu_pct:+.2f} points); sweeps taken "
                   f"{am['sweeps_taken_pct']:.3f} %; longest gap "
