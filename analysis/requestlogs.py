@@ -1299,7 +1299,7 @@ def read_request_log(path: str | os.PathLike, format: str | None = None, *,
                      runs=runs)
     if log.n_failed:
         bad = log.requests[~log.requests["ok"]]
-        shown = "; ".join(f"row {r.row}: {r.error}" for r in bad.head(3).itertuples())
+        shown = "; ".join(f"row {r.row}: {short_reason(r.error)}" for r in bad.head(3).itertuples())
         log.notes.append(f"{log.n_failed} failed request(s) kept out of the metrics ({shown}"
                          f"{'; ...' if len(bad) > 3 else ''})")
     checked = log.requests[log.requests["check"].astype(bool)]
@@ -1310,7 +1310,7 @@ def read_request_log(path: str | os.PathLike, format: str | None = None, *,
                          "stored values disagree (column 'check')")
     if not len(log.ok):
         bad = log.requests[~log.requests["ok"]]
-        shown = "; ".join(f"row {r.row}: {r.error}" for r in bad.head(3).itertuples())
+        shown = "; ".join(f"row {r.row}: {short_reason(r.error)}" for r in bad.head(3).itertuples())
         first = bad.iloc[0]
         fld = None
         if str(first["error"]).startswith("invalid: "):
@@ -1320,6 +1320,12 @@ def read_request_log(path: str | os.PathLike, format: str | None = None, *,
                               row=None if fld is None or pd.isna(first["row"])
                               else int(first["row"]), field=fld)
     return log
+
+
+def short_reason(text: str, n: int = 200) -> str:
+    """One line of at most ``n`` characters (a tool's error can be a whole traceback)."""
+    one = " ".join(str(text).split())
+    return one if len(one) <= n else one[: n - 3] + "..."
 
 
 #: Where the output token count comes from, per format (readers that know better set it per row).

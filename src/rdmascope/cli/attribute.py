@@ -192,8 +192,11 @@ def _human(att, definitions: bool) -> None:
                    + (" (used: --use-corrected)" if r["corrected"].any() else
                       " (not used; --use-corrected uses them)"))
     if len(att.failed):
-        echo_table(att.failed, ["request_id", "run", "row", "error"],
-                   "Failed requests (kept out of every metric)")
+        from rdmascope.analysis.requestlogs import short_reason
+
+        failed = att.failed.assign(error=[short_reason(e, 160) for e in att.failed["error"]])
+        echo_table(failed, ["request_id", "run", "row", "error"],
+                   "Failed requests (kept out of every metric; full reasons in --json/--csv)")
     if s.get("itl_pooled_mean_s") is not None:
         click.echo(f"\npooled ITL: mean {s['itl_pooled_mean_s'] * 1e3:.2f} ms, p50 "
                    f"{s['itl_pooled_p50_s'] * 1e3:.2f} ms, p99 {s['itl_pooled_p99_s'] * 1e3:.2f} ms")
