@@ -421,3 +421,17 @@ def test_attribute_streamed_equals_in_memory_edgy(tmp_path):
     info = open_capture(path)
     got = attribute(info, align(read_request_log(log_path), info), link_capacity_gbps=1.0)
     _attr_equal(got, want)
+
+
+def test_integer_percentiles_equal_numpy():
+    from rdmascope.quantiles import IntegerPercentiles
+
+    rng = np.random.default_rng(3)
+    for data in (rng.integers(0, 1000, 100_000), rng.integers(10**6, 10**6 + 500, 77_777),
+                 np.array([5]), rng.integers(-50, 50, 10)):
+        e = IntegerPercentiles()
+        for c in np.array_split(data, 13):
+            e.add(c)
+        qs = [0, 1, 50, 90, 99, 99.9, 100]
+        assert e.percentiles(qs) == [float(v) for v in np.percentile(data, qs)]
+        assert e.max() == data.max()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ExactPercentiles"]
+__all__ = ["ExactPercentiles", "IntegerPercentiles"]
 
 
 class ExactPercentiles:
@@ -109,5 +109,57 @@ class ExactPercentiles:
             a = self._kth(i0, lo, hi)
             b = a if i1 == i0 else self._kth(i1, lo, hi)
             d = b - a
+            out.append(float(b - d * (1 - g) if g >= 0.5 else a + d * g))
+        return out
+
+
+class IntegerPercentiles:
+    """Exact percentiles of integers (ns durations), kept as distinct values with counts.
+
+    Memory grows with the number of distinct values (a few hundred thousand for read brackets
+    or sweep intervals in ns), not with the values added; each ``percentiles`` call is one
+    cumulative sum, no pass over the data. Same rule as ``numpy.percentile`` ("linear").
+    """
+
+    def __init__(self):
+        self.vals = np.zeros(0, np.int64)
+        self.cnts = np.zeros(0, np.int64)
+        self.n = 0
+
+    def add(self, x) -> None:
+        x = np.asarray(x).astype(np.int64, copy=False).ravel()
+        if not len(x):
+            return
+        self.n += len(x)
+        u, c = np.unique(x, return_counts=True)
+        vals = np.concatenate([self.vals, u])
+        cnts = np.concatenate([self.cnts, c])
+        uu, inv = np.unique(vals, return_inverse=True)
+        acc = np.zeros(len(uu), np.int64)
+        np.add.at(acc, inv, cnts)
+        self.vals, self.cnts = uu, acc
+
+    def close(self) -> None:
+        pass
+
+    def max(self) -> int | None:
+        return int(self.vals[-1]) if self.n else None
+
+    def _kth(self, k: int) -> int:
+        return int(self.vals[np.searchsorted(np.cumsum(self.cnts), k, side="right")])
+
+    def percentiles(self, qs) -> list[float]:
+        """Return the percentiles ``qs`` (0..100) of every value added; NaN when none."""
+        if self.n == 0:
+            return [np.nan] * len(list(qs))
+        out = []
+        for q in qs:
+            vi = (q / 100.0) * (self.n - 1)
+            i0 = int(np.floor(vi))
+            i1 = min(i0 + 1, self.n - 1)
+            g = vi - i0
+            a = self._kth(i0)
+            b = a if i1 == i0 else self._kth(i1)
+            d = float(b - a)
             out.append(float(b - d * (1 - g) if g >= 0.5 else a + d * g))
         return out

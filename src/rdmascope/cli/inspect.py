@@ -36,7 +36,7 @@ def summarize_capture(path: str) -> dict[str, Any]:
         read_manifest,
         recording_pid,
     )
-    from rdmascope.quantiles import ExactPercentiles
+    from rdmascope.quantiles import IntegerPercentiles
 
     p = Path(path)
     m = read_manifest(p)
@@ -47,9 +47,10 @@ def summarize_capture(path: str) -> dict[str, Any]:
     need_q = not audit  # read brackets and sweep intervals are computed only without an audit
     rows = np.zeros(nc, np.int64)
     by_status: list[dict[int, int]] = [{} for _ in range(nc)]
-    rd = [ExactPercentiles(1 << 20) for _ in range(nc)] if need_q else []
+    # integers (ns): exact percentiles from distinct values and their counts
+    rd = [IntegerPercentiles() for _ in range(nc)] if need_q else []
     rd_max = [None] * nc
-    iv_pct = ExactPercentiles(1 << 20) if need_q else None
+    iv_pct = IntegerPercentiles() if need_q else None
     iv_max = None
     t_lo = t_hi = None
     n_sweeps, first_sweep = 0, None
