@@ -1,6 +1,6 @@
 """A Hive-partitioned Parquet dataset of byte intervals, for engines that scale out.
 
-``write_dataset`` writes ``DIR/host=<host>/capture=<capture>/part-0.parquet``: one row per
+``write_dataset`` writes, segment by segment in bounded memory, ``DIR/host=<host>/capture=<capture>/part-0.parquet``: one row per
 sampling interval of each byte counter (``series.byte_intervals``, RDMA port counters and netdev
 statistics alike), self-describing so DuckDB, polars and Spark read it as it is:
 
@@ -30,14 +30,15 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .load import Capture, monotonic_to_realtime
-from .series import byte_intervals
+from .load import monotonic_to_realtime
+from .series import FLAGS
 
 DATASET_SCHEMA = pa.schema([
     pa.field("time", pa.timestamp("us", tz="UTC")),
@@ -65,90 +66,140 @@ def partition_value(text: str) -> str:
     return "_" + v if v.startswith(".") else v
 
 
-def _host(cap: Capture) -> str:
+def _host(cap) -> str:
     h = cap.meta.get("host")
     if isinstance(h, dict):
         h = h.get("hostname") or h.get("name")
     return str(h or "unknown-host")
 
 
-def capture_table(cap: Capture) -> tuple[pa.Table, list[str]]:
-    """Return (rows of ``DATASET_SCHEMA`` for one capture, notes). Raises as ``byte_intervals``."""
+def _str_or_none(v):
+    return None if v is None or v != v else str(v)
+
+
+def _int_or_none(v):
+    return None if v is None or v != v else int(v)
+
+
+def iter_capture_tables(info) -> Iterator[tuple[pa.Table, list[str]]]:
+    """Yield ``DATASET_SCHEMA`` tables for one capture, one per capture file, in bounded memory.
+
+    ``info``: a ``stream.CaptureInfo`` (``stream.open_capture(path)``). The rows are the
+    intervals of ``series.byte_intervals(capture, source=None)`` (``stream.iter_intervals``: the
+    same rows, flags and bytes, segment by segment). Yields (table, notes). Raises as
+    ``stream.iter_intervals``.
+    """
+    from .stream import iter_intervals
+
+    c = info.counters
     notes: list[str] = []
-    iv = byte_intervals(cap, source=None)
-    c = cap.counters
-    n = len(iv)
-    cid = iv["counter_id"].to_numpy()
-    t0 = iv["t0_ns"].to_numpy(np.int64)
-    t1 = iv["t1_ns"].to_numpy(np.int64)
     try:
-        rt = monotonic_to_realtime(cap, t0) // 1000 if n else np.zeros(0, np.int64)
-        time = pa.array(rt, pa.timestamp("us", tz="UTC"))
+        monotonic_to_realtime(info, np.zeros(1, np.int64))
+        has_pairs = True
     except ValueError:
-        time = pa.nulls(n, pa.timestamp("us", tz="UTC"))
-        notes.append(f"{cap.path}: no clock pairs; the time column is null (t0_ns/t1_ns are set)")
-    ports = c["port"].reindex(cid).to_numpy() if n else np.zeros(0)
-    port = pa.array([None if p is None or p != p else int(p) for p in ports], pa.int32())
-    bpu = c["bytes_per_unit"].reindex(cid).to_numpy() if n else np.zeros(0)
-    b = iv["bytes"].to_numpy(np.float64)
-    cols = {
-        "time": time,
-        "t0_ns": pa.array(t0, pa.int64()), "t1_ns": pa.array(t1, pa.int64()),
-        "duration_ns": pa.array(t1 - t0, pa.int64()),
-        "capture_start_ns": pa.array(np.full(n, int(cap.t_start_ns), np.int64), pa.int64()),
-        "series": pa.array(iv["series"].astype(str).tolist(), pa.string()),
-        "device": pa.array(iv["device"].astype(object).where(iv["device"].notna(), None).tolist(),
-                           pa.string()),
-        "port": port,
-        "direction": pa.array(iv["direction"].astype(object).tolist(), pa.string()),
-        "source": pa.array(iv["source"].astype(object).tolist(), pa.string()),
-        "counter": pa.array(c["name"].reindex(cid).astype(object).tolist(), pa.string()),
-        "bytes_per_unit": pa.array([None if v is None or v != v else int(v) for v in bpu],
-                                   pa.int32()),
-        "bytes": pa.array(b, pa.float64(), mask=np.isnan(b)),
-        "flag": pa.array(iv["flag"].astype(str).tolist(), pa.string()),
-    }
-    return pa.table(cols, schema=DATASET_SCHEMA), notes
+        has_pairs = False
+        notes.append(f"{info.path}: no clock pairs; the time column is null (t0_ns/t1_ns are set)")
+    start = int(info.t_start_ns)
+    for parts, _bound in iter_intervals(info, source=None):
+        cols: dict[str, list] = {k: [] for k in ("t0", "t1", "b", "flag", "cid")}
+        for cid, a in parts.items():
+            if not len(a["t0_ns"]):
+                continue
+            cols["t0"].append(np.asarray(a["t0_ns"], np.int64))
+            cols["t1"].append(np.asarray(a["t1_ns"], np.int64))
+            cols["b"].append(np.asarray(a["bytes"], np.float64))
+            cols["flag"].append(np.asarray(a["flag"]))
+            cols["cid"].append(np.full(len(a["t0_ns"]), cid, np.int64))
+        if not cols["t0"]:
+            continue
+        t0, t1 = np.concatenate(cols["t0"]), np.concatenate(cols["t1"])
+        b, cid = np.concatenate(cols["b"]), np.concatenate(cols["cid"])
+        flag = np.concatenate(cols["flag"])
+        n = len(t0)
+        if has_pairs:
+            time = pa.array(monotonic_to_realtime(info, t0) // 1000, pa.timestamp("us", tz="UTC"))
+        else:
+            time = pa.nulls(n, pa.timestamp("us", tz="UTC"))
+        ids = np.unique(cid)
+        pos = np.searchsorted(ids, cid)
+        rows = [c.loc[int(i)] for i in ids]
+
+        def col(key, conv, typ, pos=pos, rows=rows):
+            vals = np.empty(len(rows), dtype=object)
+            vals[:] = [conv(r.get(key)) for r in rows]
+            return pa.array(vals[pos], typ)
+
+        flag_names = np.asarray(FLAGS, dtype=object)[flag.astype(np.int64)] \
+            if flag.dtype.kind in "iu" else flag.astype(object)
+        table = pa.table({
+            "time": time,
+            "t0_ns": pa.array(t0, pa.int64()), "t1_ns": pa.array(t1, pa.int64()),
+            "duration_ns": pa.array(t1 - t0, pa.int64()),
+            "capture_start_ns": pa.array(np.full(n, start, np.int64), pa.int64()),
+            "series": col("series", str, pa.string()),
+            "device": col("device", _str_or_none, pa.string()),
+            "port": col("port", _int_or_none, pa.int32()),
+            "direction": col("direction", _str_or_none, pa.string()),
+            "source": col("source", _str_or_none, pa.string()),
+            "counter": col("name", _str_or_none, pa.string()),
+            "bytes_per_unit": col("bytes_per_unit", _int_or_none, pa.int32()),
+            "bytes": pa.array(b, pa.float64(), mask=np.isnan(b)),
+            "flag": pa.array(flag_names.tolist(), pa.string()),
+        }, schema=DATASET_SCHEMA)
+        yield table, notes
+        notes = []
 
 
-def write_dataset(captures: list[Capture], out_dir: str | os.PathLike, *,
+def write_dataset(paths: list[str | os.PathLike], out_dir: str | os.PathLike, *,
                   force: bool = False) -> tuple[list[tuple[Path, int]], list[str]]:
     """Write each capture's partition under ``out_dir``; return ([(file, rows)], notes).
 
-    ``out_dir`` may already hold a dataset: new partitions are added beside the others. Raises
-    ``ValueError`` when two captures map to the same partition, or a partition exists and
-    ``force`` is False (with ``force`` only that partition is replaced); ``OSError`` on write.
+    ``paths``: capture directories, read segment by segment (memory bounded by one segment
+    whatever the capture's length). ``out_dir`` may already hold a dataset: new partitions are
+    added beside the others. Raises ``ValueError`` when two captures map to the same partition,
+    or a partition exists and ``force`` is False (with ``force`` only that partition is
+    replaced); the ``rdmascope.capture`` errors for a bad capture; ``OSError`` on write. A
+    partition is written to a hidden temporary directory and renamed into place when complete.
     """
+    from .stream import open_capture
+
     out = Path(out_dir)
-    parts: dict[Path, Capture] = {}
-    for cap in captures:
-        d = out / f"host={partition_value(_host(cap))}" / \
-            f"capture={partition_value(Path(str(cap.path)).resolve().name)}"
+    parts: dict[Path, object] = {}
+    for path in paths:
+        info = open_capture(path)
+        d = out / f"host={partition_value(_host(info))}" / \
+            f"capture={partition_value(Path(str(path)).resolve().name)}"
         if d in parts:
-            raise ValueError(f"{cap.path} and {parts[d].path} map to the same partition {d} "
+            raise ValueError(f"{path} and {parts[d].path} map to the same partition {d} "
                              "(same host and capture directory name)")
-        parts[d] = cap
-    for d, cap in parts.items():
+        parts[d] = info
+    for d, info in parts.items():
         if d.exists() and not force:
-            raise ValueError(f"{d} already exists (an earlier export of {cap.path}?); use --force "
-                             "to replace that partition")
+            raise ValueError(f"{d} already exists (an earlier export of {info.path}?); use "
+                             "--force to replace that partition")
     written, notes = [], []
-    for d, cap in parts.items():
-        table, n = capture_table(cap)
-        notes += n
-        meta = {"host": _host(cap), "capture": str(cap.path),
-                "capture_id": cap.meta.get("capture_id"),
-                "start": cap.meta.get("start"), "counters": cap.meta.get("counters"),
+    for d, info in parts.items():
+        meta = {"host": _host(info), "capture": str(info.path),
+                "capture_id": info.meta.get("capture_id"),
+                "start": info.meta.get("start"), "counters": info.meta.get("counters"),
                 "writer": "rdmascope export dataset"}
-        table = table.replace_schema_metadata({
-            **(table.schema.metadata or {}),
-            b"rdmascope.dataset": json.dumps(meta, default=str).encode()})
+        schema = DATASET_SCHEMA.with_metadata(
+            {b"rdmascope.dataset": json.dumps(meta, default=str).encode()})
         tmp = d.with_name("." + d.name + ".tmp")  # hidden: engines skip it if left behind
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        pq.write_table(table, tmp / PART_NAME, compression="zstd")
+        rows = 0
+        try:
+            with pq.ParquetWriter(tmp / PART_NAME, schema, compression="zstd") as w:
+                for table, n in iter_capture_tables(info):
+                    notes += n
+                    w.write_table(table.replace_schema_metadata(schema.metadata))
+                    rows += table.num_rows
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         if d.exists():
             shutil.rmtree(d)
         tmp.rename(d)
-        written.append((d / PART_NAME, table.num_rows))
+        written.append((d / PART_NAME, rows))
     return written, notes

@@ -1,4 +1,5 @@
-"""Each streaming command (inspect, rates, peaks, bursts, verify-emulation, attribute, report)
+"""Each streaming command (inspect, rates, peaks, bursts, verify-emulation, attribute, report,
+export dataset)
 runs on a capture under an address-space limit the old code exceeds.
 
 The limit (``resource.setrlimit(RLIMIT_AS)``) is set inside a child process, with one BLAS/OpenMP
@@ -79,6 +80,7 @@ def test_old_path_exceeds_the_limit(capture):
     ["verify-emulation", "{cap}", "--json"],
     ["attribute", "{cap}", "--json"],
     ["report", "{cap}", "-o", "{out}"],
+    ["export", "dataset", "{cap}", "-o", "{out}-dataset"],
 ], ids=lambda a: " ".join(x for x in a if "{" not in x))
 def test_command_runs_under_the_limit(capture, args):
     r = _cli([a.format(cap=capture, out=capture.parent / "report") for a in args])

@@ -103,15 +103,10 @@ def dataset(captures, out, force):
     bytes_per_unit, bytes (null when unknown) and flag.
     """
     from rdmascope.analysis.dataset import write_dataset
-    from rdmascope.analysis.load import load_capture
 
     require_parent_dir(out)
-    caps = []
-    for c in captures:
-        with cli_errors(str(c)):
-            caps.append(load_capture(c))
     with cli_errors(str(out)):
-        written, notes = write_dataset(caps, out, force=force)
+        written, notes = write_dataset(list(captures), out, force=force)
     for note in notes:
         click.echo(f"note: {note}", err=True)
     for path, rows in written:
