@@ -106,6 +106,8 @@ def main() -> None:
     ap.add_argument("--limit-gb", type=float, default=6.0, help="memory limit per command")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per command")
     ap.add_argument("--keep", metavar="DIR", help="build the captures in DIR and keep them")
+    ap.add_argument("--only", nargs="*", metavar="NAME",
+                    help="run only the commands whose name starts with one of these (and DuckDB)")
     args = ap.parse_args()
     hours = args.hours or ([5 / 60, 0.5] if args.quick else [1.0, 6.0])
     try:
@@ -131,7 +133,8 @@ def main() -> None:
             import json
 
             t0 = json.loads((cap / "manifest.json").read_text())["start"]["monotonic_ns"]
-            rows = [(name, rd + argv) for name, argv in commands(cap, out)]
+            rows = [(name, rd + argv) for name, argv in commands(cap, out)
+                    if not args.only or any(name.startswith(o) for o in args.only)]
             if have_duckdb:
                 rows.append(("DuckDB naive 1 ms peaks", duckdb_argv(cap, t0)))
             for name, argv in rows:
@@ -149,9 +152,12 @@ def main() -> None:
     for name, per in results.items():
         cells = []
         for h in hours:
+            if h not in per:
+                cells.append("not run")
+                continue
             dt, mb, st = per[h]
             cells.append(f"{dt:.1f} s / {mb:,.0f} MB" + ("" if st == "ok" else f" ({st})"))
-        dt, _, st = per[hours[-1]]
+        dt, _, st = per.get(hours[-1], (float("nan"), 0, "not run"))
         ratio = (f"{dt / duck[hours[-1]][0]:.2f}x" if hours[-1] in duck and st == "ok"
                  and name != "DuckDB naive 1 ms peaks" else "")
         print(f"| `{name}` | " + " | ".join(cells) + f" | {dt / hours[-1]:.1f} | {ratio} |")

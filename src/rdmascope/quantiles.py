@@ -57,39 +57,60 @@ class ExactPercentiles:
         for s in range(0, self.n, block):
             yield np.asarray(mm[s:s + block])
 
-    def _kth(self, k: int, lo: float, hi: float, nb: int = 4096, gather: int = 1 << 21) -> float:
-        below = 0  # values < lo
-        while True:
-            if lo == hi:
-                return lo
-            span = hi - lo
-            counts = np.zeros(nb, np.int64)
+    @staticmethod
+    def _key(x: np.ndarray) -> np.ndarray:
+        """Sortable uint64 keys of float64 values (same order as the floats; -0.0 < 0.0)."""
+        i = x.view(np.int64)
+        k = i ^ ((i >> 63) & np.int64(0x7FFFFFFFFFFFFFFF))  # signed, in float order
+        return k.view(np.uint64) ^ np.uint64(1 << 63)  # unsigned, same order
+
+    def _select(self, ks: list[int], nb: int = 4096, gather: int = 1 << 21) -> dict[int, float]:
+        """The k-th smallest values (0-based) of the spilled values, all ranks at once.
+
+        Narrows an integer key range per rank (a histogram pass for every rank still open,
+        4096 bins: at most ~6 passes for 64-bit keys), then gathers each rank's last bin.
+        """
+        lo0 = hi0 = None
+        for x in self._iter():
+            k = self._key(x)
+            lo0 = int(k.min()) if lo0 is None else min(lo0, int(k.min()))
+            hi0 = int(k.max()) if hi0 is None else max(hi0, int(k.max()))
+        state = {k: [lo0, hi0, 0] for k in set(ks)}  # key range [lo, hi] and values below lo
+        done: dict[int, float] = {}
+        while state:
+            ranges = {(v[0], v[1]) for v in state.values()}
+            counts = {r: np.zeros(nb, np.int64) for r in ranges}
             for x in self._iter():
-                x = x[(x >= lo) & (x <= hi)]
-                i = np.clip(((x - lo) / span * nb).astype(np.int64), 0, nb - 1)
-                counts += np.bincount(i, minlength=nb)
-            cum = np.cumsum(counts)
-            j = int(np.searchsorted(cum, k - below, side="right"))
-            before = below + (int(cum[j - 1]) if j else 0)
-            if counts[j] <= gather:
-                vals = []
+                key = self._key(x)
+                for (lo, hi), cnt in counts.items():
+                    m = key[(key >= np.uint64(lo)) & (key <= np.uint64(hi))]
+                    width = (hi - lo) // nb + 1
+                    b = ((m - np.uint64(lo)) // np.uint64(width)).astype(np.int64)
+                    cnt += np.bincount(b, minlength=nb)[:nb]
+            to_gather: dict[int, tuple[int, int, int]] = {}
+            for k, (lo, hi, below) in list(state.items()):
+                cnt = counts[(lo, hi)]
+                width = (hi - lo) // nb + 1
+                cum = np.cumsum(cnt)
+                j = int(np.searchsorted(cum, k - below, side="right"))
+                before = below + (int(cum[j - 1]) if j else 0)
+                blo, bhi = lo + j * width, min(hi, lo + (j + 1) * width - 1)
+                if cnt[j] <= gather or blo == bhi:
+                    to_gather[k] = (blo, bhi, k - before)
+                    del state[k]
+                else:
+                    state[k] = [blo, bhi, before]
+            if to_gather:
+                got: dict[tuple[int, int], list[np.ndarray]] = {
+                    (g[0], g[1]): [] for g in to_gather.values()}
                 for x in self._iter():
-                    x = x[(x >= lo) & (x <= hi)]
-                    i = np.clip(((x - lo) / span * nb).astype(np.int64), 0, nb - 1)
-                    vals.append(x[i == j])
-                v = np.concatenate(vals)
-                return float(np.partition(v, k - before)[k - before])
-            new_lo = lo + span * j / nb
-            new_hi = lo + span * (j + 1) / nb
-            # keep the bin's own values: those that mapped to bin j lie within [new_lo, new_hi]
-            # up to rounding, so widen by one ulp each side and count what lies below
-            new_lo, new_hi = np.nextafter(new_lo, -np.inf), np.nextafter(new_hi, np.inf)
-            if new_lo <= lo and new_hi >= hi:
-                new_lo, new_hi = lo, hi  # no progress possible: gather below
-                gather = int(counts[j])
-                continue
-            below += sum(int(((x >= lo) & (x < new_lo)).sum()) for x in self._iter())
-            lo, hi = max(lo, new_lo), min(hi, new_hi)
+                    key = self._key(x)
+                    for (blo, bhi), parts in got.items():
+                        parts.append(x[(key >= np.uint64(blo)) & (key <= np.uint64(bhi))])
+                for k, (blo, bhi, r) in to_gather.items():
+                    v = np.concatenate(got[(blo, bhi)])
+                    done[k] = float(np.partition(v, r)[r])
+        return done
 
     def percentiles(self, qs) -> list[float]:
         """Return the percentiles ``qs`` (0..100) of every value added; NaN when none."""
@@ -98,16 +119,16 @@ class ExactPercentiles:
             return [np.nan] * len(qs)
         if self.file is None:
             return [float(v) for v in np.percentile(np.concatenate(self.chunks), qs)]
-        lo = min(float(x.min()) for x in self._iter())
-        hi = max(float(x.max()) for x in self._iter())
-        out = []
+        idx = []
         for q in qs:
             vi = (q / 100.0) * (self.n - 1)
             i0 = int(np.floor(vi))
-            i1 = min(i0 + 1, self.n - 1)
+            idx.append((vi, i0, min(i0 + 1, self.n - 1)))
+        val = self._select([i for _, a, b in idx for i in (a, b)])
+        out = []
+        for vi, i0, i1 in idx:
             g = vi - i0
-            a = self._kth(i0, lo, hi)
-            b = a if i1 == i0 else self._kth(i1, lo, hi)
+            a, b = val[i0], val[i1]
             d = b - a
             out.append(float(b - d * (1 - g) if g >= 0.5 else a + d * g))
         return out
