@@ -543,6 +543,7 @@ def test_output_host_placeholder_is_this_hosts_name(tree, tmp_path):
 
     from rdmascope.cli import main
 
+    (tmp_path / "runs").mkdir()  # record never creates a missing parent
     r = CliRunner().invoke(main, ["record", "-o", str(tmp_path / "runs" / "{host}"),
                                   "--sysfs-root", str(tree), "--duration", "50ms",
                                   "--no-status"])

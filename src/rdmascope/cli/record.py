@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
 import click
 
@@ -88,8 +90,11 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, s
 
     if "{host}" in output:
         output = output.replace("{host}", socket.gethostname())
-    # a mistyped -o (/typo/dir/cap) is an error, never a new directory tree (as plot/report)
-    require_parent_dir(output)
+    # a mistyped -o (/typo/dir/cap) is an error, never a new directory tree (as plot/report);
+    # a parent that exists but cannot hold it is the recorder's own clear error
+    parent = Path(output).expanduser().absolute().parent
+    if not os.path.lexists(parent):
+        require_parent_dir(output)
     extra = {}
     if label:
         extra["label"] = label
