@@ -108,12 +108,15 @@ def _nan_runs(t: np.ndarray, v: np.ndarray, width_ns: int) -> list[tuple[int, in
 
 def build_timeline(captures: list[Capture], *, width_ns: int = MS, log=None,
                    clock: str = "monotonic", capacity_gbps: float | None = None,
-                   enter_frac: float = 0.25, leave_frac: float = 0.10) -> Timeline:
+                   enter_frac: float = 0.25, leave_frac: float = 0.10,
+                   from_s: float | None = None, to_s: float | None = None) -> Timeline:
     """Build the tracks of ``captures`` (a list of ``Capture``; one process each).
 
     ``log``: a ``RequestLog`` already aligned (``requestlogs.align``) to ``captures[0]``'s
     CLOCK_MONOTONIC, or None. ``capacity_gbps``: the link capacity burst detection is relative
-    to (default: each capture's highest port rate, else 200). Raises ``ValueError`` for an
+    to (default: each capture's highest port rate, else 200). ``from_s``/``to_s``: only this
+    range, seconds after each capture's start (windows stay on the capture-start grid; requests
+    overlapping the range are kept whole). Raises ``ValueError`` for an
     unknown clock, for ``clock="monotonic"`` with captures of several hosts (their monotonic
     clocks are unrelated: use "realtime"), for a capture without clock pairs under "realtime",
     and as ``rebin``/``burst_analysis``.
@@ -144,7 +147,17 @@ def build_timeline(captures: list[Capture], *, width_ns: int = MS, log=None,
             procs.append(proc)
             continue
         groups = twin_links(cap)
-        b, _q = rebin_view(iv, width_ns, origin_ns=cap.t_start_ns, groups=groups)
+        lo = None if from_s is None else cap.t_start_ns + int(round(from_s * 1e9))
+        hi = None if to_s is None else cap.t_start_ns + int(round(to_s * 1e9))
+        if lo is not None or hi is not None:
+            lo = int(iv["t0_ns"].min()) if lo is None else max(lo, int(iv["t0_ns"].min()))
+            hi = int(iv["t1_ns"].max()) if hi is None else min(hi, int(iv["t1_ns"].max()))
+            if hi <= lo:
+                notes.append(f"{cap.path}: no readings in the range; no traffic tracks")
+                procs.append(proc)
+                continue
+        b, _q = rebin_view(iv, width_ns, origin_ns=cap.t_start_ns, start_ns=lo, end_ns=hi,
+                           groups=groups)
         t = conv(b.index.to_numpy(np.int64))
         for col in b.columns:
             v = to_gbps(b[col].to_numpy(np.float64), width_ns)
@@ -157,7 +170,8 @@ def build_timeline(captures: list[Capture], *, width_ns: int = MS, log=None,
                     (a, e, "no valid data", {"windows": n}) for a, e, n in holes]))
         cap_gbps = capacity_gbps or max(port_rates_gbps(cap.meta).values(), default=None) or 200.0
         bursts = burst_analysis(iv, capacity_gbps=cap_gbps, width_ns=MS, origin_ns=cap.t_start_ns,
-                                groups=groups, enter_frac=enter_frac, leave_frac=leave_frac)
+                                start_ns=lo, end_ns=hi, groups=groups, enter_frac=enter_frac,
+                                leave_frac=leave_frac)
         if len(bursts.table):
             for series, g in bursts.table.groupby("series", sort=False):
                 s0, s1 = conv(g["start_ns"].to_numpy()), conv(g["end_ns"].to_numpy())
@@ -171,7 +185,10 @@ def build_timeline(captures: list[Capture], *, width_ns: int = MS, log=None,
             failed = int((~df["ok"]).sum())
             if failed:
                 notes.append(f"{failed} failed request(s) left out of the request tracks")
-            for r in df[df["ok"]].itertuples(index=False):
+            sel = df["ok"]
+            if lo is not None:
+                sel &= (df["t_last_ns"] >= lo) & (df["t_send_ns"] <= hi)
+            for r in df[sel].itertuples(index=False):
                 ts = conv([r.t_send_ns, r.t_first_ns, r.t_last_ns])
                 args = {"prompt_tokens": _int_or_none(r.prompt_tokens),
                         "output_tokens": _int_or_none(r.output_tokens),

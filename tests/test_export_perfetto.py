@@ -203,3 +203,23 @@ def test_missing_output_directory_is_a_usage_error(capture, tmp_path):
     r = CliRunner().invoke(main, ["export", "perfetto", str(cap), "-o",
                                   str(tmp_path / "nope" / "t.json")])
     assert r.exit_code == 2 and "does not exist" in r.output
+
+
+def test_from_to_keeps_the_range_on_the_capture_start_grid(capture, tmp_path):
+    cap, log = capture
+    out = tmp_path / "t.json"
+    r = CliRunner().invoke(main, ["export", "perfetto", str(cap), "--requests", str(log),
+                                  "--capacity", "100", "--from", "95ms", "--to", "0.15",
+                                  "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    ts = [round(e["ts"] * 1e3) for e in doc["traceEvents"] if e["ph"] == "C"
+          and e["name"] == "rocep1s0f1/tx Gb/s"]
+    assert ts[0] == T0 + 95 * MS and max(ts) < T0 + 150 * MS
+    assert all((t - T0) % MS == 0 for t in ts)  # windows stay on the capture-start grid
+    vals = {round(e["ts"] * 1e3): e["args"]["Gb/s"] for e in doc["traceEvents"]
+            if e["ph"] == "C" and e["name"] == "rocep1s0f1/tx Gb/s"}
+    assert vals[T0 + 100 * MS] == pytest.approx(_expected()["rocep1s0f1/tx"][100])
+    bursts = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["name"] == "burst"]
+    assert len(bursts) == 2  # the device's and the link's, both inside the range
+    assert {e["name"] for e in doc["traceEvents"] if e["ph"] == "X"} >= {"prefill", "decode"}

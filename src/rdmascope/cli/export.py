@@ -12,7 +12,14 @@ from pathlib import Path
 
 import click
 
-from rdmascope.cli.output import OFFSET, POSITIVE, WINDOW, cli_errors, require_parent_dir
+from rdmascope.cli.output import (
+    OFFSET,
+    POSITIVE,
+    SECONDS,
+    WINDOW,
+    cli_errors,
+    require_parent_dir,
+)
 
 
 @click.group("export", short_help="Export captures for other tools.")
@@ -40,7 +47,11 @@ def command() -> None:
               help="Link capacity for burst detection, Gb/s (default: the port rate).")
 @click.option("--format", "fmt", type=click.Choice(["auto", "proto", "json"]), default="auto",
               show_default=True, help="Output format (auto: by the file name).")
-def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt):
+@click.option("--from", "t_from", type=SECONDS, default=None, metavar="TIME",
+              help="Start of the range after each capture's start (1.5, 250ms, 2m).")
+@click.option("--to", "t_to", type=SECONDS, default=None, metavar="TIME",
+              help="End of the range after each capture's start.")
+def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt, t_from, t_to):
     """Write a timeline of CAPTURES (one process per capture) for ui.perfetto.dev or
     chrome://tracing.
 
@@ -52,6 +63,9 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
     from rdmascope.analysis.timeline import build_timeline, write_chrome_json, write_perfetto
 
     require_parent_dir(out)
+    if t_from is not None and t_to is not None and t_to <= t_from:
+        raise click.BadParameter(f"--to ({t_to:g} s) must be after --from ({t_from:g} s)",
+                                 param_hint="'--to'")
     if fmt == "auto":
         fmt = "json" if out.lower().endswith(".json") else "proto"
     if fmt == "proto":
@@ -77,7 +91,7 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
             log = align(read_request_log(log_path), caps[0], offset)
     with cli_errors():
         tl = build_timeline(caps, width_ns=width_ns, log=log, clock=clock,
-                            capacity_gbps=capacity)
+                            capacity_gbps=capacity, from_s=t_from, to_s=t_to)
         n = write_perfetto(tl, out) if fmt == "proto" else write_chrome_json(tl, out)
     for note in tl.notes:
         click.echo(f"note: {note}", err=True)
