@@ -200,6 +200,13 @@ def compare(att_a, att_b, *, label_a: str = "A", label_b: str = "B",
                         f"carried its RDMA traffic on a single interface, B ({label_b}) on both; "
                         f"the comparison assumes A at {link_a_gbps:g} Gb/s and B at "
                         f"{link_b_gbps:g} Gb/s")
+    if link_b_gbps >= link_a_gbps:
+        what = ("" if setup is None else
+                f" (A from {setup.sources.get('link_a', '?')}; B from "
+                f"{setup.sources.get('b_real' if setup.b_emulated else 'link_b', '?')})")
+        warnings.append(f"B's link ({link_b_gbps:g} Gb/s) is not slower than A's "
+                        f"({link_a_gbps:g} Gb/s){what}: the bound is zero or negative; give "
+                        "--link-a/--link-b (or --b-emulated GBPS) if the captures do not say")
     ta, tb = att_a.tests, att_b.tests
     common = [t for t in ta["test"] if t in set(tb["test"])] if len(ta) and len(tb) else []
     if not common:

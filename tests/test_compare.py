@@ -282,3 +282,38 @@ def test_fixtures_readme_quotes_what_compare_prints():
     formula = 32768 * 3_376_128 * 8 * (1 / 109e9 - 1 / 200e9)
     assert f"the formula's 3.376 MB gives {formula:.2f} s" in text
     assert not re.search(r"95\.4 % of 3\.69 s", text)
+
+
+def test_compare_warns_when_the_setup_gives_b_no_slower_link():
+    from rdmascope.models import Setup
+
+    nbytes = 8192 * 3.57e6
+    a = side(6.36, 6.36, 20.0, nbytes, 3.57e6, [6.36])
+    b = side(7.24, 7.24, 20.5, nbytes, 3.57e6, [7.24])
+    s = Setup(link_a_gbps=200, link_b_gbps=200, b_emulated=False, b_real_gbps=None,
+              sources={"link_a": "port rate in the manifest of A",
+                       "link_b": "port rate in the manifest of B"})
+    c = compare(a, b, setup=s)
+    assert any(w.startswith("B's link (200 Gb/s) is not slower than A's (200 Gb/s) (A from port "
+                            "rate in the manifest of A; B from port rate in the manifest of B)")
+               for w in c.warnings)
+    assert (c.tests["estimate_s"] == 0).all()
+
+
+def test_compare_with_a_setup_uses_its_links_and_layout():
+    from rdmascope.models import PRESETS, Setup
+
+    nbytes = 2048 * 397_312.0
+    a = side(2.0, 2.0, 20.0, nbytes, 397_312.0, [2.0])
+    b = side(2.1, 2.1, 20.0, nbytes, 397_312.0, [2.1])
+    a.tests["prompt_tokens"] = b.tests["prompt_tokens"] = 2048
+    s = Setup(model=PRESETS["qwen3-30b-a3b"], tp=2, link_a_gbps=400, link_b_gbps=200,
+              b_emulated=True, b_real_gbps=220, layout="ep")
+    c = compare(a, b, setup=s)
+    row = c.tests.iloc[0]
+    assert (c.link_a_gbps, c.link_b_gbps, c.real_gbps) == (400, 220, 200)
+    assert row.estimate_s == pytest.approx(nbytes * 8 / 1e9 * (1 / 220 - 1 / 400))
+    # EP: 2,048 tokens x 1,572,864 B (48 x 2 x 2048 x 2 x 8 x 1/2) at the speed difference
+    assert row.estimate_arch_s == pytest.approx(2048 * 1_572_864 * 8 / 1e9 * (1 / 220 - 1 / 400))
+    assert row.correction_to_real_s == pytest.approx(nbytes * 8 / 1e9 * (1 / 200 - 1 / 220))
+    assert c.to_dict()["setup"]["layout"] == "ep"
