@@ -1,6 +1,6 @@
-"""Each streaming command (inspect, rates, peaks, bursts, verify-emulation, attribute, report,
-export dataset)
-runs on a capture under an address-space limit the old code exceeds.
+"""Each analysis command (inspect, rates, peaks, bursts, verify-emulation, attribute, report,
+plot, compare, export dataset) runs on a capture under an address-space limit the old code
+exceeds.
 
 The limit (``resource.setrlimit(RLIMIT_AS)``) is set inside a child process, with one BLAS/OpenMP
 thread, the system allocator for Arrow and two malloc arenas, so that the process's virtual size
@@ -35,6 +35,14 @@ def capture(tmp_path_factory) -> Path:
     from scale_capture import build
 
     return build(tmp_path_factory.mktemp("mem") / "cap", 8 * 60)
+
+
+@pytest.fixture(scope="module")
+def capture_b(capture) -> Path:
+    """A second run (another seed) for ``compare``."""
+    from scale_capture import build
+
+    return build(capture.parent / "cap-b", 8 * 60, seed=2)
 
 
 def _run_limited(code: str) -> subprocess.CompletedProcess:
@@ -81,7 +89,10 @@ def test_old_path_exceeds_the_limit(capture):
     ["attribute", "{cap}", "--json"],
     ["report", "{cap}", "-o", "{out}"],
     ["export", "dataset", "{cap}", "-o", "{out}-dataset"],
+    ["plot", "devices", "{cap}", "-o", "{out}.png"],
+    ["compare", "{cap}", "{cap_b}", "--json"],
 ], ids=lambda a: " ".join(x for x in a if "{" not in x))
-def test_command_runs_under_the_limit(capture, args):
-    r = _cli([a.format(cap=capture, out=capture.parent / "report") for a in args])
+def test_command_runs_under_the_limit(capture, capture_b, args):
+    r = _cli([a.format(cap=capture, cap_b=capture_b, out=capture.parent / "report")
+              for a in args])
     assert r.returncode == 0, r.stderr[-3000:]
