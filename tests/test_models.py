@@ -157,3 +157,31 @@ def test_cli_estimate_names_the_model_and_shows_tp_and_ep():
     assert "2.638 MB per prompt token" in human.output      # 161 x 8192 x 2 x 1.0
     bad = CliRunner().invoke(main, ["estimate", "--preset", "llama-3-70b", "--layout", "ep"])
     assert bad.exit_code == 1 and "dense model" in bad.output
+
+
+def test_resolve_setup_order_options_manifest_port_rates():
+    port200 = M.RunFacts(meta={}, port_gbps=200.0, twins=2, interfaces="both")
+    single = M.RunFacts(meta={}, port_gbps=200.0, twins=2, interfaces="single")
+    s = M.resolve_setup(run_a=port200, run_b=single)
+    # the emulation check: one twin of a 200 Gb/s Spark port -> emulated 100, really ~109
+    assert (s.link_a_gbps, s.link_b_gbps, s.b_emulated, s.b_real_gbps) == (200, 100, True, 109)
+    # a label saying so is enough, even before any traffic decides the emulation check
+    noted = M.RunFacts(meta={"extra": {"note": "NCCL_IB_HCA=rocep1s0f1"}}, port_gbps=200.0,
+                       twins=2)
+    assert M.resolve_setup(run_a=port200, run_b=noted).b_emulated
+    # 400 Gb/s ports, nothing recorded: one twin -> emulated 200, real speed unknown (no guess)
+    s4 = M.resolve_setup(run_a=M.RunFacts(port_gbps=400.0, twins=2),
+                         run_b=M.RunFacts(port_gbps=400.0, twins=2, interfaces="single"))
+    assert (s4.link_b_gbps, s4.b_real_gbps, s4.b_bound_gbps) == (200, None, 200)
+    assert "unknown" in s4.sources["b_real"]
+    # recorded setup beats port rates; options beat both
+    rec = {"extra": {"setup": M.setup_record(link_gbps=100, emulated=True, emulated_real_gbps=105,
+                                             model=M.PRESETS["deepseek-v3"], tp=16, nodes=16)}}
+    s5 = M.resolve_setup(run_a=port200, run_b=M.RunFacts(meta=rec, port_gbps=200.0, twins=2))
+    assert (s5.model.name, s5.tp, s5.link_b_gbps, s5.b_real_gbps) == ("deepseek-v3", 16, 100, 105)
+    s6 = M.resolve_setup(tp=8, link_b_gbps=50, b_real=True, run_a=port200,
+                         run_b=M.RunFacts(meta=rec, port_gbps=200.0, twins=2))
+    assert (s6.tp, s6.nodes, s6.link_b_gbps, s6.b_emulated) == (8, 8, 50, False)
+    assert "do not fit TP8" in s6.sources["nodes"]
+    with pytest.raises(M.ModelError, match="either --b-emulated"):
+        M.resolve_setup(b_emulated_gbps=109, b_real=True)

@@ -634,6 +634,16 @@ def recorded_setup(meta: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+def _says_emulated(meta: dict[str, Any] | None) -> bool:
+    """True when the manifest's ``extra.label`` or ``extra.note`` (``record --label/--note``)
+    says the run's link is emulated ("emulated", or names ``NCCL_IB_HCA``)."""
+    extra = (meta or {}).get("extra") if isinstance(meta, dict) else None
+    if not isinstance(extra, dict):
+        return False
+    text = " ".join(str(extra.get(k) or "") for k in ("label", "note")).lower()
+    return "emulat" in text or "nccl_ib_hca" in text
+
+
 @dataclass
 class RunFacts:
     """What one capture tells about its run: the manifest's recorded setup, the port rate the
@@ -665,7 +675,8 @@ def resolve_setup(*, preset_name: str | None = None, config: str | os.PathLike |
     - tp, nodes: the options; a manifest's recorded value; else TP8 (the study) and nodes = tp;
     - link A: ``link_a_gbps``; A's recorded ``link_gbps``; A's port rate; else 200;
     - B emulated: ``b_emulated_gbps`` given -> yes (its real speed); ``b_real`` -> no; B's
-      recorded ``emulated``; the emulation check (one interface of two or more twins carried
+      recorded ``emulated``; B's ``record --label/--note`` saying "emulated" or naming
+      NCCL_IB_HCA; the emulation check (one interface of two or more twins carried
       everything) -> yes; else no;
     - link B: ``link_b_gbps``; B's recorded ``link_gbps``; when emulated, B's port rate divided
       by its twins (an emulated 100 Gb/s link on a 200 Gb/s port of two twins); else B's port
@@ -709,9 +720,13 @@ def resolve_setup(*, preset_name: str | None = None, config: str | os.PathLike |
         return default
 
     tp = pick("tp", tp, 8, "default: TP8, the study's (give --tp)")
+    given_nodes = nodes
     nodes = pick("nodes", nodes, None, "default: one node per TP rank (DGX Spark)")
     if nodes is None:
         nodes = tp
+    elif given_nodes is None and (nodes > tp or tp % nodes):
+        nodes = tp  # the recorded node count belongs to another TP size than the one given
+        src["nodes"] = f"one node per TP rank (the recorded nodes do not fit TP{tp})"
 
     # link A
     if link_a_gbps is not None:
@@ -733,6 +748,9 @@ def resolve_setup(*, preset_name: str | None = None, config: str | os.PathLike |
         emulated, src["b_emulated"] = False, "--b-real"
     elif "emulated" in rec_b:
         emulated, src["b_emulated"] = rec_b["emulated"], "manifest of B (record --emulated)"
+    elif _says_emulated(run_b.meta):
+        emulated = True
+        src["b_emulated"] = "manifest of B (record --label/--note says emulated / NCCL_IB_HCA)"
     elif run_b.interfaces == "single" and (twins_b or 0) >= 2:
         emulated = True
         src["b_emulated"] = "emulation check: one RDMA interface of B carried all traffic"
