@@ -300,7 +300,12 @@ def compare(att_a, att_b, *, label_a: str = "A", label_b: str = "B",
             notes.append(f"B is an emulated {setup.link_b_gbps:g} Gb/s link whose real speed is "
                          "unknown: the bound uses the nominal speed and no correction to a real "
                          "cable is made (give --b-emulated GBPS)")
-        if arch_per_token is not None:
+        if arch_per_token is None:
+            notes.append(f"no architecture estimate for the {setup.layout} layout: "
+                         + ("a dense model has no experts to spread" if setup.model.is_moe is False
+                            else f"the expert counts of {setup.model.name} are unknown (give "
+                                 "--config with the mixture-of-experts fields)"))
+        else:
             notes.append(f"architecture estimate: {arch_per_token / 1e6:.3f} MB per prompt token "
                          f"per node ({'TP all-reduce' if setup.layout == 'tp' else 'EP all-to-all'}"
                          f") x prompt tokens x 8 x (1/{link_b_gbps:g} - 1/{link_a_gbps:g})")

@@ -317,3 +317,15 @@ def test_compare_with_a_setup_uses_its_links_and_layout():
     assert row.estimate_arch_s == pytest.approx(2048 * 1_572_864 * 8 / 1e9 * (1 / 220 - 1 / 400))
     assert row.correction_to_real_s == pytest.approx(nbytes * 8 / 1e9 * (1 / 200 - 1 / 220))
     assert c.to_dict()["setup"]["layout"] == "ep"
+
+
+def test_compare_says_why_there_is_no_ep_estimate():
+    from rdmascope.models import PRESETS, Setup
+
+    a = side(2.0, 2.0, 20.0, 1e9, 1e5, [2.0])
+    b = side(2.1, 2.1, 20.0, 1e9, 1e5, [2.1])
+    for name, why in (("study", "expert counts of study are unknown"),
+                      ("llama-3-70b", "a dense model has no experts")):
+        c = compare(a, b, setup=Setup(model=PRESETS[name], layout="ep"))
+        assert "estimate_arch_s" not in c.tests.columns
+        assert any(why in n for n in c.notes), c.notes
