@@ -1408,6 +1408,8 @@ def first_burst_start_ns(capture, *, threshold_gbps: float | None = None,
     """
     from rdmascope.analysis import series
 
+    if not hasattr(capture, "readings"):  # a stream.CaptureInfo: one pass over the segments
+        return _first_burst_streamed(capture, threshold_gbps, width_ns, after_ns)
     iv = series.byte_intervals(capture)
     iv = iv[iv["direction"] == "tx"]
     if not len(iv):
@@ -1424,6 +1426,57 @@ def first_burst_start_ns(capture, *, threshold_gbps: float | None = None,
         raise ValueError(f"{capture.path}: no {width_ns / 1e6:g} ms window{after} reaches "
                          f"{threshold_gbps:g} Gb/s; cannot anchor the requests to a burst")
     return int(hit[0]), float(threshold_gbps)
+
+
+def _first_burst_streamed(capture, threshold_gbps, width_ns, after_ns) -> tuple[int, float]:
+    """``first_burst_start_ns`` segment by segment: the tx windows stream by, keeping the
+    capture's highest window and the windows (from ``after_ns`` on) that beat every earlier
+    one; the first of those reaching the threshold is the first window that does."""
+    from rdmascope.analysis.series import to_gbps
+    from rdmascope.analysis.stream import WindowGrid, iter_windows
+
+    cdf = capture.counters
+    ids = [int(c) for c in cdf.index[cdf["data"] & (cdf["source"] == "infiniband")
+                                     & (cdf["direction"] == "tx")]]
+    if not ids:
+        raise ValueError(f"{capture.path}: no tx data counters to find a burst in")
+    top = -np.inf
+    records: list[tuple[int, float]] = []  # prefix maxima from after_ns on: (start, Gb/s)
+    first_hit = None
+    try:
+        for _, b, _q in iter_windows(capture, [WindowGrid(int(width_ns),
+                                                          int(capture.t_start_ns))],
+                                     counters=ids):
+            g = to_gbps(b, width_ns).sum(axis=1)
+            v = g.to_numpy(np.float64)
+            t = g.index.to_numpy(np.int64)
+            if len(v) and np.isfinite(v).any():
+                top = max(top, float(np.nanmax(v)))
+            if after_ns is not None:
+                keep = t >= after_ns
+                t, v = t[keep], v[keep]
+            if threshold_gbps is not None:
+                if first_hit is None:
+                    hit = np.flatnonzero(v >= threshold_gbps)
+                    if len(hit):
+                        first_hit = int(t[hit[0]])
+                continue
+            best = records[-1][1] if records else -np.inf
+            run = np.fmax.accumulate(np.concatenate([[best], v]))[1:]
+            new = np.flatnonzero(v > np.concatenate([[best], run[:-1]]))
+            records.extend((int(t[i]), float(v[i])) for i in new)
+    except ValueError as exc:
+        if "no intervals" not in str(exc):
+            raise
+        raise ValueError(f"{capture.path}: no tx data counters to find a burst in") from exc
+    if threshold_gbps is None:
+        threshold_gbps = max(5.0, 0.25 * float(top))
+        first_hit = next((t for t, v in records if v >= threshold_gbps), None)
+    if first_hit is None:
+        after = "" if after_ns is None else f" after {after_ns / 1e9:.6f} s"
+        raise ValueError(f"{capture.path}: no {width_ns / 1e6:g} ms window{after} reaches "
+                         f"{threshold_gbps:g} Gb/s; cannot anchor the requests to a burst")
+    return first_hit, float(threshold_gbps)
 
 
 def _offsets_per_run(log: RequestLog, offset_s) -> list[float | None]:

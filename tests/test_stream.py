@@ -435,3 +435,18 @@ def test_integer_percentiles_equal_numpy():
         qs = [0, 1, 50, 90, 99, 99.9, 100]
         assert e.percentiles(qs) == [float(v) for v in np.percentile(data, qs)]
         assert e.max() == data.max()
+
+
+@pytest.mark.parametrize("kw", [{}, {"after_s": 13}, {"threshold_gbps": 50.0, "after_s": 7}])
+def test_first_burst_streamed_equals_in_memory(tmp_path, kw):
+    from rdmascope.analysis.requestlogs import first_burst_start_ns
+
+    path = _bench_capture(tmp_path, seconds=25, segment_s=2)
+    cap = load_capture(path)
+    if "after_s" in kw:
+        kw["after_ns"] = cap.t_start_ns + kw.pop("after_s") * 10**9
+    want = first_burst_start_ns(cap, **kw)
+    got = first_burst_start_ns(open_capture(path), **kw)
+    assert got == want
+    if "after_ns" in kw:
+        assert want[0] >= kw["after_ns"] > cap.t_start_ns + 5 * 10**9
