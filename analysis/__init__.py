@@ -16,12 +16,18 @@ from .series import (
     QUALITY_EMPTY,
     QUALITY_GAP,
     QUALITY_INVALID,
+    QUALITY_OVER_LINE,
     QUALITY_PARTIAL,
+    OverLineFlagger,
     byte_intervals,
     default_origin,
+    flag_over_line,
+    flag_over_line_capture,
     group_links,
     integrate,
     iter_rebin_capture,
+    line_gbps_of,
+    over_line_causes,
     plausible_gbps,
     rebin,
     rebin_capture,
@@ -40,9 +46,15 @@ __all__ = [
     "QUALITY_EMPTY",
     "QUALITY_GAP",
     "QUALITY_INVALID",
+    "QUALITY_OVER_LINE",
     "QUALITY_PARTIAL",
     "byte_intervals",
     "default_origin",
+    "flag_over_line",
+    "flag_over_line_capture",
+    "OverLineFlagger",
+    "line_gbps_of",
+    "over_line_causes",
     "group_links",
     "integrate",
     "iter_rebin_capture",
@@ -55,7 +67,13 @@ __all__ = [
 ]
 
 from .bursts import BurstResult, allreduce_bytes, burst_analysis, detect_bursts  # noqa: E402
-from .peaks import DEFAULT_WINDOWS_NS, peak_bounds, peak_table, rebin_view  # noqa: E402
+from .peaks import (  # noqa: E402
+    DEFAULT_WINDOWS_NS,
+    headline_peak,
+    peak_bounds,
+    peak_table,
+    rebin_view,
+)
 from .verify import Verdict, verify_emulation  # noqa: E402
 
 __all__ += [
@@ -64,6 +82,7 @@ __all__ += [
     "burst_analysis",
     "detect_bursts",
     "DEFAULT_WINDOWS_NS",
+    "headline_peak",
     "peak_bounds",
     "peak_table",
     "rebin_view",

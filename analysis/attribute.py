@@ -172,16 +172,18 @@ class _MemoryRanges:
         from . import series
 
         self.origin, self.capacity = int(origin), float(capacity)
-        fine = series.rebin(self.iv, self.width_ns, origin_ns=self.origin, by="direction")
+        fine, q = series.rebin_with_quality(self.iv, self.width_ns, origin_ns=self.origin,
+                                            by="direction")
         self.fine_tx = fine["tx"] if "tx" in fine.columns else pd.Series(dtype=float)
+        self.fine_q = q["tx"] if "tx" in q.columns else pd.Series(dtype=np.int8)
 
     def integrate(self, a, b, *, by: str, allow_partial: bool = False) -> pd.DataFrame:
         from . import series
 
         return series.integrate(self.iv, a, b, by=by, allow_partial=allow_partial)
 
-    def window_stats(self, a, b) -> tuple[np.ndarray, np.ndarray]:
-        return _window_stats(a, b, self.fine_tx, self.width_ns, self.capacity)
+    def window_stats(self, a, b) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return _window_stats(a, b, self.fine_tx, self.width_ns, self.capacity, self.fine_q)
 
 
 def capacity_gbps(capture) -> float:
@@ -192,29 +194,41 @@ def capacity_gbps(capture) -> float:
 
 
 def _window_stats(t0: np.ndarray, t1: np.ndarray, fine: pd.Series, width_ns: int,
-                  capacity: float) -> tuple[np.ndarray, np.ndarray]:
-    """Highest fine-window rate (Gb/s) and burst count inside each [t0, t1] (full windows only).
+                  capacity: float, quality: pd.Series | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Headline fine-window rate (Gb/s), burst count and over-line window count inside each
+    [t0, t1] (full windows only).
 
-    ``fine``: bytes per ``width_ns`` window. Bursts come from ``bursts.detect_bursts`` (hysteresis
-    relative to ``capacity``) on the windows inside the range.
+    ``fine``: bytes per ``width_ns`` window; ``quality``: its ``rebin_with_quality`` bits. The
+    headline is the highest window consistent with physics (``peaks.HEADLINE_EXCLUDE``: never
+    gap-spread, partial or over line rate), as ``peaks.peak_table`` finds it. Bursts come from
+    ``bursts.detect_bursts`` (hysteresis relative to ``capacity``) on the windows inside the
+    range.
     """
     from .bursts import detect_bursts
-    from .series import to_gbps
+    from .peaks import HEADLINE_EXCLUDE
+    from .series import QUALITY_OVER_LINE, to_gbps
 
     starts = fine.index.to_numpy(dtype=np.int64)
     rate = to_gbps(fine.to_numpy(dtype=float), width_ns)
+    qq = (np.zeros(len(rate), np.int64) if quality is None
+          else quality.to_numpy(dtype=np.int64))
+    good = np.where((qq & HEADLINE_EXCLUDE) == 0, rate, np.nan)
+    over = (qq & QUALITY_OVER_LINE) != 0
     peak = np.full(len(t0), np.nan)
     bursts = np.zeros(len(t0), dtype=np.int64)
+    n_over = np.zeros(len(t0), dtype=np.int64)
     lo = np.searchsorted(starts, t0, "left")
     hi = np.searchsorted(starts + width_ns, t1, "right")
     for i in range(len(t0)):
         if hi[i] > lo[i]:
-            seg = rate[lo[i]:hi[i]]
+            seg = good[lo[i]:hi[i]]
             if np.isfinite(seg).any():
                 peak[i] = np.nanmax(seg)
+            n_over[i] = int(over[lo[i]:hi[i]].sum())
             bursts[i] = len(detect_bursts(fine.iloc[lo[i]:hi[i]], width_ns,
                                           capacity_gbps=capacity))
-    return peak, bursts
+    return peak, bursts, n_over
 
 
 def _rate_gbps(nbytes, t0, t1) -> np.ndarray:
@@ -309,8 +323,9 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
     ``requests`` columns: ``request_id, test, round, prompt_tokens, output_tokens, t_send_ns,
     t_first_ns, t_last_ns``, the timing metrics of ``metrics.request_timing``, and for each window
     w in (prefill, decode): ``w_tx_bytes, w_rx_bytes`` (node total over RDMA devices),
-    ``w_tx_gbps`` (mean rate), ``w_peak_tx_gbps`` (highest 1 ms window lying wholly inside the
-    window, on the grid aligned to the capture start, ``series.default_origin``: the grid of
+    ``w_tx_gbps`` (mean rate), ``w_peak_tx_gbps`` (highest 1 ms window consistent with physics
+    lying wholly inside the window: never gap-spread, partial or over line rate, counted in
+    ``w_over_line_windows`` (``series.flag_over_line``); on the grid aligned to the capture start, ``series.default_origin``: the grid of
     every 1 ms peak in the report; a single 1 ms value carries about +-15-25 % timing
     uncertainty, method.md "The sampler"), ``w_bursts``; plus
     ``prefill_per_token_bytes`` (tx bytes per prompt token), ``warmup`` (bool). Bytes are NaN
@@ -392,8 +407,9 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
         out[f"{w}_tx_bytes"] = tx
         out[f"{w}_rx_bytes"] = rx
         out[f"{w}_tx_gbps"] = _rate_gbps(tx, a, b)
-        peak, nb = be.window_stats(a, b)
+        peak, nb, n_over = be.window_stats(a, b)
         out[f"{w}_peak_tx_gbps"] = peak
+        out[f"{w}_over_line_windows"] = n_over
         out[f"{w}_bursts"] = nb
         by_series = be.integrate(a, b, by="series")
         if links:
@@ -636,7 +652,8 @@ def _rounds(req: pd.DataFrame, be) -> pd.DataFrame:
     r["decode_tx_bytes"], r["decode_rx_bytes"] = _dir_cols(dec)
     r["prefill_tx_gbps"] = _rate_gbps(r["prefill_tx_bytes"], a, m)
     r["decode_tx_gbps"] = _rate_gbps(r["decode_tx_bytes"], m, b)
-    r["prefill_peak_tx_gbps"], r["prefill_bursts"] = be.window_stats(a, m)
+    (r["prefill_peak_tx_gbps"], r["prefill_bursts"],
+     r["prefill_over_line_windows"]) = be.window_stats(a, m)
     pt = r["prompt_tokens"].to_numpy(dtype=float, na_value=np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         r["prefill_per_token_bytes"] = np.where(pt > 0, r["prefill_tx_bytes"] / pt, np.nan)

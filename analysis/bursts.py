@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .peaks import rebin_view
-from .series import default_origin, to_gbps
+from .peaks import HEADLINE_EXCLUDE, rebin_view
+from .series import QUALITY_OVER_LINE, default_origin, to_gbps
 
 __all__ = ["allreduce_bytes", "detect_bursts", "burst_analysis", "BurstResult"]
 
@@ -38,13 +38,18 @@ def allreduce_bytes(tokens: int, hidden_size: int, bytes_per_value: int, tp: int
 
 
 def detect_bursts(bytes_per_window: pd.Series, width_ns: int, *, capacity_gbps: float,
-                  enter_frac: float = 0.25, leave_frac: float = 0.10) -> pd.DataFrame:
+                  enter_frac: float = 0.25, leave_frac: float = 0.10,
+                  quality: pd.Series | np.ndarray | None = None) -> pd.DataFrame:
     """Find bursts in one series of bytes per window (index: window start, int64 ns).
 
     Hysteresis (module docstring): enter at >= ``enter_frac`` x ``capacity_gbps``, stay while
     >= ``leave_frac`` x capacity. Returns one row per burst: start_ns, end_ns (end of its last
-    window), duration_s, bytes, peak_gbps (highest window), mean_gbps (bytes x 8 / duration),
-    gap_before_s (from the previous burst's end; NaN for the first). Raises ``ValueError`` when
+    window), duration_s, bytes, peak_gbps (highest window that can be a headline: with
+    ``quality`` (the ``rebin_with_quality`` bits of the same windows) gap-spread, partly covered
+    and over-line windows are left out, NaN when no window of the burst is left),
+    raw_peak_gbps (highest window of all), over_line_windows (windows flagged
+    ``QUALITY_OVER_LINE``), mean_gbps (bytes x 8 / duration), gap_before_s (from the previous
+    burst's end; NaN for the first). Raises ``ValueError`` when
     0 < leave_frac <= enter_frac does not hold or capacity is not positive.
     """
     if capacity_gbps <= 0:
@@ -70,7 +75,14 @@ def detect_bursts(bytes_per_window: pd.Series, width_ns: int, *, capacity_gbps: 
     s_idx, e_idx = first_hi[keep], run_e[keep]
     cb = np.concatenate([[0.0], np.cumsum(np.where(valid, b, 0.0))])
     byt = cb[e_idx] - cb[s_idx]
-    peak = _run_max(rate, s_idx, e_idx)
+    raw_peak = _run_max(rate, s_idx, e_idx)
+    qq = (np.zeros(len(b), np.int64) if quality is None
+          else np.asarray(quality, dtype=np.int64))
+    good = np.where((qq & HEADLINE_EXCLUDE) == 0, rate, -np.inf)
+    peak = _run_max(good, s_idx, e_idx)
+    peak = np.where(np.isfinite(peak), peak, np.nan) if len(peak) else peak
+    c_over = np.concatenate([[0], np.cumsum((qq & QUALITY_OVER_LINE) != 0)])
+    n_over = (c_over[e_idx] - c_over[s_idx]).astype(np.int64)
     start = t[s_idx] if len(t) else np.zeros(0, np.int64)
     end = (t[e_idx - 1] + width_ns) if len(t) else np.zeros(0, np.int64)
     dur = (end - start) / 1e9
@@ -80,6 +92,8 @@ def detect_bursts(bytes_per_window: pd.Series, width_ns: int, *, capacity_gbps: 
         "start_ns": start.astype(np.int64), "end_ns": end.astype(np.int64),
         "duration_s": dur, "bytes": byt,
         "peak_gbps": peak if len(peak) else np.zeros(0),
+        "raw_peak_gbps": raw_peak if len(raw_peak) else np.zeros(0),
+        "over_line_windows": n_over,
         "mean_gbps": np.divide(byt * 8, (end - start).astype(float),
                                out=np.zeros(len(byt)), where=(end - start) > 0),
         "gap_before_s": gap,
@@ -104,7 +118,7 @@ class BurstResult:
     column, ``t_start_s`` relative to ``t_ref_ns`` and, with model parameters,
     ``expected_allreduce_bytes`` and ``allreduces`` = bytes / expected) and ``summary`` (one row
     per series: n_bursts, duty_cycle (burst time / valid time), burst_bytes, total_bytes,
-    burst_share, mean/median/min gap_s, nan_windows, capacity_gbps, enter_gbps, leave_gbps)."""
+    burst_share, mean/median/min gap_s, nan_windows, over_line_windows, capacity_gbps, enter_gbps, leave_gbps)."""
 
     table: pd.DataFrame
     summary: pd.DataFrame
@@ -112,8 +126,8 @@ class BurstResult:
 
 
 def _summary_row(col, bt: pd.DataFrame, *, nvalid: int, nansum: float, nan_windows: int,
-                 width_ns: int, capacity_gbps: float, enter_frac: float, leave_frac: float
-                 ) -> dict[str, Any]:
+                 width_ns: int, capacity_gbps: float, enter_frac: float, leave_frac: float,
+                 over_line_windows: int = 0) -> dict[str, Any]:
     """One series' burst summary from its burst table and window counts (see BurstResult)."""
     # no known window at all (an unreadable counter): its bytes are unknown, never 0
     total = nansum if nvalid else np.nan
@@ -129,6 +143,7 @@ def _summary_row(col, bt: pd.DataFrame, *, nvalid: int, nansum: float, nan_windo
         "median_gap_s": float(gaps.median()) if len(gaps) else np.nan,
         "min_gap_s": float(gaps.min()) if len(gaps) else np.nan,
         "nan_windows": int(nan_windows),
+        "over_line_windows": int(over_line_windows),
         "capacity_gbps": float(capacity_gbps),
         "enter_gbps": enter_frac * capacity_gbps, "leave_gbps": leave_frac * capacity_gbps,
     }
@@ -151,13 +166,13 @@ def burst_analysis(intervals: pd.DataFrame, *, capacity_gbps: float, start_ns: i
     hi = int(intervals["t1_ns"].max()) if end_ns is None else int(end_ns)
     origin = default_origin(intervals, lo) if origin_ns is None else int(origin_ns)
     t_ref = lo if t_ref_ns is None else int(t_ref_ns)
-    b, _ = rebin_view(intervals, width_ns, origin_ns=origin, start_ns=lo, end_ns=hi, by=by,
+    b, q = rebin_view(intervals, width_ns, origin_ns=origin, start_ns=lo, end_ns=hi, by=by,
                       groups=groups, keep=keep)
     tables, summary = [], []
     for col in b.columns:
         s = b[col]
         bt = detect_bursts(s, width_ns, capacity_gbps=capacity_gbps, enter_frac=enter_frac,
-                           leave_frac=leave_frac)
+                           leave_frac=leave_frac, quality=q[col])
         bt.insert(0, "series", col)
         bt.insert(3, "t_start_s", (bt["start_ns"] - t_ref) / 1e9)
         if expected_allreduce:
@@ -168,7 +183,9 @@ def burst_analysis(intervals: pd.DataFrame, *, capacity_gbps: float, start_ns: i
         summary.append(_summary_row(col, bt, nvalid=nvalid, nansum=float(np.nansum(s.to_numpy())),
                                     nan_windows=int(s.isna().sum()), width_ns=width_ns,
                                     capacity_gbps=capacity_gbps, enter_frac=enter_frac,
-                                    leave_frac=leave_frac))
+                                    leave_frac=leave_frac,
+                                    over_line_windows=int(((q[col].to_numpy()
+                                                            & QUALITY_OVER_LINE) != 0).sum())))
     table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
     return BurstResult(table=table, summary=pd.DataFrame(summary),
                        params={"capacity_gbps": capacity_gbps, "enter_frac": enter_frac,
@@ -192,16 +209,26 @@ class _BurstStream:
         self.nnan = 0
         self.total = 0.0
 
-    def _emit(self, start: int, end: int, byt: float, peak: float) -> None:
+    def _emit(self, start: int, end: int, byt: float, peak: tuple) -> None:
         gap = np.nan if self.prev_end is None else (start - self.prev_end) / 1e9
         self.rows.append((start, end, byt, peak, gap))
         self.prev_end = end
 
-    def add(self, t: np.ndarray, b: np.ndarray) -> None:
+    def add(self, t: np.ndarray, b: np.ndarray, qq: np.ndarray | None = None) -> None:
+        """Add consecutive windows (starts ``t``, bytes ``b``, quality bits ``qq``)."""
         m = len(t)
         if not m:
             return
         rate = to_gbps(b, self.w)
+        qq = np.zeros(m, np.int64) if qq is None else np.asarray(qq, np.int64)
+        good = np.where((qq & HEADLINE_EXCLUDE) == 0, rate, np.nan)
+        c_over = np.concatenate([[0], np.cumsum((qq & QUALITY_OVER_LINE) != 0)])
+
+        def pk(f: int, e: int) -> tuple:
+            g = good[f:e]
+            return (float(np.nanmax(g)) if np.isfinite(g).any() else -np.inf,
+                    float(np.max(rate[f:e])), int(c_over[e] - c_over[f]))
+
         valid = ~np.isnan(rate)
         self.nvalid += int(valid.sum())
         self.nnan += m - int(valid.sum())
@@ -212,9 +239,9 @@ class _BurstStream:
         run_s = np.flatnonzero(edges == 1)
         run_e = np.flatnonzero(edges == -1)
         if self.open is not None and not (len(run_s) and run_s[0] == 0):
-            st, byt, pk, end = self.open  # the carried run ended with the last block
+            st, byt, pko, end = self.open  # the carried run ended with the last block
             if st is not None:
-                self._emit(st, end, byt, pk)
+                self._emit(st, end, byt, pko)
             self.open = None
         his = np.flatnonzero(hi)
         if len(his):
@@ -230,43 +257,43 @@ class _BurstStream:
             if cont and self.open[0] is not None:
                 st, byt0, pk0, _ = self.open
                 byt = byt0 + float(cb[e] - cb[0])
-                pk = max(pk0, float(np.max(rate[0:e])))
+                pk1 = pk(0, e)
+                pkv = (max(pk0[0], pk1[0]), max(pk0[1], pk1[1]), pk0[2] + pk1[2])
             elif has[j]:
                 f = int(first_hi[j])
-                st, byt, pk = int(t[f]), float(cb[e] - cb[f]), float(np.max(rate[f:e]))
+                st, byt, pkv = int(t[f]), float(cb[e] - cb[f]), pk(f, e)
             else:
-                st, byt, pk = None, 0.0, -np.inf
+                st, byt, pkv = None, 0.0, (-np.inf, -np.inf, 0)
             end = int(t[e - 1]) + self.w
             if e == m:  # reaches the block's end: carry it on
-                self.open = [st, byt, pk, end]
+                self.open = [st, byt, pkv, end]
             else:
                 if cont:
                     self.open = None
                 if st is not None:
-                    self._emit(st, end, byt, pk)
+                    self._emit(st, end, byt, pkv)
             if j > 2 and e < m and not cont:
                 break  # the rest is vectorized below
         else:
             return
-        # runs j+1 .. (all but a run reaching the end): vectorized as in detect_bursts
+        # runs j+1 .. (all but a run reaching the end), as in detect_bursts
         rest = np.arange(j + 1, len(run_s))
         last_open = len(rest) and run_e[rest[-1]] == m
         done = rest[:-1] if last_open else rest
         done = done[has[done]]
         s_idx, e_idx = first_hi[done], run_e[done]
         byt = cb[e_idx] - cb[s_idx]
-        pk = _run_max(rate, s_idx, e_idx)
-        for s, e, by_, p in zip(s_idx, e_idx, byt, pk, strict=True):
-            self._emit(int(t[s]), int(t[e - 1]) + self.w, float(by_), float(p))
+        for s, e, by_ in zip(s_idx, e_idx, byt, strict=True):
+            self._emit(int(t[s]), int(t[e - 1]) + self.w, float(by_), pk(int(s), int(e)))
         if last_open:
             r = int(rest[-1])
             s, e = int(run_s[r]), int(run_e[r])
             if has[r]:
                 f = int(first_hi[r])
-                self.open = [int(t[f]), float(cb[e] - cb[f]), float(np.max(rate[f:e])),
+                self.open = [int(t[f]), float(cb[e] - cb[f]), pk(f, e),
                              int(t[e - 1]) + self.w]
             else:
-                self.open = [None, 0.0, -np.inf, int(t[e - 1]) + self.w]
+                self.open = [None, 0.0, (-np.inf, -np.inf, 0), int(t[e - 1]) + self.w]
 
     def finish(self) -> pd.DataFrame:
         if self.open is not None and self.open[0] is not None:
@@ -274,14 +301,20 @@ class _BurstStream:
             self._emit(st, end, byt, pk)
         self.open = None
         if self.rows:
-            start, end, byt, peak, gap = (np.array(x) for x in zip(*self.rows, strict=True))
+            start, end, byt, pks, gap = zip(*self.rows, strict=True)
+            start, end, byt, gap = (np.array(x) for x in (start, end, byt, gap))
+            peak = np.array([p[0] if np.isfinite(p[0]) else np.nan for p in pks])
+            raw = np.array([p[1] for p in pks])
+            n_over = np.array([p[2] for p in pks], np.int64)
         else:
             start = end = np.zeros(0, np.int64)
-            byt = peak = gap = np.zeros(0)
+            byt = peak = raw = gap = np.zeros(0)
+            n_over = np.zeros(0, np.int64)
         dur = (end - start) / 1e9
         return pd.DataFrame({
             "start_ns": start.astype(np.int64), "end_ns": end.astype(np.int64),
             "duration_s": dur, "bytes": byt.astype(float), "peak_gbps": peak.astype(float),
+            "raw_peak_gbps": raw.astype(float), "over_line_windows": n_over,
             "mean_gbps": np.divide(byt * 8, (end - start).astype(float),
                                    out=np.zeros(len(byt)), where=(end - start) > 0),
             "gap_before_s": gap.astype(float),
@@ -306,6 +339,7 @@ def burst_analysis_capture(capture, *, capacity_gbps: float, start_ns: int | Non
     table and per-series counters are kept. Raises ``ValueError`` as ``burst_analysis``.
     """
     from .peaks import _link_view
+    from .series import OverLineFlagger
     from .stream import WindowGrid, _info, iter_windows
 
     if capacity_gbps <= 0:
@@ -316,16 +350,21 @@ def burst_analysis_capture(capture, *, capacity_gbps: float, start_ns: int | Non
     origin = int(info.t_start_ns) if origin_ns is None else int(origin_ns)
     state: dict = {}
     det: dict[str, _BurstStream] = {}
+    n_over: dict[str, int] = {}
+    flag = OverLineFlagger(info, by=by, groups=groups, source=source)
     for _, b, q in iter_windows(info, [WindowGrid(int(width_ns), origin, start_ns, end_ns)],
                                 by=by, source=source, progress=progress, state=state):
         b, q = _link_view(b, q, groups, keep)
+        q = flag(b, q, int(width_ns))
         t = b.index.to_numpy()
         for col in b.columns:
             d = det.get(col)
             if d is None:
                 d = det[col] = _BurstStream(width_ns, enter_frac * capacity_gbps,
                                             leave_frac * capacity_gbps)
-            d.add(t, b[col].to_numpy(np.float64))
+            qq = q[col].to_numpy(np.int64)
+            n_over[col] = n_over.get(col, 0) + int(((qq & QUALITY_OVER_LINE) != 0).sum())
+            d.add(t, b[col].to_numpy(np.float64), qq)
     spans = state.get("spans", {})
     lo = int(start_ns) if start_ns is not None else min(s[0] for s in spans.values())
     hi = int(end_ns) if end_ns is not None else max(s[1] for s in spans.values())
@@ -344,7 +383,7 @@ def burst_analysis_capture(capture, *, capacity_gbps: float, start_ns: int | Non
         summary.append(_summary_row(col, bt, nvalid=d.nvalid, nansum=d.total,
                                     nan_windows=d.nnan, width_ns=width_ns,
                                     capacity_gbps=capacity_gbps, enter_frac=enter_frac,
-                                    leave_frac=leave_frac))
+                                    leave_frac=leave_frac, over_line_windows=n_over.get(col, 0)))
     table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
     return BurstResult(table=table, summary=pd.DataFrame(summary),
                        params={"capacity_gbps": capacity_gbps, "enter_frac": enter_frac,

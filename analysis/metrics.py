@@ -36,7 +36,12 @@ DEFINITIONS: dict[str, str] = {
     "decode_tx_bytes": "bytes sent inside the decode window [first token, last token]",
     "prefill_per_token_bytes": "prefill tx bytes / prompt tokens (bytes per prompt token)",
     "prefill_peak_tx_gbps": "highest 1 ms window (aligned on the capture start) fully inside "
-                            "the window, node tx (Gb/s); single 1 ms values carry +-15-25 %",
+                            "the window and consistent with physics (never gap-spread, "
+                            "partly covered or over line rate), node tx (Gb/s); single 1 ms "
+                            "values carry +-15-25 %",
+    "prefill_over_line_windows": "1 ms windows of the prefill over line rate by more than "
+                                 "their timing uncertainty allows (a late counter update, a "
+                                 "gap spread, a stalled sampler), kept out of the peak",
     "prefill_bursts": "number of bursts (bursts.detect_bursts on the 1 ms windows inside the "
                       "window: enter at 25 %, leave at 10 % of the link capacity)",
     "round_prefill_tx_bytes": "bytes sent in [first send, last first token] of the round",

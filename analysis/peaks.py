@@ -14,26 +14,31 @@ import numpy as np
 import pandas as pd
 
 from .series import (
+    INSTANT_UNC_NS,
     QUALITY_EMPTY,
     QUALITY_GAP,
     QUALITY_INVALID,
+    QUALITY_OVER_LINE,
     QUALITY_PARTIAL,
     _counters_of,
+    _members_of,
     default_origin,
+    flag_over_line,
     group_links,
+    over_line_causes,
     rebin_with_quality,
     to_gbps,
 )
 
-__all__ = ["DEFAULT_WINDOWS_NS", "INSTANT_UNC_NS", "peak_table", "window_label", "rebin_view",
-           "peak_bounds"]
+__all__ = ["DEFAULT_WINDOWS_NS", "INSTANT_UNC_NS", "HEADLINE_EXCLUDE", "peak_table",
+           "window_label", "rebin_view", "peak_bounds", "headline_peak"]
 
 MS = 1_000_000
-#: Default timing uncertainty of each reading's instant beyond its read bracket, ns: the adapter
-#: updates the counter files only every ~0.1-0.2 ms, so the bytes read at an instant were counted
-#: up to that long before it (method.md, "The sampler": each reading's instant is known only to
-#: about +-0.1-0.2 ms, so a single 1 ms value carries about +-15-25 %). The low end, 0.1 ms.
-INSTANT_UNC_NS = 100_000
+#: Quality bits that keep a window out of a headline peak: unknown bytes, no or partial
+#: readings, gap-spread bytes (an average over the gap, not a measured window) and windows over
+#: line rate (``series.flag_over_line``). ``INSTANT_UNC_NS`` (0.1 ms) comes from ``series``.
+HEADLINE_EXCLUDE = (QUALITY_PARTIAL | QUALITY_EMPTY | QUALITY_INVALID | QUALITY_GAP
+                    | QUALITY_OVER_LINE)
 #: The study's window widths: 1 ms, 5 ms, 100 ms, 1 s (the whole range is added as a last row).
 DEFAULT_WINDOWS_NS = (MS, 5 * MS, 100 * MS, 1000 * MS)
 
@@ -59,22 +64,54 @@ def _range(intervals: pd.DataFrame, start_ns, end_ns) -> tuple[int, int]:
 
 def rebin_view(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int | None = None,
                start_ns: int | None = None, end_ns: int | None = None, by: str | None = "series",
-               groups: dict[str, list[str]] | None = None, keep: bool = True
+               groups: dict[str, list[str]] | None = None, keep: bool = True,
+               line_gbps: float | dict | None = None, instant_unc_ns: int = INSTANT_UNC_NS
                ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Re-bin with quality and, when ``groups`` is given, add the summed link columns.
 
     Returns (bytes_df, quality_df) as ``rebin_with_quality``; a link's quality is the OR of its
-    members'. With ``keep=False`` only the links remain. Errors as ``rebin`` and ``group_links``.
+    members' gap/invalid/partial/empty bits, and its own ``QUALITY_OVER_LINE`` judged against
+    the link's line rate (``series.flag_over_line``). With ``keep=False`` only the links remain.
+    ``line_gbps`` overrides line rates (one number, or {column: Gb/s}). Errors as ``rebin`` and
+    ``group_links``.
     """
     b, q = rebin_with_quality(intervals, width_ns, origin_ns=origin_ns, start_ns=start_ns,
-                              end_ns=end_ns, by=by)
+                              end_ns=end_ns, by=by, line_gbps=line_gbps,
+                              instant_unc_ns=instant_unc_ns)
     if groups:
         b = group_links(b, groups, keep=keep)
         q2 = q.copy() if keep else pd.DataFrame(index=q.index)
         for link, members in groups.items():
-            q2[link] = np.bitwise_or.reduce(q[list(members)].to_numpy(), axis=1)
+            q2[link] = np.bitwise_or.reduce(q[list(members)].to_numpy(), axis=1) \
+                & ~np.int8(QUALITY_OVER_LINE)
+        links = list(groups)
+        q2[links] = flag_over_line(intervals, b[links], q2[links], int(width_ns), by="series",
+                                   groups=groups, line_gbps=line_gbps,
+                                   instant_unc_ns=instant_unc_ns)
         q = q2
     return b, q
+
+
+def headline_peak(gbps, quality) -> tuple[int | None, int | None]:
+    """Return (index of the headline window, index of the raw maximum) of one series.
+
+    The headline is the highest window whose ``quality`` has none of ``HEADLINE_EXCLUDE``: a
+    peak consistent with physics, never gap-spread, partial or over line rate; the raw maximum
+    is the highest finite window of all. ``gbps``/``quality``: equal-length arrays. None where
+    no window qualifies.
+    """
+    r = np.asarray(gbps, dtype=np.float64)
+    qq = np.asarray(quality, dtype=np.int64)
+    fin = np.isfinite(r)
+    good = fin & ((qq & HEADLINE_EXCLUDE) == 0)
+    head = int(np.flatnonzero(good)[np.argmax(r[good])]) if good.any() else None
+    raw = int(np.flatnonzero(fin)[np.argmax(r[fin])]) if fin.any() else None
+    return head, raw
+
+
+def _cause_text(causes: list[str]) -> str:
+    counts = {c: causes.count(c) for c in dict.fromkeys(causes)}
+    return "; ".join(f"{c} x{n}" for c, n in counts.items())
 
 
 def peak_bounds(intervals: pd.DataFrame, window_start_ns, width_ns: int, *,
@@ -134,17 +171,22 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
                origin_ns: int | None = None, by: str | None = "series",
                groups: dict[str, list[str]] | None = None, keep: bool = True,
                percentiles=(50, 90, 99), uncertainty: bool = False,
-               t_ref_ns: int | None = None, instant_unc_ns: int = INSTANT_UNC_NS
-               ) -> pd.DataFrame:
+               t_ref_ns: int | None = None, instant_unc_ns: int = INSTANT_UNC_NS,
+               line_gbps: float | dict | None = None) -> pd.DataFrame:
     """Return the peak-vs-window table of a time range [start_ns, end_ns).
 
     For each series (columns of ``rebin``, plus links of ``groups``) and each width in
     ``windows_ns``: windows aligned to ``origin_ns`` (default: the capture start,
     ``series.default_origin``; the range never moves the grid), only those lying
-    wholly inside the range and fully covered by readings; the highest rate ``peak_gbps`` and
-    the start of its window ``peak_t_ns``, percentiles ``p<q>_gbps`` of the window rates, the
-    counts ``n_windows`` / ``n_nan_windows`` (windows touching a reset/saturated/unavailable/
-    implausible interval, left out) / ``n_gap_windows`` (holding gap-spread bytes, kept). A last
+    wholly inside the range and fully covered by readings; the headline ``peak_gbps`` and the
+    start of its window ``peak_t_ns``: the highest window consistent with physics (none of
+    ``HEADLINE_EXCLUDE``: never gap-spread, partial or over line rate; ``headline_peak``);
+    beside it ``raw_max_gbps`` / ``raw_max_t_ns``, the highest window of all; percentiles
+    ``p<q>_gbps`` of the window rates, the counts ``n_windows`` / ``n_nan_windows`` (windows
+    touching a reset/saturated/unavailable/implausible interval, left out) / ``n_gap_windows``
+    (holding gap-spread bytes) / ``n_over_line_windows`` (over the line rate by more than the
+    timing uncertainty allows, ``series.flag_over_line``) and ``over_line_causes`` (e.g. "late
+    counter update x2; gap spread x1", ``series.over_line_causes``). A last
     row per series with window "whole range" gives the mean over the range (bytes / duration).
     ``mean_gbps`` repeats that mean on every row. With ``uncertainty`` each row also has
     ``peak_low_gbps`` / ``peak_high_gbps``: the bounds of its window (the peak's, or the whole
@@ -153,8 +195,9 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
     ``start_ns``) makes ``peak_t_s`` relative seconds.
 
     Rates in Gb/s (1e9 bit/s). Returns a long DataFrame: series, window, window_ns, peak_gbps,
-    peak_t_ns, peak_t_s, mean_gbps, p.._gbps, n_windows, n_nan_windows, n_gap_windows
-    [, peak_low_gbps, peak_high_gbps]. Raises ``ValueError`` on an empty range or no intervals.
+    peak_t_ns, peak_t_s, mean_gbps, p.._gbps, n_windows, n_nan_windows, n_gap_windows,
+    raw_max_gbps, raw_max_t_ns, n_over_line_windows, over_line_causes [, peak_low_gbps,
+    peak_high_gbps]. ``line_gbps`` overrides the line rates (``series.line_gbps_of``). Raises ``ValueError`` on an empty range or no intervals.
     """
     lo, hi = _range(intervals, start_ns, end_ns)
     origin = default_origin(intervals, lo) if origin_ns is None else int(origin_ns)
@@ -166,30 +209,45 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
     for w in windows_ns:
         w = int(w)
         b, q = rebin_view(intervals, w, origin_ns=origin, start_ns=lo, end_ns=hi, by=by,
-                          groups=groups, keep=keep)
+                          groups=groups, keep=keep, line_gbps=line_gbps,
+                          instant_unc_ns=instant_unc_ns)
         inside = (b.index.to_numpy() >= lo) & (b.index.to_numpy() + w <= hi)
         b, q = b[inside], q[inside]
         gbps = to_gbps(b, w)
         new_rows = []
+        members = _members_of(intervals, by, groups)
         for col in b.columns:
             qq = q[col].to_numpy()
             usable = (qq & (QUALITY_PARTIAL | QUALITY_EMPTY | QUALITY_INVALID)) == 0
             r = gbps[col].to_numpy()[usable]
+            over = (qq & QUALITY_OVER_LINE) != 0
             row = {"series": col, "window": window_label(w), "window_ns": w,
                    "n_windows": int(usable.sum()),
                    "n_nan_windows": int(((qq & QUALITY_INVALID) != 0).sum()),
-                   "n_gap_windows": int(((qq & QUALITY_GAP) != 0).sum())}
-            if len(r):
-                k = int(np.argmax(r))
-                t_peak = int(b.index.to_numpy()[usable][k])
-                row.update(peak_gbps=float(r[k]), peak_t_ns=t_peak,
+                   "n_gap_windows": int(((qq & QUALITY_GAP) != 0).sum()),
+                   "n_over_line_windows": int(over.sum()), "over_line_causes": ""}
+            starts_all = b.index.to_numpy()
+            head, raw = headline_peak(gbps[col].to_numpy(), qq)
+            if head is not None:
+                t_peak = int(starts_all[head])
+                row.update(peak_gbps=float(gbps[col].to_numpy()[head]), peak_t_ns=t_peak,
                            peak_t_s=(t_peak - t_ref) / 1e9)
+            else:
+                row.update(peak_gbps=np.nan, peak_t_ns=None, peak_t_s=np.nan)
+            if raw is not None:
+                row.update(raw_max_gbps=float(gbps[col].to_numpy()[raw]),
+                           raw_max_t_ns=int(starts_all[raw]))
+            else:
+                row.update(raw_max_gbps=np.nan, raw_max_t_ns=None)
+            if len(r):
                 for p, v in zip(percentiles, np.percentile(r, percentiles), strict=True):
                     row[f"p{p:g}_gbps"] = float(v)
             else:
-                row.update(peak_gbps=np.nan, peak_t_ns=None, peak_t_s=np.nan)
                 for p in percentiles:
                     row[f"p{p:g}_gbps"] = np.nan
+            if over.any() and col in members:
+                row["over_line_causes"] = _cause_text(over_line_causes(
+                    intervals, starts_all[over], w, members[col]))
             new_rows.append(row)
         if uncertainty:
             starts = pd.Series({r["series"]: (r["peak_t_ns"] if r["peak_t_ns"] is not None
@@ -211,9 +269,12 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
         qq = int(whole_q[col].iloc[0])
         row = {"series": col, "window": "whole range", "window_ns": hi - lo,
                "peak_gbps": mean, "peak_t_ns": lo, "peak_t_s": (lo - t_ref) / 1e9,
+               "raw_max_gbps": mean, "raw_max_t_ns": lo,
                "n_windows": 1 if not (qq & (QUALITY_EMPTY | QUALITY_INVALID)) else 0,
                "n_nan_windows": int(bool(qq & QUALITY_INVALID)),
-               "n_gap_windows": int(bool(qq & QUALITY_GAP))}
+               "n_gap_windows": int(bool(qq & QUALITY_GAP)),
+               "n_over_line_windows": int(bool(qq & QUALITY_OVER_LINE)),
+               "over_line_causes": ""}
         for p in percentiles:
             row[f"p{p:g}_gbps"] = mean
         if uncertainty:
@@ -228,11 +289,13 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
     out = out.sort_values(["_o", "window_ns"], kind="stable").drop(columns="_o")
     cols = ["series", "window", "window_ns", "peak_gbps", "peak_t_ns", "peak_t_s", "mean_gbps",
             *[f"p{p:g}_gbps" for p in percentiles], "n_windows", "n_nan_windows",
-            "n_gap_windows"]
+            "n_gap_windows", "raw_max_gbps", "raw_max_t_ns", "n_over_line_windows",
+            "over_line_causes"]
     if uncertainty:
         cols += ["peak_low_gbps", "peak_high_gbps"]
     out = out[cols].reset_index(drop=True)
     out["peak_t_ns"] = out["peak_t_ns"].astype("Int64")
+    out["raw_max_t_ns"] = out["raw_max_t_ns"].astype("Int64")
     return out
 
 
@@ -243,19 +306,28 @@ def _link_view(b: pd.DataFrame, q: pd.DataFrame, groups, keep: bool):
     b = group_links(b, groups, keep=keep)
     q2 = q.copy() if keep else pd.DataFrame(index=q.index)
     for link, members in groups.items():
-        q2[link] = np.bitwise_or.reduce(q[list(members)].to_numpy(), axis=1)
+        # a link's own over-line bit is judged against the link's rate (flag_over_line)
+        q2[link] = np.bitwise_or.reduce(q[list(members)].to_numpy(), axis=1) \
+            & ~np.int8(QUALITY_OVER_LINE)
     return b, q2
 
 
 class _PeakAcc:
-    """Running peak, counts and percentile values of one series at one width."""
+    """Running headline peak, raw maximum, counts and percentile values of one series at one
+    width (``headline_peak``'s rule, block by block)."""
+
+    #: at most this many over-line window starts kept per series to name their causes
+    MAX_OVER_KEPT = 10_000
 
     def __init__(self, mem_values: int | None):
         from .stream import ExactPercentiles
 
-        self.n = self.n_nan = self.n_gap = 0
+        self.n = self.n_nan = self.n_gap = self.n_over = 0
         self.peak = -np.inf
         self.t_peak: int | None = None
+        self.raw = -np.inf
+        self.t_raw: int | None = None
+        self.over_t: list[int] = []
         # None: the peak and counts only (no percentiles)
         self.values = None if mem_values is None else ExactPercentiles(mem_values)
 
@@ -263,13 +335,19 @@ class _PeakAcc:
         usable = (qq & (QUALITY_PARTIAL | QUALITY_EMPTY | QUALITY_INVALID)) == 0
         self.n_nan += int(((qq & QUALITY_INVALID) != 0).sum())
         self.n_gap += int(((qq & QUALITY_GAP) != 0).sum())
+        over = (qq & QUALITY_OVER_LINE) != 0
+        self.n_over += int(over.sum())
+        if over.any() and len(self.over_t) < self.MAX_OVER_KEPT:
+            self.over_t.extend(int(x) for x in t[over][:self.MAX_OVER_KEPT - len(self.over_t)])
+        head, raw = headline_peak(gbps, qq)
+        if head is not None and gbps[head] > self.peak:
+            self.peak, self.t_peak = float(gbps[head]), int(t[head])
+        if raw is not None and gbps[raw] > self.raw:
+            self.raw, self.t_raw = float(gbps[raw]), int(t[raw])
         r = gbps[usable]
         if not len(r):
             return
         self.n += len(r)
-        k = int(np.argmax(r))
-        if r[k] > self.peak:
-            self.peak, self.t_peak = float(r[k]), int(t[usable][k])
         if self.values is not None:
             self.values.add(r)
 
@@ -307,6 +385,10 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
     whole_w = _FAR if end_ns is None or start_ns is None else int(end_ns) - int(start_ns)
     grids = [WindowGrid(w, origin, start_ns, end_ns) for w in widths]
     grids.append(WindowGrid(whole_w, start_ns, start_ns, end_ns, clip=True))
+    from .series import OverLineFlagger
+
+    flag = OverLineFlagger(capture, by=by, groups=groups, source=source,
+                           gap_factor=DEFAULT_GAP_FACTOR if gap_factor is None else gap_factor)
     state: dict = {}
     accs: list[dict[str, _PeakAcc]] = [{} for _ in widths]
     held: list[tuple | None] = [None] * len(widths)  # each width's last window, until the end
@@ -316,6 +398,7 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
     def consume(i: int, b: pd.DataFrame, q: pd.DataFrame) -> None:
         w = widths[i]
         b, q = _link_view(b, q, groups, keep)
+        q = flag(b, q, w)
         t = b.index.to_numpy()
         inside = t >= lo if lo is not None else np.ones(len(t), bool)
         if end_ns is not None:
@@ -372,16 +455,26 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
         for col in cols:
             acc = accs[i].get(col) or _PeakAcc(mem_values)
             row = {"series": col, "window": window_label(w), "window_ns": w,
-                   "n_windows": acc.n, "n_nan_windows": acc.n_nan, "n_gap_windows": acc.n_gap}
-            if acc.n:
+                   "n_windows": acc.n, "n_nan_windows": acc.n_nan, "n_gap_windows": acc.n_gap,
+                   "n_over_line_windows": acc.n_over, "over_line_causes": ""}
+            if acc.t_peak is not None:
                 row.update(peak_gbps=acc.peak, peak_t_ns=acc.t_peak,
                            peak_t_s=(acc.t_peak - t_ref) / 1e9)
+            else:
+                row.update(peak_gbps=np.nan, peak_t_ns=None, peak_t_s=np.nan)
+            row.update(raw_max_gbps=acc.raw if acc.t_raw is not None else np.nan,
+                       raw_max_t_ns=acc.t_raw)
+            if acc.n:
                 for p, v in zip(percentiles, acc.values.percentiles(percentiles), strict=True):
                     row[f"p{p:g}_gbps"] = float(v)
             else:
-                row.update(peak_gbps=np.nan, peak_t_ns=None, peak_t_s=np.nan)
                 for p in percentiles:
                     row[f"p{p:g}_gbps"] = np.nan
+            if acc.over_t:
+                causes = flag.causes(acc.over_t, w, col)
+                if acc.n_over > len(acc.over_t):
+                    causes += ["not examined"] * (acc.n_over - len(acc.over_t))
+                row["over_line_causes"] = _cause_text(causes)
             acc.values.close()
             rows.append(row)
     for col in cols:
@@ -389,9 +482,11 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
         qq = int(wq[col].iloc[0])
         row = {"series": col, "window": "whole range", "window_ns": hi - lo,
                "peak_gbps": mean, "peak_t_ns": lo, "peak_t_s": (lo - t_ref) / 1e9,
+               "raw_max_gbps": mean, "raw_max_t_ns": lo,
                "n_windows": 1 if not (qq & (QUALITY_EMPTY | QUALITY_INVALID)) else 0,
                "n_nan_windows": int(bool(qq & QUALITY_INVALID)),
-               "n_gap_windows": int(bool(qq & QUALITY_GAP))}
+               "n_gap_windows": int(bool(qq & QUALITY_GAP)),
+               "n_over_line_windows": 0, "over_line_causes": ""}
         for p in percentiles:
             row[f"p{p:g}_gbps"] = mean
         rows.append(row)
@@ -403,9 +498,11 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
     out = out.sort_values(["_o", "window_ns"], kind="stable").drop(columns="_o")
     names = ["series", "window", "window_ns", "peak_gbps", "peak_t_ns", "peak_t_s", "mean_gbps",
              *[f"p{p:g}_gbps" for p in percentiles], "n_windows", "n_nan_windows",
-             "n_gap_windows"]
+             "n_gap_windows", "raw_max_gbps", "raw_max_t_ns", "n_over_line_windows",
+             "over_line_causes"]
     out = out[names].reset_index(drop=True)
     out["peak_t_ns"] = out["peak_t_ns"].astype("Int64")
+    out["raw_max_t_ns"] = out["raw_max_t_ns"].astype("Int64")
     return out
 
 

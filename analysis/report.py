@@ -673,7 +673,9 @@ def figure_windows(cfg: Configuration, request_id: str | None = None, *,
 
     Windows are aligned on the capture start (``window_origin``, as the tables); the windows
     lying wholly inside the prefill [send, first token) are drawn (as ``peaks.peak_table``
-    counts them), so each panel's maximum is the table's peak. A width with no whole window
+    counts them). Each panel's label is the table's headline peak (``peaks`` if given, else
+    ``peaks.peak_table`` here): the highest window consistent with physics, so a window over
+    line rate or gap-spread is drawn but never labelled as the peak. A width with no whole window
     inside the prefill is left out. The time axis is seconds since the send. Raises ValueError
     when the prefill is shorter than every width.
     """
@@ -686,8 +688,15 @@ def figure_windows(cfg: Configuration, request_id: str | None = None, *,
     if not by_w:
         raise ValueError(f"{cfg.label}: request {req['request_id']}'s prefill "
                          f"({(first - send) / 1e6:.3f} ms) holds no whole window of any width")
-    if peaks is not None:
-        peaks = {w: v for w, v in peaks.items() if w in by_w}
+    if peaks is None:
+        from .peaks import peak_table
+
+        pk = peak_table(cfg.intervals[cfg.intervals["direction"] == "tx"], start_ns=send,
+                        end_ns=first, by="direction", origin_ns=window_origin(cfg),
+                        windows_ns=tuple(by_w), percentiles=())
+        peaks = {int(r.window_ns): float(r.peak_gbps) for r in pk.itertuples()
+                 if r.window != "whole range" and r.series == "tx"}
+    peaks = {w: v for w, v in peaks.items() if w in by_w}
     return figures.plot_windows(by_w, peaks_gbps=peaks, origin_ns=send,
                                 xlabel="time since request sent (s)",
                                 link_gbps=capacity_lines(cfg),
@@ -903,7 +912,8 @@ def _capture_fields(cfg: Configuration) -> list[tuple[str, str]]:
 
 REQUEST_COLUMNS = ("request_id", "test", "round", "prompt_tokens", "output_tokens", "ttft_s",
                    "decode_speed_tps", "prefill_tx_bytes", "prefill_per_token_bytes",
-                   "prefill_tx_gbps", "prefill_peak_tx_gbps", "prefill_bursts",
+                   "prefill_tx_gbps", "prefill_peak_tx_gbps", "prefill_over_line_windows",
+                   "prefill_bursts",
                    "decode_tx_gbps")
 TEST_COLUMNS = ("test", "rounds", "n_requests", "prompt_tokens", "time_to_last_first_token_s",
                 "time_to_last_first_token_min_s", "time_to_last_first_token_max_s",
@@ -1040,6 +1050,8 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
             pk_tx = pk[pk["series"] == "tx"]
             peaks = {int(r.window_ns): float(r.peak_gbps) for r in pk_tx.itertuples()
                      if r.window != "whole range"}
+            pk1_row = pk_tx[pk_tx["window_ns"] == MS_NS]
+            pk1_row = pk1_row.iloc[0] if len(pk1_row) else None
             content.figures.append(ReportFigure(
                 _anchor(f"windows-{cfg.label}"), f"{cfg.label}: the averaging window decides "
                 "the peak", figure_windows(cfg, str(req["request_id"]), peaks=peaks),
@@ -1047,8 +1059,10 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                 "capture start, as every table): the peak falls as the window widens, although "
                 "the bytes are the same. " + ONE_MS_UNCERTAINTY))
             tables.append(ReportTable(
-                _pick(pk_tx, ("window", "peak_gbps", "p50_gbps", "p90_gbps", "p99_gbps",
-                              "mean_gbps", "n_windows")),
+                _pick(pk_tx.assign(over_line_causes=pk_tx["over_line_causes"].replace("", "none")),
+                      ("window", "peak_gbps", "p50_gbps", "p90_gbps", "p99_gbps",
+                              "mean_gbps", "n_windows", "raw_max_gbps", "n_over_line_windows",
+                              "over_line_causes")),
                 title=f"Peak vs window: prefill of request {req['request_id']} "
                       f"({(first - send) / 1e9:.2f} s), tx of one node",
                 note="'whole range' is the mean over the whole prefill. Windows are aligned "
@@ -1095,7 +1109,8 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
             "emulation one of them carries everything."))
         dev = v.devices.reset_index()
         tables.append(ReportTable(_pick(dev, ("device", "tx_bytes", "rx_bytes", "share",
-                                              "peak_1ms_gbps", "nan_windows")),
+                                              "peak_1ms_gbps", "nan_windows",
+                                              "over_line_windows")),
                                   title="Bytes per RDMA device", headers={"share": "share"},
                                   note="Peak 1 ms: the highest 1 ms window of the device, tx or "
                                        "rx. " + ONE_MS_UNCERTAINTY,
@@ -1106,9 +1121,15 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
             content.cards.extend(ttft_cards(cfg.label, attributions[cfg.label].tests))
             pk1 = peaks.get(MS_NS)
             if pk1 is not None:
+                over = ""
+                if pk1_row is not None and int(pk1_row["n_over_line_windows"]):
+                    over = (f"; {int(pk1_row['n_over_line_windows'])} window(s) over line rate "
+                            f"kept out ({pk1_row['over_line_causes']}), raw max "
+                            f"{float(pk1_row['raw_max_gbps']):.0f} Gb/s")
                 content.cards.append((f"{cfg.label}: 1 ms peak", f"{pk1:.0f} Gb/s",
                                       f"±15–25 % (timing of one 1 ms window); 100 ms: "
-                                      f"{peaks.get(100 * MS_NS, float('nan')):.0f} Gb/s"))
+                                      f"{peaks.get(100 * MS_NS, float('nan')):.0f} Gb/s"
+                                      + over))
     compared = [c for c in configs if c.label in attributions]
     if len(compared) >= 2:
         _add_comparison(content, compared, attributions, say, setup_options or {})

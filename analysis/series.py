@@ -63,7 +63,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rdmascope.plausibility import DEFAULT_MAX_GBPS, PLAUSIBLE_FACTOR, cap_gbps, implausible
+from rdmascope.plausibility import (
+    DEFAULT_MAX_GBPS,
+    PLAUSIBLE_FACTOR,
+    cap_gbps,
+    implausible,
+    port_rates_gbps,
+)
 
 from .load import Capture
 
@@ -73,6 +79,15 @@ __all__ = [
     "QUALITY_INVALID",
     "QUALITY_PARTIAL",
     "QUALITY_EMPTY",
+    "QUALITY_OVER_LINE",
+    "INSTANT_UNC_NS",
+    "OVER_LINE_CAUSES",
+    "line_gbps_of",
+    "window_low_bytes",
+    "flag_over_line",
+    "over_line_causes",
+    "flag_over_line_capture",
+    "OverLineFlagger",
     "DEFAULT_GAP_FACTOR",
     "DEFAULT_MAX_GBPS",
     "PLAUSIBLE_FACTOR",
@@ -99,6 +114,17 @@ QUALITY_GAP = 1  #: the window holds bytes spread over a gap (missed sweeps)
 QUALITY_INVALID = 2  #: the window overlaps a NaN-flagged interval (see _NAN_FLAGS): bytes NaN
 QUALITY_PARTIAL = 4  #: part of the window is outside every interval (capture edges)
 QUALITY_EMPTY = 8  #: no interval overlaps the window at all: bytes NaN
+#: the window's rate exceeds its line rate by more than its timing uncertainty allows (see
+#: ``flag_over_line``): bytes kept, never a headline peak
+QUALITY_OVER_LINE = 16
+
+#: Timing uncertainty of each reading's instant beyond its read bracket, ns: the adapter updates
+#: its counter files only every ~0.1-0.2 ms, so the bytes read at an instant were counted up to
+#: that long before it (docs/method.md, "The sampler": each reading's instant is known only to
+#: about +-0.1-0.2 ms, so a single 1 ms value carries about +-15-25 %). The low end, 0.1 ms.
+INSTANT_UNC_NS = 100_000
+#: Likely causes of a window over line rate (``over_line_causes``), in the order they are tested.
+OVER_LINE_CAUSES = ("gap spread", "stalled sampler", "late counter update")
 
 #: Consecutive valid readings further apart than this many sampling intervals form a gap.
 DEFAULT_GAP_FACTOR = 1.5
@@ -354,7 +380,32 @@ def byte_intervals(capture: Capture, *, counters=None, source: str | None = "inf
             parts.append((c, d.to_dict(), iv))
     out = _intervals_frame(parts)
     out.attrs["t_start_ns"] = int(capture.t_start_ns)
+    out.attrs["interval_ns"] = int(capture.interval_ns)
+    rates = port_rates_gbps(capture.meta)
+    keys = _link_keys(capture.meta, cdf)
+    out.attrs["line_gbps"] = {str(cdf.at[c, "series"]): rates.get(str(cdf.at[c, "device"]))
+                              for c in ids if cdf.at[c, "source"] == "infiniband"}
+    out.attrs["link_key"] = {str(cdf.at[c, "series"]): keys.get(c) for c in ids}
     return out
+
+
+def _link_key(info: dict, row) -> tuple:
+    """The cable a counter's device sits on: PCI address without the domain (DGX Spark twins),
+    else the guid, else one cable for all (see ``twin_links``)."""
+    pci = info.get("pci")
+    if pci and ":" in pci:
+        k = ("pci", pci.split(":", 1)[1] if pci.count(":") == 2 else pci)
+    elif info.get("sys_image_guid") or info.get("node_guid"):
+        k = ("guid", info.get("sys_image_guid") or info.get("node_guid"))
+    else:
+        k = ("all",)
+    return (row["source"], k, row["direction"])
+
+
+def _link_keys(meta: dict, cdf: pd.DataFrame) -> dict:
+    dev_info = {d.get("name"): d for d in meta.get("devices") or [] if isinstance(d, dict)}
+    return {c: _link_key(dev_info.get(row["device"], {}), row) for c, row in cdf.iterrows()
+            if row.get("data")}
 
 
 def default_origin(intervals: pd.DataFrame, start_ns: int | None = None) -> int:
@@ -583,14 +634,19 @@ def _combine(items, width: np.ndarray | int, index: pd.Index, partial_nan: bool 
 
 def rebin_with_quality(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int | None = None,
                        start_ns: int | None = None, end_ns: int | None = None,
-                       by: str | None = "series") -> tuple[pd.DataFrame, pd.DataFrame]:
+                       by: str | None = "series", line_gbps: float | dict | None = None,
+                       instant_unc_ns: int = INSTANT_UNC_NS
+                       ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Re-bin intervals to windows and also return each window's quality bits.
 
     Returns (bytes_df, quality_df), same index and columns (see ``rebin``); quality_df holds an
     int8 bitmask per window and group: ``QUALITY_GAP`` (gap-spread bytes), ``QUALITY_INVALID``
     (overlaps a reset/saturated/unavailable/implausible interval: NaN), ``QUALITY_PARTIAL``
-    (part of the window lies outside the readings), ``QUALITY_EMPTY`` (no readings at all: NaN).
-    Raises ``ValueError`` as ``rebin`` does.
+    (part of the window lies outside the readings), ``QUALITY_EMPTY`` (no readings at all: NaN),
+    ``QUALITY_OVER_LINE`` (the rate exceeds the line rate by more than the window's timing
+    uncertainty allows, ``flag_over_line`` with ``line_gbps`` and ``instant_unc_ns``; checked
+    when the line rates are known: intervals from ``byte_intervals`` on a manifest with port
+    rates, or ``line_gbps`` given). Raises ``ValueError`` as ``rebin`` does.
     """
     counters = _counters_of(intervals, by)
     if origin_ns is None:
@@ -599,6 +655,9 @@ def rebin_with_quality(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int
     index = pd.Index(edges[:-1], name="window_start_ns")
     b, q = _combine(((k, spec.build().edges(edges)) for k, spec in counters), int(width_ns),
                     index)
+    if line_gbps is not None or (getattr(intervals, "attrs", {}) or {}).get("line_gbps"):
+        q = flag_over_line(intervals, b, q, int(width_ns), by=by, line_gbps=line_gbps,
+                           instant_unc_ns=instant_unc_ns)
     b.columns.name = q.columns.name = by
     return b, q
 
@@ -628,6 +687,295 @@ def rebin(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int | None = Non
     """
     return rebin_with_quality(intervals, width_ns, origin_ns=origin_ns, start_ns=start_ns,
                               end_ns=end_ns, by=by)[0]
+
+
+# ----------------------------------------------------------------------------------------------
+# Windows over line rate: what physics rules out
+# ----------------------------------------------------------------------------------------------
+
+
+def line_gbps_of(intervals: pd.DataFrame, by: str | None = "series", *,
+                 groups: dict[str, list[str]] | None = None,
+                 line_gbps: float | dict | None = None) -> dict[Any, float | None]:
+    """Return the line rate (Gb/s) of each group of ``rebin(intervals, by=by)`` and of each
+    link of ``groups``: the most those counters together can carry.
+
+    A series' line rate is its device's port rate (``load.port_rates_gbps``, e.g. 200 for a
+    "200 Gb/sec (4X HDR)" port) recorded by ``byte_intervals`` in ``intervals.attrs``; counters
+    of twin devices on one cable (``twin_links``) share that cable's rate (the highest of
+    theirs), so a group's rate is the sum over the distinct cables in it. ``line_gbps``: one
+    number for every group, or {group: Gb/s} overriding (e.g. the ~109 Gb/s one PCIe path of a
+    Spark twin). None for a group with a counter whose port rate is unknown (netdev counters,
+    manifests without rates): such groups are never flagged.
+    """
+    attrs = getattr(intervals, "attrs", {}) or {}
+    rates = attrs.get("line_gbps") or {}
+    keys = attrs.get("link_key") or {}
+    members = _members_of(intervals, by, groups)
+
+    def one(series: list[str]) -> float | None:
+        per_key: dict = {}
+        for sname in series:
+            r = rates.get(sname)
+            if r is None:
+                return None
+            k = keys.get(sname) or ("series", sname)
+            per_key[k] = max(per_key.get(k, 0.0), float(r))
+        return float(sum(per_key.values())) if per_key else None
+
+    out = {g: one(ms) for g, ms in members.items()}
+    if isinstance(line_gbps, dict):
+        out.update({g: (None if v is None else float(v)) for g, v in line_gbps.items()
+                    if g in out})
+    elif line_gbps is not None:
+        out = dict.fromkeys(out, float(line_gbps))
+    return out
+
+
+def _members_of(intervals: pd.DataFrame, by, groups) -> dict[Any, list[str]]:
+    if by is None:
+        m = {"total": list(dict.fromkeys(intervals["series"]))}
+    elif by == "series":
+        m = {s: [s] for s in dict.fromkeys(intervals["series"])}
+    else:
+        m = {k: list(dict.fromkeys(v)) for k, v in intervals.groupby(by, observed=True)["series"]}
+    for link, ms in (groups or {}).items():
+        m[link] = list(ms)
+    return m
+
+
+def _low_bytes(items, starts: np.ndarray, width_ns: int, extra_ns: int) -> dict[str, np.ndarray]:
+    """Per series: the fewest bytes each window [a, a + width) can hold when every reading's
+    instant moves within its half read bracket + ``extra_ns`` (NaN when the widened window
+    touches a NaN interval). ``items`` yields (series, ``_Counter`` with ``unc``); several
+    items of one series (counters, or one counter's parts) add up."""
+    a = np.asarray(starts, np.int64)
+    b = a + int(width_ns)
+    out: dict[str, np.ndarray] = {}
+    for name, c in items:
+        if not len(c.t0):
+            continue
+        ua, ub = c.edge_unc(a) + extra_ns, c.edge_unc(b) + extra_ns
+        fa = sum(c.cum(a + ua)[:2])
+        fb = sum(c.cum(b - ub)[:2])
+        low = np.maximum(fb - fa, 0.0)
+        nan = c.windows(a - ua, b + ub)[1] > 0
+        low = np.where(nan, np.nan, low)
+        out[name] = out[name] + low if name in out else low
+    return out
+
+
+def window_low_bytes(intervals: pd.DataFrame, starts_ns, width_ns: int, *,
+                     instant_unc_ns: int = INSTANT_UNC_NS) -> pd.DataFrame:
+    """Return the fewest bytes each series can have carried in windows [a, a + width_ns).
+
+    Each reading's instant is uncertain by its half read bracket (``t_unc_ns``) plus
+    ``instant_unc_ns`` (default 0.1 ms: the adapter's counter update period; docs/method.md "The
+    sampler"), worst case added. The cumulative byte curve F may then lie anywhere between
+    itself shifted earlier and later by that, so [a, b) holds at least F(b - u_b) - F(a + u_a)
+    bytes (0 if negative), the lower bound of ``peaks.peak_bounds``. ``starts_ns``: window
+    starts (int64 ns). Returns a DataFrame indexed by the starts, one float column per series
+    (NaN where the widened window touches a reset/saturated/unavailable/implausible interval).
+    Raises ``ValueError`` on a negative ``instant_unc_ns``.
+    """
+    if not instant_unc_ns >= 0:
+        raise ValueError(f"instant_unc_ns must be >= 0 ns, got {instant_unc_ns!r}")
+    a = np.asarray(starts_ns, np.int64)
+    items = ((k, spec.build()) for k, spec in _counters_of(intervals, "series", with_unc=True))
+    low = _low_bytes(items, a, int(width_ns), int(instant_unc_ns))
+    return pd.DataFrame(low, index=pd.Index(a, name="window_start_ns"))
+
+
+def flag_over_line(intervals: pd.DataFrame, bytes_df: pd.DataFrame, quality_df: pd.DataFrame,
+                   width_ns: int, *, by: str | None = "series",
+                   groups: dict[str, list[str]] | None = None,
+                   line_gbps: float | dict | None = None,
+                   instant_unc_ns: int = INSTANT_UNC_NS,
+                   low_bytes: Callable[[np.ndarray], pd.DataFrame] | None = None
+                   ) -> pd.DataFrame:
+    """Return ``quality_df`` with ``QUALITY_OVER_LINE`` set on windows physics rules out.
+
+    A window is over line rate when even its fewest possible bytes (``window_low_bytes``: the
+    readings' instants moved within their read brackets plus ``instant_unc_ns``) exceed what
+    the line carries in the window (``line_gbps_of``: the port rate, twins of one cable
+    sharing it). Such a window's bytes are real (the counters are exact) but they were not
+    carried in that window: a counter updated late, bytes spread over a gap, or a sampler that
+    stalled (``over_line_causes``). Only windows whose rate exceeds the line rate are examined,
+    so the cost is small. ``bytes_df``/``quality_df`` as ``rebin_with_quality`` (columns =
+    groups of ``by`` and links of ``groups``), on windows of ``width_ns``. ``low_bytes``: a
+    function of window starts returning per-series low bytes (default ``window_low_bytes`` on
+    ``intervals``; the chunked path passes its own). Returns a new quality DataFrame.
+    """
+    q = quality_df.copy()
+    if not len(bytes_df):
+        return q
+    lines = line_gbps_of(intervals, by, groups=groups, line_gbps=line_gbps)
+    members = _members_of(intervals, by, groups)
+    rate = bytes_df.to_numpy(np.float64) * 8.0 / float(width_ns)
+    cand = {}
+    for j, col in enumerate(bytes_df.columns):
+        lim = lines.get(col)
+        if lim is None or col not in members:
+            continue
+        with np.errstate(invalid="ignore"):
+            hit = np.flatnonzero(rate[:, j] > lim)
+        if len(hit):
+            cand[col] = hit
+    if not cand:
+        return q
+    rows = np.unique(np.concatenate(list(cand.values())))
+    starts = bytes_df.index.to_numpy(np.int64)[rows]
+    low = (low_bytes(starts) if low_bytes is not None
+           else window_low_bytes(intervals, starts, width_ns, instant_unc_ns=instant_unc_ns))
+    pos = {r: i for i, r in enumerate(rows)}
+    for col, hit in cand.items():
+        ms = members[col]
+        if not all(m in low.columns for m in ms):
+            continue
+        lo = low[ms].to_numpy(np.float64).sum(axis=1)[[pos[r] for r in hit]]
+        over = lo * 8.0 / float(width_ns) > lines[col]
+        if over.any():
+            j = q.columns.get_loc(col)
+            q.iloc[hit[over], j] = q.iloc[hit[over], j] | QUALITY_OVER_LINE
+    return q
+
+
+class OverLineFlagger:
+    """``flag_over_line`` and ``over_line_causes`` for the chunked path (no intervals in memory).
+
+    Built once per command on a capture directory or ``stream.CaptureInfo``; called on each
+    block of windows ``(bytes_df, quality_df, width_ns)`` as ``stream.iter_windows`` yields
+    them (links of ``groups`` included, with their over-line bit cleared), it returns the
+    block's quality with ``QUALITY_OVER_LINE`` set by the same rule as ``flag_over_line``: only
+    the few windows whose rate exceeds the line rate are examined, by re-reading the segments
+    around them (``stream.iter_intervals`` over their time span). ``causes(starts, width_ns,
+    column)`` names their likely causes the same way. Windows must all have ``width_ns``
+    (pass only the whole windows of a clipped grid). Raises the loader errors.
+    """
+
+    def __init__(self, capture, *, by: str | None = "series",
+                 groups: dict[str, list[str]] | None = None, source: str | None = "infiniband",
+                 gap_factor: float = DEFAULT_GAP_FACTOR, line_gbps: float | dict | None = None,
+                 instant_unc_ns: int = INSTANT_UNC_NS):
+        from .stream import _info
+
+        self.info = info = _info(capture)
+        cdf = info.counters
+        self.ids = _select_counters(cdf, None, source)
+        self.cdf, self.by, self.groups, self.source = cdf, by, groups, source
+        self.gap_factor, self.line_gbps = gap_factor, line_gbps
+        self.extra = int(instant_unc_ns)
+        stub = cdf.loc[self.ids, ["series", "device", "direction", "source"]].reset_index()
+        rates = port_rates_gbps(info.meta)
+        keys = _link_keys(info.meta, cdf)
+        stub.attrs["line_gbps"] = {str(cdf.at[c, "series"]): rates.get(str(cdf.at[c, "device"]))
+                                   for c in self.ids if cdf.at[c, "source"] == "infiniband"}
+        stub.attrs["link_key"] = {str(cdf.at[c, "series"]): keys.get(c) for c in self.ids}
+        stub.attrs["interval_ns"] = int(info.interval_ns)
+        self.stub = stub
+        self.members = _members_of(stub, by, groups)
+
+    def _parts(self, t0: int, t1: int):
+        from .stream import iter_intervals
+
+        pad = 2 * int(self.info.interval_ns) + self.extra
+        for parts, _ in iter_intervals(self.info, counters=self.ids, source=self.source,
+                                       start_ns=t0 - pad, end_ns=t1 + pad,
+                                       gap_factor=self.gap_factor):
+            yield parts
+
+    def _low(self, starts: np.ndarray, width_ns: int) -> pd.DataFrame:
+        acc: dict[str, np.ndarray] = {}
+        for parts in self._parts(int(starts.min()), int(starts.max()) + int(width_ns)):
+            items = []
+            for c, iv in parts.items():
+                if len(iv["t0_ns"]):
+                    unc = np.maximum(iv["t0_unc_ns"], iv["t1_unc_ns"]).astype(np.int64)
+                    items.append((str(self.cdf.at[c, "series"]),
+                                  _Counter(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"],
+                                           unc)))
+            for k, v in _low_bytes(items, starts, int(width_ns), self.extra).items():
+                acc[k] = acc[k] + v if k in acc else v
+        return pd.DataFrame(acc, index=pd.Index(starts, name="window_start_ns"))
+
+    def __call__(self, bytes_df: pd.DataFrame, quality_df: pd.DataFrame,
+                 width_ns: int) -> pd.DataFrame:
+        return flag_over_line(self.stub, bytes_df, quality_df, int(width_ns), by=self.by,
+                              groups=self.groups, line_gbps=self.line_gbps,
+                              instant_unc_ns=self.extra,
+                              low_bytes=lambda s: self._low(s, int(width_ns)))
+
+    def causes(self, starts_ns, width_ns: int, column) -> list[str]:
+        """``over_line_causes`` of windows of ``column`` (a group or link), re-reading only the
+        segments around them."""
+        starts = np.asarray(starts_ns, np.int64)
+        if not len(starts):
+            return []
+        names = set(self.members.get(column, [column]))
+        got: dict[int, list[dict]] = {}
+        for parts in self._parts(int(starts.min()), int(starts.max()) + int(width_ns)):
+            for c, iv in parts.items():
+                if len(iv["t0_ns"]) and str(self.cdf.at[c, "series"]) in names:
+                    got.setdefault(c, []).append(iv)
+        pieces = [(c, self.cdf.loc[c].to_dict(),
+                   {k: np.concatenate([p[k] for p in v]) for k in v[0]})
+                  for c, v in sorted(got.items())]
+        if not pieces:
+            return ["late counter update"] * len(starts)
+        iv = _intervals_frame(pieces)
+        return over_line_causes(iv, starts, width_ns, list(names),
+                                interval_ns=int(self.info.interval_ns))
+
+
+def flag_over_line_capture(path, bytes_df: pd.DataFrame, quality_df: pd.DataFrame,
+                           width_ns: int, *, by: str | None = "series",
+                           groups: dict[str, list[str]] | None = None,
+                           source: str | None = "infiniband",
+                           gap_factor: float = DEFAULT_GAP_FACTOR,
+                           line_gbps: float | dict | None = None,
+                           instant_unc_ns: int = INSTANT_UNC_NS) -> pd.DataFrame:
+    """``flag_over_line`` for windows of the chunked path: ``OverLineFlagger`` called once."""
+    return OverLineFlagger(path, by=by, groups=groups, source=source, gap_factor=gap_factor,
+                           line_gbps=line_gbps, instant_unc_ns=instant_unc_ns)(
+        bytes_df, quality_df, width_ns)
+
+
+def over_line_causes(intervals: pd.DataFrame, starts_ns, width_ns: int, series,
+                     interval_ns: int | None = None) -> list[str]:
+    """Name the likely cause of each over-line window [a, a + width_ns) of the given series.
+
+    Tested in this order (``OVER_LINE_CAUSES``): "gap spread" (an interval overlapping the
+    window spans missed sweeps: its bytes are spread evenly over the gap, whose traffic came
+    in bursts); "stalled sampler" (around the window the readings were off schedule: an
+    interval more than 25 % longer or shorter than the sampling interval ``interval_ns``, or a
+    read bracket longer than a quarter of it, within one interval of the window: the sampler
+    set the window's timing, not the traffic); else "late counter update" (regular readings,
+    but the counter held bytes back and released them at once: adapter firmware, or a traffic
+    source that stalled and caught up). ``series``: the series (one name, or a list: a link's
+    twins) whose intervals are examined. Returns one cause per start.
+    """
+    names = [series] if isinstance(series, str) else list(series)
+    iv = intervals[intervals["series"].isin(names)]
+    nominal = int(interval_ns or intervals.attrs.get("interval_ns") or
+                  max(int(np.median(iv["t1_ns"] - iv["t0_ns"])), 1))
+    t0 = iv["t0_ns"].to_numpy(np.int64)
+    t1 = iv["t1_ns"].to_numpy(np.int64)
+    dur = t1 - t0
+    gap = (iv["flag"].astype(str) == "gap").to_numpy()
+    br = 2 * np.maximum(iv["t0_unc_ns"].to_numpy(np.int64), iv["t1_unc_ns"].to_numpy(np.int64))
+    odd = (dur > 1.25 * nominal) | (dur < 0.75 * nominal) | (br > 0.25 * nominal)
+    out = []
+    for a in np.asarray(starts_ns, np.int64):
+        b = a + int(width_ns)
+        inside = (t0 < b) & (t1 > a)
+        near = (t0 < b + nominal) & (t1 > a - nominal)
+        if (inside & gap).any():
+            out.append("gap spread")
+        elif (near & odd).any():
+            out.append("stalled sampler")
+        else:
+            out.append("late counter update")
+    return out
 
 
 def to_gbps(bytes_df, width_ns: int | float):
@@ -724,18 +1072,11 @@ def twin_links(capture: Capture, *, source: str | None = "infiniband") -> dict[s
     c = c[c["data"] if source is None else c["data"] & (c["source"] == source)]
     keys: dict[tuple, list[tuple[str, str]]] = {}
     for _, row in c.iterrows():
-        info = dev_info.get(row["device"], {})
-        pci = info.get("pci")
-        if pci and ":" in pci:
-            k = ("pci", pci.split(":", 1)[1] if pci.count(":") == 2 else pci)
-        elif info.get("sys_image_guid") or info.get("node_guid"):
-            k = ("guid", info.get("sys_image_guid") or info.get("node_guid"))
-        else:
-            k = ("all",)
         is_netdev = row["source"] == "netdev"
         name = str(row["netdev"]) if is_netdev and isinstance(row.get("netdev"), str) \
             else str(row["device"])
-        keys.setdefault((row["source"], k, row["direction"]), []).append((name, row["series"]))
+        keys.setdefault(_link_key(dev_info.get(row["device"], {}), row), []).append(
+            (name, row["series"]))
     out = {}
     for (src, _, direction), members in keys.items():
         if len(members) < 2:

@@ -618,20 +618,24 @@ class RangeQueries:
         out.columns.name = by
         return out
 
-    def window_stats(self, a, b) -> tuple[np.ndarray, np.ndarray]:
+    def window_stats(self, a, b) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         a = np.asarray(a, dtype=np.int64).ravel()
         b = np.asarray(b, dtype=np.int64).ravel()
         got = self._ask(("stats", a, b))
         if got is not None:
             return got
-        return np.full(len(a), np.nan), np.zeros(len(a), np.int64)
+        return (np.full(len(a), np.nan), np.zeros(len(a), np.int64),
+                np.zeros(len(a), np.int64))
 
     # -- the pass ---------------------------------------------------------------------------
 
     def run(self) -> None:
         """Answer every recorded query in one pass over the capture."""
         from .bursts import _BurstStream
-        from .series import _combine
+        from .peaks import HEADLINE_EXCLUDE
+        from .series import QUALITY_OVER_LINE, OverLineFlagger, _combine
+
+        flag = OverLineFlagger(self.info, by="direction", source=self.source)
 
         cdf = self.info.counters
         integ = [(k, q) for k, q in enumerate(self.queries) if q[0] == "integrate"]
@@ -670,13 +674,19 @@ class RangeQueries:
         w = self.width_ns
         enter, leave = 0.25 * self.capacity, 0.10 * self.capacity
         grid = WindowGrid(w, self.origin)
-        for _, bb, _q in iter_windows(self.info, [grid], by="direction", source=self.source,
+        n_over = {k: np.zeros(len(q[1]), np.int64) for k, q in stats}
+        for _, bb, qq in iter_windows(self.info, [grid], by="direction", source=self.source,
                                       on_parts=on_parts):
             if "tx" not in bb.columns or not len(bb):
                 continue
+            # the headline rule of every 1 ms peak (peaks.headline_peak): over line rate,
+            # gap-spread and partial windows never become a peak
+            qtx = flag(bb[["tx"]], qq[["tx"]], w)["tx"].to_numpy(np.int64)
             t = bb.index.to_numpy()
             v = bb["tx"].to_numpy(np.float64)
             rate = v * 8.0 / w
+            good = np.where((qtx & HEADLINE_EXCLUDE) == 0, rate, np.nan)
+            c_over = np.concatenate([[0], np.cumsum((qtx & QUALITY_OVER_LINE) != 0)])
             t_lo, t_hi = int(t[0]), int(t[-1]) + w
             for k, (_, a, b) in stats:
                 idx = np.flatnonzero((a < t_hi) & (b > t_lo))
@@ -687,10 +697,11 @@ class RangeQueries:
                 for i, s0, s1 in zip(idx.tolist(), lo.tolist(), hi.tolist(), strict=True):
                     if s1 <= s0:
                         continue
-                    seg = rate[s0:s1]
+                    seg = good[s0:s1]
                     if np.isfinite(seg).any():
                         m = float(np.nanmax(seg))
                         peak[k][i] = m if np.isnan(peak[k][i]) else max(peak[k][i], m)
+                    n_over[k][i] += int(c_over[s1] - c_over[s0])
                     d = det.get((k, i))
                     if d is None:
                         d = det[(k, i)] = _BurstStream(w, enter, leave)
@@ -701,7 +712,7 @@ class RangeQueries:
             for (kk, i), d in det.items():
                 if kk == k:
                     nb[i] = len(d.finish())
-            answers[k] = (peak[k], nb)
+            answers[k] = (peak[k], nb, n_over[k])
         for k, (_, a, b, by, allow_partial) in integ:
             width = b - a
 

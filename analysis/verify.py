@@ -47,9 +47,11 @@ class Verdict:
     was found at record time but not recorded: ``missing_devices``; or a recorded device's bytes
     were unknown for more than a small share of the range: ``unknown_devices``). ``expect``: "single" or
     "both". ``message``: one sentence with the numbers. ``devices``: DataFrame indexed by RDMA device: tx_bytes, rx_bytes, bytes,
-    share (of all RDMA bytes), peak_1ms_gbps (highest 1 ms rate, tx or rx), nan_windows (1 ms
-    windows with unknown bytes inside the device's readings: reset/saturated/unavailable/
-    implausible), unknown_share (the largest share of the range, tx or rx, whose bytes are
+    share (of all RDMA bytes), peak_1ms_gbps (highest 1 ms rate consistent with physics, tx or
+    rx: ``peaks.peak_table``'s headline), nan_windows (1 ms windows with unknown bytes inside
+    the device's readings: reset/saturated/unavailable/implausible), over_line_windows (1 ms
+    windows over line rate beyond their timing uncertainty, tx and rx: kept out of the peak),
+    unknown_share (the largest share of the range, tx or rx, whose bytes are
     unknown). ``kernel``: the same bytes from netdev statistics per RDMA device
     (kernel_bytes, rdma_bytes) or None when not sampled. ``tcp_suspected``: kernel-stack bytes
     reached the TCP threshold. ``main_device``: the device with the largest share.
@@ -242,12 +244,13 @@ def _measure(capture: Capture, start_ns, end_ns, origin_ns) -> dict[str, Any]:
                                        origin_ns)
     # each device's 1 ms peak: the highest window of the one grid (``origin_ns``, default the
     # capture start) lying wholly inside the range, exactly as ``peaks.peak_table`` finds it
-    peak_of, series = {}, {}
+    peak_of, series, over_of = {}, {}, {}
     if b is not None:
         pk = peak_table(iv, start_ns=lo, end_ns=hi, windows_ns=(MS,), origin_ns=origin_ns,
                         percentiles=())
         pk = pk[pk["window_ns"] == MS]
         peak_of = dict(zip(pk["series"], pk["peak_gbps"], strict=True))
+        over_of.update(zip(pk["series"], pk["n_over_line_windows"], strict=True))
         for s in b.columns:
             v = b[s].to_numpy()
             series[s] = (float(np.nansum(v)) if np.isfinite(v).any() else np.nan,
@@ -257,7 +260,7 @@ def _measure(capture: Capture, start_ns, end_ns, origin_ns) -> dict[str, Any]:
         kb, _, _, _, _ = _bytes_by(capture, "netdev", "device", lo_, hi_, 1000 * MS, origin_ns)
         return {} if kb is None else {d: float(np.nansum(kb[d].to_numpy())) for d in kb}
 
-    return {"lo": lo, "hi": hi, "peak_of": peak_of, "series": series,
+    return {"lo": lo, "hi": hi, "peak_of": peak_of, "series": series, "over_of": over_of,
             "unknown": lambda lo_, hi_: unknown_time(iv, lo_, hi_), "kernel": kernel}
 
 
@@ -270,14 +273,17 @@ def _measure_stream(capture, start_ns, end_ns, origin_ns) -> dict[str, Any]:
     outside a series' own readings not counted (by arithmetic on the grid), unknown time summed
     from the intervals as they pass, kernel bytes in a second pass over the netdev counters."""
     from .peaks import _PeakAcc
+    from .series import OverLineFlagger
     from .stream import WindowGrid, _info, iter_windows
 
     info = _info(capture)
+    flag = OverLineFlagger(info, source="infiniband")
     origin = int(info.t_start_ns) if origin_ns is None else int(origin_ns)
     cdf = info.counters
     if start_ns is not None and end_ns is not None and int(end_ns) <= int(start_ns):
         raise ValueError(f"empty time range: {int(start_ns)} ns to {int(end_ns)} ns")
     unk: dict[str, dict[str, int]] = {}
+    over_of: dict[str, int] = {}
     clip = (-(1 << 62) if start_ns is None else int(start_ns),
             (1 << 62) if end_ns is None else int(end_ns))
 
@@ -297,6 +303,11 @@ def _measure_stream(capture, start_ns, end_ns, origin_ns) -> dict[str, Any]:
                                     source="infiniband", state=state, on_parts=on_parts):
             a = b.index.to_numpy()
             on_grid = (a - origin) % MS == 0
+            if end_ns is not None:
+                on_grid = on_grid & (a + MS <= int(end_ns))
+            # whole 1 ms windows only: over line rate judged as everywhere (flag_over_line)
+            q = q.copy()
+            q.iloc[on_grid] = flag(b.iloc[on_grid], q.iloc[on_grid], MS).to_numpy()
             qa = q.to_numpy()
             for j, s in enumerate(b.columns):
                 v = b[s].to_numpy()
@@ -304,8 +315,6 @@ def _measure_stream(capture, start_ns, end_ns, origin_ns) -> dict[str, Any]:
                 x[0] += float(np.nansum(v))
                 x[1] = x[1] or bool(np.isfinite(v).any())
                 x[2] += int(np.isnan(v).sum())
-                if end_ns is not None:
-                    on_grid = on_grid & (a + MS <= int(end_ns))
                 pk = x[3]
                 pk.add(a[on_grid], v[on_grid] * 8.0 / MS, qa[on_grid, j])
     except ValueError as exc:
@@ -324,13 +333,14 @@ def _measure_stream(capture, start_ns, end_ns, origin_ns) -> dict[str, Any]:
         k1 = -((origin - hi) // MS)
         series, peak_of = {}, {}
         for s, (tot, finite, n_nan, pk) in acc.items():
+            over_of[s] = pk.n_over
             if s not in spans:
                 continue
             first, last = spans[s]
             before = min(max((first - origin) // MS - k0, 0), k1 - k0)
             after = min(max(k1 - -((origin - last) // MS), 0), k1 - k0)
             series[s] = (tot if finite else np.nan, n_nan - min(before + after, k1 - k0))
-            peak_of[s] = pk.peak if pk.n else np.nan
+            peak_of[s] = pk.peak if pk.t_peak is not None else np.nan
 
     def unknown(lo_, hi_):
         flags = list(_UNKNOWN_FLAGS.values())
@@ -354,7 +364,7 @@ def _measure_stream(capture, start_ns, end_ns, origin_ns) -> dict[str, Any]:
         return out
 
     return {"lo": lo, "hi": hi, "peak_of": peak_of, "series": series, "unknown": unknown,
-            "kernel": kernel}
+            "kernel": kernel, "over_of": over_of}
 
 
 def verify_emulation(capture, *, start_ns: int | None = None, end_ns: int | None = None,
@@ -416,7 +426,7 @@ def verify_emulation(capture, *, start_ns: int | None = None, end_ns: int | None
     rows = {}
     for dev in devices:
         row = {"tx_bytes": 0.0, "rx_bytes": 0.0, "peak_1ms_gbps": np.nan, "nan_windows": 0,
-               "unknown_share": 0.0}
+               "over_line_windows": 0, "unknown_share": 0.0}
         for s in ser.loc[ser["device"] == dev, "series"]:
             if s in unk.index and hi > lo:
                 row["unknown_share"] = max(row["unknown_share"],
@@ -428,6 +438,7 @@ def verify_emulation(capture, *, start_ns: int | None = None, end_ns: int | None
                 continue
             # a direction with no known window has unknown bytes (NaN), never 0
             row[f"{dir_of[s]}_bytes"] += byt
+            row["over_line_windows"] += int(m["over_of"].get(s, 0))
             pk = peak_of.get(s, np.nan)
             if np.isfinite(pk):
                 row["peak_1ms_gbps"] = np.nanmax([row["peak_1ms_gbps"], pk])
@@ -439,7 +450,7 @@ def verify_emulation(capture, *, start_ns: int | None = None, end_ns: int | None
     total = float(df["bytes"].sum())
     df["share"] = df["bytes"] / total if total > 0 else np.nan
     df = df[["tx_bytes", "rx_bytes", "bytes", "share", "peak_1ms_gbps", "nan_windows",
-             "unknown_share"]]
+             "over_line_windows", "unknown_share"]]
     main = str(df["bytes"].idxmax()) if total > 0 else None
 
     # kernel-stack bytes from netdev statistics, per RDMA device

@@ -180,8 +180,15 @@ def test_cli_peaks_instant_uncertainty(tmp_path):
     assert row["peak_low_gbps"] == pytest.approx(199.0)
     assert row["peak_high_gbps"] == pytest.approx(299.98)
     assert meta["instant_unc_ns"] == 100_000
+    assert row["n_over_line_windows"] == 0  # 199.0 <= 200: within the timing uncertainty
     row, _ = one_ms("--instant-uncertainty", "0")
-    assert (row["peak_low_gbps"], row["peak_high_gbps"]) == pytest.approx((249.0, 250.98))
+    # the bracket alone: [3, 4) ms holds at least 249.0 Gb/s > the 200 Gb/s port: over line
+    # rate, out of the headline (the 30 MB windows, 240 Gb/s, low 0.996 x 240 = 239.04 > 200:
+    # over line rate too), so no window is consistent with physics
+    assert row["n_over_line_windows"] == 10 and np.isnan(row["peak_gbps"] or np.nan)
+    assert row["raw_max_gbps"] == pytest.approx(250.0)
+    assert row["raw_max_t_ns"] == T0 + 3 * MS
+    assert row["over_line_causes"] == "late counter update x10"
     bad = CliRunner().invoke(main, ["peaks", str(tmp_path / "c"), "--uncertainty",
                                     "--instant-uncertainty", "-1ms"])
     assert bad.exit_code == 2 and "'--instant-uncertainty'" in bad.output

@@ -68,10 +68,11 @@ def echo_table(df, columns: list[str], title: str | None = None) -> None:
 REQ_COLS = ["request_id", "test", "round", "prompt_tokens", "output_tokens", "ttft_s",
             "decode_speed_tps", "tpot_s", "itl_mean_s", "prefill_tx_bytes",
             "prefill_per_token_bytes", "prefill_tx_gbps", "prefill_peak_tx_gbps",
-            "prefill_bursts", "decode_tx_bytes", "decode_tx_gbps"]
+            "prefill_over_line_windows", "prefill_bursts", "decode_tx_bytes", "decode_tx_gbps"]
 ROUND_COLS = ["test", "round", "n_requests", "prompt_tokens", "time_to_last_first_token_s",
               "mean_ttft_s", "decode_speed_tps", "prefill_tx_bytes", "prefill_per_token_bytes",
-              "decode_tx_bytes", "prefill_peak_tx_gbps", "prefill_bursts"]
+              "decode_tx_bytes", "prefill_peak_tx_gbps", "prefill_over_line_windows",
+              "prefill_bursts"]
 TEST_COLS = ["test", "rounds", "n_requests", "time_to_last_first_token_s",
              "time_to_last_first_token_min_s", "time_to_last_first_token_max_s", "mean_ttft_s",
              "mean_ttft_min_s", "mean_ttft_max_s", "decode_speed_tps", "decode_speed_min_tps",

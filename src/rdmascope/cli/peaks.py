@@ -156,10 +156,17 @@ def command(capture, t_from, t_to, origin_s, windows, percentiles, group, uncert
             cols += ["peak_low_gbps", "peak_high_gbps"]
         cols += [c for c in tab.columns if c.startswith("p") and c.endswith("_gbps")
                  and c not in cols] + ["mean_gbps", "n_windows", "n_nan_windows",
-                                       "n_gap_windows"]
+                                       "n_gap_windows", "raw_max_gbps", "n_over_line_windows",
+                                       "over_line_causes"]
         click.echo(format_table(tab[cols], floatfmt="{:,.2f}", formats={"peak_t_s": "{:.4f}"}))
         for line in impl_lines:
             click.echo(line)
+        n_over = int(tab.loc[tab.window != "whole range", "n_over_line_windows"].sum())
+        click.echo("peak_gbps: the highest window consistent with physics (never gap-spread, "
+                   "partly covered or over line rate); raw_max_gbps: the highest of all. "
+                   + (f"{n_over} window(s) exceed the line rate by more than their timing "
+                      "uncertainty allows (over_line_causes: the likely cause)." if n_over
+                      else "No window exceeds the line rate beyond its timing uncertainty."))
 
     emit({"peaks": tab}, out, human=human,
          meta={"capture": str(capture), "start_ns": start, "end_ns": end,

@@ -71,8 +71,16 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    from rdmascope.analysis import QUALITY_EMPTY, iter_rebin_capture
+    from rdmascope.analysis import QUALITY_EMPTY, OverLineFlagger, iter_rebin_capture
     from rdmascope.analysis.peaks import _link_view
+
+    # windows over line rate: the same rule as every command (series.flag_over_line)
+    flag = OverLineFlagger(capture, by=by, groups=links or None, source=src,
+                           gap_factor=gap_factor)
+
+    def view(b, q):
+        b, q = _link_view(b, q, links, True)
+        return b, flag(b, q, width_ns)
 
     state = {"csv": None, "pq": None, "schema": None, "rows": 0, "held": [], "started": False}
     sink = sys.stdout.buffer if out.csv else None
@@ -133,10 +141,10 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
                 last = len(has) - int(np.argmax(has[::-1])) if has.any() else 0
                 if last:
                     for hb, hq in state["held"]:
-                        write(_table(*_link_view(hb, hq, links, True), t0, width_ns,
+                        write(_table(*view(hb, hq), t0, width_ns,
                                      with_bytes))
                     state["held"] = []
-                    write(_table(*_link_view(b.iloc[:last], q.iloc[:last], links, True), t0,
+                    write(_table(*view(b.iloc[:last], q.iloc[:last]), t0,
                                  width_ns, with_bytes))
                 if last < len(b):
                     state["held"].append((b.iloc[last:], q.iloc[last:]))
@@ -189,7 +197,9 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
         QUALITY_EMPTY,
         QUALITY_GAP,
         QUALITY_INVALID,
+        QUALITY_OVER_LINE,
         QUALITY_PARTIAL,
+        flag_over_line_capture,
         group_links,
         iter_rebin_capture,
         to_gbps,
@@ -268,7 +278,13 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
         with cli_errors(str(capture)):
             b = group_links(b, links)
         for link, members in links.items():
-            q[link] = np.bitwise_or.reduce(q[members].to_numpy(), axis=1)
+            q[link] = np.bitwise_or.reduce(q[members].to_numpy(), axis=1) \
+                & ~np.int8(QUALITY_OVER_LINE)
+    # windows over line rate by more than their timing uncertainty allows (the same rule as
+    # every command: series.flag_over_line), judged on the few windows above the line rate
+    with cli_errors(str(capture)):
+        q = flag_over_line_capture(capture, b, q, width_ns, by=by, groups=links or None,
+                                   source=src, gap_factor=gap_factor)
     gbps = to_gbps(b, width_ns)
     table = pd.DataFrame(index=b.index)
     table["t_s"] = (b.index.to_numpy() - t0) / 1e9
@@ -292,12 +308,15 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
     def human():
         h = table[[c for c in table.columns if not c.endswith("_quality")]].copy()
         h["flags"] = ["".join(ch for bit, ch in ((QUALITY_GAP, "G"), (QUALITY_INVALID, "N"),
-                                                 (QUALITY_PARTIAL, "P"), (QUALITY_EMPTY, "E"))
+                                                 (QUALITY_PARTIAL, "P"), (QUALITY_EMPTY, "E"),
+                                                 (QUALITY_OVER_LINE, "O"))
                               if f & bit) for f in flags]
         h = h.reset_index(drop=True)
+        n_over = int(((flags & QUALITY_OVER_LINE) != 0).sum())
         click.echo(f"{capture}: {len(table)} windows of {width_ns / 1e6:g} ms, rates in Gb/s "
                    f"(t_s from capture start; flags: G gap-spread, N unknown (reset/saturated/"
-                   f"unavailable/implausible), P partly covered, E no readings)")
+                   f"unavailable/implausible), P partly covered, E no readings, O over line "
+                   f"rate beyond the timing uncertainty: {n_over} window(s))")
         click.echo(format_table(h, max_rows=limit, formats={"t_s": "{:.6f}"}))
         for line in impl_lines:
             click.echo(line)
@@ -307,4 +326,5 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
                "implausible": impl,
                "t_start_ns": t0, "by": by, "group": group, "source": source,
                "quality_bits": {"gap": QUALITY_GAP, "invalid": QUALITY_INVALID,
-                                "partial": QUALITY_PARTIAL, "empty": QUALITY_EMPTY}})
+                                "partial": QUALITY_PARTIAL, "empty": QUALITY_EMPTY,
+                                "over_line": QUALITY_OVER_LINE}})
