@@ -358,7 +358,8 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
                        groups: dict[str, list[str]] | None = None, keep: bool = True,
                        percentiles=(50, 90, 99), t_ref_ns: int | None = None,
                        gap_factor: float | None = None, max_gbps: float | None = None,
-                       mem_values: int = 4_000_000, progress=None) -> pd.DataFrame:
+                       mem_values: int = 4_000_000, progress=None,
+                       instant_unc_ns: int = INSTANT_UNC_NS) -> pd.DataFrame:
     """``peak_table`` of a capture on disk, in one pass over its segments and bounded memory.
 
     ``capture``: a capture directory or ``stream.CaptureInfo``. Returns the same table as
@@ -369,6 +370,8 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
     keeping per series the running peak, counts and the usable window rates for the
     percentiles (``stream.ExactPercentiles``: in memory up to ``mem_values`` values, then in a
     temporary file; exact either way). Only the segments around [start_ns, end_ns) are read.
+    Windows over line rate (``series.OverLineFlagger`` with ``instant_unc_ns``) are counted and
+    kept out of the headline as in ``peak_table``.
     Raises ``ValueError`` on an empty range or no intervals.
     """
     from .series import DEFAULT_GAP_FACTOR
@@ -388,7 +391,8 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
     from .series import OverLineFlagger
 
     flag = OverLineFlagger(capture, by=by, groups=groups, source=source,
-                           gap_factor=DEFAULT_GAP_FACTOR if gap_factor is None else gap_factor)
+                           gap_factor=DEFAULT_GAP_FACTOR if gap_factor is None else gap_factor,
+                           instant_unc_ns=instant_unc_ns)
     state: dict = {}
     accs: list[dict[str, _PeakAcc]] = [{} for _ in widths]
     held: list[tuple | None] = [None] * len(widths)  # each width's last window, until the end

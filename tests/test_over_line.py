@@ -155,3 +155,36 @@ def test_attribute_keeps_the_over_line_window_out_of_the_prefill_peak(tmp_path):
     assert row["prefill_peak_tx_gbps"] == pytest.approx(_gbps(23.0))
     assert row["prefill_over_line_windows"] == 1
     assert att.rounds["prefill_over_line_windows"].tolist() == [1]
+
+
+@pytest.mark.parametrize("kind", ["late", "gap", "stall"])
+def test_the_chunked_paths_flag_the_same_windows(tmp_path, kind):
+    """peaks, bursts and verify-emulation read captures segment by segment; the flags, counts
+    and headlines are the in-memory ones."""
+    from rdmascope.analysis.bursts import burst_analysis_capture
+    from rdmascope.analysis.peaks import peak_table_capture
+
+    times, mb = {
+        "late": (range(21), [20.0] * 10 + [0.0, 0.0, 60.0] + [20.0] * 3 + [23.0] + [20.0] * 3),
+        "gap": ([0, 1, 2, 3, 4, 7, 8, 9, 10, 11, 12],
+                [20.0, 20.0, 22.0, 20.0, 105.0, 20.0, 20.0, 20.0, 20.0, 20.0]),
+        "stall": ([0, 1, 2, 3, 4, 5, 6.45, 7, 8, 9, 10], [20.0] * 5 + [10.0, 30.0] + [20.0] * 3),
+    }[kind]
+    cap = _capture(tmp_path / "c", times, mb)
+    iv = byte_intervals(cap)
+    mem = peak_table(iv, windows_ns=(MS,)).iloc[0]
+    disk = peak_table_capture(tmp_path / "c", windows_ns=(MS,)).iloc[0]
+    for k in ("peak_gbps", "peak_t_ns", "raw_max_gbps", "raw_max_t_ns", "n_over_line_windows",
+              "over_line_causes"):
+        assert disk[k] == pytest.approx(mem[k]) if isinstance(mem[k], float) else \
+            disk[k] == mem[k], k
+    assert mem["n_over_line_windows"] >= 1
+    bm = burst_analysis(iv, capacity_gbps=200.0)
+    bd = burst_analysis_capture(tmp_path / "c", capacity_gbps=200.0)
+    assert bd.summary["over_line_windows"].tolist() == bm.summary["over_line_windows"].tolist()
+    np.testing.assert_allclose(bd.table["peak_gbps"], bm.table["peak_gbps"])
+    np.testing.assert_allclose(bd.table["raw_peak_gbps"], bm.table["raw_peak_gbps"])
+    vm, vd = verify_emulation(cap), verify_emulation(tmp_path / "c")
+    assert vd.devices.at["rocep1s0f1", "over_line_windows"] \
+        == vm.devices.at["rocep1s0f1", "over_line_windows"] == mem["n_over_line_windows"]
+    assert vd.devices.at["rocep1s0f1", "peak_1ms_gbps"] == pytest.approx(mem["peak_gbps"])

@@ -63,10 +63,10 @@ def _percentiles(text: str) -> tuple[float, ...]:
                    "plus --instant-uncertainty.")
 @click.option("--instant-uncertainty", "instant_unc", type=DURATION_NS, default="0.1ms",
               show_default=True,
-              help="With --uncertainty: each reading's timing uncertainty beyond its read "
-                   "bracket (the adapter updates its counters every ~0.1-0.2 ms; method.md "
-                   "'The sampler'), added to the bracket's half-width; at most the "
-                   "capture's sampling interval.")
+              help="Each reading's timing uncertainty beyond its read bracket (the adapter "
+                   "updates its counters every ~0.1-0.2 ms; method.md 'The sampler'), added to "
+                   "the bracket's half-width: bounds the peaks with --uncertainty and decides "
+                   "which windows are over line rate; at most the capture's sampling interval.")
 @click.option("--source", type=click.Choice(["infiniband", "netdev", "all"]),
               default="infiniband", show_default=True)
 @link_gbps_option
@@ -120,7 +120,8 @@ def command(capture, t_from, t_to, origin_s, windows, percentiles, group, uncert
                                          groups=groups, source=src, percentiles=pcts,
                                          origin_ns=grid_origin(cap.t_start_ns, origin_s),
                                          t_ref_ns=cap.t_start_ns,
-                                         progress=lambda n: bar.update(n))
+                                         progress=lambda n: bar.update(n),
+                                         instant_unc_ns=instant_unc)
             except ValueError as exc:
                 if "no intervals" in str(exc):
                     raise click.ClickException(
