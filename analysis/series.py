@@ -380,13 +380,19 @@ def byte_intervals(capture: Capture, *, counters=None, source: str | None = "inf
             parts.append((c, d.to_dict(), iv))
     out = _intervals_frame(parts)
     out.attrs["t_start_ns"] = int(capture.t_start_ns)
-    out.attrs["interval_ns"] = int(capture.interval_ns)
-    rates = port_rates_gbps(capture.meta)
-    keys = _link_keys(capture.meta, cdf)
+    _line_attrs(out, capture.meta, cdf, ids, capture.interval_ns)
+    return out
+
+
+def _line_attrs(out: pd.DataFrame, meta: dict, cdf: pd.DataFrame, ids, interval_ns) -> None:
+    """Record what ``flag_over_line`` needs in ``out.attrs``: the sampling interval, each
+    series' port rate (``line_gbps``) and the cable it sits on (``link_key``)."""
+    out.attrs["interval_ns"] = int(interval_ns)
+    rates = port_rates_gbps(meta)
+    keys = _link_keys(meta, cdf)
     out.attrs["line_gbps"] = {str(cdf.at[c, "series"]): rates.get(str(cdf.at[c, "device"]))
                               for c in ids if cdf.at[c, "source"] == "infiniband"}
     out.attrs["link_key"] = {str(cdf.at[c, "series"]): keys.get(c) for c in ids}
-    return out
 
 
 def _link_key(info: dict, row) -> tuple:

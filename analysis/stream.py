@@ -516,7 +516,7 @@ def byte_intervals_streamed(capture, *, counters=None, source: str | None = "inf
     bytes as ``byte_intervals(load_capture(path), ...)``; ``attrs["t_start_ns"]`` is the capture
     start. Raises what ``iter_intervals`` raises.
     """
-    from .series import _intervals_frame
+    from .series import _intervals_frame, _line_attrs
 
     info = _info(capture)
     got: dict[int, list[dict[str, np.ndarray]]] = {}
@@ -533,6 +533,8 @@ def byte_intervals_streamed(capture, *, counters=None, source: str | None = "inf
         pieces.append((c, info.counters.loc[c].to_dict(), arrays))
     out = _intervals_frame(pieces)
     out.attrs["t_start_ns"] = int(info.t_start_ns)
+    _line_attrs(out, info.meta, info.counters,
+                _select_counters(info.counters, counters, source), info.interval_ns)
     return out
 
 
