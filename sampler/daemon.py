@@ -601,7 +601,9 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
 
     n_sweeps = None
     if opts.duration_s is not None:
-        n_sweeps = max(1, int(round(opts.duration_s * 1e9 / interval_ns)))
+        # deadlines at start, start + interval, ..., start + duration: the capture spans the
+        # whole duration (`--interval 1s --duration 3s` reads at 0, 1, 2 and 3 s)
+        n_sweeps = int(round(opts.duration_s * 1e9 / interval_ns)) + 1
     stats = ScheduleStats()
     handoff_ns = int(HANDOFF_INTERVAL_S * 1e9)
     state = {"buf": SweepBuffers(), "next_handoff": pair[1] + handoff_ns}

@@ -340,3 +340,50 @@ def test_estimate_accepts_a_slower_new_link_and_emulated_between():
     assert r.exit_code == 0, r.output
     row = json.loads(r.output)["prompts"][0]
     assert row["increase_bound_s"] > 0 and row["increase_bound_emulated_s"] > 0
+
+
+@pytest.mark.parametrize("args, option", [
+    (["record", "-o", "{tmp}/r", "--interval", "10us", "--duration", "1s"], "'--interval'"),
+    (["inspect", "/nonexistent/capture"], "CAPTURE"),
+    (["plot", "windows", "{sim}", "-o", "{tmp}/x.jpg"], "'-o' / '--output'"),
+    (["bursts", "{sim}", "--enter", "50"], "'--enter'"),
+    (["bursts", "{sim}", "--leave", "1.5"], "'--leave'"),
+    (["peaks", "{sim}", "--from", "1.5parsecs"], "'--from'"),
+    (["attribute"], "CAPTURE"),
+])
+def test_usage_errors_exit_2_naming_the_option(args, option, tmp_path):
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    sim = Path(__file__).resolve().parents[1] / "fixtures" / "sim-p2-200"
+    r = CliRunner().invoke(main, [a.format(tmp=tmp_path, sim=sim) for a in args])
+    assert r.exit_code == 2, r.output
+    assert option in r.output and "Traceback" not in r.output
+
+
+def test_time_options_take_units_and_durations_compose(tmp_path):
+    import json
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+    from rdmascope.cli.common import parse_duration_ns, parse_seconds
+
+    assert parse_duration_ns("1h30m") == 5400 * 10**9
+    assert parse_duration_ns("2m30s") == 150 * 10**9
+    assert parse_seconds("1.5") == parse_seconds("1.5s") == parse_seconds("1500ms") == 1.5
+    assert parse_seconds("-2ms") == -0.002
+    sim = Path(__file__).resolve().parents[1] / "fixtures" / "sim-p2-200"
+
+    def meta(*a):
+        r = CliRunner().invoke(main, ["peaks", str(sim), "--windows", "1ms", "--json", *a])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)["meta"]
+
+    bare, unit = meta("--from", "1.5", "--to", "2"), meta("--from", "1500ms", "--to", "2s")
+    assert bare["start_ns"] == unit["start_ns"] and bare["end_ns"] == unit["end_ns"]
+    assert unit["start_ns"] - unit["t_start_ns"] == 1_500_000_000

@@ -26,6 +26,7 @@ def _run(*args):
     ["estimate", "--preset", "study"],
     ["rates", "{cap}"],
     ["report", "{cap}", "-o", "{out}"],
+    ["demo", "-o", "{out}"],
 ])
 def test_analysis_command_on_lean_install_explains_the_extra(args, fixtures_dir, tmp_path):
     cap = fixtures_dir / "v1-capture"

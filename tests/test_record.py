@@ -86,8 +86,8 @@ def test_duration_record_with_changing_counters(tree, tmp_path):
                          ("roceP2p1s0f1", "port_xmit_packets")]
     assert ("roceP2p1s0f1", "tx_bytes") in names and len(names) == 10
     audit = m["audit"]
-    # 1.5 s at 1 ms: 1500 deadlines, each taken or missed
-    assert audit["sweeps_taken"] + audit["sweeps_missed"] == 1500
+    # 1.5 s at 1 ms: 1501 deadlines (0 to 1.5 s inclusive), each taken or missed
+    assert audit["sweeps_taken"] + audit["sweeps_missed"] == 1501
     t = cap.table
     assert t.num_rows == audit["sweeps_taken"] * len(names)
     cid = names.index(("rocep1s0f1", "port_xmit_data"))
@@ -567,3 +567,21 @@ def test_record_refuses_a_missing_parent(tmp_path):
     assert f"the directory {tmp_path / 'typo' / 'dir'} does not exist" in r.output
     assert "'-o' / '--output'" in r.output
     assert not (tmp_path / "typo").exists()
+
+
+def test_duration_is_the_span_recorded(tree, tmp_path):
+    """`--interval 1s --duration 3s` records 3 s: readings at 0, 1, 2 and 3 s (4 deadlines)."""
+    out = tmp_path / "cap"
+    r = rdmascope("record", "-o", out, "--sysfs-root", tree, "--interval", "1s",
+                  "--duration", "3s")
+    assert r.returncode == 0, r.stderr
+    cap = read_capture(out)
+    a = cap.manifest["audit"]
+    assert a["sweeps_taken"] + a["sweeps_missed"] == 4
+    t = cap.table
+    sweeps = np.unique(t["sweep"].to_numpy())
+    tb = t["t_before_ns"].to_numpy()
+    start = cap.manifest["start"]["monotonic_ns"]
+    if a["sweeps_missed"] == 0:  # a busy machine may miss one; then the span is still <= 3 s
+        assert sweeps.tolist() == [0, 1, 2, 3]
+        assert (tb.max() - start) / 1e9 == pytest.approx(3.0, abs=0.05)

@@ -40,7 +40,8 @@ def _check_audit(out, duration_s: float) -> dict:
     r = cap.readings
     n = len(cap.counters)
     assert a["stopped_by"] == "duration"
-    assert a["sweeps_taken"] + a["sweeps_missed"] == round(duration_s * 1e9 / INTERVAL_NS)
+    # deadlines at 0, 1, ..., duration (inclusive): the capture spans the whole duration
+    assert a["sweeps_taken"] + a["sweeps_missed"] == round(duration_s * 1e9 / INTERVAL_NS) + 1
     sweeps = np.unique(r["sweep"].to_numpy())
     assert a["sweeps_taken"] == len(sweeps)
     assert a["rows_written"] == len(r) == len(sweeps) * n

@@ -68,6 +68,10 @@ def command(capture, t_from, t_to, origin_s, capacity_gbps, enter_frac, leave_fr
     from rdmascope.analysis.bursts import burst_analysis_capture
     from rdmascope.cli.peaks import _segment_span
 
+    for opt, v in (("--enter", enter_frac), ("--leave", leave_frac)):
+        if not 0 < v <= 1:  # fractions of the capacity: 50 meant 50 % (0.5)?
+            raise click.BadParameter(f"{v:g} is not a fraction of the capacity in (0, 1] "
+                                     f"(e.g. 0.25 for 25 %)", param_hint=f"'{opt}'")
     if not leave_frac <= enter_frac:
         raise click.BadParameter(f"{leave_frac:g} must not exceed --enter "
                                  f"({enter_frac:g})", param_hint="'--leave'")

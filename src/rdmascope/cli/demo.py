@@ -20,6 +20,16 @@ def command(output, force, nodes) -> None:
     """Emulated ConnectX-7 twins -> the real `rdmascope record` -> analysis, at 200 Gb/s and at the
     emulated 100 Gb/s (about a minute). Without -o each run gets a fresh directory; with -o a
     non-empty directory is refused unless --force."""
+    import importlib
+
+    # the analysis half runs at the end: say at once, not after a minute of recording
+    for mod in ("pandas", "matplotlib", "jinja2"):
+        try:
+            importlib.import_module(mod)
+        except ImportError as exc:
+            raise click.ClickException(
+                f"demo needs the analysis extras ({mod} is not installed): "
+                "pip install 'rdmascope[analysis]'") from exc
     from rdmascope.emulator.demo import DemoError, run_demo
 
     try:

@@ -5,6 +5,7 @@ Uses only ``rdmascope.capture`` + pyarrow/numpy (no pandas), so it runs on a lea
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -382,6 +383,9 @@ def command(capture: str, as_json: bool) -> None:
     """Print a capture's metadata, time span, row counts, sampling quality and gaps."""
     from rdmascope.capture import CaptureError
 
+    if not os.path.exists(capture):  # a usage error (a mistyped path): exit 2
+        raise click.BadParameter(f"{capture}: no such file or directory",
+                                 param_hint="'CAPTURE'")
     try:
         s = summarize_capture(capture)
     except CaptureError as exc:

@@ -74,7 +74,8 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
     given = resolve_kwargs(setup_kw)
     suffix = Path(output).suffix.lower().lstrip(".")
     if suffix not in figures.FIGURE_FORMATS:
-        raise click.ClickException(f"{output}: the output must end in .png, .svg or .pdf")
+        raise click.BadParameter(f"{output}: the output must end in .png, .svg or .pdf",
+                                 param_hint="'-o' / '--output'")
     require_parent_dir(output)
 
     if kind == "tp":

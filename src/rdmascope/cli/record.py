@@ -77,6 +77,12 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, s
     options (--link, --emulated, --preset/--config, --tp, --nodes) are kept in the manifest's
     ``extra`` so that compare and report find them.
     """
+    from rdmascope.sampler.daemon import MAX_INTERVAL_NS, MIN_INTERVAL_NS
+
+    if not MIN_INTERVAL_NS <= interval_ns <= MAX_INTERVAL_NS:  # a usage error: exit 2
+        raise click.BadParameter(f"{interval_ns / 1e6:g} ms is outside the allowed range "
+                                 f"{MIN_INTERVAL_NS / 1e6:g} ms .. {MAX_INTERVAL_NS / 1e9:g} s",
+                                 param_hint="'--interval'")
     import socket
 
     from rdmascope import models
