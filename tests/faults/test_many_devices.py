@@ -8,12 +8,13 @@ never a ``Too many open files`` traceback.
 
 from __future__ import annotations
 
+import json
 import sys
 
 from rdmascope.analysis.load import load_capture
 from rdmascope.sampler.faketree import build_device
 
-from .conftest import Recorder
+from .conftest import Recorder, inspect_json, run_cli
 
 N = 60
 
@@ -42,6 +43,17 @@ def test_soft_limit_is_raised_toward_the_hard_one(tmp_path):
     cap = load_capture(tmp_path / "cap")
     assert cap.counters["device"].nunique() == N
     assert cap.readings["valid"].all()
+    # the analysis sees every device, each known (idle: 0, not unknown)
+    ins = inspect_json(tmp_path / "cap")
+    assert len(ins["counters"]) == 2 * N
+    assert all(set(c["by_status"]) == {"ok"} for c in ins["counters"])
+    res = run_cli("rates", tmp_path / "cap", "--window", "100ms", "--json")
+    assert res.exit_code == 0, res.output
+    row = json.loads(res.output)["rates"][1]
+    assert [row[f"mlx5_{i}/tx_gbps"] for i in range(N)] == [0.0] * N
+    res = run_cli("verify-emulation", tmp_path / "cap", "--json")
+    assert res.exit_code == 3  # nothing moved: too little traffic to judge, said as such
+    assert json.loads(res.output)["meta"]["message"].startswith("cannot judge: only 0.000 MB")
 
 
 def test_refused_at_start_with_the_number_needed(tmp_path):

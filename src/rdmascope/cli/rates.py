@@ -46,14 +46,15 @@ def _table(b, q, t0: int, width_ns: int, with_bytes: bool):
     from rdmascope.analysis import to_gbps
 
     gbps = to_gbps(b, width_ns)
-    table = pd.DataFrame(index=b.index)
-    table["t_s"] = (b.index.to_numpy() - t0) / 1e9
+    # built in one go: column by column fragments the frame with hundreds of devices
+    cols = {"t_s": (b.index.to_numpy() - t0) / 1e9}
     for c in b.columns:
-        table[f"{c}_gbps"] = gbps[c]
+        cols[f"{c}_gbps"] = gbps[c].to_numpy()
         if with_bytes:
-            table[f"{c}_bytes"] = b[c]
+            cols[f"{c}_bytes"] = b[c].to_numpy()
     for c in b.columns:
-        table[f"{c}_quality"] = q[c].astype("int8")
+        cols[f"{c}_quality"] = q[c].to_numpy().astype("int8")
+    table = pd.DataFrame(cols, index=b.index)
     return table
 
 
@@ -286,14 +287,15 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
         q = flag_over_line_capture(capture, b, q, width_ns, by=by, groups=links or None,
                                    source=src, gap_factor=gap_factor)
     gbps = to_gbps(b, width_ns)
-    table = pd.DataFrame(index=b.index)
-    table["t_s"] = (b.index.to_numpy() - t0) / 1e9
+    # built in one go: column by column fragments the frame with hundreds of devices
+    cols = {"t_s": (b.index.to_numpy() - t0) / 1e9}
     for c in b.columns:
-        table[f"{c}_gbps"] = gbps[c]
+        cols[f"{c}_gbps"] = gbps[c].to_numpy()
         if with_bytes:
-            table[f"{c}_bytes"] = b[c]
+            cols[f"{c}_bytes"] = b[c].to_numpy()
     for c in b.columns:
-        table[f"{c}_quality"] = q[c].astype("int8")
+        cols[f"{c}_quality"] = q[c].to_numpy().astype("int8")
+    table = pd.DataFrame(cols, index=b.index)
     flags = np.bitwise_or.reduce(q.to_numpy(), axis=1) if len(q) else np.zeros(0, int)
     impl_lines, impl = [], []
     if len(flags) and (flags & QUALITY_INVALID).any():
