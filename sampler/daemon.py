@@ -371,7 +371,22 @@ class _WriterThread(threading.Thread):
         if got is None:
             return
         elapsed_s, taken, missed, links = got
-        line = format_status(elapsed_s, taken, missed, links, status_width(self.status_out))
+        width = status_width(self.status_out)
+        line = format_status(elapsed_s, taken, missed, links, width)
+        # name the counters unreadable right now, when the line has room (the reasons were
+        # said once, live, on their own lines)
+        bad: dict[str, list[str]] = {}
+        for i, st in enumerate(self.counter_state):
+            if st != "ok":
+                c = self.counters[i]
+                who = c.get("netdev") or c["device"]
+                bad.setdefault(who, []).append(c.get("direction") or c["name"])
+        if bad:
+            note = " | unreadable " + " ".join(f"{k} {','.join(v)}" for k, v in bad.items())
+            if len(line) + len(note) <= width - 1:
+                line += note
+            elif len(line) + len(f" | {len(bad)} unreadable") <= width - 1:
+                line += f" | {len(bad)} unreadable"
         status_write(self.status_out, line, self.status_tty)
 
 

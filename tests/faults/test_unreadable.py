@@ -128,13 +128,17 @@ def test_failing_reads_back_off_and_resume(tmp_path):
     flag.write_text("")
     count = tmp_path / "failed-reads"
     env = shim_env(shim, "roceP2p1s0f1/ports/1/counters/port_xmit_data", errno.EIO,
-                   RDMASCOPE_FAIL_WHILE=str(flag), RDMASCOPE_FAIL_COUNT=str(count))
+                   RDMASCOPE_FAIL_WHILE=str(flag), RDMASCOPE_FAIL_COUNT=str(count),
+                   COLUMNS="200")
     cap_dir = tmp_path / "cap"
     ticker.start()
     try:
-        rec = Recorder(cap_dir, tree.root, "--duration", "3.5s", env=env)
+        rec = Recorder(cap_dir, tree.root, "--duration", "3.5s", "--status", env=env)
         rec.wait_sampling()
-        time.sleep(1.5)
+        # the status line (plain lines: stderr is a file) names the unreadable counter
+        rec.wait_for(lambda: "| unreadable roceP2p1s0f1 tx" in rec.stderr, 10,
+                     "the status line naming the unreadable counter")
+        time.sleep(0.5)
         t_fixed = time.perf_counter_ns()
         flag.unlink()
         rc = rec.wait()
