@@ -1299,7 +1299,8 @@ def read_request_log(path: str | os.PathLike, format: str | None = None, *,
                      runs=runs)
     if log.n_failed:
         bad = log.requests[~log.requests["ok"]]
-        shown = "; ".join(f"row {r.row}: {short_reason(r.error)}" for r in bad.head(3).itertuples())
+        shown = "; ".join(f"row {r.row}: {short_reason(r.error)}"
+                          for r in bad.head(3).itertuples())
         log.notes.append(f"{log.n_failed} failed request(s) kept out of the metrics ({shown}"
                          f"{'; ...' if len(bad) > 3 else ''})")
     checked = log.requests[log.requests["check"].astype(bool)]
@@ -1310,7 +1311,8 @@ def read_request_log(path: str | os.PathLike, format: str | None = None, *,
                          "stored values disagree (column 'check')")
     if not len(log.ok):
         bad = log.requests[~log.requests["ok"]]
-        shown = "; ".join(f"row {r.row}: {short_reason(r.error)}" for r in bad.head(3).itertuples())
+        shown = "; ".join(f"row {r.row}: {short_reason(r.error)}"
+                          for r in bad.head(3).itertuples())
         first = bad.iloc[0]
         fld = None
         if str(first["error"]).startswith("invalid: "):
