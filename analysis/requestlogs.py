@@ -63,8 +63,9 @@ the tool saved them) as int64 ns on the log's clock; the metrics are then comput
 ``rdmascope.analysis.attribute`` with one set of definitions whatever the tool called its fields.
 
 Failed requests (an error recorded by the tool, or a row whose values cannot be a request) stay
-in the table with ``ok = False`` and the reason in ``error``; they are kept out of every metric. Bad input raises ``RequestLogError`` naming the file,
-the row (1-based line for JSONL/CSV, position in the file's request list otherwise) and the field.
+in the table with ``ok = False`` and the reason in ``error``; they are kept out of every metric.
+Bad input raises ``RequestLogError`` naming the file, the row (1-based line for JSONL/CSV,
+position in the file's request list otherwise) and the field.
 """
 
 from __future__ import annotations
