@@ -803,8 +803,8 @@ def cluster_summary(paths, *, requests: str | os.PathLike | None = None,
         s = series[i]
         v = verdicts[n.host][expect]
         devs = v.devices
-        share = " / ".join(f"{d} {100 * x:.1f}%" for d, x in devs["share"].items()) \
-            if len(devs) else ""
+        share = " / ".join(f"{d} {100 * x:.1f}%" if np.isfinite(x) else f"{d} n/a"
+                           for d, x in devs["share"].items()) if len(devs) else ""
         span = n.from_ref(np.array([lo, hi], dtype=np.int64))
         tx = float(np.diff(s.cum_at(span, "tx"))[0])
         rx = float(np.diff(s.cum_at(span, "rx"))[0])
