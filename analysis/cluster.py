@@ -516,12 +516,12 @@ def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS
     width of ``windows_ns`` ({window label: Gb/s}).
 
     The link is the twins summed (``twin_links``; a lone device is its own link). As
-    ``peak_table``: only windows fully covered by readings count (no unknown, partly covered or
-    empty window), gap-spread ones are kept. ``cap``: a ``stream.CaptureInfo`` or a path.
+    ``peak_table``: the highest window consistent with physics (no unknown, partly covered,
+    empty, gap-spread or over-line window; ``peaks.headline_peak``). ``cap``: a ``stream.CaptureInfo`` or a path.
     Raises ``ValueError`` when the capture has no RDMA byte intervals.
     """
-    from rdmascope.analysis.peaks import window_label
-    from rdmascope.analysis.series import QUALITY_EMPTY, QUALITY_INVALID, QUALITY_PARTIAL
+    from rdmascope.analysis.peaks import HEADLINE_EXCLUDE, _link_view, window_label
+    from rdmascope.analysis.series import OverLineFlagger
     from rdmascope.analysis.stream import WindowGrid, iter_windows, open_capture
 
     if not hasattr(cap, "counters"):
@@ -529,20 +529,20 @@ def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS
     groups = twin_links(cap)
     widths = [int(width_ns), *[int(x) for x in windows_ns]]
     grids = [WindowGrid(x, cap.t_start_ns) for x in widths]
-    bad = QUALITY_INVALID | QUALITY_PARTIAL | QUALITY_EMPTY
+    flag = OverLineFlagger(cap, groups=groups or None)
     best = [0.0] * len(widths)
     seen = [False] * len(widths)
     parts: list[pd.DataFrame] = []
     for gi, b, q in iter_windows(cap, grids):
         if gi == 0:
             parts.append(b)
-        links = {k: [c for c in m if c in b.columns] for k, m in groups.items()} if groups \
-            else {c: [c] for c in b.columns}
-        for members in links.values():
-            if not members:
-                continue
-            x = b[members].to_numpy(np.float64).sum(axis=1)
-            ok = ~np.isnan(x) & ((q[members].to_numpy() & bad) == 0).all(axis=1)
+        # the headline rule of every peak (peaks.headline_peak): never unknown, partial,
+        # gap-spread or over line rate
+        lb, lq = _link_view(b, q, groups or None, keep=not groups)
+        lq = flag(lb, lq, widths[gi])
+        for col in lb.columns:
+            x = lb[col].to_numpy(np.float64)
+            ok = ~np.isnan(x) & ((lq[col].to_numpy() & HEADLINE_EXCLUDE) == 0)
             if ok.any():
                 best[gi] = max(best[gi], float(x[ok].max()) * 8 / widths[gi])
                 seen[gi] = True

@@ -442,9 +442,21 @@ def plot_windows(
         peak = float(peaks_gbps[width]) if peaks_gbps and width in peaks_gbps else float(s.max())
         peaks.append(peak)
         x, y = _step_xy(s.index, s.to_numpy(), origin_ns)
-        ax.plot(x, y, drawstyle="steps-post", linewidth=0.7 if width <= 1_000_000 else 1.2,
+        # a step line; filled only for 1 ms (single bursts) and wide windows: a filled 5 ms panel
+        # of a long prefill turns the beat between the window and the ~20 ms burst period into
+        # a moire that reads as a drawing bug
+        beat = 1_000_000 < width < 50_000_000
+        ax.plot(x, y, drawstyle="steps-post",
+                linewidth=0.7 if width <= 1_000_000 else (0.6 if beat else 1.2),
                 color=color, label=f"{label} windows")
-        ax.fill_between(x, np.nan_to_num(y), step="post", color=color, alpha=0.3, linewidth=0)
+        if not beat:
+            ax.fill_between(x, np.nan_to_num(y), step="post", color=color, alpha=0.3,
+                            linewidth=0)
+        else:
+            ax.annotate("step line: neighbouring windows hold one burst or parts of two, so the "
+                        "values beat with the burst period", xy=(0.0, 0.0),
+                        xycoords="axes fraction", xytext=(4, 3), textcoords="offset points",
+                        ha="left", va="bottom", fontsize=8, color="#444444", gid="beat_note")
         if s.notna().any():  # an all-unknown series (unreadable counters) has no peak
             t_peak = (int(s.idxmax()) + width / 2 - origin_ns) / 1e9
             ax.plot([t_peak], [float(s.max())], marker="o", markersize=5, color=color,
@@ -822,3 +834,65 @@ def plot_cluster_zoom(
 
 
 __all__ += ["plot_cluster_heatmap", "plot_cluster_zoom"]
+
+
+# ----------------------------------------------------------------------------------------------
+# Zoomable timelines for the HTML report (plotly, optional)
+# ----------------------------------------------------------------------------------------------
+
+#: Most points one zoomable trace carries; longer runs keep each bucket's highest 1 ms window.
+MAX_TIMELINE_POINTS = 200_000
+
+
+def timeline_html(rates: Mapping[str, pd.Series], *, origin_ns: int, width_ns: int,
+                  title: str, link_gbps: Mapping[str, float] | None = None,
+                  spans_s: Sequence[tuple[float, float]] = (), include_plotlyjs: bool = True,
+                  div_id: str | None = None) -> tuple[str, str]:
+    """Return (html, note): a zoomable plotly timeline of Gb/s series, and what it shows.
+
+    ``rates``: {legend label: Gb/s Series indexed by window start (int64 ns)} of ``width_ns``
+    windows; drawn as step lines against seconds since ``origin_ns``; ``link_gbps`` reference
+    lines; ``spans_s`` shaded (e.g. prefills). Drag to zoom a range, the mouse wheel zooms,
+    double-click resets: from the whole run down to single all-reduces. A series longer than
+    ``MAX_TIMELINE_POINTS`` keeps, per bucket of consecutive windows, the highest one (the
+    bursts stay visible; ``note`` says how many windows a point stands for).
+    ``include_plotlyjs``: embed plotly.js (once per page; the file stays self-contained).
+    Raises ``ModuleNotFoundError`` when plotly is not installed (the analysis extra).
+    """
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    fig = go.Figure()
+    note = ""
+    for label, s in rates.items():
+        s = s.dropna() if len(s) <= MAX_TIMELINE_POINTS else s
+        t = s.index.to_numpy(np.int64)
+        v = s.to_numpy(np.float64)
+        if len(v) > MAX_TIMELINE_POINTS:
+            k = -(-len(v) // MAX_TIMELINE_POINTS)
+            n = len(v) // k * k
+            v = np.nanmax(np.where(np.isnan(v[:n]), -np.inf, v[:n]).reshape(-1, k), axis=1)
+            v = np.where(np.isfinite(v), v, np.nan)
+            t = t[:n:k]
+            note = (f"each point is the highest {window_label(width_ns)} window of "
+                    f"{window_label(width_ns * k)} (zoom reads the full resolution in "
+                    "`rdmascope rates`)")
+        x = (t - np.int64(origin_ns)) / 1e9
+        fig.add_trace(go.Scatter(x=x, y=v, mode="lines", line={"shape": "hv", "width": 1},
+                                 name=label,
+                                 hovertemplate="%{x:.4f} s: %{y:.1f} Gb/s<extra></extra>"))
+    for name, gbps in (link_gbps or {}).items():
+        fig.add_hline(y=float(gbps), line={"dash": "dash", "width": 1, "color": "#555"},
+                      annotation_text=name, annotation_position="top right")
+    for a, b in spans_s:
+        fig.add_vrect(x0=a, x1=b, fillcolor="#888", opacity=0.12, line_width=0)
+    fig.update_layout(title={"text": title, "x": 0.01}, height=420,
+                      margin={"l": 60, "r": 20, "t": 50, "b": 50}, dragmode="zoom",
+                      xaxis={"title": {"text": "time since capture start (s)"}},
+                      yaxis={"title": {"text": RATE_LABEL}, "fixedrange": True,
+                             "rangemode": "tozero"},
+                      legend={"orientation": "h", "y": -0.2}, template="plotly_white")
+    html = pio.to_html(fig, full_html=False, include_plotlyjs=include_plotlyjs,
+                       div_id=div_id, config={"scrollZoom": True, "displaylogo": False,
+                                              "responsive": True})
+    return html, note

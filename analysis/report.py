@@ -110,6 +110,8 @@ class ReportContent:
     figures: list[ReportFigure] = field(default_factory=list)
     sections: list[ReportSection] = field(default_factory=list)
     captures: list[tuple[str, list[tuple[str, str]]]] = field(default_factory=list)
+    #: zoomable timelines (plotly): (name, title, html div, caption)
+    timelines: list[tuple[str, str, str, str]] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -273,6 +275,7 @@ def render_report(content: ReportContent, out_dir: str | os.PathLike, *, embed: 
     written.
     """
     from jinja2 import Environment, PackageLoader, select_autoescape
+    from markupsafe import Markup
 
     from rdmascope import __version__
 
@@ -320,17 +323,50 @@ def render_report(content: ReportContent, out_dir: str | os.PathLike, *, embed: 
         sections.append({"title": s.title, "anchor": anchor, "note": s.note, "tables": tables})
     env = Environment(loader=PackageLoader("rdmascope.analysis", "templates"),
                       autoescape=select_autoescape(["html", "j2"]))
+    for f in figures:
+        f["caption"] = _linked(f["caption"])
+    for sec in sections:
+        for t in sec["tables"]:
+            t["note"] = _linked(t["note"])
     page = env.get_template("report.html.j2").render(
         title=content.title, subtitle=content.subtitle, version=__version__,
         generated=_dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
-        cards=[{"label": a, "value": b, "detail": c} for a, b, c in content.cards],
+        card_groups=_card_groups(content), one_ms_note=ONE_MS_UNCERTAINTY,
         verdicts=content.verdicts, figures=figures, sections=sections, csv_files=csv_files,
         captures=[{"label": lbl, "fields": items} for lbl, items in content.captures],
+        timelines=[{"name": n, "title": t, "html": Markup(h), "caption": _linked(c)}
+                   for n, t, h, c in content.timelines],
     )
     html_path = out / "report.html"
     _atomic_write(html_path, page.encode("utf-8"))
     say(f"wrote {html_path}")
     return html_path
+
+
+def _linked(text):
+    """Escape ``text`` and turn each ``ONE_MS_REF`` into a link to the one note on 1 ms values."""
+    from markupsafe import Markup, escape
+
+    if not text:
+        return text
+    return Markup(str(escape(text)).replace(str(escape(ONE_MS_REF)), ONE_MS_LINK))
+
+
+def _card_groups(content: ReportContent) -> list[dict]:
+    """The headline cards grouped per configuration (a card "<label>: what" goes under its
+    configuration's heading as "what"); cards of no configuration (the comparison) last."""
+    labels = sorted((lbl for lbl, _ in content.captures), key=len, reverse=True)
+    other = "Comparison" if len(labels) >= 2 else ""
+    groups: dict[str, list[dict]] = {}
+    for card in content.cards:
+        label, value, detail = card[:3]
+        grp = next((g for g in labels if label.startswith(g + ": ")), None)
+        short = label[len(grp) + 2:] if grp else label
+        groups.setdefault(grp if grp else other, []).append(
+            {"label": short, "value": value, "detail": _linked(detail)})
+    order = [lbl for lbl, _ in content.captures if lbl in groups]
+    order += [g for g in groups if g not in order]
+    return [{"title": g, "cards": groups[g]} for g in order]
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -546,6 +582,12 @@ ONE_MS_UNCERTAINTY = ("A single 1 ms value carries about ±15–25 % timing unce
                       "reading's instant is known only to about ±0.1–0.2 ms, method.md 'The "
                       "sampler'), which is why a 1 ms peak can exceed line rate; averages over "
                       "5 ms or longer are accurate to a few percent.")
+
+
+#: Put where a 1 ms peak is shown instead of repeating ``ONE_MS_UNCERTAINTY``: the report says
+#: the note once (id ``one-ms-note``) and renders this as a link to it.
+ONE_MS_REF = "(1 ms values: ±15–25 %, see the note on 1 ms values)"
+ONE_MS_LINK = '<a class="onems" href="#one-ms-note">1 ms values: ±15–25 %, see the note</a>'
 
 
 def window_origin(cfg: Configuration) -> int:
@@ -1057,7 +1099,10 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                 "the peak", figure_windows(cfg, str(req["request_id"]), peaks=peaks),
                 "The same prefill averaged over 1, 5 and 100 ms windows (aligned on the "
                 "capture start, as every table): the peak falls as the window widens, although "
-                "the bytes are the same. " + ONE_MS_UNCERTAINTY))
+                "the bytes are the same. The 5 ms panel is a step line whose values beat: the "
+                "bursts come every ~20 ms, so a 5 ms window holds a whole burst, part of one or "
+                "none, and neighbouring 5 ms values rise and fall in a slow pattern; that is the "
+                "averaging, not a drawing error. " + ONE_MS_REF))
             tables.append(ReportTable(
                 _pick(pk_tx.assign(over_line_causes=pk_tx["over_line_causes"].replace("", "none")),
                       ("window", "peak_gbps", "p50_gbps", "p90_gbps", "p99_gbps",
@@ -1067,13 +1112,13 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                       f"({(first - send) / 1e9:.2f} s), tx of one node",
                 note="'whole range' is the mean over the whole prefill. Windows are aligned "
                      "on the capture start, as in every table and figure. "
-                     + ONE_MS_UNCERTAINTY, name="peaks"))
+                     + ONE_MS_REF, name="peaks"))
             warm = ("warmup_rounds",) if warmup_rounds else ()
             tables.append(ReportTable(
                 _pick(att.tests, TEST_COLUMNS[:3] + warm + TEST_COLUMNS[3:]), title="Per test",
                 note="Means over rounds; min/max columns give the spread. "
                      "Time to last first token covers all prompts' bytes. "
-                     "Prefill peak: the highest 1 ms window. " + ONE_MS_UNCERTAINTY
+                     "Prefill peak: the highest 1 ms window. " + ONE_MS_REF
                      + (f" The first {warmup_rounds} round(s) of each test are warm-up, not "
                         "counted." if warmup_rounds else "") + _per_token_note(cfg.capture),
                 name="per-test"))
@@ -1083,7 +1128,7 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                                       note="Prefill = [send, first token], decode = [first "
                                            "token, last token]; bytes are tx of one node. "
                                            "Prefill peak: the highest 1 ms window (aligned on "
-                                           "the capture start). " + ONE_MS_UNCERTAINTY
+                                           "the capture start). " + ONE_MS_REF
                                            + _per_token_note(cfg.capture),
                                       name="per-request"))
         say(f"[{cfg.label}] bursts")
@@ -1101,6 +1146,8 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                                "burst_share", "mean_gap_s", "median_gap_s", "enter_gbps",
                                "leave_gbps")),
             title="Burst summary (1 ms windows, whole capture)", name="bursts"))
+        say(f"[{cfg.label}] zoomable timeline")
+        _add_timeline(content, cfg)
         say(f"[{cfg.label}] per-device traffic")
         content.figures.append(ReportFigure(
             _anchor(f"devices-{cfg.label}"), f"{cfg.label}: traffic per RDMA device",
@@ -1113,7 +1160,7 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                                               "over_line_windows")),
                                   title="Bytes per RDMA device", headers={"share": "share"},
                                   note="Peak 1 ms: the highest 1 ms window of the device, tx or "
-                                       "rx. " + ONE_MS_UNCERTAINTY,
+                                       "rx. " + ONE_MS_REF,
                                   name="devices"))
         content.sections.append(ReportSection(cfg.label, tables))
         content.captures.append((cfg.label, _capture_fields(cfg)))
@@ -1127,7 +1174,7 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                             f"kept out ({pk1_row['over_line_causes']}), raw max "
                             f"{float(pk1_row['raw_max_gbps']):.0f} Gb/s")
                 content.cards.append((f"{cfg.label}: 1 ms peak", f"{pk1:.0f} Gb/s",
-                                      f"±15–25 % (timing of one 1 ms window); 100 ms: "
+                                      f"{ONE_MS_REF}; 100 ms: "
                                       f"{peaks.get(100 * MS_NS, float('nan')):.0f} Gb/s"
                                       + over))
     compared = [c for c in configs if c.label in attributions]
@@ -1138,6 +1185,44 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
              "devices": 6}
     content.figures.sort(key=lambda f: order.get(f.name.split("-")[0], 9))
     return content
+
+
+def _add_timeline(content: ReportContent, cfg: Configuration) -> None:
+    """Add the zoomable 1 ms timeline of a configuration's node tx (whole capture, prefills
+    shaded) when plotly (the analysis extra) is installed; else a note in its place."""
+    from . import figures
+
+    lo, hi = cfg.data_span("tx")
+    rates = node_gbps(cfg, MS_NS, lo, hi)
+    spans = []
+    if len(cfg.requests):
+        t0 = int(cfg.capture.t_start_ns)
+        spans = [((int(a) - t0) / 1e9, (int(b) - t0) / 1e9) for a, b in
+                 zip(cfg.requests["t_send_ns"], cfg.requests["t_first_ns"], strict=True)]
+    try:
+        html, note = figures.timeline_html(
+            {f"{cfg.label}: tx, all devices, 1 ms": rates.iloc[:, 0]},
+            origin_ns=int(cfg.capture.t_start_ns), width_ns=MS_NS,
+            title=f"{cfg.label}: the whole run at 1 ms", link_gbps=capacity_lines(cfg),
+            spans_s=_merge_spans(spans), include_plotlyjs=not content.timelines,
+            div_id=f"timeline-{_anchor(cfg.label)}")
+    except ModuleNotFoundError:
+        return
+    content.timelines.append((
+        f"timeline-{_anchor(cfg.label)}", f"{cfg.label}: the whole run at 1 ms", html,
+        "Drag across a range to zoom into it, use the mouse wheel to zoom, double-click to see "
+        "the whole run again: from the run down to single all-reduces. Grey: prefills (send "
+        "to first token). " + ONE_MS_REF + (f" Here {note}." if note else "")))
+
+
+def _merge_spans(spans):
+    out: list[list[float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [tuple(x) for x in out]
 
 
 def _add_comparison(content: ReportContent, configs, attributions, say,

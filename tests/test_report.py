@@ -142,7 +142,7 @@ def test_report_from_two_simulated_configurations(sim_runs, tmp_path):
                            "devices-200-gb-s", "devices-emulated-100-gb-s", "extra-prefill",
                            "tokens-increase", "tp-projection"])
     assert all((tmp_path / "rep" / "figures" / f"{f}.png").stat().st_size > 10_000 for f in figs)
-    assert page.count("data:image/png;base64,") == len(figs)
+    assert page.count('<img src="data:image/png;base64,') == len(figs)
     # figures first, then the comparison section, the per-configuration sections, the captures
     order = [page.index(s) for s in ('id="figures"', 'id="comparison-200-gb-s-emulated-100-gb-s"',
                                      'id="200-gb-s"', 'id="emulated-100-gb-s"', 'id="captures"')]
@@ -382,15 +382,19 @@ def test_one_request_shows_one_1ms_peak_in_every_table_card_and_figure(sim_runs,
         assert float(np.nanmax(y[inside])) == pytest.approx(table_peak, rel=1e-9)
         # the headline card, and attribute's per-round peak of the one-request round
         label = cfg.label
-        assert re.search(rf"{re.escape(label)}: 1 ms peak</div><div class=\"value\">"
-                         rf"{table_peak:.0f} Gb/s", page)
+        # the headline card, under its configuration's heading
+        group = page[page.index(f"<h3>{label}</h3>"):]
+        assert re.search(rf"1 ms peak</div><div class=\"value\">{table_peak:.0f} Gb/s",
+                         group[:group.index("</section>")])
         att = attribute(cfg.capture, cfg.log, intervals=cfg.intervals)
         rnd = att.rounds[(att.rounds["test"] == req["test"])
                          & (att.rounds["round"] == req["round"])]
         assert float(rnd["prefill_peak_tx_gbps"].iloc[0]) == pytest.approx(table_peak, rel=1e-12)
-    # next to the 1 ms peaks: the timing uncertainty that lets one exceed line rate
-    assert page.count("±15–25 % timing uncertainty") >= 4
+    # the timing uncertainty that lets a 1 ms peak exceed line rate: said once, linked from
+    # every 1 ms peak (cards, figure 3, the peak, per-test, per-request and device tables)
+    assert page.count("±15–25 % timing uncertainty") == 1
     assert "which is why a 1 ms peak can exceed line rate" in page
+    assert page.count('href="#one-ms-note"') >= 6
 
 
 def test_headline_gives_ttft_per_test_never_a_mean_across_tests(sim_runs, tmp_path):
@@ -407,8 +411,9 @@ def test_headline_gives_ttft_per_test_never_a_mean_across_tests(sim_runs, tmp_pa
     assert sorted(by_test) == ["P1", "P2"]
     for test, ttfts in by_test.items():
         want = sum(ttfts) / len(ttfts)
-        assert re.search(rf"200 Gb/s: test {test} TTFT</div><div class=\"value\">"
-                         rf"{want:.2f} s</div>", page), test
+        group = page[page.index("<h3>200 Gb/s</h3>"):]  # the configuration's cards
+        assert re.search(rf"test {test} TTFT</div><div class=\"value\">"
+                         rf"{want:.2f} s</div>", group[:group.index("</section>")]), test
     cfg = R.load_configuration(sim_runs / "200", R.default_request_logs(sim_runs / "200"))
     s = attribute(cfg.capture, cfg.log, intervals=cfg.intervals).summary
     assert s["mean_ttft_s"] is None
