@@ -109,14 +109,16 @@ def _nan_runs(t: np.ndarray, v: np.ndarray, width_ns: int) -> list[tuple[int, in
 def build_timeline(captures: list[Capture], *, width_ns: int = MS, log=None,
                    clock: str = "monotonic", capacity_gbps: float | None = None,
                    enter_frac: float = 0.25, leave_frac: float = 0.10,
-                   from_s: float | None = None, to_s: float | None = None) -> Timeline:
+                   from_s: float | None = None, to_s: float | None = None,
+                   origin_s: float | None = None) -> Timeline:
     """Build the tracks of ``captures`` (a list of ``Capture``; one process each).
 
     ``log``: a ``RequestLog`` already aligned (``requestlogs.align``) to ``captures[0]``'s
     CLOCK_MONOTONIC, or None. ``capacity_gbps``: the link capacity burst detection is relative
     to (default: each capture's highest port rate, else 200). ``from_s``/``to_s``: only this
     range, seconds after each capture's start (windows stay on the capture-start grid; requests
-    overlapping the range are kept whole). Raises ``ValueError`` for an
+    overlapping the range are kept whole). ``origin_s``: the grid's origin, seconds after each
+    capture's start (default: the capture start). Raises ``ValueError`` for an
     unknown clock, for ``clock="monotonic"`` with captures of several hosts (their monotonic
     clocks are unrelated: use "realtime"), for a capture without clock pairs under "realtime",
     and as ``rebin``/``burst_analysis``.
@@ -156,7 +158,8 @@ def build_timeline(captures: list[Capture], *, width_ns: int = MS, log=None,
                 notes.append(f"{cap.path}: no readings in the range; no traffic tracks")
                 procs.append(proc)
                 continue
-        b, _q = rebin_view(iv, width_ns, origin_ns=cap.t_start_ns, start_ns=lo, end_ns=hi,
+        origin = cap.t_start_ns + (0 if origin_s is None else int(round(origin_s * 1e9)))
+        b, _q = rebin_view(iv, width_ns, origin_ns=origin, start_ns=lo, end_ns=hi,
                            groups=groups)
         t = conv(b.index.to_numpy(np.int64))
         for col in b.columns:
@@ -169,7 +172,7 @@ def build_timeline(captures: list[Capture], *, width_ns: int = MS, log=None,
                 proc.tracks.append(Track(name=f"{col} no data", kind="slices", slices=[
                     (a, e, "no valid data", {"windows": n}) for a, e, n in holes]))
         cap_gbps = capacity_gbps or max(port_rates_gbps(cap.meta).values(), default=None) or 200.0
-        bursts = burst_analysis(iv, capacity_gbps=cap_gbps, width_ns=MS, origin_ns=cap.t_start_ns,
+        bursts = burst_analysis(iv, capacity_gbps=cap_gbps, width_ns=MS, origin_ns=origin,
                                 start_ns=lo, end_ns=hi, groups=groups, enter_frac=enter_frac,
                                 leave_frac=leave_frac)
         if len(bursts.table):

@@ -129,3 +129,23 @@ def test_attribute_plot_report_agree(expected, tmp_path):
     got = [float(p["prefill_peak_tx_gbps"]) for p in per_req
            if p["request_id"] == e["request_id"]]
     assert got and math.isclose(got[0], e["gbps"], rel_tol=1e-9)
+
+
+def test_every_command_with_from_takes_origin():
+    import click
+
+    def walk(cmd, path):
+        if isinstance(cmd, click.Group):
+            ctx = click.Context(cmd)
+            for name in cmd.list_commands(ctx):
+                yield from walk(cmd.get_command(ctx, name), (*path, name))
+        else:
+            yield path, cmd
+
+    seen = []
+    for path, cmd in walk(main, ()):
+        opts = {o for p in cmd.params for o in getattr(p, "opts", [])}
+        if "--from" in opts:
+            seen.append(" ".join(path))
+            assert "--origin" in opts, path
+    assert {"rates", "peaks", "bursts", "verify-emulation"} <= set(seen)

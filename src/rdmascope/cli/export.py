@@ -18,6 +18,7 @@ from rdmascope.cli.output import (
     SECONDS,
     WINDOW,
     cli_errors,
+    origin_option,
     require_parent_dir,
 )
 
@@ -51,7 +52,9 @@ def command() -> None:
               help="Start of the range after each capture's start (1.5, 250ms, 2m).")
 @click.option("--to", "t_to", type=SECONDS, default=None, metavar="TIME",
               help="End of the range after each capture's start.")
-def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt, t_from, t_to):
+@origin_option
+def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt, t_from, t_to,
+             origin_s):
     """Write a timeline of CAPTURES (one process per capture) for ui.perfetto.dev or
     chrome://tracing.
 
@@ -91,7 +94,8 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
             log = align(read_request_log(log_path), caps[0], offset)
     with cli_errors():
         tl = build_timeline(caps, width_ns=width_ns, log=log, clock=clock,
-                            capacity_gbps=capacity, from_s=t_from, to_s=t_to)
+                            capacity_gbps=capacity, from_s=t_from, to_s=t_to,
+                            origin_s=origin_s)
         n = write_perfetto(tl, out) if fmt == "proto" else write_chrome_json(tl, out)
     for note in tl.notes:
         click.echo(f"note: {note}", err=True)
