@@ -509,7 +509,7 @@ LIKELY_LESS = ("bytes that went over a device that was not recorded (record ever
                "in this ring")
 
 
-def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS
+def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS, *, peaks: bool = True
               ) -> tuple[NodeSeries, dict[str, float]]:
     """One streamed pass over a capture (``stream.iter_windows``, windows from the capture start):
     its ``NodeSeries`` at ``width_ns`` and the highest rate (Gb/s) of its link, tx or rx, per
@@ -518,7 +518,8 @@ def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS
     The link is the twins summed (``twin_links``; a lone device is its own link). As
     ``peak_table``: the highest window consistent with physics (no unknown, partly covered,
     empty, gap-spread or over-line window; ``peaks.headline_peak``). ``cap``: a ``stream.CaptureInfo`` or a path.
-    Raises ``ValueError`` when the capture has no RDMA byte intervals.
+    ``peaks`` False: only the series (the peaks dict is empty). Raises ``ValueError`` when
+    the capture has no RDMA byte intervals.
     """
     from rdmascope.analysis.peaks import HEADLINE_EXCLUDE, _link_view, window_label
     from rdmascope.analysis.series import OverLineFlagger
@@ -527,7 +528,7 @@ def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS
     if not hasattr(cap, "counters"):
         cap = open_capture(cap)
     groups = twin_links(cap)
-    widths = [int(width_ns), *[int(x) for x in windows_ns]]
+    widths = [int(width_ns), *([int(x) for x in windows_ns] if peaks else [])]
     grids = [WindowGrid(x, cap.t_start_ns) for x in widths]
     flag = OverLineFlagger(cap, groups=groups or None)
     best = [0.0] * len(widths)
@@ -549,6 +550,8 @@ def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS
     if not parts:
         raise ValueError("no RDMA byte intervals (fewer than two valid readings per counter)")
     ser = node_series(pd.concat(parts), int(width_ns))
+    if not peaks:
+        return ser, {}
     pk = {window_label(x): (best[k + 1] if seen[k + 1] else float("nan"))
           for k, x in enumerate(windows_ns)}
     return ser, pk
@@ -589,6 +592,26 @@ def _cross(s: NodeSeries, th: np.ndarray) -> np.ndarray:
     e0 = s.start_ns + (k - 1) * s.width_ns
     f = np.divide(th - c0, c1 - c0, out=np.zeros_like(th), where=c1 > c0)
     return e0 + f * s.width_ns
+
+
+def refined_run_set(paths, *, reference: str | None = None, refine: bool = True,
+                    max_lag_ns: int = DEFAULT_MAX_LAG_NS, warn_ns: int = DEFAULT_WARN_NS
+                    ) -> RunSet:
+    """Open a run set and refine its offsets from the traffic (one streamed ``node_pass`` per
+    node, then ``align_run_set``), without the per-node verdicts of ``cluster_summary``.
+    Raises as ``open_run_set`` and ``RunSetError`` for a capture without RDMA intervals."""
+    from rdmascope.analysis.load import port_rates_gbps
+
+    rs = open_run_set(paths, reference=reference)
+    series = []
+    for n in rs.nodes:
+        try:
+            series.append(node_pass(n.path, max(n.interval_ns, MS), peaks=False)[0])
+        except ValueError as exc:
+            raise RunSetError(f"{n.path} ({n.host}): {exc}") from exc
+    rates = port_rates_gbps(read_manifest(rs.ref.path))
+    return align_run_set(rs, series, refine=refine, max_lag_ns=max_lag_ns, warn_ns=warn_ns,
+                         capacity_gbps=max(rates.values()) if rates else 200.0)
 
 
 def burst_timing(rs: RunSet, series: list[NodeSeries], *, capacity_gbps: float,

@@ -251,3 +251,26 @@ def test_plot_cluster_kinds(cluster, tmp_path):
     assert (tmp_path / "z.svg").read_text().count("spark-0") >= 3  # one legend entry per node
     r = CliRunner().invoke(main, ["plot", "cluster", caps[0], "-o", str(tmp_path / "x.png")])
     assert r.exit_code == 1 and "at least two hosts" in r.output
+
+
+def test_attribute_on_a_run_set_uses_the_clients_log_on_every_node(cluster):
+    d, truth, paths, _ = cluster
+    caps = [str(paths[0]), str(paths[5])]  # the client's node and the straggler
+    r = CliRunner().invoke(main, ["attribute", *caps, "--json"])
+    assert r.exit_code == 0, r.output
+    obj = json.loads(r.output[r.output.index("{"):])
+    for host in ("spark-01", "spark-06"):
+        nt = json.loads((d / host / "truth.json").read_text())
+        got = {q["request_id"]: q for q in obj["nodes"][host]["requests"]}
+        for t in nt["requests"]:
+            want = sum(v for k, v in t["prefill_bytes"].items()
+                       if k.startswith("roce") and k.endswith("/tx"))
+            assert got[t["request_id"]]["prefill_tx_bytes"] == pytest.approx(want, rel=0.005)
+    # the straggler's attribution with the client's log moved by the refined offset equals its
+    # attribution with a log written on its own clock (the emulator's per-node log)
+    own = CliRunner().invoke(main, ["attribute", caps[1], "--requests",
+                                    str(paths[5] / "requests.jsonl"), "--json"])
+    own = {q["request_id"]: q for q in json.loads(own.output)["requests"]}
+    for q in obj["nodes"]["spark-06"]["requests"]:
+        for k in ("prefill_tx_bytes", "decode_tx_bytes"):
+            assert q[k] == pytest.approx(own[q["request_id"]][k], rel=1e-3), k

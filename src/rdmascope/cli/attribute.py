@@ -96,9 +96,10 @@ def attribution_tables(att) -> dict:
 
 
 @click.command("attribute", short_help="Split traffic per request into prefill and decode.")
-@click.argument("capture", type=click.Path(exists=True, file_okay=False), required=False)
+@click.argument("capture", nargs=-1, type=click.Path(exists=True, file_okay=False))
 @click.option("--requests", "requests_log", type=click.Path(dir_okay=False),
-              help="Request log (default: CAPTURE/requests.jsonl).")
+              help="Request log (default: CAPTURE/requests.jsonl; for several hosts' captures "
+                   "of one run: the one in a capture directory, whose host's clock it is).")
 @click.option("--format", "fmt", type=click.Choice(
     ["native", "vllm", "guidellm", "genai-perf", "aiperf", "inference-perf", "sglang",
      "llmperf"]),
@@ -143,6 +144,9 @@ def command(capture, requests_log, fmt, offset, run, use_corrected, arrival_wind
     from rdmascope.analysis.stream import open_capture
     from rdmascope.capture import CaptureError
 
+    if len(capture) > 1:  # several hosts of one run: the client's log on every node
+        return _run_set(command, capture, dict(locals()))
+    capture = capture[0] if capture else None
     if capture is None:
         if definitions:
             _definitions()
@@ -165,6 +169,46 @@ def command(capture, requests_log, fmt, offset, run, use_corrected, arrival_wind
         raise click.ClickException(str(exc)) from exc
     tables, meta = attribution_tables(att)
     emit(tables, out, human=lambda: _human(att, definitions), meta=meta)
+
+
+def _run_set(command, captures, params) -> None:
+    """Attribute the one request log (the client's, on its host's clock) on every node: the
+    offsets refined from the traffic (``analysis.cluster.refined_run_set``) move the log onto
+    each node's CLOCK_MONOTONIC through ``--offset`` (``cli.runset.for_each_node``)."""
+    from rdmascope.analysis.cluster import RunSetError, refined_run_set
+    from rdmascope.analysis.requestlogs import RequestLogError, read_request_log
+    from rdmascope.capture import CaptureError, read_manifest
+    from rdmascope.cli.cluster import find_request_log
+    from rdmascope.cli.runset import for_each_node
+
+    log_path, holder = params["requests_log"], None
+    if log_path is None:
+        log_path, holder = find_request_log(list(captures), None)
+        if log_path is None:
+            raise click.UsageError("no requests.jsonl in the captures' directories or their "
+                                   "common parent: give --requests LOG (the client's)")
+    try:
+        ref = read_manifest(captures[holder]).get("host") if holder is not None else None
+        click.echo("aligning the hosts' clocks from the traffic ...", err=True)
+        rs = refined_run_set(captures, reference=ref)
+        log = read_request_log(log_path, params["fmt"], run=params["run"])
+    except (RunSetError, RequestLogError, CaptureError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    given = list(params["offset"]) or [0.0]
+    rm = rs.ref.realtime_minus_monotonic_ns
+
+    def node_params(node, _rs):
+        if log.clock == "CLOCK_MONOTONIC":  # the reference host's clock
+            offs = [o - node.offset_ns / 1e9 for o in given]
+        elif log.clock == "CLOCK_REALTIME":  # through the reference's clock pairs
+            offs = [o - (rm + node.offset_ns) / 1e9 for o in given]
+        elif params["offset"]:  # relative, placed on the reference's clock by --offset
+            offs = [o - node.offset_ns / 1e9 for o in given]
+        else:  # relative without --offset: each node anchors it to its first prefill burst
+            offs = []
+        return {"requests_log": log_path, "offset": tuple(offs)}
+
+    for_each_node(command, captures, params, run_set=rs, node_params=node_params)
 
 
 def _human(att, definitions: bool) -> None:

@@ -25,15 +25,17 @@ import click
 
 
 def for_each_node(command: click.Command, captures, params: dict[str, Any], *,
-                  arg: str = "capture") -> None:
+                  arg: str = "capture", run_set=None, node_params=None) -> None:
     """Invoke ``command`` once per capture of the run set ``captures`` (see the module docstring)
     and exit with the combined code. ``params``: the command's own parameters (its ``locals()``
-    at entry); ``arg``: the name of its CAPTURE argument."""
+    at entry); ``arg``: the name of its CAPTURE argument. ``run_set``: an already placed
+    ``cluster.RunSet`` (e.g. refined), else the wall clocks place them. ``node_params(node,
+    run_set)``: parameter overrides per node."""
     from rdmascope.analysis.cluster import RunSetError, open_run_set
     from rdmascope.capture import CaptureError
 
     try:
-        rs = open_run_set(captures)
+        rs = run_set if run_set is not None else open_run_set(captures)
     except (RunSetError, CaptureError) as exc:
         raise click.ClickException(str(exc)) from exc
     ctx = click.get_current_context()
@@ -43,19 +45,24 @@ def for_each_node(command: click.Command, captures, params: dict[str, Any], *,
     codes: dict[str, int] = {}
     objs: dict[str, Any] = {}
     moved = [k for k in ("t_from", "t_to") if params.get(k) is not None]
-    for path, node in zip(captures, rs.nodes, strict=True):
+    by_path = {str(n.path): n for n in rs.nodes}
+    for path in captures:
+        node = by_path[str(Path(path))]
         p = {k: v for k, v in params.items() if k in {q.name for q in command.params}}
         p[arg] = (path,)
         shift_s = (ref_start - (node.t_start_ns + node.offset_ns)) / 1e9
         for k in moved:
             p[k] = max(0.0, params[k] + shift_s)
+        if node_params is not None:
+            p.update(node_params(node, rs))
         if out is not None:  # cli.output.output_options: --json/--csv/--parquet -> out
             p.update(as_json=out.json, as_csv=out.csv, parquet=None)
             if out.parquet:
                 base = Path(out.parquet)
                 p["parquet"] = str(base.with_name(f"{base.stem}.{node.host}{base.suffix}"))
+        how = "refined from the traffic" if rs.refined else "wall clocks"
         header = (f"== {node.host} ({path}): clock offset to {ref.host} "
-                  f"{node.offset_ns / 1e9:+.6f} s (wall clocks)"
+                  f"{node.offset_ns / 1e9:+.6f} s ({how})"
                   + (f"; --from/--to moved by {shift_s:+.3f} s" if moved else ""))
         buf = io.StringIO()
         code = 0
