@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rdmascope.plausibility import PLAUSIBLE_FACTOR, cap_gbps, current_link_gbps
+from rdmascope.plausibility import PLAUSIBLE_FACTOR, counter_cap_gbps, current_link_gbps
 
 from .series import FLAGS
 from .stream import _info, iter_intervals
@@ -60,8 +60,8 @@ def implausible_summary(capture, *, width_ns: int | None = None, origin_ns: int 
     for c, (n, span, wins) in acc.items():
         s = cdf.at[c, "series"]
         r = rows.setdefault(s, {"device": cdf.at[c, "device"], "steps": 0, "span_s": 0.0,
-                                "windows": set(), "cap_gbps": cap_gbps(info.meta,
-                                                                       cdf.at[c, "device"])})
+                                "windows": set(),
+                                "cap_gbps": counter_cap_gbps(info.meta, int(c))})
         r["steps"] += n
         r["span_s"] += span / 1e9
         r["windows"] |= wins

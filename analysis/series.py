@@ -67,6 +67,7 @@ from rdmascope.plausibility import (
     DEFAULT_MAX_GBPS,
     PLAUSIBLE_FACTOR,
     cap_gbps,
+    counter_cap_gbps,
     implausible,
     port_rates_gbps,
 )
@@ -160,12 +161,14 @@ def plausible_gbps(meta: dict, device: str | None = None, *,
 
 
 def _counter_caps(meta: dict, cdf: pd.DataFrame, ids, max_gbps: float | None) -> dict[int, float]:
-    """Plausibility cap per counter id: ``max_gbps`` if given, else ``plausible_gbps``."""
+    """Plausibility cap per counter id: ``max_gbps`` if given, else ``plausible_gbps`` (times
+    lifespan / interval for bytes read from ``hw_counters/``: ``counter_cap_gbps``)."""
     if max_gbps is not None:
         if not max_gbps > 0:
             raise ValueError(f"max_gbps must be positive (or inf to disable), got {max_gbps!r}")
         return {int(c): float(max_gbps) for c in ids}
-    return {int(c): plausible_gbps(meta, cdf.at[c, "device"]) for c in ids}
+    # per counter: hw_counters byte sources are cached for lifespan ms (counter_cap_gbps)
+    return {int(c): counter_cap_gbps(meta, int(c)) for c in ids}
 
 
 def _intervals_one(t: np.ndarray, unc: np.ndarray, value: np.ndarray, valid: np.ndarray, *,

@@ -24,12 +24,16 @@ from typing import Any
 import numpy as np
 
 __all__ = ["PLAUSIBLE_FACTOR", "DEFAULT_MAX_GBPS", "port_rates_gbps", "cap_gbps",
+           "counter_cap_gbps", "DEFAULT_LIFESPAN_MS",
            "implausible", "link_gbps_override", "set_link_gbps", "current_link_gbps"]
 
 #: Plausibility cap = this many times the highest link rate of a counter's device.
 PLAUSIBLE_FACTOR = 4.0
 #: Cap (Gb/s) when nothing records a link rate: 4 x 400 Gb/s, the fastest ConnectX-7 port.
 DEFAULT_MAX_GBPS = 1600.0
+
+#: The kernel's default ``hw_counters/lifespan`` (ms): hw_counters values are cached that long.
+DEFAULT_LIFESPAN_MS = 10
 
 _LINK_GBPS: ContextVar[float | None] = ContextVar("rdmascope_link_gbps", default=None)
 
@@ -114,6 +118,31 @@ def cap_gbps(meta: dict[str, Any], device: str | None = None, *,
     if rates:
         return factor * max(rates.values())
     return DEFAULT_MAX_GBPS
+
+
+def counter_cap_gbps(meta: dict[str, Any], counter_id: int, *,
+                     factor: float = PLAUSIBLE_FACTOR) -> float:
+    """The plausibility cap (Gb/s) of counter ``counter_id`` of a manifest, per sampling interval.
+
+    ``cap_gbps`` of its device, times ``lifespan / interval`` when its bytes come from
+    ``hw_counters/`` (``byte_source``): the kernel caches those values for ``lifespan`` ms
+    (the port's ``hw_counters_lifespan_ms``, default 10; sysfs.md), so one 1 ms interval can
+    hold 10 ms of bytes and show 10x the real rate without any glitch.
+    """
+    c = (meta.get("counters") or [])[counter_id]
+    cap = cap_gbps(meta, c.get("device"), factor=factor)
+    src = c.get("byte_source")
+    if isinstance(src, str) and src.startswith("hw_counters/"):
+        life = None
+        for d in meta.get("devices") or []:
+            if isinstance(d, dict) and d.get("name") == c.get("device"):
+                for p in d.get("ports") or []:
+                    if isinstance(p, dict) and p.get("port") == c.get("port"):
+                        life = _num(p.get("hw_counters_lifespan_ms"))
+        life_ns = (life if life is not None else DEFAULT_LIFESPAN_MS) * 1e6
+        interval = _num(meta.get("interval_ns")) or 1e6
+        cap *= max(1.0, life_ns / interval)
+    return cap
 
 
 def implausible(nbytes: np.ndarray, dt_ns: np.ndarray, unc0_ns: np.ndarray,

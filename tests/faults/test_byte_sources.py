@@ -150,3 +150,28 @@ def test_hw_counters_bytes_and_siw_without_byte_counter(tmp_path):
     inner = v[t <= b].max() - v[t >= a].min()
     outer = v[t >= b].min() - v[t <= a].max()
     assert 0 < inner <= req["prefill_tx_bytes"] <= outer
+
+
+def test_hw_counters_cache_steps_are_not_implausible(tmp_path):
+    """hw_counters are cached for ``lifespan`` ms (10 here): sampled every 1 ms they jump once
+    per 10 ms by 10 ms of bytes. 150 MB per 10 ms is 120 Gb/s on a 200 Gb/s port, but 1,200 Gb/s
+    over the 1 ms interval the jump lands in: above 4 x 200 = 800 Gb/s. The cap for such a
+    counter scales by lifespan / interval, so no window is emptied and the bytes are exact."""
+    root = tmp_path / "sys"
+    hw = _bnxt(root, "bnxt_re0", "0000:3b:00.0")
+    ticker = PathTicker({hw / "tx_bytes": 150_000_000}, period_s=0.01)
+    ticker.start()
+    try:
+        rec = Recorder(tmp_path / "cap", root, "--duration", "1s")
+        assert rec.wait() == 0, rec.stderr
+    finally:
+        ticker.stop()
+    cap = load_capture(tmp_path / "cap")
+    c = cap.counters
+    tx = int(c.index[c["direction"] == "tx"][0])
+    res = run_cli("rates", tmp_path / "cap", "--window", "10ms", "--json")
+    out = json.loads(res.output)
+    assert out["meta"]["implausible"] == []
+    assert _rates_total(tmp_path / "cap", "bnxt_re0/tx") == pytest.approx(_diff(cap, tx),
+                                                                          rel=1e-9)
+    assert inspect_json(tmp_path / "cap")["counters"][tx]["implausible"]["steps"] == 0

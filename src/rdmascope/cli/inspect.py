@@ -60,14 +60,14 @@ def summarize_capture(path: str) -> dict[str, Any]:
     gaps: list[dict[str, Any]] = []
     n_gaps, missed, longest = 0, 0, 0.0
     rep: dict[str, Any] = {}
-    from rdmascope.plausibility import cap_gbps, implausible
+    from rdmascope.plausibility import counter_cap_gbps, implausible
 
     # byte counters: count the steps between consecutive readable readings (no unreadable one
     # between) that imply more than 4 x the link rate (rdmascope.plausibility, the analysis's
     # rule; the analysis drops a single torn reading first, so it may flag fewer)
     data_ids = {i for i, c in enumerate(counters)
                 if c.get("bytes_per_unit") and c.get("direction") in ("tx", "rx")}
-    caps = {i: cap_gbps(m, counters[i].get("device")) for i in data_ids}
+    caps = {i: counter_cap_gbps(m, i) for i in data_ids}
     impl_steps = dict.fromkeys(data_ids, 0)
     impl_carry: dict[int, tuple[int, int, int, bool]] = {}  # t_mid, unc, value, invalid after
     cols = ["t_before_ns", "status"] + (["read_duration_ns"] if need_q or data_ids else []) \
