@@ -358,7 +358,7 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
                        groups: dict[str, list[str]] | None = None, keep: bool = True,
                        percentiles=(50, 90, 99), t_ref_ns: int | None = None,
                        gap_factor: float | None = None, max_gbps: float | None = None,
-                       mem_values: int = 4_000_000, progress=None,
+                       mem_values: int = 1 << 20, progress=None,
                        instant_unc_ns: int = INSTANT_UNC_NS) -> pd.DataFrame:
     """``peak_table`` of a capture on disk, in one pass over its segments and bounded memory.
 

@@ -55,7 +55,7 @@ def commands(cap: Path, out: Path) -> list[tuple[str, list[str]]]:
         ("rates --window 100ms", ["rates", c, "--window", "100ms", "--csv"]),
         ("rates --window 1ms --csv", ["rates", c, "--window", "1ms", "--csv"]),
         ("peaks", ["peaks", c, "--json"]),
-        ("bursts", ["bursts", c, "--json"]),
+        ("bursts", ["bursts", c]),  # the table view (--json holds one record per burst)
         ("verify-emulation", ["verify-emulation", c, "--json"]),
         ("attribute", ["attribute", c, "--json"]),
         ("report", ["report", c, "-o", str(out / "report")]),

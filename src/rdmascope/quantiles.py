@@ -14,14 +14,14 @@ __all__ = ["ExactPercentiles", "IntegerPercentiles"]
 class ExactPercentiles:
     """Collect float64 values in bounded memory and return exact percentiles of all of them.
 
-    Values are held in memory up to ``mem_values`` (default 4 M, 32 MB), then spilled to a
+    Values are held in memory up to ``mem_values`` (default 1 M, 8 MB), then spilled to a
     temporary file. Percentiles follow ``numpy.percentile``'s default ("linear") rule: the
     order statistics at floor and ceil of q/100 x (n - 1), interpolated; on spilled values the
     order statistics are found exactly by narrowing a value range over the file (a histogram
     per pass, then the few values of the bin holding the rank), so memory stays bounded.
     """
 
-    def __init__(self, mem_values: int = 4_000_000):
+    def __init__(self, mem_values: int = 1 << 20):
         self.mem_values = int(mem_values)
         self.chunks: list[np.ndarray] = []
         self.n_mem = 0
