@@ -85,8 +85,8 @@ def run(argv: list[str], limit_bytes: int, timeout_s: float) -> tuple[float, flo
     code = os.waitstatus_to_exitcode(status)
     if code == 0:
         state = "ok"
-    elif "MemoryError" in err or "out of memory" in err or "Cannot allocate" in err \
-            or code < 0:
+    elif any(m in err.lower() for m in ("memoryerror", "out of memory", "cannot allocate",
+                                         "bad_alloc")) or code < 0:
         state = "over limit"
     else:
         state = f"exit {code}"
@@ -158,8 +158,10 @@ def main() -> None:
             dt, mb, st = per[h]
             cells.append(f"{dt:.1f} s / {mb:,.0f} MB" + ("" if st == "ok" else f" ({st})"))
         dt, _, st = per.get(hours[-1], (float("nan"), 0, "not run"))
-        ratio = (f"{dt / duck[hours[-1]][0]:.2f}x" if hours[-1] in duck and st == "ok"
-                 and name != "DuckDB naive 1 ms peaks" else "")
+        d = duck.get(hours[-1])
+        ratio = (f"{dt / d[0]:.2f}x" if d is not None and d[2] == "ok" and st == "ok"
+                 and name != "DuckDB naive 1 ms peaks"
+                 else "DuckDB failed" if d is not None and d[2] != "ok" else "")
         print(f"| `{name}` | " + " | ".join(cells) + f" | {dt / hours[-1]:.1f} | {ratio} |")
     import platform
 
