@@ -51,11 +51,19 @@ class ExactPercentiles:
             self.file.close()
             self.file = None
 
-    def _iter(self, block: int = 1 << 22):
+    def _iter(self, block: int = 1 << 20):
+        """The spilled values, one block at a time (read, not mapped: mapped pages of a large
+        file would count as the process's memory)."""
         self.file.flush()
-        mm = np.memmap(self.file, dtype=np.float64, mode="r", shape=(self.n,))
-        for s in range(0, self.n, block):
-            yield np.asarray(mm[s:s + block])
+        self.file.seek(0)
+        left = self.n
+        while left > 0:
+            x = np.fromfile(self.file, dtype=np.float64, count=min(block, left))
+            if not len(x):
+                break
+            left -= len(x)
+            yield x
+        self.file.seek(0, 2)  # back to the end: more values may be added
 
     @staticmethod
     def _key(x: np.ndarray) -> np.ndarray:
