@@ -4,8 +4,9 @@ A command taking ``CAPTURE...`` calls ``for_each_node`` when given more than one
 checked as one run (``analysis.cluster.open_run_set``: one capture per host, overlapping in time,
 each named when refused), then the command runs once per node, in the order given, under a
 header naming the host. ``--from/--to`` are then seconds after the **reference** capture's start
-(the first given) and are moved onto each node's own clock through the wall clocks (the clock
-pairs; ``rdmascope cluster`` refines them from the traffic). One node's problem is that node's: an
+(the first given) and are moved onto each node's own clock by the offsets refined from the
+traffic (``cluster.refined_run_set``; one extra streamed pass per node, only when a range is
+given; without one the wall clocks only label the headers). One node's problem is that node's: an
 error is printed naming the host and the others still run. Exit code: 1 if any node failed or
 erred, else 3 if any could not judge, else 0. ``--json`` prints one object: ``meta.run_set``
 (hosts, captures, wall-clock offsets) and ``nodes`` (host -> that node's own JSON); ``--csv``
@@ -34,8 +35,17 @@ def for_each_node(command: click.Command, captures, params: dict[str, Any], *,
     from rdmascope.analysis.cluster import RunSetError, open_run_set
     from rdmascope.capture import CaptureError
 
+    moved = [k for k in ("t_from", "t_to") if params.get(k) is not None]
     try:
         rs = run_set if run_set is not None else open_run_set(captures)
+        if run_set is None and moved:  # a time range must mean the same instants on every node
+            from rdmascope.analysis.cluster import refined_run_set
+
+            click.echo("aligning the hosts' clocks from the traffic (for --from/--to) ...",
+                       err=True)
+            rs = refined_run_set(captures)
+            for w in rs.warnings:
+                click.echo(f"warning: {w}", err=True)
     except (RunSetError, CaptureError) as exc:
         raise click.ClickException(str(exc)) from exc
     ctx = click.get_current_context()
@@ -44,7 +54,6 @@ def for_each_node(command: click.Command, captures, params: dict[str, Any], *,
     ref_start = ref.t_start_ns + ref.offset_ns
     codes: dict[str, int] = {}
     objs: dict[str, Any] = {}
-    moved = [k for k in ("t_from", "t_to") if params.get(k) is not None]
     by_path = {str(n.path): n for n in rs.nodes}
     for path in captures:
         node = by_path[str(Path(path))]
