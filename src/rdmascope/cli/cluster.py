@@ -47,6 +47,15 @@ def find_request_log(paths: list[str], reference: str | None) -> tuple[str | Non
     return None, None
 
 
+def _progress():
+    """One stderr line per node read, on a terminal only (a minute for 8 x 10 min captures)."""
+    import sys
+
+    if not sys.stderr.isatty():
+        return None
+    return lambda k, n, host: click.echo(f"read {k}/{n}: {host}", err=True)
+
+
 @click.command(help="Summarise the captures of several hosts of one run (one capture per "
                     "host): clock offsets, per-node bytes, twin shares and emulation verdicts "
                     "(the set passes only if every node does), peaks, bytes per request against "
@@ -106,7 +115,8 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
         res = cluster_summary(caps, requests=requests_path, request_format=request_format,
                               offset_s=offset_s, reference=reference, refine=refine,
                               max_lag_ns=max_lag, warn_ns=clock_warn, expect=expect,
-                              tolerance=tolerance / 100, capacity_gbps=capacity)
+                              tolerance=tolerance / 100, capacity_gbps=capacity,
+                              progress=_progress())
     except RunSetError as exc:
         raise click.ClickException(str(exc)) from exc
     except RequestLogError as exc:
