@@ -104,11 +104,17 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
     log_note = ""
     if requests_path is None:
         requests_path, holder = find_request_log(caps, reference)
-        if requests_path is not None and reference is None and holder is not None:
+        if requests_path is not None and holder is not None:
             from rdmascope.capture import read_manifest
 
             with cli_errors(caps[holder]):
-                reference = read_manifest(caps[holder]).get("host")
+                owner = read_manifest(caps[holder]).get("host")
+            if reference is not None and owner != reference:
+                raise click.UsageError(
+                    f"the request log found in {caps[holder]} is {owner}'s (its times may be on "
+                    f"{owner}'s clock), not --reference {reference}'s: give --reference {owner}, "
+                    "or --requests LOG to say which log")
+            reference = owner
             log_note = f" (found in {caps[holder]}, so {reference}'s clock is the axis)"
     expect = None if single is None else ("single" if single else "both")
     try:
