@@ -387,11 +387,24 @@ def byte_intervals(capture: Capture, *, counters=None, source: str | None = "inf
     return out
 
 
+def _line_rates(meta: dict) -> dict[str, float]:
+    """{device: line rate (Gb/s)}: the port rate (``port_rates_gbps``, ``--link-gbps`` in
+    effect), lowered to what an emulated link really carries when the capture's recorded setup
+    says so (``record --emulated GBPS``: one PCIe twin of a DGX Spark, ~109 Gb/s)."""
+    from rdmascope.models import recorded_setup
+
+    rates = port_rates_gbps(meta)
+    real = recorded_setup(meta).get("emulated_real_gbps")
+    if real:
+        rates = {d: min(r, float(real)) for d, r in rates.items()}
+    return rates
+
+
 def _line_attrs(out: pd.DataFrame, meta: dict, cdf: pd.DataFrame, ids, interval_ns) -> None:
     """Record what ``flag_over_line`` needs in ``out.attrs``: the sampling interval, each
     series' port rate (``line_gbps``) and the cable it sits on (``link_key``)."""
     out.attrs["interval_ns"] = int(interval_ns)
-    rates = port_rates_gbps(meta)
+    rates = _line_rates(meta)
     keys = _link_keys(meta, cdf)
     out.attrs["line_gbps"] = {str(cdf.at[c, "series"]): rates.get(str(cdf.at[c, "device"]))
                               for c in ids if cdf.at[c, "source"] == "infiniband"}
@@ -710,7 +723,9 @@ def line_gbps_of(intervals: pd.DataFrame, by: str | None = "series", *,
     link of ``groups``: the most those counters together can carry.
 
     A series' line rate is its device's port rate (``load.port_rates_gbps``, e.g. 200 for a
-    "200 Gb/sec (4X HDR)" port) recorded by ``byte_intervals`` in ``intervals.attrs``; counters
+    "200 Gb/sec (4X HDR)" port; ``--link-gbps`` when given; at most the recorded real rate of
+    an emulated link, ``record --emulated GBPS``) recorded by ``byte_intervals`` in
+    ``intervals.attrs``; counters
     of twin devices on one cable (``twin_links``) share that cable's rate (the highest of
     theirs), so a group's rate is the sum over the distinct cables in it. ``line_gbps``: one
     number for every group, or {group: Gb/s} overriding (e.g. the ~109 Gb/s one PCIe path of a
@@ -875,7 +890,7 @@ class OverLineFlagger:
         self.gap_factor, self.line_gbps = gap_factor, line_gbps
         self.extra = int(instant_unc_ns)
         stub = cdf.loc[self.ids, ["series", "device", "direction", "source"]].reset_index()
-        rates = port_rates_gbps(info.meta)
+        rates = _line_rates(info.meta)
         keys = _link_keys(info.meta, cdf)
         stub.attrs["line_gbps"] = {str(cdf.at[c, "series"]): rates.get(str(cdf.at[c, "device"]))
                                    for c in self.ids if cdf.at[c, "source"] == "infiniband"}

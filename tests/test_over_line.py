@@ -188,3 +188,22 @@ def test_the_chunked_paths_flag_the_same_windows(tmp_path, kind):
     assert vd.devices.at["rocep1s0f1", "over_line_windows"] \
         == vm.devices.at["rocep1s0f1", "over_line_windows"] == mem["n_over_line_windows"]
     assert vd.devices.at["rocep1s0f1", "peak_1ms_gbps"] == pytest.approx(mem["peak_gbps"])
+
+
+def test_an_emulated_link_is_judged_against_what_it_really_carries(tmp_path):
+    """`record --emulated 109` says the link really carries ~109 Gb/s (one PCIe twin): a 1 ms
+    window of 150 Gb/s (at least 150 x 0.798 = 119.7 > 109) is over line rate there, not on
+    the 200 Gb/s port."""
+    from rdmascope.models import MANIFEST_SETUP_KEY
+
+    mb = [12.0] * 8 + [18.75] + [12.0] * 6  # 96 Gb/s, one window of 150 Gb/s at 8 ms
+    _capture(tmp_path / "c", range(len(mb) + 1), mb)
+    assert _one_ms(load_capture(tmp_path / "c")).n_over_line_windows == 0
+    man = tmp_path / "c" / "manifest.json"
+    m = json.loads(man.read_text())
+    m.setdefault("extra", {})[MANIFEST_SETUP_KEY] = {"emulated": True,
+                                                     "emulated_real_gbps": 109.0}
+    man.write_text(json.dumps(m))
+    row = _one_ms(load_capture(tmp_path / "c"))
+    assert row.n_over_line_windows == 1 and row.raw_max_t_ns == T0 + 8 * MS
+    assert row.peak_gbps == pytest.approx(_gbps(12.0))
