@@ -452,11 +452,6 @@ def plot_windows(
         if not beat:
             ax.fill_between(x, np.nan_to_num(y), step="post", color=color, alpha=0.3,
                             linewidth=0)
-        else:
-            ax.annotate("step line: neighbouring windows hold one burst or parts of two, so the "
-                        "values beat with the burst period", xy=(0.0, 0.0),
-                        xycoords="axes fraction", xytext=(4, 3), textcoords="offset points",
-                        ha="left", va="bottom", fontsize=8, color="#444444", gid="beat_note")
         if s.notna().any():  # an all-unknown series (unreadable counters) has no peak
             t_peak = (int(s.idxmax()) + width / 2 - origin_ns) / 1e9
             ax.plot([t_peak], [float(s.max())], marker="o", markersize=5, color=color,
@@ -464,7 +459,11 @@ def plot_windows(
                     linestyle="none", label="_peak")
         ax.axhline(peak, color="black", linestyle=":", linewidth=1.0, zorder=1.6, gid="peak_line")
         peak_text = f"peak {peak:.0f} Gb/s" if np.isfinite(peak) else "unknown (no readable window)"
-        ax.annotate(f"{label} windows, {peak_text}", xy=(0.0, 1.0),
+        text = f"{label} windows, {peak_text}"
+        if beat:
+            text += ("\nstep line: a window holds a whole burst, part of one or none, so the "
+                     "values beat with the burst period")
+        ax.annotate(text, xy=(0.0, 1.0),
                     xycoords="axes fraction", xytext=(4, -3), textcoords="offset points",
                     ha="left", va="top", fontsize=9, fontweight="bold", gid="peak_label",
                     bbox={"boxstyle": "round,pad=0.25", "facecolor": "white",
