@@ -12,6 +12,11 @@ sampler miss deadlines); instead each audit is checked against the readings actu
   exactly the longest gap between consecutive stored sweep starts, and its p50/p99 lie within the
   histogram's resolution (+-0.6 %) of the same order statistics of the stored intervals.
 
+The load is shown to be real by measurement, not by an assumption about how idle the machine was
+before: the cores must have been saturated (at most 10 % idle, /proc/stat) during the loaded
+capture; how much CPU each busy loop got depends on the other work on the machine and is only
+printed. A run whose cores were not saturated (a CPU quota) is skipped with that reason.
+
 The two runs' numbers are printed side by side (``pytest -s``) for the record.
 """
 
@@ -21,11 +26,24 @@ import math
 
 import numpy as np
 import psutil
+import pytest
 from rdmascope.analysis.load import load_capture
 
 from .conftest import Recorder, busy_loops, make_tree
 
 INTERVAL_NS = 1_000_000
+#: The loaded capture counts as loaded when the machine's cores were at most this idle.
+MAX_IDLE_FRACTION = 0.10
+
+
+def _machine_cpu() -> tuple[float, float]:
+    """(idle, total) CPU seconds of the whole machine since boot (/proc/stat via psutil).
+
+    Idle includes iowait; total leaves out guest time (already counted in user on Linux).
+    """
+    c = psutil.cpu_times()._asdict()
+    total = sum(v for k, v in c.items() if k not in ("guest", "guest_nice"))
+    return c["idle"] + c.get("iowait", 0.0), total
 
 
 def _order_stat(x: np.ndarray, q: float) -> float:
@@ -72,17 +90,33 @@ def test_heavy_cpu_load(tmp_path):
 
     hogs = busy_loops(2)
     try:
+        machine0 = _machine_cpu()
         rec = Recorder(tmp_path / "loaded", tree.root, "--duration", "3s")
         rc = rec.wait(60)
+        machine1 = _machine_cpu()
         hog_cpu = [psutil.Process(h.pid).cpu_times() for h in hogs]
     finally:
         for h in hogs:
             h.kill()
             h.wait()
     assert rc == 0, rec.stderr
-    # the load was real: each busy loop got a good share of a core while the recorder ran
-    assert all(c.user + c.system > 1.0 for c in hog_cpu), hog_cpu
     loaded = _check_audit(tmp_path / "loaded", 3.0)
-    print("\nunloaded:", ref, "\nloaded:  ", loaded)
     # the audit printed at stop is the one saved
     assert f"{loaded['taken']} taken, {loaded['missed']} missed" in rec.stderr
+    # the load was real: the busy loops ran, and the cores were saturated while the recorder ran
+    # (by the loops alone on an idle machine, by the loops and everyone else's work on a busy one;
+    # either way the recorder had to compete for a core). How much CPU each loop got depends on
+    # how busy the machine already was, so it is measured, not bounded.
+    hogs_s = [round(c.user + c.system, 2) for c in hog_cpu]
+    assert all(x > 0 for x in hogs_s), hog_cpu
+    idle_s, total_s = machine1[0] - machine0[0], machine1[1] - machine0[1]
+    idle_frac = idle_s / total_s
+    print("\nunloaded:", ref, "\nloaded:  ", loaded,
+          f"\nbusy loops' CPU {hogs_s} s; machine idle {100 * idle_frac:.1f} % of "
+          f"{total_s:.2f} CPU-s")
+    if idle_frac > MAX_IDLE_FRACTION:
+        # e.g. a CPU quota keeps the loops from filling the cores: the audit checks above ran,
+        # but this run did not show they hold under saturation
+        pytest.skip(f"the cores were not saturated during the loaded capture (idle "
+                    f"{100 * idle_frac:.1f} % > {100 * MAX_IDLE_FRACTION:.0f} %); the audit "
+                    "checks passed, the load was not established")
