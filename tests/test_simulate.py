@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from rdmascope.capture import read_capture
+from rdmascope.capture import CaptureExistsError, read_capture
 from rdmascope.cli import main
 from rdmascope.emulator.fixtures import FIXTURES, generate
 from rdmascope.emulator.model import TWINS, TrafficConfig, link_config, plan_scenario, simulate
@@ -242,3 +242,42 @@ def test_committed_fixture_segments_carry_page_checksums(tmp_path, fixtures_dir)
                 assert got.equals(original), f"{seg}: bit flip at byte {off} ({col.path_in_schema})" \
                                              " loaded as different readings"
             assert crc_caught >= 1, f"{seg}: column {col.path_in_schema} has no page checksums"
+
+
+def test_fixtures_regenerate_in_place_and_never_remove_foreign_files(tmp_path):
+    """fixtures/README.md's command run on fixtures/ itself: each fixture directory holds the
+    generator's own requests.jsonl and truth.json beside the capture, so a regeneration replaces
+    them (same bytes); any other file makes it refuse, touching nothing."""
+    name = "sim-p1-tcp-fallback"
+    (first,) = generate(tmp_path, [name])
+    before = {rel: (first / rel).read_bytes() for rel in _files(first)}
+    assert {"requests.jsonl", "truth.json", "manifest.json"} <= set(before)
+    (again,) = generate(tmp_path, [name])  # in place: was refused ("not the capture's own")
+    assert again == first
+    assert {rel: (again / rel).read_bytes() for rel in _files(again)} == before
+    # a file the generator did not write: refused, naming it; nothing is removed
+    (first / "notes.txt").write_text("mine")
+    with pytest.raises(CaptureExistsError, match="notes.txt"):
+        generate(tmp_path, [name])
+    assert {rel: (first / rel).read_bytes() for rel in _files(first) if rel != "notes.txt"} \
+        == before
+    # another writer's capture with files of the same names: not the simulator's to remove
+    (first / "notes.txt").unlink()
+    m = json.loads((first / "manifest.json").read_text())
+    (first / "manifest.json").write_text(json.dumps({**m, "writer": "sampler"}))
+    with pytest.raises(CaptureExistsError, match="not the capture's own"):
+        generate(tmp_path, [name])
+    assert (first / "requests.jsonl").read_bytes() == before["requests.jsonl"]
+    assert (first / "truth.json").read_bytes() == before["truth.json"]
+
+
+def test_regeneration_command_on_the_fixtures_directory(tmp_path):
+    """`python -m rdmascope.emulator.fixtures DIR` twice on one directory (the README's command)."""
+    import subprocess
+    import sys
+
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-m", "rdmascope.emulator.fixtures", str(tmp_path)],
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f.name for f in FIXTURES)

@@ -36,7 +36,16 @@ from typing import Any
 import numpy as np
 
 from rdmascope import __version__
-from rdmascope.capture import ROLL_INTERVAL_S, STATUS_OK, CaptureWriter, make_batch
+from rdmascope.capture import (
+    MANIFEST_NAME,
+    ROLL_INTERVAL_S,
+    STATUS_OK,
+    CaptureExistsError,
+    CaptureWriter,
+    check_output,
+    foreign_entries,
+    make_batch,
+)
 from rdmascope.emulator.model import Traffic
 from rdmascope.emulator.tree import DEFAULT_ROOT, EmulatedTree, build_tree, remove_tree
 
@@ -204,6 +213,40 @@ def _series_key(c: dict[str, Any]) -> str:
 # ----------------------------------------------------------------------------------------------
 
 
+def _replace_earlier_truth(path: Path) -> None:
+    """With ``force``: remove the ground truth files of an earlier simulated capture at ``path``.
+
+    This module writes ``requests.jsonl`` and ``truth.json`` beside the capture's files, so they
+    are its own to replace; ``CaptureWriter.create(force=True)`` then replaces the capture (it
+    accepts only the capture's own files). Nothing is removed unless ``path`` is a capture written
+    by the simulator (manifest ``writer`` = ``"simulate"``) that no process is recording and that
+    holds nothing else foreign (``rdmascope.capture.foreign_entries``); raises
+    ``CaptureExistsError`` naming the first other entry, ``CaptureLockedError`` when a writer holds
+    the capture's lock. Anything else (no manifest, another writer) is left for ``create`` to
+    refuse.
+    """
+    if path.is_symlink() or not path.is_dir():
+        return
+    check_output(path, force=True)  # a live writer is refused before anything is touched
+    manifest = path / MANIFEST_NAME
+    try:
+        writer = json.loads(manifest.read_text()).get("writer")
+    except (OSError, ValueError, AttributeError):
+        return
+    if writer != "simulate" or manifest.is_symlink():
+        return
+    foreign = foreign_entries(path, allowed=(REQUEST_LOG_NAME, TRUTH_NAME))
+    if foreign:
+        raise CaptureExistsError(
+            path, f"holds entries that are not the simulated capture's own (e.g. {foreign[0]}); "
+                  "refusing to overwrite it even with --force: move them or choose another "
+                  "directory")
+    for name in (REQUEST_LOG_NAME, TRUTH_NAME):
+        f = path / name
+        if f.is_file() and not f.is_symlink():  # a symbolic link is foreign (refused above)
+            f.unlink()
+
+
 def simulate_capture(path: str | os.PathLike, traffic: Traffic, *, seed: int | None = None,
                      start_monotonic_ns: int = SYNTHETIC_MONOTONIC_NS,
                      start_realtime_ns: int = SYNTHETIC_REALTIME_NS,
@@ -217,8 +260,10 @@ def simulate_capture(path: str | os.PathLike, traffic: Traffic, *, seed: int | N
     covers the whole scenario. ``host`` is the manifest's host name. ``rate``: the ports' sysfs
     rate text (default the tree's 200 Gb/s); ``setup``: the run's setup record
     (``rdmascope.models.setup_record``), kept as the manifest's ``extra.setup``. Deterministic for (traffic, seed, start): the read jitter uses
-    ``seed`` (default ``traffic.seed``). Raises ``rdmascope.capture.CaptureExistsError`` when
-    ``path`` holds files and ``force`` is false, ``CaptureWriteError`` when it cannot be written.
+    ``seed`` (default ``traffic.seed``). ``force`` replaces an earlier simulated capture at
+    ``path`` with its ground truth files (never other files: see ``_replace_earlier_truth``).
+    Raises ``rdmascope.capture.CaptureExistsError`` when ``path`` holds files and ``force`` is
+    false (or holds foreign files), ``CaptureWriteError`` when it cannot be written.
     """
     seed = traffic.seed if seed is None else seed
     rng = np.random.default_rng([seed, 0x5EED])
@@ -259,6 +304,8 @@ def simulate_capture(path: str | os.PathLike, traffic: Traffic, *, seed: int | N
         "discovered_devices": [{"name": d["name"], "pci": d["pci"], "netdevs": list(d["netdevs"])}
                                for d in devices],
     }
+    if force:
+        _replace_earlier_truth(Path(path))
     writer = CaptureWriter.create(path, fields, force=force)
 
     from rdmascope.sampler.audit import LogHistogram
