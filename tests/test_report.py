@@ -12,6 +12,8 @@ import pytest
 from rdmascope.analysis import figures as F
 from rdmascope.analysis import report as R
 
+from rdmascope.emulator.simcapture import READ_OFFSET_CLIP_NS
+
 # ------------------------------------------------------------------------------------------------
 # Headers and cells
 # ------------------------------------------------------------------------------------------------
@@ -290,9 +292,12 @@ def test_report_tables_as_csv_named_by_content_and_round_trip(sim_runs, tmp_path
                                               err_msg=f"{name}: {col}")
             else:
                 assert g.astype(str).tolist() == w.astype(str).tolist(), (name, col)
-    # the peaks CSV holds the figure's numbers: 1 ms peak of the 200 Gb/s prefill, in Gb/s
+    # the peaks CSV holds the figure's numbers: 1 ms peak of the 200 Gb/s prefill, in Gb/s. Each
+    # reading's instant is off by up to READ_OFFSET_CLIP_NS (0.1 ms) from its timestamp, as on
+    # real hardware, so a 1 ms rate can exceed the 200 Gb/s line rate (method.md: some 1 ms
+    # values do), but by at most 1 ms / (1 ms - 2 x 0.1 ms)
     pk = pd.read_csv(tables / "200-gb-s_peaks.csv").set_index("window")
-    assert 150 < pk.loc["1 ms", "peak_gbps"] < 200
+    assert 150 < pk.loc["1 ms", "peak_gbps"] <= 200 * 1e6 / (1e6 - 2 * READ_OFFSET_CLIP_NS)
     # listed, with links, in the HTML
     page = html.read_text()
     assert 'id="tables-csv"' in page and 'href="#tables-csv"' in page

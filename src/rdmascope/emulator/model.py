@@ -4,34 +4,35 @@ What one node of a TP-N inference server sends and receives, as an exact functio
 
 - **Prefill** (bandwidth-bound): each forward pass runs ``2 x layers + 1`` ring all-reduces of a block
   of ``tokens_in_pass x hidden x bytes_per_value``; each node sends ``2(N-1)/N`` times the block
-  (method.md, "What tensor parallelism sends"). Each all-reduce is ``2(N-1)`` ring steps sent at the
-  available link rate plus a fixed per-step latency, so it appears as a burst of a few ms at close to
-  line rate; the pass's compute time is spread as equal gaps between the all-reduces.
-- **Overlap**: a fraction ``ComputeModel.hidden_fraction(tokens)`` of each prefill all-reduce's
-  transfer time is hidden behind the compute before it (the burst starts that much before the gap
-  ends, still at the link rate): ~4.6 % for a full 4,096-token chunk, ~88 % for a 1,024-token pass.
-  A fit, not derived: it puts the emulated-100 TTFT increase at 95.4 % of the estimate's bound for
-  P2-P6 (P2 +0.88 s of 0.92 s, as the study measured) and 12 % for P1 (+0.014 s; the study: +0.01 s).
-  Without it every byte would be on the critical path and the increase would equal the bound by
-  construction (method.md, "The estimate (upper bound)").
-- **Decode** (latency-bound): a pass carries ``1 + spec_tokens`` tokens per running request; its
-  all-reduces (plus the output-layer gather) are small and are modelled as a steady rate over the
-  pass, independent of the link speed (method.md, "Prefill and decode load the network in opposite
-  ways").
-- **Scheduling**: a chunked-prefill engine (vLLM-like): every pass has a budget of
-  ``max_num_batched_tokens``; running decodes take ``1 + spec_tokens`` each first, the rest is shared
-  evenly by at most ``max_num_partial_prefills`` prompts in arrival order (so 4 x 16K arriving
-  together are prefilled in pairs, the first pair decoding while the second prefills, as the study saw).
+  (method.md, "What tensor parallelism sends"). Each all-reduce moves at the available link rate
+  plus a per-step latency, never faster than the ring's floor, so it appears as a burst of a few
+  ms at close to line rate. The compute between them follows the layers: a short gap before each
+  attention block's all-reduce, a long one before each MoE block's, each jittered (seeded), so
+  windows of any width see realistic variation (no 5 ms moire against a perfectly even period).
+- **Overlap**: ``ComputeModel.overlap_fraction`` (~5 %) of each prefill all-reduce is hidden
+  behind the compute before it (the burst starts that much earlier, still at the link rate). A
+  fit, not derived: with the floor it puts the emulated-link TTFT increases at ~93-96 % of the
+  estimate's bound for P2-P6 and near zero for P1, as the study measured; without it every byte
+  would be on the critical path and the increase would equal the bound by construction
+  (method.md, "The estimate (upper bound)").
+- **Decode** (latency-bound): a step carries ``1 + num_speculative_tokens`` tokens per running
+  request; its all-reduces (plus the output-layer gather) are small and are modelled as a steady
+  rate over the pass, independent of the link speed (method.md, "Prefill and decode load the
+  network in opposite ways"). The draft acceptance is low (~1.05 tokens per step), as the study's
+  traffic and decode speed together imply.
+- **Scheduling**: vLLM V1's scheduler (``EngineConfig``): chunked prefill under
+  ``max_num_batched_tokens``, each request's tokens per step capped by
+  ``long_prefill_token_threshold``, running requests (decodes) first, ``max_num_seqs``; so one long
+  prompt is prefilled 2,048 tokens per pass and four prompts arriving together in pairs, the first
+  pair decoding in the passes that prefill the second, as the study saw.
 - **Link**: two twins of one 200 Gb/s port, each limited to ~109 Gb/s by its PCIe x4 link; NCCL spreads
   traffic evenly over the active twins; "emulated 100 Gb/s" = only the first twin (method.md,
   "Hardware"). The rate of a transfer is ``min(cable_gbps, active_twins x twin_gbps)``, so a twin never
   carries more than ``twin_gbps``. tx and rx move the same amounts (every ring node sends what it
   receives).
-- **Compute**: prefill pass time ``= pass_overhead_s + per_token_s x tokens + attention_s x sum_i
-  t_i (ctx_i + t_i / 2)`` and decode pass time ``= decode_base_s + decode_per_token_s x tokens``, each
-  times a seeded log-normal jitter. The defaults are calibrated (with the overlap above) on the
-  study's TTFTs at 200 Gb/s (P1 0.96 s, P2 6.36 s exactly; P3 27.02 s and P5 55.47 s within 2 %)
-  and its decode rates (~3 Gb/s for one request, ~6 Gb/s for four).
+- **Compute**: see ``ComputeModel``; calibrated on the study (TTFT and time to the last first token
+  of P1-P6 at both links, decode speed per test, decode traffic, the peak-vs-window row of the 8K
+  prefill). ``benchmarks/calibration.py`` prints every number beside the study's.
 
 The output (:class:`Traffic`) holds the cumulative bytes one node sends on its collective as
 piecewise-linear breakpoints (``t_ns``, ``cum_bytes``), the per-series split (per twin and direction,
@@ -98,62 +99,142 @@ class ModelArch:
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """The inference engine's scheduling (chunked prefill, speculative decoding)."""
+    """The inference engine's scheduling, named as vLLM names it (``vllm serve --<name>``).
+
+    The scheduler is vLLM V1's (``vllm/v1/core/sched/scheduler.py``, ``Scheduler.schedule``): every
+    step has a budget of ``max_num_batched_tokens``; the running requests are served first, in
+    order (a decoding request asks for ``1 + num_speculative_tokens`` tokens, a request still in
+    prefill for the rest of its prompt), then waiting requests are admitted in arrival order while
+    fewer than ``max_num_seqs`` run; every request's new tokens in one step are capped at
+    ``long_prefill_token_threshold`` (0: no cap) and at the budget left. So one long prompt gets
+    2,048 tokens per step in the study's setup, two prompts share a 4,096-token step, and four
+    prompts arriving together are prefilled in pairs, the first pair decoding in the passes that
+    prefill the second. ``max_num_partial_prefills`` (0 = not enforced, as in vLLM's V1 scheduler,
+    which leaves it to the V0 engine) limits how many prompts may be in prefill at once;
+    ``enable_chunked_prefill=False`` admits a prompt only when all of it fits in the step.
+
+    Speculative decoding (MTP): each decoding step verifies ``num_speculative_tokens`` draft
+    tokens; each is accepted with probability ``draft_acceptance_rate`` until the first rejection,
+    and the step emits the accepted ones plus one. The study's decode traffic and speed together
+    imply about one token per step (~18 MB per step at ~3 Gb/s and ~21 tokens/s), so the default
+    rate is low (mean 1.05 tokens per step).
+    """
 
     max_num_batched_tokens: int = 4096
-    max_num_partial_prefills: int = 2
-    spec_tokens: int = 4
-    #: probability that each successive draft token is accepted (tokens per step = 1 + accepted)
-    spec_acceptance: float = 0.6
-    #: output-layer (logits) gather bytes per token in a decode pass, so a one-request decode pass
-    #: moves ~18 MB per node as in method.md
+    long_prefill_token_threshold: int = 2048
+    max_num_seqs: int = 8
+    max_num_partial_prefills: int = 0
+    enable_chunked_prefill: bool = True
+    num_speculative_tokens: int = 4
+    draft_acceptance_rate: float = 0.05
+    #: output-layer (logits) gather bytes per sampled token, so a one-request decode pass moves
+    #: ~18 MB per node as in method.md
     gather_bytes_per_token: float = 224_000.0
     #: time from t_send until the engine schedules the request (HTTP, tokenisation)
     request_overhead_s: float = 0.02
 
+    def __post_init__(self):
+        for name in ("max_num_batched_tokens", "max_num_seqs"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("long_prefill_token_threshold", "max_num_partial_prefills",
+                     "num_speculative_tokens"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not 0.0 <= self.draft_acceptance_rate <= 1.0:
+            raise ValueError(f"draft_acceptance_rate must be in [0, 1], "
+                             f"got {self.draft_acceptance_rate}")
+        if self.gather_bytes_per_token < 0 or self.request_overhead_s < 0:
+            raise ValueError("gather_bytes_per_token and request_overhead_s must be >= 0")
+
     @property
     def tokens_per_decode(self) -> int:
-        """Tokens one running request contributes to every pass: ``1 + spec_tokens``."""
-        return 1 + self.spec_tokens
+        """Tokens one decoding request asks for in every step: ``1 + num_speculative_tokens``."""
+        return 1 + self.num_speculative_tokens
+
+    @property
+    def mean_tokens_per_step(self) -> float:
+        """Expected tokens a decoding request emits per step: ``sum_{k=0..n} a^k`` (a = rate)."""
+        a = self.draft_acceptance_rate
+        return sum(a ** k for k in range(self.num_speculative_tokens + 1))
 
 
 @dataclass(frozen=True)
 class ComputeModel:
-    """Forward-pass compute times (seconds), calibrated on the study's TTFTs and decode rates."""
+    """Forward-pass compute and the collective's timing (seconds), calibrated on the study.
 
-    pass_overhead_s: float = 0.3731
-    per_token_s: float = 0.0005274
-    attention_s: float = 2.766e-9
-    decode_base_s: float = 0.032
-    decode_per_token_s: float = 0.0032
+    Compute of a pass with ``T`` scheduled tokens::
+
+        min(decode_base_s + decode_per_token_s x T,
+            pass_overhead_s + batch_2048_s x (T / 2048) ** batch_exponent)
+          + attention_s x sum_i t_i (ctx_i + t_i / 2) + decode_context_s x sum_d ctx_d
+
+    (``t_i`` new tokens of request i after ``ctx_i`` already computed; ``ctx_d`` the context of
+    each decoding request), times a seeded log-normal jitter (relative sd ``jitter``). The min()
+    is concave: a few tokens cost ~3 ms each (a small, memory-bound batch), a big batch well under
+    1 ms each, and the exponent below 1 makes a 4,096-token pass cheaper per token than two of
+    2,048 (the study: 4 x 8K prompts prefilled in pairs took 23.0 s where one 32K prompt, in
+    2,048-token passes, took 27.0 s).
+
+    A pass runs ``2 x layers + 1`` all-reduces: one after the embedding, then per layer one after
+    the attention block and one after the MoE/FFN block. The compute before them is split so the
+    attention blocks get ``attention_share`` of the token-linear part plus all of the context
+    part, the MoE blocks the rest, the embedding's all-reduce as long as one attention block's
+    token-linear part (the step's input preparation); each gap gets a seeded log-normal jitter (sd
+    ``allreduce_jitter``), renormalised so the pass keeps its compute time. An all-reduce lasts
+    ``max(bytes / rate + 2(N-1) x ring_step_latency_s, 2(N-1) x ring_step_floor_s)`` (each ring
+    step's latency jittered by ``allreduce_jitter``): bandwidth-bound for big blocks, never
+    shorter than the ring's floor for small ones (a 1,024-token block, 22 MB, takes ~1.5 ms: the
+    study saw a 1K prompt's bursts reach only ~100 Gb/s). A fraction ``overlap_fraction`` of each
+    prefill all-reduce is hidden behind the compute before it (its burst starts that much before
+    the gap ends, still at the link rate). The defaults are the calibration printed by
+    ``benchmarks/calibration.py`` (fits, not derivations).
+    """
+
+    pass_overhead_s: float = 0.06696
+    batch_2048_s: float = 1.1672
+    batch_exponent: float = 0.8363
+    attention_s: float = 3.426e-09
+    decode_base_s: float = 0.02518
+    decode_per_token_s: float = 0.004802
+    decode_context_s: float = 0.0
     #: relative standard deviation of the per-pass log-normal jitter
     jitter: float = 0.02
-    #: communication/compute overlap (see ``hidden_fraction``): the share of a big pass's
-    #: all-reduce hidden behind compute, the pass size (tokens) at which half of the rest is
-    #: hidden, and how sharply the hidden share falls with the pass size
-    overlap_min: float = 0.04
-    overlap_half_tokens: float = 1500.0
-    overlap_steepness: float = 5.0
+    #: relative standard deviation of the per-all-reduce jitter (compute gap and ring latency)
+    allreduce_jitter: float = 0.15
+    attention_share: float = 0.2254
+    ring_step_latency_s: float = 10e-6
+    ring_step_floor_s: float = 0.0001193
+    overlap_fraction: float = 0.05272
 
     def __post_init__(self):
-        if not 0.0 <= self.overlap_min <= 1.0:
-            raise ValueError(f"overlap_min must be in [0, 1], got {self.overlap_min}")
-        if self.overlap_half_tokens <= 0 or self.overlap_steepness <= 0:
-            raise ValueError("overlap_half_tokens and overlap_steepness must be positive")
+        for name in ("overlap_fraction", "attention_share"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        if not 0.0 < self.batch_exponent <= 2.0:
+            raise ValueError(f"batch_exponent must be in (0, 2], got {self.batch_exponent}")
+        for name in ("pass_overhead_s", "batch_2048_s", "attention_s", "decode_base_s",
+                     "decode_per_token_s", "decode_context_s", "jitter", "allreduce_jitter",
+                     "ring_step_latency_s", "ring_step_floor_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
 
-    def hidden_fraction(self, tokens: int) -> float:
-        """Return the fraction of a prefill pass's all-reduce transfer time hidden behind compute.
+    def compute_s(self, tokens: int, attention: float, decode_context: float) -> float:
+        """Return a pass's compute time (s) before jitter: see the class docstring.
 
-        ``h(t) = m + (1 - m) / (1 + (t / t_half) ** k)`` with ``m = overlap_min``, ``t_half =
-        overlap_half_tokens``, ``k = overlap_steepness`` and ``t`` the pass's tokens: ~4.6 % for a
-        full 4,096-token chunk, ~88 % for a 1,024-token pass. A phenomenological fit, not derived
-        from the engine: the study measured TTFT increases of 93-96 % of the estimate's bound for
-        P2-P5 (P2 +0.88 s against 0.92 s) and almost none for P1 (+0.01 s against 0.115 s)
-        (method.md, "Reference observations"); without any overlap the emulator would meet the
-        bound exactly, by construction.
+        ``tokens`` = T; ``attention`` = ``sum_i t_i (ctx_i + t_i / 2)`` (token pairs);
+        ``decode_context`` = ``sum_d ctx_d`` (tokens).
         """
-        m = self.overlap_min
-        return m + (1.0 - m) / (1.0 + (tokens / self.overlap_half_tokens) ** self.overlap_steepness)
+        linear = min(self.decode_base_s + self.decode_per_token_s * tokens,
+                     self.pass_overhead_s
+                     + self.batch_2048_s * (tokens / 2048) ** self.batch_exponent)
+        return linear + self.attention_s * attention + self.decode_context_s * decode_context
+
+    def allreduce_s(self, nbytes: float, rate_gbps: float, ring_steps: int) -> float:
+        """Return one all-reduce's duration (s) before jitter: ``max(bytes x 8 / rate + steps x
+        ring_step_latency_s, steps x ring_step_floor_s)``; ``rate_gbps`` in Gb/s."""
+        return max(nbytes * 8 / (rate_gbps * 1e9) + ring_steps * self.ring_step_latency_s,
+                   ring_steps * self.ring_step_floor_s)
 
 
 @dataclass(frozen=True)
@@ -169,7 +250,6 @@ class LinkConfig:
     active_twins: int = 2
     twin_gbps: float = 109.0
     cable_gbps: float = 200.0
-    ring_step_latency_s: float = 30e-6
     tcp_fallback: bool = False
     tcp_gbps: float = 40.0
     #: background (management, ssh, monitoring) traffic on each netdev, bytes/s
@@ -287,7 +367,8 @@ def plan_scenario(tests: str | list[str], *, rounds: int = 3, warmup: bool = Tru
 def named_scenario(name: str) -> Scenario:
     """Return a named scenario: ``P1``..``P6`` (the study's plan: warm-up + 3 rounds, output 1,024
     tokens, 10 s idle gaps), ``demo`` (P1 then P2, one round, 64 output tokens, 1 s gaps) or
-    ``single4k`` (one 4,096-token prompt = one full prefill chunk, 16 output tokens: ~4 s).
+    ``single4k`` (one 4,096-token prompt, prefilled in two 2,048-token passes under the
+    long-prefill threshold, 16 output tokens: ~4 s).
 
     Raises ``ValueError`` for an unknown name.
     """
@@ -298,7 +379,7 @@ def named_scenario(name: str) -> Scenario:
                                   idle_gap_s=1.0, lead_in_s=0.5, tail_s=0.5, name="demo")
     if name == "single4k":
         return Scenario("single4k", (RequestGroup("single4k", 1, (4096,), 16, 0.5),), 0.3,
-                        "one 4,096-token prompt (one full prefill chunk), 16 output tokens")
+                        "one 4,096-token prompt (two 2,048-token passes), 16 output tokens")
     raise ValueError(f"unknown scenario {name!r}; expected one of {', '.join(SCENARIO_NAMES)}")
 
 
@@ -442,147 +523,202 @@ class Traffic:
 # ----------------------------------------------------------------------------------------------
 
 
-def _split_evenly(budget: int, remaining: list[int]) -> list[int]:
-    """Water-fill ``budget`` tokens over prompts with ``remaining`` tokens (each gets <= its rest)."""
-    alloc = [0] * len(remaining)
-    left = budget
-    while left > 0:
-        open_ = [i for i, r in enumerate(remaining) if alloc[i] < r]
-        if not open_:
-            break
-        share, extra = divmod(left, len(open_))
-        if share == 0:
-            for i in open_[:extra]:
-                alloc[i] += 1
-            break
-        for i in open_:
-            give = min(share, remaining[i] - alloc[i])
-            alloc[i] += give
-            left -= give
-    return alloc
-
-
 class _Builder:
-    """Accumulates collective breakpoints in integer ns."""
+    """Accumulates collective breakpoints (int ns, cumulative bytes) in chunks."""
 
     def __init__(self):
-        self.t = [0]
-        self.b = [0.0]
+        self._t: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
+        self._b: list[np.ndarray] = [np.zeros(1, dtype=np.float64)]
+        self.now = 0
+        self.total = 0.0
 
     def idle_until(self, t_ns: int) -> None:
-        if t_ns > self.t[-1]:
-            self.t.append(t_ns)
-            self.b.append(self.b[-1])
+        if t_ns > self.now:
+            self._append(np.array([t_ns], dtype=np.int64), np.array([self.total]))
 
     def ramp(self, dt_ns: int, nbytes: float) -> None:
-        self.t.append(self.t[-1] + max(int(dt_ns), 1))
-        self.b.append(self.b[-1] + nbytes)
+        t = self.now + max(int(dt_ns), 1)
+        self._append(np.array([t], dtype=np.int64), np.array([self.total + nbytes]))
+
+    def segments(self, idle_ns: np.ndarray, ramp_ns: np.ndarray, nbytes: np.ndarray) -> None:
+        """Append, for each i, ``idle_ns[i]`` without bytes then a ramp of ``ramp_ns[i]`` (>= 1)
+        moving ``nbytes[i]``."""
+        n = len(idle_ns)
+        d = np.empty(2 * n, dtype=np.int64)
+        d[0::2] = idle_ns
+        d[1::2] = np.maximum(ramp_ns, 1)
+        b = np.zeros(2 * n, dtype=np.float64)
+        b[1::2] = nbytes
+        self._append(self.now + np.cumsum(d), self.total + np.cumsum(b))
+
+    def _append(self, t: np.ndarray, b: np.ndarray) -> None:
+        self._t.append(t)
+        self._b.append(b)
+        self.now = int(t[-1])
+        self.total = float(b[-1])
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.concatenate(self._t), np.concatenate(self._b)
+
+
+def _lognormal(rng: np.random.Generator, rel: float, size=None):
+    """Mean-one log-normal factors with relative sd ~``rel`` (1.0 when ``rel`` is 0)."""
+    if rel <= 0:
+        return 1.0 if size is None else np.ones(size)
+    s = math.sqrt(math.log1p(rel * rel))
+    return np.exp(rng.normal(-s * s / 2, s, size))
+
+
+@dataclass
+class _Req:
+    """One request's state in the engine (vLLM's ``Request``: computed vs. wanted tokens)."""
+
+    index: int
+    prompt: int
+    output: int
+    computed: int = 0  # prompt tokens computed (num_computed_tokens while in prefill)
+    generated: int = 0
+    t_first: int | None = None
+    t_last: int | None = None
 
     @property
-    def now(self) -> int:
-        return self.t[-1]
+    def prefilling(self) -> bool:
+        return self.computed < self.prompt
 
 
-def _jitter(rng: np.random.Generator, rel: float) -> float:
-    return float(math.exp(rng.normal(0.0, rel))) if rel > 0 else 1.0
+def schedule_step(running: list[_Req], waiting: list[_Req], eng: EngineConfig
+                  ) -> list[tuple[_Req, int]]:
+    """One step of vLLM V1's scheduler (``Scheduler.schedule``), without KV-cache limits.
+
+    Running requests first, in order, then waiting requests (moved to ``running`` when admitted);
+    returns ``(request, new_tokens)`` pairs. See ``EngineConfig`` for the rules.
+    """
+    budget = eng.max_num_batched_tokens
+    thr = eng.long_prefill_token_threshold
+    out: list[tuple[_Req, int]] = []
+    for r in running:
+        if budget <= 0:
+            break
+        n = r.prompt - r.computed if r.prefilling else eng.tokens_per_decode
+        if 0 < thr < n:
+            n = thr
+        n = min(n, budget)
+        if n > 0:
+            out.append((r, n))
+            budget -= n
+    while waiting and budget > 0 and len(running) < eng.max_num_seqs:
+        if eng.max_num_partial_prefills and \
+                sum(1 for r in running if r.prefilling) >= eng.max_num_partial_prefills:
+            break
+        r = waiting[0]
+        n = r.prompt - r.computed
+        if 0 < thr < n:
+            n = thr
+        if not eng.enable_chunked_prefill and n > budget:
+            break
+        n = min(n, budget)
+        waiting.pop(0)
+        running.append(r)
+        out.append((r, n))
+        budget -= n
+    return out
 
 
 def simulate(scenario: Scenario, config: TrafficConfig | None = None, *, seed: int = 0) -> Traffic:
     """Run the scenario through the engine and link model; return the node's traffic and timeline.
 
     Deterministic for (scenario, config, seed). Raises ``ValueError`` on an empty scenario or a
-    non-positive prompt/output size.
+    non-positive prompt/output size, or a prompt the engine could never schedule.
     """
     cfg = config or TrafficConfig()
     arch, eng, comp, link = cfg.arch, cfg.engine, cfg.compute, cfg.link
     if not scenario.groups:
         raise ValueError(f"scenario {scenario.name!r} has no requests")
     rng = np.random.default_rng(seed)
-    rate_bits_per_ns = link.rate_gbps  # Gb/s == bits per ns
+    rate = link.rate_gbps
     n_ar = arch.allreduces_per_pass
-    step_lat_ns = link.ring_step_latency_s * 1e9 * arch.ring_steps
-    per_decode = eng.tokens_per_decode
+    steps = arch.ring_steps
+    # compute-gap weights: [embedding, (attention, MoE) x layers]
+    layer_w = np.tile([comp.attention_share, 1.0 - comp.attention_share], arch.layers)
     build = _Builder()
     requests: list[RequestTiming] = []
     passes: list[Pass] = []
-    n_req = 0
 
     for group in scenario.groups:
         if any(p < 1 for p in group.prompt_tokens) or group.output_tokens < 1:
             raise ValueError(f"group {group.test} round {group.round}: prompt and output tokens "
                              "must be >= 1")
+        if not eng.enable_chunked_prefill and max(group.prompt_tokens) > min(
+                eng.max_num_batched_tokens, eng.long_prefill_token_threshold or 1 << 62):
+            raise ValueError(f"group {group.test} round {group.round}: a prompt longer than "
+                             "max_num_batched_tokens needs enable_chunked_prefill")
         t_send = build.now + int(round(group.gap_before_s * 1e9))
         build.idle_until(t_send)
         build.idle_until(t_send + int(round(eng.request_overhead_s * 1e9)))
-        k = len(group.prompt_tokens)
-        prompt_left = list(group.prompt_tokens)
-        done_prompt = [0] * k
-        generated = [0] * k
-        t_first = [None] * k
-        t_last = [None] * k
-        while any(t is None for t in t_last):
-            decoding = [i for i in range(k) if t_first[i] is not None and t_last[i] is None]
-            waiting = [i for i in range(k) if prompt_left[i] > 0][: eng.max_num_partial_prefills]
-            budget = max(eng.max_num_batched_tokens - per_decode * len(decoding), 0)
-            alloc = _split_evenly(budget, [prompt_left[i] for i in waiting])
-            prefill = sum(alloc)
-            dec_tokens = per_decode * len(decoding)
+        reqs = [_Req(i, p, group.output_tokens) for i, p in enumerate(group.prompt_tokens)]
+        waiting = list(reqs)
+        running: list[_Req] = []
+        while running or waiting:
+            sched = schedule_step(running, waiting, eng)
+            if not sched:  # cannot happen with a positive budget; guard against a silent hang
+                raise ValueError("the engine scheduled nothing (check max_num_seqs and the budget)")
+            prefill = sum(n for r, n in sched if r.prefilling)
+            decoding = [r for r, _ in sched if not r.prefilling]
+            dec_tokens = sum(n for r, n in sched if not r.prefilling)
             tokens = prefill + dec_tokens
+            attention = sum(n * (r.computed + n / 2) for r, n in sched if r.prefilling)
+            dec_ctx = sum(r.prompt + r.generated for r in decoding)
+            compute_s = comp.compute_s(tokens, attention, dec_ctx) * _lognormal(rng, comp.jitter)
+            gather = eng.gather_bytes_per_token * dec_tokens
             t0 = build.now
+            ar_bytes = arch.allreduce_bytes(tokens)
             if prefill > 0:
-                attn = sum(a * (done_prompt[i] + a / 2) for a, i in zip(alloc, waiting, strict=True))
-                attn += sum(per_decode * (group.prompt_tokens[i] + generated[i]) for i in decoding)
-                compute_s = (comp.pass_overhead_s + comp.per_token_s * tokens
-                             + comp.attention_s * attn) * _jitter(rng, comp.jitter)
-                gap_ns = compute_s * 1e9 / n_ar
-                ar_bytes = arch.allreduce_bytes(tokens)
-                xfer_ns = math.ceil(ar_bytes * 8 / rate_bits_per_ns + step_lat_ns)
-                # The hidden part of each transfer starts before the compute gap ends (still at
-                # the link rate), so only xfer - hidden adds to the pass.
-                hidden_ns = int(comp.hidden_fraction(tokens) * xfer_ns)
-                # Place each gap at a whole ns; spread the rounding so the pass length is exact.
-                acc = 0.0
-                for _ in range(n_ar):
-                    acc += gap_ns
-                    g = int(acc)
-                    acc -= g
-                    build.idle_until(build.now + g - min(hidden_ns, g))
-                    build.ramp(xfer_ns, ar_bytes)
-                pass_bytes = n_ar * ar_bytes
+                # compute gaps before each all-reduce: the attention blocks carry the context work
+                ctx_s = comp.attention_s * attention * _lognormal(rng, comp.jitter)
+                lin_s = max(compute_s - ctx_s, 0.0)
+                # the embedding's all-reduce waits for the step's input preparation, as long as
+                # one attention block's token-linear part
+                w = np.concatenate(([comp.attention_share], layer_w)) * (lin_s / (arch.layers + 1))
+                w[1::2] += ctx_s / arch.layers
+                w *= _lognormal(rng, comp.allreduce_jitter, n_ar)
+                gaps = np.floor(w * (compute_s * 1e9 / w.sum())).astype(np.int64)
+                bw_s = ar_bytes * 8 / (rate * 1e9)
+                lat = steps * comp.ring_step_latency_s * _lognormal(rng, comp.allreduce_jitter,
+                                                                     n_ar)
+                xfer_s = np.maximum(bw_s + lat, steps * comp.ring_step_floor_s)
+                xfer = np.ceil(xfer_s * 1e9).astype(np.int64)
+                hidden = np.minimum((comp.overlap_fraction * xfer).astype(np.int64), gaps)
+                build.segments(gaps - hidden, xfer, np.full(n_ar, ar_bytes))
+                if gather:
+                    build.ramp(int(round(steps * comp.ring_step_latency_s * 1e9)), gather)
             else:
-                dur_s = (comp.decode_base_s + comp.decode_per_token_s * tokens) \
-                    * _jitter(rng, comp.jitter)
-                pass_bytes = n_ar * arch.allreduce_bytes(tokens) + eng.gather_bytes_per_token * tokens
-                build.ramp(int(round(dur_s * 1e9)), pass_bytes)
+                build.ramp(int(round(compute_s * 1e9)), n_ar * ar_bytes + gather)
             t1 = build.now
-            passes.append(Pass(t0, t1, prefill, dec_tokens, pass_bytes))
-            for a, i in zip(alloc, waiting, strict=True):
-                prompt_left[i] -= a
-                done_prompt[i] += a
-                if prompt_left[i] == 0 and a > 0:
-                    t_first[i] = t1
-                    generated[i] = 1
-                    if group.output_tokens == 1:
-                        t_last[i] = t1
-            for i in decoding:
-                accepted = 1
-                while accepted < per_decode and rng.random() < eng.spec_acceptance:
-                    accepted += 1
-                generated[i] = min(generated[i] + accepted, group.output_tokens)
-                if generated[i] >= group.output_tokens:
-                    t_last[i] = t1
-        for i in range(k):
-            n_req += 1
+            passes.append(Pass(t0, t1, prefill, dec_tokens, n_ar * ar_bytes + gather))
+            for r, n in sched:
+                if r.prefilling:
+                    r.computed += n
+                    if not r.prefilling:
+                        r.t_first = t1
+                        r.generated = 1
+                else:
+                    accepted = 1
+                    while accepted < n and rng.random() < eng.draft_acceptance_rate:
+                        accepted += 1
+                    r.generated = min(r.generated + accepted, r.output)
+                if r.t_first is not None and r.generated >= r.output:
+                    r.t_last = t1
+            running = [r for r in running if r.t_last is None]
+        for r in reqs:
             requests.append(RequestTiming(
-                request_id=f"{group.test}-r{group.round}-{i}", test=group.test, round=group.round,
-                t_send_ns=t_send, t_first_ns=t_first[i], t_last_ns=t_last[i],
-                prompt_tokens=group.prompt_tokens[i], output_tokens=group.output_tokens,
-                prompt_bytes=group.prompt_tokens[i] * arch.bytes_per_token))
+                request_id=f"{group.test}-r{group.round}-{r.index}", test=group.test,
+                round=group.round, t_send_ns=t_send, t_first_ns=r.t_first, t_last_ns=r.t_last,
+                prompt_tokens=r.prompt, output_tokens=r.output,
+                prompt_bytes=r.prompt * arch.bytes_per_token))
     duration = build.now + int(round(scenario.tail_s * 1e9))
     build.idle_until(duration)
-    return Traffic(scenario=scenario, config=cfg, seed=seed,
-                   t_ns=np.asarray(build.t, dtype=np.int64),
-                   cum_bytes=np.asarray(build.b, dtype=np.float64),
+    t_ns, cum = build.arrays()
+    return Traffic(scenario=scenario, config=cfg, seed=seed, t_ns=t_ns, cum_bytes=cum,
                    requests=requests, passes=passes, duration_ns=duration,
                    series=_series(link))
 
