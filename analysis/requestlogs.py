@@ -175,7 +175,43 @@ class RequestLog:
 
 
 def _s_to_ns(v: float) -> int:
-    return int(round(float(v) * 1e9))
+    x = float(v) * 1e9
+    if not math.isfinite(x):
+        # a finite time too large for float ns (above ~1.8e299 s): kept exact as a Python int,
+        # so ``_frame`` refuses it with its row and field instead of an OverflowError here
+        return int(float(v)) * 1_000_000_000
+    return int(round(x))
+
+
+_INT64_MAX = 2**63 - 1
+
+
+def _int64_or_raise(path, rec: dict[str, Any], col: str, v: int) -> int:
+    """Return v if it fits the int64 columns of a ``RequestLog``; else raise naming row and field.
+
+    A time beyond int64 nanoseconds (~292 years) is no clock reading: most likely a time in
+    ns (or us) written into a field in seconds.
+    """
+    if -_INT64_MAX - 1 <= v <= _INT64_MAX:
+        return v
+    try:
+        shown = f"{v / 1e9:.4g} s" if col in _TIME_COLUMNS or col == "chunk_times" else f"{v:.4g}"
+    except OverflowError:  # beyond a float
+        shown = (f"~1e{len(str(abs(v))) - 10} s" if col in _TIME_COLUMNS or col == "chunk_times"
+                 else f"~1e{len(str(abs(v))) - 1}")
+    if col in _TIME_COLUMNS or col == "chunk_times":
+        name = _TIME_NAMES.get(col, col)
+        raise RequestLogError(path, f"{name}: a time of {shown}, beyond what a clock holds in int64 "
+                              "nanoseconds (~292 years); a time in ns or us written as seconds?",
+                              row=rec.get("row"))
+    raise RequestLogError(path, f"{shown} is too large (at most 2^63-1)", row=rec.get("row"),
+                          field=col)
+
+
+_TIME_NAMES = {"t_send_ns": "send time", "t_first_ns": "first-token time",
+               "t_last_ns": "last-token time", "chunk_times": "a chunk time",
+               "t_first_reasoning_ns": "first reasoning-token time",
+               "t_first_answer_ns": "first answer-token time"}
 
 
 def _num(path, row, fld, v, *, allow_none=False) -> float | None:
@@ -257,10 +293,15 @@ def _frame(path, records: list[dict[str, Any]]) -> pd.DataFrame:
     for c in COLUMNS:
         vals = [r.get(c) for r in records]
         if c in _INT_COLUMNS:
-            cols[c] = pd.array([None if v is None else int(v) for v in vals], dtype="Int64")
+            cols[c] = pd.array([None if v is None else _int64_or_raise(path, r, c, int(v))
+                                for r, v in zip(records, vals)], dtype="Int64")
         elif c == "ok":
             cols[c] = np.array(vals, dtype=bool)
         else:
+            if c == "chunk_times":
+                for r, v in zip(records, vals):
+                    for t in v if v is not None else ():
+                        _int64_or_raise(path, r, c, int(t))
             if c in ("error", "token_source", "check", "flag"):
                 vals = ["" if v is None else v for v in vals]
             arr = np.empty(len(vals), dtype=object)

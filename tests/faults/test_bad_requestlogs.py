@@ -317,3 +317,34 @@ def test_guidellm_flat_requests_list_names_the_accepted_layouts(tmp_path):
     # v0.1's errors carry 'message': kept as the failure's error text
     assert log.n_failed == 1 and log.requests.loc[~log.requests["ok"], "error"].iloc[0] \
         == "timeout"
+
+
+@pytest.mark.parametrize("field,value", [("output_tokens", 10**30), ("prompt_tokens", 2**63)])
+def test_token_count_beyond_int64_is_refused_naming_row_and_field(tmp_path, field, value):
+    """A count that cannot be stored (above 2^63-1) is refused with its row and field; it used to
+    escape as an OverflowError traceback from pandas."""
+    rows = [_row(i, 5001 + i, 5001.1 + i, 5001.5 + i) for i in range(4)]
+    rows[2][field] = value
+    _fails(_jsonl(tmp_path / "log.jsonl", rows), fmt="native", row=3, field=field,
+           match="too large")
+
+
+@pytest.mark.parametrize("send", [1.7e18, 1e300])
+def test_time_beyond_int64_ns_is_refused_naming_the_row(tmp_path, send):
+    """Epoch nanoseconds written into a seconds field (1.7e18 s) or an absurd time: refused with
+    the row and a hint, never an OverflowError (the ns value exceeds int64 or even a float)."""
+    rows = [_row(i, 5001 + i, 5001.1 + i, 5001.5 + i) for i in range(4)]
+    rows[1].update(t_send=send, t_first_token=send + 1, t_last_token=send + 2)
+    msg = _fails(_jsonl(tmp_path / "log.jsonl", rows), fmt="native", row=2,
+                 match="send time: a time of ")
+    assert "int64 nanoseconds" in msg and "ns or us written as seconds" in msg
+
+
+def test_attribute_cli_refuses_a_huge_count_with_one_error_line(tmp_path, capture):
+    rows = [_row(i, 5000.2 + 0.1 * i, 5000.25 + 0.1 * i, 5000.5 + 0.1 * i) for i in range(3)]
+    rows[0]["output_tokens"] = 10**30
+    p = _jsonl(tmp_path / "log.jsonl", rows)
+    r = run_cli("attribute", str(capture.path), "--requests", str(p))
+    assert r.exit_code == 1, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    assert f"Error: {p}: row 1: field 'output_tokens'" in r.output
