@@ -294,12 +294,12 @@ def _frame(path, records: list[dict[str, Any]]) -> pd.DataFrame:
         vals = [r.get(c) for r in records]
         if c in _INT_COLUMNS:
             cols[c] = pd.array([None if v is None else _int64_or_raise(path, r, c, int(v))
-                                for r, v in zip(records, vals)], dtype="Int64")
+                                for r, v in zip(records, vals, strict=True)], dtype="Int64")
         elif c == "ok":
             cols[c] = np.array(vals, dtype=bool)
         else:
             if c == "chunk_times":
-                for r, v in zip(records, vals):
+                for r, v in zip(records, vals, strict=True):
                     for t in v if v is not None else ():
                         _int64_or_raise(path, r, c, int(t))
             if c in ("error", "token_source", "check", "flag"):
