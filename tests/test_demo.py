@@ -18,6 +18,7 @@ from rdmascope.emulator.demo import (
     DemoError,
     DemoRun,
     _check_outdir,
+    card_line,
     fresh_outdir,
     run_analysis,
 )
@@ -164,3 +165,15 @@ def test_run_analysis_writes_summary_and_report(tmp_path):
     assert sum(x.startswith("  test P") for x in printed) == 2
     figures = sorted(p.name for p in (tmp_path / "report" / "figures").glob("*.png"))
     assert len(figures) >= 8, figures
+
+
+def test_card_line_says_the_1ms_note_in_place_without_double_parentheses():
+    """The report card's reference to its 1 ms note (in parentheses, pointing at a note only the
+    HTML has) used to print as '((1 ms values: ..., see the note on 1 ms values); 100 ms: ...)'."""
+    from rdmascope.analysis.report import ONE_MS_REF
+
+    line = card_line("200 Gb/s: 1 ms peak", "202 Gb/s", f"{ONE_MS_REF}; 100 ms: 35 Gb/s")
+    assert line == ("  200 Gb/s: 1 ms peak: 202 Gb/s  (1 ms values carry ±15–25 % timing "
+                    "uncertainty; 100 ms: 35 Gb/s)")
+    assert card_line("P1 TTFT", "0.96 s", "") == "  P1 TTFT: 0.96 s"
+    assert card_line("a", "b", "c") == "  a: b  (c)"
