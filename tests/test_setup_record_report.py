@@ -195,6 +195,11 @@ def test_simulate_capture_passes_the_setup_through(tmp_path):
         r = CliRunner().invoke(main, ["simulate", "capture", "-o", str(tmp_path / name),
                                       "--link", link, *common])
         assert r.exit_code == 0, r.output
+        # the first line says the link as played (it used to say 'link 200' for a 400 Gb/s port)
+        first = r.output.splitlines()[0]
+        assert first.endswith({"200": "link 200: a 400 Gb/s port, both twins (220 Gb/s each))",
+                               "emulated100": "link emulated100: one twin of a 400 Gb/s port "
+                                              "(~220 Gb/s, emulated))"}[link]), first
     r = CliRunner().invoke(main, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json"])
     assert r.exit_code == 0, r.output
     obj = json.loads(r.stdout)

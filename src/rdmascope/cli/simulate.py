@@ -165,8 +165,7 @@ def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, s
             click.echo(f"root: {value}")
         elif kind == "start":
             click.echo(f"start_monotonic_ns: {value}")
-            click.echo(f"playing {traffic.scenario.name} at link {link}"
-                       f"{' (TCP fallback)' if tcp_fallback else ''}: "
+            click.echo(f"playing {traffic.scenario.name}, {link_text(traffic.config.link)}: "
                        f"{traffic.duration_ns / 1e9 / speed:.1f} s", err=True)
         sys.stdout.flush()
 
@@ -198,6 +197,19 @@ def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, s
                f"priority {stats.priority}, "
                f"{'completed' if stats.completed else 'stopped by ' + stop[0]}", err=True)
 
+
+
+def link_text(cfg) -> str:
+    """The emulated link as played, e.g. ``link 200: a 400 Gb/s port, both twins (220 Gb/s
+    each)``: ``--link`` names the setup, ``--port-gbps``/``--twin-gbps`` set its rates."""
+    if cfg.tcp_fallback:
+        return (f"link {cfg.name}: TCP fallback at {cfg.tcp_gbps:g} Gb/s "
+                f"(a {cfg.cable_gbps:g} Gb/s port)")
+    if cfg.active_twins == 2:
+        return (f"link {cfg.name}: a {cfg.cable_gbps:g} Gb/s port, both twins "
+                f"({cfg.twin_gbps:g} Gb/s each)")
+    return (f"link {cfg.name}: one twin of a {cfg.cable_gbps:g} Gb/s port "
+            f"(~{cfg.twin_gbps:g} Gb/s, emulated)")
 
 @command.command(name="capture")
 @click.option("-o", "--output", required=True, type=click.Path(),
@@ -243,7 +255,7 @@ def capture_cmd(output, scenario, link, tcp_fallback, seed, output_tokens, round
     except CaptureError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"capture: {path} ({traffic.duration_ns / 1e9:.1f} s, "
-               f"{len(traffic.requests)} requests, link {link})")
+               f"{len(traffic.requests)} requests, {link_text(traffic.config.link)})")
     click.echo(f"request log: {path / 'requests.jsonl'}")
     click.echo(f"truth: {path / 'truth.json'}")
 
@@ -274,6 +286,6 @@ def _cluster(output, traffic, nodes, clock_error, not_emulated, straggler, strag
     hosts = [n["host"] for n in truth["nodes"]]
     click.echo(f"cluster: {output}/{{{hosts[0]}..{hosts[-1]}}} ({len(hosts)} captures, "
                f"{traffic.duration_ns / 1e9:.1f} s, {len(traffic.requests)} requests, "
-               f"link {traffic.config.link.name})")
+               f"{link_text(traffic.config.link)})")
     click.echo(f"request log: {output}/requests.jsonl (the client's, on {hosts[0]}'s clock)")
     click.echo(f"truth: {output}/truth.json")
