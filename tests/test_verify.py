@@ -138,7 +138,7 @@ def test_one_twin_recorded_of_two_discovered_cannot_judge(tmp_path):
     # the CLI: its own exit code (3) and status word, naming the missing device
     r = CliRunner().invoke(main, ["verify-emulation", str(tmp_path / "c")])
     assert r.exit_code == 3, r.output
-    assert "CANNOT JUDGE: cannot judge: roceP2p1s0f1" in r.output
+    assert "CANNOT JUDGE: roceP2p1s0f1" in r.output
     assert "PASS" not in r.output
 
 
@@ -189,7 +189,7 @@ def test_too_little_traffic_is_cannot_judge_not_fail(tmp_path):
     v = verify_emulation(_cap(tmp_path, {}))
     assert v.status == CANNOT_JUDGE
     r = CliRunner().invoke(main, ["verify-emulation", str(tmp_path / "c")])
-    assert r.exit_code == 3 and "CANNOT JUDGE: cannot judge: only 0.000 MB" in r.output
+    assert r.exit_code == 3 and "CANNOT JUDGE: only 0.000 MB" in r.output
 
 
 @pytest.mark.parametrize("kw,match", [

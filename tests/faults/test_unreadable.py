@@ -85,7 +85,7 @@ def test_unreadable_twin_is_unknown_never_zero(tmp_path, err):
     res = run_cli("verify-emulation", cap_dir)
     assert res.exit_code == 3, res.output
     last = res.output.strip().splitlines()[-1]
-    assert last.startswith("CANNOT JUDGE: cannot judge: roceP2p1s0f1 bytes unknown for 100.0 %")
+    assert last.startswith("CANNOT JUDGE: roceP2p1s0f1 bytes unknown for 100.0 %")
     assert reason in last and "port_xmit_data" in last
     res = run_cli("verify-emulation", cap_dir, "--json")
     meta = json.loads(res.output)["meta"]

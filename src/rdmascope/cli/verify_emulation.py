@@ -87,7 +87,10 @@ def command(capture, t_from, t_to, origin_s, single, share, min_share, out):
         if v.kernel is not None:
             click.echo("\nRDMA vs kernel network stack (netdev statistics), bytes:")
             click.echo(format_table(v.kernel, floatfmt="{:,.0f}"))
-        click.echo(f"\n{v.status.upper()}: {v.message}")
+        # the message of a CANNOT JUDGE verdict starts with 'cannot judge: ' (it stands alone in
+        # the report and the cluster view); said once here
+        msg = v.message.removeprefix(f"{v.status}: ")
+        click.echo(f"\n{v.status.upper()}: {msg}")
 
     meta = {k: val for k, val in v.to_dict().items() if k not in ("devices", "kernel")}
     emit(tables, out, human=human, meta={"capture": str(capture), **meta})
