@@ -541,9 +541,12 @@ def verify_emulation(capture, *, start_ns: int | None = None, end_ns: int | None
                f"nothing about which interfaces NCCL used; readable bytes only: {msg}")
     if tcp:
         ok, status = False, FAIL
-        msg += (f"; TCP SUSPECTED: the kernel network stack moved "
-                f"{kernel['kernel_bytes'].sum() / 1e6:,.1f} MB against {total / 1e6:,.1f} MB "
-                "over RDMA (did NCCL fall back to sockets?)")
+        # the finding leads; what RDMA alone showed follows (without its own 'cannot judge: ',
+        # which under a FAIL read as 'FAIL: cannot judge: ...')
+        msg = (f"TCP SUSPECTED: the kernel network stack moved "
+               f"{kernel['kernel_bytes'].sum() / 1e6:,.1f} MB against {total / 1e6:,.1f} MB "
+               "over RDMA (did NCCL fall back to sockets?); RDMA alone: "
+               + msg.removeprefix("cannot judge: "))
     return Verdict(ok=bool(ok), status=status, missing_devices=missing,
                    unknown_devices=unknown_devs,
                    expect=expect, message=msg, devices=df, total_bytes=total,

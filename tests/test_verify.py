@@ -88,6 +88,13 @@ def test_tcp_instead_of_rdma_is_flagged(tmp_path):
     v = verify_emulation(cap)
     assert v.tcp_suspected and not v.ok
     assert "TCP SUSPECTED" in v.message
+    assert v.message.startswith("TCP SUSPECTED: the kernel network stack moved "), v.message
+    # no RDMA bytes at all: the verdict is FAIL and leads with TCP, never 'FAIL: cannot judge: ...'
+    cap0 = _cap(tmp_path / "none", {}, kernel_per_ms=5_000_000)
+    v0 = verify_emulation(cap0)
+    assert v0.status == "fail" and v0.tcp_suspected
+    assert v0.message.startswith("TCP SUSPECTED: ") and "cannot judge" not in v0.message
+    assert "RDMA alone: only 0.000 MB of RDMA traffic" in v0.message, v0.message
     # the range is that of the RDMA readings, [T0, T0 + 10 ms + 60 ns); the netdev readings
     # cover [T0 + 200 ns, ...): 5 MB/ms over 10 ms - 140 ns
     assert v.kernel.at["rocep1s0f1", "kernel_bytes"] == pytest.approx(5e6 * (10 - 140e-6))
