@@ -10,7 +10,25 @@ from rdmascope.cli.output import DURATION_NS, NONNEG_SECONDS, POSITIVE
 from rdmascope.models import PRESETS
 
 SCENARIO_HELP = ("Scenario: P1..P6 (the study's tests: warm-up + 3 rounds, 1,024 output tokens), "
-                 "demo (P1 then P2, 64 output tokens) or single4k (one 4,096-token prompt, ~4 s).")
+                 "demo (P1 then P2, 64 output tokens), single4k (one 4,096-token prompt, ~4 s), "
+                 "or a spec: prompt=TOKENS[+TOKENS...],concurrency=N,output=N,rounds=N"
+                 "[,warmup=0|1][,gap=S] (e.g. prompt=2048+16384,concurrency=2,output=128,"
+                 "rounds=1).")
+
+#: the engine's scheduling options, named as vLLM's (``vllm serve --<name>``), with their help
+ENGINE_OPTIONS = (
+    ("max_num_batched_tokens", int, "Token budget of one engine step (vLLM's; default 4096, "
+                                    "the study's)."),
+    ("long_prefill_token_threshold", int, "Cap on one request's new tokens per step (vLLM's; "
+                                          "default 2048, the study's; 0 = no cap)."),
+    ("max_num_seqs", int, "Requests running at once (vLLM's; default 8)."),
+    ("max_num_partial_prefills", int, "Prompts in prefill at once (vLLM's V0 option; default 0 "
+                                      "= not enforced, as vLLM's V1 scheduler)."),
+    ("num_speculative_tokens", int, "Draft tokens verified per decode step (MTP; default 4)."),
+    ("draft_acceptance_rate", float, "Probability each draft token is accepted (default 0.05: "
+                                     "~1 token per step, as the study's traffic implies)."),
+)
+ENGINE_KEYS = tuple(name for name, _, _ in ENGINE_OPTIONS) + ("enable_chunked_prefill",)
 
 
 def _scenario_options(f):
@@ -41,7 +59,18 @@ def _scenario_options(f):
         click.option("--twin-gbps", type=POSITIVE, default=None,
                      help="What one of the port's two PCIe twins carries, Gb/s (default 109, "
                           "a Spark's PCIe Gen5 x4 path); --link emulated100 uses one twin."),
+        click.option("--layout", type=click.Choice(["tp", "ep"]), default=None,
+                     help="tp: tensor-parallel all-reduces (default); ep: expert-parallel "
+                          "all-to-all dispatch and combine per MoE layer (a MoE --preset or "
+                          "--config), attention data-parallel."),
     ]
+    for name, kind, text in ENGINE_OPTIONS:
+        options.append(click.option("--" + name.replace("_", "-"), name,
+                                    type=click.IntRange(min=0) if kind is int
+                                    else click.FloatRange(0.0, 1.0), default=None, help=text))
+    options.append(click.option("--enable-chunked-prefill/--no-enable-chunked-prefill",
+                                "enable_chunked_prefill", default=None,
+                                help="Chunked prefill (vLLM's; default on, the study's)."))
     for opt in reversed(options):  # click lists options in the order they wrap the function
         f = opt(f)
     return f
@@ -51,13 +80,14 @@ MODEL_KEYS = ("preset", "config", "tp", "port_gbps", "twin_gbps")
 
 
 def _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds, preset=None, config=None,
-             tp=None, port_gbps=None, twin_gbps=None):
+             tp=None, port_gbps=None, twin_gbps=None, layout=None, **engine):
     """Return (traffic, setup record or None): the scenario played with the given model, TP size
     and link; the record (``rdmascope.models.setup_record``) only when one of them was given."""
     from dataclasses import replace
 
     from rdmascope import models
     from rdmascope.emulator.model import (
+        EngineConfig,
         ModelArch,
         TrafficConfig,
         link_config,
@@ -74,9 +104,9 @@ def _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds, preset=N
         lc = link_config(link, tcp_fallback=tcp_fallback)
         lc = replace(lc, cable_gbps=port_gbps or lc.cable_gbps,
                      twin_gbps=twin_gbps or lc.twin_gbps)
-        arch = ModelArch(layers=model.layers, hidden=model.hidden_size,
-                         bytes_per_value=model.bytes_per_value, tp=tp or 8)
-        traffic = simulate(sc, TrafficConfig(arch=arch, link=lc), seed=seed)
+        arch = ModelArch.from_model(model, tp=tp or 8, layout=layout or "tp")
+        eng = replace(EngineConfig(), **{k: v for k, v in engine.items() if v is not None})
+        traffic = simulate(sc, TrafficConfig(arch=arch, engine=eng, link=lc), seed=seed)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     record = None

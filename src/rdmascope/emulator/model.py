@@ -58,16 +58,67 @@ NETDEVS = ("enp1s0f1np1", "enP2p1s0f1np1")
 
 @dataclass(frozen=True)
 class ModelArch:
-    """The served model's shape as tensor parallelism sees it (defaults: the study's example model)."""
+    """The served model's shape and parallel layout as the network sees it (defaults: the study's
+    model, TP8 on 8 nodes).
+
+    ``layout`` "tp": every pass runs ``2 x layers + 1`` ring all-reduces of ``tokens x hidden x
+    bytes``, each node sending ``2(N-1)/N`` times the block (N = ``tp``) in ``2(N-1)`` steps.
+    ``layout`` "ep" (mixture-of-experts models): attention data-parallel, routed experts spread
+    over ``nodes``; every MoE layer of a pass runs a dispatch and a combine all-to-all, each moving
+    ``tokens x hidden x bytes x experts_per_token x (nodes-1)/nodes`` out of the node (and as much
+    in), in ``nodes - 1`` exchanges (``rdmascope.models.ep_bytes_per_token``, cited there).
+    ``nodes`` (default ``tp``): machines the ranks span; on one node nothing crosses the network.
+    Raises ``ValueError`` for a bad size, an unknown layout or EP without MoE fields.
+    """
 
     layers: int = 78
     hidden: int = 6144
     bytes_per_value: int = 2
     tp: int = 8
+    nodes: int | None = None
+    layout: str = "tp"
+    moe_layers: int = 0
+    experts_per_token: int = 0
+
+    def __post_init__(self):
+        for name in ("layers", "hidden", "bytes_per_value", "tp"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.nodes is None:
+            object.__setattr__(self, "nodes", self.tp)
+        if self.nodes < 1:
+            raise ValueError(f"nodes must be >= 1, got {self.nodes}")
+        if self.layout not in ("tp", "ep"):
+            raise ValueError(f"layout must be tp or ep, got {self.layout!r}")
+        if self.layout == "ep" and not (self.moe_layers >= 1 and self.experts_per_token >= 1):
+            raise ValueError("layout ep needs a mixture-of-experts model (moe_layers and "
+                             "experts_per_token >= 1)")
+
+    @classmethod
+    def from_model(cls, model, *, tp: int = 8, nodes: int | None = None,
+                   layout: str = "tp") -> ModelArch:
+        """Return the arch of a ``rdmascope.models.Model`` at TP size ``tp`` over ``nodes``.
+
+        Raises ``ValueError`` (``rdmascope.models.ModelError`` is one) for EP on a dense model or
+        one whose MoE fields are unknown.
+        """
+        moe = bool(model.moe_layers and model.experts_per_token)
+        if layout == "ep" and not moe:
+            raise ValueError(f"{model.name}: expert parallelism needs a mixture-of-experts model "
+                             "with known experts per token and MoE layers")
+        return cls(layers=model.layers, hidden=model.hidden_size,
+                   bytes_per_value=model.bytes_per_value, tp=tp, nodes=nodes, layout=layout,
+                   moe_layers=(model.moe_layers or 0) if moe else 0,
+                   experts_per_token=(model.experts_per_token or 0) if moe else 0)
+
+    @property
+    def networked(self) -> bool:
+        """False when every rank is on one node (the collectives never reach the network)."""
+        return self.nodes > 1
 
     @property
     def allreduces_per_pass(self) -> int:
-        """All-reduces per forward pass: ``2 x layers + 1`` (method.md)."""
+        """All-reduces per forward pass under TP: ``2 x layers + 1`` (method.md)."""
         return 2 * self.layers + 1
 
     @property
@@ -89,12 +140,39 @@ class ModelArch:
         return self.ring_factor * tokens * self.hidden * self.bytes_per_value
 
     @property
-    def bytes_per_token(self) -> float:
-        """Bytes per prompt token per node: ``(2 x layers + 1) x hidden x bytes x 2(N-1)/N``.
+    def collectives_per_pass(self) -> int:
+        """Collectives per pass: ``2 x layers + 1`` all-reduces (tp) or ``2 x moe_layers``
+        all-to-alls (ep: a dispatch and a combine per MoE layer)."""
+        return self.allreduces_per_pass if self.layout == "tp" else 2 * self.moe_layers
 
-        method.md: 157 x 6,144 x 2 x 1.75 = 3,376,128 bytes (3.38 MB) at the defaults.
+    @property
+    def collective_steps(self) -> int:
+        """Sequential exchanges of one collective: ``2(N-1)`` ring steps (tp), ``nodes - 1``
+        peer exchanges (ep)."""
+        return self.ring_steps if self.layout == "tp" else max(self.nodes - 1, 1)
+
+    def collective_bytes(self, tokens: int) -> float:
+        """Return the bytes one node sends in one collective of a pass with ``tokens`` tokens.
+
+        tp: ``allreduce_bytes``; ep: ``tokens x hidden x bytes x experts_per_token x
+        (nodes-1)/nodes``; 0 on one node.
         """
-        return self.allreduces_per_pass * self.allreduce_bytes(1)
+        if not self.networked:
+            return 0.0
+        if self.layout == "tp":
+            return self.allreduce_bytes(tokens)
+        return (tokens * self.hidden * self.bytes_per_value * self.experts_per_token
+                * (self.nodes - 1) / self.nodes)
+
+    @property
+    def bytes_per_token(self) -> float:
+        """Bytes per prompt token per node: ``collectives_per_pass x collective_bytes(1)``.
+
+        tp: ``(2 x layers + 1) x hidden x bytes x 2(N-1)/N``, method.md: 157 x 6,144 x 2 x 1.75 =
+        3,376,128 bytes (3.38 MB) at the defaults; ep: ``moe_layers x 2 x hidden x bytes x k x
+        (nodes-1)/nodes`` (``rdmascope.models.ep_bytes_per_token``).
+        """
+        return self.collectives_per_pass * self.collective_bytes(1)
 
 
 @dataclass(frozen=True)
@@ -385,6 +463,69 @@ def named_scenario(name: str) -> Scenario:
 
 SCENARIO_NAMES = (*TEST_PLAN, "demo", "single4k")
 
+#: the keys of a scenario spec (``scenario_from_spec``) and their defaults
+SPEC_KEYS = {"prompt": None, "concurrency": 1, "output": 1024, "rounds": 3, "warmup": 1,
+             "gap": 10.0}
+
+
+def scenario_from_spec(spec: str) -> Scenario:
+    """Build a scenario from a spec like ``prompt=8192+1024,concurrency=4,output=256,rounds=3``.
+
+    Keys (comma-separated ``key=value``): ``prompt`` (required; prompt tokens, several joined by
+    ``+`` run one after the other as separate tests), ``concurrency`` (requests sent together in
+    each round, default 1), ``output`` (output tokens per request, 1,024), ``rounds`` (measured
+    rounds, 3), ``warmup`` (1: one warm-up round first, round 0, as the study; 0: none),
+    ``gap`` (idle seconds between rounds, 10). Each test is named ``<prompt>x<concurrency>``.
+    Raises ``ValueError`` naming the key and what was expected.
+    """
+    vals: dict[str, str] = {}
+    for part in spec.split(","):
+        key, eq, value = part.partition("=")
+        key = key.strip()
+        if not eq or key not in SPEC_KEYS:
+            raise ValueError(f"scenario spec {spec!r}: {part.strip()!r} is not one of "
+                             f"{', '.join(k + '=...' for k in SPEC_KEYS)}")
+        if key in vals:
+            raise ValueError(f"scenario spec {spec!r}: {key} given twice")
+        vals[key] = value.strip()
+    if "prompt" not in vals:
+        raise ValueError(f"scenario spec {spec!r}: prompt=TOKENS is required "
+                         "(e.g. prompt=8192 or prompt=1024+8192)")
+
+    def number(key, kind, low):
+        raw = vals.get(key, SPEC_KEYS[key])
+        try:
+            v = kind(raw)
+        except (TypeError, ValueError):
+            what = "an integer" if kind is int else "a number"
+            raise ValueError(f"scenario spec: {key}={raw} is not {what}") from None
+        if not v >= low:
+            raise ValueError(f"scenario spec: {key} must be >= {low}, got {raw}")
+        return v
+
+    try:
+        prompts = [int(x) for x in vals["prompt"].split("+")]
+    except ValueError:
+        raise ValueError(f"scenario spec: prompt={vals['prompt']} is not a list of integers "
+                         "joined by +") from None
+    if any(p < 1 for p in prompts):
+        raise ValueError(f"scenario spec: every prompt must be >= 1 token, got {vals['prompt']}")
+    conc = number("concurrency", int, 1)
+    output = number("output", int, 1)
+    rounds = number("rounds", int, 1)
+    warmup = number("warmup", int, 0)
+    if warmup not in (0, 1):
+        raise ValueError(f"scenario spec: warmup must be 0 or 1, got {vals['warmup']}")
+    gap = number("gap", float, 0.0)
+    groups = []
+    for p in prompts:
+        for r in range(0 if warmup else 1, rounds + 1):
+            groups.append(RequestGroup(f"{p}x{conc}", r, (p,) * conc, output,
+                                       1.0 if not groups else gap))
+    return Scenario(spec, tuple(groups), 1.0,
+                    f"prompts {'+'.join(map(str, prompts))} x {conc} concurrent; {rounds} "
+                    f"round(s){' + warm-up' if warmup else ''}; output {output} tokens")
+
 
 def make_scenario(name: str, *, output_tokens: int | None = None, rounds: int | None = None,
                   idle_gap_s: float | None = None) -> Scenario:
@@ -392,9 +533,10 @@ def make_scenario(name: str, *, output_tokens: int | None = None, rounds: int | 
 
     ``output_tokens`` replaces every group's output size, ``rounds`` the number of measured rounds
     of a P1..P6 scenario (the warm-up is then dropped), ``idle_gap_s`` the gap between groups.
-    Raises ``ValueError`` for an unknown name or a non-positive override.
+    A name containing ``=`` is a spec (``scenario_from_spec``). Raises ``ValueError`` for an
+    unknown name, a bad spec or a non-positive override.
     """
-    sc = named_scenario(name)
+    sc = scenario_from_spec(name) if "=" in name else named_scenario(name)
     if rounds is not None and rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     if rounds is not None:
@@ -636,10 +778,14 @@ def simulate(scenario: Scenario, config: TrafficConfig | None = None, *, seed: i
         raise ValueError(f"scenario {scenario.name!r} has no requests")
     rng = np.random.default_rng(seed)
     rate = link.rate_gbps
-    n_ar = arch.allreduces_per_pass
-    steps = arch.ring_steps
-    # compute-gap weights: [embedding, (attention, MoE) x layers]
-    layer_w = np.tile([comp.attention_share, 1.0 - comp.attention_share], arch.layers)
+    n_ar = arch.collectives_per_pass
+    steps = arch.collective_steps
+    # compute-gap weights: tp [embedding, (attention, MoE) x layers]; ep [(attention, experts) x
+    # MoE layers] (a dispatch after the attention, a combine after the experts)
+    blocks = arch.layers if arch.layout == "tp" else arch.moe_layers
+    layer_w = np.tile([comp.attention_share, 1.0 - comp.attention_share], blocks)
+    gather_per_token = eng.gather_bytes_per_token if arch.layout == "tp" and arch.networked \
+        else 0.0
     build = _Builder()
     requests: list[RequestTiming] = []
     passes: list[Pass] = []
@@ -669,23 +815,30 @@ def simulate(scenario: Scenario, config: TrafficConfig | None = None, *, seed: i
             attention = sum(n * (r.computed + n / 2) for r, n in sched if r.prefilling)
             dec_ctx = sum(r.prompt + r.generated for r in decoding)
             compute_s = comp.compute_s(tokens, attention, dec_ctx) * _lognormal(rng, comp.jitter)
-            gather = eng.gather_bytes_per_token * dec_tokens
+            gather = gather_per_token * dec_tokens
             t0 = build.now
-            ar_bytes = arch.allreduce_bytes(tokens)
+            ar_bytes = arch.collective_bytes(tokens)
             if prefill > 0:
                 # compute gaps before each all-reduce: the attention blocks carry the context work
                 ctx_s = comp.attention_s * attention * _lognormal(rng, comp.jitter)
                 lin_s = max(compute_s - ctx_s, 0.0)
                 # the embedding's all-reduce waits for the step's input preparation, as long as
                 # one attention block's token-linear part
-                w = np.concatenate(([comp.attention_share], layer_w)) * (lin_s / (arch.layers + 1))
-                w[1::2] += ctx_s / arch.layers
+                if arch.layout == "tp":
+                    w = np.concatenate(([comp.attention_share], layer_w)) \
+                        * (lin_s / (arch.layers + 1))
+                    w[1::2] += ctx_s / arch.layers
+                else:
+                    w = layer_w * (lin_s / blocks)
+                    w[0::2] += ctx_s / blocks
                 w *= _lognormal(rng, comp.allreduce_jitter, n_ar)
                 gaps = np.floor(w * (compute_s * 1e9 / w.sum())).astype(np.int64)
                 bw_s = ar_bytes * 8 / (rate * 1e9)
                 lat = steps * comp.ring_step_latency_s * _lognormal(rng, comp.allreduce_jitter,
                                                                      n_ar)
                 xfer_s = np.maximum(bw_s + lat, steps * comp.ring_step_floor_s)
+                if not arch.networked:  # on one node the collectives stay off the network
+                    xfer_s = np.zeros(n_ar)
                 xfer = np.ceil(xfer_s * 1e9).astype(np.int64)
                 hidden = np.minimum((comp.overlap_fraction * xfer).astype(np.int64), gaps)
                 build.segments(gaps - hidden, xfer, np.full(n_ar, ar_bytes))
