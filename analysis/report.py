@@ -141,6 +141,10 @@ _HEADERS = {
     "bytes": "bytes (MB)",
     "width": "window",
     "n": "count",
+    # NaN windows are windows whose bytes are unknown (unreadable, reset, saturated, implausible)
+    "nan_windows": "unknown windows",
+    "n_nan_windows": "unknown windows",
+    "peak_1ms_gbps": "1 ms peak (Gb/s)",
 }
 
 

@@ -29,6 +29,10 @@ from rdmascope.emulator.simcapture import READ_OFFSET_CLIP_NS
     ("request_id", "request", 1.0),
     ("test", "test", 1.0),
     ("bytes", "bytes (MB)", 1e-6),
+    # a reader sees unknown time, never the word 'nan'; the window width reads as elsewhere
+    ("nan_windows", "unknown windows", 1.0),
+    ("n_nan_windows", "unknown windows", 1.0),
+    ("peak_1ms_gbps", "1 ms peak (Gb/s)", 1.0),
 ])
 def test_column_header_from_unit_suffix(name, header, factor):
     assert R.column_header(name) == (header, factor)
