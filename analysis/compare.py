@@ -275,8 +275,10 @@ def compare(att_a, att_b, *, label_a: str = "A", label_b: str = "B",
         if row["exceeds_bound"]:
             notes.append(f"test {test}: the measured increase exceeds the bound: "
                          f"{extra:+.3f} s measured against at most {est:+.3f} s "
-                         f"({row['bound_used_pct']:.0f} % of the bound, tolerance "
-                         f"{bound_tolerance * 100:g} %); the bound holds for the link speeds "
+                         + (f"({row['bound_used_pct']:.0f} % of the bound, tolerance "
+                            f"{bound_tolerance * 100:g} %)" if est > 0 else
+                            "(a bound of zero or less: B's link is not slower than A's)")
+                         + "; the bound holds for the link speeds "
                          f"given ({link_a_gbps:g} -> {link_b_gbps:g} Gb/s), so check them, "
                          "whether the runs differ in more than the link, and the order of A "
                          "and B")

@@ -298,6 +298,12 @@ def test_compare_warns_when_the_setup_gives_b_no_slower_link():
                             "rate in the manifest of A; B from port rate in the manifest of B)")
                for w in c.warnings)
     assert (c.tests["estimate_s"] == 0).all()
+    # the increase exceeds a zero bound: the note says why, never 'nan % of the bound'
+    (note,) = [n for n in c.notes if "exceeds the bound" in n]
+    assert "+0.880 s measured against at most +0.000 s (a bound of zero or less: B's link is " \
+           "not slower than A's); the bound holds for the link speeds given (200 -> 200 Gb/s)" \
+        in note, note
+    assert "nan" not in note
 
 
 def test_compare_with_a_setup_uses_its_links_and_layout():
