@@ -175,9 +175,12 @@ def test_cli_estimate_errors(tmp_path):
     from rdmascope.cli import main
 
     r = CliRunner().invoke(main, ["estimate", "--layers", "4"])
-    assert r.exit_code == 1 and "go together" in r.output
+    # option combinations are usage errors: exit 2 (bad content, e.g. a config.json, exits 1)
+    assert r.exit_code == 2 and "go together" in r.output
     r = CliRunner().invoke(main, ["estimate", "--prompt-tokens", "1000,2000", "--ttft", "1"])
-    assert r.exit_code == 1 and "one --ttft per" in r.output
+    assert r.exit_code == 2 and "one --ttft per" in r.output and "'--ttft'" in r.output
+    r = CliRunner().invoke(main, ["estimate", "--preset", "study", "--layers", "4"])
+    assert r.exit_code == 2 and "give one of --preset, --config" in r.output
     p = tmp_path / "config.json"
     p.write_text('{"hidden_size": 8}')
     r = CliRunner().invoke(main, ["estimate", "--config", str(p)])

@@ -86,9 +86,9 @@ def command(layers, hidden, nbytes, vocab, chunk, prompt_tokens, ttft, tp_sizes,
 
     given = [x is not None for x in (layers, hidden, nbytes)]
     if any(given) and (setup_kw.get("preset") or setup_kw.get("config")):
-        raise click.ClickException("give one of --preset, --config, or --layers/--hidden/--bytes")
+        raise click.UsageError("give one of --preset, --config, or --layers/--hidden/--bytes")
     if any(given) and not all(given):
-        raise click.ClickException("--layers, --hidden and --bytes go together")
+        raise click.UsageError("--layers, --hidden and --bytes go together")
     custom = None
     if all(given):
         custom = models.Model("custom", layers, hidden, nbytes, vocab, experts=None,
@@ -128,6 +128,11 @@ def command(layers, hidden, nbytes, vocab, chunk, prompt_tokens, ttft, tp_sizes,
     if not prompts:
         raise click.BadParameter(f"{prompt_tokens!r}: give at least one prompt length, e.g. 1000",
                                  param_hint="'--prompt-tokens'")
+    if ttfts and len(ttfts) != len(prompts):
+        # an option mismatch is a usage error (exit 2), said before any computing
+        raise click.BadParameter(
+            f"give one --ttft per --prompt-tokens value ({len(prompts)} prompt length(s), "
+            f"{len(ttfts)} TTFT(s))", param_hint="'--ttft'")
     sizes = _ints(tp_sizes, "--tp-sizes")
     try:
         e = E.estimate(model, tp=tp, chunk_tokens=chunk, link_old_gbps=link_old,
