@@ -508,7 +508,7 @@ def verify_emulation(capture, *, start_ns: int | None = None, end_ns: int | None
                f"unknown, so the shares of the recorded device(s) ({', '.join(devices)}) say "
                "nothing about which interfaces NCCL used (record every twin: "
                f"`rdmascope record` without --device, or --device for each); recorded devices "
-               f"only: {msg}")
+               "only: " + msg.removeprefix("cannot judge: "))
     elif mt is None and len(devices) == 1:
         msg += (f"; the verdict rests on the recorded devices only ({devices[0]}): the capture "
                 "does not list the RDMA devices found at record time, so an unrecorded twin "
@@ -531,14 +531,16 @@ def verify_emulation(capture, *, start_ns: int | None = None, end_ns: int | None
             reason = "; ".join(why[:2]) + (f" (+{len(why) - 2} more)" if len(why) > 2 else "")
             what = {"unavailable": "unreadable", "reset": "reset", "saturated": "saturated",
                     "implausible": "implausible steps"}
+            detail = ", ".join(what[k] for k in kinds) + (f": {reason}" if reason else "")
+            # no interval flagged at all: the range holds fewer than two readings to difference
             blind.append(f"{dev} bytes unknown for {share_u * 100:.1f} % of the range ("
-                         + ", ".join(what[k] for k in kinds)
-                         + (f": {reason}" if reason else "") + ")")
+                         + (detail or "no byte interval: fewer than two readings") + ")")
     if blind:
         ok, status = False, CANNOT_JUDGE
         unknown_devs = [b.split(" ", 1)[0] for b in blind]
         msg = (f"cannot judge: {'; '.join(blind)}; unknown is not zero, so the shares say "
-               f"nothing about which interfaces NCCL used; readable bytes only: {msg}")
+               "nothing about which interfaces NCCL used; readable bytes only: "
+               + msg.removeprefix("cannot judge: "))
     if tcp:
         ok, status = False, FAIL
         # the finding leads; what RDMA alone showed follows (without its own 'cannot judge: ',

@@ -225,3 +225,16 @@ def test_cli_thresholds_out_of_range_name_the_option(tmp_path, args, option):
     r = CliRunner().invoke(main, ["verify-emulation", str(tmp_path / "c"), *args])
     assert r.exit_code == 2, r.output  # click's usage error
     assert f"Invalid value for {option}: must be" in r.output and "PASS" not in r.output
+
+
+def test_a_capture_with_one_reading_per_counter_says_why_its_bytes_are_unknown(tmp_path):
+    """With fewer than two readings there is no interval to flag: the reason said is that, never
+    an empty '()', and 'cannot judge:' is not repeated inside the message."""
+    v = verify_emulation(_cap(tmp_path, {}, n=1))
+    assert v.status == CANNOT_JUDGE
+    assert v.message.startswith("cannot judge: ") and v.message.count("cannot judge") == 1
+    assert "()" not in v.message
+    assert ("rocep1s0f1 bytes unknown for 100.0 % of the range (no byte interval: fewer than "
+            "two readings)") in v.message, v.message
+    assert v.message.endswith("readable bytes only: only 0.000 MB of RDMA traffic in the range "
+                              "(need >= 1 MB)"), v.message
