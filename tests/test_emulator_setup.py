@@ -119,3 +119,24 @@ def test_simulate_cli_plays_a_setup_with_vllm_options(tmp_path):
                 "--max-num-partial-prefills", "--num-speculative-tokens",
                 "--enable-chunked-prefill", "--layout"):
         assert opt in r.output
+
+
+def test_one_rdma_device_per_port(tmp_path):
+    """--twins 1: a single-function NIC (one RDMA device, one netdev) carrying the port's rate."""
+    out = tmp_path / "one"
+    r = CliRunner().invoke(main, ["simulate", "capture", "-o", str(out), "--twins", "1",
+                                  "--port-gbps", "100", "--scenario", "single4k",
+                                  "--output-tokens", "2"])
+    assert r.exit_code == 0, r.output
+    m = json.loads((out / "manifest.json").read_text())
+    assert [d["name"] for d in m["devices"]] == ["rocep1s0f1"]
+    assert {c.get("netdev") or c["device"] for c in m["counters"]} == {"rocep1s0f1",
+                                                                       "enp1s0f1np1"}
+    truth = json.loads((out / "truth.json").read_text())
+    assert truth["link_rate_gbps"] == 100.0  # the whole port, not a PCIe x4 twin's 109
+    (req,) = truth["requests"]
+    # the one device carries every byte: 4,096 prompt tokens x 3,376,128 B
+    assert req["prefill_bytes"]["rocep1s0f1/tx"] == pytest.approx(4096 * 3_376_128, rel=1e-12)
+    r = CliRunner().invoke(main, ["simulate", "capture", "-o", str(tmp_path / "x"), "--twins",
+                                  "1", "--link", "emulated100", "--scenario", "single4k"])
+    assert r.exit_code != 0 and "needs --twins 2" in r.output

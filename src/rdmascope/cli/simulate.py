@@ -59,6 +59,10 @@ def _scenario_options(f):
         click.option("--twin-gbps", type=POSITIVE, default=None,
                      help="What one of the port's two PCIe twins carries, Gb/s (default 109, "
                           "a Spark's PCIe Gen5 x4 path); --link emulated100 uses one twin."),
+        click.option("--twins", type=click.IntRange(1, 2), default=None,
+                     help="RDMA devices per port: 2 (default; a Spark's two PCIe twins) or 1 (a "
+                          "single-function NIC, which then carries the port's rate unless "
+                          "--twin-gbps says less)."),
         click.option("--layout", type=click.Choice(["tp", "ep"]), default=None,
                      help="tp: tensor-parallel all-reduces (default); ep: expert-parallel "
                           "all-to-all dispatch and combine per MoE layer (a MoE --preset or "
@@ -80,7 +84,7 @@ MODEL_KEYS = ("preset", "config", "tp", "port_gbps", "twin_gbps")
 
 
 def _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds, preset=None, config=None,
-             tp=None, port_gbps=None, twin_gbps=None, layout=None, **engine):
+             tp=None, port_gbps=None, twin_gbps=None, layout=None, twins=None, **engine):
     """Return (traffic, setup record or None): the scenario played with the given model, TP size
     and link; the record (``rdmascope.models.setup_record``) only when one of them was given."""
     from dataclasses import replace
@@ -102,8 +106,13 @@ def _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds, preset=N
                  else models.preset(preset) if preset else models.STUDY_MODEL)
         sc = make_scenario(scenario, output_tokens=output_tokens, rounds=rounds)
         lc = link_config(link, tcp_fallback=tcp_fallback)
-        lc = replace(lc, cable_gbps=port_gbps or lc.cable_gbps,
-                     twin_gbps=twin_gbps or lc.twin_gbps)
+        if twins == 1 and link != "200":
+            raise ValueError("--link emulated100 restricts NCCL to one of two twins: it needs "
+                             "--twins 2")
+        cable = port_gbps or lc.cable_gbps
+        lc = replace(lc, cable_gbps=cable, twins=twins or 2, active_twins=min(lc.active_twins,
+                                                                               twins or 2),
+                     twin_gbps=twin_gbps or (cable if twins == 1 else lc.twin_gbps))
         arch = ModelArch.from_model(model, tp=tp or 8, layout=layout or "tp")
         eng = replace(EngineConfig(), **{k: v for k, v in engine.items() if v is not None})
         traffic = simulate(sc, TrafficConfig(arch=arch, engine=eng, link=lc), seed=seed)
@@ -204,7 +213,8 @@ def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, s
         if model_kw.get("port_gbps") is not None:  # the tree's ports report the given rate
             from rdmascope.emulator.tree import build_tree
 
-            tree = build_tree(root, seed=traffic.seed, rate=_rate(model_kw["port_gbps"]))
+            tree = build_tree(root, seed=traffic.seed, rate=_rate(model_kw["port_gbps"]),
+                              twins=traffic.config.link.twins)
         stats, log, truth = serve(root, traffic, out=out, speed=speed,
                                   start_delay_s=start_delay, wait_for=wait_for,
                                   should_stop=lambda: bool(stop), on_event=on_event, tree=tree)

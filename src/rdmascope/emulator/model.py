@@ -326,6 +326,8 @@ class LinkConfig:
 
     name: str = "200"
     active_twins: int = 2
+    #: RDMA devices per port: 2 on a DGX Spark (the two PCIe twins), 1 on a single-function NIC
+    twins: int = 2
     twin_gbps: float = 109.0
     cable_gbps: float = 200.0
     tcp_fallback: bool = False
@@ -335,8 +337,11 @@ class LinkConfig:
     netdev_idle_rx_bps: float = 20_000.0
 
     def __post_init__(self):
-        if self.active_twins not in (1, 2):
-            raise ValueError(f"active_twins must be 1 or 2, got {self.active_twins}")
+        if self.twins not in (1, 2):
+            raise ValueError(f"twins must be 1 or 2, got {self.twins}")
+        if self.active_twins not in (1, 2) or self.active_twins > self.twins:
+            raise ValueError(f"active_twins must be 1..{self.twins} (the port's twins), "
+                             f"got {self.active_twins}")
         if self.twin_gbps <= 0 or self.cable_gbps <= 0 or self.tcp_gbps <= 0:
             raise ValueError("link rates must be positive")
 
@@ -878,11 +883,11 @@ def simulate(scenario: Scenario, config: TrafficConfig | None = None, *, seed: i
 
 def _series(link: LinkConfig) -> list[Series]:
     out = []
-    for i, dev in enumerate(TWINS):
+    for i, dev in enumerate(TWINS[:link.twins]):
         share = 0.0 if link.tcp_fallback or i >= link.active_twins else 1.0 / link.active_twins
         for d in ("tx", "rx"):
             out.append(Series(f"{dev}/{d}", "infiniband", dev, d, share, 0.0))
-    for i, nd in enumerate(NETDEVS):
+    for i, nd in enumerate(NETDEVS[:link.twins]):
         share = 1.0 if link.tcp_fallback and i == 0 else 0.0
         out.append(Series(f"{nd}/tx", "netdev", nd, "tx", share, link.netdev_idle_tx_bps))
         out.append(Series(f"{nd}/rx", "netdev", nd, "rx", share, link.netdev_idle_rx_bps))

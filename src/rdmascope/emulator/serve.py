@@ -47,7 +47,7 @@ def serve(root: str | os.PathLike, traffic: Traffic, *, out: str | os.PathLike |
     """
     emit = on_event or (lambda kind, value: None)
     if tree is None:
-        tree = build_tree(root, seed=traffic.seed)
+        tree = build_tree(root, seed=traffic.seed, twins=traffic.config.link.twins)
     emit("root", tree.root)
     if wait_for is not None:
         wf = Path(wait_for)

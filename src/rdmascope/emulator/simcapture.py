@@ -173,8 +173,8 @@ def _replace_prefix(obj: Any, old: str, new: str) -> Any:
 
 
 def sampler_view(tree: EmulatedTree | None = None, *, netdev_stats: bool = True,
-                 seed: int = 0, root_name: str = DEFAULT_ROOT, rate: str | None = None
-                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                 seed: int = 0, root_name: str = DEFAULT_ROOT, rate: str | None = None,
+                 twins: int = 2) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Return (devices, counters) as ``rdmascope record`` would put them in its manifest.
 
     Runs the sampler's ``discover`` and ``counter_descriptors`` (default counters, plus the netdev
@@ -187,7 +187,7 @@ def sampler_view(tree: EmulatedTree | None = None, *, netdev_stats: bool = True,
     if tree is None:
         base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
         tmp = tempfile.mkdtemp(prefix="rdmascope-sim-", dir=base)
-        tree = build_tree(Path(tmp) / "sys", seed=seed,
+        tree = build_tree(Path(tmp) / "sys", seed=seed, twins=twins,
                           **({"rate": rate} if rate is not None else {}))
     try:
         devs = discover(tree.root)
@@ -267,7 +267,8 @@ def simulate_capture(path: str | os.PathLike, traffic: Traffic, *, seed: int | N
     """
     seed = traffic.seed if seed is None else seed
     rng = np.random.default_rng([seed, 0x5EED])
-    devices, counters = sampler_view(netdev_stats=netdev_stats, seed=traffic.seed, rate=rate)
+    devices, counters = sampler_view(netdev_stats=netdev_stats, seed=traffic.seed, rate=rate,
+                                     twins=traffic.config.link.twins)
     keys = [_series_key(c) for c in counters]
     tree_for_bases = _bases(traffic.seed)
     bpu = np.array([c["bytes_per_unit"] for c in counters], dtype=np.int64)

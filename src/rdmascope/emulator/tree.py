@@ -173,14 +173,20 @@ def _w(path: Path, text: str) -> None:
 
 
 def build_tree(root: str | os.PathLike = DEFAULT_ROOT, *, seed: int = 0,
-               rate: str = "200 Gb/sec (4X HDR)", force: bool = True) -> EmulatedTree:
+               rate: str = "200 Gb/sec (4X HDR)", force: bool = True,
+               twins: int = 2) -> EmulatedTree:
     """Create the emulated Spark sysfs tree under ``root`` and return it.
+
+    ``twins``: RDMA devices of the port, 2 (a Spark's two PCIe twins) or 1 (only the first, as a
+    single-function NIC shows). Raises ``ValueError`` for another count.
 
     Counters start at seed-dependent values (a node that has been up for a while). ``root`` must
     be absent, empty, or a tree this function built before (it carries a marker file and is
     rebuilt when ``force``). Raises ``FileExistsError`` for any other non-empty directory (it is
     never deleted) and ``OSError`` when the directory cannot be written.
     """
+    if twins not in (1, 2):
+        raise ValueError(f"twins must be 1 or 2, got {twins}")
     root = Path(root)
     if root.exists() and any(root.iterdir()):
         if not (root / MARKER).is_file():
@@ -192,8 +198,8 @@ def build_tree(root: str | os.PathLike = DEFAULT_ROOT, *, seed: int = 0,
     root.mkdir(parents=True, exist_ok=True)
     _w(root / MARKER, "built by rdmascope.emulator.tree.build_tree\n")
     rng = np.random.default_rng(seed + 7919)
-    tree = EmulatedTree(root=root, seed=seed, twins=SPARK_TWINS)
-    for i, tw in enumerate(SPARK_TWINS):
+    tree = EmulatedTree(root=root, seed=seed, twins=SPARK_TWINS[:twins])
+    for i, tw in enumerate(SPARK_TWINS[:twins]):
         fn = root / tw.pci_rel
         for name, text in (("vendor", "0x15b3"), ("device", "0x1021"), ("class", "0x020000"),
                            ("current_link_speed", "32.0 GT/s PCIe"), ("current_link_width", "4"),
