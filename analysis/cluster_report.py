@@ -27,6 +27,17 @@ from rdmascope.analysis.report import (
 MS = 1_000_000
 
 
+def clock_details(warnings: list[str]) -> str:
+    """The per-host clock warnings as one sentence, each host's part once, separated by '; '.
+
+    Each warning ends in the same advice (': NTP/PTP is not keeping the hosts within ...'), which
+    the verdict's headline and first sentence already give; joined as they were, the warnings ran
+    into each other ('... the refined offsets are used spark-03's wall clock ...').
+    """
+    parts = [w.split(": NTP/PTP", 1)[0].strip().rstrip(".;") for w in warnings]
+    return "; ".join(parts) + "." if parts else ""
+
+
 def is_run_set(captures: Sequence[str | os.PathLike]) -> bool:
     """True when ``captures`` are two or more captures of distinct hosts that overlap in time
     (one run recorded on several nodes), as opposed to runs of one host to compare."""
@@ -89,7 +100,7 @@ def build_cluster_report(res: C.ClusterResult, *, title: str | None = None) -> R
             f"Clocks: {len(clock)} of {len(rs.nodes) - 1} hosts' wall clocks disagree with "
             f"{rs.ref.host}'s by more than the warning threshold (up to {worst:.2f} ms)", "warn",
             "NTP/PTP is not keeping the hosts together; the offsets found from the traffic are "
-            "used. " + " ".join(clock)))
+            "used. " + clock_details(clock)))
     for w in res.warnings:
         if w not in clock:
             content.verdicts.append(Verdict("Clocks", "warn", w))

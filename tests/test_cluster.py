@@ -274,3 +274,17 @@ def test_attribute_on_a_run_set_uses_the_clients_log_on_every_node(cluster):
     for q in obj["nodes"]["spark-06"]["requests"]:
         for k in ("prefill_tx_bytes", "decode_tx_bytes"):
             assert q[k] == pytest.approx(own[q["request_id"]][k], rel=1e-3), k
+
+
+def test_cluster_report_clock_verdict_lists_hosts_as_one_sentence():
+    """The report's clock verdict listed the per-host warnings run together ('... the refined
+    offsets are used spark-03's wall clock ...'); each host is said once, separated by '; '."""
+    from rdmascope.analysis.cluster_report import clock_details
+
+    w = [f"{h}'s wall clock disagrees with spark-01's by {d:+.2f} ms (found from the traffic): "
+         "NTP/PTP is not keeping the hosts within 1 ms; the refined offsets are used"
+         for h, d in (("spark-02", 9.76), ("spark-03", -3.58))]
+    assert clock_details(w) == (
+        "spark-02's wall clock disagrees with spark-01's by +9.76 ms (found from the traffic); "
+        "spark-03's wall clock disagrees with spark-01's by -3.58 ms (found from the traffic).")
+    assert clock_details([]) == ""
