@@ -137,12 +137,15 @@ def build_cluster_report(res: C.ClusterResult, *, title: str | None = None) -> R
             "verdict", "peak_1ms_gbps", "peak_5ms_gbps", "peak_100ms_gbps", "peak_1s_gbps",
             "requests", "bytes_per_request", "vs_median_pct", "flag"]
     t = t[[c for c in keep if c in t]]
+    # named with the _bytes suffix so the table shows MB (and tables/nodes.csv keeps bytes); as
+    # 'bytes_per_request' its bytes stood under the header 'tx per request (MB)'
+    t = t.rename(columns={"bytes_per_request": "tx_per_request_bytes"})
     content.sections.append(ReportSection(
         "Per node", [ReportTable(t, name="nodes", headers={
             "offset_unc_ms": "clock offset +- (ms)",
             "clock_residual_ms": "wall clock vs reference (ms)",
             "share": "share per twin",
-            "bytes_per_request": "tx per request (MB)",
+            "tx_per_request_bytes": "tx per request (MB)",
             "vs_median_pct": "vs median (%)"})],
         note="Bytes over the span all captures share; peaks are the node's link (twins summed, "
              "tx or rx) over its capture; bytes per request are tx over [send, last token].",

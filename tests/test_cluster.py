@@ -288,3 +288,19 @@ def test_cluster_report_clock_verdict_lists_hosts_as_one_sentence():
         "spark-02's wall clock disagrees with spark-01's by +9.76 ms (found from the traffic); "
         "spark-03's wall clock disagrees with spark-01's by -3.58 ms (found from the traffic).")
     assert clock_details([]) == ""
+
+
+def test_cluster_report_shows_bytes_per_request_in_mb(cluster):
+    """The per-node table's 'tx per request (MB)' column held bytes (16,646,140,031 'MB')."""
+    from rdmascope.analysis.cluster_report import build_cluster_report
+    from rdmascope.analysis.report import format_table
+
+    _, _, _, res = cluster
+    (table,) = next(s for s in build_cluster_report(res).sections if s.title == "Per node").tables
+    fmt = format_table(table.frame, table.headers)
+    col = [h["text"] for h in fmt["headers"]].index("tx per request (MB)")
+    per = res.nodes.set_index("host")["bytes_per_request"]
+    for row in fmt["rows"]:
+        host = row[0]["text"]
+        shown = float(row[col]["text"].replace(",", ""))
+        assert shown == pytest.approx(per[host] / 1e6, abs=0.5), (host, shown)
