@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -136,11 +137,17 @@ def test_live_reader_sees_monotonic_values_that_track_the_model(tmp_path):
                     time.sleep(0.0001)  # leave the second core to the player now and then
         finally:
             os.close(fd)
-        assert proc.wait(timeout=30) == 0, proc.stderr.read()
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
     finally:
         if proc.poll() is None:
             proc.kill()
         remove_tree(root)
+    # the player's own longest gap between ticks (a busy machine can deschedule it for longer
+    # than any fixed bound; without SCHED_FIFO it shares the cores with everyone)
+    gap = re.search(r"longest gap ([\d.]+) ms, \d+ gaps > 1 ms, priority (\w+)", err)
+    assert gap, err
+    max_gap_ns, priority = int(float(gap[1]) * 1e6), gap[2]
     v = np.asarray(vals, dtype=np.int64)
     tb = np.asarray(tb) - t0
     ta = np.asarray(ta) - t0
@@ -156,9 +163,13 @@ def test_live_reader_sees_monotonic_values_that_track_the_model(tmp_path):
     # the 2-core machine is shared: allow rare scheduling hiccups, never a gross error
     # measured: 98-99 % of reads within 0.5 ms while other jobs load the 2 cores (load average 3);
     # the misses are ticks where the player was descheduled (PlayStats.max_tick_gap_ns)
-    assert within.mean() > 0.95, f"{(~within).sum()} of {within.size} reads off by > 0.5 ms"
-    lo10, hi10 = model(tb - 20_000_000), model(ta + 20_000_000)
-    assert ((got >= lo10) & (got <= hi10)).all()
+    assert within.mean() > 0.95, (f"{(~within).sum()} of {within.size} reads off by > 0.5 ms; "
+                                  f"player priority {priority}, longest gap {max_gap_ns} ns")
+    # every read: the model's value at an instant no further back than the player's longest
+    # gap between ticks (at least 20 ms, as before), never more than 20 ms ahead of the read
+    slack = max(20_000_000, max_gap_ns + 1_000_000)
+    lo10, hi10 = model(tb - slack), model(ta + 20_000_000)
+    assert ((got >= lo10) & (got <= hi10)).all(), (priority, max_gap_ns)
 
 
 PLAYER_TICK_HZ = 4000  # tree.play's default tick_hz
