@@ -170,3 +170,14 @@ def test_pyspark_runs_the_readme_query(dataset):
                 assert got[(series, w)][0] == pytest.approx(v, rel=1e-9, abs=1e-12)
                 n += 1
     assert n > 1000
+
+
+def test_the_printed_duckdb_query_has_one_slash_for_an_output_with_a_trailing_one(dataset,
+                                                                                 tmp_path):
+    """`-o ds/` printed read_parquet('ds//**/*.parquet'); the glob is now 'ds/**/*.parquet'."""
+    cap, _, _ = dataset
+    out = str(tmp_path / "ds2") + "/"
+    r = CliRunner().invoke(main, ["export", "dataset", str(cap), "-o", out])
+    assert r.exit_code == 0, r.output
+    assert f"read_parquet('{tmp_path / 'ds2'}/**/*.parquet'" in r.output, r.output
+    assert "//**" not in r.output

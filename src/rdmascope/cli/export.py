@@ -130,5 +130,5 @@ def dataset(captures, out, force):
     for path, rows in written:
         click.echo(f"{path}: {rows:,} rows")
     click.echo(f"{out}: {len(written)} partition(s); read it with "
-               f"duckdb \"SELECT * FROM read_parquet('{out}/**/*.parquet', "
+               f"duckdb \"SELECT * FROM read_parquet('{str(out).rstrip('/') or '/'}/**/*.parquet', "
                "hive_partitioning = true)\"")
