@@ -177,3 +177,11 @@ def test_card_line_says_the_1ms_note_in_place_without_double_parentheses():
                     "uncertainty; 100 ms: 35 Gb/s)")
     assert card_line("P1 TTFT", "0.96 s", "") == "  P1 TTFT: 0.96 s"
     assert card_line("a", "b", "c") == "  a: b  (c)"
+
+
+def test_the_emulated_run_is_recorded_as_emulated_at_the_twins_real_rate(tmp_path):
+    from rdmascope.emulator.demo import record_args
+
+    emu = record_args("emulated100", tmp_path / "e", tmp_path / "sys")
+    assert emu[emu.index("--emulated") + 1] == "109"
+    assert "--emulated" not in record_args("200", tmp_path / "f", tmp_path / "sys")
