@@ -203,7 +203,6 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
         flag_over_line_capture,
         group_links,
         iter_rebin_capture,
-        to_gbps,
         twin_links,
     )
     from rdmascope.analysis.load import counters_frame
@@ -286,16 +285,7 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
     with cli_errors(str(capture)):
         q = flag_over_line_capture(capture, b, q, width_ns, by=by, groups=links or None,
                                    source=src, gap_factor=gap_factor)
-    gbps = to_gbps(b, width_ns)
-    # built in one go: column by column fragments the frame with hundreds of devices
-    cols = {"t_s": (b.index.to_numpy() - t0) / 1e9}
-    for c in b.columns:
-        cols[f"{c}_gbps"] = gbps[c].to_numpy()
-        if with_bytes:
-            cols[f"{c}_bytes"] = b[c].to_numpy()
-    for c in b.columns:
-        cols[f"{c}_quality"] = q[c].to_numpy().astype("int8")
-    table = pd.DataFrame(cols, index=b.index)
+    table = _table(b, q, t0, width_ns, with_bytes)
     flags = np.bitwise_or.reduce(q.to_numpy(), axis=1) if len(q) else np.zeros(0, int)
     impl_lines, impl = [], []
     if len(flags) and (flags & QUALITY_INVALID).any():
