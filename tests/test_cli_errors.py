@@ -387,3 +387,28 @@ def test_time_options_take_units_and_durations_compose(tmp_path):
     bare, unit = meta("--from", "1.5", "--to", "2"), meta("--from", "1500ms", "--to", "2s")
     assert bare["start_ns"] == unit["start_ns"] and bare["end_ns"] == unit["end_ns"]
     assert unit["start_ns"] - unit["t_start_ns"] == 1_500_000_000
+
+
+def test_record_cpu_not_available_is_a_usage_error_before_discovery(tmp_path):
+    """--cpu naming a CPU this process cannot run on: exit 2, one Error: line naming --cpu and
+    the available CPUs, and no discovery warnings first (the check precedes discovery)."""
+    import os
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("no os.sched_getaffinity on this platform")
+    allowed = sorted(os.sched_getaffinity(0))
+    bad = max(allowed) + 1
+    root = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs-procfs" / "sys"
+    r = CliRunner().invoke(main, ["record", "-o", str(tmp_path / "x"), "--sysfs-root", str(root),
+                                  "--duration", "1s", "--cpu", str(bad)])
+    assert r.exit_code == 2, r.output
+    errors = _error_lines(r.output)
+    assert len(errors) == 1, r.output
+    assert "'--cpu'" in errors[0] and str(bad) in errors[0], r.output
+    assert ", ".join(map(str, allowed)) in errors[0], r.output
+    assert "Warning" not in r.output and not (tmp_path / "x").exists(), r.output

@@ -83,6 +83,12 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, s
         raise click.BadParameter(f"{interval_ns / 1e6:g} ms is outside the allowed range "
                                  f"{MIN_INTERVAL_NS / 1e6:g} ms .. {MAX_INTERVAL_NS / 1e9:g} s",
                                  param_hint="'--interval'")
+    if cpu is not None:  # a CPU this process may not run on is a usage error, before discovery
+        allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        if allowed is not None and cpu not in allowed:
+            raise click.BadParameter(f"CPU {cpu} is not available to this process "
+                                     f"(available: {', '.join(map(str, allowed))})",
+                                     param_hint="'--cpu'")
     import socket
 
     from rdmascope import models
