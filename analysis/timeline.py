@@ -43,6 +43,16 @@ from .load import Capture, monotonic_to_realtime
 from .peaks import rebin_view
 from .series import byte_intervals, to_gbps, twin_links
 
+
+class NoIntervalsError(ValueError):
+    """A capture has no RDMA byte intervals (fewer than two valid readings per counter): a
+    timeline of it would be empty. ``path``: the capture."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"{path}: no RDMA byte intervals (fewer than two valid readings per "
+                         "counter)")
+        self.path = path
+
 #: Perfetto's builtin clock ids (protos/perfetto/common/builtin_clock.proto).
 CLOCK_IDS = {"realtime": 1, "monotonic": 3}
 
@@ -121,7 +131,8 @@ def build_timeline(captures: list[Capture], *, width_ns: int = MS, log=None,
     capture's start (default: the capture start). Raises ``ValueError`` for an
     unknown clock, for ``clock="monotonic"`` with captures of several hosts (their monotonic
     clocks are unrelated: use "realtime"), for a capture without clock pairs under "realtime",
-    and as ``rebin``/``burst_analysis``.
+    and as ``rebin``/``burst_analysis``; ``NoIntervalsError`` (a ``ValueError``) for a capture
+    with no RDMA byte intervals (fewer than two valid readings per counter).
     """
     from .load import port_rates_gbps
 
@@ -143,11 +154,8 @@ def build_timeline(captures: list[Capture], *, width_ns: int = MS, log=None,
         proc = Process(name=f"{_host(cap)} {os.path.basename(os.path.normpath(str(cap.path)))}",
                        pid=i + 1)
         iv = byte_intervals(cap)
-        if len(iv) == 0:
-            notes.append(f"{cap.path}: no RDMA byte intervals (fewer than two valid readings "
-                         "per counter); no traffic tracks")
-            procs.append(proc)
-            continue
+        if len(iv) == 0:  # a trace of nothing would pass for a quiet link: refuse it
+            raise NoIntervalsError(str(cap.path))
         groups = twin_links(cap)
         lo = None if from_s is None else cap.t_start_ns + int(round(from_s * 1e9))
         hi = None if to_s is None else cap.t_start_ns + int(round(to_s * 1e9))

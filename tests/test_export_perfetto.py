@@ -223,3 +223,22 @@ def test_from_to_keeps_the_range_on_the_capture_start_grid(capture, tmp_path):
     bursts = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["name"] == "burst"]
     assert len(bursts) == 2  # the device's and the link's, both inside the range
     assert {e["name"] for e in doc["traceEvents"] if e["ph"] == "X"} >= {"prefill", "decode"}
+
+
+@pytest.mark.parametrize("name", ["x.json", "x.pftrace"])
+def test_capture_with_one_reading_is_refused_as_peaks_refuses_it(tmp_path, name):
+    """One reading per counter (a record stopped within its first interval): nothing to
+    difference. peaks refuses it; export perfetto did write an empty trace and exit 0. Now the
+    same one-line error (exit 1, bad content) and no trace file."""
+    if name.endswith(".pftrace"):
+        pytest.importorskip("perfetto.trace_builder.proto_builder")
+    path = write_capture(tmp_path / "one", [ib("rocep1s0f1", "tx")],
+                         {0: [(T0, 0, 1_000, STATUS_OK)]}, devices=TWINS[:1])
+    peaks = CliRunner().invoke(main, ["peaks", str(path)])
+    assert peaks.exit_code == 1, peaks.output
+    r = CliRunner().invoke(main, ["export", "perfetto", str(path), "-o", str(tmp_path / name)])
+    assert r.exit_code == 1, r.output
+    errors = [x for x in r.output.splitlines() if x.startswith("Error:")]
+    assert errors == [f"Error: capture {path} has no RDMA byte intervals (fewer than two valid "
+                      "readings per counter)"], r.output
+    assert "Traceback" not in r.output and not (tmp_path / name).exists()

@@ -13,6 +13,7 @@ from rdmascope.cli.output import (
     format_table,
     grid_origin,
     link_gbps_option,
+    no_intervals_error,
     open_or_fail,
     output_options,
     progress,
@@ -107,9 +108,7 @@ def command(capture, t_from, t_to, origin_s, capacity_gbps, enter_frac, leave_fr
                     t_ref_ns=cap.t_start_ns, progress=lambda n: bar.update(n))
             except ValueError as exc:
                 if "no intervals" in str(exc):
-                    raise click.ClickException(
-                        f"capture {capture} has no RDMA byte intervals (fewer than two valid "
-                        "readings per counter)") from exc
+                    raise no_intervals_error(capture) from exc
                 raise
 
     def human():

@@ -18,6 +18,7 @@ from rdmascope.cli.output import (
     SECONDS,
     WINDOW,
     cli_errors,
+    no_intervals_error,
     origin_option,
     require_parent_dir,
 )
@@ -63,7 +64,12 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
     "no data" track. "bursts <series>" tracks hold each burst detected on the 1 ms series.
     With a request log: a "request <id>" track per request with its prefill and decode slices.
     """
-    from rdmascope.analysis.timeline import build_timeline, write_chrome_json, write_perfetto
+    from rdmascope.analysis.timeline import (
+        NoIntervalsError,
+        build_timeline,
+        write_chrome_json,
+        write_perfetto,
+    )
 
     require_parent_dir(out)
     if t_from is not None and t_to is not None and t_to <= t_from:
@@ -93,9 +99,12 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
         with cli_errors(str(log_path)):
             log = align(read_request_log(log_path), caps[0], offset)
     with cli_errors():
-        tl = build_timeline(caps, width_ns=width_ns, log=log, clock=clock,
-                            capacity_gbps=capacity, from_s=t_from, to_s=t_to,
-                            origin_s=origin_s)
+        try:
+            tl = build_timeline(caps, width_ns=width_ns, log=log, clock=clock,
+                                capacity_gbps=capacity, from_s=t_from, to_s=t_to,
+                                origin_s=origin_s)
+        except NoIntervalsError as exc:  # as peaks/rates/bursts: nothing to trace is an error
+            raise no_intervals_error(exc.path) from exc
         n = write_perfetto(tl, out) if fmt == "proto" else write_chrome_json(tl, out)
     for note in tl.notes:
         click.echo(f"note: {note}", err=True)

@@ -45,7 +45,7 @@ __all__ = ["OutputSpec", "output_options", "time_range_options", "emit", "format
            "load_or_fail", "open_or_fail", "time_range", "progress", "to_records", "cli_errors", "SECONDS",
            "POSITIVE", "NONNEG_SECONDS", "OFFSET", "FiniteFloat", "MAX_SECONDS",
            "MAX_OFFSET_SECONDS", "DURATION_NS", "parse_ns", "WINDOW", "MIN_WINDOW_NS", "MAX_WINDOW_VALUES", "check_window_count",
-           "parse_windows", "require_readings", "format_duration", "require_parent_dir",
+           "parse_windows", "require_readings", "no_intervals_error", "format_duration", "require_parent_dir",
            "origin_option", "grid_origin", "link_gbps_option"]
 
 #: The narrowest window the analysis commands accept (1 us; readings are 1 ms apart).
@@ -396,6 +396,14 @@ def require_readings(cap, path) -> None:
     if rows == 0:
         raise click.ClickException(f"capture {path} has no readings (no segment or live file "
                                    "with rows; were its segments removed?)")
+
+
+def no_intervals_error(capture, what: str = "RDMA byte intervals") -> click.ClickException:
+    """Return the one-line error for a capture with nothing to difference: fewer than two valid
+    readings per counter (a capture stopped within its first interval). ``what``: the
+    intervals missing (e.g. "byte intervals of source ethtool"). Exit 1: bad content."""
+    return click.ClickException(f"capture {capture} has no {what} (fewer than two valid "
+                                "readings per counter)")
 
 
 def to_records(df) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ from rdmascope.cli.output import (
     format_table,
     grid_origin,
     link_gbps_option,
+    no_intervals_error,
     open_or_fail,
     output_options,
     parse_windows,
@@ -124,9 +125,8 @@ def command(capture, t_from, t_to, origin_s, windows, percentiles, group, uncert
                                          instant_unc_ns=instant_unc)
             except ValueError as exc:
                 if "no intervals" in str(exc):
-                    raise click.ClickException(
-                        f"capture {capture} has no byte intervals of source {source} (fewer "
-                        "than two valid readings per counter)") from exc
+                    raise no_intervals_error(capture, f"byte intervals of source {source}"
+                                             ) from exc
                 raise
         if uncertainty:
             tab = peak_table_uncertainty(cap, tab, groups=groups, source=src,
