@@ -508,6 +508,8 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
     if out["flag"].astype(bool).any():
         part = out[out["flag"].str.contains("capture", regex=False)]
         if len(part):
+            # the log's alignment said it already, without the ids: one note, this one
+            notes = [x for x in notes if "run past the capture's span" not in x]
             notes.append(f"{len(part)} request(s) run past the capture's span "
                          f"({', '.join(part['request_id'].astype(str).head(5))}): bytes over "
                          "the captured part only (column 'flag')")

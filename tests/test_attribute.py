@@ -229,6 +229,11 @@ def test_cli_attribute_outputs_and_errors(tmp_path, overlap_capture):
     assert d["requests"][0]["flag"].startswith("runs past the capture end")
     assert d["requests"][0]["decode_tx_bytes"] > 0
     assert any("run past the capture" in n for n in d["meta"]["notes"])
+    # said once (the log's alignment and the attribution both noticed it), naming the request
+    past = [n for n in d["meta"]["notes"] if "run past the capture" in n]
+    assert len(past) == 1 and d["requests"][0]["request_id"] in past[0], past
+    r = CliRunner().invoke(main, ["attribute", cap, "--requests", str(tmp_path / "late.jsonl")])
+    assert r.exit_code == 0 and r.output.count("run past the capture") == 1, r.output
     # nothing inside the capture: refused, the error names the file, row and field
     write_log(tmp_path / "later.jsonl", [(5000, 5030, 5150)])
     r = CliRunner().invoke(main, ["attribute", cap, "--requests", str(tmp_path / "later.jsonl")])
