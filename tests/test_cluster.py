@@ -304,3 +304,18 @@ def test_cluster_report_shows_bytes_per_request_in_mb(cluster):
         host = row[0]["text"]
         shown = float(row[col]["text"].replace(",", ""))
         assert shown == pytest.approx(per[host] / 1e6, abs=0.5), (host, shown)
+
+
+
+def test_table_prints_no_signed_zero():
+    """A value that rounds to zero prints without a sign (vs median (%) showed -0.000)."""
+    import pandas as pd
+
+    from rdmascope.cli.output import format_table
+
+    df = pd.DataFrame({"host": ["a", "b", "c", "d"], "vs_median_pct": [-1e-9, 1e-9, -0.5, 0.0],
+                       "x": [-0.0004, 0.0004, 1.25, -2.0]})
+    lines = format_table(df, formats={"vs_median_pct": "{:+.2f}"}).splitlines()[2:]
+    cells = [line.split() for line in lines]
+    assert [c[1] for c in cells] == ["0.00", "0.00", "-0.50", "0.00"]
+    assert [c[2] for c in cells] == ["0.000", "0.000", "1.250", "-2.000"]

@@ -480,12 +480,20 @@ def emit(tables: dict[str, Any], out: OutputSpec, *, human: Callable[[], None] |
         human()
 
 
+def _unsigned_zero(text: str) -> str:
+    """A number that rounds to zero has no sign: "-0.000" and "+0.00" print as "0.000", "0.00"
+    (a tiny negative was shown as -0.000, as if it were a finding)."""
+    if text[:1] in "+-" and text[1:] and set(text[1:]) <= set("0.,%") and "0" in text:
+        return text[1:]
+    return text
+
+
 def format_table(df, *, floatfmt: str = "{:,.3f}", max_rows: int | None = None,
                  formats: dict[str, str] | None = None) -> str:
     """Format a DataFrame as an aligned plain-text table (NaN shown as "-").
 
     ``formats`` maps a column to a format string (e.g. {"share": "{:.2%}"}); other floats use
-    ``floatfmt``. ``max_rows`` truncates with a last line saying how many rows were left out.
+    ``floatfmt``; a value that rounds to zero is shown without a sign ("0.000", never "-0.000"). ``max_rows`` truncates with a last line saying how many rows were left out.
     """
     import pandas as pd
 
@@ -500,9 +508,9 @@ def format_table(df, *, floatfmt: str = "{:,.3f}", max_rows: int | None = None,
             if v is None or (not isinstance(v, str) and pd.isna(v)):
                 line.append("-")
             elif str(c) in formats:
-                line.append(formats[str(c)].format(v))
+                line.append(_unsigned_zero(formats[str(c)].format(v)))
             elif isinstance(v, float):
-                line.append(floatfmt.format(v))
+                line.append(_unsigned_zero(floatfmt.format(v)))
             else:
                 line.append(str(v))
         cells.append(line)
