@@ -319,3 +319,14 @@ def test_table_prints_no_signed_zero():
     cells = [line.split() for line in lines]
     assert [c[1] for c in cells] == ["0.00", "0.00", "-0.50", "0.00"]
     assert [c[2] for c in cells] == ["0.000", "0.000", "1.250", "-2.000"]
+
+
+def test_max_clock_error_of_zero_is_a_usage_error(cluster):
+    """--max-clock-error is the refinement's search range: 0 searched nothing and silently
+    turned refinement off (the warning blaming the traffic). Refused, pointing at --no-refine."""
+    _, _, paths, _ = cluster
+    r = CliRunner().invoke(main, ["cluster", *map(str, paths[:2]), "--max-clock-error", "0"])
+    assert r.exit_code == 2, r.output
+    errors = [x for x in r.output.splitlines() if x.startswith("Error:")]
+    assert len(errors) == 1 and "'--max-clock-error'" in errors[0], r.output
+    assert "--no-refine" in errors[0] and "does not match" not in r.output

@@ -80,7 +80,8 @@ def _progress():
                    "ring all-reduce); --no-refine trusts the wall clocks (clock pairs) alone.")
 @click.option("--max-clock-error", "max_lag", type=DURATION_NS, default="200ms",
               show_default=True, help="How far the hosts' wall clocks may disagree: the "
-                                      "search range of the refinement.")
+                                      "search range of the refinement (> 0; --no-refine "
+                                      "trusts the wall clocks alone).")
 @click.option("--clock-warn", type=DURATION_NS, default="1ms", show_default=True,
               help="Warn when a host's wall clock disagrees with the reference's by more.")
 @click.option("--expect-single/--expect-both", "single", default=None,
@@ -100,6 +101,10 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
 
     if len(captures) < 2:
         raise click.UsageError("give the captures of at least two hosts of one run")
+    if max_lag <= 0:  # a search range of nothing is not "no refinement": say which one is meant
+        raise click.BadParameter("the refinement's search range must be longer than 0 (e.g. "
+                                 "200ms); to trust the wall clocks alone, give --no-refine",
+                                 param_hint="'--max-clock-error'")
     caps = list(captures)
     log_note = ""
     if requests_path is None:
