@@ -709,7 +709,9 @@ class ClusterResult:
 
     ``nodes``: per-node table (one row per host, see ``cluster_summary``). ``verdict``: "PASS"
     only if every node passed its emulation check, else "FAIL" (or "CANNOT JUDGE").
-    ``failing``: hosts that did not pass. ``expect``: "single" | "both". ``timing``:
+    ``failing``: hosts that did not pass. ``unmatched``: hosts whose traffic does not match the
+    reference's (refinement's correlation below ``MIN_CORRELATION``: likely not the same run,
+    so the set cannot be judged as one). ``expect``: "single" | "both". ``timing``:
     ``burst_timing`` rows; ``stragglers``: its per-node summary. ``requests``: the aligned log's
     requests (reference clock) or None. ``series``: each node's ``NodeSeries``. ``span_ns``: the
     common span (reference clock).
@@ -727,6 +729,7 @@ class ClusterResult:
     series: list[NodeSeries]
     span_ns: tuple[int, int]
     verdicts: dict[str, Any] = field(default_factory=dict)
+    unmatched: list[str] = field(default_factory=list)
 
     @property
     def warnings(self) -> list[str]:
@@ -862,7 +865,9 @@ def cluster_summary(paths, *, requests: str | os.PathLike | None = None,
     return ClusterResult(run_set=rs, nodes=nodes, verdict=verdict, failing=failing,
                          expect=expect, expect_reason=reason, timing=timing, stragglers=strag,
                          requests=log_df, series=series, span_ns=(lo, hi),
-                         verdicts={h: verdicts[h][expect] for h in statuses})
+                         verdicts={h: verdicts[h][expect] for h in statuses},
+                         unmatched=[n.host for n in rs.nodes if n.correlation is not None
+                                    and n.correlation < MIN_CORRELATION])
 
 
 # ----------------------------------------------------------------------------------------------

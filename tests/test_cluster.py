@@ -330,3 +330,39 @@ def test_max_clock_error_of_zero_is_a_usage_error(cluster):
     errors = [x for x in r.output.splitlines() if x.startswith("Error:")]
     assert len(errors) == 1 and "'--max-clock-error'" in errors[0], r.output
     assert "--no-refine" in errors[0] and "does not match" not in r.output
+
+
+
+def test_captures_of_unrelated_runs_cannot_be_judged_as_one(tmp_path):
+    """Two captures whose traffic does not match (a 200 Gb/s cluster's node and the p2 fixture,
+    another run): every node passes its own emulation check, but the set is no run: exit 3."""
+    from pathlib import Path
+
+    tr = simulate(make_scenario("single4k"), TrafficConfig(link=link_config("200")))
+    truth = simulate_cluster(tmp_path, tr, ClusterSpec(nodes=2, clock_error_ns=5 * MS, seed=2))
+    paths = [tmp_path / n["host"] for n in truth["nodes"]]
+    other = Path(__file__).resolve().parents[1] / "fixtures" / "sim-p2-200"
+    r = CliRunner().invoke(main, ["cluster", str(paths[0]), str(other), "--json"])
+    assert r.exit_code == 3, r.output
+    meta = json.loads(r.output)["meta"]
+    assert meta["verdict"] == "CANNOT JUDGE" and meta["unmatched"] == ["emulated-spark"]
+    assert meta["emulation_verdict"] in ("PASS", "CANNOT JUDGE")
+    r = CliRunner().invoke(main, ["cluster", str(paths[0]), str(other)])
+    assert r.exit_code == 3, r.output
+    assert "emulation: CANNOT JUDGE the set as one run: the traffic of emulated-spark does " \
+           "not match spark-01's" in r.output
+    # matching traffic keeps the emulation's verdict (and its exit code)
+    r = CliRunner().invoke(main, ["cluster", *map(str, paths[:2]), "--json"])
+    assert r.exit_code == 0 and json.loads(r.output)["meta"]["unmatched"] == [], r.output
+
+
+def test_a_failed_node_keeps_the_fail_when_traffic_also_does_not_match(cluster):
+    from pathlib import Path
+
+    _, truth, paths, _ = cluster
+    other = Path(__file__).resolve().parents[1] / "fixtures" / "sim-p2-200"
+    r = CliRunner().invoke(main, ["cluster", *map(str, paths[:3]), str(other), "--json"])
+    assert r.exit_code == 1, r.output
+    meta = json.loads(r.output)["meta"]
+    assert meta["verdict"] == meta["emulation_verdict"] == "FAIL"
+    assert "emulated-spark" in meta["unmatched"]

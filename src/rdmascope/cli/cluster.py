@@ -60,7 +60,8 @@ def _progress():
                     "host): clock offsets, per-node bytes, twin shares and emulation verdicts "
                     "(the set passes only if every node does), peaks, bytes per request against "
                     "the set's median, and stragglers or slow links per all-reduce burst. "
-                    "Exit 0 PASS, 1 FAIL, 3 CANNOT JUDGE.")
+                    "Exit 0 PASS, 1 FAIL, 3 CANNOT JUDGE (also when a node's traffic does not "
+                    "match the reference's: not one run).")
 @click.argument("captures", nargs=-1, required=True,
                 type=click.Path(exists=True, file_okay=False))
 @click.option("--requests", "requests_path", type=click.Path(exists=True, dir_okay=False),
@@ -142,6 +143,10 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
     findings = res.stragglers[res.stragglers["finding"] != ""] if len(res.stragglers) else \
         res.stragglers
 
+    # a set whose traffic does not match (the warning above) is not one run: it cannot be
+    # judged as one, unless a node already failed its emulation check
+    verdict = res.verdict if res.verdict == "FAIL" or not res.unmatched else "CANNOT JUDGE"
+
     def human():
         click.echo(f"run set: {len(rs.nodes)} hosts, time axis: {rs.ref.host}'s CLOCK_MONOTONIC; "
                    f"all captures overlap for {(hi - lo) / 1e9:.3f} s")
@@ -166,7 +171,15 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
                                 formats={"clock_residual_ms": "{:+.3f}",
                                          "offset_unc_ms": "{:.3f}", "vs_median_pct": "{:+.2f}"}))
         click.echo("")
-        if res.verdict == "PASS":
+        if res.unmatched and verdict != "FAIL":  # the set is no run: said before the nodes
+            click.echo(f"emulation: CANNOT JUDGE the set as one run: the traffic of "
+                       f"{', '.join(res.unmatched)} does not match {rs.ref.host}'s (are these "
+                       f"captures of the same run?); per node: {res.verdict}"
+                       + (f", {', '.join(res.failing)} did not pass" if res.failing else "")
+                       + f" ({res.expect_reason})")
+            for h in res.failing:
+                click.echo(f"  {h}: {res.verdicts[h].message}")
+        elif res.verdict == "PASS":
             click.echo(f"emulation: PASS on every node ({res.expect_reason})")
         else:
             click.echo(f"emulation: {res.verdict}: {', '.join(res.failing)} did not pass "
@@ -195,8 +208,9 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
 
     emit({"nodes": nodes, "stragglers": res.stragglers}, out, human=human,
          meta={"captures": caps, "reference": rs.ref.host, "refined": rs.refined,
-               "verdict": res.verdict, "failing": res.failing, "expect": res.expect,
+               "verdict": verdict, "emulation_verdict": res.verdict,
+               "unmatched": res.unmatched, "failing": res.failing, "expect": res.expect,
                "expect_reason": res.expect_reason, "warnings": res.warnings,
                "requests": requests_path, "span_ns": [lo, hi]})
     ctx = click.get_current_context()
-    ctx.exit(EXIT[res.verdict])
+    ctx.exit(EXIT[verdict])
