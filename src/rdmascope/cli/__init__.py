@@ -100,3 +100,10 @@ def _unavailable(name: str, short_help: str, why: str) -> click.Command:
 @click.version_option(__version__, prog_name="rdmascope")
 def main() -> None:
     """rdmascope: see what your RDMA network really does, millisecond by millisecond."""
+    # Free Arrow's readers (and the native threads behind them) when the command ends, while
+    # Arrow is still alive: left to the interpreter's final teardown, a Parquet reader thread can
+    # abort the process with "terminate called without an active exception" (exit -6) after all
+    # the work is done (apache/arrow#34314; seen once in CI after record + inspect).
+    import gc
+
+    click.get_current_context().call_on_close(gc.collect)
