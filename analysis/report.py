@@ -583,8 +583,8 @@ def load_configuration(capture_path: str | os.PathLike, request_logs=(), *,
 
 #: Said next to every 1 ms peak (method.md, "The sampler").
 ONE_MS_UNCERTAINTY = ("A single 1 ms value carries about ±15–25 % timing uncertainty (each "
-                      "reading's instant is known only to about ±0.1–0.2 ms, method.md 'The "
-                      "sampler'), which is why a 1 ms peak can exceed line rate; averages over "
+                      "reading's instant is known only to about ±0.1–0.2 ms, docs/method.md "
+                      "'The sampler'), which is why a 1 ms peak can exceed line rate; averages over "
                       "5 ms or longer are accurate to a few percent.")
 
 

@@ -65,7 +65,7 @@ def _percentiles(text: str) -> tuple[float, ...]:
 @click.option("--instant-uncertainty", "instant_unc", type=DURATION_NS, default="0.1ms",
               show_default=True,
               help="Each reading's timing uncertainty beyond its read bracket (the adapter "
-                   "updates its counters every ~0.1-0.2 ms; method.md 'The sampler'), added to "
+                   "updates its counters every ~0.1-0.2 ms; docs/method.md 'The sampler'), added to "
                    "the bracket's half-width: bounds the peaks with --uncertainty and decides "
                    "which windows are over line rate; at most the capture's sampling interval.")
 @click.option("--source", type=click.Choice(["infiniband", "netdev", "all"]),
@@ -97,7 +97,7 @@ def command(capture, t_from, t_to, origin_s, windows, percentiles, group, uncert
         raise click.BadParameter(
             f"{format_duration(instant_unc)} is longer than the capture's sampling interval "
             f"({format_duration(cap.interval_ns)}); a reading's instant is uncertain by about "
-            "0.1-0.2 ms (method.md 'The sampler'), give at most the interval",
+            "0.1-0.2 ms (docs/method.md 'The sampler'), give at most the interval",
             param_hint="'--instant-uncertainty'")
     start, end = time_range(cap.t_start_ns, t_from, t_to,
                             t_end_ns=cap.t_end_ns if cap.clean_end else None)
