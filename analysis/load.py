@@ -60,8 +60,35 @@ def port_rates_gbps(meta: dict[str, Any]) -> dict[str, float]:
     return _port_rates_gbps(meta)
 
 
+class CaptureFacts:
+    """What every capture view derives from ``meta``, ``path`` and its span (mixin).
+
+    Shared by ``Capture`` (readings loaded) and ``stream.CaptureInfo`` (readings left on disk);
+    needs the attributes ``meta`` (manifest dict), ``path``, ``t_start_ns`` and ``t_end_ns``.
+    """
+
+    meta: dict[str, Any]
+    path: Path
+    t_start_ns: int
+    t_end_ns: int
+
+    @property
+    def interval_ns(self) -> int:
+        """The sampling interval the sampler aimed at, ns."""
+        return int(self.meta["interval_ns"])
+
+    @property
+    def name(self) -> str:
+        """A short label: the host name, else the directory name."""
+        return str(self.meta.get("host") or self.path.name)
+
+    def duration_s(self) -> float:
+        """Return the capture's span t_end - t_start in seconds."""
+        return (self.t_end_ns - self.t_start_ns) / 1e9
+
+
 @dataclass
-class Capture:
+class Capture(CaptureFacts):
     """One loaded capture.
 
     Attributes:
@@ -94,20 +121,6 @@ class Capture:
     t_end_ns: int
     live_rows: int = 0
     truncated_live: list[Path] = field(default_factory=list)
-
-    @property
-    def interval_ns(self) -> int:
-        """The sampling interval the sampler aimed at, ns."""
-        return int(self.meta["interval_ns"])
-
-    @property
-    def name(self) -> str:
-        """A short label: the host name, else the directory name."""
-        return str(self.meta.get("host") or self.path.name)
-
-    def duration_s(self) -> float:
-        """Return the capture's span t_end - t_start in seconds."""
-        return (self.t_end_ns - self.t_start_ns) / 1e9
 
 
 def series_name(desc: dict[str, Any], multi_port: bool = False) -> str | None:

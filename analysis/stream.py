@@ -40,7 +40,7 @@ from rdmascope.capture import (
 )
 from rdmascope.quantiles import ExactPercentiles
 
-from .load import counters_frame, readings_frame
+from .load import CaptureFacts, counters_frame, readings_frame
 from .series import (
     DEFAULT_GAP_FACTOR,
     QUALITY_EMPTY,
@@ -58,7 +58,7 @@ _FAR = 1 << 62  # "no bound" in ns (int64-safe)
 
 
 @dataclass
-class CaptureInfo:
+class CaptureInfo(CaptureFacts):
     """What a capture says about itself without reading its readings (manifest + footers).
 
     ``path``, ``meta`` (manifest), ``counters`` (as ``load.Capture.counters``), ``t_start_ns``
@@ -77,17 +77,6 @@ class CaptureInfo:
     rows: int
     clean_end: bool
     clock_pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
-
-    @property
-    def interval_ns(self) -> int:
-        return int(self.meta["interval_ns"])
-
-    @property
-    def name(self) -> str:
-        return str(self.meta.get("host") or self.path.name)
-
-    def duration_s(self) -> float:
-        return (self.t_end_ns - self.t_start_ns) / 1e9
 
 
 def open_capture(path: str | os.PathLike) -> CaptureInfo:
