@@ -166,6 +166,26 @@ def peak_bounds(intervals: pd.DataFrame, window_start_ns, width_ns: int, *,
     return pd.DataFrame.from_dict(rows, orient="index", columns=["low_bytes", "high_bytes"])
 
 
+def _whole_range_row(col: str, mean: float, qq: int, lo: int, hi: int, t_ref: int,
+                     percentiles) -> dict:
+    """The peak table's "whole range" row of one series: its mean rate over [lo, hi).
+
+    ``mean`` in Gb/s, ``qq`` the range's quality bits (series.QUALITY_*), times in ns on the
+    capture's clock (``t_ref`` is t = 0 of ``peak_t_s``); every percentile equals the mean.
+    """
+    row = {"series": col, "window": "whole range", "window_ns": hi - lo,
+           "peak_gbps": mean, "peak_t_ns": lo, "peak_t_s": (lo - t_ref) / 1e9,
+           "raw_max_gbps": mean, "raw_max_t_ns": lo,
+           "n_windows": 1 if not (qq & (QUALITY_EMPTY | QUALITY_INVALID)) else 0,
+           "n_nan_windows": int(bool(qq & QUALITY_INVALID)),
+           "n_gap_windows": int(bool(qq & QUALITY_GAP)),
+           "n_over_line_windows": int(bool(qq & QUALITY_OVER_LINE)),
+           "over_line_causes": ""}
+    for p in percentiles:
+        row[f"p{p:g}_gbps"] = mean
+    return row
+
+
 def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
                end_ns: int | None = None, windows_ns=DEFAULT_WINDOWS_NS,
                origin_ns: int | None = None, by: str | None = "series",
@@ -265,18 +285,8 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
                                  hi - lo, by=by, groups=groups, instant_unc_ns=instant_unc_ns),
                      hi - lo)
     for col in whole.columns:
-        mean = float(whole[col].iloc[0])
-        qq = int(whole_q[col].iloc[0])
-        row = {"series": col, "window": "whole range", "window_ns": hi - lo,
-               "peak_gbps": mean, "peak_t_ns": lo, "peak_t_s": (lo - t_ref) / 1e9,
-               "raw_max_gbps": mean, "raw_max_t_ns": lo,
-               "n_windows": 1 if not (qq & (QUALITY_EMPTY | QUALITY_INVALID)) else 0,
-               "n_nan_windows": int(bool(qq & QUALITY_INVALID)),
-               "n_gap_windows": int(bool(qq & QUALITY_GAP)),
-               "n_over_line_windows": int(bool(qq & QUALITY_OVER_LINE)),
-               "over_line_causes": ""}
-        for p in percentiles:
-            row[f"p{p:g}_gbps"] = mean
+        row = _whole_range_row(col, float(whole[col].iloc[0]), int(whole_q[col].iloc[0]),
+                               lo, hi, t_ref, percentiles)
         if uncertainty:
             row["peak_low_gbps"] = float(wb.at[col, "low_bytes"])
             row["peak_high_gbps"] = float(wb.at[col, "high_bytes"])
@@ -482,18 +492,11 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
             acc.values.close()
             rows.append(row)
     for col in cols:
-        mean = float(whole_gbps[col].iloc[0])
-        qq = int(wq[col].iloc[0])
-        row = {"series": col, "window": "whole range", "window_ns": hi - lo,
-               "peak_gbps": mean, "peak_t_ns": lo, "peak_t_s": (lo - t_ref) / 1e9,
-               "raw_max_gbps": mean, "raw_max_t_ns": lo,
-               "n_windows": 1 if not (qq & (QUALITY_EMPTY | QUALITY_INVALID)) else 0,
-               "n_nan_windows": int(bool(qq & QUALITY_INVALID)),
-               "n_gap_windows": int(bool(qq & QUALITY_GAP)),
-               "n_over_line_windows": 0, "over_line_causes": ""}
-        for p in percentiles:
-            row[f"p{p:g}_gbps"] = mean
-        rows.append(row)
+        # the streamed path does not judge the whole-range mean against the line rate: its
+        # over-line count is 0
+        rows.append(_whole_range_row(col, float(whole_gbps[col].iloc[0]),
+                                     int(wq[col].iloc[0]) & ~QUALITY_OVER_LINE, lo, hi, t_ref,
+                                     percentiles))
     out = pd.DataFrame(rows)
     means = {col: float(whole_gbps[col].iloc[0]) for col in cols}
     out["mean_gbps"] = out["series"].map(means)
