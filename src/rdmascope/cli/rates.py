@@ -39,6 +39,20 @@ def _capture_end_ns(m: dict, rows: int) -> int:
     return t0 + rows // n_counters * int(m["interval_ns"])
 
 
+def _in_range(b, q, start: int | None, end: int | None, width_ns: int):
+    """Keep the windows (rows of ``b`` and ``q``, indexed by window start ns) that overlap
+    [start, end); either bound may be None (open)."""
+    import numpy as np
+
+    idx = b.index.to_numpy()
+    keep = np.ones(len(idx), bool)
+    if start is not None:
+        keep &= idx + width_ns > start
+    if end is not None:
+        keep &= idx < end
+    return b[keep], q[keep]
+
+
 def _table(b, q, t0: int, width_ns: int, with_bytes: bool):
     """The rates table of one block: t_s, <series>_gbps [, <series>_bytes], <series>_quality."""
     import pandas as pd
@@ -122,13 +136,7 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
                                            start_ns=start, end_ns=end,
                                            source=src, gap_factor=gap_factor,
                                            progress=lambda n: bar.update(n)):
-                idx = b.index.to_numpy()
-                keep = np.ones(len(idx), bool)
-                if start is not None:
-                    keep &= idx + width_ns > start
-                if end is not None:
-                    keep &= idx < end
-                b, q = b[keep], q[keep]
+                b, q = _in_range(b, q, start, end, width_ns)
                 if not len(b):
                     continue
                 has = ((q & QUALITY_EMPTY) == 0).any(axis=1).to_numpy()
@@ -255,14 +263,9 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
                                            start_ns=start, end_ns=end,
                                            source=src, gap_factor=gap_factor,
                                            progress=lambda n: bar.update(n)):
-                idx = b.index.to_numpy()
-                keep = np.ones(len(idx), bool)
-                if start is not None:
-                    keep &= idx + width_ns > start
-                if end is not None:
-                    keep &= idx < end
-                blocks_b.append(b[keep])
-                blocks_q.append(q[keep])
+                b, q = _in_range(b, q, start, end, width_ns)
+                blocks_b.append(b)
+                blocks_q.append(q)
     if not blocks_b or sum(len(x) for x in blocks_b) == 0:
         raise click.ClickException(f"{capture}: no windows in the requested range")
     b = pd.concat(blocks_b)
