@@ -640,16 +640,18 @@ def _json_sequence(path: Path, text: str) -> list[tuple[int, Any]]:
     """
     dec = json.JSONDecoder()
     out, pos = [], 0
+    line, counted = 1, 0  # lines counted up to ``counted`` (linear: never from the start again)
     while True:
         while pos < len(text) and text[pos] in " \t\r\n":
             pos += 1
         if pos >= len(text):
             return out
-        line = text.count("\n", 0, pos) + 1
+        line += text.count("\n", counted, pos)
+        counted = pos
         try:
             v, end = dec.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
-            at = text.count("\n", 0, exc.pos) + 1
+            at = line + text.count("\n", pos, exc.pos)
             raise RequestLogError(path, f"malformed JSON ({exc.msg}, line {at}) in the value "
                                         f"starting on line {line}", row=line) from exc
         out.append((line, v))
@@ -1181,7 +1183,7 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
         whole = json.loads(s)
     except json.JSONDecodeError:
         whole = None
-    if whole is None and s.startswith("{"):
+    if whole is None and s.startswith("{") and _starts_with_run(s):
         try:
             seq = _json_sequence(p, s)
         except RequestLogError:
@@ -1244,6 +1246,17 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
         return "native"
     raise RequestLogError(p, f"unknown format (first line {header[:80]!r}); expected one of "
                              f"{', '.join(FORMATS)} (or give --format)")
+
+
+def _starts_with_run(s: str) -> bool:
+    """True when the first JSON value of ``s`` is a vLLM / SGLang result object (a file of
+    appended runs); only then is the whole file read as a JSON sequence to detect its format (a
+    JSONL request log of many rows is not parsed twice)."""
+    try:
+        first, _ = json.JSONDecoder().raw_decode(s)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(first, dict) and ("ttfts" in _details(first) or _is_bench_summary(first))
 
 
 def _run_format(p: Path, d: dict) -> str | None:
