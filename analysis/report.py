@@ -670,12 +670,25 @@ def pick_request(cfg: Configuration, request_id: str | None = None) -> pd.Series
     return cand.loc[(cand["t_first_ns"] - cand["t_send_ns"]).idxmax()]
 
 
+def _line_rate_note(cfg: Configuration) -> str:
+    """What each device's and link's windows are judged against (the over-line flag and the
+    headline peaks) and where that ceiling came from (``series.line_rates``)."""
+    from .series import line_rate_lines, line_rates, twin_links
+
+    lines = line_rate_lines(line_rates(cfg.capture, groups=twin_links(cfg.capture) or None))
+    return ("Line rates (windows above them beyond their timing uncertainty are flagged over "
+            "line rate and never a headline): " + "; ".join(
+                ln.removeprefix("line rate ") for ln in lines) + ".") if lines else ""
+
+
 def capacity_lines(cfg: Configuration) -> dict[str, float]:
     """Reference lines for a configuration: the port rate and, with twin devices, one PCIe path.
 
     The path value is what the manifest's recorded setup says one twin carries
     (``record --emulated GBPS``), else, on a 200 Gb/s port (a DGX Spark's), the study's measured
     ~109 Gb/s (``estimate.LINK_EMULATED_GBPS``); on other ports without a record, no path line.
+    When the manifest records the twins' PCIe link (one bound below the port rate, e.g. 126 Gb/s
+    for Gen5 x4: ``plausibility.line_ceilings``), that bound is a line too.
     """
     from rdmascope.models import recorded_setup
 
@@ -691,6 +704,13 @@ def capacity_lines(cfg: Configuration) -> dict[str, float]:
             path = LINK_EMULATED_GBPS
         if path:
             lines[f"one PCIe x4 path ~{path:g} Gb/s"] = path
+    from rdmascope.plausibility import line_ceilings
+
+    bounds = {c.pcie_gbps for c in line_ceilings(cfg.capture.meta).values()
+              if c.pcie_gbps is not None and (not port or c.pcie_gbps < port)}
+    if len(bounds) == 1:  # the recorded PCIe link of the twins: a bound, not a throughput
+        b = bounds.pop()
+        lines[f"twin PCIe link bound {b:.0f} Gb/s"] = b
     return lines
 
 
@@ -1164,7 +1184,7 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                                               "over_line_windows")),
                                   title="Bytes per RDMA device", headers={"share": "share"},
                                   note="Peak 1 ms: the highest 1 ms window of the device, tx or "
-                                       "rx. " + ONE_MS_REF,
+                                       "rx. " + ONE_MS_REF + " " + _line_rate_note(cfg),
                                   name="devices"))
         content.sections.append(ReportSection(cfg.label, tables))
         content.captures.append((cfg.label, _capture_fields(cfg)))

@@ -69,7 +69,7 @@ from rdmascope.plausibility import (
     cap_gbps,
     counter_cap_gbps,
     implausible,
-    port_rates_gbps,
+    line_ceilings,
 )
 
 from .load import Capture
@@ -84,6 +84,8 @@ __all__ = [
     "INSTANT_UNC_NS",
     "OVER_LINE_CAUSES",
     "line_gbps_of",
+    "line_rates",
+    "line_rate_lines",
     "window_low_bytes",
     "flag_over_line",
     "over_line_causes",
@@ -388,27 +390,42 @@ def byte_intervals(capture: Capture, *, counters=None, source: str | None = "inf
 
 
 def _line_rates(meta: dict) -> dict[str, float]:
-    """{device: line rate (Gb/s)}: the port rate (``port_rates_gbps``, ``--link-gbps`` in
-    effect), lowered to what an emulated link really carries when the capture's recorded setup
-    says so (``record --emulated GBPS``: one PCIe twin of a DGX Spark, ~109 Gb/s)."""
-    from rdmascope.models import recorded_setup
+    """{device: line-rate ceiling (Gb/s)} (``plausibility.line_ceilings``: ``--link-gbps``; else
+    the port rate, lowered to what an emulated link really carries (``record --emulated
+    GBPS``) and to the bound of the device's PCIe link). Devices with no known ceiling are
+    left out."""
+    return {d: c.gbps for d, c in line_ceilings(meta).items() if c.gbps is not None}
 
-    rates = port_rates_gbps(meta)
-    real = recorded_setup(meta).get("emulated_real_gbps")
-    if real:
-        rates = {d: min(r, float(real)) for d, r in rates.items()}
-    return rates
+
+def _line_attr_dict(meta: dict, cdf: pd.DataFrame, ids) -> dict[str, Any]:
+    """What ``line_gbps_of`` needs, per series of the infiniband counters ``ids``: the
+    ceiling (``line_gbps``), the port rate and PCIe bound it came from (``port_gbps``,
+    ``pcie_gbps``, ``pcie_key``: twins on one cable share the port, functions on one PCIe
+    link share that link), its source (``line_source``) and the cable (``link_key``)."""
+    ceil = line_ceilings(meta)
+    keys = _link_keys(meta, cdf)
+    out: dict[str, dict] = {k: {} for k in ("line_gbps", "port_gbps", "pcie_gbps", "pcie_key",
+                                            "line_source", "line_kind")}
+    for c in ids:
+        sname = str(cdf.at[c, "series"])
+        if cdf.at[c, "source"] != "infiniband":
+            continue
+        lc = ceil.get(str(cdf.at[c, "device"]))
+        out["line_gbps"][sname] = lc.gbps if lc else None
+        out["port_gbps"][sname] = lc.port_gbps if lc else None
+        out["pcie_gbps"][sname] = lc.pcie_gbps if lc else None
+        out["pcie_key"][sname] = lc.pcie_key if lc else None
+        out["line_source"][sname] = lc.text if lc else None
+        out["line_kind"][sname] = lc.source if lc else None
+    out["link_key"] = {str(cdf.at[c, "series"]): keys.get(c) for c in ids}
+    return out
 
 
 def _line_attrs(out: pd.DataFrame, meta: dict, cdf: pd.DataFrame, ids, interval_ns) -> None:
-    """Record what ``flag_over_line`` needs in ``out.attrs``: the sampling interval, each
-    series' port rate (``line_gbps``) and the cable it sits on (``link_key``)."""
+    """Record what ``flag_over_line`` needs in ``out.attrs``: the sampling interval and, per
+    series, the line-rate ceiling and where it came from (``_line_attr_dict``)."""
     out.attrs["interval_ns"] = int(interval_ns)
-    rates = _line_rates(meta)
-    keys = _link_keys(meta, cdf)
-    out.attrs["line_gbps"] = {str(cdf.at[c, "series"]): rates.get(str(cdf.at[c, "device"]))
-                              for c in ids if cdf.at[c, "source"] == "infiniband"}
-    out.attrs["link_key"] = {str(cdf.at[c, "series"]): keys.get(c) for c in ids}
+    out.attrs.update(_line_attr_dict(meta, cdf, ids))
 
 
 def _link_key(info: dict, row) -> tuple:
@@ -722,12 +739,14 @@ def line_gbps_of(intervals: pd.DataFrame, by: str | None = "series", *,
     """Return the line rate (Gb/s) of each group of ``rebin(intervals, by=by)`` and of each
     link of ``groups``: the most those counters together can carry.
 
-    A series' line rate is its device's port rate (``load.port_rates_gbps``, e.g. 200 for a
-    "200 Gb/sec (4X HDR)" port; ``--link-gbps`` when given; at most the recorded real rate of
-    an emulated link, ``record --emulated GBPS``) recorded by ``byte_intervals`` in
-    ``intervals.attrs``; counters
-    of twin devices on one cable (``twin_links``) share that cable's rate (the highest of
-    theirs), so a group's rate is the sum over the distinct cables in it. ``line_gbps``: one
+    A series' line rate is its device's ceiling (``plausibility.line_ceilings``: the port rate,
+    e.g. 200 for a "200 Gb/sec (4X HDR)" port; ``--link-gbps`` when given; at most the
+    recorded real rate of an emulated link, ``record --emulated GBPS``, and at most the bound
+    of the device's PCIe link, 126 Gb/s for a DGX Spark twin on Gen5 x4) recorded by
+    ``byte_intervals`` in ``intervals.attrs``; counters of twin devices on one cable
+    (``twin_links``) share that cable's port rate (the highest of theirs), bounded by the sum
+    of their PCIe links (each link counted once), so a group's rate is the sum over the
+    distinct cables in it. ``line_gbps``: one
     number for every group, or {group: Gb/s} overriding (e.g. the ~109 Gb/s one PCIe path of a
     Spark twin). None for a group with a counter whose port rate is unknown (netdev counters,
     manifests without rates): such groups are never flagged.
@@ -735,17 +754,32 @@ def line_gbps_of(intervals: pd.DataFrame, by: str | None = "series", *,
     attrs = getattr(intervals, "attrs", {}) or {}
     rates = attrs.get("line_gbps") or {}
     keys = attrs.get("link_key") or {}
+    ports = attrs.get("port_gbps", rates) or {}
+    pcie = attrs.get("pcie_gbps") or {}
+    pkeys = attrs.get("pcie_key") or {}
     members = _members_of(intervals, by, groups)
 
     def one(series: list[str]) -> float | None:
         per_key: dict = {}
         for sname in series:
-            r = rates.get(sname)
-            if r is None:
+            if rates.get(sname) is None:
                 return None
-            k = keys.get(sname) or ("series", sname)
-            per_key[k] = max(per_key.get(k, 0.0), float(r))
-        return float(sum(per_key.values())) if per_key else None
+            per_key.setdefault(keys.get(sname) or ("series", sname), []).append(sname)
+        total = 0.0
+        for cable in per_key.values():
+            # the cable: its port rate (the highest of its twins'), at most the sum of its
+            # twins' PCIe links (each link once; unknown if any twin's is unknown)
+            port = [float(ports[m]) for m in cable if ports.get(m) is not None]
+            links = {pkeys.get(m) or m: pcie.get(m) for m in cable}
+            bound = (None if any(v is None for v in links.values())
+                     else float(sum(links.values())))
+            vals = [v for v in ((max(port) if port else None), bound) if v is not None]
+            total += min(vals) if vals else max(float(rates[m]) for m in cable)
+        # functions of one PCIe link on different cables (a dual-port card) share that link
+        every = {pkeys.get(m) or m: pcie.get(m) for m in series}
+        if per_key and not any(v is None for v in every.values()):
+            total = min(total, float(sum(every.values())))
+        return total if per_key else None
 
     out = {g: one(ms) for g, ms in members.items()}
     if isinstance(line_gbps, dict):
@@ -754,6 +788,64 @@ def line_gbps_of(intervals: pd.DataFrame, by: str | None = "series", *,
     elif line_gbps is not None:
         out = dict.fromkeys(out, float(line_gbps))
     return out
+
+
+def line_rates(capture, *, groups: dict[str, list[str]] | None = None,
+               line_gbps: float | dict | None = None) -> dict[str, dict[str, Any]]:
+    """Return {column: {"gbps": float | None, "source": str}}: the line-rate ceiling each series
+    (``<device>/<dir>``) and each link of ``groups`` is judged against (``line_gbps_of``, the
+    over-line flag and the headline peaks) and where it came from, e.g. "126.0 Gb/s: PCIe
+    link 32 GT/s x4 (PCIe 5.0, 128b/130b), below the 200 Gb/s port rate" or, for a link,
+    "200 Gb/s: port rate (its twins' PCIe links add up to 252.1 Gb/s)".
+
+    ``capture``: a ``Capture`` or ``stream.CaptureInfo`` (manifest only is used). ``line_gbps``:
+    as ``line_gbps_of`` (the source then says "line_gbps given"). Infiniband series only.
+    """
+    cdf = capture.counters
+    ids = [c for c in cdf.index if cdf.at[c, "data"] and cdf.at[c, "source"] == "infiniband"]
+    stub = cdf.loc[ids, ["series", "device", "direction", "source"]].reset_index()
+    _line_attrs(stub, capture.meta, cdf, ids, getattr(capture, "interval_ns", 1_000_000))
+    lines = line_gbps_of(stub, "series", groups=groups, line_gbps=line_gbps)
+    a = stub.attrs
+    members = _members_of(stub, "series", groups)
+    out: dict[str, dict[str, Any]] = {}
+    for col, g in lines.items():
+        ms = members.get(col, [col])
+        if line_gbps is not None:
+            src = "--link-gbps" if isinstance(line_gbps, (int, float)) else "line_gbps given"
+            text = f"{g:g} Gb/s: {src}" if g is not None else "unknown: never judged"
+        elif g is None:
+            text = "unknown (no port rate, no PCIe link recorded for a member): never judged"
+        elif len(ms) == 1:
+            text = a["line_source"].get(ms[0]) or f"{g:g} Gb/s"
+        else:
+            srcs = {a["line_kind"].get(m) for m in ms}
+            if "--link-gbps" in srcs:
+                text = f"{g:g} Gb/s: --link-gbps"
+            else:
+                pcie = {a["pcie_key"].get(m) or m: a["pcie_gbps"].get(m) for m in ms}
+                port = [a["port_gbps"][m] for m in ms if a["port_gbps"].get(m) is not None]
+                known = None if any(v is None for v in pcie.values()) else sum(pcie.values())
+                what = "record --emulated" if "record --emulated" in srcs else "port rate"
+                if known is not None and (not port or known < max(port)):
+                    text = (f"{g:.1f} Gb/s: its twins' PCIe links ({len(pcie)} x "
+                            f"{min(pcie.values()):.1f} Gb/s)"
+                            + (f", below the {max(port):g} Gb/s {what}" if port else ""))
+                else:
+                    text = f"{g:g} Gb/s: {what}" + (
+                        f" (its twins' PCIe links add up to {known:.1f} Gb/s)"
+                        if known is not None else "")
+        out[str(col)] = {"gbps": g, "source": text}
+    return out
+
+
+def line_rate_lines(rates: dict[str, dict[str, Any]]) -> list[str]:
+    """Human lines for ``line_rates``: one per device or link (tx and rx share it)."""
+    seen: dict[str, str] = {}
+    for col, r in rates.items():
+        name = col.rsplit("/", 1)[0]
+        seen.setdefault(name, r["source"])
+    return [f"line rate {name}: {text}" for name, text in seen.items()]
 
 
 def _members_of(intervals: pd.DataFrame, by, groups) -> dict[Any, list[str]]:
@@ -890,12 +982,7 @@ class OverLineFlagger:
         self.gap_factor, self.line_gbps = gap_factor, line_gbps
         self.extra = int(instant_unc_ns)
         stub = cdf.loc[self.ids, ["series", "device", "direction", "source"]].reset_index()
-        rates = _line_rates(info.meta)
-        keys = _link_keys(info.meta, cdf)
-        stub.attrs["line_gbps"] = {str(cdf.at[c, "series"]): rates.get(str(cdf.at[c, "device"]))
-                                   for c in self.ids if cdf.at[c, "source"] == "infiniband"}
-        stub.attrs["link_key"] = {str(cdf.at[c, "series"]): keys.get(c) for c in self.ids}
-        stub.attrs["interval_ns"] = int(info.interval_ns)
+        _line_attrs(stub, info.meta, cdf, self.ids, info.interval_ns)
         self.stub = stub
         self.members = _members_of(stub, by, groups)
 

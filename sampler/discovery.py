@@ -142,6 +142,9 @@ class DeviceInfo:
     node_type: str | None = None
     ports: list[PortInfo] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # the PCI function's link (``rdmascope.pcie.pcie_record``): None when the device has none of
+    # the files (not a PCIe function, or no ``device`` link); unknown fields are None, never 0
+    pcie: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-able dict (ports as dicts)."""
@@ -306,6 +309,7 @@ def _discover_device(dpath: Path, name: str) -> DeviceInfo:
             w.append(f"{dlink}: not a symbolic link; PCI address unavailable")
         else:
             w.append(f"{dlink}: cannot read link ({exc.strerror or exc}); PCI address unavailable")
+    dev.pcie = read_pcie(dlink)
     if (dlink / "net").is_dir():
         dev.netdevs = _listdir(dlink / "net", "netdev names", w)
     else:
@@ -320,6 +324,24 @@ def _discover_device(dpath: Path, name: str) -> DeviceInfo:
     for p in dev.ports:
         _check_rate(dev, p, dlink)
     return dev
+
+
+def read_pcie(function_dir: str | os.PathLike) -> dict[str, Any] | None:
+    """Read the PCIe link files of a PCI function folder (``rdmascope.pcie.PCIE_FILES``).
+
+    Returns ``rdmascope.pcie.pcie_record`` of what was read (a missing, unreadable, empty or
+    "Unknown" file is unknown, never 0), or None when none of the files exists. Never raises.
+    """
+    from rdmascope.pcie import PCIE_FILES, pcie_record
+
+    d = Path(function_dir)
+    texts: dict[str, str | None] = {}
+    for name in PCIE_FILES:
+        texts[name] = _read_text(d / name, name, [], required=False)
+    if all(t is None for t in texts.values()) and not any(
+            (d / n).exists() for n in PCIE_FILES):
+        return None
+    return pcie_record(texts)
 
 
 def _check_rate(dev: DeviceInfo, p: PortInfo, dlink: Path) -> None:

@@ -38,6 +38,13 @@ MANIFEST KEYS (``manifest.json``, a JSON object):
 - ``clock_pairs``: list of [realtime_ns, monotonic_ns] taken at start, every <= 10 s, and at stop.
 - ``devices``: the discovery records of the sampled RDMA devices (free-form dicts from
   ``rdmascope.sampler``: name, ports with rate string / rate_gbps / link_layer / netdevs, pci, ...).
+- ``devices[i].pcie`` (optional, added without a version change; absent in older captures and
+  None for a device without PCIe link files: unknown, never a zero rate): the device's PCIe
+  link as read at discovery, {``current_link_speed``, ``current_link_width``,
+  ``max_link_speed``, ``max_link_width`` (the sysfs texts, e.g. "32.0 GT/s PCIe" and "4", null
+  when unreadable), ``gts``, ``width``, ``bound_gbps``, ``max_gts``, ``max_width``,
+  ``max_bound_gbps``} (``rdmascope.pcie.pcie_record``). Readers recompute the bound from the
+  texts (``rdmascope.pcie.record_bound``) and treat anything malformed as unknown.
 - ``discovered_devices`` (optional, added without a version change): EVERY RDMA device found under
   ``class/infiniband`` at record time, sampled or not (``--device`` may select fewer), as a list of
   {``name``, ``pci`` (str or null), ``netdevs`` (list of str)}. Tells a reader that a twin device

@@ -11,6 +11,11 @@ numpy only (no pandas), so the lean ``inspect`` and the analysis share one rule:
   "40 Gb/sec (4X QDR)" for Ethernet modes it does not know, so a 400G port would have every
   window blanked by a 4 x 40 Gb/s cap). ``--link-gbps`` (``link_gbps_override``) replaces both
   for every device: the user states the capacity.
+- The line-rate ceiling of a device (``line_ceilings``): what the over-line flag and the
+  headline peaks judge windows against, with where it came from: ``--link-gbps``; else the
+  port rate, lowered to the recorded real rate of an emulated link (``record --emulated``)
+  and to the bound of the device's own PCIe link (``rdmascope.pcie``: a DGX Spark twin reaches
+  the chip over PCIe Gen5 x4, 126 Gb/s, below its 200 Gb/s port).
 """
 
 from __future__ import annotations
@@ -19,13 +24,15 @@ import contextlib
 import math
 from collections.abc import Iterator
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 __all__ = ["PLAUSIBLE_FACTOR", "DEFAULT_MAX_GBPS", "port_rates_gbps", "cap_gbps",
            "counter_cap_gbps", "DEFAULT_LIFESPAN_MS",
-           "implausible", "link_gbps_override", "set_link_gbps", "current_link_gbps"]
+           "implausible", "link_gbps_override", "set_link_gbps", "current_link_gbps",
+           "LineCeiling", "line_ceilings", "pcie_link_key"]
 
 #: Plausibility cap = this many times the highest link rate of a counter's device.
 PLAUSIBLE_FACTOR = 4.0
@@ -99,6 +106,81 @@ def port_rates_gbps(meta: dict[str, Any]) -> dict[str, float]:
                 if r is not None:
                     rates[name] = max(rates.get(name, 0.0), r)
     return rates
+
+
+@dataclass(frozen=True)
+class LineCeiling:
+    """The line-rate ceiling of one RDMA device (Gb/s) and where it came from.
+
+    ``gbps``: the ceiling (None: unknown, never judged); ``source``: "--link-gbps",
+    "record --emulated", "PCIe link" or "port rate"; ``port_gbps``: the port rate after
+    ``--link-gbps`` / ``record --emulated`` (None when unknown); ``pcie_gbps``: the PCIe bound
+    (None when unknown or overridden by ``--link-gbps``); ``pcie_key``: the PCIe link the device
+    sits on (functions of one link share its bound); ``text``: a short explanation, e.g.
+    "126.0 Gb/s: PCIe link 32 GT/s x4 (PCIe 5.0, 128b/130b), below the 200 Gb/s port rate".
+    """
+
+    gbps: float | None
+    source: str | None
+    port_gbps: float | None
+    pcie_gbps: float | None
+    pcie_key: str | None
+    text: str
+
+
+def pcie_link_key(device: dict[str, Any]) -> str:
+    """The PCIe link a device record sits on: its PCI address without the function number
+    ("0000:01:00.1" -> "0000:01:00": functions of one device share one link), else its name."""
+    pci = device.get("pci")
+    if isinstance(pci, str) and "." in pci:
+        return pci.rsplit(".", 1)[0]
+    return f"device:{device.get('name')}"
+
+
+def line_ceilings(meta: dict[str, Any]) -> dict[str, LineCeiling]:
+    """Return {device: LineCeiling} for every device record of a manifest.
+
+    Rule (README "Windows physics rules out"): with ``--link-gbps`` in effect, that value
+    (source "--link-gbps"); else the port rate (``port_rates_gbps``), at most the real rate of
+    an emulated link recorded with ``record --emulated GBPS`` (source "record --emulated"),
+    and at most the bound of the device's PCIe link (``devices[i].pcie``, capture.py MANIFEST
+    KEYS; ``rdmascope.pcie.record_bound``; source "PCIe link"). A missing or unreadable PCIe
+    record is no bound (never 0); a device with neither a port rate nor a PCIe bound has
+    ``gbps`` None.
+    """
+    from rdmascope.models import recorded_setup
+    from rdmascope.pcie import record_bound
+
+    override = _LINK_GBPS.get()
+    ports = port_rates_gbps(meta)
+    real = recorded_setup(meta).get("emulated_real_gbps")
+    out: dict[str, LineCeiling] = {}
+    for d in meta.get("devices") or []:
+        if not isinstance(d, dict):
+            continue
+        name = str(d.get("name"))
+        key = pcie_link_key(d)
+        if override is not None:
+            out[name] = LineCeiling(override, "--link-gbps", override, None, key,
+                                    f"{override:g} Gb/s: --link-gbps")
+            continue
+        port = ports.get(name)
+        src, text = ("port rate", f"{port:g} Gb/s: port rate") if port is not None else (None, "")
+        if port is not None and real is not None and real < port:
+            port, src = float(real), "record --emulated"
+            text = f"{port:g} Gb/s: record --emulated (what the emulated link really carries)"
+        pb = record_bound(d.get("pcie"))
+        pcie = pb[0] if pb else None
+        gbps = port
+        if pcie is not None and (port is None or pcie < port):
+            gbps, src = pcie, "PCIe link"
+            text = f"{pcie:.1f} Gb/s: {pb[1]}" + (
+                f", below the {port:g} Gb/s " + ("port rate" if ports.get(name) == port
+                                                 else "emulated link") if port else "")
+        if gbps is None:
+            text = "unknown (no port rate, no PCIe link recorded): never judged"
+        out[name] = LineCeiling(gbps, src, port, pcie, key, text)
+    return out
 
 
 def cap_gbps(meta: dict[str, Any], device: str | None = None, *,

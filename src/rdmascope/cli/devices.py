@@ -11,6 +11,24 @@ def _u(v) -> str:
     return "unavailable" if v is None else str(v)
 
 
+def _pcie_text(rec) -> str:
+    """One line on the device's PCIe link: what bounds the device's line rate."""
+    from rdmascope.pcie import describe_link
+
+    if rec is None:
+        return "PCIe link: none (no PCIe link files; no bound on the line rate)"
+    cur = describe_link(rec.get("gts"), rec.get("width"))
+    if cur is None:
+        return (f"PCIe link: unknown (current_link_speed {rec.get('current_link_speed')!r}, "
+                f"current_link_width {rec.get('current_link_width')!r}; no bound)")
+    mx = describe_link(rec.get("max_gts"), rec.get("max_width"))
+    tail = ""
+    if rec.get("max_bound_gbps") and rec["max_bound_gbps"] > rec["bound_gbps"] + 1e-9:
+        tail = f"; capable of {mx} = {rec['max_bound_gbps']:.1f} Gb/s (link trained down)"
+    return (f"PCIe link: {cur} = {rec['bound_gbps']:.1f} Gb/s at most (the line-rate ceiling "
+            f"of this device when below its port rate){tail}")
+
+
 @click.command(name="devices")
 @click.option("--sysfs-root", default="/sys", show_default=True, type=click.Path(),
               help="Root of the sysfs tree (a copied or emulated tree for tests).")
@@ -38,6 +56,7 @@ def command(sysfs_root: str, as_json: bool) -> None:
         click.echo(f"{d.name}  pci {_u(d.pci)}  netdevs {', '.join(d.netdevs) or 'none'}  "
                    f"node_guid {_u(d.node_guid)}  fw {_u(d.fw_ver)}"
                    + (f"  hca {d.hca_type}" if d.hca_type else ""))
+        click.echo(f"  {_pcie_text(d.pcie)}")
         for p in d.ports:
             ext = {True: "64-bit (extended)", None: "width unknown"}.get(p.extended_counters,
                                                                           "32-bit")

@@ -131,6 +131,10 @@ def command(capture, t_from, t_to, origin_s, windows, percentiles, group, uncert
         if uncertainty:
             tab = peak_table_uncertainty(cap, tab, groups=groups, source=src,
                                          instant_unc_ns=instant_unc)
+    from rdmascope.analysis.series import line_rate_lines, line_rates
+
+    with cli_errors(str(capture)):
+        lrates = line_rates(cap, groups=groups) if src != "netdev" else {}
     whole = tab[tab.window == "whole range"]
     lo = int(whole["peak_t_ns"].iloc[0]) if len(whole) else cap.t_start_ns
     hi = lo + int(whole["window_ns"].iloc[0]) if len(whole) else cap.t_end_ns
@@ -162,6 +166,8 @@ def command(capture, t_from, t_to, origin_s, windows, percentiles, group, uncert
         click.echo(format_table(tab[cols], floatfmt="{:,.2f}", formats={"peak_t_s": "{:.4f}"}))
         for line in impl_lines:
             click.echo(line)
+        for line in line_rate_lines(lrates):
+            click.echo(line)
         n_over = int(tab.loc[tab.window != "whole range", "n_over_line_windows"].sum())
         click.echo("peak_gbps: the highest window consistent with physics (never gap-spread, "
                    "partly covered or over line rate); raw_max_gbps: the highest of all. "
@@ -173,5 +179,5 @@ def command(capture, t_from, t_to, origin_s, windows, percentiles, group, uncert
          meta={"capture": str(capture), "start_ns": start, "end_ns": end,
                "t_start_ns": cap.t_start_ns,
                "origin_ns": grid_origin(cap.t_start_ns, origin_s) or cap.t_start_ns,
-               "group": group, "implausible": impl,
+               "group": group, "implausible": impl, "line_rates": lrates,
                "instant_unc_ns": instant_unc if uncertainty else None})

@@ -211,10 +211,11 @@ def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, s
     try:
         tree = None
         if model_kw.get("port_gbps") is not None:  # the tree's ports report the given rate
-            from rdmascope.emulator.tree import build_tree
+            from rdmascope.emulator.tree import build_tree, pcie_width_for
 
             tree = build_tree(root, seed=traffic.seed, rate=_rate(model_kw["port_gbps"]),
-                              twins=traffic.config.link.twins)
+                              twins=traffic.config.link.twins,
+                              pcie_width=pcie_width_for(traffic.config.link.twin_gbps))
         stats, log, truth = serve(root, traffic, out=out, speed=speed,
                                   start_delay_s=start_delay, wait_for=wait_for,
                                   should_stop=lambda: bool(stop), on_event=on_event, tree=tree)

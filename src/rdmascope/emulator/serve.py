@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rdmascope.emulator.model import Traffic
 from rdmascope.emulator.simcapture import write_ground_truth
-from rdmascope.emulator.tree import EmulatedTree, PlayStats, build_tree, play
+from rdmascope.emulator.tree import EmulatedTree, PlayStats, build_tree, pcie_width_for, play
 
 
 def wait_for_path(pattern_dir: Path, pattern: str, timeout_s: float,
@@ -47,7 +47,8 @@ def serve(root: str | os.PathLike, traffic: Traffic, *, out: str | os.PathLike |
     """
     emit = on_event or (lambda kind, value: None)
     if tree is None:
-        tree = build_tree(root, seed=traffic.seed, twins=traffic.config.link.twins)
+        tree = build_tree(root, seed=traffic.seed, twins=traffic.config.link.twins,
+                          pcie_width=pcie_width_for(traffic.config.link.twin_gbps))
     emit("root", tree.root)
     if wait_for is not None:
         wf = Path(wait_for)

@@ -47,7 +47,13 @@ from rdmascope.capture import (
     make_batch,
 )
 from rdmascope.emulator.model import Traffic
-from rdmascope.emulator.tree import DEFAULT_ROOT, EmulatedTree, build_tree, remove_tree
+from rdmascope.emulator.tree import (
+    DEFAULT_ROOT,
+    EmulatedTree,
+    build_tree,
+    pcie_width_for,
+    remove_tree,
+)
 
 REQUEST_LOG_NAME = "requests.jsonl"
 TRUTH_NAME = "truth.json"
@@ -174,7 +180,8 @@ def _replace_prefix(obj: Any, old: str, new: str) -> Any:
 
 def sampler_view(tree: EmulatedTree | None = None, *, netdev_stats: bool = True,
                  seed: int = 0, root_name: str = DEFAULT_ROOT, rate: str | None = None,
-                 twins: int = 2) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                 twins: int = 2, pcie_width: int = 4
+                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Return (devices, counters) as ``rdmascope record`` would put them in its manifest.
 
     Runs the sampler's ``discover`` and ``counter_descriptors`` (default counters, plus the netdev
@@ -187,7 +194,7 @@ def sampler_view(tree: EmulatedTree | None = None, *, netdev_stats: bool = True,
     if tree is None:
         base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
         tmp = tempfile.mkdtemp(prefix="rdmascope-sim-", dir=base)
-        tree = build_tree(Path(tmp) / "sys", seed=seed, twins=twins,
+        tree = build_tree(Path(tmp) / "sys", seed=seed, twins=twins, pcie_width=pcie_width,
                           **({"rate": rate} if rate is not None else {}))
     try:
         devs = discover(tree.root)
@@ -268,7 +275,8 @@ def simulate_capture(path: str | os.PathLike, traffic: Traffic, *, seed: int | N
     seed = traffic.seed if seed is None else seed
     rng = np.random.default_rng([seed, 0x5EED])
     devices, counters = sampler_view(netdev_stats=netdev_stats, seed=traffic.seed, rate=rate,
-                                     twins=traffic.config.link.twins)
+                                     twins=traffic.config.link.twins,
+                                     pcie_width=pcie_width_for(traffic.config.link.twin_gbps))
     keys = [_series_key(c) for c in counters]
     tree_for_bases = _bases(traffic.seed)
     bpu = np.array([c["bytes_per_unit"] for c in counters], dtype=np.int64)

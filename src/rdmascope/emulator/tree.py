@@ -172,13 +172,27 @@ def _w(path: Path, text: str) -> None:
     path.write_text(text)
 
 
+def pcie_width_for(twin_gbps: float | None) -> int:
+    """Lanes of the emulated PCIe Gen5 link of a twin that carries ``twin_gbps``: 4 (a DGX
+    Spark twin: 126 Gb/s, ``rdmascope.pcie``) unless the twin is set to carry more, then the
+    narrowest of x8 / x16 whose bound holds it (16 at most)."""
+    from rdmascope.pcie import link_bound_gbps
+
+    for lanes in (4, 8, 16):
+        if twin_gbps is None or twin_gbps <= link_bound_gbps(32.0, lanes):
+            return lanes
+    return 16
+
+
 def build_tree(root: str | os.PathLike = DEFAULT_ROOT, *, seed: int = 0,
                rate: str = "200 Gb/sec (4X HDR)", force: bool = True,
-               twins: int = 2) -> EmulatedTree:
+               twins: int = 2, pcie_width: int = 4) -> EmulatedTree:
     """Create the emulated Spark sysfs tree under ``root`` and return it.
 
     ``twins``: RDMA devices of the port, 2 (a Spark's two PCIe twins) or 1 (only the first, as a
-    single-function NIC shows). Raises ``ValueError`` for another count.
+    single-function NIC shows). Raises ``ValueError`` for another count. ``pcie_width``: the
+    lanes of each twin's PCIe Gen5 link (its ``current_link_width``/``max_link_width``; 4 on a
+    Spark, see ``pcie_width_for``).
 
     Counters start at seed-dependent values (a node that has been up for a while). ``root`` must
     be absent, empty, or a tree this function built before (it carries a marker file and is
@@ -202,8 +216,10 @@ def build_tree(root: str | os.PathLike = DEFAULT_ROOT, *, seed: int = 0,
     for i, tw in enumerate(SPARK_TWINS[:twins]):
         fn = root / tw.pci_rel
         for name, text in (("vendor", "0x15b3"), ("device", "0x1021"), ("class", "0x020000"),
-                           ("current_link_speed", "32.0 GT/s PCIe"), ("current_link_width", "4"),
-                           ("max_link_speed", "32.0 GT/s PCIe"), ("max_link_width", "4"),
+                           ("current_link_speed", "32.0 GT/s PCIe"),
+                           ("current_link_width", str(int(pcie_width))),
+                           ("max_link_speed", "32.0 GT/s PCIe"),
+                           ("max_link_width", str(int(pcie_width))),
                            ("numa_node", "-1")):
             _w(fn / name, text + "\n")
         dev = fn / "infiniband" / tw.device
