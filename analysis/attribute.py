@@ -201,34 +201,139 @@ def _window_stats(t0: np.ndarray, t1: np.ndarray, fine: pd.Series, width_ns: int
 
     ``fine``: bytes per ``width_ns`` window; ``quality``: its ``rebin_with_quality`` bits. The
     headline is the highest window consistent with physics (``peaks.HEADLINE_EXCLUDE``: never
-    gap-spread, partial or over line rate), as ``peaks.peak_table`` finds it. Bursts come from
+    gap-spread, partial or over line rate), as ``peaks.peak_table`` finds it. Bursts follow
     ``bursts.detect_bursts`` (hysteresis relative to ``capacity``) on the windows inside the
-    range.
+    range. One block of ``RangeWindowStats``.
     """
-    from .bursts import detect_bursts
-    from .peaks import HEADLINE_EXCLUDE
-    from .series import QUALITY_OVER_LINE, to_gbps
+    st = RangeWindowStats(t0, t1, width_ns, capacity)
+    st.add(fine.index.to_numpy(dtype=np.int64), fine.to_numpy(dtype=float),
+           None if quality is None else quality.to_numpy(dtype=np.int64))
+    return st.result()
 
-    starts = fine.index.to_numpy(dtype=np.int64)
-    rate = to_gbps(fine.to_numpy(dtype=float), width_ns)
-    qq = (np.zeros(len(rate), np.int64) if quality is None
-          else quality.to_numpy(dtype=np.int64))
-    good = np.where((qq & HEADLINE_EXCLUDE) == 0, rate, np.nan)
-    over = (qq & QUALITY_OVER_LINE) != 0
-    peak = np.full(len(t0), np.nan)
-    bursts = np.zeros(len(t0), dtype=np.int64)
-    n_over = np.zeros(len(t0), dtype=np.int64)
-    lo = np.searchsorted(starts, t0, "left")
-    hi = np.searchsorted(starts + width_ns, t1, "right")
-    for i in range(len(t0)):
-        if hi[i] > lo[i]:
-            seg = good[lo[i]:hi[i]]
-            if np.isfinite(seg).any():
-                peak[i] = np.nanmax(seg)
-            n_over[i] = int(over[lo[i]:hi[i]].sum())
-            bursts[i] = len(detect_bursts(fine.iloc[lo[i]:hi[i]], width_ns,
-                                          capacity_gbps=capacity))
-    return peak, bursts, n_over
+
+class RangeWindowStats:
+    """Per range [a, b]: the headline 1 ms rate, the burst count and the over-line window count
+    of the windows lying wholly inside it, fed block by block (vectorized over the ranges).
+
+    ``a``, ``b``: int64 ns arrays, shape (n,); ``width_ns``: window width; ``capacity_gbps``:
+    burst thresholds as ``bursts.detect_bursts`` (enter at ``enter_frac``, stay while at or
+    above ``leave_frac`` of it). ``add(t, v, qq)`` takes consecutive windows (starts ``t``
+    int64 ns, bytes ``v``, ``rebin_with_quality`` bits ``qq`` or None) in time order; blocks
+    follow each other without a gap. ``result()`` returns ``(peak_gbps float (n,), bursts int64
+    (n,), over_line int64 (n,))``: the same as ``detect_bursts`` and ``peaks.HEADLINE_EXCLUDE``
+    on each range's windows (a burst = a run of valid windows at or above the leave threshold
+    holding one at or above the enter threshold; a run reaching a block's end is carried into
+    the next block). Cost: O(windows + ranges x blocks they touch), no Python loop per range.
+    """
+
+    def __init__(self, a, b, width_ns: int, capacity_gbps: float, *, enter_frac: float = 0.25,
+                 leave_frac: float = 0.10):
+        self.a = np.asarray(a, dtype=np.int64).ravel()
+        self.b = np.asarray(b, dtype=np.int64).ravel()
+        self.w = int(width_ns)
+        self.enter = enter_frac * float(capacity_gbps)
+        self.leave = leave_frac * float(capacity_gbps)
+        n = len(self.a)
+        self.peak = np.full(n, -np.inf)
+        self.n_over = np.zeros(n, np.int64)
+        self.count = np.zeros(n, np.int64)
+        self.open = np.zeros(n, bool)  # the range's last part ended inside a run ...
+        self.open_hi = np.zeros(n, bool)  # ... which already holds an enter window
+
+    def add(self, t: np.ndarray, v: np.ndarray, qq: np.ndarray | None = None) -> None:
+        from .peaks import HEADLINE_EXCLUDE
+        from .series import QUALITY_OVER_LINE
+
+        t = np.asarray(t, dtype=np.int64)
+        m = len(t)
+        if not m or not len(self.a):
+            return
+        w = self.w
+        idx = np.flatnonzero((self.a < int(t[-1]) + w) & (self.b > int(t[0])))
+        if not len(idx):
+            return
+        s0 = np.searchsorted(t, self.a[idx], "left")
+        s1 = np.searchsorted(t + w, self.b[idx], "right")
+        keep = s1 > s0
+        idx, s0, s1 = idx[keep], s0[keep], s1[keep]
+        if not len(idx):
+            return
+        rate = np.asarray(v, dtype=np.float64) * 8.0 / float(w)
+        q = np.zeros(m, np.int64) if qq is None else np.asarray(qq, dtype=np.int64)
+        good = np.where(((q & HEADLINE_EXCLUDE) == 0) & ~np.isnan(rate), rate, -np.inf)
+        c_over = np.concatenate([[0], np.cumsum((q & QUALITY_OVER_LINE) != 0)])
+        self.n_over[idx] += c_over[s1] - c_over[s0]
+        self.peak[idx] = np.maximum(self.peak[idx], _range_max(good, s0, s1))
+        valid = ~np.isnan(rate)
+        hi = valid & (rate >= self.enter)
+        stay = valid & (rate >= self.leave)
+        c_hi = np.concatenate([[0], np.cumsum(hi)])
+        edges = np.diff(np.concatenate([[0], stay.astype(np.int8), [0]]))
+        run_s = np.flatnonzero(edges == 1)
+        run_e = np.flatnonzero(edges == -1)  # exclusive
+        run_has = (c_hi[run_e] - c_hi[run_s]) > 0
+        c_run = np.concatenate([[0], np.cumsum(run_has)])
+        # runs wholly inside [s0, s1)
+        j_lo = np.searchsorted(run_s, s0, "left")
+        j_hi = np.searchsorted(run_e, s1, "right")
+        cnt = np.where(j_hi > j_lo, c_run[np.maximum(j_hi, j_lo)] - c_run[j_lo], 0)
+        # the run holding s0 (started before it), cut at s0 (and at s1)
+        j0 = np.searchsorted(run_s, s0, "right") - 1
+        j0c = np.maximum(j0, 0)
+        in0 = (j0 >= 0) & (run_e[j0c] > s0) if len(run_s) else np.zeros(len(s0), bool)
+        e_first = np.minimum(run_e[j0c], s1) if len(run_s) else s0
+        first_hi = in0 & ((c_hi[e_first] - c_hi[s0]) > 0)
+        cut0 = in0 & (run_s[j0c] < s0) if len(run_s) else in0
+        cnt += cut0 & first_hi
+        # the run holding s1 - 1 that started inside the range, cut at s1
+        jl = np.searchsorted(run_s, s1 - 1, "right") - 1
+        jlc = np.maximum(jl, 0)
+        inl = (jl >= 0) & (run_e[jlc] > s1 - 1) if len(run_s) else np.zeros(len(s0), bool)
+        st_l = np.maximum(run_s[jlc], s0) if len(run_s) else s0
+        last_hi = inl & ((c_hi[s1] - c_hi[st_l]) > 0)
+        cut1 = inl & (run_e[jlc] > s1) & (run_s[jlc] >= s0) if len(run_s) else inl
+        cnt += cut1 & last_hi
+        # cnt: every run inside the part, cut at its ends, that holds an enter window; now the
+        # run carried from the previous block joins the first, and the last one is carried on
+        single = in0 & inl & (j0c == jlc)
+        op, oh = self.open[idx], self.open_hi[idx]
+        join = op & in0
+        cnt -= join & first_hi  # the joined first run is counted once, below
+        merged_hi = oh | first_hi
+        ends_here = join & ~single  # the joined run ends inside this part
+        cnt += ends_here & merged_hi
+        cnt += op & ~in0 & oh  # the carried run ended with the previous block
+        # the run reaching the part's end stays open (not yet counted)
+        new_open = inl
+        new_hi = np.where(join & single, merged_hi, last_hi)
+        cnt -= inl & ~(join & single) & last_hi
+        self.count[idx] += cnt
+        self.open[idx] = new_open
+        self.open_hi[idx] = new_hi
+
+    def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        peak = np.where(np.isfinite(self.peak), self.peak, np.nan)
+        return peak, self.count + (self.open & self.open_hi), self.n_over.copy()
+
+
+def _range_max(x: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
+    """max(x[s0[i]:s1[i]]) for every i (s1 > s0), by a sparse table: O(m log L + n)."""
+    need = int(np.max(s1 - s0))
+    out = np.full(len(s0), -np.inf)
+    table = x
+    k = 0
+    length = s1 - s0
+    while True:
+        # ranges whose highest power of two <= length is 2**k
+        sel = (length >= (1 << k)) & (length < (1 << (k + 1)))
+        if sel.any():
+            a, b = s0[sel], s1[sel] - (1 << k)
+            out[sel] = np.maximum(table[a], table[b])
+        if (1 << (k + 1)) > need:
+            return out
+        step = 1 << k
+        table = np.maximum(table[:-step], table[step:]) if len(table) > step else table[:0]
+        k += 1
 
 
 def _rate_gbps(nbytes, t0, t1) -> np.ndarray:

@@ -555,8 +555,9 @@ class RangeQueries:
     ``series.integrate`` and ``attribute._window_stats`` on the whole capture. A range's bytes
     are summed over the segments it crosses (each segment's intervals evaluated on the part of
     the range inside them); the 1 ms windows of ``series.rebin(by="direction")`` stream by, and
-    each range keeps a running peak and a burst detector (``bursts._BurstStream``) over the
-    windows lying wholly inside it. Memory grows with the number of ranges, not the readings.
+    ``attribute.RangeWindowStats`` keeps every range's running peak, over-line count and burst
+    state (a run carried across blocks) over the windows lying wholly inside it, vectorized
+    over the ranges. Memory grows with the number of ranges, not the readings.
     """
 
     def __init__(self, capture, *, origin_ns: int, width_ns: int, capacity_gbps: float,
@@ -622,9 +623,8 @@ class RangeQueries:
 
     def run(self) -> None:
         """Answer every recorded query in one pass over the capture."""
-        from .bursts import _BurstStream
-        from .peaks import HEADLINE_EXCLUDE
-        from .series import QUALITY_OVER_LINE, OverLineFlagger, _combine
+        from .attribute import RangeWindowStats
+        from .series import OverLineFlagger, _combine
 
         flag = OverLineFlagger(self.info, by="direction", source=self.source)
 
@@ -660,12 +660,12 @@ class RangeQueries:
                     x[2][idx] += gap
                     x[3][idx] += cov
 
-        peak = {k: np.full(len(q[1]), np.nan) for k, q in stats}
-        det: dict[tuple[int, int], _BurstStream] = {}
+        # per stats query: the 1 ms peaks, over-line counts and bursts of every range, fed
+        # block by block (attribute.RangeWindowStats: vectorized over the ranges)
+        rstats = {k: RangeWindowStats(a, b, self.width_ns, self.capacity) for k, (_, a, b)
+                  in stats}
         w = self.width_ns
-        enter, leave = 0.25 * self.capacity, 0.10 * self.capacity
         grid = WindowGrid(w, self.origin)
-        n_over = {k: np.zeros(len(q[1]), np.int64) for k, q in stats}
         for _, bb, qq in iter_windows(self.info, [grid], by="direction", source=self.source,
                                       on_parts=on_parts):
             if "tx" not in bb.columns or not len(bb):
@@ -675,35 +675,11 @@ class RangeQueries:
             qtx = flag(bb[["tx"]], qq[["tx"]], w)["tx"].to_numpy(np.int64)
             t = bb.index.to_numpy()
             v = bb["tx"].to_numpy(np.float64)
-            rate = v * 8.0 / w
-            good = np.where((qtx & HEADLINE_EXCLUDE) == 0, rate, np.nan)
-            c_over = np.concatenate([[0], np.cumsum((qtx & QUALITY_OVER_LINE) != 0)])
-            t_lo, t_hi = int(t[0]), int(t[-1]) + w
-            for k, (_, a, b) in stats:
-                idx = np.flatnonzero((a < t_hi) & (b > t_lo))
-                if not len(idx):
-                    continue
-                lo = np.searchsorted(t, a[idx], "left")
-                hi = np.searchsorted(t + w, b[idx], "right")
-                for i, s0, s1 in zip(idx.tolist(), lo.tolist(), hi.tolist(), strict=True):
-                    if s1 <= s0:
-                        continue
-                    seg = good[s0:s1]
-                    if np.isfinite(seg).any():
-                        m = float(np.nanmax(seg))
-                        peak[k][i] = m if np.isnan(peak[k][i]) else max(peak[k][i], m)
-                    n_over[k][i] += int(c_over[s1] - c_over[s0])
-                    d = det.get((k, i))
-                    if d is None:
-                        d = det[(k, i)] = _BurstStream(w, enter, leave)
-                    d.add(t[s0:s1], v[s0:s1])
+            for st in rstats.values():
+                st.add(t, v, qtx)
         answers: list = [None] * len(self.queries)
-        for k, (_, a, _b) in stats:
-            nb = np.zeros(len(a), np.int64)
-            for (kk, i), d in det.items():
-                if kk == k:
-                    nb[i] = len(d.finish())
-            answers[k] = (peak[k], nb, n_over[k])
+        for k, st in rstats.items():
+            answers[k] = st.result()
         for k, (_, a, b, by, allow_partial) in integ:
             width = b - a
 
