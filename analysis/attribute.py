@@ -96,42 +96,47 @@ def assign_rounds(requests: pd.DataFrame, arrival_window_s: float = 1.0) -> pd.D
         df["round"] = df["round"].astype("int64")
         return df
     win = int(round(arrival_window_s * 1e9))
-    todo = df[~labelled].sort_values("t_send_ns", kind="stable")
-    groups: list[list[Any]] = []
-    cur: list[Any] = []
+    # positions of the unlabelled rows in send order; one pass groups them (a group's first
+    # send opens a window of ``win``; a change of test label closes it)
+    pos = np.flatnonzero(~labelled.to_numpy())
+    pos = pos[np.argsort(df["t_send_ns"].to_numpy(np.int64)[pos], kind="stable")]
+    sends = df["t_send_ns"].to_numpy(np.int64)[pos].tolist()
+    labels_in = df["test"].to_numpy(object)[pos].tolist()
+    starts: list[int] = []  # index into pos of each group's first row
     cur_start = cur_test = None
-    for idx, r in todo.iterrows():
-        t = int(r["t_send_ns"])
-        if cur and (t - cur_start > win or r["test"] != cur_test):
-            groups.append(cur)
-            cur = []
-        if not cur:
-            cur_start, cur_test = t, r["test"]
-        cur.append(idx)
-    if cur:
-        groups.append(cur)
+    for k, (t, te) in enumerate(zip(sends, labels_in, strict=True)):
+        if not starts or t - cur_start > win or te != cur_test:
+            starts.append(k)
+            cur_start, cur_test = t, te
+    bounds = np.append(starts, len(pos))
+    prompt = df["prompt_tokens"].to_numpy(dtype=float, na_value=np.nan)[pos]
+    any_na = np.add.reduceat(np.isnan(prompt), starts) > 0
+    p_min = np.fmin.reduceat(prompt, starts)
+    p_max = np.fmax.reduceat(prompt, starts)
     tests = df["test"].astype(object).copy()
-    rounds = pd.array(df["round"], dtype="Int64")
+    rounds = df["round"].to_numpy(dtype=float, na_value=np.nan)
+    test_out = tests.to_numpy(object).copy()
     counters: dict[str, int] = {}
     unknown: list[str] = []
-    for gi, g in enumerate(groups, start=1):
-        rows = df.loc[g]
-        label = rows["test"].iloc[0]
+    for gi in range(len(starts)):
+        g0, g1 = int(bounds[gi]), int(bounds[gi + 1])
+        label = labels_in[g0]
         if label is None or (isinstance(label, float) and np.isnan(label)):
-            if rows["prompt_tokens"].isna().any():
+            if any_na[gi]:
                 # without prompt tokens rounds of different prompt lengths (the demo's P1 and
                 # P2) cannot be told apart: never merge them into one test
-                label = f"round {gi}"
+                label = f"round {gi + 1}"
                 unknown.append(label)
             else:
-                p = rows["prompt_tokens"].unique()
-                label = f"{len(g)}x{int(p[0])}" if len(p) == 1 else f"{len(g)} requests"
+                n = g1 - g0
+                label = (f"{n}x{int(p_min[gi])}" if p_min[gi] == p_max[gi]
+                         else f"{n} requests")
         counters[label] = counters.get(label, 0) + 1
-        for idx in g:
-            tests[idx] = label
-            rounds[df.index.get_loc(idx)] = counters[label]
-    df["test"] = tests
-    df["round"] = np.asarray(rounds, dtype="int64")
+        rows = pos[g0:g1]
+        test_out[rows] = label
+        rounds[rows] = counters[label]
+    df["test"] = pd.Series(test_out, index=df.index, dtype=object)
+    df["round"] = rounds.astype("int64")
     if unknown:
         df.attrs["notes"] = [
             f"prompt tokens unknown (no token counts in the log): each group of requests sent "
@@ -737,21 +742,32 @@ def implausible_request_notes(requests: pd.DataFrame,
 def _rounds(req: pd.DataFrame, be) -> pd.DataFrame:
     """One row per (test, round): the round's timing and its prefill/decode bytes."""
 
-    rows = []
-    for (test, rnd), g in req.groupby(["test", "round"], sort=False):
-        rows.append({
-            "test": test, "round": int(rnd), "n_requests": len(g),
-            "t_start_ns": int(g["t_send_ns"].min()),
-            "t_last_first_ns": int(g["t_first_ns"].max()),
-            "t_end_ns": int(g["t_last_ns"].max()),
-            "prompt_tokens": g["prompt_tokens"].sum(min_count=len(g)),
-            "time_to_last_first_token_s": (g["t_first_ns"].max() - g["t_send_ns"].min()) / 1e9,
-            "mean_ttft_s": float(g["ttft_s"].mean()),
-            "decode_speed_tps": float(g["decode_speed_tps"].mean()),
-        })
-    r = pd.DataFrame(rows)
-    if not len(r):
-        return r
+    if not len(req):
+        return pd.DataFrame()
+    # one grouped pass (a dict per round was built in a Python loop: slow for 10^4 rounds)
+    g = req.groupby(["test", "round"], sort=False)
+    n = g.size()
+    pt = req["prompt_tokens"].astype("Float64")
+    pt_sum = pt.groupby([req["test"], req["round"]], sort=False).sum(min_count=1)
+    pt_na = pt.isna().groupby([req["test"], req["round"]], sort=False).any()
+    t_start = g["t_send_ns"].min()
+    t_first = g["t_first_ns"].max()
+    r = pd.DataFrame({
+        "test": n.index.get_level_values(0).to_numpy(object),
+        "round": n.index.get_level_values(1).to_numpy(np.int64),
+        "n_requests": n.to_numpy(np.int64),
+        "t_start_ns": t_start.to_numpy(np.int64),
+        "t_last_first_ns": t_first.to_numpy(np.int64),
+        "t_end_ns": g["t_last_ns"].max().to_numpy(np.int64),
+        # the sum over the round's requests, unknown (NA) when any is unknown
+        "prompt_tokens": [pd.NA if na else int(v) for na, v in
+                          zip(pt_na.to_numpy(), pt_sum.to_numpy(dtype=float, na_value=np.nan),
+                              strict=True)],
+        "time_to_last_first_token_s": (t_first.to_numpy(np.int64)
+                                       - t_start.to_numpy(np.int64)) / 1e9,
+        "mean_ttft_s": g["ttft_s"].mean().to_numpy(float),
+        "decode_speed_tps": g["decode_speed_tps"].mean().to_numpy(float),
+    })
     a, m, b = (r[c].to_numpy(np.int64) for c in ("t_start_ns", "t_last_first_ns", "t_end_ns"))
     pre = be.integrate(a, m, by="direction")
     dec = be.integrate(m, b, by="direction")

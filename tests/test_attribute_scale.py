@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -88,3 +90,132 @@ def test_range_window_stats_hand_computed():
     assert nb.tolist() == [2, 0, 1]
     assert peak.tolist() == [40.0, 12.0, 40.0]
     assert n_over.tolist() == [0, 0, 0]
+
+
+# -- the grouping into rounds and the per-round table, against the code they replaced ------------
+
+def _old_assign_rounds(requests: pd.DataFrame, arrival_window_s: float = 1.0) -> pd.DataFrame:
+    """The code before the vectorized rewrite (a loop over rows and groups)."""
+    df = requests.copy()
+    labelled = df["test"].notna() & df["round"].notna()
+    if labelled.all():
+        df["round"] = df["round"].astype("int64")
+        return df
+    win = int(round(arrival_window_s * 1e9))
+    todo = df[~labelled].sort_values("t_send_ns", kind="stable")
+    groups: list[list[Any]] = []
+    cur: list[Any] = []
+    cur_start = cur_test = None
+    for idx, r in todo.iterrows():
+        t = int(r["t_send_ns"])
+        if cur and (t - cur_start > win or r["test"] != cur_test):
+            groups.append(cur)
+            cur = []
+        if not cur:
+            cur_start, cur_test = t, r["test"]
+        cur.append(idx)
+    if cur:
+        groups.append(cur)
+    tests = df["test"].astype(object).copy()
+    rounds = pd.array(df["round"], dtype="Int64")
+    counters: dict[str, int] = {}
+    unknown: list[str] = []
+    for gi, g in enumerate(groups, start=1):
+        rows = df.loc[g]
+        label = rows["test"].iloc[0]
+        if label is None or (isinstance(label, float) and np.isnan(label)):
+            if rows["prompt_tokens"].isna().any():
+                # without prompt tokens rounds of different prompt lengths (the demo's P1 and
+                # P2) cannot be told apart: never merge them into one test
+                label = f"round {gi}"
+                unknown.append(label)
+            else:
+                p = rows["prompt_tokens"].unique()
+                label = f"{len(g)}x{int(p[0])}" if len(p) == 1 else f"{len(g)} requests"
+        counters[label] = counters.get(label, 0) + 1
+        for idx in g:
+            tests[idx] = label
+            rounds[df.index.get_loc(idx)] = counters[label]
+    df["test"] = tests
+    df["round"] = np.asarray(rounds, dtype="int64")
+    if unknown:
+        df.attrs["notes"] = [
+            f"prompt tokens unknown (no token counts in the log): each group of requests sent "
+            f"within {arrival_window_s:g} s is its own test ({', '.join(unknown[:3])}"
+            f"{', ...' if len(unknown) > 3 else ''}), since rounds of different prompt lengths "
+            "cannot be told apart; per-test means are over one round each. Label the log's "
+            "requests with test/round (or give token counts) to group the rounds of one test"]
+    return df
+
+
+def _old_rounds_head(req: pd.DataFrame, be) -> pd.DataFrame:
+    """The per-round table before the rewrite (a dict per round), without the bytes."""
+
+    rows = []
+    for (test, rnd), g in req.groupby(["test", "round"], sort=False):
+        rows.append({
+            "test": test, "round": int(rnd), "n_requests": len(g),
+            "t_start_ns": int(g["t_send_ns"].min()),
+            "t_last_first_ns": int(g["t_first_ns"].max()),
+            "t_end_ns": int(g["t_last_ns"].max()),
+            "prompt_tokens": g["prompt_tokens"].sum(min_count=len(g)),
+            "time_to_last_first_token_s": (g["t_first_ns"].max() - g["t_send_ns"].min()) / 1e9,
+            "mean_ttft_s": float(g["ttft_s"].mean()),
+            "decode_speed_tps": float(g["decode_speed_tps"].mean()),
+        })
+    r = pd.DataFrame(rows)
+    if not len(r):
+        return r
+    return r
+
+
+class _NoBytes:
+    """A backend answering every range with NaN bytes and no peak (only the timing columns
+    are compared)."""
+
+    def integrate(self, a, b, *, by, allow_partial=False):
+        return pd.DataFrame({"tx": np.full(len(a), np.nan), "rx": np.full(len(a), np.nan)})
+
+    def window_stats(self, a, b):
+        return np.full(len(a), np.nan), np.zeros(len(a), np.int64), np.zeros(len(a), np.int64)
+
+
+def _requests(rng, n, *, labelled=0.0, tests=(None,), na_prompt=0.0, prompts=(512, 1024)):
+    send = np.sort(rng.integers(0, 40, n)) * 300_000_000 + rng.integers(0, 5, n)
+    prompt = pd.array([None if rng.random() < na_prompt else int(rng.choice(prompts))
+                       for _ in range(n)], dtype="Int64")
+    test = [rng.choice(np.array(tests, dtype=object)) for _ in range(n)]
+    rnd = pd.array([int(rng.integers(1, 4)) if rng.random() < labelled else None
+                    for _ in range(n)], dtype="Int64")
+    ttft = rng.integers(1, 10**8, n)
+    df = pd.DataFrame({"request_id": [f"r{i}" for i in range(n)], "test": test, "round": rnd,
+                       "prompt_tokens": prompt, "t_send_ns": send, "t_first_ns": send + ttft,
+                       "t_last_ns": send + ttft + rng.integers(0, 10**9, n)})
+    df = df.sample(frac=1.0, random_state=int(rng.integers(0, 1000))).reset_index(drop=True)
+    return df
+
+
+@pytest.mark.parametrize("case", range(10))
+def test_assign_rounds_and_round_table_equal_the_old_code(case):
+    from rdmascope.analysis import metrics as M
+    from rdmascope.analysis.attribute import _rounds, assign_rounds
+
+    rng = np.random.default_rng(case)
+    kw = [dict(), dict(na_prompt=0.2), dict(prompts=(512,)), dict(tests=(None, "P1")),
+          dict(labelled=1.0, tests=("P1", "P4")), dict(labelled=0.5, tests=("P1", None)),
+          dict(na_prompt=1.0), dict(prompts=(512, 512, 2048), tests=("A", "B")),
+          dict(labelled=0.3, na_prompt=0.3, tests=(None, "X")), dict()][case]
+    req = _requests(rng, int(rng.integers(1, 120)), **kw)
+    for win in (0.0, 1.0, 2.5):
+        old = _old_assign_rounds(req, win)
+        new = assign_rounds(req, win)
+        pd.testing.assert_frame_equal(new, old)
+        assert new.attrs.get("notes") == old.attrs.get("notes")
+        if not (new["test"].notna().all()):
+            continue
+        timed = pd.concat([new, M.request_timing(new.assign(
+            chunk_times=None, output_tokens=pd.array([8] * len(new), dtype="Int64")))], axis=1)
+        want = _old_rounds_head(timed, None)
+        got = _rounds(timed, _NoBytes())
+        want = want.sort_values(["t_start_ns"], kind="stable").reset_index(drop=True)
+        pd.testing.assert_frame_equal(got[list(want.columns)], want)
