@@ -30,9 +30,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from rdmascope.capture import (
     LIVE_PREFIX,
+    STATUS_OK,
     _listed_segments,
     iter_capture_tables,
     list_capture_files,
@@ -40,7 +43,7 @@ from rdmascope.capture import (
 )
 from rdmascope.quantiles import ExactPercentiles
 
-from .load import CaptureFacts, counters_frame, readings_frame
+from .load import CaptureFacts, counters_frame
 from .series import (
     DEFAULT_GAP_FACTOR,
     QUALITY_EMPTY,
@@ -227,28 +230,56 @@ def iter_intervals(capture, *, counters=None, source: str | None = "infiniband",
                for c in ids}
     if not ids:
         return
-    for _f, tab in iter_capture_tables(info.path, counter_ids=ids, start_ns=start_ns,
+    ids_sorted = sorted(streams)
+    keys = np.asarray(ids_sorted, dtype=np.uint16)
+    # every counter's rows are read and sliced here (views): cheaper than Arrow slices of the
+    # asked counters concatenated and converted again
+    for _f, tab in iter_capture_tables(info.path, counter_ids=None, start_ns=start_ns,
                                        end_ns=end_ns, manifest=info.meta,
                                        columns=["t_before_ns", "read_duration_ns", "value",
                                                 "status"]):
         if not tab.num_rows:
             continue
-        r = readings_frame(tab)
-        cid = r["counter_id"].to_numpy()
-        u = np.unique(cid)
-        lo = np.searchsorted(cid, u, "left")
-        hi = np.searchsorted(cid, u, "right")
-        cols = [r[k].to_numpy() for k in ("t_ns", "t_unc_ns", "value", "valid", "sweep")]
+        cid, t_before, dur, value, ok = _reading_columns(tab)
+        sweep = _numpy(tab.column("sweep"))
+        lo = np.searchsorted(cid, keys, "left")
+        hi = np.searchsorted(cid, keys, "right")
         parts = {}
-        for c, a, b in zip(u, lo, hi, strict=True):
-            s = streams[int(c)]
-            parts[int(c)] = s.feed(*(x[a:b] for x in cols))
-        del r, cols, tab
+        for c, a, b in zip(ids_sorted, lo.tolist(), hi.tolist(), strict=True):
+            if b <= a:
+                continue
+            d = dur[a:b].astype(np.int64)
+            parts[c] = streams[c].feed(t_before[a:b] + d // 2, (d + 1) // 2, value[a:b],
+                                       ok[a:b], sweep[a:b])
+        del tab, cid, t_before, dur, value, ok, sweep
         yield parts, _bound(streams)
     last = {c: s.feed(*(np.zeros(0, x) for x in (np.int64, np.int64, np.uint64, bool,
                                                   np.int64)), final=True)
             for c, s in streams.items()}
     yield last, _FAR
+
+
+def _numpy(c) -> np.ndarray:
+    """A non-null Arrow column as a numpy array (zero-copy when it is one chunk)."""
+    if isinstance(c, pa.ChunkedArray):
+        c = c.chunk(0) if c.num_chunks == 1 else c.combine_chunks()
+    return c.to_numpy(zero_copy_only=False)
+
+
+def _reading_columns(tab) -> tuple[np.ndarray, ...]:
+    """(counter_id, t_before_ns, read_duration_ns, value, valid) of a SAMPLE_SCHEMA table as
+    ``load.readings_frame`` reads them (value 0 where null; valid = status OK and a value),
+    without building a DataFrame."""
+    v = tab.column("value")
+    v = v.chunk(0) if v.num_chunks == 1 else v.combine_chunks()
+    status = _numpy(tab.column("status"))
+    ok = status == STATUS_OK
+    if v.null_count:
+        ok &= v.is_valid().to_numpy(zero_copy_only=False)
+        v = pc.fill_null(v, 0)
+    value = v.to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
+    return (_numpy(tab.column("counter_id")), _numpy(tab.column("t_before_ns")),
+            _numpy(tab.column("read_duration_ns")), value, ok)
 
 
 def _bound(streams: dict[int, _CounterStream]) -> int:
