@@ -15,6 +15,7 @@ from rdmascope.capture import (
     CaptureSchemaError,
     CaptureWriter,
     CorruptSegmentError,
+    iter_capture_tables,
     make_batch,
     read_capture,
 )
@@ -68,6 +69,29 @@ def test_every_bit_flip_in_a_segment_footer_is_refused(tmp_path):
             assert ei.value.path == str(seg)
     seg.write_bytes(good)
     assert read_capture(cap).table.num_rows == 800
+
+
+def test_streamed_reads_check_the_digest_too(tmp_path):
+    """``iter_capture_tables`` (every streamed analysis command) computes the SHA-256 in a worker
+    thread beside the decode; a footer flip must still be refused before any table is yielded,
+    also the flips Parquet itself decodes without complaint (statistics, metadata)."""
+    cap = _capture(tmp_path / "c", n_segments=2)
+    seg = cap / "segments" / "seg-000001.parquet"
+    good = seg.read_bytes()
+    for i in range(max(0, len(good) - 300), len(good), 3):
+        data = bytearray(good)
+        data[i] ^= 1 << 4
+        seg.write_bytes(bytes(data))
+        got = []
+        with pytest.raises(CorruptSegmentError) as ei:
+            for f, _t in iter_capture_tables(cap):
+                got.append(f.name)
+        assert ei.value.path == str(seg)
+        assert got == ["seg-000000.parquet"]  # the bad segment's readings never come out
+        # the digest mismatch is named even where Parquet fails first
+        assert "SHA-256" in str(ei.value)
+    seg.write_bytes(good)
+    assert sum(t.num_rows for _f, t in iter_capture_tables(cap)) == 1600
 
 
 def test_listed_segment_missing_on_disk_is_refused(tmp_path):
