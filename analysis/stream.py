@@ -322,6 +322,7 @@ class _GridAcc:
         self.acc = {c: [np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64),
                         np.zeros(0, np.int64)] for c in ids}
         self.origin: int | None = None
+        self.columns: pd.Index | None = None
         self.start_ns: int | None = g.start_ns
         self.buffer: list[tuple[int, _Counter]] = []  # parts added before the origin is known
         if g.origin_ns is not None:
@@ -379,7 +380,7 @@ class _GridAcc:
         if kb <= ka:
             return
         self._grow(ka, kb)
-        parts = cnt.edges(self._edges(ka, kb))
+        parts = cnt.edges(self._edges(ka, kb), step=self.g.width_ns)  # regular but for clipping
         off = ka - self.k_lo
         for a, p in zip(self.acc[c], parts, strict=True):
             a[off:off + len(p)] += p
@@ -406,11 +407,13 @@ class _GridAcc:
             return None
         e = self._edges(self.k_lo, self.k_lo + cut)
         width = np.diff(e)
+        if self.columns is None:
+            self.columns = pd.Index(names, name=by)
+        # the groups come in the order of ``names`` (the first counter of each), so the
+        # frames need no reindexing
         b, q = _combine(((key_of[c], tuple(a[:cut] for a in self.acc[c])) for c in self.ids),
                         width if self.g.clip else self.g.width_ns,
-                        pd.Index(e[:-1], name="window_start_ns"))
-        b = b.reindex(columns=names)
-        q = q.reindex(columns=names)
+                        pd.Index(e[:-1], name="window_start_ns"), columns=self.columns)
         b.columns.name = q.columns.name = by
         for c in self.ids:
             self.acc[c] = [a[cut:] for a in self.acc[c]]

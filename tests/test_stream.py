@@ -453,3 +453,29 @@ def test_first_burst_streamed_equals_in_memory(tmp_path, kw):
     assert got == want
     if "after_ns" in kw:
         assert want[0] >= kw["after_ns"] > cap.t_start_ns + 5 * 10**9
+
+
+def test_regular_grid_count_equals_the_binary_search():
+    """``_Counter.ends_before`` with a step (the windows' regular grid, first and last edge
+    possibly cut to a range) counts intervals ending at or before each edge in linear time; it
+    must equal ``searchsorted(t1, e, "right")`` exactly (zero-length intervals, edges on
+    interval ends, grids starting before or ending after every interval)."""
+    from rdmascope.analysis.series import _Counter
+
+    rng = np.random.default_rng(5)
+    for _ in range(2000):
+        n = int(rng.integers(1, 300))
+        d = rng.integers(0, 2500, n)
+        gaps = rng.integers(0, 3, n) * rng.integers(0, 1500, n)
+        t0 = np.cumsum(gaps) + np.concatenate([[0], np.cumsum(d)[:-1]]) \
+            + int(rng.integers(-5000, 5000))
+        t1 = t0 + d
+        c = _Counter(t0, t1, rng.random(n) * 100, np.zeros(n, np.int8))
+        step = int(rng.integers(1, 2000))
+        e = int(rng.integers(-8000, 8000)) \
+            + np.arange(int(rng.integers(2, 400)), dtype=np.int64) * step
+        if rng.random() < 0.5:  # a grid clipped to a range (WindowGrid clip=True)
+            lo, hi = e[0] + int(rng.integers(0, step)), e[-1] - int(rng.integers(0, step))
+            if hi > lo:
+                e = np.clip(e, lo, hi)
+        assert np.array_equal(c.ends_before(e, step), np.searchsorted(t1, e, "right"))
