@@ -765,8 +765,8 @@ def _rounds(req: pd.DataFrame, be) -> pd.DataFrame:
                               strict=True)],
         "time_to_last_first_token_s": (t_first.to_numpy(np.int64)
                                        - t_start.to_numpy(np.int64)) / 1e9,
-        "mean_ttft_s": g["ttft_s"].mean().to_numpy(float),
-        "decode_speed_tps": g["decode_speed_tps"].mean().to_numpy(float),
+        "mean_ttft_s": _group_means(g, req["ttft_s"]),
+        "decode_speed_tps": _group_means(g, req["decode_speed_tps"]),
     })
     a, m, b = (r[c].to_numpy(np.int64) for c in ("t_start_ns", "t_last_first_ns", "t_end_ns"))
     pre = be.integrate(a, m, by="direction")
@@ -781,6 +781,24 @@ def _rounds(req: pd.DataFrame, be) -> pd.DataFrame:
     with np.errstate(divide="ignore", invalid="ignore"):
         r["prefill_per_token_bytes"] = np.where(pt > 0, r["prefill_tx_bytes"] / pt, np.nan)
     return r.sort_values(["t_start_ns"], kind="stable").reset_index(drop=True)
+
+
+def _group_means(g, values: pd.Series) -> np.ndarray:
+    """Per group of ``g`` (in its order): the mean of the non-NaN values as ``Series.mean``
+    sums them (NaN as 0, numpy's pairwise sum, / count), to the last bit; NaN when none."""
+    codes = g.ngroup().to_numpy()
+    order = np.argsort(codes, kind="stable")  # rows of a group in their order
+    v = values.to_numpy(dtype=float)[order]
+    ok = ~np.isnan(v)
+    z = np.where(ok, v, 0.0)
+    bounds = np.searchsorted(codes[order], np.arange(g.ngroups + 1))
+    out = np.full(g.ngroups, np.nan)
+    for i in range(g.ngroups):
+        s0, s1 = bounds[i], bounds[i + 1]
+        n = int(ok[s0:s1].sum())
+        if n:
+            out[i] = z[s0:s1].sum() / n
+    return out
 
 
 #: The round metrics summarised across rounds (mean with min-max spread, method.md).

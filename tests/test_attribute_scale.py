@@ -209,7 +209,7 @@ def test_assign_rounds_and_round_table_equal_the_old_code(case):
     for win in (0.0, 1.0, 2.5):
         old = _old_assign_rounds(req, win)
         new = assign_rounds(req, win)
-        pd.testing.assert_frame_equal(new, old)
+        pd.testing.assert_frame_equal(new, old, check_exact=True)
         assert new.attrs.get("notes") == old.attrs.get("notes")
         if not (new["test"].notna().all()):
             continue
@@ -218,4 +218,4 @@ def test_assign_rounds_and_round_table_equal_the_old_code(case):
         want = _old_rounds_head(timed, None)
         got = _rounds(timed, _NoBytes())
         want = want.sort_values(["t_start_ns"], kind="stable").reset_index(drop=True)
-        pd.testing.assert_frame_equal(got[list(want.columns)], want)
+        pd.testing.assert_frame_equal(got[list(want.columns)], want, check_exact=True)
