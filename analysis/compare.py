@@ -135,8 +135,11 @@ def run_facts(capture, interfaces: str | None = None):
 
     c = capture.counters
     devs = list(dict.fromkeys(c.loc[c["data"] & (c["source"] == "infiniband"), "device"]))
-    return RunFacts(meta=capture.meta, port_gbps=max(port_rates_gbps(capture.meta).values(),
-                                                     default=None),
+    # the recorded port rate, never --link-gbps (that is the line rate of the over-line flag;
+    # the estimate's links have --link-a / --link-b)
+    return RunFacts(meta=capture.meta,
+                    port_gbps=max(port_rates_gbps(capture.meta, override=False).values(),
+                                  default=None),
                     twins=len(devs) or None, interfaces=interfaces)
 
 

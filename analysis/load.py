@@ -49,15 +49,16 @@ _DESCRIPTOR_KEYS = COUNTER_KEYS  # owned by rdmascope.capture
 
 
 
-def port_rates_gbps(meta: dict[str, Any]) -> dict[str, float]:
+def port_rates_gbps(meta: dict[str, Any], *, override: bool = True) -> dict[str, float]:
     """Return {device: link rate in Gb/s} from a manifest's ``devices`` records.
 
     The highest of each device's port ``rate`` strings (e.g. 200 for "200 Gb/sec (4X HDR)") and
     netdev ``speed`` values, or the ``--link-gbps`` override: ``rdmascope.plausibility``. The
     rate string is not a reliable capacity (sysfs.md: a Spark twin reports 200 but carries ~109;
     mlx5 falls back to 40 for modes it does not know). Malformed records are skipped.
+    ``override=False``: the recorded rates even while ``--link-gbps`` is in effect.
     """
-    return _port_rates_gbps(meta)
+    return _port_rates_gbps(meta, override=override)
 
 
 class CaptureFacts:

@@ -670,15 +670,20 @@ def pick_request(cfg: Configuration, request_id: str | None = None) -> pd.Series
     return cand.loc[(cand["t_first_ns"] - cand["t_send_ns"]).idxmax()]
 
 
-def _line_rate_note(cfg: Configuration) -> str:
+def _line_rate_items(cfg: Configuration) -> list[str]:
     """What each device's and link's windows are judged against (the over-line flag and the
-    headline peaks) and where that ceiling came from (``series.line_rates``)."""
+    headline peaks) and where that ceiling came from (``series.line_rates``), e.g.
+    "rocep1s0f1: 126.0 Gb/s: PCIe link 32 GT/s x4 ..."."""
     from .series import line_rate_lines, line_rates, twin_links
 
     lines = line_rate_lines(line_rates(cfg.capture, groups=twin_links(cfg.capture) or None))
+    return [ln.removeprefix("line rate ") for ln in lines]
+
+
+def _line_rate_note(cfg: Configuration) -> str:
+    items = _line_rate_items(cfg)
     return ("Line rates (windows above them beyond their timing uncertainty are flagged over "
-            "line rate and never a headline): " + "; ".join(
-                ln.removeprefix("line rate ") for ln in lines) + ".") if lines else ""
+            "line rate and never a headline): " + "; ".join(items) + ".") if items else ""
 
 
 def capacity_lines(cfg: Configuration) -> dict[str, float]:
@@ -691,11 +696,14 @@ def capacity_lines(cfg: Configuration) -> dict[str, float]:
     for Gen5 x4: ``plausibility.line_ceilings``), that bound is a line too.
     """
     from rdmascope.models import recorded_setup
+    from rdmascope.plausibility import current_link_gbps
 
     from .estimate import LINK_EMULATED_GBPS
 
     lines = {}
     port = cfg.port_gbps
+    if current_link_gbps() is not None:  # --link-gbps replaces every other ceiling
+        return {f"--link-gbps {current_link_gbps():g} Gb/s": current_link_gbps()}
     if port:
         lines[f"port {port:g} Gb/s"] = port
     if len(cfg.devices) >= 2:
@@ -945,6 +953,7 @@ def _capture_fields(cfg: Configuration) -> list[tuple[str, str]]:
         ("duration", f"{cap.duration_s():.3f} s"),
         ("RDMA devices", ", ".join(cfg.devices) or "none"),
         ("port rate", f"{cfg.port_gbps:g} Gb/s" if cfg.port_gbps else "unknown"),
+        ("line rates (over-line flag)", "; ".join(_line_rate_items(cfg)) or "unknown"),
         ("counters", ", ".join(sorted(set(cap.counters["name"].astype(str))))),
         ("clean end", "yes" if cap.clean_end else "NO (no stop record: killed or still running)"),
     ]

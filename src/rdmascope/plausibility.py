@@ -81,15 +81,15 @@ def link_gbps_override(gbps: float | None) -> Iterator[None]:
         reset_link_gbps(token)
 
 
-def port_rates_gbps(meta: dict[str, Any]) -> dict[str, float]:
+def port_rates_gbps(meta: dict[str, Any], *, override: bool = True) -> dict[str, float]:
     """Return {device: link rate in Gb/s} from a manifest's ``devices`` records.
 
     Per device the highest, over its ports, of ``rate_gbps`` (the ``rate`` string) and
     ``speed_gbps`` (the netdev's ``speed``, recorded since the cross-check existed); with the
-    ``--link-gbps`` override in effect, that value for every device. Devices without a positive
-    finite rate are left out; malformed records are skipped.
+    ``--link-gbps`` override in effect (and ``override`` true), that value for every device.
+    Devices without a positive finite rate are left out; malformed records are skipped.
     """
-    override = _LINK_GBPS.get()
+    override = _LINK_GBPS.get() if override else None
     rates: dict[str, float] = {}
     for d in meta.get("devices") or []:
         if not isinstance(d, dict):

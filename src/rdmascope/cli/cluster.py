@@ -13,6 +13,8 @@ from rdmascope.cli.output import (
     cli_errors,
     emit,
     format_table,
+    link_gbps_note,
+    link_gbps_option,
     output_options,
 )
 
@@ -93,6 +95,7 @@ def _progress():
                    "than this many %.")
 @click.option("--capacity", type=POSITIVE, default=None,
               help="Link rate in Gb/s for burst detection [default: the reference's port rate].")
+@link_gbps_option
 @output_options
 def command(captures, requests_path, request_format, offset_s, reference, refine, max_lag,
             clock_warn, single, tolerance, capacity, out):
@@ -156,6 +159,8 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
         click.echo(f"requests: {requests_path}{log_note}, {len(res.requests)} requests"
                    if res.requests is not None else
                    "requests: no request log (give --requests for bytes per request)")
+        if link_gbps_note():
+            click.echo(link_gbps_note())
         for w in res.warnings:
             click.echo(f"warning: {w}")
         t = nodes.copy()
@@ -211,6 +216,6 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
                "verdict": verdict, "emulation_verdict": res.verdict,
                "unmatched": res.unmatched, "failing": res.failing, "expect": res.expect,
                "expect_reason": res.expect_reason, "warnings": res.warnings,
-               "requests": requests_path, "span_ns": [lo, hi]})
+               "requests": requests_path, "span_ns": [lo, hi], "line_rate": link_gbps_note()})
     ctx = click.get_current_context()
     ctx.exit(EXIT[verdict])

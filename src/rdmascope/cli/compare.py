@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import click
 
-from rdmascope.cli.output import NONNEG_SECONDS, OFFSET, emit, output_options
+from rdmascope.cli.output import (
+    NONNEG_SECONDS,
+    OFFSET,
+    emit,
+    link_gbps_note,
+    link_gbps_option,
+    output_options,
+)
 from rdmascope.cli.setup_options import describe_sources, resolve, setup_options
 
 FORMATS = ["native", "vllm", "guidellm", "genai-perf", "aiperf", "inference-perf", "sglang",
@@ -56,6 +63,7 @@ def _same_file(a, b) -> bool:
 @click.option("--warmup-rounds", type=click.IntRange(min=0), default=0, show_default=True,
               metavar="N", help="The first N rounds of each test (both runs) are warm-up: left "
                                 "out of the comparison (method.md: 1).")
+@link_gbps_option
 @output_options
 def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, offset_a, offset_b,
             run_a, run_b, label_a, label_b, arrival_window, warmup_rounds, out, **setup_kw):
@@ -119,6 +127,7 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
         click.secho(f"WARNING: {w}", err=True, fg="red", bold=True)
     meta = {k: v for k, v in c.to_dict().items() if k not in ("tests", "rounds")}
     meta["warmup_rounds"] = warmup_rounds
+    meta["line_rate"] = link_gbps_note()
     emit({"tests": c.tests, "rounds": c.rounds}, out, meta=meta,
          human=lambda: _human(c, la, lb, setup, capture_a, capture_b))
 
@@ -131,6 +140,8 @@ def _human(c, la, lb, setup, capture_a, capture_b) -> None:
     click.echo(f"model: {setup.model.describe()}; {setup.describe()}")
     for line in describe_sources(setup):
         click.echo(f"  from {line}")
+    if link_gbps_note():
+        click.echo(link_gbps_note())
     echo_table(c.tests, TABLE_COLS, "Timing per test (means of rounds; ttlft = time to the last "
                                     "first token)")
     echo_table(c.tests, EST_COLS, "Measured increase vs the estimate (upper bound)")

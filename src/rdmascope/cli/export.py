@@ -18,6 +18,8 @@ from rdmascope.cli.output import (
     SECONDS,
     WINDOW,
     cli_errors,
+    link_gbps_note,
+    link_gbps_option,
     no_intervals_error,
     origin_option,
     require_parent_dir,
@@ -54,6 +56,7 @@ def command() -> None:
 @click.option("--to", "t_to", type=SECONDS, default=None, metavar="TIME",
               help="End of the range after each capture's start.")
 @origin_option
+@link_gbps_option
 def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt, t_from, t_to,
              origin_s):
     """Write a timeline of CAPTURES (one process per capture) for ui.perfetto.dev or
@@ -106,7 +109,7 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
         except NoIntervalsError as exc:  # as peaks/rates/bursts: nothing to trace is an error
             raise no_intervals_error(exc.path) from exc
         n = write_perfetto(tl, out) if fmt == "proto" else write_chrome_json(tl, out)
-    for note in tl.notes:
+    for note in tl.notes + ([link_gbps_note()] if link_gbps_note() else []):
         click.echo(f"note: {note}", err=True)
     tracks = sum(len(p.tracks) for p in tl.processes)
     click.echo(f"{out}: {'Perfetto protobuf' if fmt == 'proto' else 'Chrome JSON'} trace, "
@@ -121,6 +124,7 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
 @click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False),
               help="Dataset directory (created; an existing dataset gets new partitions).")
 @click.option("--force", is_flag=True, help="Replace partitions that already exist.")
+@link_gbps_option
 def dataset(captures, out, force):
     """Write CAPTURES as one Hive-partitioned Parquet dataset (host=/capture=) for DuckDB,
     polars or Spark.
@@ -134,7 +138,7 @@ def dataset(captures, out, force):
     require_parent_dir(out)
     with cli_errors(str(out)):
         written, notes = write_dataset(list(captures), out, force=force)
-    for note in notes:
+    for note in list(notes) + ([link_gbps_note()] if link_gbps_note() else []):
         click.echo(f"note: {note}", err=True)
     for path, rows in written:
         click.echo(f"{path}: {rows:,} rows")

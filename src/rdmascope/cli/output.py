@@ -46,7 +46,7 @@ __all__ = ["OutputSpec", "output_options", "time_range_options", "emit", "format
            "POSITIVE", "NONNEG_SECONDS", "OFFSET", "FiniteFloat", "MAX_SECONDS",
            "MAX_OFFSET_SECONDS", "DURATION_NS", "parse_ns", "WINDOW", "MIN_WINDOW_NS", "MAX_WINDOW_VALUES", "check_window_count",
            "parse_windows", "require_readings", "no_intervals_error", "format_duration", "require_parent_dir",
-           "origin_option", "grid_origin", "link_gbps_option"]
+           "origin_option", "grid_origin", "link_gbps_option", "link_gbps_note"]
 
 #: The narrowest window the analysis commands accept (1 us; readings are 1 ms apart).
 MIN_WINDOW_NS = 1_000
@@ -273,13 +273,28 @@ def _set_link_gbps(ctx, param, value):
 
 def link_gbps_option(f: Callable) -> Callable:
     """Add ``--link-gbps G``: the link rate (Gb/s) of every device, instead of the recorded
-    ``rate`` strings and netdev speeds: the plausibility cap (4 x G) and the capacity."""
+    ``rate`` strings, netdev speeds, PCIe links and ``record --emulated``: the line rate of the
+    over-line flag and the headline peaks, the plausibility cap (4 x G) and the capacity. The
+    same meaning on every command that takes it; ``link_gbps_note`` says it in the output."""
     return click.option(
         "--link-gbps", type=float, default=None, expose_value=False, is_eager=True,
         callback=_set_link_gbps,
-        help="Link rate of every device in Gb/s, instead of the recorded port rate (the "
-             "'rate' string, which can be a driver's fallback, e.g. 40 on a 400G port) and "
-             "netdev speed: steps above 4 x this rate are implausible, and it is the capacity.")(f)
+        help="Line rate of every device in Gb/s, instead of the recorded port rate (the "
+             "'rate' string, which can be a driver's fallback, e.g. 40 on a 400G port), netdev "
+             "speed, PCIe link and record --emulated: windows above it (beyond their timing "
+             "uncertainty) are over line rate and never a headline, steps above 4 x it are "
+             "implausible, and it is the capacity.")(f)
+
+
+def link_gbps_note() -> str | None:
+    """One line saying that ``--link-gbps`` is in effect (None when it is not)."""
+    from rdmascope.plausibility import current_link_gbps
+
+    g = current_link_gbps()
+    if g is None:
+        return None
+    return (f"line rate: {g:g} Gb/s for every device, from --link-gbps (instead of the port "
+            "rates, PCIe links and record --emulated)")
 
 
 def origin_option(f: Callable) -> Callable:

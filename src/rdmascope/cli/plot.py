@@ -11,6 +11,8 @@ from rdmascope.cli.output import (
     WINDOW,
     check_window_count,
     cli_errors,
+    link_gbps_note,
+    link_gbps_option,
     origin_option,
     parse_windows,
     require_parent_dir,
@@ -63,6 +65,7 @@ _HELP = "KIND is one of:\n\n" + "\n\n".join(f"\b\n  {k:14s} {v}" for k, v in KIN
               help="PNG resolution, 50 to 1200.")
 @origin_option
 @setup_options
+@link_gbps_option
 def command(kind, captures, request_logs, output, labels, request_id, test_name, zoom_ns,
             zoom_start_ns, windows_text, window_ns, offset_s, prompt_tokens, ttft_s,
             dpi, origin_s, **setup_kw):
@@ -72,6 +75,8 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
     from rdmascope.analysis import report as R
 
     given = resolve_kwargs(setup_kw)
+    if link_gbps_note():
+        click.echo(f"note: {link_gbps_note()}", err=True)
     suffix = Path(output).suffix.lower().lstrip(".")
     if suffix not in figures.FIGURE_FORMATS:
         raise click.BadParameter(f"{output}: the output must end in .png, .svg or .pdf",

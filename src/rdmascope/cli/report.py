@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import click
 
-from rdmascope.cli.output import OFFSET, cli_errors, origin_option, require_parent_dir
+from rdmascope.cli.output import (
+    OFFSET,
+    cli_errors,
+    link_gbps_note,
+    link_gbps_option,
+    origin_option,
+    require_parent_dir,
+)
 from rdmascope.cli.setup_options import resolve_kwargs, setup_options
 
 
@@ -30,6 +37,7 @@ from rdmascope.cli.setup_options import resolve_kwargs, setup_options
                                 "out of the per-test means and the comparison (method.md: 1).")
 @origin_option
 @setup_options
+@link_gbps_option
 def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, warmup_rounds,
             origin_s, **setup_kw):
     """Write a self-contained HTML report for one or more configurations.
@@ -58,6 +66,8 @@ def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, 
     # capture errors (truncated segment, bad manifest, empty directory) and request-log errors
     # become one line naming the file, never a traceback
     given = resolve_kwargs(setup_kw)
+    if link_gbps_note():
+        progress(link_gbps_note())
     from rdmascope.analysis.cluster_report import is_run_set
 
     if is_run_set(captures):
