@@ -219,3 +219,36 @@ def test_assign_rounds_and_round_table_equal_the_old_code(case):
         got = _rounds(timed, _NoBytes())
         want = want.sort_values(["t_start_ns"], kind="stable").reset_index(drop=True)
         pd.testing.assert_frame_equal(got[list(want.columns)], want, check_exact=True)
+
+
+def test_streamed_json_and_csv_equal_the_whole_dump(monkeypatch, capsys):
+    """emit writes --json/--csv block by block; the text equals one json.dumps / to_csv of the
+    whole tables (the code before), across block edges, with NaN/NA, nested values, an empty
+    table and a named index."""
+    import json
+
+    from rdmascope.cli import output as O
+
+    monkeypatch.setattr(O, "ROWS_PER_BLOCK", 3)
+    a = pd.DataFrame({"id": [f"r{i}" for i in range(8)], "x": np.arange(8) / 3,
+                      "n": pd.array([1, None, 3, 4, 5, 6, None, 8], dtype="Int64"),
+                      "s": ["a", None, "c\n\"q\"", "d", "e", "f", "g", "h"],
+                      "b": [True, False] * 4, "l": [[1, 2], None, [], [3.5], None, [np.nan],
+                                                   {"k": 1}, [0]]})
+    a.loc[3, "x"] = np.nan
+    idx = pd.DataFrame({"v": [1.5, np.inf]}, index=pd.Index(["p", "q"], name="key"))
+    tables = {"main": a, "empty": pd.DataFrame(), "named": idx, "one": a.head(1)}
+    meta = {"k": [1, {"z": np.nan}], "n": np.int64(4), "e": {}}
+    O.emit(tables, O.OutputSpec(json=True, csv=False, parquet=None), meta=meta)
+    got = capsys.readouterr().out
+    whole = {"meta": meta}
+    for name, df in tables.items():
+        whole[name] = O.to_records(df.reset_index() if df.index.name is not None else df)
+    want = json.dumps(O._nan_to_none(whole), indent=1, default=O._json_default) + "\n"
+    assert got == want
+    assert json.loads(got)["main"][3]["x"] is None
+    O.emit(tables, O.OutputSpec(json=False, csv=True, parquet=None))
+    got = capsys.readouterr().out
+    want = "".join(f"# {name}\n" + df.to_csv(index=df.index.name is not None)
+                   for name, df in tables.items())
+    assert got == want

@@ -462,6 +462,41 @@ def _nan_to_none(o):
     return o
 
 
+#: Rows turned into records / CSV text at a time by ``emit`` (the output is written block by
+#: block: never one string or one list of records for a whole table).
+ROWS_PER_BLOCK = 5000
+
+
+def write_json(tables: dict[str, Any], meta: dict[str, Any], write=None) -> None:
+    """Write ``{"meta": meta, <name>: [records], ...}`` as ``json.dumps(..., indent=1)`` would,
+    byte for byte, but table by table and ``ROWS_PER_BLOCK`` rows at a time (memory bounded by
+    one block's records, not the whole output). NaN/NA -> null, numpy scalars -> Python.
+    ``write``: the text sink (default: click.echo without newline to stdout).
+    """
+    if write is None:
+        def write(text: str) -> None:
+            click.echo(text, nl=False)
+
+    def dumps(o, level: int) -> str:
+        text = json.dumps(_nan_to_none(o), indent=1, default=_json_default)
+        return text.replace("\n", "\n" + " " * level)
+
+    write('{\n "meta": ' + dumps(meta, 1))
+    for name, df in tables.items():
+        d = df.reset_index() if df.index.name is not None else df
+        write(",\n " + json.dumps(str(name)) + ": ")
+        if not len(d):
+            write("[]")
+            continue
+        write("[")
+        sep = "\n  "
+        for i in range(0, len(d), ROWS_PER_BLOCK):
+            write("".join(sep + dumps(rec, 2) if k == 0 and i == 0 else ",\n  " + dumps(rec, 2)
+                          for k, rec in enumerate(to_records(d.iloc[i:i + ROWS_PER_BLOCK]))))
+        write("\n ]")
+    write("\n}\n")
+
+
 def emit(tables: dict[str, Any], out: OutputSpec, *, human: Callable[[], None] | None = None,
          meta: dict[str, Any] | None = None) -> None:
     """Write ``tables`` (name -> DataFrame, first = main) in the format chosen by ``out``.
@@ -480,17 +515,16 @@ def emit(tables: dict[str, Any], out: OutputSpec, *, human: Callable[[], None] |
                 raise click.ClickException(f"{p}: cannot write Parquet ({exc})") from exc
             click.echo(f"wrote {p} ({len(df)} rows)", err=True)
     if out.json:
-        obj: dict[str, Any] = {"meta": meta or {}}
-        for name, df in tables.items():
-            d = df.reset_index() if df.index.name is not None else df
-            obj[name] = to_records(d)
-        click.echo(json.dumps(_nan_to_none(obj), indent=1, default=_json_default))
+        write_json(tables, meta or {})
     elif out.csv:
         many = len(tables) > 1
         for name, df in tables.items():
             if many:
                 click.echo(f"# {name}")
-            click.echo(df.to_csv(index=df.index.name is not None), nl=False)
+            index = df.index.name is not None
+            for i in range(0, max(len(df), 1), ROWS_PER_BLOCK):  # bounded: block by block
+                click.echo(df.iloc[i:i + ROWS_PER_BLOCK].to_csv(index=index, header=i == 0),
+                           nl=False)
     elif human is not None:
         human()
 
