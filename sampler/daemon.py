@@ -518,7 +518,7 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
         print(f"rdmascope record: warning: {line}; its traffic cannot be recorded", file=log)
     for d in devices:
         for p in d.ports:
-            if p.byte_source == "hw_counters":
+            if p.byte_files and p.byte_files[0].startswith("hw_counters/"):
                 life = (f"{p.hw_counters_lifespan_ms} ms" if p.hw_counters_lifespan_ms
                         is not None else "hw_counters/lifespan ms (default 10)")
                 print(f"rdmascope record: note: {d.name}/{p.port}: bytes from "

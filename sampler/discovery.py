@@ -62,10 +62,13 @@ _U32_MAX = (1 << 32) - 1
 
 #: Where a port's byte counters are, per driver family: THE table of byte-counter sources (the
 #: README's table says the same). Checked in this order per port; the first with its tx or rx
-#: file present is used. Each entry: (label, folder, tx file, rx file, unit,
+#: file present is used. Each entry: (label, folder, tx file(s), rx file(s), unit,
 #: bytes per unit, width in bits or None when the files do not tell, drivers, source cited).
-#: A source is chosen when its tx or its rx file exists (a missing one is sampled unavailable).
-BYTE_SOURCES: tuple[tuple[str, str, str, str, str, int, int | None, str, str], ...] = (
+#: A source is chosen when one of its tx or rx files exists (a missing one is sampled
+#: unavailable). Several files for one direction (irdma: IPv4 + IPv6) are sampled as several
+#: counters of the same series, whose bytes the analysis adds (unknown if either is unknown).
+BYTE_SOURCES: tuple[tuple[str, str, str | tuple[str, ...], str | tuple[str, ...], str, int,
+                          int | None, str, str], ...] = (
     ("counters_ext", "counters_ext", "port_xmit_data_64", "port_rcv_data_64", "4 bytes", 4, 64,
      "legacy mlx4 (MLNX_OFED, kernels < 4.5): 64-bit copies beside a 32-bit counters/ set",
      "MLNX_OFED mlx4 sysfs; node_exporter's committed sys.ttar fixture"),
@@ -78,14 +81,18 @@ BYTE_SOURCES: tuple[tuple[str, str, str, str, str, int, int | None, str, str], .
      "drivers/infiniband/hw/bnxt_re/hw_counters.c (bnxt_re_stat_descs), "
      "drivers/infiniband/hw/mana/counters.c (mana_ib_port_stats_desc), "
      "drivers/infiniband/hw/efa/efa_verbs.c (EFA_DEFINE_PORT_STATS)"),
+    ("irdma", "hw_counters", ("ip4OutOctets", "ip6OutOctets"), ("ip4InOctets", "ip6InOctets"),
+     "bytes", 1, 64,
+     "irdma (Intel E810 / X722): IP-level octets (IP headers included, Ethernet framing not) of "
+     "the RDMA engine's traffic, IPv4 + IPv6 summed; cached for hw_counters/lifespan ms",
+     "drivers/infiniband/hw/irdma/verbs.c (irdma_hw_stat_names), "
+     "drivers/infiniband/hw/irdma/ctrl.c (48-bit hardware counters accumulated into 64 bits)"),
 )
 #: Drivers known to have no byte counter at all (said per port by ``describe_no_bytes``).
 NO_BYTE_SOURCES: tuple[tuple[str, str], ...] = (
     ("rxe (soft RoCE)", "hw_counters/ has packets only (sent_pkts, rcvd_pkts): "
      "drivers/infiniband/sw/rxe/rxe_hw_counters.c"),
     ("siw (soft iWARP)", "no counters/ and no hw_counters/: drivers/infiniband/sw/siw"),
-    ("irdma", "hw_counters/ splits bytes over ip4OutOctets/ip6OutOctets (and In): not summed "
-     "by rdmascope yet; drivers/infiniband/hw/irdma/verbs.c"),
 )
 
 _RATE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*Gb/sec\b")
@@ -114,7 +121,8 @@ class PortInfo:
     hw_counters_lifespan_ms: int | None = None
     # where the bytes are (BYTE_SOURCES): "counters" | "counters_ext" | "hw_counters" | None
     byte_source: str | None = None
-    byte_files: list[str] = field(default_factory=list)  # [tx path, rx path] relative to port
+    # [tx path(s)..., rx path(s)...] relative to the port (one each, two each for irdma)
+    byte_files: list[str] = field(default_factory=list)
     byte_unit: str | None = None        # "4 bytes" | "bytes"
     byte_width_bits: int | None = None  # 64, 32, or None when unknown
     byte_note: str | None = None        # why this source / why there is none
@@ -432,9 +440,10 @@ def _pick_byte_source(p: PortInfo) -> None:
     have = {"counters": set(p.counters), "counters_ext": set(p.counters_ext),
             "hw_counters": set(p.hw_counters)}
     for label, folder, tx, rx, unit, _bpu, width, drivers, _cite in BYTE_SOURCES:
-        if tx in have[folder] or rx in have[folder]:  # a missing twin file: unavailable
+        files = [*_files(tx), *_files(rx)]
+        if any(f in have[folder] for f in files):  # a missing twin file: unavailable
             p.byte_source = label
-            p.byte_files = [f"{folder}/{tx}", f"{folder}/{rx}"]
+            p.byte_files = [f"{folder}/{f}" for f in files]
             p.byte_unit = unit
             if label == "counters":
                 width = 64 if p.extended_counters else None
@@ -449,6 +458,21 @@ def _pick_byte_source(p: PortInfo) -> None:
     p.byte_note = describe_no_bytes(p)
 
 
+def _files(spec: str | tuple[str, ...]) -> tuple[str, ...]:
+    """The file names of one direction of a ``BYTE_SOURCES`` entry (one, or several summed)."""
+    return (spec,) if isinstance(spec, str) else tuple(spec)
+
+
+def byte_files_of(port: PortInfo, direction: str) -> list[str]:
+    """The port's byte-counter files of ``direction`` ("tx" | "rx"), relative to the port: one
+    (``counters/port_xmit_data``) or several whose bytes add up (irdma's IPv4 + IPv6 octets)."""
+    src = next((b for b in BYTE_SOURCES if b[0] == port.byte_source), None)
+    if src is None:
+        return []
+    n_tx = len(_files(src[2]))
+    return port.byte_files[:n_tx] if direction == "tx" else port.byte_files[n_tx:]
+
+
 def describe_no_bytes(p: PortInfo) -> str:
     """Say why a port has no byte counter, naming what it does have (see NO_BYTE_SOURCES)."""
     if not p.counters and not p.counters_ext and not p.hw_counters:
@@ -458,10 +482,6 @@ def describe_no_bytes(p: PortInfo) -> str:
     if pk:
         return (f"no byte counter: hw_counters/ has packets only ({', '.join(pk)}; soft RoCE "
                 "rxe)")
-    octs = [c for c in p.hw_counters if c.endswith("Octets")]
-    if octs:
-        return (f"no byte counter rdmascope can read as one file per direction: hw_counters/ "
-                f"splits bytes over {', '.join(octs[:4])} (irdma)")
     return "no byte counter: neither counters/port_xmit_data, counters_ext/port_xmit_data_64 " \
         "nor hw_counters/tx_bytes exists"
 
@@ -492,16 +512,18 @@ def _detect_extended(ppath: Path, p: PortInfo) -> tuple[bool | None, str | None]
 # ----------------------------------------------------------------------------------------------
 
 
-def _ib_descriptor(dev: DeviceInfo, port: PortInfo | None, port_no: int, name: str
-                   ) -> dict[str, Any]:
-    """Build one infiniband counter descriptor (file may be missing: sampled as unavailable)."""
-    ports_dir = Path(dev.path) / "ports" / str(port_no)
+def _ib_descriptors(dev: DeviceInfo, port: PortInfo | None, port_no: int, name: str
+                    ) -> list[dict[str, Any]]:
+    """The descriptors of counter ``name``: for the byte counters ("port_xmit_data" /
+    "port_rcv_data") of a port with a byte source, one per file of that direction (irdma: two,
+    whose bytes add up); else ``_ib_descriptor``'s one."""
     if name in ("port_xmit_data", "port_rcv_data") and port is not None and \
             port.byte_source is not None:
-        # the port's byte counters, wherever its driver keeps them (BYTE_SOURCES)
-        rel = port.byte_files[0 if name == "port_xmit_data" else 1]
+        ports_dir = Path(dev.path) / "ports" / str(port_no)
+        direction = "tx" if name == "port_xmit_data" else "rx"
         src = next(b for b in BYTE_SOURCES if b[0] == port.byte_source)
-        return {
+        # the port's byte counters, wherever its driver keeps them (BYTE_SOURCES)
+        return [{
             "source": "infiniband",
             "device": dev.name,
             "port": port_no,
@@ -510,9 +532,19 @@ def _ib_descriptor(dev: DeviceInfo, port: PortInfo | None, port_no: int, name: s
             "unit": src[4],
             "bytes_per_unit": src[5],
             "width_bits": port.byte_width_bits,
-            "direction": "tx" if name == "port_xmit_data" else "rx",
+            "direction": direction,
             "byte_source": rel,
-        }
+        } for rel in byte_files_of(port, direction)]
+    return [_ib_descriptor(dev, port, port_no, name)]
+
+
+def _ib_descriptor(dev: DeviceInfo, port: PortInfo | None, port_no: int, name: str
+                   ) -> dict[str, Any]:
+    """Build one infiniband counter descriptor (file may be missing: sampled as unavailable)."""
+    ports_dir = Path(dev.path) / "ports" / str(port_no)
+    if name in ("port_xmit_data", "port_rcv_data") and port is not None and \
+            port.byte_source is not None:
+        return _ib_descriptors(dev, port, port_no, name)[0]
     hw = False
     if name.startswith("hw_counters/"):
         name, hw = name.split("/", 1)[1], True
@@ -613,7 +645,7 @@ def counter_descriptors(devices: list[DeviceInfo], counters: tuple[str, ...] | l
             for name in counters:
                 if name in DEFAULT_COUNTERS and port is not None and port.byte_source is None:
                     continue  # no byte counter on this port (port.byte_note says why)
-                out.append(_ib_descriptor(dev, port, pn, name))
+                out.extend(_ib_descriptors(dev, port, pn, name))
     if netdev_stats:
         for dev in devices:
             root = sysfs_root if sysfs_root is not None else Path(dev.path).parents[2]

@@ -365,10 +365,17 @@ class StatusMeter:
             return None
         rates: dict[tuple, dict[str, float | None]] = {k: {"tx": None, "rx": None}
                                                        for k in self.links}
+        unknown: set[tuple] = set()
         for i, (key, direction, _bpu) in self.rate_counters.items():
             a, b = prev.get(i), latest.get(i)
             if a is not None and b is not None and b[0] > a[0] and b[1] >= a[1]:
-                rates[key][direction] = (b[1] - a[1]) * 8 / (b[0] - a[0])
+                # several counters of one link and direction (irdma: IPv4 + IPv6) add up
+                r = (b[1] - a[1]) * 8 / (b[0] - a[0])
+                rates[key][direction] = (rates[key][direction] or 0.0) + r
+            else:
+                unknown.add((key, direction))
+        for key, direction in unknown:  # one part unknown: the sum is unknown, never partial
+            rates[key][direction] = None
         links = [LinkRate(name, rates[k]["tx"], rates[k]["rx"], nd)
                  for k, (name, nd) in self.links.items()]
         missed = self.last_sweep + 1 - self.taken

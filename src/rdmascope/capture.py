@@ -58,8 +58,11 @@ MANIFEST KEYS (``manifest.json``, a JSON object):
   ``fixtures/v1-capture``, whose byte counters are always ``counters/port_*_data``):
   ``byte_source``, on a port's byte counter, the file it was read from relative to the port,
   one of ``BYTE_SOURCE_FILES``: "counters/port_xmit_data" (unit "4 bytes"),
-  "counters_ext/port_xmit_data_64" (legacy mlx4, "4 bytes", 64-bit) or "hw_counters/tx_bytes"
-  (bnxt_re, mana, efa: unit "bytes", bytes_per_unit 1), and the rx counterparts. The sampled
+  "counters_ext/port_xmit_data_64" (legacy mlx4, "4 bytes", 64-bit), "hw_counters/tx_bytes"
+  (bnxt_re, mana, efa: unit "bytes", bytes_per_unit 1) or, for irdma, "hw_counters/ip4OutOctets"
+  and "hw_counters/ip6OutOctets" (two counters of one series, whose bytes add up; IP-level
+  octets), and the rx counterparts (added without a version change: a reader older than these
+  names refuses such a capture naming the value). The sampled
   devices' port records (``devices``) then also hold ``byte_source``, ``byte_files``,
   ``byte_unit``, ``byte_width_bits`` and ``byte_note`` (why that source, or why the port has
   no byte counter, e.g. soft iWARP).
@@ -920,7 +923,9 @@ COUNTER_KEYS = ("source", "device", "port", "name", "unit", "bytes_per_unit", "w
 #: Values of the optional descriptor key ``byte_source`` (see MANIFEST KEYS).
 BYTE_SOURCE_FILES = ("counters/port_xmit_data", "counters/port_rcv_data",
                      "counters_ext/port_xmit_data_64", "counters_ext/port_rcv_data_64",
-                     "hw_counters/tx_bytes", "hw_counters/rx_bytes")
+                     "hw_counters/tx_bytes", "hw_counters/rx_bytes",
+                     "hw_counters/ip4OutOctets", "hw_counters/ip6OutOctets",
+                     "hw_counters/ip4InOctets", "hw_counters/ip6InOctets")
 
 
 def check_counter_descriptors(counters: Any, path: str | os.PathLike) -> None:
