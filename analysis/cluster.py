@@ -25,8 +25,10 @@ A compute straggler shifts its own bursts' starts but not their ends (the ring e
 its share of the correlation is small, so it biases its own offset by a small part of its delay;
 ``burst_timing`` then measures each node's bursts against the set's median.
 
-Per node (``node_summary``): RDMA bytes tx/rx, each twin's share and the emulation verdict
-(``verify_emulation``), the 1 ms / 5 ms / 100 ms / 1 s peaks of the node's link over its capture (``peak_table``,
+Per node (``cluster_summary``), all from **one** streamed pass over the node's capture
+(``node_pass``): RDMA bytes tx/rx, each twin's share and the emulation verdict (what
+``verify_emulation`` finds, measured in the same pass and judged by ``verify.judge_emulation``),
+the 1 ms / 5 ms / 100 ms / 1 s peaks of the node's link over its capture (``peak_table``,
 twins summed), and the tx bytes per request over each request's [send, last token] (mapped onto
 the node's clock; cumulative 1 ms series, linear inside a window) against the set's median. Times of the whole view are on the
 reference's monotonic clock; the request log (one, the benchmark client's) is placed on the
@@ -509,52 +511,288 @@ LIKELY_LESS = ("bytes that went over a device that was not recorded (record ever
                "in this ring")
 
 
-def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS, *, peaks: bool = True
-              ) -> tuple[NodeSeries, dict[str, float]]:
+class _PassFlagger:
+    """``series.OverLineFlagger`` that judges a block's few over-line candidates from the
+    intervals the pass itself has read (``feed``, the last files' ``on_parts``) instead of
+    re-reading the segments around them; it falls back to the re-read when the kept intervals
+    do not cover a candidate's neighbourhood. Same rule, same intervals, so the same bits.
+    """
+
+    KEEP_FILES = 3
+
+    def __init__(self, cap, groups):
+        from rdmascope.analysis.series import OverLineFlagger
+
+        class Flagger(OverLineFlagger):
+            def _parts(inner, t0, t1):  # noqa: N805 (the flagger's self)
+                pad = 2 * int(inner.info.interval_ns) + inner.extra
+                if self.covers(t0 - pad, t1 + pad):
+                    yield from ({c: iv for c, iv in p.items() if c in inner.ids}
+                                for _, p in self.kept)
+                else:
+                    self.rereads += 1
+                    yield from OverLineFlagger._parts(inner, t0, t1)
+
+        self.flag = Flagger(cap, groups=groups)
+        self.ids = set(self.flag.ids)
+        self.kept: list[tuple[int, dict]] = []  # (file number, parts)
+        self.first_dropped: dict[int, int] = {}  # counter -> latest t1 dropped from kept
+        self.last_t1: dict[int, int] = {}
+        self.done = False
+        self.files = 0
+        self.rereads = 0
+
+    def feed(self, parts: dict, *, final: bool = False) -> None:
+        mine = {c: iv for c, iv in parts.items() if c in self.ids and len(iv["t0_ns"])}
+        for c, iv in mine.items():
+            self.last_t1[c] = int(iv["t1_ns"][-1])
+        self.kept.append((self.files, mine))
+        self.files += 1
+        self.done = final
+        while len(self.kept) > self.KEEP_FILES:
+            _, old = self.kept.pop(0)
+            for c, iv in old.items():
+                self.first_dropped[c] = max(self.first_dropped.get(c, -(1 << 62)),
+                                            int(iv["t1_ns"][-1]))
+
+    def covers(self, t0: int, t1: int) -> bool:
+        """Whether the kept intervals hold every interval of every counter touching [t0, t1]."""
+        for c in self.ids:
+            if self.first_dropped.get(c, -(1 << 62)) > t0:
+                return False
+            if not self.done and self.last_t1.get(c, -(1 << 62)) < t1:
+                return False
+        return True
+
+    def __call__(self, b, q, width_ns):
+        return self.flag(b, q, width_ns)
+
+
+class _KernelAcc:
+    """The netdev (kernel-stack) bytes per device of ``verify``'s kernel check, made from the
+    intervals of the node's one pass: 1 s windows of the capture-start grid clipped to [lo, hi)
+    (the RDMA readings' span, known only at the end), NaN windows left out, as
+    ``verify.kernel_bytes_reread``. Interior windows accumulate as the intervals stream by; the
+    two clipped end windows are made at the end from the first and the last files' intervals
+    (kept); ``kernel`` returns None when those do not cover them (then the caller re-reads).
+    """
+
+    W = 1000 * MS
+    KEEP_FILES = 3
+
+    def __init__(self, cap):
+        cdf = cap.counters
+        self.ids = [int(c) for c in cdf.index[cdf["data"] & (cdf["source"] == "netdev")]]
+        self.dev = {c: str(cdf.at[c, "device"]) for c in self.ids}
+        self.o = int(cap.t_start_ns)
+        self.acc: dict[int, list[np.ndarray]] = {}
+        self.k_lo: dict[int, int] = {}
+        self.head: list[tuple[int, dict]] = []  # files holding intervals before head_ns
+        self.head_ns = self.o + 3 * self.W
+        self.tail: list[tuple[int, dict]] = []
+        self.dropped_t1 = -(1 << 62)  # latest interval end not kept in head or tail
+        self.files = 0
+        self.seen = False
+
+    def feed(self, parts: dict) -> None:
+        from rdmascope.analysis.series import _Counter
+
+        mine = {c: iv for c, iv in parts.items() if c in self.dev and len(iv["t0_ns"])}
+        n = self.files
+        self.files += 1
+        if not mine:
+            return
+        self.seen = True
+        for c, iv in mine.items():
+            cnt = _Counter(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])
+            ka = (int(cnt.t0[0]) - self.o) // self.W
+            kb = -((self.o - int(cnt.t1[-1])) // self.W)
+            parts4 = cnt.edges(self.o + np.arange(ka, kb + 1, dtype=np.int64) * self.W)
+            if c not in self.acc:
+                self.k_lo[c] = ka
+                self.acc[c] = [np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                               np.zeros(0, np.int64)]
+            k0 = self.k_lo[c]
+            if ka < k0:  # intervals of one counter come in time order; guard anyway
+                self.acc[c] = [np.concatenate([np.zeros(k0 - ka, x.dtype), x])
+                               for x in self.acc[c]]
+                self.k_lo[c] = k0 = ka
+            need = kb - k0
+            for j, (x, p) in enumerate(zip(self.acc[c], parts4, strict=True)):
+                if len(x) < need:
+                    x = self.acc[c][j] = np.concatenate([x, np.zeros(need - len(x), x.dtype)])
+                x[ka - k0:kb - k0] += p
+        if any(int(iv["t0_ns"][0]) < self.head_ns for iv in mine.values()):
+            self.head.append((n, mine))
+        self.tail.append((n, mine))
+        latest = max(int(iv["t1_ns"][-1]) for iv in mine.values())
+        # keep the last files that reach into the last two windows (at least KEEP_FILES)
+        while len(self.tail) > self.KEEP_FILES and max(
+                int(iv["t1_ns"][-1]) for iv in self.tail[0][1].values()) < latest - 2 * self.W:
+            m, old = self.tail.pop(0)
+            if all(m != h for h, _ in self.head):
+                self.dropped_t1 = max(self.dropped_t1,
+                                      max(int(iv["t1_ns"][-1]) for iv in old.values()))
+
+    def kernel(self, lo: int, hi: int) -> dict[str, float] | None:
+        """{device: bytes} over [lo, hi), or None when the kept intervals cannot make the two
+        clipped end windows."""
+        from rdmascope.analysis.series import _combine, _Counter
+
+        if not self.seen:
+            return {}
+        lo, hi = int(lo), int(hi)
+        k0 = (lo - self.o) // self.W
+        k1 = -((self.o - hi) // self.W)
+        if k1 - k0 < 3:
+            return None
+        e = np.clip(self.o + np.arange(k0, k1 + 1, dtype=np.int64) * self.W, lo, hi)
+        if e[1] > self.head_ns or self.dropped_t1 > e[-2]:
+            return None
+        kept = dict(self.head)
+        kept.update(dict(self.tail))
+        files = [kept[k] for k in sorted(kept)]
+
+        def parts(c):
+            out = [np.zeros(k1 - k0), np.zeros(k1 - k0, np.int64), np.zeros(k1 - k0, np.int64),
+                   np.zeros(k1 - k0, np.int64)]
+            if c in self.acc:
+                a0 = self.k_lo[c]
+                for x, y in zip(out, self.acc[c], strict=True):
+                    lo_k, hi_k = max(k0 + 1, a0), min(k1 - 1, a0 + len(y))
+                    if hi_k > lo_k:
+                        x[lo_k - k0:hi_k - k0] = y[lo_k - a0:hi_k - a0]
+            for f in files:
+                iv = f.get(c)
+                if iv is None:
+                    continue
+                cnt = _Counter(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])
+                for j, (a, b) in enumerate(((e[0], e[1]), (e[-2], e[-1]))):
+                    if iv["t1_ns"][-1] <= a or iv["t0_ns"][0] >= b:
+                        continue
+                    got = cnt.windows(np.array([a]), np.array([b]))
+                    pos = 0 if j == 0 else k1 - k0 - 1
+                    for x, g in zip(out, got, strict=True):
+                        x[pos] += g[0]
+            return out
+
+        b, _q = _combine(((self.dev[c], parts(c)) for c in self.ids), np.diff(e),
+                         pd.RangeIndex(k1 - k0))
+        return {d: float(np.nansum(b[d].to_numpy())) for d in b.columns}
+
+
+@dataclass
+class NodePass:
+    """What ``node_pass`` found: ``series`` (``NodeSeries``), ``peaks`` ({window label: Gb/s}),
+    ``measure`` (the emulation check's measurement, ``verify.judge_emulation``'s input, or None)
+    and ``info`` (the ``stream.CaptureInfo``). ``rereads``: how often the over-line check had
+    to re-read segments (0 when the pass's own intervals covered every candidate window)."""
+
+    series: NodeSeries
+    peaks: dict[str, float]
+    measure: dict[str, Any] | None
+    info: Any
+    rereads: int = 0
+
+
+def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS, *, peaks: bool = True,
+              measure: bool = False) -> NodePass:
     """One streamed pass over a capture (``stream.iter_windows``, windows from the capture start):
-    its ``NodeSeries`` at ``width_ns`` and the highest rate (Gb/s) of its link, tx or rx, per
-    width of ``windows_ns`` ({window label: Gb/s}).
+    its ``NodeSeries`` at ``width_ns``, the highest rate (Gb/s) of its link, tx or rx, per
+    width of ``windows_ns`` ({window label: Gb/s}) and, with ``measure``, what the emulation
+    check needs (``verify.MeasureStream``: per RDMA series bytes, 1 ms peak, NaN windows and
+    unknown time; the netdev bytes read in the same pass), judged by ``verify.judge_emulation``
+    exactly as ``verify_emulation`` on the whole capture.
 
     The link is the twins summed (``twin_links``; a lone device is its own link). As
     ``peak_table``: the highest window consistent with physics (no unknown, partly covered,
-    empty, gap-spread or over-line window; ``peaks.headline_peak``). ``cap``: a ``stream.CaptureInfo`` or a path.
-    ``peaks`` False: only the series (the peaks dict is empty). Raises ``ValueError`` when
-    the capture has no RDMA byte intervals.
+    empty, gap-spread or over-line window; ``peaks.headline_peak``); the few windows over line
+    rate are judged from the intervals the pass holds (``_PassFlagger``). ``cap``: a
+    ``stream.CaptureInfo`` or a path. ``peaks`` False: only the series (the peaks dict is
+    empty). Raises ``ValueError`` when the capture has no RDMA byte intervals.
     """
     from rdmascope.analysis.peaks import HEADLINE_EXCLUDE, _link_view, window_label
-    from rdmascope.analysis.series import OverLineFlagger
     from rdmascope.analysis.stream import WindowGrid, iter_windows, open_capture
+    from rdmascope.analysis.verify import MeasureStream
 
     if not hasattr(cap, "counters"):
         cap = open_capture(cap)
     groups = twin_links(cap)
-    widths = [int(width_ns), *([int(x) for x in windows_ns] if peaks else [])]
+    widths = list(dict.fromkeys([int(width_ns), *([int(x) for x in windows_ns] if peaks else []),
+                                 *([MS] if measure else [])]))
     grids = [WindowGrid(x, cap.t_start_ns) for x in widths]
-    flag = OverLineFlagger(cap, groups=groups or None)
-    best = [0.0] * len(widths)
-    seen = [False] * len(widths)
+    g_series = widths.index(int(width_ns))
+    g_peak = {widths.index(int(x)): x for x in windows_ns} if peaks else {}
+    g_ms = widths.index(MS) if measure else None
+    flag = _PassFlagger(cap, groups or None)
+    ms = MeasureStream(cap) if measure else None
+    kern = _KernelAcc(cap) if measure else None
+    if kern is not None and not kern.ids:
+        kern = None
+
+    def on_parts(p):
+        flag.feed(p)
+        if ms is not None:
+            ms.on_parts(p)
+        if kern is not None:
+            kern.feed(p)
+
+    best = {gi: 0.0 for gi in g_peak}
+    seen = dict.fromkeys(g_peak, False)
     parts: list[pd.DataFrame] = []
-    for gi, b, q in iter_windows(cap, grids):
-        if gi == 0:
+    pending: list[tuple[int, int, pd.DataFrame, pd.DataFrame]] = []
+
+    def settle(gi, b, q):
+        if gi == g_series:
             parts.append(b)
-        # the headline rule of every peak (peaks.headline_peak): never unknown, partial,
-        # gap-spread or over line rate
-        lb, lq = _link_view(b, q, groups or None, keep=not groups)
+        if gi not in g_peak and gi != g_ms:
+            return
+        whole = gi == g_ms  # the series with the links: the emulation check's 1 ms windows
+        lb, lq = _link_view(b, q, groups or None, keep=whole or not groups)
         lq = flag(lb, lq, widths[gi])
-        for col in lb.columns:
-            x = lb[col].to_numpy(np.float64)
-            ok = ~np.isnan(x) & ((lq[col].to_numpy() & HEADLINE_EXCLUDE) == 0)
-            if ok.any():
-                best[gi] = max(best[gi], float(x[ok].max()) * 8 / widths[gi])
-                seen[gi] = True
+        if gi == g_ms:
+            cols = [c for c in b.columns]
+            ms.add(lb[cols], lq[cols], flagged=True)
+        if gi in g_peak:
+            links = [c for c in lb.columns if c not in b.columns] if groups else list(lb.columns)
+            for col in links:
+                x = lb[col].to_numpy(np.float64)
+                ok = ~np.isnan(x) & ((lq[col].to_numpy() & HEADLINE_EXCLUDE) == 0)
+                if ok.any():
+                    best[gi] = max(best[gi], float(x[ok].max()) * 8 / widths[gi])
+                    seen[gi] = True
+
+    state: dict = {}
+    it = iter_windows(cap, grids, state=state, on_parts=on_parts,
+                      extra_counters=kern.ids if kern is not None else ())
+    for gi, b, q in it:
+        # a block is judged once the next file's intervals are in (its neighbourhood read)
+        ready = [x for x in pending if x[0] < flag.files - 1]
+        pending = [x for x in pending if x[0] >= flag.files - 1]
+        for _, g, bb, qq in ready:
+            settle(g, bb, qq)
+        pending.append((flag.files - 1, gi, b, q))
+    flag.done = True  # every interval has been read
+    for _, g, bb, qq in pending:
+        settle(g, bb, qq)
     if not parts:
         raise ValueError("no RDMA byte intervals (fewer than two valid readings per counter)")
     ser = node_series(pd.concat(parts), int(width_ns))
-    if not peaks:
-        return ser, {}
-    pk = {window_label(x): (best[k + 1] if seen[k + 1] else float("nan"))
-          for k, x in enumerate(windows_ns)}
-    return ser, pk
+    pk = ({window_label(x): (best[gi] if seen[gi] else float("nan"))
+           for gi, x in g_peak.items()} if peaks else {})
+    m = None
+    if ms is not None:
+        m = ms.result(state.get("spans", {}))
+        if kern is not None and m["lo"] is not None and m["hi"] is not None:
+            # the range the verdict asks for: made now, so the kept intervals can go
+            lo, hi = int(m["lo"]), int(m["hi"])
+            got = kern.kernel(lo, hi)
+            reread = m["kernel"]
+            if got is not None:
+                m["kernel"] = lambda a, z: got if (int(a), int(z)) == (lo, hi) else reread(a, z)
+                m["kernel_in_pass"] = True
+        del kern
+    return NodePass(series=ser, peaks=pk, measure=m, info=cap, rereads=flag.rereads)
 
 
 def twin_links(cap):
@@ -606,7 +844,7 @@ def refined_run_set(paths, *, reference: str | None = None, refine: bool = True,
     series = []
     for n in rs.nodes:
         try:
-            series.append(node_pass(n.path, max(n.interval_ns, MS), peaks=False)[0])
+            series.append(node_pass(n.path, max(n.interval_ns, MS), peaks=False).series)
         except ValueError as exc:
             raise RunSetError(f"{n.path} ({n.host}): {exc}") from exc
     rates = port_rates_gbps(read_manifest(rs.ref.path))
@@ -759,7 +997,7 @@ def cluster_summary(paths, *, requests: str | os.PathLike | None = None,
     """
     from rdmascope.analysis.load import port_rates_gbps
     from rdmascope.analysis.stream import open_capture
-    from rdmascope.analysis.verify import FAIL, PASS, verify_emulation
+    from rdmascope.analysis.verify import FAIL, PASS, judge_emulation
 
     rs = open_run_set(paths, reference=reference)
     order = [rs.reference] + [i for i in range(len(rs.nodes)) if i != rs.reference]
@@ -767,17 +1005,31 @@ def cluster_summary(paths, *, requests: str | os.PathLike | None = None,
     peaks: dict[str, dict[str, float]] = {}
     log_df = None
     cap_rate = capacity_gbps
+    measured: dict[str, tuple[Any, dict]] = {}
     verdicts: dict[str, dict[str, Any]] = {}
-    guess = None
+
+    def verdict(host: str, exp: str):
+        # both expectations are judged from the one measurement of the node's pass
+        if exp not in verdicts.setdefault(host, {}):
+            cap_, m_ = measured[host]
+            verdicts[host][exp] = judge_emulation(cap_, m_, expect=exp)
+        return verdicts[host][exp]
+
     for step, i in enumerate(order):
         n = rs.nodes[i]
         cap = open_capture(n.path)  # streamed segment by segment (bounded memory)
         n.t_end_ns = cap.t_end_ns
         w = max(cap.interval_ns, MS)
+        c = cap.counters
+        if not (c["data"] & (c["source"] == "infiniband")).any():
+            raise RunSetError(f"{n.path} ({n.host}): no RDMA data counters "
+                              "(port_xmit_data/port_rcv_data)")
         try:
-            series[i], peaks[n.host] = node_pass(cap, w)
+            got = node_pass(cap, w, measure=True)
         except ValueError as exc:
             raise RunSetError(f"{n.path} ({n.host}): {exc}") from exc
+        series[i], peaks[n.host] = got.series, got.peaks
+        measured[n.host] = (cap, got.measure)
         if i == rs.reference:
             if cap_rate is None:
                 rates = port_rates_gbps(cap.meta)
@@ -788,18 +1040,7 @@ def cluster_summary(paths, *, requests: str | os.PathLike | None = None,
                 log = align(read_request_log(requests, format=request_format), cap,
                             offset_s=offset_s)
                 log_df = log.ok.copy()
-        # one check per node: the expectation given, else the reference's pattern (a node
-        # whose check then disagrees is settled after the loop)
-        if guess is None:
-            guess = expect
-            if guess is None:
-                first = verify_emulation(cap, expect="single")
-                guess = "single" if first.ok else "both"
-                verdicts[n.host] = {guess: first if guess == "single"
-                                    else verify_emulation(cap, expect="both")}
-        if n.host not in verdicts:
-            verdicts[n.host] = {guess: verify_emulation(cap, expect=guess)}
-        del cap
+        del cap, got
         if progress:
             progress(step + 1, len(order), n.host)
     align_run_set(rs, series, refine=refine, max_lag_ns=max_lag_ns, warn_ns=warn_ns,
@@ -808,26 +1049,20 @@ def cluster_summary(paths, *, requests: str | os.PathLike | None = None,
     # expectation: the user's, else what most nodes show
     reason = f"expecting {'one interface' if expect == 'single' else 'both twins'} (given)"
     if expect is None:
-        single_share = 0.99
-
         def looks_single(v) -> bool:  # >= 99 % of the RDMA bytes on one device
             sh = v.devices["share"] if len(v.devices) else pd.Series(dtype=float)
-            return bool(v.ok) if v.expect == "single" else bool((sh >= single_share).any())
+            return bool((sh >= 0.99).any())
 
-        singles = sum(looks_single(v[guess]) for v in verdicts.values())
-        expect = "single" if singles * 2 > len(verdicts) else "both"
-        if expect != guess:  # the reference was the odd one out: check every node again
-            for n in rs.nodes:
-                verdicts[n.host][expect] = verify_emulation(open_capture(n.path),
-                                                            expect=expect)
+        singles = sum(looks_single(verdict(h, "single")) for h in measured)
+        expect = "single" if singles * 2 > len(measured) else "both"
         what = "emulated (one twin)" if expect == "single" else "using both twins"
-        reason = (f"{singles} of {len(verdicts)} nodes sent >= 99 % on one interface, so the run "
-                  f"is taken as {what}; give --expect-single or --expect-both to say what was "
-                  "intended")
+        reason = (f"{singles} of {len(measured)} nodes sent >= 99 % on one interface, so the "
+                  f"run is taken as {what}; give --expect-single or --expect-both to say what "
+                  "was intended")
     rows = []
     for i, n in enumerate(rs.nodes):
         s = series[i]
-        v = verdicts[n.host][expect]
+        v = verdict(n.host, expect)
         devs = v.devices
         share = " / ".join(f"{d} {100 * x:.1f}%" if np.isfinite(x) else f"{d} n/a"
                            for d, x in devs["share"].items()) if len(devs) else ""
@@ -852,7 +1087,7 @@ def cluster_summary(paths, *, requests: str | os.PathLike | None = None,
     nodes = pd.DataFrame(rows)
     if "bytes_per_request" in nodes:
         nodes = symmetry(nodes.set_index("host"), tolerance).reset_index()
-    statuses = {n.host: verdicts[n.host][expect].status for n in rs.nodes}
+    statuses = {n.host: verdict(n.host, expect).status for n in rs.nodes}
     failing = [h for h, st in statuses.items() if st != PASS]
     if not failing:
         verdict = "PASS"

@@ -426,7 +426,8 @@ class _GridAcc:
 def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
                  counters=None, source: str | None = "infiniband",
                  gap_factor: float = DEFAULT_GAP_FACTOR, max_gbps: float | None = None,
-                 progress=None, state: dict | None = None, on_parts=None
+                 progress=None, state: dict | None = None, on_parts=None,
+                 extra_counters=()
                  ) -> Iterator[tuple[int, pd.DataFrame, pd.DataFrame]]:
     """Re-bin a capture to several window grids in one pass, yielding final windows in order.
 
@@ -440,6 +441,8 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
     stream goes with ``spans`` = {group: [first interval start, last interval end]} of the
     groups that have intervals (the columns ``rebin`` would have), in counter order.
     ``on_parts``: called with each file's intervals (as ``iter_intervals`` yields them).
+    ``extra_counters``: counter ids read in the same pass whose intervals only go to
+    ``on_parts`` (not re-binned, no column; e.g. the netdev counters beside the RDMA ones).
     Raises ``ValueError`` as ``rebin``
     (no intervals at all) and ``byte_intervals``.
     """
@@ -466,14 +469,16 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
     spans: dict = {} if state is None else state.setdefault("spans", {})
     first_t0: int | None = None
     last_t1: int | None = None
-    for parts, bound in iter_intervals(info, counters=ids, source=source, start_ns=lo_read,
+    extra = [int(c) for c in extra_counters if int(c) not in key_of]
+    for parts, bound in iter_intervals(info, counters=ids + extra, source=source,
+                                       start_ns=lo_read,
                                        end_ns=hi_read, gap_factor=gap_factor,
                                        max_gbps=max_gbps):
         n_iv = 0
         if on_parts is not None:
             on_parts(parts)
         for c, iv in parts.items():
-            if not len(iv["t0_ns"]):
+            if not len(iv["t0_ns"]) or c not in key_of:
                 continue
             n_iv += len(iv["t0_ns"])
             t0, t1 = int(iv["t0_ns"][0]), int(iv["t1_ns"][-1])

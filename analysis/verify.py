@@ -29,7 +29,7 @@ from .load import Capture
 from .peaks import peak_table
 from .series import byte_intervals, default_origin, integrate
 
-__all__ = ["Verdict", "verify_emulation", "missing_twins", "check_shares", "counter_problems",
+__all__ = ["Verdict", "verify_emulation", "judge_emulation", "MeasureStream", "missing_twins", "check_shares", "counter_problems",
            "unknown_time", "PASS", "FAIL", "CANNOT_JUDGE"]
 
 #: ``Verdict.status`` values (``rdmascope verify-emulation`` exits 0, 1, 2 respectively).
@@ -267,88 +267,120 @@ def _measure(capture: Capture, start_ns, end_ns, origin_ns) -> dict[str, Any]:
 _UNKNOWN_FLAGS = {1: "reset", 2: "saturated", 4: "unavailable", 5: "implausible"}
 
 
-def _measure_stream(capture, start_ns, end_ns, origin_ns) -> dict[str, Any]:
-    """``_measure`` of a capture on disk, segment by segment (``stream.iter_windows``): the same
-    1 ms grid clipped to the range, peaks of the windows lying wholly inside it, NaN windows
-    outside a series' own readings not counted (by arithmetic on the grid), unknown time summed
-    from the intervals as they pass, kernel bytes in a second pass over the netdev counters."""
-    from .peaks import _PeakAcc
-    from .series import OverLineFlagger
-    from .stream import WindowGrid, _info, iter_windows
+class MeasureStream:
+    """What the verdict needs (as ``_measure``), accumulated block by block from one streamed
+    pass, so that a caller's own pass (``cluster.node_pass``) can feed it instead of a pass of
+    its own.
 
-    info = _info(capture)
-    flag = OverLineFlagger(info, source="infiniband")
-    origin = int(info.t_start_ns) if origin_ns is None else int(origin_ns)
-    cdf = info.counters
-    if start_ns is not None and end_ns is not None and int(end_ns) <= int(start_ns):
-        raise ValueError(f"empty time range: {int(start_ns)} ns to {int(end_ns)} ns")
-    unk: dict[str, dict[str, int]] = {}
-    over_of: dict[str, int] = {}
-    clip = (-(1 << 62) if start_ns is None else int(start_ns),
-            (1 << 62) if end_ns is None else int(end_ns))
+    ``info``: a ``stream.CaptureInfo``. Feed ``on_parts`` with each file's intervals (counters
+    of other sources are ignored) and ``add`` with the 1 ms windows (by series, RDMA counters)
+    of ``grid()``; ``result(spans)`` returns the measurement (``spans``: the ``state["spans"]``
+    of ``stream.iter_windows``). The same 1 ms grid clipped to the range, peaks of the windows
+    lying wholly inside it, NaN windows outside a series' own readings not counted (by
+    arithmetic on the grid), unknown time summed from the intervals as they pass; kernel bytes
+    (netdev) in a second pass over the netdev counters unless ``result`` is given them.
+    """
 
-    def on_parts(parts):
+    def __init__(self, info, start_ns=None, end_ns=None, origin_ns=None):
+        from .series import OverLineFlagger
+
+        self.info = info
+        self.origin = int(info.t_start_ns) if origin_ns is None else int(origin_ns)
+        if start_ns is not None and end_ns is not None and int(end_ns) <= int(start_ns):
+            raise ValueError(f"empty time range: {int(start_ns)} ns to {int(end_ns)} ns")
+        self.start_ns, self.end_ns = start_ns, end_ns
+        self._flag = None
+        self._flag_cls = OverLineFlagger
+        cdf = info.counters
+        self.ib = {int(c): str(cdf.at[c, "series"]) for c in cdf.index[
+            cdf["data"] & (cdf["source"] == "infiniband")]}
+        self.unk: dict[str, dict[str, int]] = {}
+        self.acc: dict[str, list] = {}  # series -> [nansum, any finite, NaN windows, _PeakAcc]
+        self.clip = (-(1 << 62) if start_ns is None else int(start_ns),
+                     (1 << 62) if end_ns is None else int(end_ns))
+
+    def grid(self):
+        from .stream import WindowGrid
+
+        return WindowGrid(MS, self.origin, self.start_ns, self.end_ns, clip=True)
+
+    def on_parts(self, parts) -> None:
         for cid, iv in parts.items():
-            if not len(iv["t0_ns"]):
+            if not len(iv["t0_ns"]) or cid not in self.ib:
                 continue
-            row = unk.setdefault(cdf.at[cid, "series"], dict.fromkeys(_UNKNOWN_FLAGS.values(), 0))
-            dur = np.clip(iv["t1_ns"], *clip) - np.clip(iv["t0_ns"], *clip)
+            row = self.unk.setdefault(self.ib[cid], dict.fromkeys(_UNKNOWN_FLAGS.values(), 0))
+            dur = np.clip(iv["t1_ns"], *self.clip) - np.clip(iv["t0_ns"], *self.clip)
             for code, name in _UNKNOWN_FLAGS.items():
                 row[name] += int(dur[iv["flag"] == code].sum())
 
-    state: dict = {}
-    acc: dict[str, list] = {}  # series -> [nansum, any finite, NaN windows, _PeakAcc]
-    try:
-        for _, b, q in iter_windows(info, [WindowGrid(MS, origin, start_ns, end_ns, clip=True)],
-                                    source="infiniband", state=state, on_parts=on_parts):
-            a = b.index.to_numpy()
-            on_grid = (a - origin) % MS == 0
-            if end_ns is not None:
-                on_grid = on_grid & (a + MS <= int(end_ns))
-            # whole 1 ms windows only: over line rate judged as everywhere (flag_over_line)
-            q = q.copy()
-            q.iloc[on_grid] = flag(b.iloc[on_grid], q.iloc[on_grid], MS).to_numpy()
-            qa = q.to_numpy()
-            for j, s in enumerate(b.columns):
-                v = b[s].to_numpy()
-                x = acc.setdefault(s, [0.0, False, 0, _PeakAcc(None)])
-                x[0] += float(np.nansum(v))
-                x[1] = x[1] or bool(np.isfinite(v).any())
-                x[2] += int(np.isnan(v).sum())
-                pk = x[3]
-                pk.add(a[on_grid], v[on_grid] * 8.0 / MS, qa[on_grid, j])
-    except ValueError as exc:
-        if "no intervals" not in str(exc):
-            raise
-    spans = state.get("spans", {})
-    if not spans:
-        lo, hi = start_ns, end_ns
-        series, peak_of = {}, {}
-    else:
-        lo = int(start_ns) if start_ns is not None else min(s[0] for s in spans.values())
-        hi = int(end_ns) if end_ns is not None else max(s[1] for s in spans.values())
-        if hi <= lo:
-            raise ValueError(f"empty time range: {lo} ns to {hi} ns")
-        k0 = (lo - origin) // MS
-        k1 = -((origin - hi) // MS)
-        series, peak_of = {}, {}
-        for s, (tot, finite, n_nan, pk) in acc.items():
-            over_of[s] = pk.n_over
-            if s not in spans:
-                continue
-            first, last = spans[s]
-            before = min(max((first - origin) // MS - k0, 0), k1 - k0)
-            after = min(max(k1 - -((origin - last) // MS), 0), k1 - k0)
-            series[s] = (tot if finite else np.nan, n_nan - min(before + after, k1 - k0))
-            peak_of[s] = pk.peak if pk.t_peak is not None else np.nan
+    def add(self, b: pd.DataFrame, q: pd.DataFrame, *, flagged: bool = False) -> None:
+        """One block of 1 ms windows of ``grid()`` (columns: RDMA series). ``flagged``: the
+        over-line bit is already set on the whole windows (``series.OverLineFlagger``)."""
+        from .peaks import _PeakAcc
 
-    def unknown(lo_, hi_):
-        flags = list(_UNKNOWN_FLAGS.values())
-        df = pd.DataFrame.from_dict({s: unk[s] for s in spans if s in unk}, orient="index",
-                                    columns=flags, dtype="int64")
-        df.index.name = "series"
-        df["total"] = df[flags].sum(axis=1)
-        return df
+        a = b.index.to_numpy()
+        on_grid = (a - self.origin) % MS == 0
+        if self.end_ns is not None:
+            on_grid = on_grid & (a + MS <= int(self.end_ns))
+        if not flagged:
+            # whole 1 ms windows only: over line rate judged as everywhere (flag_over_line)
+            if self._flag is None:
+                self._flag = self._flag_cls(self.info, source="infiniband")
+            q = q.copy()
+            q.iloc[on_grid] = self._flag(b.iloc[on_grid], q.iloc[on_grid], MS).to_numpy()
+        qa = q.to_numpy()
+        for j, s in enumerate(b.columns):
+            v = b[s].to_numpy()
+            x = self.acc.setdefault(s, [0.0, False, 0, _PeakAcc(None)])
+            x[0] += float(np.nansum(v))
+            x[1] = x[1] or bool(np.isfinite(v).any())
+            x[2] += int(np.isnan(v).sum())
+            x[3].add(a[on_grid], v[on_grid] * 8.0 / MS, qa[on_grid, j])
+
+    def result(self, spans: dict, kernel=None) -> dict[str, Any]:
+        """The measurement dict of ``_measure``. ``kernel``: a function (lo, hi) -> {device:
+        kernel bytes} to use instead of a second pass over the netdev counters."""
+        start_ns, end_ns, origin = self.start_ns, self.end_ns, self.origin
+        info = self.info
+        over_of: dict[str, int] = {}
+        if not spans:
+            lo, hi = start_ns, end_ns
+            series, peak_of = {}, {}
+        else:
+            lo = int(start_ns) if start_ns is not None else min(s[0] for s in spans.values())
+            hi = int(end_ns) if end_ns is not None else max(s[1] for s in spans.values())
+            if hi <= lo:
+                raise ValueError(f"empty time range: {lo} ns to {hi} ns")
+            k0 = (lo - origin) // MS
+            k1 = -((origin - hi) // MS)
+            series, peak_of = {}, {}
+            for s, (tot, finite, n_nan, pk) in self.acc.items():
+                over_of[s] = pk.n_over
+                if s not in spans:
+                    continue
+                first, last = spans[s]
+                before = min(max((first - origin) // MS - k0, 0), k1 - k0)
+                after = min(max(k1 - -((origin - last) // MS), 0), k1 - k0)
+                series[s] = (tot if finite else np.nan, n_nan - min(before + after, k1 - k0))
+                peak_of[s] = pk.peak if pk.t_peak is not None else np.nan
+        unk = self.unk
+
+        def unknown(lo_, hi_):
+            flags = list(_UNKNOWN_FLAGS.values())
+            df = pd.DataFrame.from_dict({s: unk[s] for s in spans if s in unk},
+                                        orient="index", columns=flags, dtype="int64")
+            df.index.name = "series"
+            df["total"] = df[flags].sum(axis=1)
+            return df
+
+        return {"lo": lo, "hi": hi, "peak_of": peak_of, "series": series, "unknown": unknown,
+                "kernel": kernel or kernel_bytes_reread(info, origin), "over_of": over_of}
+
+
+def kernel_bytes_reread(info, origin: int):
+    """A function (lo, hi) -> {device: netdev bytes over [lo, hi)}: 1 s windows of the grid of
+    ``origin`` clipped to the range, NaN windows left out; one pass over the netdev counters."""
+    from .stream import WindowGrid, iter_windows
 
     def kernel(lo_, hi_):
         out: dict[str, float] = {}
@@ -363,8 +395,25 @@ def _measure_stream(capture, start_ns, end_ns, origin_ns) -> dict[str, Any]:
                 raise
         return out
 
-    return {"lo": lo, "hi": hi, "peak_of": peak_of, "series": series, "unknown": unknown,
-            "kernel": kernel, "over_of": over_of}
+    return kernel
+
+
+def _measure_stream(capture, start_ns, end_ns, origin_ns) -> dict[str, Any]:
+    """``_measure`` of a capture on disk, segment by segment (``stream.iter_windows``, see
+    ``MeasureStream``)."""
+    from .stream import _info, iter_windows
+
+    info = _info(capture)
+    ms = MeasureStream(info, start_ns, end_ns, origin_ns)
+    state: dict = {}
+    try:
+        for _, b, q in iter_windows(info, [ms.grid()], source="infiniband", state=state,
+                                    on_parts=ms.on_parts):
+            ms.add(b, q)
+    except ValueError as exc:
+        if "no intervals" not in str(exc):
+            raise
+    return ms.result(state.get("spans", {}))
 
 
 def verify_emulation(capture, *, start_ns: int | None = None, end_ns: int | None = None,
@@ -414,6 +463,24 @@ def verify_emulation(capture, *, start_ns: int | None = None, end_ns: int | None
         raise ValueError(f"{capture.path}: no RDMA data counters (port_xmit_data/port_rcv_data)")
     m = (_measure(capture, start_ns, end_ns, origin_ns) if isinstance(capture, Capture)
          else _measure_stream(capture, start_ns, end_ns, origin_ns))
+    return judge_emulation(capture, m, expect=expect, single_share=single_share,
+                           both_min_share=both_min_share, min_bytes=min_bytes,
+                           tcp_min_bytes=tcp_min_bytes, tcp_ratio=tcp_ratio,
+                           max_unknown_share=max_unknown_share)
+
+
+def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
+                    single_share: float = 0.99, both_min_share: float = 0.25,
+                    min_bytes: float = 1e6, tcp_min_bytes: float = 10e6, tcp_ratio: float = 1.0,
+                    max_unknown_share: float = 0.01) -> Verdict:
+    """The verdict of ``verify_emulation`` from a measurement already made (``_measure`` or
+    ``MeasureStream.result``), so that both expectations can be judged from one pass.
+    ``capture``: the loaded ``Capture`` or ``stream.CaptureInfo`` measured. Parameters and
+    errors as ``verify_emulation``."""
+    if expect not in ("single", "both"):
+        raise ValueError(f"expect must be 'single' or 'both', got {expect!r}")
+    check_shares(single_share, both_min_share)
+    c = capture.counters
     lo, hi = m["lo"], m["hi"]
     peak_of = m["peak_of"]
     lo = capture.t_start_ns if lo is None else lo

@@ -223,7 +223,10 @@ def test_streamed_node_pass_matches_peak_table_and_rebin(cluster):
     for p in (paths[0], paths[2]):  # one twin, and both twins (the node without emulation)
         cap = load_capture(p)
         iv = byte_intervals(cap)
-        ser, pk = node_pass(p)
+        got = node_pass(p)
+        ser, pk = got.series, got.peaks
+        assert got.measure is None
+        assert got.rereads == 0  # over-line candidates judged from the pass's own intervals
         ref = link_peaks(iv, twin_links(cap), cap.t_start_ns, cap.t_end_ns)
         assert pk.keys() == ref.keys()
         for k in pk:
