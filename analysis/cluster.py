@@ -518,8 +518,6 @@ class _PassFlagger:
     do not cover a candidate's neighbourhood. Same rule, same intervals, so the same bits.
     """
 
-    KEEP_FILES = 3
-
     def __init__(self, cap, groups):
         from rdmascope.analysis.series import OverLineFlagger
 
@@ -549,11 +547,23 @@ class _PassFlagger:
         self.kept.append((self.files, mine))
         self.files += 1
         self.done = final
-        while len(self.kept) > self.KEEP_FILES:
-            _, old = self.kept.pop(0)
-            for c, iv in old.items():
-                self.first_dropped[c] = max(self.first_dropped.get(c, -(1 << 62)),
-                                            int(iv["t1_ns"][-1]))
+
+    def prune(self, before_ns: int) -> None:
+        """Drop the kept intervals ending at or before ``before_ns`` (no block left to judge
+        reaches back there)."""
+        out = []
+        for n, parts in self.kept:
+            sliced = {}
+            for c, iv in parts.items():
+                keep = iv["t1_ns"] > before_ns
+                if not keep.all():
+                    self.first_dropped[c] = max(self.first_dropped.get(c, -(1 << 62)),
+                                                int(iv["t1_ns"][~keep].max()))
+                    iv = {k: a[keep] for k, a in iv.items()}
+                if len(iv["t0_ns"]):
+                    sliced[c] = iv
+            out.append((n, sliced))
+        self.kept = [(n, p) for n, p in out if p]
 
     def covers(self, t0: int, t1: int) -> bool:
         """Whether the kept intervals hold every interval of every counter touching [t0, t1]."""
@@ -573,12 +583,12 @@ class _KernelAcc:
     intervals of the node's one pass: 1 s windows of the capture-start grid clipped to [lo, hi)
     (the RDMA readings' span, known only at the end), NaN windows left out, as
     ``verify.kernel_bytes_reread``. Interior windows accumulate as the intervals stream by; the
-    two clipped end windows are made at the end from the first and the last files' intervals
-    (kept); ``kernel`` returns None when those do not cover them (then the caller re-reads).
+    two clipped end windows are made at the end from the intervals kept (those starting in the
+    first 3 s, and those ending in the last 2 s seen); ``kernel`` returns None when those do not
+    cover them (then the caller re-reads).
     """
 
     W = 1000 * MS
-    KEEP_FILES = 3
 
     def __init__(self, cap):
         cdf = cap.counters
@@ -587,10 +597,10 @@ class _KernelAcc:
         self.o = int(cap.t_start_ns)
         self.acc: dict[int, list[np.ndarray]] = {}
         self.k_lo: dict[int, int] = {}
-        self.head: list[tuple[int, dict]] = []  # files holding intervals before head_ns
         self.head_ns = self.o + 3 * self.W
-        self.tail: list[tuple[int, dict]] = []
-        self.dropped_t1 = -(1 << 62)  # latest interval end not kept in head or tail
+        self.kept: dict[int, dict] = {}  # file number -> the intervals kept of it
+        self.latest = -(1 << 62)
+        self.dropped_t1 = -(1 << 62)  # latest end of an interval not kept
         self.files = 0
         self.seen = False
 
@@ -622,17 +632,25 @@ class _KernelAcc:
                 if len(x) < need:
                     x = self.acc[c][j] = np.concatenate([x, np.zeros(need - len(x), x.dtype)])
                 x[ka - k0:kb - k0] += p
-        if any(int(iv["t0_ns"][0]) < self.head_ns for iv in mine.values()):
-            self.head.append((n, mine))
-        self.tail.append((n, mine))
-        latest = max(int(iv["t1_ns"][-1]) for iv in mine.values())
-        # keep the last files that reach into the last two windows (at least KEEP_FILES)
-        while len(self.tail) > self.KEEP_FILES and max(
-                int(iv["t1_ns"][-1]) for iv in self.tail[0][1].values()) < latest - 2 * self.W:
-            m, old = self.tail.pop(0)
-            if all(m != h for h, _ in self.head):
-                self.dropped_t1 = max(self.dropped_t1,
-                                      max(int(iv["t1_ns"][-1]) for iv in old.values()))
+        # keep only what the two clipped end windows can need: the intervals starting in the
+        # first seconds, and those ending in the last two windows seen so far
+        self.latest = max(self.latest, max(int(iv["t1_ns"][-1]) for iv in mine.values()))
+        self.kept[n] = mine
+        cut = self.latest - 2 * self.W
+        for k in list(self.kept):
+            sliced = {}
+            for c, iv in self.kept[k].items():
+                keep = (iv["t0_ns"] < self.head_ns) | (iv["t1_ns"] > cut)
+                if not keep.all():
+                    gone = iv["t1_ns"][~keep]
+                    self.dropped_t1 = max(self.dropped_t1, int(gone.max()))
+                    iv = {key: a[keep] for key, a in iv.items()}
+                if len(iv["t0_ns"]):
+                    sliced[c] = iv
+            if sliced:
+                self.kept[k] = sliced
+            else:
+                del self.kept[k]
 
     def kernel(self, lo: int, hi: int) -> dict[str, float] | None:
         """{device: bytes} over [lo, hi), or None when the kept intervals cannot make the two
@@ -649,9 +667,7 @@ class _KernelAcc:
         e = np.clip(self.o + np.arange(k0, k1 + 1, dtype=np.int64) * self.W, lo, hi)
         if e[1] > self.head_ns or self.dropped_t1 > e[-2]:
             return None
-        kept = dict(self.head)
-        kept.update(dict(self.tail))
-        files = [kept[k] for k in sorted(kept)]
+        files = [self.kept[k] for k in sorted(self.kept)]
 
         def parts(c):
             out = [np.zeros(k1 - k0), np.zeros(k1 - k0, np.int64), np.zeros(k1 - k0, np.int64),
@@ -711,7 +727,8 @@ def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS, *, peaks: boo
     ``stream.CaptureInfo`` or a path. ``peaks`` False: only the series (the peaks dict is
     empty). Raises ``ValueError`` when the capture has no RDMA byte intervals.
     """
-    from rdmascope.analysis.peaks import HEADLINE_EXCLUDE, _link_view, window_label
+    from rdmascope.analysis.peaks import HEADLINE_EXCLUDE, window_label
+    from rdmascope.analysis.series import QUALITY_OVER_LINE, line_gbps_of
     from rdmascope.analysis.stream import WindowGrid, iter_windows, open_capture
     from rdmascope.analysis.verify import MeasureStream
 
@@ -739,29 +756,69 @@ def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS, *, peaks: boo
 
     best = {gi: 0.0 for gi in g_peak}
     seen = dict.fromkeys(g_peak, False)
-    parts: list[pd.DataFrame] = []
+    sums: list[tuple[np.ndarray, ...]] = []
     pending: list[tuple[int, int, pd.DataFrame, pd.DataFrame]] = []
 
+    lines = line_gbps_of(flag.flag.stub, "series", groups=groups or None)
+    tx_cols = rx_cols = None
+
     def settle(gi, b, q):
+        nonlocal tx_cols, rx_cols
+        cols = list(b.columns)
+        B = b.to_numpy(np.float64)
         if gi == g_series:
-            parts.append(b)
+            # the node's series: tx and rx summed over its devices (as ``node_series``)
+            if tx_cols is None:
+                tx_cols = [i for i, c in enumerate(cols) if str(c).endswith("/tx")]
+                rx_cols = [i for i, c in enumerate(cols) if str(c).endswith("/rx")]
+            nan = np.isnan(B)
+            z = np.where(nan, 0.0, B)
+            sums.append((b.index.to_numpy(np.int64), z[:, tx_cols].sum(axis=1),
+                         z[:, rx_cols].sum(axis=1), nan.any(axis=1)))
         if gi not in g_peak and gi != g_ms:
             return
-        whole = gi == g_ms  # the series with the links: the emulation check's 1 ms windows
-        lb, lq = _link_view(b, q, groups or None, keep=whole or not groups)
-        lq = flag(lb, lq, widths[gi])
+        # the link view (``peaks._link_view``/``series.group_links``, in numpy): each link
+        # the sum of its twins (NaN if one is), its quality their bits without the over-line
+        # bit, which is judged against the link's own rate
+        Q = q.to_numpy()
+        keep = gi == g_ms or not groups
+        names = list(cols) if keep else []
+        bs = [B[:, j] for j in range(len(cols))] if keep else []
+        qs = [Q[:, j] for j in range(len(cols))] if keep else []
+        pos = {c: j for j, c in enumerate(cols)}
+        for link, members in (groups or {}).items():
+            mi = [pos[m] for m in members]
+            x = B[:, mi[0]].copy()
+            for j in mi[1:]:
+                x += B[:, j]
+            names.append(link)
+            bs.append(x)
+            qs.append(np.bitwise_or.reduce(Q[:, mi], axis=1) & ~np.int8(QUALITY_OVER_LINE))
+        LB = np.column_stack(bs) if bs else np.zeros((len(B), 0))
+        LQ = np.column_stack(qs).astype(Q.dtype) if qs else np.zeros((len(B), 0), Q.dtype)
+        # the over-line check only where a window's rate exceeds its line rate (else it
+        # changes nothing): most blocks have no such window
+        lim = np.array([lines.get(c) if lines.get(c) is not None else np.inf for c in names])
+        with np.errstate(invalid="ignore"):
+            hit = bool((LB * 8.0 / widths[gi] > lim).any()) if len(names) else False
+        if hit:
+            lb = pd.DataFrame(LB, index=b.index, columns=names)
+            lq = pd.DataFrame(LQ, index=b.index, columns=names)
+            LQ = flag(lb, lq, widths[gi]).to_numpy()
         if gi == g_ms:
-            cols = [c for c in b.columns]
-            ms.add(lb[cols], lq[cols], flagged=True)
+            ms.add(pd.DataFrame(LB[:, :len(cols)], index=b.index, columns=cols),
+                   pd.DataFrame(LQ[:, :len(cols)], index=b.index, columns=cols), flagged=True)
         if gi in g_peak:
-            links = [c for c in lb.columns if c not in b.columns] if groups else list(lb.columns)
-            for col in links:
-                x = lb[col].to_numpy(np.float64)
-                ok = ~np.isnan(x) & ((lq[col].to_numpy() & HEADLINE_EXCLUDE) == 0)
+            first = len(cols) if (groups and keep) else 0
+            for j in range(first, len(names)):
+                x = LB[:, j]
+                ok = ~np.isnan(x) & ((LQ[:, j] & HEADLINE_EXCLUDE) == 0)
                 if ok.any():
                     best[gi] = max(best[gi], float(x[ok].max()) * 8 / widths[gi])
                     seen[gi] = True
 
+    # how far before a window the over-line check looks: its readings' brackets (padded)
+    reach = 2 * int(cap.interval_ns) + int(flag.flag.extra) + 2 * MS
     state: dict = {}
     it = iter_windows(cap, grids, state=state, on_parts=on_parts,
                       extra_counters=kern.ids if kern is not None else ())
@@ -772,12 +829,23 @@ def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS, *, peaks: boo
         for _, g, bb, qq in ready:
             settle(g, bb, qq)
         pending.append((flag.files - 1, gi, b, q))
+        # the intervals before the earliest window still to judge (less its reach) can go
+        flag.prune(min(int(x[2].index[0]) for x in pending) - reach)
     flag.done = True  # every interval has been read
     for _, g, bb, qq in pending:
         settle(g, bb, qq)
-    if not parts:
+    if not sums:
         raise ValueError("no RDMA byte intervals (fewer than two valid readings per counter)")
-    ser = node_series(pd.concat(parts), int(width_ns))
+    t = np.concatenate([x[0] for x in sums])
+    if len(t) > 1 and (np.diff(t) != int(width_ns)).any():
+        raise ValueError("windows must be consecutive and of the given width")
+    ser = NodeSeries(start_ns=int(t[0]) if len(t) else 0,
+                     cum_tx=np.concatenate([[0.0], np.cumsum(np.concatenate(
+                         [x[1] for x in sums]))]),
+                     cum_rx=np.concatenate([[0.0], np.cumsum(np.concatenate(
+                         [x[2] for x in sums]))]),
+                     n_unknown=int(sum(int(x[3].sum()) for x in sums)), width_ns=int(width_ns))
+    sums.clear()
     pk = ({window_label(x): (best[gi] if seen[gi] else float("nan"))
            for gi, x in g_peak.items()} if peaks else {})
     m = None
@@ -979,7 +1047,8 @@ def cluster_summary(paths, *, requests: str | os.PathLike | None = None,
                     reference: str | None = None, refine: bool = True,
                     max_lag_ns: int = DEFAULT_MAX_LAG_NS, warn_ns: int = DEFAULT_WARN_NS,
                     expect: str | None = None, tolerance: float = 0.01,
-                    capacity_gbps: float | None = None, progress=None) -> ClusterResult:
+                    capacity_gbps: float | None = None, progress=None,
+                    run: int | None = None) -> ClusterResult:
     """Summarise the captures of one run, node by node (see the module docstring).
 
     Loads one capture at a time (memory: one node's readings plus every node's 1 ms series).
@@ -1037,7 +1106,7 @@ def cluster_summary(paths, *, requests: str | os.PathLike | None = None,
             if requests is not None:
                 from rdmascope.analysis.requestlogs import align, read_request_log
 
-                log = align(read_request_log(requests, format=request_format), cap,
+                log = align(read_request_log(requests, format=request_format, run=run), cap,
                             offset_s=offset_s)
                 log_df = log.ok.copy()
         del cap, got
@@ -1139,3 +1208,57 @@ def zoom_window(res: ClusterResult, span_ns: int = 60 * MS) -> tuple[int, int] |
     b = int(length.idxmax())
     mid = int((med.loc[b, "start_ns"] + med.loc[b, "end_ns"]) / 2)
     return mid - span_ns // 2, mid + span_ns // 2
+
+
+# ----------------------------------------------------------------------------------------------
+# Two run sets side by side
+# ----------------------------------------------------------------------------------------------
+
+NODE_COMPARE_PEAKS = ("1ms", "100ms", "1s")
+
+
+def compare_run_sets(a: ClusterResult, b: ClusterResult) -> pd.DataFrame:
+    """Compare two run sets' ``cluster_summary`` results node by node, and the set.
+
+    Nodes are matched by host (the sets must hold the same hosts: ``RunSetError`` naming the
+    hosts only one side has). Returns one row per host plus a last row ``host`` = "(set)":
+    verdict_a/_b (emulation check), tx_bytes_a/_b, peak_<w>_a_gbps/_b_gbps and
+    peak_<w>_change_pct for w in 1 ms, 100 ms, 1 s (the set row: the highest node),
+    bytes_per_request_a/_b (tx over [send, last token] of the one request log; the set row:
+    the median over nodes) and bytes_per_request_change_pct (B vs A, %).
+    """
+    ha, hb = list(a.nodes["host"]), list(b.nodes["host"])
+    only_a = [h for h in ha if h not in hb]
+    only_b = [h for h in hb if h not in ha]
+    if only_a or only_b:
+        raise RunSetError("the run sets do not hold the same hosts: "
+                          + "; ".join(x for x in (
+                              f"only in A: {', '.join(only_a)}" if only_a else "",
+                              f"only in B: {', '.join(only_b)}" if only_b else "") if x))
+    na, nb = a.nodes.set_index("host"), b.nodes.set_index("host").reindex(ha)
+    out = pd.DataFrame(index=pd.Index(ha, name="host"))
+    out["verdict_a"], out["verdict_b"] = na["verdict"], nb["verdict"]
+    out["tx_bytes_a"], out["tx_bytes_b"] = na["tx_bytes"], nb["tx_bytes"]
+    for w in NODE_COMPARE_PEAKS:
+        col = f"peak_{w}_gbps"
+        out[f"peak_{w}_a_gbps"] = na.get(col, np.nan)
+        out[f"peak_{w}_b_gbps"] = nb.get(col, np.nan)
+    for side, n in (("a", na), ("b", nb)):
+        out[f"bytes_per_request_{side}"] = n["bytes_per_request"] if "bytes_per_request" in n \
+            else np.nan
+    set_row = {"verdict_a": a.verdict, "verdict_b": b.verdict,
+               "tx_bytes_a": float(out["tx_bytes_a"].sum()),
+               "tx_bytes_b": float(out["tx_bytes_b"].sum())}
+    for w in NODE_COMPARE_PEAKS:
+        for side in ("a", "b"):
+            c = f"peak_{w}_{side}_gbps"
+            set_row[c] = float(out[c].max()) if out[c].notna().any() else np.nan
+    for side in ("a", "b"):
+        c = f"bytes_per_request_{side}"
+        set_row[c] = float(out[c].median()) if out[c].notna().any() else np.nan
+    out.loc["(set)"] = pd.Series(set_row)
+    for w in NODE_COMPARE_PEAKS:
+        out[f"peak_{w}_change_pct"] = (out[f"peak_{w}_b_gbps"] / out[f"peak_{w}_a_gbps"] - 1) * 100
+    out["bytes_per_request_change_pct"] = (out["bytes_per_request_b"]
+                                           / out["bytes_per_request_a"] - 1) * 100
+    return out.reset_index()

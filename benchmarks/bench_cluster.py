@@ -2,14 +2,15 @@
 
 One command (from the repository root, in the venv)::
 
-    python benchmarks/bench_cluster.py            # 8 nodes x ~10.6 min at 1 kHz (P2, P4, P6)
-    python benchmarks/bench_cluster.py --quick    # 8 nodes x ~30 s (P2, one round)
+    python benchmarks/bench_cluster.py            # 8 nodes x ~10.7 min at 1 kHz (P2, P4, P6 x 2)
+    python benchmarks/bench_cluster.py --quick    # 8 nodes x ~1 min (P2, one round)
 
 Writes an emulated cluster (``rdmascope.emulator.cluster``: one capture per node, each on its own
 clocks, wall clocks up to 20 ms apart) into a temporary directory, then runs, each in its own
 fresh Python process so that its peak RSS is its own: ``rdmascope peaks`` on the first node, and
 ``rdmascope cluster`` on all nodes with the client's request log (per-node verdicts, peaks, bytes
-per request, clock refinement, burst timing). Prints wall time and peak RSS of each, and the
+per request, clock refinement, burst timing: one streamed pass per node), and
+``verify-emulation`` on the first node for scale. Prints wall time and peak RSS of each, and the
 ratios from the same run (CPU time as well as wall time: on a shared machine the wall time
 of each step depends on what else runs). Targets (issue 15): the cluster summary takes no more than ~N x one
 node's peaks, and its memory stays bounded (one node's readings at a time plus every node's 1 ms
@@ -51,7 +52,7 @@ def run(args: list[str]) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="~30 s captures instead of ~10.6 min")
+    ap.add_argument("--quick", action="store_true", help="~1 min captures instead of ~10.7 min")
     ap.add_argument("--nodes", type=int, default=8)
     ap.add_argument("--dir", default=None, help="where to write the captures [a temporary "
                                                 "directory, removed at the end]")
@@ -61,7 +62,7 @@ def main() -> int:
     from rdmascope.emulator.model import plan_scenario, simulate
 
     sc = plan_scenario(["P2"], rounds=1, warmup=False) if a.quick else \
-        plan_scenario(["P2", "P4", "P6"], rounds=3, warmup=False)
+        plan_scenario(["P2", "P4", "P6"], rounds=2, warmup=False)
     traffic = simulate(sc)
     tmp = Path(a.dir or tempfile.mkdtemp(prefix="rdmascope-bench-cluster-"))
     try:

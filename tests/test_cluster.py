@@ -227,6 +227,10 @@ def test_streamed_node_pass_matches_peak_table_and_rebin(cluster):
         ser, pk = got.series, got.peaks
         assert got.measure is None
         assert got.rereads == 0  # over-line candidates judged from the pass's own intervals
+        # the emulation check folded into the same pass changes neither peaks nor series
+        with_check = node_pass(p, measure=True)
+        assert with_check.peaks == pk and with_check.measure is not None
+        assert np.array_equal(with_check.series.cum, ser.cum)
         ref = link_peaks(iv, twin_links(cap), cap.t_start_ns, cap.t_end_ns)
         assert pk.keys() == ref.keys()
         for k in pk:
