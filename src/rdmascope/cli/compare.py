@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from rdmascope.cli.output import (
@@ -37,9 +39,50 @@ def _same_file(a, b) -> bool:
         return False
 
 
-@click.command("compare", short_help="Compare two runs with the estimate beside the measurement.")
+NODE_COLS = ["host", "verdict_a", "verdict_b", "peak_1ms_a_gbps", "peak_1ms_b_gbps",
+             "peak_1ms_change_pct", "peak_1s_a_gbps", "peak_1s_b_gbps", "bytes_per_request_a",
+             "bytes_per_request_b", "bytes_per_request_change_pct"]
+
+
+def run_set_dir(path) -> list[str] | None:
+    """The captures in ``path`` when it is a run set directory (no capture itself, holding
+    capture directories: one per host, as ``simulate capture --nodes`` and ``record -o
+    runs/x/{host}`` write), else None."""
+    from pathlib import Path
+
+    p = Path(path)
+    if (p / "manifest.json").is_file():
+        return None
+    caps = sorted(str(d) for d in p.iterdir() if d.is_dir() and (d / "manifest.json").is_file())
+    return caps or None
+
+
+def _open_set(name: str, path, caps, reference):
+    """(run set, reference host, the request log found, the reference's capture) of one side."""
+    from rdmascope.analysis.cluster import RunSetError, open_run_set
+    from rdmascope.capture import CaptureError
+    from rdmascope.cli.cluster import find_request_log
+
+    try:
+        log, idx = find_request_log(caps, reference)
+        rs = open_run_set(caps, reference=reference)
+    except (RunSetError, CaptureError) as exc:
+        raise click.ClickException(f"{name} ({path}): {exc}") from exc
+    host = reference
+    if host is None:
+        host = rs.nodes[idx].host if idx is not None else rs.nodes[0].host
+    ref_cap = str(next(n.path for n in rs.nodes if n.host == host))
+    return rs, host, log, ref_cap
+
+
+@click.command("compare", short_help="Compare two runs (captures or run sets) with the "
+                                     "estimate beside the measurement.")
 @click.argument("capture_a", type=click.Path(exists=True, file_okay=False))
 @click.argument("capture_b", type=click.Path(exists=True, file_okay=False))
+@click.option("--reference", default=None, metavar="HOST",
+              help="Run sets: the benchmark client's host (its capture carries the timing; "
+                   "the set's time axis) [default: the host whose capture holds the request "
+                   "log, else the first capture's].")
 @click.option("--requests-a", type=click.Path(dir_okay=False),
               help="Request log of A (default: CAPTURE_A/requests.jsonl).")
 @click.option("--requests-b", type=click.Path(dir_okay=False),
@@ -66,11 +109,19 @@ def _same_file(a, b) -> bool:
 @link_gbps_option
 @output_options
 def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, offset_a, offset_b,
-            run_a, run_b, label_a, label_b, arrival_window, warmup_rounds, out, **setup_kw):
+            run_a, run_b, label_a, label_b, arrival_window, warmup_rounds, out, reference=None,
+            **setup_kw):
     """Compare run A (e.g. 200 Gb/s) with run B (e.g. emulated 100 Gb/s), test by test.
 
-    Each run is a capture plus its request log. Per test: TTFT and time to the last first token
-    (change in s and %), decode speed change, prefill bytes per prompt token on both sides, and
+    Each run is a capture plus its request log, or a run set: a directory holding one capture
+    per host of the run (as `simulate capture --nodes` or `record -o runs/x/{host}` write) and
+    the benchmark client's request log (in the client's capture or beside the captures). For
+    run sets the timing (TTFT, decode speed, estimate) comes from the one request log on the
+    client's capture, and a per-node table (and the set's row) compares each host's emulation
+    verdict, link peaks and bytes per request (`rdmascope cluster` on each set); the two sets
+    must hold the same hosts (refused, naming them, otherwise).
+
+    Per test: TTFT and time to the last first token (change in s and %), decode speed change, prefill bytes per prompt token on both sides, and
     the estimate (A's prefill bytes sent again at the speed difference) beside the measured
     increase, plus the correction of B from the emulated link to a real cable.
 
@@ -83,8 +134,6 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
     and B on both, a warning says the arguments look swapped (A should be the faster link). A
     measured increase above the bound by more than 2 % is flagged (exceeds_bound) with a note.
     """
-    from pathlib import Path
-
     from rdmascope.analysis import estimate as E
     from rdmascope.analysis.attribute import attribute
     from rdmascope.analysis.compare import compare, interfaces_used, run_facts
@@ -92,6 +141,37 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
     from rdmascope.analysis.stream import open_capture
     from rdmascope.capture import CaptureError
     from rdmascope.cli.attribute import default_log
+
+    sets = [run_set_dir(capture_a), run_set_dir(capture_b)]
+    if (sets[0] is None) != (sets[1] is None):
+        one, many = (capture_a, capture_b) if sets[0] is None else (capture_b, capture_a)
+        k = len([s for s in sets if s][0])
+        raise click.ClickException(
+            f"{many} is a run set ({k} captures, one per host) but {one} is one capture; give "
+            "two run set directories or two captures")
+    if reference is not None and sets[0] is None:
+        raise click.UsageError("--reference applies to run sets (directories of captures)",
+                               ctx=click.get_current_context())
+    set_info = None
+    if sets[0] is not None:
+        set_info = [_open_set("A", capture_a, sets[0], reference),
+                    _open_set("B", capture_b, sets[1], reference)]
+        ha, hb = ([n.host for n in x[0].nodes] for x in set_info)
+        only_a = [h for h in ha if h not in hb]
+        only_b = [h for h in hb if h not in ha]
+        if only_a or only_b:
+            what = "; ".join(x for x in (
+                f"only in A ({capture_a}): {', '.join(only_a)}" if only_a else "",
+                f"only in B ({capture_b}): {', '.join(only_b)}" if only_b else "") if x)
+            raise click.ClickException(f"the run sets do not hold the same hosts: {what}")
+        if requests_a is None:
+            requests_a = set_info[0][2] or str(Path(capture_a) / "requests.jsonl")
+        if requests_b is None:
+            requests_b = set_info[1][2] or str(Path(capture_b) / "requests.jsonl")
+        label_a = label_a or Path(capture_a).name
+        label_b = label_b or Path(capture_b).name
+        dir_a, dir_b = capture_a, capture_b
+        capture_a, capture_b = set_info[0][3], set_info[1][3]
 
     atts, caps, ifaces = [], [], []
     logs = [default_log(capture_a, requests_a, "--requests-a"),
@@ -128,11 +208,49 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
     meta = {k: v for k, v in c.to_dict().items() if k not in ("tests", "rounds")}
     meta["warmup_rounds"] = warmup_rounds
     meta["line_rate"] = link_gbps_note()
-    emit({"tests": c.tests, "rounds": c.rounds}, out, meta=meta,
-         human=lambda: _human(c, la, lb, setup, capture_a, capture_b))
+    tables = {"tests": c.tests, "rounds": c.rounds}
+    nodes = None
+    if set_info is not None:
+        nodes, set_meta = _compare_sets(set_info, (logs[0], logs[1]), (format_a, format_b),
+                                        (offset_a, offset_b), (run_a, run_b), (dir_a, dir_b))
+        tables["nodes"] = nodes
+        meta["run_sets"] = set_meta
+    emit(tables, out, meta=meta,
+         human=lambda: _human(c, la, lb, setup, capture_a, capture_b, nodes))
 
 
-def _human(c, la, lb, setup, capture_a, capture_b) -> None:
+def _compare_sets(set_info, logs, formats, offsets, runs, dirs):
+    """Per-node comparison of two run sets (``cluster.compare_run_sets``) and its meta."""
+    from rdmascope.analysis.cluster import RunSetError, cluster_summary, compare_run_sets
+    from rdmascope.analysis.requestlogs import RequestLogError
+    from rdmascope.capture import CaptureError
+
+    res = []
+    for name, (rs, host, _log, _cap), log, fmt, off, run, d in zip(
+            "AB", set_info, logs, formats, offsets, runs, dirs, strict=True):
+        try:
+            res.append(cluster_summary([str(n.path) for n in rs.nodes], requests=log,
+                                       request_format=fmt, offset_s=off, reference=host,
+                                       run=run))
+        except (RunSetError, RequestLogError, CaptureError, ValueError) as exc:
+            raise click.ClickException(f"{name} ({d}): {exc}") from exc
+    for name, r in zip("AB", res, strict=True):
+        for w in r.warnings:
+            click.echo(f"warning: {name}: {w}", err=True)
+    try:
+        nodes = compare_run_sets(res[0], res[1])
+    except RunSetError as exc:
+        raise click.ClickException(str(exc)) from exc
+    meta = {side: {"dir": str(d), "reference": r.run_set.ref.host, "hosts": r.run_set.hosts,
+                   "verdict": r.verdict, "failing": r.failing, "expect": r.expect,
+                   "stragglers": [h for h, f in zip(r.stragglers.get("host", []),
+                                                    r.stragglers.get("finding", []),
+                                                    strict=True) if f]}
+            for side, d, r in zip("AB", dirs, res, strict=True)}
+    return nodes, meta
+
+
+def _human(c, la, lb, setup, capture_a, capture_b, nodes=None) -> None:
     from rdmascope.cli.attribute import echo_table
 
     click.echo(f"A = {la} ({setup.link_label('A')}): {capture_a}\n"
@@ -147,3 +265,6 @@ def _human(c, la, lb, setup, capture_a, capture_b) -> None:
     echo_table(c.tests, EST_COLS, "Measured increase vs the estimate (upper bound)")
     for n in c.notes:
         click.echo(f"note: {n}")
+    if nodes is not None:
+        echo_table(nodes, NODE_COLS, "Per node (each host's capture; the last row: the set, "
+                                     "highest peak and median bytes per request)")
