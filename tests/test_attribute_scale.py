@@ -236,6 +236,10 @@ def test_streamed_json_and_csv_equal_the_whole_dump(monkeypatch, capsys):
                       "b": [True, False] * 4, "l": [[1, 2], None, [], [3.5], None, [np.nan],
                                                    {"k": 1}, [0]]})
     a.loc[3, "x"] = np.nan
+    a["o"] = pd.Series([np.int64(3), np.float64("nan"), pd.Timestamp("2026-01-01"), "é\t",
+                        -np.inf, None, True, np.bool_(False)], dtype=object)
+    a["f"] = pd.array([1.5, None, 2.0, 3.0, None, 4.0, 5.0, 6.0], dtype="Float64")
+    a["c"] = pd.Categorical(["u", "v"] * 4)
     idx = pd.DataFrame({"v": [1.5, np.inf]}, index=pd.Index(["p", "q"], name="key"))
     tables = {"main": a, "empty": pd.DataFrame(), "named": idx, "one": a.head(1)}
     meta = {"k": [1, {"z": np.nan}], "n": np.int64(4), "e": {}}

@@ -468,10 +468,11 @@ ROWS_PER_BLOCK = 5000
 
 
 def write_json(tables: dict[str, Any], meta: dict[str, Any], write=None) -> None:
-    """Write ``{"meta": meta, <name>: [records], ...}`` as ``json.dumps(..., indent=1)`` would,
-    byte for byte, but table by table and ``ROWS_PER_BLOCK`` rows at a time (memory bounded by
-    one block's records, not the whole output). NaN/NA -> null, numpy scalars -> Python.
-    ``write``: the text sink (default: click.echo without newline to stdout).
+    """Write ``{"meta": meta, <name>: [records], ...}`` as ``json.dumps(..., indent=1)`` of
+    ``to_records`` would, byte for byte, but table by table and ``ROWS_PER_BLOCK`` rows at a
+    time, each column encoded at once (memory bounded by one block's text, not the whole
+    output; and without the pure-Python indenting encoder per value). NaN/NA -> null, numpy
+    scalars -> Python. ``write``: the text sink (default: click.echo without newline to stdout).
     """
     if write is None:
         def write(text: str) -> None:
@@ -488,13 +489,53 @@ def write_json(tables: dict[str, Any], meta: dict[str, Any], write=None) -> None
         if not len(d):
             write("[]")
             continue
+        keys = [json.dumps(str(k)) + ": " for k in d.columns]
         write("[")
         sep = "\n  "
         for i in range(0, len(d), ROWS_PER_BLOCK):
-            write("".join(sep + dumps(rec, 2) if k == 0 and i == 0 else ",\n  " + dumps(rec, 2)
-                          for k, rec in enumerate(to_records(d.iloc[i:i + ROWS_PER_BLOCK]))))
+            block = d.iloc[i:i + ROWS_PER_BLOCK]
+            cols = [[_json_value(v) for v in block.iloc[:, j].tolist()]
+                    for j in range(block.shape[1])]
+            parts = []
+            for row in zip(*cols, strict=True) if cols else [()] * len(block):
+                parts.append(sep + ("{\n   " + ",\n   ".join([k + v for k, v in
+                                                             zip(keys, row, strict=True)])
+                                    + "\n  }" if row else "{}"))
+                sep = ",\n  "
+            write("".join(parts))
         write("\n ]")
     write("\n}\n")
+
+
+def _json_value(v) -> str:
+    """One cell as ``json.dumps`` writes it inside a ``to_records`` record at depth 3."""
+    import numpy as np
+
+    if isinstance(v, np.generic):
+        v = v.item()
+    if v is None:
+        return "null"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if type(v) is float:
+        if v != v:
+            return "null"
+        return float.__repr__(v) if math.isfinite(v) else ("Infinity" if v > 0 else "-Infinity")
+    if type(v) is int:
+        return int.__repr__(v)
+    if type(v) is str:
+        return json.encoder.encode_basestring_ascii(v)
+    if not isinstance(v, (int, float, str, bool, list, dict)):
+        try:
+            import pandas as pd
+            v = None if pd.isna(v) else str(v)
+        except (TypeError, ValueError):
+            v = str(v)
+        if v is None:
+            return "null"
+    return json.dumps(_nan_to_none(v), indent=1, default=_json_default).replace("\n", "\n   ")
 
 
 def emit(tables: dict[str, Any], out: OutputSpec, *, human: Callable[[], None] | None = None,
