@@ -22,6 +22,7 @@ from .series import (
     QUALITY_PARTIAL,
     _counters_of,
     _members_of,
+    cover_tolerance_ns,
     default_origin,
     flag_over_line,
     group_links,
@@ -231,7 +232,12 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
         b, q = rebin_view(intervals, w, origin_ns=origin, start_ns=lo, end_ns=hi, by=by,
                           groups=groups, keep=keep, line_gbps=line_gbps,
                           instant_unc_ns=instant_unc_ns)
-        inside = (b.index.to_numpy() >= lo) & (b.index.to_numpy() + w <= hi)
+        # a range from the readings themselves (no start/end given) keeps a window whose edge
+        # the readings miss by no more than the cover tolerance, as rebin's partial flag does
+        tol = int(cover_tolerance_ns(w))
+        t = b.index.to_numpy()
+        inside = ((t + (tol if start_ns is None else 0) >= lo)
+                  & (t + w <= hi + (tol if end_ns is None else 0)))
         b, q = b[inside], q[inside]
         gbps = to_gbps(b, w)
         new_rows = []
@@ -414,7 +420,8 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
         b, q = _link_view(b, q, groups, keep)
         q = flag(b, q, w)
         t = b.index.to_numpy()
-        inside = t >= lo if lo is not None else np.ones(len(t), bool)
+        tol = int(cover_tolerance_ns(w)) if start_ns is None else 0  # as peak_table
+        inside = t + tol >= lo if lo is not None else np.ones(len(t), bool)
         if end_ns is not None:
             inside &= t + w <= int(end_ns)
         gbps = to_gbps(b.to_numpy(), w)
@@ -456,7 +463,8 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
     for i, w in enumerate(widths):
         if held[i] is not None:
             hb, hq = held[i]
-            keep_last = hb.index.to_numpy() + w <= hi
+            keep_last = hb.index.to_numpy() + w <= hi + (
+                int(cover_tolerance_ns(w)) if end_ns is None else 0)
             consume(i, hb[keep_last] if keep_last.all() else hb.iloc[:0],
                     hq[keep_last] if keep_last.all() else hq.iloc[:0])
     wb = pd.concat([x[0] for x in whole])

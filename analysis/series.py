@@ -126,6 +126,9 @@ QUALITY_OVER_LINE = 16
 #: that long before it (docs/method.md, "The sampler": each reading's instant is known only to
 #: about +-0.1-0.2 ms, so a single 1 ms value carries about +-15-25 %). The low end, 0.1 ms.
 INSTANT_UNC_NS = 100_000
+#: A window whose readings leave at most this much of it uncovered (and at most 1 %) is full,
+#: not partial: a reading that close to its edge is indistinguishable from one on it (``_combine``).
+COVER_TOLERANCE_NS = INSTANT_UNC_NS
 #: Likely causes of a window over line rate (``over_line_causes``), in the order they are tested.
 OVER_LINE_CAUSES = ("gap spread", "stalled sampler", "late counter update")
 
@@ -671,6 +674,12 @@ def _grid(counters, width_ns: int, origin_ns, start_ns, end_ns) -> np.ndarray:
     return origin + np.arange(k0, k1 + 1, dtype=np.int64) * int(width_ns)
 
 
+def cover_tolerance_ns(width_ns):
+    """How much of a window of ``width_ns`` its readings may leave uncovered and the window still
+    count as full (``COVER_TOLERANCE_NS``, at most 1 % of the window); int or int array."""
+    return np.minimum(COVER_TOLERANCE_NS, np.asarray(width_ns, dtype=np.int64) // 100)
+
+
 def _combine(items, width: np.ndarray | int, index: pd.Index, partial_nan: bool = False,
              columns: pd.Index | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Sum per-counter window parts into group columns; NaN and quality bits per the policy.
@@ -679,13 +688,21 @@ def _combine(items, width: np.ndarray | int, index: pd.Index, partial_nan: bool 
     a time (so only one counter's parts need to be alive). ``columns``: the group keys in the
     order ``items`` first yields them, as an Index to copy (cheaper than building one per
     block; the caller guarantees the order).
+
+    A window (``partial_nan`` false) is partial only when its uncovered part exceeds
+    ``COVER_TOLERANCE_NS`` (0.1 ms, the counter's own update uncertainty) or 1 % of the window,
+    whichever is less: the grid starts at the capture start, the first sweep's deadline, and
+    the first reading is taken a few microseconds after it, so without this every capture's
+    first window (a 2 s capture's only full 1 s window) was partial. Ranges
+    (``partial_nan``, ``integrate``) keep the strict rule.
     """
+    tol = 0 if partial_nan else cover_tolerance_ns(width)
     acc: dict[Any, list] = {}
     for k, (b, nan, gap, cov) in items:
         qq = (gap > 0).view(np.int8) * np.int8(QUALITY_GAP)
         bad = nan > 0
         qq |= bad.view(np.int8) * np.int8(QUALITY_INVALID)
-        part = cov < width
+        part = cov < width - tol
         qq |= part.view(np.int8) * np.int8(QUALITY_PARTIAL)
         empty = cov <= 0
         qq |= empty.view(np.int8) * np.int8(QUALITY_EMPTY)
