@@ -310,6 +310,7 @@ def plot_comparison(
     link_gbps: Mapping[str, object] | None = None,
     title: str | None = None,
     axes: Sequence[Axes] | None = None,
+    lows_gbps: Mapping[str, pd.Series] | None = None,
 ) -> Figure:
     """Draw each configuration's traffic in its own panel, stacked, on one shared time axis.
 
@@ -321,6 +322,10 @@ def plot_comparison(
     axes are shared. Each round's prefill (the union of its requests' ``[t_send, t_first]``) is
     shaded grey and ends at the (last) first token, marked by a red line per request.
     ``link_gbps`` maps a label to its capacity spec (a number, a list, or {label: Gb/s}).
+    ``lows_gbps``: for a long test drawn as a min/max envelope (``envelope.MinMaxEnvelope``),
+    per label the lowest window of each column, on the index of ``rates_gbps[label]`` (which
+    then holds each column's highest window): the band between the two is shaded (gid
+    "envelope"), the line is the highest.
 
     Returns the Figure. Raises ValueError when the labels of the two mappings differ or a request
     table lacks a column.
@@ -353,6 +358,13 @@ def plot_comparison(
             ax.plot(x, y, drawstyle="steps-post", linewidth=0.6,
                     color=color if j == 0 else PALETTE[(i + j + 2) % len(PALETTE)],
                     label=str(col))
+        low = (lows_gbps or {}).get(label)
+        if low is not None and len(rates):
+            xl, yl = _step_xy(low.index, low.to_numpy(dtype=float), origin)
+            _, yh = _step_xy(rates.index, rates.iloc[:, 0].to_numpy(dtype=float), origin)
+            band = ax.fill_between(xl, yl, yh, step="post", color=color, alpha=0.25,
+                                   linewidth=0)
+            band.set_gid("envelope")
         if len(rates):
             top_values.append(float(np.nanmax(rates.to_numpy())))
         rounds = req["round"] if "round" in req.columns else pd.Series(0, index=req.index)
@@ -843,39 +855,66 @@ __all__ += ["plot_cluster_heatmap", "plot_cluster_zoom"]
 MAX_TIMELINE_POINTS = 200_000
 
 
-def timeline_html(rates: Mapping[str, pd.Series], *, origin_ns: int, width_ns: int,
-                  title: str, link_gbps: Mapping[str, float] | None = None,
+def timeline_html(rates: Mapping[str, pd.Series | pd.DataFrame], *, origin_ns: int,
+                  width_ns: int, title: str, link_gbps: Mapping[str, float] | None = None,
                   spans_s: Sequence[tuple[float, float]] = (), include_plotlyjs: bool = True,
-                  div_id: str | None = None) -> tuple[str, str]:
+                  div_id: str | None = None, zoom_hint: str = "") -> tuple[str, str]:
     """Return (html, note): a zoomable plotly timeline of Gb/s series, and what it shows.
 
     ``rates``: {legend label: Gb/s Series indexed by window start (int64 ns)} of ``width_ns``
     windows; drawn as step lines against seconds since ``origin_ns``; ``link_gbps`` reference
-    lines; ``spans_s`` shaded (e.g. prefills). Drag to zoom a range, the mouse wheel zooms,
-    double-click resets: from the whole run down to single all-reduces. A series longer than
-    ``MAX_TIMELINE_POINTS`` keeps, per bucket of consecutive windows, the highest one (the
-    bursts stay visible; ``note`` says how many windows a point stands for).
+    lines; ``spans_s`` shaded (e.g. prefills; one filled trace, so thousands of spans cost one
+    trace, not one shape each). Drag to zoom a range, the mouse wheel zooms, double-click
+    resets: from the whole run down to single all-reduces. A series longer than
+    ``MAX_TIMELINE_POINTS`` is drawn as its min/max envelope (``envelope.MinMaxEnvelope``, at
+    most ``MAX_TIMELINE_POINTS`` points in all): per bucket the highest window (the line: every
+    burst keeps its height) and a band down to the lowest. A value may also be such an envelope
+    already (a DataFrame with columns ``max`` and ``min`` indexed by bucket start, its
+    ``attrs["bucket_ns"]`` the bucket's span, as ``report.node_envelope`` returns), so a long
+    capture never needs its windows in memory. ``note`` then says what a point stands for,
+    followed by ``zoom_hint`` (how to see every window of a stretch).
     ``include_plotlyjs``: embed plotly.js (once per page; the file stays self-contained).
     Raises ``ModuleNotFoundError`` when plotly is not installed (the analysis extra).
     """
     import plotly.graph_objects as go
     import plotly.io as pio
 
+    from .envelope import MinMaxEnvelope, bucket_windows
+
     fig = go.Figure()
     note = ""
-    for label, s in rates.items():
-        s = s.dropna() if len(s) <= MAX_TIMELINE_POINTS else s
+    for i, (label, s) in enumerate(rates.items()):
+        if isinstance(s, pd.Series) and len(s) > MAX_TIMELINE_POINTS:
+            t = s.index.to_numpy(np.int64)
+            env = MinMaxEnvelope(start_ns=int(t[0]), end_ns=int(t[-1]) + int(width_ns),
+                                 width_ns=int(width_ns), origin_ns=int(t[0]),
+                                 k=bucket_windows(len(s), MAX_TIMELINE_POINTS // 2))
+            env.add(t, s.to_numpy(np.float64))
+            s = env.frame()
+            s.attrs["bucket_ns"] = env.bucket_ns
+        color = PALETTE[i % len(PALETTE)]
+        if isinstance(s, pd.DataFrame):
+            bucket = int(s.attrs.get("bucket_ns", width_ns))
+            x = (s.index.to_numpy(np.int64) - np.int64(origin_ns)) / 1e9
+            hi = s["max"].to_numpy(np.float64)
+            lo = s["min"].to_numpy(np.float64)
+            fig.add_trace(go.Scatter(x=x, y=lo, mode="lines", showlegend=False,
+                                     line={"shape": "hv", "width": 0, "color": color},
+                                     hoverinfo="skip", name=f"{label} (lowest)"))
+            fig.add_trace(go.Scatter(
+                x=x, y=hi, mode="lines", line={"shape": "hv", "width": 1, "color": color},
+                fill="tonexty", fillcolor=_rgba(color, 0.25),
+                name=f"{label}: highest per {window_label(bucket)}",
+                hovertemplate=(f"%{{x:.3f}} s: highest {window_label(width_ns)} window of "
+                               f"{window_label(bucket)} %{{y:.1f}} Gb/s<extra></extra>")))
+            note = (f"each point is the highest {window_label(width_ns)} window of "
+                    f"{window_label(bucket)} (the line: every burst keeps its "
+                    f"{window_label(width_ns)} height; the band reaches down to the lowest "
+                    f"window){'; ' + zoom_hint if zoom_hint else ''}")
+            continue
+        s = s.dropna()
         t = s.index.to_numpy(np.int64)
         v = s.to_numpy(np.float64)
-        if len(v) > MAX_TIMELINE_POINTS:
-            k = -(-len(v) // MAX_TIMELINE_POINTS)
-            n = len(v) // k * k
-            v = np.nanmax(np.where(np.isnan(v[:n]), -np.inf, v[:n]).reshape(-1, k), axis=1)
-            v = np.where(np.isfinite(v), v, np.nan)
-            t = t[:n:k]
-            note = (f"each point is the highest {window_label(width_ns)} window of "
-                    f"{window_label(width_ns * k)} (zoom reads the full resolution in "
-                    "`rdmascope rates`)")
         x = (t - np.int64(origin_ns)) / 1e9
         fig.add_trace(go.Scatter(x=x, y=v, mode="lines", line={"shape": "hv", "width": 1},
                                  name=label,
@@ -883,15 +922,32 @@ def timeline_html(rates: Mapping[str, pd.Series], *, origin_ns: int, width_ns: i
     for name, gbps in (link_gbps or {}).items():
         fig.add_hline(y=float(gbps), line={"dash": "dash", "width": 1, "color": "#555"},
                       annotation_text=name, annotation_position="top right")
-    for a, b in spans_s:
-        fig.add_vrect(x0=a, x1=b, fillcolor="#888", opacity=0.12, line_width=0)
+    if len(spans_s):
+        # one trace of rectangles on a hidden [0, 1] axis: one shape per span (add_vrect) took
+        # minutes for a few thousand requests and bloated the page
+        xs, ys = [], []
+        for a, b in spans_s:
+            xs += [a, a, b, b, None]
+            ys += [0, 1, 1, 0, None]
+        fig.add_trace(go.Scatter(x=xs, y=ys, yaxis="y2", mode="lines", fill="toself",
+                                 fillcolor="rgba(136,136,136,0.12)", line={"width": 0},
+                                 hoverinfo="skip", name="prefill (send to first token)"))
     fig.update_layout(title={"text": title, "x": 0.01}, height=420,
                       margin={"l": 60, "r": 20, "t": 50, "b": 50}, dragmode="zoom",
                       xaxis={"title": {"text": "time since capture start (s)"}},
                       yaxis={"title": {"text": RATE_LABEL}, "fixedrange": True,
                              "rangemode": "tozero"},
+                      yaxis2={"overlaying": "y", "range": [0, 1], "visible": False,
+                              "fixedrange": True},
                       legend={"orientation": "h", "y": -0.2}, template="plotly_white")
     html = pio.to_html(fig, full_html=False, include_plotlyjs=include_plotlyjs,
                        div_id=div_id, config={"scrollZoom": True, "displaylogo": False,
                                               "responsive": True})
     return html, note
+
+
+def _rgba(hex_color: str, alpha: float) -> str:
+    """"#1f77b4", 0.25 -> "rgba(31,119,180,0.25)" (plotly's fill colour)."""
+    h = hex_color.lstrip("#")
+    r, g, b = (int(h[i:i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha:g})"

@@ -647,6 +647,46 @@ def node_gbps(cfg: Configuration, width_ns: int, start_ns: int, end_ns: int, *,
     return out
 
 
+def node_envelope(cfg: Configuration, width_ns: int, start_ns: int, end_ns: int, *, k: int,
+                  direction: str = "tx") -> pd.DataFrame:
+    """Return the min/max envelope of ``node_gbps(cfg, width_ns, start_ns, end_ns)``.
+
+    Per bucket of ``k`` consecutive windows (``envelope.MinMaxEnvelope``): the highest and the
+    lowest known rate in Gb/s, columns ``max`` and ``min``, indexed by the bucket's first window
+    start (int64 ns); a bucket without a known window is NaN. The windows are those
+    ``node_gbps`` returns (same grid, same values: every 1 ms peak is a bucket's max), streamed
+    segment by segment and folded in as they pass, so memory holds the buckets only, whatever
+    the range's length. ``attrs["bucket_ns"]`` is the time one bucket spans. Raises ValueError
+    as ``node_gbps``.
+    """
+    from .envelope import MinMaxEnvelope
+
+    origin = window_origin(cfg)
+    lo, hi = cfg.data_span(direction)
+    start_ns = max(int(start_ns), lo)
+    end_ns = min(int(end_ns), hi)
+    env = MinMaxEnvelope(start_ns=start_ns, end_ns=end_ns, width_ns=int(width_ns),
+                         origin_ns=origin, k=int(k))
+    if cfg.streamed:
+        from .stream import WindowGrid, iter_windows
+
+        cdf = cfg.capture.counters
+        ids = [int(c) for c in cdf.index[cdf["data"] & (cdf["source"] == "infiniband")
+                                         & (cdf["direction"] == direction)]]
+        for _, bb, _qq in iter_windows(_info_of(cfg.capture),
+                                       [WindowGrid(int(width_ns), origin, start_ns, end_ns)],
+                                       by="direction", counters=ids):
+            if direction in bb.columns:
+                env.add(bb.index.to_numpy(), bb[direction].to_numpy(np.float64) * 8.0
+                        / float(width_ns))
+    else:
+        r = node_gbps(cfg, width_ns, start_ns, end_ns, direction=direction)
+        env.add(r.index.to_numpy(), r.iloc[:, 0].to_numpy(np.float64))
+    out = env.frame()
+    out.attrs["bucket_ns"] = env.bucket_ns
+    return out
+
+
 def pick_request(cfg: Configuration, request_id: str | None = None) -> pd.Series:
     """Return the request to show in figure 1: ``request_id``, else the longest lone prefill.
 
@@ -796,17 +836,15 @@ def figure_devices(cfg: Configuration, *, width_ns: int = 100 * MS_NS, direction
     return figures.figure_of(ax)
 
 
-def figure_comparison(configs: Sequence[Configuration], test: str | None = None, *,
-                      width_ns: int = MS_NS, pad_s: float = 1.0):
-    """Draw figure 2: the configurations of one test stacked on a shared time axis.
+#: Pixel columns of a figure's time axis (a 10 in figure is 1,100 px at the report's 110 dpi,
+#: 1,500 at ``plot``'s 150): a longer series is drawn as its min/max envelope per column.
+FIGURE_COLUMNS = 2_000
 
-    ``test`` selects the requests by their ``test`` column (all requests when None). Rates are the
-    node's tx at ``width_ns`` (1 ms by default, as in the study: the bursts' height, ~180 vs
-    ~105 Gb/s, is what differs; wider windows average it away and alias with the burst period).
-    """
-    from . import figures
 
-    rates, reqs, caps = {}, {}, {}
+def _test_ranges(configs: Sequence[Configuration], test: str | None, pad_s: float
+                 ) -> dict[str, tuple[pd.DataFrame, int, int]]:
+    """Per configuration: (the test's requests, range start, range end) of figure 2."""
+    out = {}
     for cfg in configs:
         r = cfg.requests
         if not len(r):
@@ -816,15 +854,56 @@ def figure_comparison(configs: Sequence[Configuration], test: str | None = None,
             if not len(r):
                 raise ValueError(f"{cfg.label}: no request of test {test!r}")
         pad = int(pad_s * 1e9)
-        rates[cfg.label] = node_gbps(cfg, width_ns, int(r["t_send_ns"].min()) - pad,
-                                     int(r["t_last_ns"].max()) + pad)
+        out[cfg.label] = (r, int(r["t_send_ns"].min()) - pad, int(r["t_last_ns"].max()) + pad)
+    return out
+
+
+def comparison_bucket(configs: Sequence[Configuration], test: str | None = None, *,
+                      width_ns: int = MS_NS, pad_s: float = 1.0,
+                      columns: int = FIGURE_COLUMNS) -> int:
+    """Return k, the windows of ``width_ns`` per drawn column of figure 2: 1 (every window
+    drawn) when the longest configuration's range fits in ``columns``, else the bucket of
+    ``envelope.bucket_windows`` (each column then shows the highest and lowest window of k)."""
+    from .envelope import bucket_windows
+
+    spans = [b - a for _, a, b in _test_ranges(configs, test, pad_s).values()]
+    return bucket_windows(-(-max(spans) // int(width_ns)), columns)
+
+
+def figure_comparison(configs: Sequence[Configuration], test: str | None = None, *,
+                      width_ns: int = MS_NS, pad_s: float = 1.0,
+                      columns: int = FIGURE_COLUMNS):
+    """Draw figure 2: the configurations of one test stacked on a shared time axis.
+
+    ``test`` selects the requests by their ``test`` column (all requests when None). Rates are the
+    node's tx at ``width_ns`` (1 ms by default, as in the study: the bursts' height, ~180 vs
+    ~105 Gb/s, is what differs; wider windows average it away and alias with the burst period).
+    A test longer than ``columns`` windows is drawn as its min/max envelope (``node_envelope``,
+    k = ``comparison_bucket``): per column the highest window (the line: every burst keeps its
+    1 ms height) and the band down to the lowest; the title says "the highest 1 ms window per
+    N ms". Streams the capture: memory holds the columns, not the test's windows.
+    """
+    from . import figures
+
+    k = comparison_bucket(configs, test, width_ns=width_ns, pad_s=pad_s, columns=columns)
+    rates, lows, reqs, caps = {}, {}, {}, {}
+    for cfg in configs:
+        r, a, b = _test_ranges([cfg], test, pad_s)[cfg.label]
+        if k == 1:
+            rates[cfg.label] = node_gbps(cfg, width_ns, a, b)
+        else:
+            env = node_envelope(cfg, width_ns, a, b, k=k)
+            rates[cfg.label] = env["max"].rename("tx, all devices")
+            lows[cfg.label] = env["min"]
         reqs[cfg.label] = r
         caps[cfg.label] = capacity_lines(cfg)
+    what = (f"{figures.window_label(width_ns)} windows" if k == 1 else
+            f"the highest {figures.window_label(width_ns)} window per "
+            f"{figures.window_label(width_ns * k)}, band down to the lowest")
     return figures.plot_comparison(
-        rates, reqs, link_gbps=caps,
+        rates, reqs, link_gbps=caps, lows_gbps=lows or None,
         title=(f"Test {test}: " if test else "") + " vs ".join(rates)
-        + f" ({figures.window_label(width_ns)} windows, tx of one node)")
-
+        + f" ({what}, tx of one node)")
 
 def tp_projection_frame(*, prompt_tokens: float, ttft_s: float, model=None, tp: int = 8,
                         tp_sizes=(2, 4, 8, 16), links_gbps=((200.0, 100.0),)) -> pd.DataFrame:
@@ -1226,7 +1305,14 @@ def _add_timeline(content: ReportContent, cfg: Configuration) -> None:
     from . import figures
 
     lo, hi = cfg.data_span("tx")
-    rates = node_gbps(cfg, MS_NS, lo, hi)
+    n = -(-(hi - lo) // MS_NS) + 1
+    if n <= figures.MAX_TIMELINE_POINTS:
+        rates = node_gbps(cfg, MS_NS, lo, hi).iloc[:, 0]
+    else:  # a long capture: its min/max envelope, streamed (never every 1 ms window in memory)
+        from .envelope import bucket_windows
+
+        rates = node_envelope(cfg, MS_NS, lo, hi,
+                              k=bucket_windows(n, figures.MAX_TIMELINE_POINTS // 2))
     spans = []
     if len(cfg.requests):
         t0 = int(cfg.capture.t_start_ns)
@@ -1234,11 +1320,14 @@ def _add_timeline(content: ReportContent, cfg: Configuration) -> None:
                  zip(cfg.requests["t_send_ns"], cfg.requests["t_first_ns"], strict=True)]
     try:
         html, note = figures.timeline_html(
-            {f"{cfg.label}: tx, all devices, 1 ms": rates.iloc[:, 0]},
+            {f"{cfg.label}: tx, all devices, 1 ms": rates},
             origin_ns=int(cfg.capture.t_start_ns), width_ns=MS_NS,
             title=f"{cfg.label}: the whole run at 1 ms", link_gbps=capacity_lines(cfg),
             spans_s=_merge_spans(spans), include_plotlyjs=not content.timelines,
-            div_id=f"timeline-{_anchor(cfg.label)}")
+            div_id=f"timeline-{_anchor(cfg.label)}",
+            zoom_hint=("zoom in to see where the bursts are; every 1 ms window of a stretch: "
+                       "`rdmascope rates CAPTURE --window 1ms --from S --to S`, or the figures "
+                       "of one request: `rdmascope plot request CAPTURE --request-id ID`"))
     except ModuleNotFoundError:
         return
     content.timelines.append((
@@ -1268,12 +1357,18 @@ def _add_comparison(content: ReportContent, configs, attributions, say,
         tests = [t for t in tests if t in have]
     for test in tests:
         say(f"figure 2 for test {test}")
+        k = comparison_bucket(configs, test)
+        drawn = ("" if k == 1 else
+                 f" The test is longer than the figure has pixels: each column shows the 1 ms "
+                 f"max per {k:,} ms (the line: every burst at its 1 ms height) and a band down "
+                 "to the 1 ms min; every 1 ms window of a stretch: "
+                 "`rdmascope rates CAPTURE --window 1ms --from S --to S`.")
         content.figures.append(ReportFigure(
             _anchor(f"compare-{test}"), f"Test {test}: " + " above ".join(c.label for c in configs),
             figure_comparison(configs, test),
             "The configurations on one time axis (seconds since each test's first send), all "
             "rounds; grey = prefill, red line = first token. A slower link caps each burst "
-            "lower and stretches the prefill."))
+            "lower and stretches the prefill." + drawn))
     sections = []
     for i, b in enumerate(configs[1:]):
         sections.append(_add_estimate_comparison(content, (configs[0], b), attributions, say,
