@@ -837,8 +837,11 @@ def figure_devices(cfg: Configuration, *, width_ns: int = 100 * MS_NS, direction
 
 
 #: Pixel columns of a figure's time axis (a 10 in figure is 1,100 px at the report's 110 dpi,
-#: 1,500 at ``plot``'s 150): a longer series is drawn as its min/max envelope per column.
+#: 1,500 at ``plot``'s 150): a series longer than ``FIGURE_MAX_WINDOWS`` is drawn as its
+#: min/max envelope per column.
 FIGURE_COLUMNS = 2_000
+#: Up to this many windows (a minute of 1 ms) figure 2 draws every window, as the study did.
+FIGURE_MAX_WINDOWS = 60_000
 
 
 def _test_ranges(configs: Sequence[Configuration], test: str | None, pad_s: float
@@ -860,32 +863,36 @@ def _test_ranges(configs: Sequence[Configuration], test: str | None, pad_s: floa
 
 def comparison_bucket(configs: Sequence[Configuration], test: str | None = None, *,
                       width_ns: int = MS_NS, pad_s: float = 1.0,
-                      columns: int = FIGURE_COLUMNS) -> int:
+                      columns: int = FIGURE_COLUMNS,
+                      max_windows: int = FIGURE_MAX_WINDOWS) -> int:
     """Return k, the windows of ``width_ns`` per drawn column of figure 2: 1 (every window
-    drawn) when the longest configuration's range fits in ``columns``, else the bucket of
-    ``envelope.bucket_windows`` (each column then shows the highest and lowest window of k)."""
+    drawn) when the longest configuration's range holds at most ``max_windows`` windows, else the bucket of ``envelope.bucket_windows`` (each column then
+    shows the highest and lowest window of k)."""
     from .envelope import bucket_windows
 
     spans = [b - a for _, a, b in _test_ranges(configs, test, pad_s).values()]
-    return bucket_windows(-(-max(spans) // int(width_ns)), columns)
+    n = -(-max(spans) // int(width_ns))
+    return 1 if n <= max_windows else bucket_windows(n, columns)
 
 
 def figure_comparison(configs: Sequence[Configuration], test: str | None = None, *,
                       width_ns: int = MS_NS, pad_s: float = 1.0,
-                      columns: int = FIGURE_COLUMNS):
+                      columns: int = FIGURE_COLUMNS, max_windows: int = FIGURE_MAX_WINDOWS):
     """Draw figure 2: the configurations of one test stacked on a shared time axis.
 
     ``test`` selects the requests by their ``test`` column (all requests when None). Rates are the
     node's tx at ``width_ns`` (1 ms by default, as in the study: the bursts' height, ~180 vs
     ~105 Gb/s, is what differs; wider windows average it away and alias with the burst period).
-    A test longer than ``columns`` windows is drawn as its min/max envelope (``node_envelope``,
-    k = ``comparison_bucket``): per column the highest window (the line: every burst keeps its
-    1 ms height) and the band down to the lowest; the title says "the highest 1 ms window per
-    N ms". Streams the capture: memory holds the columns, not the test's windows.
+    A test longer than ``max_windows`` windows is drawn as its min/max envelope in ``columns``
+    columns (``node_envelope``, k = ``comparison_bucket``): per column the highest window (the
+    line: every burst keeps its 1 ms height) and a band down to the lowest; the title says "the
+    highest 1 ms window per N ms". That streams the capture: memory holds the columns, not the
+    test's windows.
     """
     from . import figures
 
-    k = comparison_bucket(configs, test, width_ns=width_ns, pad_s=pad_s, columns=columns)
+    k = comparison_bucket(configs, test, width_ns=width_ns, pad_s=pad_s, columns=columns,
+                          max_windows=max_windows)
     rates, lows, reqs, caps = {}, {}, {}, {}
     for cfg in configs:
         r, a, b = _test_ranges([cfg], test, pad_s)[cfg.label]

@@ -88,6 +88,8 @@ def test_old_path_exceeds_the_limit(capture):
     ["verify-emulation", "{cap}", "--json"],
     ["attribute", "{cap}", "--json"],
     ["report", "{cap}", "-o", "{out}"],
+    # two runs: figure 2 over the test's whole span and both timelines, as streamed envelopes
+    ["report", "{cap}", "{cap_b}", "-o", "{out}-two"],
     ["export", "dataset", "{cap}", "-o", "{out}-dataset"],
     ["plot", "devices", "{cap}", "-o", "{out}.png"],
     ["compare", "{cap}", "{cap_b}", "--json"],
