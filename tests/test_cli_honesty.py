@@ -61,3 +61,21 @@ def test_a_window_missing_more_than_the_tolerance_is_partial(tmp_path):
     assert (q1.iloc[0].to_numpy() & QUALITY_PARTIAL == 0).all()
     _, q2 = rebin_with_quality(byte_intervals(load_capture(cap)), MS)
     assert (q2.iloc[0].to_numpy() & QUALITY_PARTIAL != 0).all()
+
+
+def test_estimate_real_b_says_each_speed_once():
+    r = CliRunner().invoke(main, ["estimate", "--preset", "qwen3-30b-a3b", "--tp", "2",
+                                  "--link-a", "400", "--link-b", "200", "--b-real"])
+    assert r.exit_code == 0, r.output
+    # one all-reduce of a 4096-token chunk at TP2: 4096 x 2048 x 2 B = 16.78 MB sent per node
+    # (ring factor 2(N-1)/N = 1): 16.78e6 x 8 / 400e9 = 0.34 ms, / 200e9 = 0.67 ms
+    line = [ln for ln in r.output.splitlines() if ln.startswith("one all-reduce")][0]
+    assert line.endswith("; 0.3 ms at 400 Gb/s, 0.7 ms at 200")
+    bound = [ln for ln in r.output.splitlines() if ln.startswith("TTFT increase bound")][0]
+    assert bound.count("400 -> 200") == 1
+    assert "200->200" not in r.output and "bound @200" not in r.output
+    # the emulated default keeps its third speed, named as the emulated link's real one
+    e = CliRunner().invoke(main, ["estimate", "--preset", "qwen3-30b-a3b", "--tp", "2"])
+    assert "1.3 ms at 100, 1.2 ms at 109 (what the emulated 100 Gb/s link really carries)" \
+        in e.output
+    assert "109->100 (s)" in e.output

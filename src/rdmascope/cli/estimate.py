@@ -157,6 +157,9 @@ def command(layers, hidden, nbytes, vocab, chunk, prompt_tokens, ttft, tp_sizes,
 def _human(e, desc, tp, chunk, link_old, link_new, emulated, ttfts, setup) -> None:
     pt, ar, dec = e["per_token"], e["allreduce"], e["decode"]
     o, n = link_old, link_new
+    # B is a real link (--b-real, or an emulated one whose real speed is unknown): no third
+    # speed to show (it would repeat B's: "0.7 ms at 200, 0.7 ms at 200")
+    emu = emulated != link_new
     click.echo(f"model: {desc}")
     click.echo(f"setup: {setup.describe()}; chunk {chunk} tokens")
     lays = e["layouts"]
@@ -182,26 +185,29 @@ def _human(e, desc, tp, chunk, link_old, link_new, emulated, ttfts, setup) -> No
     click.echo(f"one all-reduce of a {chunk}-token chunk: block {ar['block_bytes'] / 1e6:.1f} MB, "
                f"{ar['bytes_per_node'] / 1e6:.1f} MB sent per node in {ar['ring_steps']} steps of "
                f"{ar['step_bytes'] / 1e6:.1f} MB; {ar['time_old_s'] * 1e3:.1f} ms at {o:g} Gb/s, "
-               f"{ar['time_new_s'] * 1e3:.1f} ms at {n:g}, {ar['time_emulated_s'] * 1e3:.1f} ms "
-               f"at {emulated:g}")
+               f"{ar['time_new_s'] * 1e3:.1f} ms at {n:g}"
+               + (f", {ar['time_emulated_s'] * 1e3:.1f} ms at {emulated:g} (what the emulated "
+                  f"{n:g} Gb/s link really carries)" if emu else ""))
     click.echo(f"TTFT increase bound per 1,000 prompt tokens: "
-               f"{pt['increase_bound_per_1000_tokens_s']:.3f} s ({o:g} -> {n:g} Gb/s), "
-               f"{pt['increase_bound_emulated_per_1000_tokens_s']:.3f} s ({o:g} -> "
-               f"{emulated:g})")
+               f"{pt['increase_bound_per_1000_tokens_s']:.3f} s ({o:g} -> {n:g} Gb/s)"
+               + (f", {pt['increase_bound_emulated_per_1000_tokens_s']:.3f} s ({o:g} -> "
+                  f"{emulated:g})" if emu else ""))
     click.echo("")
+    emu_head = (f"  {'bound @' + format(emulated, 'g') + ' (s)':>14}  "
+                f"{format(emulated, 'g') + '->' + format(n, 'g') + ' (s)':>11}") if emu else ""
     head = (f"{'prompt tokens':>13}  {'prefill (MB)':>12}  {'net @' + format(o, 'g') + ' (s)':>12}"
-            f"  {'bound (s)':>9}  {'bound @' + format(emulated, 'g') + ' (s)':>14}  "
-            f"{format(emulated, 'g') + '->' + format(n, 'g') + ' (s)':>11}  {'TTFT (s)':>8}  "
+            f"  {'bound (s)':>9}{emu_head}  {'TTFT (s)':>8}  "
             f"{'net share':>9}  {'bound (%)':>9}")
     click.echo(head)
     for r in e["prompts"]:
         share = f"{100 * r['network_share']:.1f} %" if r["network_share"] is not None else "-"
         pct = f"{r['increase_bound_pct']:.1f}" if r["increase_bound_pct"] is not None else "-"
         t = f"{r['ttft_s']:.2f}" if r["ttft_s"] is not None else "-"
+        emu_cols = (f"  {r['increase_bound_emulated_s']:>14.3f}  {r['emulated_to_real_s']:>11.3f}"
+                    if emu else "")
         click.echo(f"{r['prompt_tokens']:>13,}  {r['prefill_bytes'] / 1e6:>12,.0f}  "
-                   f"{r['network_time_old_s']:>12.3f}  {r['increase_bound_s']:>9.3f}  "
-                   f"{r['increase_bound_emulated_s']:>14.3f}  {r['emulated_to_real_s']:>11.3f}  "
-                   f"{t:>8}  {share:>9}  {pct:>9}")
+                   f"{r['network_time_old_s']:>12.3f}  {r['increase_bound_s']:>9.3f}"
+                   f"{emu_cols}  {t:>8}  {share:>9}  {pct:>9}")
     click.echo("")
     gather = (f" + logits gather {dec['output_gather_bytes'] / 1e6:.2f} MB = "
               f"{dec['pass_bytes'] / 1e6:.1f} MB"
