@@ -1335,7 +1335,12 @@ def read_request_log(path: str | os.PathLike, format: str | None = None, *,
         if fmt not in _READERS:
             raise RequestLogError(p, f"unknown format {format!r}; expected one of "
                                      f"{', '.join(FORMATS)}")
-    res = _READERS[fmt](p, text)
+    try:
+        res = _READERS[fmt](p, text)
+    except RequestLogError as exc:
+        if format is None:
+            raise
+        raise _suggest_format(p, text, fmt, exc) from exc
     records, clock, notes = res[:3]
     runs = res[3] if len(res) > 3 else [{"run": 1, "label": "run 1", "meta": {}}]
     df = _validate(p, _frame(p, records))
@@ -1377,6 +1382,20 @@ def read_request_log(path: str | os.PathLike, format: str | None = None, *,
                               row=None if fld is None or pd.isna(first["row"])
                               else int(first["row"]), field=fld)
     return log
+
+
+def _suggest_format(p: Path, text: str, fmt: str, exc: RequestLogError) -> RequestLogError:
+    """``exc`` (reading ``p`` as the given ``fmt`` failed) with the format the content looks
+    like when that is another one (``detect_format``), e.g. a vLLM result read as native."""
+    try:
+        seen = detect_format(p, text)
+    except RequestLogError:
+        return exc
+    if seen == fmt:
+        return exc
+    return RequestLogError(p, f"the file looks like format {seen!r}, not {fmt!r}: give --format "
+                              f"{seen} (or no --format, to detect it); read as {fmt!r}: "
+                              f"{exc.message}", row=exc.row, field=exc.field)
 
 
 def short_reason(text: str, n: int = 200) -> str:

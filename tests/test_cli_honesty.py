@@ -79,3 +79,15 @@ def test_estimate_real_b_says_each_speed_once():
     assert "1.3 ms at 100, 1.2 ms at 109 (what the emulated 100 Gb/s link really carries)" \
         in e.output
     assert "109->100 (s)" in e.output
+
+
+def test_attribute_wrong_format_suggests_the_detected_one(fixtures_dir):
+    logs = fixtures_dir.parent / "tests" / "data" / "requestlogs"
+    for path, given, seen in ((logs / "vllm_serve_result.json", "native", "vllm"),
+                              (logs / "native.jsonl", "vllm", "native")):
+        r = CliRunner().invoke(main, ["attribute", str(fixtures_dir / "sim-p2-200"),
+                                      "--requests", str(path), "--format", given])
+        assert r.exit_code == 1, r.output
+        assert (f"the file looks like format '{seen}', not '{given}': give --format {seen} "
+                "(or no --format, to detect it)") in r.output
+        assert "Traceback" not in r.output
