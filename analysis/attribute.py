@@ -228,7 +228,8 @@ class RangeWindowStats:
     (n,), over_line int64 (n,))``: the same as ``detect_bursts`` and ``peaks.HEADLINE_EXCLUDE``
     on each range's windows (a burst = a run of valid windows at or above the leave threshold
     holding one at or above the enter threshold; a run reaching a block's end is carried into
-    the next block). Cost: O(windows + ranges x blocks they touch), no Python loop per range.
+    the next block). Cost: O(windows + ranges x blocks they touch) (``RangeIndex``), no Python
+    loop per range.
     """
 
     def __init__(self, a, b, width_ns: int, capacity_gbps: float, *, enter_frac: float = 0.25,
@@ -239,6 +240,7 @@ class RangeWindowStats:
         self.enter = enter_frac * float(capacity_gbps)
         self.leave = leave_frac * float(capacity_gbps)
         n = len(self.a)
+        self.index = RangeIndex(self.a, self.b)
         self.peak = np.full(n, -np.inf)
         self.n_over = np.zeros(n, np.int64)
         self.count = np.zeros(n, np.int64)
@@ -254,7 +256,7 @@ class RangeWindowStats:
         if not m or not len(self.a):
             return
         w = self.w
-        idx = np.flatnonzero((self.a < int(t[-1]) + w) & (self.b > int(t[0])))
+        idx = self.index.touching(int(t[0]), int(t[-1]) + w)
         if not len(idx):
             return
         s0 = np.searchsorted(t, self.a[idx], "left")
@@ -319,6 +321,42 @@ class RangeWindowStats:
     def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         peak = np.where(np.isfinite(self.peak), self.peak, np.nan)
         return peak, self.count + (self.open & self.open_hi), self.n_over.copy()
+
+
+class RangeIndex:
+    """The ranges [a, b] touching a span, found without looking at every range.
+
+    ``touching(lo, hi)`` returns the sorted indices i with ``a[i] < hi`` and ``b[i] > lo``
+    (the same set as ``np.flatnonzero((a < hi) & (b > lo))``). The ranges up to the 99th
+    percentile of length are kept sorted by start, so only those starting within that length
+    before ``lo`` are looked at; the longer ones (1 % or fewer) are checked one by one. A pass
+    over a capture's segments then costs about the ranges that touch each segment, not every
+    range times every segment.
+    """
+
+    def __init__(self, a, b):
+        self.a = np.asarray(a, dtype=np.int64).ravel()
+        self.b = np.asarray(b, dtype=np.int64).ravel()
+        length = self.b - self.a
+        if len(length):
+            cut = np.sort(length)[int(0.99 * (len(length) - 1))]
+            long = length > cut
+        else:
+            long = np.zeros(0, bool)
+        self.long = np.flatnonzero(long)
+        short = np.flatnonzero(~long)
+        self.order = short[np.argsort(self.a[short], kind="stable")]
+        self.a_sorted = self.a[self.order]
+        self.max_len = int(length[short].max()) if len(short) else 0
+
+    def touching(self, lo: int, hi: int) -> np.ndarray:
+        # a short range starting at or before lo - max_len ends at or before lo
+        k0 = np.searchsorted(self.a_sorted, lo - self.max_len, "right")
+        k1 = np.searchsorted(self.a_sorted, hi, "left")
+        cand = self.order[k0:k1]
+        cand = cand[self.b[cand] > lo]
+        lg = self.long[(self.a[self.long] < hi) & (self.b[self.long] > lo)]
+        return np.sort(np.concatenate([cand, lg])) if len(lg) else np.sort(cand)
 
 
 def _range_max(x: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:

@@ -662,7 +662,7 @@ class RangeQueries:
 
     def run(self) -> None:
         """Answer every recorded query in one pass over the capture."""
-        from .attribute import RangeWindowStats
+        from .attribute import RangeIndex, RangeWindowStats
         from .series import OverLineFlagger, _combine
 
         flag = OverLineFlagger(self.info, by="direction", source=self.source)
@@ -674,6 +674,9 @@ class RangeQueries:
         first: dict[int, int] = {}
         last: dict[int, int] = {}
 
+        # the ranges touching a segment, found without a scan of every range per segment
+        ranges = {k: RangeIndex(q[1], q[2]) for k, q in integ}
+
         def on_parts(parts):
             for c, iv in parts.items():
                 if not len(iv["t0_ns"]):
@@ -683,7 +686,7 @@ class RangeQueries:
                 cnt = _Counter(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])
                 c0, c1 = int(cnt.t0[0]), int(cnt.t1[-1])
                 for k, (_, a, b, _by, _p) in integ:
-                    idx = np.flatnonzero((a < c1) & (b > c0))
+                    idx = ranges[k].touching(c0, c1)
                     if not len(idx):
                         continue
                     aa = np.maximum(a[idx], c0)

@@ -256,3 +256,19 @@ def test_streamed_json_and_csv_equal_the_whole_dump(monkeypatch, capsys):
     want = "".join(f"# {name}\n" + df.to_csv(index=df.index.name is not None)
                    for name, df in tables.items())
     assert got == want
+
+
+def test_range_index_finds_the_same_ranges_as_a_scan():
+    from rdmascope.analysis.attribute import RangeIndex
+
+    rng = np.random.default_rng(5)
+    for n in (0, 1, 7, 500):
+        a = rng.integers(0, 10**6, n)
+        b = a + np.where(rng.random(n) < 0.03, rng.integers(0, 10**6, n),
+                         rng.integers(0, 2000, n))
+        b[: n // 10] = a[: n // 10]  # zero-length ranges
+        ix = RangeIndex(a, b)
+        for lo in list(rng.integers(-10, 10**6 + 10, 60)) + [0, 10**6]:
+            hi = lo + int(rng.integers(0, 30000))
+            want = np.flatnonzero((a < hi) & (b > lo))
+            np.testing.assert_array_equal(ix.touching(int(lo), int(hi)), want)
