@@ -95,7 +95,7 @@ CASES = [
     ("rates {sim} --limit -1", 2, "'--limit'"),
     ("peaks {sim} --from 10 --to 5", 2, "must be after --from"),
     ("peaks {sim} --from 100", 2, "'--from': 100 s is at or after the capture's end"),
-    ("peaks {sim} --to -1", 2, "'--to': -1 s is at or before the capture's start"),
+    ("peaks {sim} --to -1", 2, "Invalid value for '--to': '-1': must be >= 0"),
     ("bursts {sim} --from nan", 2, "'--from': 'nan' is not a finite number"),
     ("peaks {sim} --windows ''", 2, "'--windows': '': give at least one window width"),
     ("peaks {sim} --windows ' , '", 2, "give at least one window width"),
@@ -126,7 +126,7 @@ CASES = [
     # float NaN to integer" without naming the option)
     ("rates {sim} --origin 1e300", 2, "'--origin': '1e300': beyond the limit of 1e+09 s"),
     ("rates {sim} --from 1e300", 2, "'--from': '1e300': beyond the limit of 1e+09 s"),
-    ("rates {sim} --to -2e9", 2, "'--to': '-2e9': beyond the limit of 1e+09 s"),
+    ("rates {sim} --to -2e9", 2, "'--to': '-2e9': must be >= 0"),
     ("rates {sim} --window 1e300s", 2, "'--window': '1e300s' is longer than the limit of 1e+09"),
     ("peaks {sim} --windows 1ms,1e300s", 2, "'--windows': '1e300s' is longer than the limit"),
     ("peaks {sim} --from 1e300", 2, "'--from': '1e300': beyond the limit"),

@@ -91,3 +91,18 @@ def test_attribute_wrong_format_suggests_the_detected_one(fixtures_dir):
         assert (f"the file looks like format '{seen}', not '{given}': give --format {seen} "
                 "(or no --format, to detect it)") in r.output
         assert "Traceback" not in r.output
+
+
+def test_negative_from_or_to_is_a_usage_error(fixtures_dir):
+    cap = str(fixtures_dir / "sim-p2-200")
+    for args, opt in ((["peaks", cap, "--from", "-5"], "--from"),
+                      (["rates", cap, "--window", "1s", "--to", "-1s"], "--to"),
+                      (["bursts", cap, "--from", "-0.5"], "--from"),
+                      (["export", "perfetto", cap, "-o", "/tmp/never.json", "--from", "-1"],
+                       "--from")):
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 2, (args, r.output)
+        assert f"Invalid value for '{opt}'" in r.output and "must be >= 0" in r.output
+    # zero is the capture start: accepted
+    r = CliRunner().invoke(main, ["peaks", cap, "--from", "0", "--to", "1s", "--windows", "1s"])
+    assert r.exit_code == 0, r.output

@@ -13,9 +13,9 @@ from pathlib import Path
 import click
 
 from rdmascope.cli.output import (
+    NONNEG_SECONDS,
     OFFSET,
     POSITIVE,
-    SECONDS,
     WINDOW,
     cli_errors,
     link_gbps_note,
@@ -51,9 +51,9 @@ def command() -> None:
               help="Link capacity for burst detection, Gb/s (default: the port rate).")
 @click.option("--format", "fmt", type=click.Choice(["auto", "proto", "json"]), default="auto",
               show_default=True, help="Output format (auto: by the file name).")
-@click.option("--from", "t_from", type=SECONDS, default=None, metavar="TIME",
+@click.option("--from", "t_from", type=NONNEG_SECONDS, default=None, metavar="TIME",
               help="Start of the range after each capture's start (1.5, 250ms, 2m).")
-@click.option("--to", "t_to", type=SECONDS, default=None, metavar="TIME",
+@click.option("--to", "t_to", type=NONNEG_SECONDS, default=None, metavar="TIME",
               help="End of the range after each capture's start.")
 @origin_option
 @link_gbps_option

@@ -249,12 +249,13 @@ def time_range_options(f: Callable) -> Callable:
     """Add ``--from`` / ``--to`` (seconds relative to the capture start) as t_from / t_to, and
     ``--origin`` (the window grid's origin, ``origin_option``) as origin_s."""
     f = origin_option(f)
-    f = click.option("--to", "t_to", type=SECONDS, default=None, metavar="TIME",
+    f = click.option("--to", "t_to", type=NONNEG_SECONDS, default=None, metavar="TIME",
                      help="End of the range after the capture start: seconds (12.5) or with a "
-                          "unit (12.5s, 800ms, 1h30m).")(f)
-    f = click.option("--from", "t_from", type=SECONDS, default=None, metavar="TIME",
+                          "unit (12.5s, 800ms, 1h30m); not negative.")(f)
+    f = click.option("--from", "t_from", type=NONNEG_SECONDS, default=None, metavar="TIME",
                      help="Start of the range after the capture start: seconds (1.5) or with "
-                          "a unit (1.5s, 250ms). Selects windows; never moves the grid.")(f)
+                          "a unit (1.5s, 250ms); not negative (a time before the capture has no "
+                          "readings). Selects windows; never moves the grid.")(f)
     return f
 
 
