@@ -102,6 +102,8 @@ class RecordOptions:
     command_line: list[str] = field(default_factory=lambda: list(sys.argv))
     #: added to the manifest's ``extra`` (e.g. ``label``, ``note``, ``setup`` from ``record``)
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the manifest's ``host`` (None: this machine's name; an emulated cluster node's own name)
+    host: str | None = None
 
 
 @dataclass
@@ -565,6 +567,8 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
             **(opts.extra or {}),
         },
     }
+    if opts.host:
+        fields["host"] = str(opts.host)
     server = _start_metrics(opts.metrics, counters, interval_ns)
     try:
         writer = CaptureWriter.create(opts.output, fields, force=opts.force)

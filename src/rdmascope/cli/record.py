@@ -12,13 +12,32 @@ from rdmascope.cli.common import DURATION
 from rdmascope.cli.output import POSITIVE, require_parent_dir
 from rdmascope.models import PRESETS
 
+#: in an emulated sysfs tree of one node of a cluster (``simulate serve --nodes``): the node's name
+EMULATED_HOST_FILE = ".rdmascope-host"
+
+
+def host_name(sysfs_root) -> str:
+    """The name this recorder writes as ``host`` and puts for ``{host}``: the machine's
+    (``socket.gethostname``), or, when ``sysfs_root`` is an emulated tree of one node of a
+    cluster (``rdmascope simulate serve --nodes``), that node's name from its
+    ``.rdmascope-host`` file (a real /sys has no such file)."""
+    import socket
+
+    f = Path(sysfs_root) / EMULATED_HOST_FILE
+    try:
+        name = f.read_text().strip()
+    except OSError:
+        name = ""
+    return name or socket.gethostname()
+
 
 @click.command(name="record")
 @click.option("-o", "--output", required=True, type=click.Path(),
               help="Capture directory to create (refused if it exists, unless --force; its parent "
                    "must exist). '{host}' "
                    "is replaced by this host's name (the manifest's host), so one command "
-                   "line serves every node: -o runs/p2/{host}.")
+                   "line serves every node: -o runs/p2/{host} (on an emulated node of "
+                   "`simulate serve --nodes`, that node's name).")
 @click.option("--interval", "interval_ns", type=DURATION, default="1ms", show_default=True,
               help="Sampling interval, 0.1 ms .. 1 s (e.g. 1ms, 500us).")
 @click.option("--device", "devices", multiple=True,
@@ -100,8 +119,9 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, s
     )
     from rdmascope.sampler.discovery import DEFAULT_COUNTERS
 
+    host = host_name(sysfs_root)
     if "{host}" in output:
-        output = output.replace("{host}", socket.gethostname())
+        output = output.replace("{host}", host)
     # a mistyped -o (/typo/dir/cap) is an error, never a new directory tree (as plot/report);
     # a parent that exists but cannot hold it is the recorder's own clear error
     parent = Path(output).expanduser().absolute().parent
@@ -136,7 +156,7 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, s
         counters=names, netdev_stats=netdev_stats, sysfs_root=sysfs_root,
         duration_s=None if duration_ns is None else duration_ns / 1e9, cpu=cpu,
         rt_priority=rt_priority, force=force, status=status, extra=extra,
-        metrics=metrics,
+        metrics=metrics, host=None if host == socket.gethostname() else host,
         command_line=["rdmascope", "record", *sys.argv[2:]] if len(sys.argv) > 1 else sys.argv,
     )
     try:

@@ -157,8 +157,21 @@ def command() -> None:
 @click.option("--cleanup", is_flag=True, help="Remove a --root tree at exit too.")
 @click.option("--keep-tree", is_flag=True,
               help="Leave the default temporary tree in place at exit (it is removed otherwise).")
+@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Play a cluster live: one emulated tree per node in ROOT/<host>/ (spark-01, "
+                   "...), each naming its node, so that `record -o runs/x/{host} --sysfs-root "
+                   "ROOT/<host>` on each writes that node's capture; --wait-for may hold {host} "
+                   "(wait for every node's recorder). The nodes share this machine's clocks.")
+@click.option("--not-emulated", "not_emulated", type=click.IntRange(min=1), default=None,
+              metavar="N", help="With --nodes and --link emulated100: node N (1-based) did not "
+                                "get NCCL_IB_HCA and spreads its bytes over both twins.")
+@click.option("--straggler", type=click.IntRange(min=1), default=None, metavar="N",
+              help="With --nodes: node N (1-based) is late to every prefill all-reduce.")
+@click.option("--straggle", type=DURATION_NS, default="1ms", show_default=True,
+              help="How late the --straggler is.")
 def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, speed, out,
-              start_delay, wait_for, cleanup, keep_tree, **model_kw) -> None:
+              start_delay, wait_for, cleanup, keep_tree, nodes, not_emulated, straggler,
+              straggle, **model_kw) -> None:
     """Play a scenario live into an emulated sysfs tree; prints the tree root, then runs in the
     foreground until the scenario ends or SIGINT/SIGTERM.
 
@@ -181,6 +194,8 @@ def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, s
     if cleanup and keep_tree:
         raise click.ClickException("--cleanup and --keep-tree contradict each other; give one")
     traffic, _ = _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds, **model_kw)
+    spec = _spec(nodes, 0, not_emulated, straggler, straggle, seed) \
+        if nodes > 1 or not_emulated or straggler else None
     temporary = root is None
     root = root or f"{DEFAULT_ROOT}-{os.getpid()}"
     remove_at_exit = cleanup or (temporary and not keep_tree)
@@ -209,6 +224,12 @@ def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, s
         sys.stdout.flush()
 
     try:
+        if spec is not None:
+            stats, log, truth = _serve_cluster(root, traffic, spec, out=out, speed=speed,
+                                               start_delay=start_delay, wait_for=wait_for,
+                                               stop=stop, on_event=on_event,
+                                               rate=_rate(model_kw.get("port_gbps")))
+            raise _Served()
         tree = None
         if model_kw.get("port_gbps") is not None:  # the tree's ports report the given rate
             from rdmascope.emulator.tree import build_tree, pcie_width_for
@@ -219,7 +240,9 @@ def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, s
         stats, log, truth = serve(root, traffic, out=out, speed=speed,
                                   start_delay_s=start_delay, wait_for=wait_for,
                                   should_stop=lambda: bool(stop), on_event=on_event, tree=tree)
-    except (FileExistsError, TimeoutError, InterruptedError, OSError) as exc:
+    except _Served:
+        pass
+    except (FileExistsError, TimeoutError, InterruptedError, OSError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     finally:
         # remove_tree deletes only a directory carrying the emulator's marker (never a directory
@@ -301,10 +324,13 @@ def capture_cmd(output, scenario, link, tcp_fallback, seed, output_tokens, round
     click.echo(f"truth: {path / 'truth.json'}")
 
 
-def _cluster(output, traffic, nodes, clock_error, not_emulated, straggler, straggle, seed,
-             netdev_stats, force, argv) -> None:
-    from rdmascope.capture import CaptureError
-    from rdmascope.emulator.cluster import ClusterSpec, simulate_cluster
+class _Served(Exception):
+    """serve --nodes finished (skips the one-node path)."""
+
+
+def _spec(nodes, clock_error, not_emulated, straggler, straggle, seed):
+    """The ``ClusterSpec`` of --nodes and its options (usage errors name the option)."""
+    from rdmascope.emulator.cluster import ClusterSpec
 
     if nodes < 2:
         raise click.UsageError("--not-emulated and --straggler need a cluster: give --nodes N "
@@ -313,11 +339,70 @@ def _cluster(output, traffic, nodes, clock_error, not_emulated, straggler, strag
         if v is not None and v > nodes:
             raise click.BadParameter(f"node {v} does not exist with --nodes {nodes}",
                                      param_hint=f"'{opt}'")
+    return ClusterSpec(nodes=nodes, clock_error_ns=clock_error,
+                       misconfigured=None if not_emulated is None else not_emulated - 1,
+                       straggler=None if straggler is None else straggler - 1,
+                       straggle_ns=straggle, seed=seed)
+
+
+def _serve_cluster(root, traffic, spec, *, out, speed, start_delay, wait_for, stop, on_event,
+                   rate):
+    """serve --nodes: one tree per node under ROOT/<host>/, played by one loop; the truth of
+    every node and of the cluster into OUT (default: the root)."""
+    import time
+    from dataclasses import replace
+    from pathlib import Path
+
+    from rdmascope.emulator.cluster import build_cluster_trees, write_cluster_truth
+    from rdmascope.emulator.serve import wait_for_path
+    from rdmascope.emulator.tree import MARKER, play_nodes
+
+    r = Path(root)
+    if r.exists() and any(r.iterdir()) and not (r / MARKER).is_file():
+        raise click.ClickException(f"{root}: exists and is not an emulated tree (no {MARKER}); "
+                                   "refusing to touch it")
     try:
-        spec = ClusterSpec(nodes=nodes, clock_error_ns=clock_error,
-                           misconfigured=None if not_emulated is None else not_emulated - 1,
-                           straggler=None if straggler is None else straggler - 1,
-                           straggle_ns=straggle, seed=seed)
+        built = build_cluster_trees(r, traffic, spec, rate=rate)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    (r / MARKER).write_text("built by rdmascope simulate serve --nodes\n")
+    on_event("root", r)
+    for host, tree, _node, role in built:
+        click.echo(f"node: {host} {tree.root}" + (f" ({', '.join(role)})" if role else ""))
+    sys.stdout.flush()
+    if wait_for is not None:
+        waits = [str(wait_for).replace("{host}", h) for h, *_ in built] \
+            if "{host}" in str(wait_for) else [str(wait_for)]
+        for w in waits:
+            if not wait_for_path(Path(w), "live-*.arrow", 60.0, lambda: bool(stop)):
+                if stop:
+                    raise InterruptedError("stopped before the recorders started")
+                raise TimeoutError(f"{w}: no recorder started writing there within 60 s")
+    t0 = time.perf_counter_ns() + int(start_delay * 1e9)
+    on_event("start", t0)
+    stats = play_nodes([(tree, node) for _h, tree, node, _r in built], t0_ns=t0, speed=speed,
+                       should_stop=lambda: bool(stop))
+    played_ns = min((time.perf_counter_ns() - t0) * speed, traffic.duration_ns)
+    played = []
+    for host, _tree, node, role in built:
+        if not stats.completed:
+            node = replace(node, requests=[q for q in node.requests if q.t_last_ns <= played_ns])
+        played.append((host, node, role))
+    dest = Path(out) if out is not None else r
+    truth = write_cluster_truth(dest, played, traffic, spec, t0, speed=speed,
+                                extra={"live": {"completed": stats.completed,
+                                                "sysfs_root": str(r)}})
+    on_event("done", stats)
+    return stats, dest / "requests.jsonl", truth
+
+
+def _cluster(output, traffic, nodes, clock_error, not_emulated, straggler, straggle, seed,
+             netdev_stats, force, argv) -> None:
+    from rdmascope.capture import CaptureError
+    from rdmascope.emulator.cluster import simulate_cluster
+
+    spec = _spec(nodes, clock_error, not_emulated, straggler, straggle, seed)
+    try:
         truth = simulate_cluster(output, traffic, spec, force=force, netdev_stats=netdev_stats,
                                  command_line=argv)
     except ValueError as exc:

@@ -219,3 +219,83 @@ def simulate_cluster(outdir: str | os.PathLike, traffic, spec: ClusterSpec | Non
     }
     (out / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
     return truth
+
+
+#: in each node's emulated tree (``serve_cluster``): the node's name, read by ``rdmascope record``
+#: for the manifest's host and ``-o .../{host}`` (``rdmascope.cli.record.EMULATED_HOST_FILE``)
+HOST_FILE = ".rdmascope-host"
+
+
+def node_traffics(traffic, spec: ClusterSpec) -> list[tuple[str, Any, list[str]]]:
+    """Each node's traffic of ``spec`` (host, traffic, roles), as ``simulate_cluster`` plays
+    them (straggler and emulation not applied; no clock shift). Raises ``ValueError`` as
+    ``simulate_cluster`` for a misconfigured node on a link that is not emulated."""
+    if spec.misconfigured is not None and traffic.config.link.active_twins != 1:
+        raise ValueError("a node where the emulation was not applied needs the emulated link "
+                         "(--link emulated100): on the 200 Gb/s setting every node uses both "
+                         "twins anyway")
+    out = []
+    for i in range(spec.nodes):
+        node = traffic
+        if spec.straggler is not None and i != spec.straggler:
+            node = early_first_step(node, spec.straggle_ns)
+        if i == spec.misconfigured:
+            node = spread_over_twins(node)
+        role = (["emulation not applied"] if i == spec.misconfigured else []) + \
+            (["straggler"] if i == spec.straggler else [])
+        out.append((spec.host(i), node, role))
+    return out
+
+
+def build_cluster_trees(root: str | os.PathLike, traffic, spec: ClusterSpec, *, rate=None):
+    """Build one emulated sysfs tree per node of ``spec`` under ``root/<host>/`` (each with its
+    ``HOST_FILE``); return [(host, tree, node traffic, roles)]. Raises as ``build_tree``."""
+    from rdmascope.emulator.tree import build_tree, pcie_width_for
+
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    out = []
+    for i, (host, node, role) in enumerate(node_traffics(traffic, spec)):
+        kw = {} if rate is None else {"rate": rate}
+        tree = build_tree(root / host, seed=traffic.seed * 1000 + i,
+                          twins=traffic.config.link.twins,
+                          pcie_width=pcie_width_for(traffic.config.link.twin_gbps), **kw)
+        (Path(tree.root) / HOST_FILE).write_text(host + "\n")
+        out.append((host, tree, node, role))
+    return out
+
+
+def write_cluster_truth(out: str | os.PathLike, played, traffic, spec: ClusterSpec, t0_ns: int,
+                        *, speed: float = 1.0, extra: dict | None = None) -> Path:
+    """Write the live cluster's ground truth: ``out/<host>/requests.jsonl`` and ``truth.json``
+    per node (on this machine's CLOCK_MONOTONIC, which every emulated node shares), the
+    client's log as ``out/requests.jsonl`` and ``out/truth.json`` (offsets 0: one machine's
+    clocks; the culprits). ``played``: [(host, node traffic, roles)]. Returns the truth path."""
+    from rdmascope.emulator.simcapture import REQUEST_LOG_NAME, write_ground_truth
+
+    out = Path(out)
+    nodes = []
+    for host, node, role in played:
+        write_ground_truth(out / host, node, t0_ns, speed=speed, extra=extra)
+        nodes.append({"host": host, "capture": host, "offset_to_reference_ns": 0,
+                      "wall_clock_error_ns": 0, "role": role})
+    shutil.copyfile(out / nodes[0]["host"] / REQUEST_LOG_NAME, out / REQUEST_LOG_NAME)
+    truth = {
+        "format": CLUSTER_TRUTH_FORMAT, "version": 1, "live": True,
+        "reference": nodes[0]["host"], "request_log": REQUEST_LOG_NAME,
+        "request_log_clock": "CLOCK_MONOTONIC of this machine (every emulated node's)",
+        "scenario": traffic.scenario.name, "link": traffic.config.link.name,
+        "clock_error_ns": 0,
+        "culprits": {
+            "emulation_not_applied": ([spec.host(spec.misconfigured)]
+                                      if spec.misconfigured is not None else []),
+            "straggler": ({"host": spec.host(spec.straggler), "late_ns": spec.straggle_ns}
+                          if spec.straggler is not None else None),
+        },
+        "nodes": nodes,
+        "notes": "live: every emulated node runs on this machine and shares its clocks, so the "
+                 "clock offsets are 0 (the recorders still start at different moments).",
+    }
+    p = out / "truth.json"
+    p.write_text(json.dumps(truth, indent=1) + "\n")
+    return p

@@ -360,6 +360,17 @@ def play(tree: EmulatedTree, traffic: Traffic, *, t0_ns: int | None = None, spee
     ticks. Returns at the end of the scenario (after writing the final values) or as soon as
     ``should_stop()`` is true. Raises ``OSError`` if a counter file cannot be opened.
     """
+    return play_nodes([(tree, traffic)], t0_ns=t0_ns, speed=speed, tick_hz=tick_hz,
+                      slow_every=slow_every, should_stop=should_stop, clock=clock)
+
+
+def play_nodes(nodes: list[tuple[EmulatedTree, Traffic]], *, t0_ns: int | None = None,
+               speed: float = 1.0, tick_hz: float = 4000.0, slow_every: int = 40,
+               should_stop: Callable[[], bool] | None = None,
+               clock: Callable[[], int] = time.perf_counter_ns) -> PlayStats:
+    """``play`` for several trees at once (an emulated cluster: one tree per node, each with its
+    own traffic), every tree written at every tick by one loop. Ends when every node's scenario
+    has ended (the longest) or ``should_stop()``. Raises as ``play``."""
     if speed <= 0 or tick_hz <= 0:
         raise ValueError("speed and tick_hz must be positive")
     try:  # finer sleeps: the default 50 us timer slack would stretch every tick
@@ -370,15 +381,19 @@ def play(tree: EmulatedTree, traffic: Traffic, *, t0_ns: int | None = None, spee
     priority = raise_priority()
     period = int(1e9 / tick_hz)
     t0 = clock() if t0_ns is None else int(t0_ns)
-    cursor = _Cursor(traffic.t_ns, traffic.cum_bytes)
-    smap = {s.key: s for s in traffic.series}
-    files = []
-    for m in tree.moving:
-        s = smap[m.series]
-        files.append([os.open(m.path, os.O_WRONLY), s.collective_share, s.idle_bps * 1e-9,
-                      m.divisor, m.base, m.fast, -1])
-    fast = [f for f in files if f[5]]
-    duration = traffic.duration_ns
+    players = []  # (cursor, all files, fast files, duration)
+    files_all = []
+    for tree, traffic in nodes:
+        cursor = _Cursor(traffic.t_ns, traffic.cum_bytes)
+        smap = {s.key: s for s in traffic.series}
+        files = []
+        for m in tree.moving:
+            s = smap[m.series]
+            files.append([os.open(m.path, os.O_WRONLY), s.collective_share, s.idle_bps * 1e-9,
+                          m.divisor, m.base, m.fast, -1])
+        files_all.extend(files)
+        players.append((cursor, files, [f for f in files if f[5]], traffic.duration_ns))
+    duration = max(p[3] for p in players)
     ticks = writes = 0
     gaps: list[int] = []
     last = None
@@ -393,20 +408,22 @@ def play(tree: EmulatedTree, traffic: Traffic, *, t0_ns: int | None = None, spee
             if last is not None:
                 gaps.append(now - last)
             last = now
-            tm = min((now - t0 + period / 2) * speed, duration)
-            if tm < 0:
-                tm = 0.0
-            c = cursor(tm)
-            group = files if k % slow_every == 0 or tm >= duration else fast
-            for f in group:
-                v = f[4] + int((f[1] * c + f[2] * tm) // f[3])
-                if v != f[6]:
-                    pwrite(f[0], b"%d\n" % v, 0)
-                    f[6] = v
-                    writes += 1
+            tm_all = (now - t0 + period / 2) * speed
+            if tm_all < 0:
+                tm_all = 0.0
+            for cursor, files, fast, dur in players:
+                tm = min(tm_all, dur)
+                c = cursor(tm)
+                group = files if k % slow_every == 0 or tm >= dur else fast
+                for f in group:
+                    v = f[4] + int((f[1] * c + f[2] * tm) // f[3])
+                    if v != f[6]:
+                        pwrite(f[0], b"%d\n" % v, 0)
+                        f[6] = v
+                        writes += 1
             ticks += 1
             k += 1
-            if tm >= duration:
+            if tm_all >= duration:
                 completed = True
                 break
             if should_stop is not None and should_stop():
@@ -418,7 +435,7 @@ def play(tree: EmulatedTree, traffic: Traffic, *, t0_ns: int | None = None, spee
     finally:
         if gc_was_enabled:
             gc.enable()
-        for f in files:
+        for f in files_all:
             os.close(f[0])
     g = np.asarray(gaps, dtype=np.int64) if gaps else np.zeros(1, dtype=np.int64)
     return PlayStats(t0_ns=t0, t_end_ns=clock(), ticks=ticks, writes=writes,
