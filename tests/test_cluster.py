@@ -373,3 +373,28 @@ def test_a_failed_node_keeps_the_fail_when_traffic_also_does_not_match(cluster):
     meta = json.loads(r.output)["meta"]
     assert meta["verdict"] == meta["emulation_verdict"] == "FAIL"
     assert "emulated-spark" in meta["unmatched"]
+
+
+def test_rates_and_bursts_take_a_run_set_with_each_nodes_truth(cluster):
+    """rates and bursts once per node of a run set: every node's bytes against its own truth."""
+    d, _, paths, _ = cluster
+    caps = [str(paths[0]), str(paths[2])]  # an emulated node and the one without emulation
+    r = CliRunner().invoke(main, ["rates", *caps, "--window", "1s", "--json"])
+    assert r.exit_code == 0, r.output
+    obj = json.loads(r.output[r.output.index("{"):])
+    assert [n["host"] for n in obj["meta"]["run_set"]["nodes"]] == ["spark-01", "spark-03"]
+    b = CliRunner().invoke(main, ["bursts", *caps, "--json"])
+    assert b.exit_code == 0, b.output
+    bo = json.loads(b.output[b.output.index("{"):])
+    for host in ("spark-01", "spark-03"):
+        want = json.loads((d / host / "truth.json").read_text())["totals_bytes"]
+        rows = obj["nodes"][host]["rates"]
+        summ = {s["series"]: s for s in bo["nodes"][host]["summary"]}
+        for series in ("rocep1s0f1/tx", "roceP2p1s0f1/tx"):
+            got = sum(row[f"{series}_gbps"] for row in rows) * 1e9 / 8  # 1 s windows
+            assert got == pytest.approx(want[series], rel=0.005, abs=1e3), (host, series)
+            assert summ[series]["total_bytes"] == pytest.approx(want[series], rel=0.005,
+                                                                abs=1e3), (host, series)
+        # the emulated node bursts on its first twin only; the other spreads over both
+        n2 = summ["roceP2p1s0f1/tx"]["n_bursts"]
+        assert (n2 == 0) if host == "spark-01" else (n2 > 10), (host, n2)
