@@ -10,6 +10,10 @@ to build in seconds and big enough that loading it whole fails under the limit: 
 shows the old path (``load_capture`` + ``byte_intervals`` + ``peak_table``, what ``peaks`` did
 before it streamed) raising ``MemoryError`` under the same limit. Memory per command stays flat
 with the capture's length (``benchmarks/bench_scale.py`` measures 1 h against 6 h).
+
+``attribute`` also runs with a serving day's request log (72,000 requests) under the same limit;
+its control shows the old ``--json`` (every record in one list, one text) raising
+``MemoryError`` there (``benchmarks/bench_attribute.py`` measures 2k against 20k requests).
 """
 
 from __future__ import annotations
@@ -97,4 +101,49 @@ def test_old_path_exceeds_the_limit(capture):
 def test_command_runs_under_the_limit(capture, capture_b, args):
     r = _cli([a.format(cap=capture, cap_b=capture_b, out=capture.parent / "report")
               for a in args])
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def day_log(tmp_path_factory) -> tuple[Path, Path]:
+    """A serving day's request log (72,000 requests, native JSONL) on a 3-minute capture: the
+    requests overlap heavily, so every per-request table is a day's worth."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from requestlog_gen import write
+    from scale_capture import build
+
+    d = tmp_path_factory.mktemp("daylog")
+    cap = build(d / "cap", 180)
+    return cap, write(d / "requests.jsonl", "native", 72_000, 5000.5, 5179.5)
+
+
+def test_old_json_output_of_a_day_log_exceeds_the_limit(day_log):
+    # the control: attribution tables of 72k requests turned into one list of records and one
+    # json.dumps text, as --json did before it was written block by block
+    cap, log = day_log
+    r = _run_limited(f"""
+        import json
+        from rdmascope.analysis.attribute import attribute
+        from rdmascope.analysis.requestlogs import align, read_request_log
+        from rdmascope.analysis.stream import open_capture
+        from rdmascope.cli.attribute import attribution_tables
+        from rdmascope.cli.output import _json_default, _nan_to_none, to_records
+        cap = open_capture({str(cap)!r})
+        tables, meta = attribution_tables(attribute(cap, align(read_request_log({str(log)!r}),
+                                                               cap)))
+        try:
+            obj = {{"meta": meta, **{{n: to_records(d) for n, d in tables.items()}}}}
+            text = json.dumps(_nan_to_none(obj), indent=1, default=_json_default)
+        except MemoryError:
+            print("MemoryError")
+            sys.exit(0)
+        print("fitted")
+    """)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "MemoryError"
+
+
+def test_attribute_with_a_day_log_runs_under_the_limit(day_log):
+    cap, log = day_log
+    r = _cli(["attribute", str(cap), "--requests", str(log), "--json"])
     assert r.returncode == 0, r.stderr[-3000:]
