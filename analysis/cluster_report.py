@@ -168,7 +168,8 @@ def write_cluster_report(captures: Sequence[str | os.PathLike], out_dir: str | o
                          requests: str | os.PathLike | None = None, offset_s: float | None = None,
                          reference: str | None = None, refine: bool = True,
                          title: str | None = None, embed: bool = True,
-                         progress: Callable[[str], None] | None = None) -> Path:
+                         progress: Callable[[str], None] | None = None,
+                         run: int | None = None) -> Path:
     """Summarise a run set and write ``out_dir/report.html`` (+ figures/, tables/).
 
     Raises what ``cluster.cluster_summary`` raises and OSError.
@@ -176,7 +177,7 @@ def write_cluster_report(captures: Sequence[str | os.PathLike], out_dir: str | o
     say = progress or (lambda _m: None)
     say(f"cluster: {len(captures)} captures")
     res = C.cluster_summary(list(captures), requests=requests, offset_s=offset_s,
-                            reference=reference, refine=refine,
+                            reference=reference, refine=refine, run=run,
                             progress=lambda k, n, host: say(f"node {k}/{n}: {host}"))
     content = build_cluster_report(res, title=title)
     return render_report(content, out_dir, embed=embed, progress=say)

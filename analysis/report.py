@@ -551,14 +551,15 @@ def _label_of(capture) -> str:
 def load_configuration(capture_path: str | os.PathLike, request_logs=(), *,
                        label: str | None = None, offset_s: float | None = None,
                        log_format: str | None = None,
-                       origin_s: float | None = None) -> Configuration:
+                       origin_s: float | None = None, run: int | None = None) -> Configuration:
     """Load one capture and its request log(s), aligned on the capture's clock.
 
     ``request_logs``: paths of request logs (any format ``read_request_log`` reads); several
     are concatenated. ``label`` defaults to the capture's manifest ``extra.label`` (the emulator
     writes one) or the directory name. ``origin_s``: the window grid's origin, seconds after the
-    capture start (default: the capture start itself). Raises what ``load_capture`` / ``read_request_log`` /
-    ``align`` raise (errors name the file, row and field).
+    capture start (default: the capture start itself). ``run``: keep only run ``run`` (1-based)
+    of each log holding several runs (``read_request_log``). Raises what ``load_capture`` /
+    ``read_request_log`` / ``align`` raise (errors name the file, row and field).
     """
     from .requestlogs import align, read_request_log
     from .stream import _edge_spans, open_capture
@@ -568,7 +569,8 @@ def load_configuration(capture_path: str | os.PathLike, request_logs=(), *,
     if not _edge_spans(cap, "infiniband"):
         raise ValueError(f"{capture_path}: no RDMA data counter intervals (fewer than two valid "
                          "readings of port_xmit_data/port_rcv_data)")
-    logs = [align(read_request_log(p, log_format), cap, offset_s) for p in request_logs]
+    logs = [align(read_request_log(p, log_format, run=run), cap, offset_s)
+            for p in request_logs]
     reqs = pd.DataFrame()
     if logs:
         reqs = pd.concat([lg.ok for lg in logs], ignore_index=True)
@@ -1535,7 +1537,8 @@ def write_report(captures: Sequence[str | os.PathLike], request_logs=None,
                  embed: bool = True, title: str | None = None,
                  progress: Callable[[str], None] | None = None, warmup_rounds: int = 0,
                  origin_s: float | None = None,
-                 setup_options: Mapping[str, Any] | None = None) -> Path:
+                 setup_options: Mapping[str, Any] | None = None,
+                 runs: Sequence[int] | None = None) -> Path:
     """Analyse one or more captures with their request logs and write the HTML report.
 
     ``captures``: one or more capture directories (each after the first is compared with it,
@@ -1547,7 +1550,9 @@ def write_report(captures: Sequence[str | os.PathLike], request_logs=None,
     and returns the HTML path. ``progress`` receives one line per step (the CLI prints them on
     stderr). ``warmup_rounds``: the first N rounds of each test are warm-up (``build_report``).
     ``origin_s``: the window grid's origin in seconds after each capture's start (default the
-    capture start; ``load_configuration``). Raises ValueError (mismatched arguments, a bad log or capture: the message names
+    capture start; ``load_configuration``). ``runs``: the run to keep of each capture's request
+    log when it holds several (vLLM ``--append-result``): one value for every capture, or one
+    per capture. Raises ValueError (mismatched arguments, a bad log or capture: the message names
     the file) and OSError.
     """
     captures = list(captures)
@@ -1559,13 +1564,18 @@ def write_report(captures: Sequence[str | os.PathLike], request_logs=None,
     if labels is not None and len(labels) not in (0, len(captures)):
         raise ValueError(f"give one label per capture ({len(captures)} capture(s), "
                          f"{len(labels)} label(s))")
+    runs = list(runs or [])
+    if len(runs) not in (0, 1, len(captures)):
+        raise ValueError(f"give one --run for every capture or one per capture "
+                         f"({len(captures)} capture(s), {len(runs)} run(s))")
     say = progress or (lambda _m: None)
     configs = []
     for i, cap in enumerate(captures):
         logs = [request_logs[i]] if request_logs else default_request_logs(cap)
         say(f"loading {cap}" + (f" with {', '.join(map(str, logs))}" if logs else ""))
+        run = runs[i] if len(runs) > 1 else (runs[0] if runs else None)
         configs.append(load_configuration(cap, logs, label=labels[i] if labels else None,
-                                          offset_s=offset_s, origin_s=origin_s))
+                                          offset_s=offset_s, origin_s=origin_s, run=run))
     seen: dict[str, int] = {}
     for cfg in configs:  # labels name sections, figures and CSV files: keep them distinct
         n = seen.get(cfg.label, 0) + 1

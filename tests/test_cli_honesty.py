@@ -106,3 +106,33 @@ def test_negative_from_or_to_is_a_usage_error(fixtures_dir):
     # zero is the capture start: accepted
     r = CliRunner().invoke(main, ["peaks", cap, "--from", "0", "--to", "1s", "--windows", "1s"])
     assert r.exit_code == 0, r.output
+
+
+def test_report_takes_run(tmp_path):
+    from rdmascope.analysis.requestlogs import read_request_log
+
+    cases = __import__("pathlib").Path(__file__).parent / "data" / "requestlogs" / "cases"
+    cap, log = cases / "demo16_capture", cases / "R7a_M1.jsonl"
+    assert len(read_request_log(log).runs) > 1  # a file with several runs
+    send = "3600.5"  # the relative log's offset onto the capture (as test_requestlogs_cases)
+    r = CliRunner().invoke(main, ["report", str(cap), "--requests", str(log), "--run", "1",
+                                  "--offset", send, "-o", str(tmp_path / "r1")])
+    assert r.exit_code == 0, r.output
+    import pandas as pd
+
+    def request_ids(d):
+        (csv,) = (tmp_path / d / "tables").glob("*_per-request.csv")
+        return pd.read_csv(csv)["request_id"].tolist()
+
+    assert request_ids("r1") == ["run1-0"]
+    r = CliRunner().invoke(main, ["report", str(cap), "--requests", str(log), "--offset", send,
+                                  "-o", str(tmp_path / "all")])
+    assert r.exit_code == 0, r.output
+    assert request_ids("all") == ["run1-0", "run2-0"]  # without --run: every run
+    # a run the file does not hold: the log's own error, one line
+    r = CliRunner().invoke(main, ["report", str(cap), "--requests", str(log), "--run", "9",
+                                  "--offset", send, "-o", str(tmp_path / "r9")])
+    assert r.exit_code == 1 and "run 9 does not exist" in r.output
+    r = CliRunner().invoke(main, ["report", str(cap), "--requests", str(log), "--run", "1",
+                                  "--run", "2", "-o", str(tmp_path / "rx")])
+    assert r.exit_code == 1 and "give one --run for every capture or one per capture" in r.output

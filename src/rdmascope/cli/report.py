@@ -35,11 +35,16 @@ from rdmascope.cli.setup_options import resolve_kwargs, setup_options
 @click.option("--warmup-rounds", type=click.IntRange(min=0), default=0, show_default=True,
               metavar="N", help="The first N rounds of each test are warm-up: listed, but left "
                                 "out of the per-test means and the comparison (method.md: 1).")
+@click.option("--run", "runs", type=click.IntRange(min=1), multiple=True, metavar="K",
+              help="Keep only run K of a request log holding several runs (vLLM "
+                   "--append-result, SGLang bench_serving), as attribute --run: once for every "
+                   "capture, or once per capture in order; default: every run, each labelled "
+                   "'run k'.")
 @origin_option
 @setup_options
 @link_gbps_option
 def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, warmup_rounds,
-            origin_s, **setup_kw):
+            runs, origin_s, **setup_kw):
     """Write a self-contained HTML report for one or more configurations.
 
     Captures of distinct hosts that overlap in time are one run recorded on several nodes:
@@ -76,6 +81,9 @@ def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, 
         if len(request_logs) > 1:
             raise click.UsageError("captures of several hosts of one run take one request log "
                                    "(the benchmark client's); give --requests once")
+        if len(runs) > 1:
+            raise click.UsageError("captures of several hosts of one run share one request "
+                                   "log: give --run once")
         from rdmascope.analysis.cluster import RunSetError
         from rdmascope.analysis.cluster_report import write_cluster_report
         from rdmascope.cli.cluster import find_request_log
@@ -87,7 +95,8 @@ def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, 
             with cli_errors():
                 path = write_cluster_report(list(captures), out_dir, requests=log,
                                             offset_s=offset_s, title=title,
-                                            embed=not no_embed, progress=progress)
+                                            embed=not no_embed, progress=progress,
+                                            run=runs[0] if runs else None)
         except RunSetError as exc:
             raise click.ClickException(str(exc)) from exc
         click.echo(str(path))
@@ -97,5 +106,5 @@ def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, 
                             labels=list(labels) or None, offset_s=offset_s,
                             embed=not no_embed, title=title, progress=progress,
                             warmup_rounds=warmup_rounds, origin_s=origin_s,
-                            setup_options=given)
+                            setup_options=given, runs=list(runs))
     click.echo(str(path))
