@@ -226,8 +226,10 @@ class _BurstStream:
 
         def pk(f: int, e: int) -> tuple:
             g = good[f:e]
-            return (float(np.nanmax(g)) if np.isfinite(g).any() else -np.inf,
-                    float(np.max(rate[f:e])), int(c_over[e] - c_over[f]))
+            x = float(np.fmax.reduce(g))  # the NaN-ignoring maximum (np.nanmax), one ufunc
+            if not np.isfinite(x) and not np.isfinite(g).any():
+                x = -np.inf
+            return (x, float(np.maximum.reduce(rate[f:e])), int(c_over[e] - c_over[f]))
 
         valid = ~np.isnan(rate)
         self.nvalid += int(valid.sum())
@@ -283,8 +285,19 @@ class _BurstStream:
         done = done[has[done]]
         s_idx, e_idx = first_hi[done], run_e[done]
         byt = cb[e_idx] - cb[s_idx]
-        for s, e, by_ in zip(s_idx, e_idx, byt, strict=True):
-            self._emit(int(t[s]), int(t[e - 1]) + self.w, float(by_), pk(int(s), int(e)))
+        if len(s_idx):
+            # every burst's maxima at once: reduceat over [s, e) pairs (e < m here)
+            at = np.column_stack([s_idx, e_idx]).ravel()
+            gpk = np.fmax.reduceat(good, at)[::2]
+            rpk = np.maximum.reduceat(rate, at)[::2]
+            nov = c_over[e_idx] - c_over[s_idx]
+            for k in np.flatnonzero(~np.isfinite(gpk)):  # as pk: no finite value -> -inf
+                if not np.isfinite(good[s_idx[k]:e_idx[k]]).any():
+                    gpk[k] = -np.inf
+            ts, te = t[s_idx].tolist(), (t[e_idx - 1] + self.w).tolist()
+            for k, (by_, g, r, o) in enumerate(zip(byt.tolist(), gpk.tolist(), rpk.tolist(),
+                                                   nov.tolist(), strict=True)):
+                self._emit(int(ts[k]), int(te[k]), by_, (g, r, int(o)))
         if last_open:
             r = int(rest[-1])
             s, e = int(run_s[r]), int(run_e[r])
