@@ -318,6 +318,29 @@ def test_exact_percentiles_spilled_equal_numpy():
         e.close()
 
 
+@pytest.mark.parametrize("gather", [1, 7, 300])
+def test_exact_percentiles_narrowing_equal_numpy(gather):
+    """Spilled values whose histogram bins hold more than ``GATHER`` values are narrowed by
+    histogram passes over the file (and a bin of equal values ends at once): still exactly
+    numpy's percentiles (ties, +-0.0, negatives, tiny and huge values, one crowded bin)."""
+    from rdmascope.quantiles import ExactPercentiles
+
+    rng = np.random.default_rng(2)
+    for data in (rng.normal(size=6_000), np.round(rng.exponential(size=6_000), 1),
+                 np.r_[np.zeros(3_000), -np.zeros(500), np.full(800, 17.0), 17.0 + np.arange(50)
+                       * 1e-12, rng.uniform(16, 18, size=900), -rng.uniform(size=40) * 1e-300],
+                 np.full(4_000, 3.25)):
+        rng.shuffle(data)
+        e = ExactPercentiles(mem_values=500)
+        e.GATHER = gather
+        for c in np.array_split(data, 11):
+            e.add(c)
+        assert e.file is not None
+        qs = [0, 0.1, 1, 25, 50, 75, 90, 99, 99.9, 100]
+        assert e.percentiles(qs) == [float(v) for v in np.percentile(data, qs)]
+        e.close()
+
+
 @pytest.mark.parametrize("args", [["--window", "1ms", "--bytes"],
                                   ["--window", "3ms", "--from", "0.05s", "--to", "0.15s"],
                                   ["--window", "1ms", "--group", "twins", "--source", "all"]])

@@ -21,12 +21,28 @@ class ExactPercentiles:
     per pass, then the few values of the bin holding the rank), so memory stays bounded.
     """
 
+    #: the running histogram's bins: the top 16 bits of the sortable key (sign, exponent and 4
+    #: mantissa bits: 1/16 of an octave per bin)
+    HIST_SHIFT = 48
+
     def __init__(self, mem_values: int = 1 << 20):
         self.mem_values = int(mem_values)
         self.chunks: list[np.ndarray] = []
         self.n_mem = 0
         self.n = 0
         self.file = None
+        self.hist: np.ndarray | None = None  # of the spilled values (see ``_count``)
+
+    def _count(self, x: np.ndarray) -> None:
+        """Add values to a histogram of their keys' top bits, kept once values spill: their
+        order statistics then start from one bin, not from the whole key range (one pass over
+        the file for most ranks, not ~7)."""
+        h = np.bincount((self._key(x) >> np.uint64(self.HIST_SHIFT)).astype(np.intp),
+                        minlength=1 << (64 - self.HIST_SHIFT))
+        if self.hist is None:
+            self.hist = h
+        else:
+            self.hist += h
 
     def add(self, x: np.ndarray) -> None:
         x = np.ascontiguousarray(x, dtype=np.float64)
@@ -43,8 +59,10 @@ class ExactPercentiles:
             self.file = tempfile.TemporaryFile(prefix="rdmascope-pct-")
             for c in self.chunks:
                 c.tofile(self.file)
+                self._count(c)
             self.chunks, self.n_mem = [], 0
         x.tofile(self.file)
+        self._count(x)
 
     def close(self) -> None:
         if self.file is not None:
@@ -72,42 +90,34 @@ class ExactPercentiles:
         k = i ^ ((i >> 63) & np.int64(0x7FFFFFFFFFFFFFFF))  # signed, in float order
         return k.view(np.uint64) ^ np.uint64(1 << 63)  # unsigned, same order
 
-    def _select(self, ks: list[int], nb: int = 4096, gather: int = 1 << 21) -> dict[int, float]:
+    #: a bin of at most this many values is gathered into memory (16 MB) and selected there
+    GATHER = 1 << 21
+
+    def _select(self, ks: list[int], nb: int = 4096, gather: int | None = None
+                ) -> dict[int, float]:
         """The k-th smallest values (0-based) of the spilled values, all ranks at once.
 
-        Narrows an integer key range per rank (a histogram pass for every rank still open,
-        4096 bins: at most ~6 passes for 64-bit keys), then gathers each rank's last bin.
+        Each rank starts from its bin of the running histogram (``add``); a bin of at most
+        ``gather`` values is gathered in one pass and the rank selected among them. A larger bin
+        is narrowed (a histogram pass over the file per rank still open, ``nb`` bins, the range
+        also cut to the smallest and largest key found in it, so a bin of equal values ends at
+        once), then gathered.
         """
-        lo0 = hi0 = None
-        for x in self._iter():
-            k = self._key(x)
-            lo0 = int(k.min()) if lo0 is None else min(lo0, int(k.min()))
-            hi0 = int(k.max()) if hi0 is None else max(hi0, int(k.max()))
-        state = {k: [lo0, hi0, 0] for k in set(ks)}  # key range [lo, hi] and values below lo
+        gather = self.GATHER if gather is None else int(gather)
+        shift = self.HIST_SHIFT
+        cum = np.cumsum(self.hist)
+        state: dict[int, list[int]] = {}  # rank -> [key lo, key hi, values below lo]
+        to_gather: dict[int, tuple[int, int, int]] = {}  # rank -> (key lo, key hi, rank in it)
+        for k in set(ks):
+            j = int(np.searchsorted(cum, k, side="right"))
+            below = int(cum[j - 1]) if j else 0
+            lo, hi = j << shift, ((j + 1) << shift) - 1
+            if self.hist[j] <= gather:
+                to_gather[k] = (lo, hi, k - below)
+            else:
+                state[k] = [lo, hi, below]
         done: dict[int, float] = {}
-        while state:
-            ranges = {(v[0], v[1]) for v in state.values()}
-            counts = {r: np.zeros(nb, np.int64) for r in ranges}
-            for x in self._iter():
-                key = self._key(x)
-                for (lo, hi), cnt in counts.items():
-                    m = key[(key >= np.uint64(lo)) & (key <= np.uint64(hi))]
-                    width = (hi - lo) // nb + 1
-                    b = ((m - np.uint64(lo)) // np.uint64(width)).astype(np.int64)
-                    cnt += np.bincount(b, minlength=nb)[:nb]
-            to_gather: dict[int, tuple[int, int, int]] = {}
-            for k, (lo, hi, below) in list(state.items()):
-                cnt = counts[(lo, hi)]
-                width = (hi - lo) // nb + 1
-                cum = np.cumsum(cnt)
-                j = int(np.searchsorted(cum, k - below, side="right"))
-                before = below + (int(cum[j - 1]) if j else 0)
-                blo, bhi = lo + j * width, min(hi, lo + (j + 1) * width - 1)
-                if cnt[j] <= gather or blo == bhi:
-                    to_gather[k] = (blo, bhi, k - before)
-                    del state[k]
-                else:
-                    state[k] = [blo, bhi, before]
+        while True:
             if to_gather:
                 got: dict[tuple[int, int], list[np.ndarray]] = {
                     (g[0], g[1]): [] for g in to_gather.values()}
@@ -118,7 +128,52 @@ class ExactPercentiles:
                 for k, (blo, bhi, r) in to_gather.items():
                     v = np.concatenate(got[(blo, bhi)])
                     done[k] = float(np.partition(v, r)[r])
-        return done
+                to_gather = {}
+            if not state:
+                return done
+            ranges = {(v[0], v[1]) for v in state.values()}
+            counts = {r: np.zeros(nb, np.int64) for r in ranges}
+            seen = {r: [None, None] for r in ranges}  # smallest and largest key in the range
+            for x in self._iter():
+                key = self._key(x)
+                for (lo, hi), cnt in counts.items():
+                    m = key[(key >= np.uint64(lo)) & (key <= np.uint64(hi))]
+                    if not len(m):
+                        continue
+                    width = (hi - lo) // nb + 1
+                    b = ((m - np.uint64(lo)) // np.uint64(width)).astype(np.int64)
+                    cnt += np.bincount(b, minlength=nb)[:nb]
+                    mn = seen[(lo, hi)]
+                    a, z = int(m.min()), int(m.max())
+                    mn[0] = a if mn[0] is None else min(mn[0], a)
+                    mn[1] = z if mn[1] is None else max(mn[1], z)
+            for k, (lo, hi, below) in list(state.items()):
+                cnt = counts[(lo, hi)]
+                mn = seen[(lo, hi)]
+                if mn[0] is not None and mn[0] == mn[1]:  # every value of the range is equal
+                    done[k] = self._float_of(mn[0])
+                    del state[k]
+                    continue
+                width = (hi - lo) // nb + 1
+                c = np.cumsum(cnt)
+                j = int(np.searchsorted(c, k - below, side="right"))
+                before = below + (int(c[j - 1]) if j else 0)
+                blo, bhi = lo + j * width, min(hi, lo + (j + 1) * width - 1)
+                if mn[0] is not None:
+                    blo, bhi = max(blo, mn[0]), min(bhi, mn[1])
+                if cnt[j] <= gather or blo == bhi:
+                    to_gather[k] = (blo, bhi, k - before)
+                    del state[k]
+                else:
+                    state[k] = [blo, bhi, before]
+
+    @staticmethod
+    def _float_of(key: int) -> float:
+        """The float64 of a sortable key (inverse of ``_key``)."""
+        k = np.array([key], np.uint64) ^ np.uint64(1 << 63)
+        i = k.view(np.int64)
+        i = i ^ ((i >> 63) & np.int64(0x7FFFFFFFFFFFFFFF))
+        return float(i.view(np.float64)[0])
 
     def percentiles(self, qs) -> list[float]:
         """Return the percentiles ``qs`` (0..100) of every value added; NaN when none."""
