@@ -121,10 +121,16 @@ class ExactPercentiles:
             if to_gather:
                 got: dict[tuple[int, int], list[np.ndarray]] = {
                     (g[0], g[1]): [] for g in to_gather.values()}
+                # each range lies inside one histogram bin: keep those bins' values first (one
+                # table lookup), then cut the few left to each range
+                wanted = np.zeros(len(self.hist), bool)
+                wanted[[lo >> shift for lo, _ in got]] = True
                 for x in self._iter():
                     key = self._key(x)
+                    m = wanted[(key >> np.uint64(shift)).astype(np.intp)]
+                    xs, key = x[m], key[m]
                     for (blo, bhi), parts in got.items():
-                        parts.append(x[(key >= np.uint64(blo)) & (key <= np.uint64(bhi))])
+                        parts.append(xs[(key >= np.uint64(blo)) & (key <= np.uint64(bhi))])
                 for k, (blo, bhi, r) in to_gather.items():
                     v = np.concatenate(got[(blo, bhi)])
                     done[k] = float(np.partition(v, r)[r])
