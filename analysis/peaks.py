@@ -415,22 +415,28 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
     whole: list[tuple[pd.DataFrame, pd.DataFrame]] = []
     lo: int | None = None if start_ns is None else int(start_ns)
 
-    def consume(i: int, b: pd.DataFrame, q: pd.DataFrame) -> None:
+    def view(i: int, b: pd.DataFrame, q: pd.DataFrame) -> tuple:
+        """A block's (starts, Gb/s, quality, columns) with links and the over-line bit (both
+        judged window by window, so a block is judged alone)."""
         w = widths[i]
         b, q = _link_view(b, q, groups, keep)
         q = flag(b, q, w)
-        t = b.index.to_numpy()
+        return (b.index.to_numpy(), to_gbps(b.to_numpy(np.float64), w), q.to_numpy(),
+                list(b.columns))
+
+    def consume(i: int, t: np.ndarray, gbps: np.ndarray, qa: np.ndarray, cols: list) -> None:
+        w = widths[i]
         tol = int(cover_tolerance_ns(w)) if start_ns is None else 0  # as peak_table
         inside = t + tol >= lo if lo is not None else np.ones(len(t), bool)
         if end_ns is not None:
             inside &= t + w <= int(end_ns)
-        gbps = to_gbps(b.to_numpy(), w)
-        qa = q.to_numpy()
-        for j, col in enumerate(b.columns):
+        if not inside.all():
+            t, gbps, qa = t[inside], gbps[inside], qa[inside]
+        for j, col in enumerate(cols):
             acc = accs[i].get(col)
             if acc is None:
                 acc = accs[i][col] = _PeakAcc(mem_values)
-            acc.add(t[inside], gbps[inside, j], qa[inside, j])
+            acc.add(t, gbps[:, j], qa[:, j])
 
     for i, b, q in iter_windows(capture, grids, by=by, source=source,
                                 gap_factor=DEFAULT_GAP_FACTOR if gap_factor is None
@@ -443,13 +449,17 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
             # the range starts at the first interval: the earliest so far (a later one starts
             # after every window emitted up to now, so those windows are classified right)
             lo = min(s[0] for s in state["spans"].values())
+        t, gbps, qa, cols = view(i, b, q)
         # hold back each width's last window: it may end after the range's end (unknown yet)
         if held[i] is not None:
-            hb, hq = held[i]
-            b, q = pd.concat([hb, b]), pd.concat([hq, q])
-        held[i] = (b.iloc[-1:], q.iloc[-1:])
-        if len(b) > 1:
-            consume(i, b.iloc[:-1], q.iloc[:-1])
+            ht, hg, hq, hcols = held[i]
+            if hcols != cols:
+                raise AssertionError("peak_table_capture: a block's columns changed")
+            t, gbps, qa = (np.concatenate([ht, t]), np.concatenate([hg, gbps]),
+                           np.concatenate([hq, qa]))
+        held[i] = (t[-1:], gbps[-1:], qa[-1:], cols)
+        if len(t) > 1:
+            consume(i, t[:-1], gbps[:-1], qa[:-1], cols)
     spans = state.get("spans", {})
     if not spans:
         raise ValueError("no intervals to re-bin (the capture holds fewer than two valid "
@@ -462,11 +472,10 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
     t_ref = lo if t_ref_ns is None else int(t_ref_ns)
     for i, w in enumerate(widths):
         if held[i] is not None:
-            hb, hq = held[i]
-            keep_last = hb.index.to_numpy() + w <= hi + (
-                int(cover_tolerance_ns(w)) if end_ns is None else 0)
-            consume(i, hb[keep_last] if keep_last.all() else hb.iloc[:0],
-                    hq[keep_last] if keep_last.all() else hq.iloc[:0])
+            ht, hg, hq, hcols = held[i]
+            tol = int(cover_tolerance_ns(w)) if end_ns is None else 0
+            n_keep = len(ht) if (ht + w <= hi + tol).all() else 0
+            consume(i, ht[:n_keep], hg[:n_keep], hq[:n_keep], hcols)
     wb = pd.concat([x[0] for x in whole])
     wq = pd.concat([x[1] for x in whole])
     wb, wq = _link_view(wb, wq, groups, keep)

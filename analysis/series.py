@@ -967,8 +967,8 @@ def flag_over_line(intervals: pd.DataFrame, bytes_df: pd.DataFrame, quality_df: 
                    groups: dict[str, list[str]] | None = None,
                    line_gbps: float | dict | None = None,
                    instant_unc_ns: int = INSTANT_UNC_NS,
-                   low_bytes: Callable[[np.ndarray], pd.DataFrame] | None = None
-                   ) -> pd.DataFrame:
+                   low_bytes: Callable[[np.ndarray], pd.DataFrame] | None = None,
+                   lines_members: tuple[dict, dict] | None = None) -> pd.DataFrame:
     """Return ``quality_df`` with ``QUALITY_OVER_LINE`` set on windows physics rules out.
 
     A window is over line rate when even its fewest possible bytes (``window_low_bytes``: the
@@ -980,13 +980,18 @@ def flag_over_line(intervals: pd.DataFrame, bytes_df: pd.DataFrame, quality_df: 
     so the cost is small. ``bytes_df``/``quality_df`` as ``rebin_with_quality`` (columns =
     groups of ``by`` and links of ``groups``), on windows of ``width_ns``. ``low_bytes``: a
     function of window starts returning per-series low bytes (default ``window_low_bytes`` on
-    ``intervals``; the chunked path passes its own). Returns a new quality DataFrame.
+    ``intervals``; the chunked path passes its own). ``lines_members``: (``line_gbps_of``,
+    group members) already computed for these arguments (``OverLineFlagger``: once per command,
+    not per block). Returns a new quality DataFrame.
     """
     q = quality_df.copy()
     if not len(bytes_df):
         return q
-    lines = line_gbps_of(intervals, by, groups=groups, line_gbps=line_gbps)
-    members = _members_of(intervals, by, groups)
+    if lines_members is None:
+        lines = line_gbps_of(intervals, by, groups=groups, line_gbps=line_gbps)
+        members = _members_of(intervals, by, groups)
+    else:
+        lines, members = lines_members
     rate = bytes_df.to_numpy(np.float64) * 8.0 / float(width_ns)
     cand = {}
     for j, col in enumerate(bytes_df.columns):
@@ -1045,6 +1050,7 @@ class OverLineFlagger:
         _line_attrs(stub, info.meta, cdf, self.ids, info.interval_ns)
         self.stub = stub
         self.members = _members_of(stub, by, groups)
+        self.lines = line_gbps_of(stub, by, groups=groups, line_gbps=line_gbps)
 
     def _parts(self, t0: int, t1: int):
         from .stream import iter_intervals
@@ -1074,7 +1080,8 @@ class OverLineFlagger:
         return flag_over_line(self.stub, bytes_df, quality_df, int(width_ns), by=self.by,
                               groups=self.groups, line_gbps=self.line_gbps,
                               instant_unc_ns=self.extra,
-                              low_bytes=lambda s: self._low(s, int(width_ns)))
+                              low_bytes=lambda s: self._low(s, int(width_ns)),
+                              lines_members=(self.lines, self.members))
 
     def causes(self, starts_ns, width_ns: int, column) -> list[str]:
         """``over_line_causes`` of windows of ``column`` (a group or link), re-reading only the
