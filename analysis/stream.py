@@ -299,8 +299,12 @@ class WindowGrid:
 
     ``start_ns``/``end_ns`` None: from the first interval's start / to the last interval's end
     (as ``rebin_with_quality``). ``origin_ns`` None: the first interval's start, which then is
-    also the range start (as ``peak_table`` and ``burst_analysis`` without ``start_ns``). ``clip``: cut the first and last window at the range (their
-    covered time and "partial" flag then refer to the cut window, as ``integrate`` does).
+    also the range start (as ``peak_table`` and ``burst_analysis`` without ``start_ns``).
+    ``clip``: cut the first and last window at the range (their covered time and "partial" flag
+    then refer to the cut window, as ``integrate`` does). ``counters``: counter ids re-binned on
+    this grid instead of ``iter_windows``' selection (read in the same pass, e.g. the netdev
+    counters beside the RDMA ones); such a grid needs ``origin_ns``, ``start_ns`` and
+    ``end_ns``. ``by``: this grid's grouping instead of ``iter_windows``' ``by``.
     """
 
     width_ns: int
@@ -308,6 +312,11 @@ class WindowGrid:
     start_ns: int | None = None
     end_ns: int | None = None
     clip: bool = False
+    counters: tuple[int, ...] | None = None
+    by: Any = "<iter_windows' by>"
+
+
+_SAME_BY = WindowGrid.__dataclass_fields__["by"].default
 
 
 class _GridAcc:
@@ -443,6 +452,8 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
     ``on_parts``: called with each file's intervals (as ``iter_intervals`` yields them).
     ``extra_counters``: counter ids read in the same pass whose intervals only go to
     ``on_parts`` (not re-binned, no column; e.g. the netdev counters beside the RDMA ones).
+    A grid with its own ``counters`` reads them in the same pass too (their intervals also go
+    to ``on_parts``; they take no part in ``spans`` or the default range).
     Raises ``ValueError`` as ``rebin``
     (no intervals at all) and ``byte_intervals``.
     """
@@ -455,11 +466,26 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
                              f"{g.width_ns!r}")
         if g.start_ns is not None and g.end_ns is not None and g.end_ns <= g.start_ns:
             raise ValueError(f"empty time range: start {g.start_ns} ns >= end {g.end_ns} ns")
-    if by is None:
-        key_of = {c: "total" for c in ids}
-    else:
-        key_of = {c: (c if by == "counter_id" else cdf.at[c, by]) for c in ids}
-    accs = [_GridAcc(g, ids) for g in grids]
+    def keys(by_, ids_):
+        if by_ is None:
+            return {c: "total" for c in ids_}
+        return {c: (c if by_ == "counter_id" else cdf.at[c, by_]) for c in ids_}
+
+    key_of = keys(by, ids)
+    own = [None if g.counters is None else _select_counters(cdf, list(g.counters), None)
+           for g in grids]
+    for g, o in zip(grids, own, strict=True):
+        if o is not None and (g.origin_ns is None or g.start_ns is None or g.end_ns is None):
+            raise ValueError("a window grid with its own counters needs origin_ns, start_ns "
+                             "and end_ns")
+    grid_ids = [ids if o is None else o for o in own]
+    grid_by = [by if g.by is _SAME_BY else g.by for g in grids]
+    grid_keys = [key_of if o is None and b_ == by else keys(b_, gi)
+                 for o, b_, gi in zip(own, grid_by, grid_ids, strict=True)]
+    grid_names = [list(dict.fromkeys(k[c] for c in gi))
+                  for k, gi in zip(grid_keys, grid_ids, strict=True)]
+    accs = [_GridAcc(g, gi) for g, gi in zip(grids, grid_ids, strict=True)]
+    grid_sets = [set(gi) for gi in grid_ids]
     lo_read = min((g.start_ns for g in grids if g.start_ns is not None), default=None)
     hi_read = max((g.end_ns for g in grids if g.end_ns is not None), default=None)
     if any(g.start_ns is None for g in grids):
@@ -469,31 +495,34 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
     spans: dict = {} if state is None else state.setdefault("spans", {})
     first_t0: int | None = None
     last_t1: int | None = None
-    extra = [int(c) for c in extra_counters if int(c) not in key_of]
-    for parts, bound in iter_intervals(info, counters=ids + extra, source=source,
-                                       start_ns=lo_read,
-                                       end_ns=hi_read, gap_factor=gap_factor,
+    read_ids = list(dict.fromkeys([*ids, *(int(c) for c in extra_counters),
+                                   *(c for gi in grid_ids for c in gi)]))
+    for parts, bound in iter_intervals(info, counters=read_ids, source=source,
+                                       start_ns=lo_read, end_ns=hi_read, gap_factor=gap_factor,
                                        max_gbps=max_gbps):
         n_iv = 0
         if on_parts is not None:
             on_parts(parts)
         for c, iv in parts.items():
-            if not len(iv["t0_ns"]) or c not in key_of:
+            if not len(iv["t0_ns"]):
                 continue
-            n_iv += len(iv["t0_ns"])
-            t0, t1 = int(iv["t0_ns"][0]), int(iv["t1_ns"][-1])
-            sp = spans.setdefault(key_of[c], [t0, t1])
-            sp[0], sp[1] = min(sp[0], t0), max(sp[1], t1)
-            first_t0 = t0 if first_t0 is None else min(first_t0, t0)
-            last_t1 = t1 if last_t1 is None else max(last_t1, t1)
-            cnt = _Counter(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])
-            for a in accs:
-                a.add(c, cnt)
+            if c in key_of:
+                n_iv += len(iv["t0_ns"])
+                t0, t1 = int(iv["t0_ns"][0]), int(iv["t1_ns"][-1])
+                sp = spans.setdefault(key_of[c], [t0, t1])
+                sp[0], sp[1] = min(sp[0], t0), max(sp[1], t1)
+                first_t0 = t0 if first_t0 is None else min(first_t0, t0)
+                last_t1 = t1 if last_t1 is None else max(last_t1, t1)
+            cnt = None
+            for a, gs in zip(accs, grid_sets, strict=True):
+                if c in gs:
+                    if cnt is None:
+                        cnt = _Counter(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])
+                    a.add(c, cnt)
         if progress is not None:
             progress(n_iv)
         if first_t0 is None:
             continue
-        names = list(dict.fromkeys(key_of[c] for c in ids))
         for i, a in enumerate(accs):
             g = a.g
             if a.origin is None:
@@ -505,13 +534,13 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
             a.start((start - a.origin) // g.width_ns)
             if bound >= _FAR:
                 continue
-            out = a.take((bound - a.origin) // g.width_ns, key_of, names, by)
+            out = a.take((bound - a.origin) // g.width_ns, grid_keys[i], grid_names[i],
+                         grid_by[i])
             if out is not None:
                 yield i, *out
     if first_t0 is None:
         raise ValueError("no intervals to re-bin (the capture holds fewer than two valid "
                          "readings of any selected counter)")
-    names = list(dict.fromkeys(key_of[c] for c in ids))
     for i, a in enumerate(accs):
         g = a.g
         if a.origin is None:
@@ -519,7 +548,7 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
             a.start((first_t0 - a.origin) // g.width_ns)
         k_end = (-((a.origin - last_t1) // g.width_ns) if g.end_ns is None
                  else -((a.origin - int(g.end_ns)) // g.width_ns))
-        out = a.take(k_end, key_of, names, by)
+        out = a.take(k_end, grid_keys[i], grid_names[i], grid_by[i])
         if out is not None:
             yield i, *out
 

@@ -401,19 +401,54 @@ def kernel_bytes_reread(info, origin: int):
 def _measure_stream(capture, start_ns, end_ns, origin_ns) -> dict[str, Any]:
     """``_measure`` of a capture on disk, segment by segment (``stream.iter_windows``, see
     ``MeasureStream``)."""
-    from .stream import _info, iter_windows
+    from .stream import WindowGrid, _edge_spans, _info, iter_windows
 
     info = _info(capture)
     ms = MeasureStream(info, start_ns, end_ns, origin_ns)
+    # the kernel bytes (netdev counters, 1 s windows clipped to the range) on a second grid of
+    # the same pass: the range is taken beforehand from the first and last segments (as
+    # RangeQueries does) and checked against the pass's; if it differs, a pass of their own
+    cdf = info.counters
+    netdev = tuple(int(x) for x in cdf.index[cdf["data"] & (cdf["source"] == "netdev")])
+    k_range: tuple[int, int] | None = None
+    if netdev:
+        if start_ns is not None and end_ns is not None:
+            k_range = (int(start_ns), int(end_ns))
+        else:
+            sp = _edge_spans(info, "infiniband")
+            if sp:
+                k_range = (int(start_ns) if start_ns is not None
+                           else min(v[0] for v in sp.values()),
+                           int(end_ns) if end_ns is not None
+                           else max(v[1] for v in sp.values()))
+        if k_range is not None and k_range[1] <= k_range[0]:
+            k_range = None
+    grids = [ms.grid()]
+    if k_range is not None:
+        grids.append(WindowGrid(1000 * MS, ms.origin, *k_range, clip=True, counters=netdev,
+                                by="device"))
+    k_acc: dict[str, float] = {}
     state: dict = {}
     try:
-        for _, b, q in iter_windows(info, [ms.grid()], source="infiniband", state=state,
-                                    on_parts=ms.on_parts):
-            ms.add(b, q)
+        for gi, b, q in iter_windows(info, grids, source="infiniband", state=state,
+                                     on_parts=ms.on_parts):
+            if gi == 1:  # kernel bytes, summed block by block as kernel_bytes_reread does
+                for d in b.columns:
+                    k_acc[d] = k_acc.get(d, 0.0) + float(np.nansum(b[d].to_numpy()))
+            else:
+                ms.add(b, q)
     except ValueError as exc:
         if "no intervals" not in str(exc):
             raise
-    return ms.result(state.get("spans", {}))
+    spans = state.get("spans", {})
+    reread = kernel_bytes_reread(info, ms.origin)
+
+    def kernel(lo_, hi_):
+        if spans and k_range is not None and (int(lo_), int(hi_)) == k_range:
+            return dict(k_acc)
+        return reread(lo_, hi_)
+
+    return ms.result(spans, kernel=kernel)
 
 
 def verify_emulation(capture, *, start_ns: int | None = None, end_ns: int | None = None,

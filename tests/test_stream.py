@@ -269,6 +269,38 @@ def test_verify_emulation_streamed_bench_capture(tmp_path):
     _verdicts_equal(got, want)
 
 
+@pytest.mark.parametrize("kw", [{}, {"start_ns": "mid"}])
+def test_verify_emulation_streamed_reads_each_segment_once(tmp_path, monkeypatch, kw):
+    """The kernel (netdev) bytes come from a second grid of the same pass: each segment is
+    read once by the pass (plus the first and last segments for the range), and the verdict
+    equals the in-memory one and the separate kernel pass it replaces."""
+    from rdmascope.analysis import stream, verify_emulation
+    from rdmascope.analysis.verify import kernel_bytes_reread
+
+    path = _bench_capture(tmp_path, seconds=24, segment_s=2)
+    if kw.get("start_ns") == "mid":
+        kw = {"start_ns": open_capture(path).t_start_ns + 5_123_456_789}
+    reads: list[str] = []
+    real = stream.iter_capture_tables
+
+    def counting(*a, **k):
+        for f, t in real(*a, **k):
+            reads.append(f.name)
+            yield f, t
+
+    monkeypatch.setattr(stream, "iter_capture_tables", counting)
+    got = verify_emulation(path, **kw)
+    n_seg = len(list((path / "segments").glob("*.parquet")))
+    assert len(reads) <= n_seg + 6  # one pass, plus up to 3 segments at each end for the range
+    monkeypatch.setattr(stream, "iter_capture_tables", real)
+    want = verify_emulation(load_capture(path), **kw)
+    assert want.kernel is not None and want.kernel["kernel_bytes"].sum() > 0
+    _verdicts_equal(got, want)
+    info = open_capture(path)
+    sep = kernel_bytes_reread(info, info.t_start_ns)(got.start_ns, got.end_ns)
+    assert got.kernel["kernel_bytes"].to_dict() == pytest.approx(sep, rel=1e-12)
+
+
 @pytest.mark.parametrize("roll_every,short", [(7, False), (1000, False), (7, True)])
 def test_inspect_streamed_equals_whole_table(tmp_path, roll_every, short):
     """inspect's summary, computed segment by segment, against the same quantities computed
