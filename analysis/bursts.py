@@ -351,8 +351,6 @@ def burst_analysis_capture(capture, *, capacity_gbps: float, start_ns: int | Non
     crosses a segment edge is carried on, so bursts spanning segments are whole. Only the burst
     table and per-series counters are kept. Raises ``ValueError`` as ``burst_analysis``.
     """
-    from .peaks import _link_view
-    from .series import OverLineFlagger
     from .stream import WindowGrid, _info, iter_windows
 
     if capacity_gbps <= 0:
@@ -362,44 +360,81 @@ def burst_analysis_capture(capture, *, capacity_gbps: float, start_ns: int | Non
     info = _info(capture)
     origin = int(info.t_start_ns) if origin_ns is None else int(origin_ns)
     state: dict = {}
-    det: dict[str, _BurstStream] = {}
-    n_over: dict[str, int] = {}
-    flag = OverLineFlagger(info, by=by, groups=groups, source=source)
+    acc = BurstStreamAcc(info, capacity_gbps=capacity_gbps, width_ns=width_ns, by=by,
+                         source=source, groups=groups, keep=keep, enter_frac=enter_frac,
+                         leave_frac=leave_frac)
     for _, b, q in iter_windows(info, [WindowGrid(int(width_ns), origin, start_ns, end_ns)],
                                 by=by, source=source, progress=progress, state=state):
-        b, q = _link_view(b, q, groups, keep)
-        q = flag(b, q, int(width_ns))
+        acc.add(b, q)
+    return acc.result(state.get("spans", {}), start_ns=start_ns, end_ns=end_ns,
+                      expected_allreduce=expected_allreduce, t_ref_ns=t_ref_ns)
+
+
+class BurstStreamAcc:
+    """The detector of ``burst_analysis_capture`` fed block by block, so that a caller's own
+    pass (the report's ``capture_pass``) can feed it: ``add`` each block of windows (bytes and
+    quality frames of ``stream.iter_windows`` with ``by``/``source``), then ``result(spans)``
+    (``spans``: ``state["spans"]`` of that pass, keyed like the columns). Arguments as
+    ``burst_analysis_capture``."""
+
+    def __init__(self, info, *, capacity_gbps: float, width_ns: int = MS,
+                 by: str | None = "series", source: str | None = "infiniband",
+                 groups: dict[str, list[str]] | None = None, keep: bool = True,
+                 enter_frac: float = 0.25, leave_frac: float = 0.10):
+        from .series import OverLineFlagger
+
+        self.capacity_gbps, self.width_ns = capacity_gbps, int(width_ns)
+        self.groups, self.keep = groups, keep
+        self.enter_frac, self.leave_frac = enter_frac, leave_frac
+        self.det: dict[str, _BurstStream] = {}
+        self.n_over: dict[str, int] = {}
+        self.flag = OverLineFlagger(info, by=by, groups=groups, source=source)
+
+    def add(self, b: pd.DataFrame, q: pd.DataFrame) -> None:
+        """Fold in one block of windows (bytes, quality; columns as the pass's ``by``)."""
+        from .peaks import _link_view
+
+        b, q = _link_view(b, q, self.groups, self.keep)
+        q = self.flag(b, q, self.width_ns)
         t = b.index.to_numpy()
+        det, n_over = self.det, self.n_over
         for col in b.columns:
             d = det.get(col)
             if d is None:
-                d = det[col] = _BurstStream(width_ns, enter_frac * capacity_gbps,
-                                            leave_frac * capacity_gbps)
+                d = det[col] = _BurstStream(self.width_ns, self.enter_frac * self.capacity_gbps,
+                                            self.leave_frac * self.capacity_gbps)
             qq = q[col].to_numpy(np.int64)
             n_over[col] = n_over.get(col, 0) + int(((qq & QUALITY_OVER_LINE) != 0).sum())
             d.add(t, b[col].to_numpy(np.float64), qq)
-    spans = state.get("spans", {})
-    lo = int(start_ns) if start_ns is not None else min(s[0] for s in spans.values())
-    hi = int(end_ns) if end_ns is not None else max(s[1] for s in spans.values())
-    t_ref = lo if t_ref_ns is None else int(t_ref_ns)
-    tables, summary = [], []
-    for col, d in det.items():
-        if col not in spans and col not in (groups or {}):
-            continue
-        bt = d.finish()
-        bt.insert(0, "series", col)
-        bt.insert(3, "t_start_s", (bt["start_ns"] - t_ref) / 1e9)
-        if expected_allreduce:
-            bt["expected_allreduce_bytes"] = float(expected_allreduce)
-            bt["allreduces"] = bt["bytes"] / float(expected_allreduce)
-        tables.append(bt)
-        summary.append(_summary_row(col, bt, nvalid=d.nvalid, nansum=d.total,
-                                    nan_windows=d.nnan, width_ns=width_ns,
-                                    capacity_gbps=capacity_gbps, enter_frac=enter_frac,
-                                    leave_frac=leave_frac, over_line_windows=n_over.get(col, 0)))
-    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
-    return BurstResult(table=table, summary=pd.DataFrame(summary),
-                       params={"capacity_gbps": capacity_gbps, "enter_frac": enter_frac,
-                               "leave_frac": leave_frac, "width_ns": width_ns,
-                               "start_ns": lo, "end_ns": hi,
-                               "expected_allreduce_bytes": expected_allreduce})
+
+    def result(self, spans: dict, *, start_ns: int | None = None, end_ns: int | None = None,
+               expected_allreduce: float | None = None, t_ref_ns: int | None = None
+               ) -> BurstResult:
+        """The ``BurstResult`` of the blocks added (``spans``: {column: [first, last] ns})."""
+        groups, width_ns, capacity_gbps = self.groups, self.width_ns, self.capacity_gbps
+        enter_frac, leave_frac = self.enter_frac, self.leave_frac
+        lo = int(start_ns) if start_ns is not None else min(s[0] for s in spans.values())
+        hi = int(end_ns) if end_ns is not None else max(s[1] for s in spans.values())
+        t_ref = lo if t_ref_ns is None else int(t_ref_ns)
+        tables, summary = [], []
+        for col, d in self.det.items():
+            if col not in spans and col not in (groups or {}):
+                continue
+            bt = d.finish()
+            bt.insert(0, "series", col)
+            bt.insert(3, "t_start_s", (bt["start_ns"] - t_ref) / 1e9)
+            if expected_allreduce:
+                bt["expected_allreduce_bytes"] = float(expected_allreduce)
+                bt["allreduces"] = bt["bytes"] / float(expected_allreduce)
+            tables.append(bt)
+            summary.append(_summary_row(col, bt, nvalid=d.nvalid, nansum=d.total,
+                                        nan_windows=d.nnan, width_ns=width_ns,
+                                        capacity_gbps=capacity_gbps, enter_frac=enter_frac,
+                                        leave_frac=leave_frac,
+                                        over_line_windows=self.n_over.get(col, 0)))
+        table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+        return BurstResult(table=table, summary=pd.DataFrame(summary),
+                           params={"capacity_gbps": capacity_gbps, "enter_frac": enter_frac,
+                                   "leave_frac": leave_frac, "width_ns": width_ns,
+                                   "start_ns": lo, "end_ns": hi,
+                                   "expected_allreduce_bytes": expected_allreduce})

@@ -395,36 +395,200 @@ def _info_of(capture):
     return capture if isinstance(capture, CaptureInfo) else open_capture(capture.path)
 
 
+class _FlagCounter:
+    """The RDMA intervals' flags with their counts, fed file by file (``_flag_counts``)."""
+
+    def __init__(self, ids=None):
+        from .series import FLAGS
+
+        self.flags = FLAGS
+        self.ids = None if ids is None else set(ids)
+        self.counts: dict[int, np.ndarray] = {}
+        self.first: dict[tuple[int, int], int] = {}
+        self.seen: dict[int, int] = {}
+
+    def feed(self, parts) -> None:
+        for c, iv in parts.items():
+            if self.ids is not None and c not in self.ids:
+                continue
+            f = iv["flag"]
+            if not len(f):
+                continue
+            self.counts.setdefault(c, np.zeros(len(self.flags), np.int64))
+            n = np.bincount(f, minlength=len(self.flags))
+            for code in np.flatnonzero(n):
+                if (c, int(code)) not in self.first:
+                    self.first[(c, int(code))] = self.seen.get(c, 0) + int(np.argmax(f == code))
+            self.counts[c] += n
+            self.seen[c] = self.seen.get(c, 0) + len(f)
+
+    def result(self) -> pd.Series:
+        total = np.zeros(len(self.flags), np.int64)
+        for n in self.counts.values():
+            total += n
+        first = self.first
+        order = sorted({code for (_, code) in first},
+                       key=lambda code: min(k for k in first if k[1] == code))
+        out = pd.Series({self.flags[k]: int(total[k]) for k in order}, dtype="int64")
+        return out.sort_values(ascending=False, kind="stable")
+
+
 def _flag_counts(cfg) -> pd.Series:
     """The RDMA intervals' flags with their counts, as ``intervals["flag"].value_counts()``
     (most frequent first; ties in the order they first occur, counter by counter)."""
     if not cfg.streamed:
         return cfg.intervals["flag"].astype(str).value_counts()
-    from .series import FLAGS
+    got = cfg.__dict__.get("_pass")
+    if got is not None:
+        return got.flags
     from .stream import iter_intervals
 
-    counts: dict[int, np.ndarray] = {}
-    first: dict[tuple[int, int], int] = {}
-    seen: dict[int, int] = {}
+    fc = _FlagCounter()
     for parts, _ in iter_intervals(_info_of(cfg.capture)):
-        for c, iv in parts.items():
-            f = iv["flag"]
-            if not len(f):
-                continue
-            counts.setdefault(c, np.zeros(len(FLAGS), np.int64))
-            n = np.bincount(f, minlength=len(FLAGS))
-            for code in np.flatnonzero(n):
-                if (c, int(code)) not in first:
-                    first[(c, int(code))] = seen.get(c, 0) + int(np.argmax(f == code))
-            counts[c] += n
-            seen[c] = seen.get(c, 0) + len(f)
-    total = np.zeros(len(FLAGS), np.int64)
-    for n in counts.values():
-        total += n
-    order = sorted({code for (_, code) in first},
-                   key=lambda code: min(k for k in first if k[1] == code))
-    out = pd.Series({FLAGS[k]: int(total[k]) for k in order}, dtype="int64")
-    return out.sort_values(ascending=False, kind="stable")
+        fc.feed(parts)
+    return fc.result()
+
+
+@dataclass
+class CapturePass:
+    """What the report reads from the whole capture, made in one streamed pass (``capture_pass``).
+
+    ``checks``: (single, both) as ``Configuration.emulation_checks``; ``bursts``: the
+    ``bursts.BurstResult`` of ``burst_analysis_capture(by="direction")``; ``timeline``: the
+    node's tx over its data span, 1 ms Gb/s (a Series), or its min/max envelope (a DataFrame,
+    ``node_envelope``) when longer than ``figures.MAX_TIMELINE_POINTS``; ``devices``: tx Gb/s per
+    RDMA series at the devices width (``node_gbps(by="series")``); ``flags``: ``_flag_counts``.
+    """
+
+    checks: tuple
+    bursts: Any
+    timeline: Any
+    devices: pd.DataFrame
+    flags: pd.Series
+
+
+def capture_pass(cfg: Configuration, *, capacity_gbps: float,
+                 devices_width_ns: int = 100 * MS_NS) -> CapturePass | None:
+    """Read a streamed configuration's capture once for the report's whole-capture parts.
+
+    One ``stream.iter_windows`` pass over the RDMA counters, per series, on two grids of the
+    report's origin (``window_origin``): 1 ms from the first interval (the emulation check's
+    ``verify.MeasureStream``; summed per direction for the bursts, ``bursts.BurstStreamAcc``,
+    and the timeline) and ``devices_width_ns`` over the tx span (the per-device figure); the
+    netdev counters are read in the same pass for the kernel bytes (``cluster._KernelAcc``),
+    and the intervals' flags are counted as they pass. A direction's windows are the sum of its
+    series' in counter order, NaN when one is, quality bits OR-ed: exactly what ``rebin`` with
+    ``by="direction"`` computes (``series._combine``), so every number equals that of the
+    separate passes it replaces (tested). Returns None for a capture in memory, or when a
+    series has several counters (its sum order would differ): the caller then makes each part
+    on its own. Raises what ``iter_windows`` and ``verify_emulation`` raise.
+    """
+    if not cfg.streamed:
+        return None
+    from .bursts import BurstStreamAcc
+    from .envelope import MinMaxEnvelope, bucket_windows
+    from .figures import MAX_TIMELINE_POINTS
+    from .stream import WindowGrid, iter_windows
+    from .verify import MeasureStream, judge_emulation
+
+    info = _info_of(cfg.capture)
+    cdf = info.counters
+    ids = [int(c) for c in cdf.index[cdf["data"] & (cdf["source"] == "infiniband")]]
+    series = [str(cdf.at[c, "series"]) for c in ids]
+    if not ids or len(set(series)) != len(series):
+        return None
+    dir_of = {s: str(cdf.at[c, "direction"]) for c, s in zip(ids, series, strict=True)}
+    directions = list(dict.fromkeys(dir_of[s] for s in series))
+    cols_of = {d: [j for j, s in enumerate(series) if dir_of[s] == d] for d in directions}
+    tx_series = [s for s in series if dir_of[s] == "tx"]
+    origin = window_origin(cfg)
+    tx_lo, tx_hi = cfg.data_span("tx")
+    n_tx = -(-(tx_hi - tx_lo) // MS_NS) + 1
+    env = None
+    if n_tx > MAX_TIMELINE_POINTS:
+        env = MinMaxEnvelope(start_ns=tx_lo, end_ns=tx_hi, width_ns=MS_NS, origin_ns=origin,
+                             k=bucket_windows(n_tx, MAX_TIMELINE_POINTS // 2))
+    k_tl0 = origin + ((tx_lo - origin) // MS_NS) * MS_NS  # the first timeline window
+    tl_t: list[np.ndarray] = []
+    tl_v: list[np.ndarray] = []
+    dev_blocks: list[pd.DataFrame] = []
+    ms = MeasureStream(info, origin_ns=cfg.origin_ns)
+    bursts = BurstStreamAcc(info, capacity_gbps=capacity_gbps, by="direction")
+    flags = _FlagCounter(ids)
+    kern = None
+    if origin == int(info.t_start_ns):  # _KernelAcc's windows lie on the capture-start grid
+        from .cluster import _KernelAcc
+
+        kern = _KernelAcc(info)
+        if not kern.ids:
+            kern = None
+
+    def on_parts(parts):
+        flags.feed(parts)
+        ms.on_parts(parts)
+        if kern is not None:
+            kern.feed(parts)
+
+    state: dict = {}
+    grids = [WindowGrid(MS_NS, origin), WindowGrid(int(devices_width_ns), origin, tx_lo, tx_hi)]
+    for gi, b, q in iter_windows(info, grids, by="series", source="infiniband", state=state,
+                                 on_parts=on_parts,
+                                 extra_counters=kern.ids if kern is not None else ()):
+        if gi == 1:
+            dev_blocks.append(b[tx_series])
+            continue
+        ms.add(b, q)
+        B = b.to_numpy(np.float64)
+        Q = q.to_numpy()
+        bd, qd = {}, {}
+        for d, cols in cols_of.items():
+            v = B[:, cols[0]].copy()
+            for j in cols[1:]:
+                v += B[:, j]
+            bd[d] = v
+            qd[d] = np.bitwise_or.reduce(Q[:, cols], axis=1)
+        bdf = pd.DataFrame(bd, index=b.index, columns=directions)
+        qdf = pd.DataFrame(qd, index=b.index, columns=directions)
+        bdf.columns.name = qdf.columns.name = "direction"
+        bursts.add(bdf, qdf)
+        if "tx" in bd:
+            t = b.index.to_numpy(np.int64)
+            rate = bd["tx"] * 8.0 / float(MS_NS)
+            if env is not None:
+                env.add(t, rate)
+            else:
+                keep = (t >= k_tl0) & (t < tx_hi)
+                tl_t.append(t[keep])
+                tl_v.append(rate[keep])
+    spans = state.get("spans", {})
+    m = ms.result(spans)
+    if kern is not None and m["lo"] is not None and m["hi"] is not None:
+        lo, hi = int(m["lo"]), int(m["hi"])
+        got = kern.kernel(lo, hi)
+        reread = m["kernel"]
+        if got is not None:
+            m["kernel"] = lambda a, z: got if (int(a), int(z)) == (lo, hi) else reread(a, z)
+    single = judge_emulation(info, m, expect="single")
+    both = None if single.ok else judge_emulation(info, m, expect="both")
+    dspans: dict[str, list[int]] = {}
+    for s, (a, z) in spans.items():
+        d = dir_of.get(s)
+        if d is None:
+            continue
+        sp = dspans.setdefault(d, [a, z])
+        sp[0], sp[1] = min(sp[0], a), max(sp[1], z)
+    bt = bursts.result({d: dspans[d] for d in directions if d in dspans})
+    if env is not None:
+        timeline = env.frame()
+        timeline.attrs["bucket_ns"] = env.bucket_ns
+    else:
+        t = np.concatenate(tl_t) if tl_t else np.zeros(0, np.int64)
+        timeline = pd.Series(np.concatenate(tl_v) if tl_v else np.zeros(0),
+                             index=pd.Index(t, name="window_start_ns"), name="tx, all devices")
+    dev = pd.concat(dev_blocks) if dev_blocks else pd.DataFrame(columns=tx_series)
+    dev = dev[[c for c in dev.columns if c in spans]] * 8.0 / float(devices_width_ns)
+    return CapturePass(checks=(single, both), bursts=bt, timeline=timeline, devices=dev,
+                       flags=flags.result())
 
 
 @dataclass
@@ -821,16 +985,19 @@ def figure_windows(cfg: Configuration, request_id: str | None = None, *,
 
 
 def figure_devices(cfg: Configuration, *, width_ns: int = 100 * MS_NS, direction: str = "tx",
-                   verdict: str | None = None):
+                   verdict: str | None = None, rates: pd.DataFrame | None = None):
     """Draw the per-device stacked traffic of a configuration over the whole capture.
 
     100 ms windows by default: wide enough that the periodic bursts do not alias into moire
-    patterns over a whole capture, narrow enough to separate the requests.
+    patterns over a whole capture, narrow enough to separate the requests. ``rates``: those
+    windows already made (Gb/s per series, as ``node_gbps(by="series")``; the report's
+    ``capture_pass``), else they are made here.
     """
     from . import figures
 
-    lo, hi = cfg.data_span()
-    rates = node_gbps(cfg, width_ns, lo, hi, direction=direction, by="series")
+    if rates is None:
+        lo, hi = cfg.data_span()
+        rates = node_gbps(cfg, width_ns, lo, hi, direction=direction, by="series")
     ax = figures.plot_devices(
         rates, link_gbps=capacity_lines(cfg), verdict=verdict,
         title=f"{cfg.label}: {direction} per RDMA device, stacked "
@@ -1183,6 +1350,14 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
             f"{c.label} ({c.capture.path.name}, {c.capture.duration_s():.1f} s)" for c in configs))
     attributions = {}
     for cfg in configs:
+        if cfg.streamed and "_pass" not in cfg.__dict__:
+            say(f"[{cfg.label}] reading the capture (emulation check, bursts, timeline, "
+                "per-device traffic: one pass)")
+            cp = capture_pass(cfg, capacity_gbps=cfg.port_gbps or 200.0)
+            cfg.__dict__["_pass"] = cp
+            if cp is not None:
+                cfg._checks = cp.checks
+        cp = cfg.__dict__.get("_pass")
         say(f"[{cfg.label}] emulation check")
         v, status, headline = emulation_verdict(cfg)
         content.verdicts.append(Verdict(headline, status, v.message))
@@ -1253,7 +1428,9 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                                            + _per_token_note(cfg.capture),
                                       name="per-request"))
         say(f"[{cfg.label}] bursts")
-        if cfg.streamed:  # one pass over the segments
+        if cp is not None:  # from the one pass
+            bt = cp.bursts
+        elif cfg.streamed:  # one pass over the segments
             from .bursts import burst_analysis_capture
 
             bt = burst_analysis_capture(_info_of(cfg.capture),
@@ -1272,7 +1449,8 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
         say(f"[{cfg.label}] per-device traffic")
         content.figures.append(ReportFigure(
             _anchor(f"devices-{cfg.label}"), f"{cfg.label}: traffic per RDMA device",
-            figure_devices(cfg, verdict=emulation_verdict_text(cfg)),
+            figure_devices(cfg, verdict=emulation_verdict_text(cfg),
+                           rates=None if cp is None else cp.devices),
             "The two RDMA devices are the two PCIe paths of one port; on an NCCL_IB_HCA "
             "emulation one of them carries everything."))
         dev = v.devices.reset_index()
@@ -1315,7 +1493,10 @@ def _add_timeline(content: ReportContent, cfg: Configuration) -> None:
 
     lo, hi = cfg.data_span("tx")
     n = -(-(hi - lo) // MS_NS) + 1
-    if n <= figures.MAX_TIMELINE_POINTS:
+    cp = cfg.__dict__.get("_pass")
+    if cp is not None:  # made in the report's one pass
+        rates = cp.timeline
+    elif n <= figures.MAX_TIMELINE_POINTS:
         rates = node_gbps(cfg, MS_NS, lo, hi).iloc[:, 0]
     else:  # a long capture: its min/max envelope, streamed (never every 1 ms window in memory)
         from .envelope import bucket_windows
