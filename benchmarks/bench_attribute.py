@@ -1,0 +1,182 @@
+"""Benchmark: ``attribute`` with many requests, and the request-log readers, in one run.
+
+One command (from the repository root, in the venv)::
+
+    python benchmarks/bench_attribute.py            # 1 h capture; 20, 2k and 20k requests
+    python benchmarks/bench_attribute.py --quick    # 10 min capture (~2 min in all)
+    python benchmarks/bench_attribute.py --capture /path/to/capture   # an existing capture
+    python benchmarks/bench_attribute.py --quick --baseline b9896c9   # and an older revision
+
+``--baseline REV`` unpacks that git revision's ``src``, ``analysis`` and ``sampler``
+(``git archive``) into a temporary package and runs every row with it too, side by side in the
+same run (the rows marked "before"): b9896c9 is main before issue 13 item 4 was worked on.
+
+Part 1: ``rdmascope attribute CAPTURE --requests LOG --json`` (output to /dev/null) on one
+capture (``scale_capture.build``: 8 counters at 1 kHz) with native logs of 20, 2,000 and
+20,000 requests spread over it (``requestlog_gen``: the requests overlap as on a busy server).
+Each run is its own process under ``RLIMIT_AS`` (``--limit-gb``); wall time, CPU time (user +
+sys) and peak RSS come from ``os.wait4``. The 20-request run is the capture pass alone; the
+rows give the CPU time above it, and the ratio 20k / 2k of that time (linear in the requests:
+about 10; requests x readings would also grow with the capture).
+
+Part 2: ``read_request_log`` (format detection + parse + per-row checks, as ``attribute``
+reads a log) on 20,000 requests in each tool layout
+(native JSONL and CSV, vLLM, SGLang, genai-perf with SSE responses, inference-perf), each in
+its own process: CPU seconds per 10,000 rows and peak RSS, file size beside.
+
+Issue 13 item 4: attribute with 20,000 requests scales with requests x their windows, not
+requests x readings; memory flat from 1 h to 6 h; a day's log (~72k requests) under 1 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from requestlog_gen import FORMATS, write  # noqa: E402
+from scale_capture import build  # noqa: E402
+
+EXT = {"native": "jsonl", "native-csv": "csv", "sglang": "jsonl"}
+
+
+def baseline_package(rev: str, root: Path) -> Path:
+    """Unpack git revision ``rev`` as an importable ``rdmascope`` package under ``root``;
+    return the directory to put first on PYTHONPATH."""
+    repo = Path(__file__).resolve().parents[1]
+    tree = root / "rev"
+    tree.mkdir()
+    arch = subprocess.run(["git", "-C", str(repo), "archive", rev, "src", "analysis", "sampler"],
+                          check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=arch, check=True)
+    pkg = root / "pkg"
+    shutil.copytree(tree / "src" / "rdmascope", pkg / "rdmascope")
+    for sub in ("analysis", "sampler"):
+        shutil.rmtree(pkg / "rdmascope" / sub, ignore_errors=True)
+        shutil.copytree(tree / sub, pkg / "rdmascope" / sub)
+    return pkg
+
+
+def run(argv: list[str], limit_bytes: int, timeout_s: float, stdout=subprocess.DEVNULL,
+        pythonpath: Path | None = None):
+    """Run argv under RLIMIT_AS; return (wall s, cpu s, peak RSS MB, status, stdout text)."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+
+    t = time.perf_counter()
+    env = dict(os.environ)
+    if pythonpath is not None:  # the baseline revision's package before the installed one
+        env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), env.get("PYTHONPATH", "")])
+    p = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE, preexec_fn=limit, env=env)
+    deadline = t + timeout_s
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.perf_counter() > deadline:
+            p.kill()
+            _, status, ru = os.wait4(p.pid, 0)
+            return time.perf_counter() - t, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, \
+                "timeout", ""
+        time.sleep(0.02)
+    dt = time.perf_counter() - t
+    out = p.stdout.read().decode() if stdout == subprocess.PIPE else ""
+    err = p.stderr.read().decode(errors="replace")
+    code = os.waitstatus_to_exitcode(status)
+    state = "ok" if code == 0 else ("over limit" if code < 0 or "memoryerror" in err.lower()
+                                    else f"exit {code}: {err.strip().splitlines()[-1:]}")
+    return dt, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, state, out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="a 10 min capture instead of 1 h")
+    ap.add_argument("--capture", help="use this capture (read-only) instead of building one")
+    ap.add_argument("--requests", type=int, nargs="*", default=[20, 2000, 20000],
+                    help="request counts (the first is the baseline: the capture pass)")
+    ap.add_argument("--parse-rows", type=int, default=20000, help="rows per format in part 2")
+    ap.add_argument("--limit-gb", type=float, default=4.0, help="memory limit per process")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per process")
+    ap.add_argument("--baseline", metavar="REV", help="also run a git revision (rows 'before')")
+    args = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="bench-attribute-"))
+    limit = int(args.limit_gb * 2**30)
+    try:
+        trees = [("", None)]
+        if args.baseline:
+            trees = [("", None), (" before", baseline_package(args.baseline, root))]
+        if args.capture:
+            cap = Path(args.capture)
+        else:
+            cap = root / "cap"
+            t = time.perf_counter()
+            build(cap, 600 if args.quick else 3600)
+            print(f"built {cap} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+        man = json.loads((cap / "manifest.json").read_text())
+        t0 = man["start"]["monotonic_ns"] / 1e9
+        t1 = man.get("stop", {}).get("monotonic_ns", 0) / 1e9 or t0 + 600
+        span = (t0 + 1.0, t1 - 2.0)
+        minutes = (t1 - t0) / 60
+        rd = [sys.executable, "-m", "rdmascope"]
+        print(f"\nPart 1: attribute --json on a {minutes:.0f} min capture ({cap})")
+        print("| requests | wall | CPU | peak RSS | CPU above the capture pass |")
+        print("|---:|---:|---:|---:|---:|")
+        cpu: dict[tuple[int, str], float] = {}
+        for n in args.requests:
+            log = write(root / f"req-{n}.jsonl", "native", n, *span)
+            for tag, pp in trees:
+                dt, c, mb, st, _ = run(rd + ["attribute", str(cap), "--requests", str(log),
+                                             "--json"], limit, args.timeout, pythonpath=pp)
+                cpu[(n, tag)] = c
+                above = c - cpu[(args.requests[0], tag)]
+                print(f"| {n:,}{tag} | {dt:.1f} s | {c:.1f} s | {mb:,.0f} MB | "
+                      f"{above:.1f} s | {'' if st == 'ok' else st}", flush=True)
+        if len(args.requests) >= 3:
+            base, a, b = args.requests[0], args.requests[-2], args.requests[-1]
+            for tag, _ in trees:
+                ra = ((cpu[(b, tag)] - cpu[(base, tag)])
+                      / max(cpu[(a, tag)] - cpu[(base, tag)], 1e-9))
+                print(f"\nCPU above the capture pass, {b:,} / {a:,} requests{tag}: {ra:.1f}x "
+                      f"(requests ratio {b / a:.0f}x)")
+        print(f"\nPart 2: read_request_log, {args.parse_rows:,} rows per format")
+        print("| format | file | CPU per 10k rows | peak RSS |")
+        print("|---|---:|---:|---:|")
+        for fmt in FORMATS:
+            p = write(root / f"log-{fmt}.{EXT.get(fmt, 'json')}", fmt, args.parse_rows, *span,
+                      realtime_minus_mono_ns=1_700_000_000 * 10**9)
+            code = textwrap.dedent(f"""
+                import time
+                from rdmascope.analysis.requestlogs import read_request_log
+                t = time.process_time()
+                log = read_request_log({str(p)!r})  # format detected, as the CLI does
+                print(time.process_time() - t, len(log.requests), log.n_failed)
+            """)
+            for tag, pp in trees:
+                dt, c, mb, st, out = run([sys.executable, "-c", code], limit, args.timeout,
+                                         stdout=subprocess.PIPE, pythonpath=pp)
+                if st != "ok":
+                    print(f"| {fmt}{tag} | {p.stat().st_size / 1e6:.1f} MB | {st} | |")
+                    continue
+                secs, rows, failed = out.split()
+                print(f"| {fmt}{tag} | {p.stat().st_size / 1e6:.1f} MB | "
+                      f"{float(secs) * 10000 / int(rows):.2f} s | {mb:,.0f} MB |", flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    import platform
+
+    print(f"\n{platform.node()}: {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+          f"os.getloadavg() {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
