@@ -2,7 +2,7 @@
 
 One command (from the repository root, in the venv)::
 
-    python benchmarks/bench_cluster.py            # 8 nodes x ~10.7 min at 1 kHz (P2, P4, P6 x 2)
+    python benchmarks/bench_cluster.py            # 8 nodes x ~10.8 min at 1 kHz (P2, P4, P6 x 2)
     python benchmarks/bench_cluster.py --quick    # 8 nodes x ~1 min (P2, one round)
 
 Writes an emulated cluster (``rdmascope.emulator.cluster``: one capture per node, each on its own
@@ -52,7 +52,7 @@ def run(args: list[str]) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="~1 min captures instead of ~10.7 min")
+    ap.add_argument("--quick", action="store_true", help="~1 min captures instead of ~10.8 min")
     ap.add_argument("--nodes", type=int, default=8)
     ap.add_argument("--dir", default=None, help="where to write the captures [a temporary "
                                                 "directory, removed at the end]")
