@@ -31,6 +31,8 @@ import numpy as np
 import psutil
 import pyarrow as pa
 from rdmascope.sampler.audit import LogHistogram
+from rdmascope.sampler.csweep import POLL_NS, CompiledSweeper
+from rdmascope.sampler.csweep import load as load_csweep
 from rdmascope.sampler.discovery import (
     DEFAULT_COUNTERS,
     available_counters,
@@ -282,7 +284,7 @@ class _WriterThread(threading.Thread):
             for i, c in enumerate(self.counters):
                 if c.get("source") == "infiniband" and c["device"] == dev:
                     self.reader.paths[i] = self.reader.paths[i].replace(a, b)
-                    self.reader.next_check_ns[i] = 0  # the sampler re-opens it next sweep
+                    self.reader.request_check(i)  # the sampler re-opens it next sweep
             self.current[dev] = new
             self.missing.discard(dev)
             msg = (f"{old} came back as {new} (PCI {pci}); following it: its counters are read "
@@ -470,6 +472,38 @@ def _ensure_open_files(n_counters: int, log: TextIO) -> None:
         f"{need}:{need} -- rdmascope record ...`; or record fewer devices with --device")
 
 
+def _run_compiled(module, reader: CounterReader, state: dict, wt: _WriterThread,
+                  stats: ScheduleStats, *, interval_ns: int, start_ns: int, spin_ns: int,
+                  n_deadlines: int | None, handoff_ns: int, should_stop) -> None:
+    """The schedule of ``loop.run_schedule`` with the compiled sweep (``csweep``): the same
+    deadlines, missed-deadline rule and ``n_deadlines`` end, but many sweeps per call into C.
+
+    ``should_stop`` is polled between calls, at least every ``csweep.POLL_NS`` (and after a
+    signal); buffers are handed to ``wt`` every ``handoff_ns`` as with the Python sweep.
+    """
+    sweeper = CompiledSweeper(reader, module, handoff_ns // interval_ns + 8)
+    clock = time.perf_counter_ns
+    stats.start_ns = start_ns
+    stats.next_k = 0
+    while not should_stop():
+        now = clock()
+        until = min(state["next_handoff"], now + POLL_NS)
+        reason = sweeper.run(stats.next_k, state["buf"], start_ns=start_ns,
+                             interval_ns=interval_ns, n_deadlines=n_deadlines, until_ns=until,
+                             spin_ns=spin_ns, stats=stats)
+        if reason == module.R_CHECK:  # a check is due: this sweep is the Python reader's
+            reader.read_sweep(stats.next_k, state["buf"])
+            stats.taken += 1
+            stats.next_k += 1
+        now = clock()
+        if now >= state["next_handoff"] or reason == module.R_FULL:
+            wt.put(state["buf"], reader.drain_events())
+            state["buf"] = SweepBuffers()
+            state["next_handoff"] = now + handoff_ns
+        if reason == module.R_END:
+            break
+
+
 def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) -> RecordResult:
     """Record a capture until SIGINT/SIGTERM, ``opts.duration_s`` or a write error.
 
@@ -548,6 +582,7 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     except (ValueError, PermissionError) as exc:
         raise RecordError(str(exc)) from exc
     slack = reduce_timer_slack(1)
+    csweep_mod, sweep_impl = load_csweep()
     interval_ns = int(opts.interval_ns)
     fields = {
         "writer": "sampler",
@@ -564,6 +599,8 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
             "cpu_affinity": opts.cpu,
             "rt_priority": opts.rt_priority,
             "spin_ns": opts.spin_ns,
+            # which sweep implementation ran: compiled (_csweep) or python (csweep.py)
+            "sweep": sweep_impl,
             **(opts.extra or {}),
         },
     }
@@ -579,6 +616,7 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     status_out = None
     if opts.status or (opts.status is None and log.isatty()):
         status_out = log
+        print(f"rdmascope record: sweep: {sweep_impl}", file=log)
 
     reader = CounterReader([c["path"] for c in counters])
 
@@ -646,8 +684,13 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
         return should_stop is not None and should_stop()
 
     try:
-        run_schedule(sweep, interval_ns, should_stop=stop_now, start_ns=pair[1],
-                     spin_ns=opts.spin_ns, n_deadlines=n_sweeps, stats=stats)
+        if csweep_mod is None:
+            run_schedule(sweep, interval_ns, should_stop=stop_now, start_ns=pair[1],
+                         spin_ns=opts.spin_ns, n_deadlines=n_sweeps, stats=stats)
+        else:
+            _run_compiled(csweep_mod, reader, state, wt, stats, interval_ns=interval_ns,
+                          start_ns=pair[1], spin_ns=opts.spin_ns, n_deadlines=n_sweeps,
+                          handoff_ns=handoff_ns, should_stop=stop_now)
     finally:
         t_stop = clock()
         wt.put(state["buf"], reader.drain_events())
@@ -699,6 +742,7 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
         "sweeps_written": writer.rows_written // len(counters),
         "sweeps_not_written": stats.taken - writer.rows_written // len(counters),
         "stopped_by": stopped_by,
+        "sweep": sweep_impl,
     }
     error = wt.error.message if wt.error is not None else None
     disk_full = wt.error is not None and is_enospc(wt.error)
@@ -731,6 +775,8 @@ def format_audit(audit: dict[str, Any]) -> str:
     iv = audit.get("interval_ns") or {}
     lines.append(f"interval: p50 {us(iv.get('p50'))}, p99 {us(iv.get('p99'))}, "
                  f"max {us(iv.get('max'))}")
+    if audit.get("sweep"):  # audits before this key: not recorded
+        lines.append(f"sweep: {audit['sweep']}")
     for r in audit.get("read_duration_ns") or []:
         # a netdev statistic is named by its netdev (enP2p1s0f1np1), not its RDMA device
         where = r.get("netdev") or (

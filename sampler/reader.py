@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 import time
 from array import array
 from collections.abc import Callable, Sequence
@@ -89,10 +90,22 @@ class CounterReader:
         self.next_check_ns: list[int] = [0] * n     # next re-open attempt / liveness check
         self.events: list[tuple[int, int, str, str]] = []
         self.n_reads = 0
+        #: min(next_check_ns) for the compiled sweep (csweep.py), which reads it before every
+        #: sweep; ``request_check`` lowers both under ``_check_lock`` from another thread
+        self.check_at = array("q", [0])
+        self._check_lock = threading.Lock()
         now = clock()
         for i in range(n):
             self._open(i, now)
             self.next_check_ns[i] = now + self.reopen_interval_ns
+
+    def request_check(self, i: int) -> None:
+        """Have counter ``i`` checked (re-opened if missing) at its next read: safe from another
+        thread (the writer thread re-points a renamed device's paths), and seen by a compiled
+        sweep that is already running."""
+        with self._check_lock:
+            self.next_check_ns[i] = 0
+            self.check_at[0] = 0
 
     # -- state changes (rare path) -----------------------------------------------------------
 
@@ -172,6 +185,27 @@ class CounterReader:
         else:
             self._open(i, now)
 
+    def _unparsable(self, i: int, t1: int, b: bytes) -> None:
+        """Counter ``i`` read content ``b`` that is not an unsigned integer: report, back off."""
+        msg = f"{self.paths[i]}: content {b[:40]!r} is not an unsigned integer"
+        same = self.state[i] == STATUS_PARSE_ERROR
+        self._problem(i, t1, STATUS_PARSE_ERROR, msg)
+        self._back_off(i, t1, same)
+
+    def _read_failed(self, i: int, t1: int, err: int | None, strerror: str | None) -> int:
+        """Counter ``i``'s read failed with errno ``err``: a gone file is closed (re-opened
+        later), any other error backs off. Returns the reading's status."""
+        if err in _GONE_ERRNOS:
+            self._close(i)
+            self._problem(i, t1, STATUS_MISSING, f"{self.paths[i]}: gone ({strerror}); will "
+                          f"retry opening it every {self.reopen_interval_ns / 1e9:g} s")
+            return STATUS_MISSING
+        msg = f"{self.paths[i]}: read failed ({strerror})"
+        same = self.state[i] == STATUS_READ_ERROR and self.reason[i] == msg
+        self._problem(i, t1, STATUS_READ_ERROR, msg)
+        self._back_off(i, t1, same)
+        return STATUS_READ_ERROR
+
     # -- the hot path ------------------------------------------------------------------------
 
     def read_sweep(self, k: int, buf: SweepBuffers) -> None:
@@ -222,25 +256,11 @@ class CounterReader:
                         st = STATUS_PARSE_ERROR
                     if st:
                         v = 0
-                        msg = f"{self.paths[i]}: content {b[:40]!r} is not an unsigned integer"
-                        same = state[i] == st
-                        self._problem(i, t1, st, msg)
-                        self._back_off(i, t1, same)
+                        self._unparsable(i, t1, b)
                 except OSError as exc:
                     t1 = clock()
                     v = 0
-                    if exc.errno in _GONE_ERRNOS:
-                        st = STATUS_MISSING
-                        self._close(i)
-                        self._problem(i, t1, st, f"{self.paths[i]}: gone ({exc.strerror}); will "
-                                      f"retry opening it every "
-                                      f"{self.reopen_interval_ns / 1e9:g} s")
-                    else:
-                        st = STATUS_READ_ERROR
-                        msg = f"{self.paths[i]}: read failed ({exc.strerror})"
-                        same = state[i] == st and self.reason[i] == msg
-                        self._problem(i, t1, st, msg)
-                        self._back_off(i, t1, same)
+                    st = self._read_failed(i, t1, exc.errno, exc.strerror)
             if st != state[i] and st == STATUS_OK:
                 self._recovered(i, t1)
             if first:

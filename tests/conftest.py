@@ -37,3 +37,22 @@ def procfs_sys() -> Path:
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+@pytest.fixture(params=["compiled", "python"])
+def sweep_impl(request, monkeypatch) -> str:
+    """Run a test under each sweep of ``rdmascope record`` (sampler/csweep.py): the compiled
+    extension, then the pure-Python fallback (``RDMASCOPE_NO_CEXT=1``, inherited by recorder
+    subprocesses). The compiled case skips, saying why, when the extension is not built here
+    (``test_csweep.py::test_extension_is_built_where_a_compiler_is`` fails instead where it
+    should have been)."""
+    from rdmascope.sampler.csweep import ENV_DISABLE, load
+
+    if request.param == "compiled":
+        monkeypatch.delenv(ENV_DISABLE, raising=False)
+        module, why = load()
+        if module is None:
+            pytest.skip(f"compiled sweep unavailable: {why}")
+    else:
+        monkeypatch.setenv(ENV_DISABLE, "1")
+    return request.param

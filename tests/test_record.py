@@ -54,7 +54,7 @@ def wait_for_rows(out, min_rows, timeout=30.0):
     raise AssertionError(f"no {min_rows} rows in {out} after {timeout} s")
 
 
-def test_duration_record_with_changing_counters(tree, tmp_path):
+def test_duration_record_with_changing_counters(tree, tmp_path, sweep_impl):
     """Counters change while recording: every value read is one that was written, in order."""
     f = tree / "class/infiniband/rocep1s0f1/ports/1/counters/port_xmit_data"
     written = []
@@ -81,6 +81,10 @@ def test_duration_record_with_changing_counters(tree, tmp_path):
     assert "sweeps:" in r.stderr and "stopped (duration)" in r.stderr
     cap = read_capture(out)
     m = cap.manifest
+    # the sweep that ran is said in the manifest, the audit and the stop summary
+    assert m["extra"]["sweep"].startswith(f"{sweep_impl} (") and m["audit"]["sweep"] == \
+        m["extra"]["sweep"]
+    assert f"sweep: {m['extra']['sweep']}" in r.stderr
     assert cap.clean_end and m["interval_ns"] == MS
     names = [(c["device"], c["name"]) for c in m["counters"]]
     assert names[:3] == [("roceP2p1s0f1", "port_xmit_data"), ("roceP2p1s0f1", "port_rcv_data"),
@@ -109,6 +113,7 @@ def test_duration_record_with_changing_counters(tree, tmp_path):
     assert d0["ports"][0]["rate"] == "200 Gb/sec (4X HDR)" and d0["netdevs"] == ["enP2p1s0f1np1"]
 
 
+@pytest.mark.usefixtures("sweep_impl")
 def test_sigterm_stops_cleanly(tree, tmp_path):
     out = tmp_path / "cap"
     p = start_record(out, tree)
@@ -145,6 +150,7 @@ def _status_lines(path):
             for a, b, c, d in STATUS_LINE.findall(path.read_text(errors="replace"))]
 
 
+@pytest.mark.usefixtures("sweep_impl")
 def test_kill_9_loses_at_most_the_last_second(tree, tmp_path):
     """kill -9: what is on disk is whole sweeps, at most the last second is lost, and every sweep
     the recorder took before that is there (its own status lines count them).
@@ -283,6 +289,7 @@ def test_unwritable_output_is_a_clear_error(tree, tmp_path):
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.usefixtures("sweep_impl")
 def test_disk_full_stops_cleanly_and_keeps_what_was_written(tree, tmp_path):
     mnt = tmp_path / "small"
     mnt.mkdir()
@@ -314,6 +321,7 @@ def test_disk_full_stops_cleanly_and_keeps_what_was_written(tree, tmp_path):
         subprocess.run(["umount", str(mnt)], check=False)
 
 
+@pytest.mark.usefixtures("sweep_impl")
 def test_missing_counter_marked_unavailable_others_go_on(tree, tmp_path):
     (tree / "class/infiniband/rocep1s0f1/ports/1/counters/port_xmit_wait").unlink()
     out = tmp_path / "cap"
@@ -618,6 +626,7 @@ def test_record_refuses_a_missing_parent(tmp_path):
     assert not (tmp_path / "typo").exists()
 
 
+@pytest.mark.usefixtures("sweep_impl")
 def test_duration_is_the_span_recorded(tree, tmp_path):
     """`--interval 1s --duration 3s` records 3 s: readings at 0, 1, 2 and 3 s (4 deadlines)."""
     out = tmp_path / "cap"

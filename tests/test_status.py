@@ -294,7 +294,8 @@ def test_record_status_lines_fit_columns(tmp_path):
     assert r.returncode == 0, r.stderr
     lines = r.stderr.split("\n")
     end = next(i for i, s in enumerate(lines) if s.startswith("rdmascope record: stopped"))
-    status = lines[:end]
+    assert lines[0].startswith("rdmascope record: sweep: "), r.stderr  # said once, first
+    status = lines[1:end]
     assert 1 <= len(status) <= 3, r.stderr  # one a second (stderr is a pipe: plain lines)
     audit = re.search(r"sweeps: (\d+) taken, (\d+) missed", r.stderr)
     prev = 0

@@ -13,12 +13,14 @@ import json
 import shutil
 import time
 
+import pytest
 from rdmascope.analysis.load import load_capture
 from rdmascope.sampler.faketree import build_device
 
 from .conftest import Recorder, Ticker, make_tree, run_cli
 
 
+@pytest.mark.usefixtures("sweep_impl")
 def test_device_renamed_at_the_same_pci_address_is_followed(tmp_path):
     tree = make_tree(tmp_path / "sys")
     step = 2500  # units of 4 bytes per 2 ms tick

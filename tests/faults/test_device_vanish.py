@@ -16,6 +16,7 @@ import shutil
 import time
 
 import numpy as np
+import pytest
 from rdmascope.analysis.load import load_capture
 from rdmascope.analysis.series import byte_intervals
 from rdmascope.sampler.reader import CounterReader, SweepBuffers
@@ -25,6 +26,7 @@ from rdmascope.capture import STATUS_MISSING, STATUS_OK, STATUS_READ_ERROR
 from .conftest import Recorder, Ticker, inspect_json, make_tree
 
 
+@pytest.mark.usefixtures("sweep_impl")
 def test_device_vanishes_and_comes_back(tmp_path):
     tree = make_tree(tmp_path / "sys")
     ticker = Ticker(tree, {(d, c): 2 for d, _, _ in tree.devices

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 from rdmascope.analysis.load import load_capture
 from rdmascope.analysis.series import QUALITY_INVALID, byte_intervals, rebin_with_quality
 
@@ -40,6 +41,7 @@ def _expected_ok_bytes(value, valid):
     return 4 * int(d[adjacent & (d >= 0) & (value[idx[1:]] < U32_MAX)].sum())
 
 
+@pytest.mark.usefixtures("sweep_impl")
 def test_garbage_empty_backwards_and_saturated(tmp_path):
     tree = make_tree(tmp_path / "sys", narrow={"mlx5_1"})
     ticker = Ticker(tree, {("mlx5_0", "port_rcv_data"): 3, ("mlx5_1", "port_rcv_data"): 5})

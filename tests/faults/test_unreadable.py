@@ -35,6 +35,7 @@ STEP = 25_000  # units of 4 bytes per 2 ms tick: 100 kB per tick, 0.4 Gb/s
 
 
 @pytest.mark.parametrize("err", [errno.EINVAL, errno.EACCES], ids=["EINVAL", "EACCES"])
+@pytest.mark.usefixtures("sweep_impl")
 def test_unreadable_twin_is_unknown_never_zero(tmp_path, err):
     shim = failread_shim(tmp_path)
     tree = make_tree(tmp_path / "sys", devices=SPARK_TWINS)
@@ -116,6 +117,7 @@ def test_unreadable_twin_is_unknown_never_zero(tmp_path, err):
         assert "CANNOT JUDGE the emulation" in html and "roceP2p1s0f1 are unknown" in html
 
 
+@pytest.mark.usefixtures("sweep_impl")
 def test_failing_reads_back_off_and_resume(tmp_path):
     """Kind 3: a counter whose reads keep failing is retried at doubling pauses (to 1 s), not
     every millisecond; once it reads again it is sampled every sweep, and the bytes of the

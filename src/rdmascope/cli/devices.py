@@ -45,9 +45,13 @@ def command(sysfs_root: str, as_json: bool) -> None:
         raise click.ClickException(f"{ib}: no such directory; no RDMA devices (wrong "
                                    "--sysfs-root, RDMA modules not loaded, or a container "
                                    "without /sys/class/infiniband)")
+    from rdmascope.sampler.csweep import describe
+
     devices = discover(sysfs_root)
+    sweep = describe()
     if as_json:
-        echo_json({"sysfs_root": str(sysfs_root), "devices": [d.to_dict() for d in devices]})
+        echo_json({"sysfs_root": str(sysfs_root), "devices": [d.to_dict() for d in devices],
+                   "sweep": sweep})
         return
     if not devices:
         click.echo(f"no RDMA devices under {ib}")
@@ -81,3 +85,4 @@ def command(sysfs_root: str, as_json: bool) -> None:
                            f"{' '.join(p.hw_counters)}")
         for w in d.warnings:
             click.echo(f"  warning: {w}")
+    click.echo(f"sweep (rdmascope record): {sweep}")
