@@ -31,10 +31,13 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import psutil
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401
 from rdmascope.sampler.faketree import build_device, write_in_place
 
-from rdmascope.capture import read_manifest
+from rdmascope.capture import read_capture, read_manifest
 from rdmascope.cli.common import parse_duration_ns
 
 HERE = Path(__file__).resolve().parent
@@ -92,14 +95,138 @@ def _scrape_every_second(port: int, proc: subprocess.Popen, count: dict) -> None
             count["failed" if count["ok"] else "before_start"] += 1
 
 
+def _has_cext() -> bool:
+    from rdmascope.sampler.csweep import load
+
+    return load()[0] is not None
+
+
+def _pcts(a: np.ndarray) -> dict[str, float]:
+    """p50/p99/p99.9/max of ``a`` (ns), the same nearest-rank rule as c_sampler.c."""
+    if a.size == 0:
+        return {"p50": float("nan"), "p99": float("nan"), "p999": float("nan"),
+                "max": float("nan")}
+    a = np.sort(a)
+    return {"p50": float(a[a.size // 2]), "p99": float(a[int(a.size * 0.99)]),
+            "p999": float(a[int(a.size * 0.999)]), "max": float(a[-1])}
+
+
+def _recorder_result(cap: Path) -> dict:
+    """The recorder's audit plus its lateness (first read of sweep k minus deadline k), read
+    back from the capture (deadline k = start + k * interval on CLOCK_MONOTONIC)."""
+    raw = read_capture(cap, columns=["counter_id", "sweep", "t_before_ns"])
+    m = raw.manifest
+    a = m["audit"]
+    t = raw.table
+    first = t.filter(pa.compute.equal(t["counter_id"], 0))
+    k = first["sweep"].to_numpy()
+    tb = first["t_before_ns"].to_numpy()
+    late = tb - (m["start"]["monotonic_ns"] + k * m["interval_ns"])
+    taken, missed = a["sweeps_taken"], a["sweeps_missed"]
+    return {"cpu_pct": a["cpu_pct_one_core"], "taken": taken, "missed": missed,
+            "taken_pct": a["sweeps_taken_pct"], "interval": a["interval_ns"],
+            "late": _pcts(late), "rss": a["max_rss_bytes"], "sweep": a.get("sweep", "?"),
+            "rows": a["rows_written"], "n_counters": len(m["counters"]),
+            "bytes": sum(f.stat().st_size for f in (cap / "segments").glob("*.parquet"))
+            + sum(f.stat().st_size for f in cap.glob("live-*.arrow"))}
+
+
+def _print_run(res: dict, args, interval_ns: int, rss: list) -> None:
+    c, py, cx = res["c"], res["py"], res.get("cx")
+    cols = [("python sweep", py)] + ([("compiled sweep", cx)] if cx else [])
+    c_cpu = 100.0 * c["cpu_s"] / c["wall_s"]
+    c_late = {"p50": c["late_p50_ns"], "p99": c["late_p99_ns"], "p999": c["late_p999_ns"],
+              "max": c["late_max_ns"]}
+    c_taken_pct = 100.0 * c["sweeps_taken"] / (c["sweeps_taken"] + c["sweeps_missed"])
+    print(f"rdmascope sampler benchmark: {args.seconds:g} s at {interval_ns / 1e6:g} ms, "
+          f"{py['n_counters']} counters (2 devices x port_xmit_data/port_rcv_data), tmpfs tree, "
+          f"all loops running at the same time on a shared {os.cpu_count()}-core machine")
+    print(f"  {'':<28}" + "".join(f"{name:>16}" for name, _ in cols) + f"{'C loop':>16}")
+
+    def row(label, f, cf, unit=""):
+        print(f"  {label:<28}" + "".join(f"{f(r):>16}" for _, r in cols) + f"{cf:>16} {unit}")
+
+    row("CPU % of one core", lambda r: f"{r['cpu_pct']:.2f}", f"{c_cpu:.2f}", "%")
+    row("CPU ratio to the C loop", lambda r: f"{r['cpu_pct'] / c_cpu:.2f}x", "1x")
+    row("sweeps taken", lambda r: r["taken"], c["sweeps_taken"])
+    row("sweeps missed", lambda r: r["missed"], c["sweeps_missed"])
+    row("sweeps taken %", lambda r: f"{r['taken_pct']:.3f}", f"{c_taken_pct:.3f}", "%")
+    for q in ("p50", "p99", "p999", "max"):
+        row(f"lateness {q}", lambda r, q=q: f"{r['late'][q] / 1e3:.1f}",
+            f"{c_late[q] / 1e3:.1f}", "us")
+    row("interval p50", lambda r: f"{r['interval']['p50'] / 1e3:.1f}",
+        f"{c['interval_p50_ns'] / 1e3:.1f}", "us")
+    row("interval p99", lambda r: f"{r['interval']['p99'] / 1e3:.1f}",
+        f"{c['interval_p99_ns'] / 1e3:.1f}", "us")
+    row("longest gap (interval max)", lambda r: f"{r['interval']['max'] / 1e3:.1f}",
+        f"{c['interval_max_ns'] / 1e3:.1f}", "us")
+    row("peak RSS", lambda r: f"{r['rss'] / 1e6:.1f}", f"{c['max_rss_kb'] / 1e3:.1f}", "MB")
+    row("bytes on disk per reading", lambda r: f"{r['bytes'] / r['rows']:.2f}", "-", "B")
+    print(f"  compiled sweep: {cx['sweep'] if cx else 'not built (python sweep only)'}")
+    steady = [r for t, r in rss if t >= 0.1 * args.seconds]
+    if steady:
+        print(f"  python-sweep recorder RSS at 10 % of the run {steady[0] / 1e6:.1f} MB, at the "
+              f"end {steady[-1] / 1e6:.1f} MB (growth {(steady[-1] - steady[0]) / 1e6:+.1f} MB)")
+    for name, r in cols:
+        ratio = r["cpu_pct"] / c_cpu if c_cpu > 0 else float("inf")
+        gap_ratio = r["interval"]["max"] / c["interval_max_ns"] if c["interval_max_ns"] else 0
+        checks = [
+            ("CPU <= 2x the C loop", ratio <= 2.0),
+            ("CPU <= 5 % of one core", r["cpu_pct"] <= 5.0),
+            (">= 99.9 % of sweeps taken", r["taken_pct"] >= 99.9),
+            ("longest gap <= 2x the C loop's", gap_ratio <= 2.0),
+            ("<= 8 bytes on disk per reading", r["bytes"] / r["rows"] <= 8.0),
+        ]
+        if name == "compiled sweep":
+            checks.append(("CPU <= 1.3x the C loop (issue 13)", ratio <= 1.3))
+        print(f"  {name}: " + "; ".join(f"[{'PASS' if ok else 'FAIL'}] {what}"
+                                         for what, ok in checks))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--interval", default="1ms")
+    ap.add_argument("--repeat", type=int, default=1, help="runs, each side by side (default 1)")
+    ap.add_argument("--quick", action="store_true",
+                    help="3 runs of 30 s, no --metrics recorder (about 2 min)")
     ap.add_argument("--keep", action="store_true", help="keep the tree and the capture")
     ap.add_argument("--no-metrics", action="store_true",
-                    help="do not run the third recorder with --metrics")
+                    help="do not run the extra recorder with --metrics")
     args = ap.parse_args()
+    if args.quick:
+        args.seconds, args.repeat, args.no_metrics = 30.0, 3, True
+    has_cext = _has_cext()
+    runs = []
+    for i in range(args.repeat):
+        if args.repeat > 1:
+            print(f"--- run {i + 1} of {args.repeat}")
+        res = run_once(args, has_cext)
+        if res is None:
+            return 1
+        runs.append(res)
+    if len(runs) > 1:
+        def ratios(key):
+            return [r[key]["cpu_pct"] / (100.0 * r["c"]["cpu_s"] / r["c"]["wall_s"])
+                    for r in runs if key in r]
+
+        def span(v, fmt="{:.2f}"):
+            return f"{fmt.format(min(v))}-{fmt.format(max(v))}" if v else "n/a"
+
+        print(f"--- {len(runs)} runs of {args.seconds:g} s: CPU ratio to the C loop (same run): "
+              f"python sweep {span(ratios('py'))}x, compiled sweep {span(ratios('cx'))}x")
+        for key, name in (("py", "python sweep"), ("cx", "compiled sweep")):
+            if all(key in r for r in runs):
+                print(f"    {name}: lateness p99 "
+                      f"{span([r[key]['late']['p99'] / 1e3 for r in runs], '{:.0f}')} us vs C "
+                      f"{span([r['c']['late_p99_ns'] / 1e3 for r in runs], '{:.0f}')} us; "
+                      f"CPU {span([r[key]['cpu_pct'] for r in runs])} % vs C "
+                      f"{span([100 * r['c']['cpu_s'] / r['c']['wall_s'] for r in runs])} %")
+    return 0
+
+
+def run_once(args, has_cext: bool) -> dict | None:
+    """One side-by-side run; prints its table and returns the numbers (None on failure)."""
     interval_ns = parse_duration_ns(args.interval)
     shm = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
     work = Path(tempfile.mkdtemp(prefix="rdmascope-bench-", dir=shm))
@@ -120,10 +247,17 @@ def main() -> int:
         env = dict(os.environ)
         c_proc = subprocess.Popen([str(exe), str(interval_ns), str(args.seconds),
                                    *map(str, files)], stdout=subprocess.PIPE, text=True)
-        py_proc = subprocess.Popen([sys.executable, "-m", "rdmascope", "record", "-o", str(cap),
-                                    "--sysfs-root", str(root), "--interval", args.interval,
-                                    "--duration", f"{args.seconds}s", "--no-status"],
-                                   stderr=subprocess.PIPE, text=True, env=env)
+        def recorder(out: Path, extra_env: dict) -> subprocess.Popen:
+            return subprocess.Popen([sys.executable, "-m", "rdmascope", "record", "-o", str(out),
+                                     "--sysfs-root", str(root), "--interval", args.interval,
+                                     "--duration", f"{args.seconds}s", "--no-status"],
+                                    stderr=subprocess.PIPE, text=True,
+                                    env={**env, **extra_env})
+
+        # the pure-Python sweep (RDMASCOPE_NO_CEXT=1) and the compiled one, at the same time
+        py_proc = recorder(cap, {"RDMASCOPE_NO_CEXT": "1"})
+        cx_cap = out_dir / "cap-cext"
+        cx_proc = recorder(cx_cap, {"RDMASCOPE_NO_CEXT": ""}) if has_cext else None
         m_proc, scrapes = None, {"ok": 0, "failed": 0, "before_start": 0}
         if not args.no_metrics and _has_prometheus_client():
             port = _free_port()
@@ -145,76 +279,36 @@ def main() -> int:
                 break
             time.sleep(0.5)
         py_err = py_proc.communicate()[1]
+        cx_err = cx_proc.communicate()[1] if cx_proc is not None else ""
         c_out = c_proc.communicate()[0]
         m_err = m_proc.communicate()[1] if m_proc is not None else ""
         stop.set()
         upd.join()
         if py_proc.returncode != 0:
             print(py_err, file=sys.stderr)
-            return 1
+            return None
+        if cx_proc is not None and cx_proc.returncode != 0:
+            print(cx_err, file=sys.stderr)
+            return None
         c = json.loads(c_out)
-        m = read_manifest(cap)
-        a = m["audit"]
-        n_counters = len(m["counters"])
-        seg_bytes = sum(f.stat().st_size for f in (cap / "segments").glob("*.parquet"))
-        live_bytes = sum(f.stat().st_size for f in cap.glob("live-*.arrow"))
-        rows = a["rows_written"]
-
-        c_cpu_pct = 100.0 * c["cpu_s"] / c["wall_s"]
-        py_cpu_pct = a["cpu_pct_one_core"]
-        c_taken_pct = 100.0 * c["sweeps_taken"] / (c["sweeps_taken"] + c["sweeps_missed"])
-        iv = a["interval_ns"]
-        steady = [r for t, r in rss if t >= 0.1 * args.seconds]
-        rss_start = steady[0] if steady else None
-        rss_end = steady[-1] if steady else None
-
-        def row(label, py, cc, unit=""):
-            print(f"  {label:<28} {py:>14} {cc:>14} {unit}")
-
-        print(f"rdmascope sampler benchmark: {args.seconds:g} s at {interval_ns / 1e6:g} ms, "
-              f"{n_counters} counters (2 devices x port_xmit_data/port_rcv_data), tmpfs tree, "
-              f"both loops running at the same time on a shared {os.cpu_count()}-core machine")
-        print(f"  {'':<28} {'rdmascope':>14} {'C loop':>14}")
-        row("CPU % of one core", f"{py_cpu_pct:.2f}", f"{c_cpu_pct:.2f}", "%")
-        row("sweeps taken", a["sweeps_taken"], c["sweeps_taken"])
-        row("sweeps missed", a["sweeps_missed"], c["sweeps_missed"])
-        row("sweeps taken %", f"{a['sweeps_taken_pct']:.3f}", f"{c_taken_pct:.3f}", "%")
-        row("interval p50", f"{iv['p50'] / 1e3:.1f}", f"{c['interval_p50_ns'] / 1e3:.1f}", "us")
-        row("interval p99", f"{iv['p99'] / 1e3:.1f}", f"{c['interval_p99_ns'] / 1e3:.1f}", "us")
-        row("longest gap (interval max)", f"{iv['max'] / 1e3:.1f}",
-            f"{c['interval_max_ns'] / 1e3:.1f}", "us")
-        row("peak RSS", f"{a['max_rss_bytes'] / 1e6:.1f}", f"{c['max_rss_kb'] / 1e3:.1f}", "MB")
-        ratio = py_cpu_pct / c_cpu_pct if c_cpu_pct > 0 else float("inf")
-        gap_ratio = iv["max"] / c["interval_max_ns"] if c["interval_max_ns"] else float("inf")
-        bpr = (seg_bytes + live_bytes) / rows if rows else float("nan")
-        print(f"  CPU ratio rdmascope / C: {ratio:.2f}x; longest-gap ratio {gap_ratio:.2f}x")
-        print(f"  on disk: {seg_bytes + live_bytes} bytes for {rows} readings = {bpr:.2f} "
-              f"bytes per reading ({len(list((cap / 'segments').glob('*.parquet')))} Parquet "
-              "segment(s))")
+        res = {"c": c, "py": _recorder_result(cap)}
+        if cx_proc is not None:
+            res["cx"] = _recorder_result(cx_cap)
+        _print_run(res, args, interval_ns, rss)
         if m_proc is not None:
             if m_proc.returncode != 0:
                 print(m_err, file=sys.stderr)
-                return 1
+                return None
             am = read_manifest(out_dir / "cap-metrics")["audit"]
-            print(f"  with --metrics (scraped every 1 s over loopback, {scrapes['ok']} scrapes, "
-                  f"{scrapes['failed']} failed after start-up): CPU {am['cpu_pct_one_core']:.2f} % of one core "
-                  f"vs {py_cpu_pct:.2f} % without (difference "
-                  f"{am['cpu_pct_one_core'] - py_cpu_pct:+.2f} points); sweeps taken "
+            base = res.get("cx", res["py"])
+            print(f"  with --metrics ({am.get('sweep', '?').split(' ')[0]} sweep, scraped every "
+                  f"1 s over loopback, {scrapes['ok']} scrapes, {scrapes['failed']} failed after "
+                  f"start-up): CPU {am['cpu_pct_one_core']:.2f} % of one core vs "
+                  f"{base['cpu_pct']:.2f} % without (difference "
+                  f"{am['cpu_pct_one_core'] - base['cpu_pct']:+.2f} points); sweeps taken "
                   f"{am['sweeps_taken_pct']:.3f} %; longest gap "
                   f"{am['interval_ns']['max'] / 1e3:.1f} us")
-        if rss_start is not None:
-            print(f"  recorder RSS at 10 % of the run {rss_start / 1e6:.1f} MB, at the end "
-                  f"{rss_end / 1e6:.1f} MB (growth {(rss_end - rss_start) / 1e6:+.1f} MB)")
-        checks = [
-            ("CPU <= 2x the C loop", ratio <= 2.0),
-            ("CPU <= 5 % of one core", py_cpu_pct <= 5.0),
-            (">= 99.9 % of sweeps taken", a["sweeps_taken_pct"] >= 99.9),
-            ("longest gap <= 2x the C loop's", gap_ratio <= 2.0),
-            ("<= 8 bytes on disk per reading", bpr <= 8.0),
-        ]
-        for name, ok in checks:
-            print(f"  [{'PASS' if ok else 'FAIL'}] {name}")
-        return 0
+        return res
     finally:
         if args.keep:
             print(f"kept: {work} {out_dir}")

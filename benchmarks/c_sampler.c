@@ -8,7 +8,8 @@
  * gets to it is missed; the latest passed deadline is taken at once). Timer slack 1 ns.
  *
  * usage: c_sampler INTERVAL_NS DURATION_S FILE...
- * prints one JSON line: sweeps taken/missed, interval p50/p99/max (ns), CPU seconds, wall seconds.
+ * prints one JSON line: sweeps taken/missed, interval p50/p99/max (ns), lateness (first read of
+ * sweep k minus deadline k) p50/p99/p99.9/max (ns), CPU seconds, wall seconds.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -73,6 +74,7 @@ int main(int argc, char **argv) {
     uint32_t *dur = malloc(cap * sizeof(uint32_t));
     uint64_t *val = malloc(cap * sizeof(uint64_t));
     int64_t *starts = malloc((size_t)(n_deadlines + 1) * sizeof(int64_t));
+    int64_t *late = malloc((size_t)(n_deadlines + 1) * sizeof(int64_t)); /* first read - deadline */
     size_t pos = 0;
     int64_t taken = 0, missed = 0, k = 0;
     uint64_t checksum = 0;
@@ -97,7 +99,7 @@ int main(int argc, char **argv) {
             int64_t t1 = now_ns();
             uint64_t v = 0;
             if (r > 0) { buf[r] = 0; v = strtoull(buf, NULL, 10); }
-            if (i == 0) starts[taken] = t0;
+            if (i == 0) { starts[taken] = t0; late[taken] = t0 - (start + k * interval); }
             if (pos == cap) { for (size_t j = 0; j < cap; j++) checksum += val[j] + tb[j] + dur[j]; pos = 0; }
             tb[pos] = t0; dur[pos] = (uint32_t)(t1 - t0); val[pos] = v; pos++;
         }
@@ -113,10 +115,15 @@ int main(int argc, char **argv) {
     for (int64_t j = 0; j < ni; j++) iv[j] = starts[j + 1] - starts[j];
     qsort(iv, (size_t)ni, sizeof(int64_t), cmp64);
     int64_t p50 = ni ? iv[ni / 2] : 0, p99 = ni ? iv[(int64_t)(ni * 0.99)] : 0, mx = ni ? iv[ni - 1] : 0;
+    qsort(late, (size_t)taken, sizeof(int64_t), cmp64);
+    int64_t l50 = taken ? late[taken / 2] : 0, l99 = taken ? late[(int64_t)(taken * 0.99)] : 0;
+    int64_t l999 = taken ? late[(int64_t)(taken * 0.999)] : 0, lmx = taken ? late[taken - 1] : 0;
     printf("{\"sweeps_taken\": %lld, \"sweeps_missed\": %lld, \"interval_p50_ns\": %lld, "
            "\"interval_p99_ns\": %lld, \"interval_max_ns\": %lld, \"cpu_s\": %.6f, \"wall_s\": %.6f, "
-           "\"max_rss_kb\": %ld, \"checksum\": %llu}\n",
+           "\"late_p50_ns\": %lld, \"late_p99_ns\": %lld, \"late_p999_ns\": %lld, "
+           "\"late_max_ns\": %lld, \"max_rss_kb\": %ld, \"checksum\": %llu}\n",
            (long long)taken, (long long)missed, (long long)p50, (long long)p99, (long long)mx,
-           cpu, wall / 1e9, peak_rss_kb(), (unsigned long long)(checksum & 0xffff));
+           cpu, wall / 1e9, (long long)l50, (long long)l99, (long long)l999, (long long)lmx,
+           peak_rss_kb(), (unsigned long long)(checksum & 0xffff));
     return 0;
 }
