@@ -160,6 +160,9 @@ def _print_run(res: dict, args, interval_ns: int, rss: list) -> None:
         f"{c['interval_p99_ns'] / 1e3:.1f}", "us")
     row("longest gap (interval max)", lambda r: f"{r['interval']['max'] / 1e3:.1f}",
         f"{c['interval_max_ns'] / 1e3:.1f}", "us")
+    if all("threads" in r for _, r in cols):
+        row("  sampling thread CPU %", lambda r: f"{r['threads'][0]:.2f}", f"{c_cpu:.2f}", "%")
+        row("  other threads CPU %", lambda r: f"{r['threads'][1]:.2f}", "-", "%")
     row("peak RSS", lambda r: f"{r['rss'] / 1e6:.1f}", f"{c['max_rss_kb'] / 1e3:.1f}", "MB")
     row("bytes on disk per reading", lambda r: f"{r['bytes'] / r['rows']:.2f}", "-", "B")
     print(f"  compiled sweep: {cx['sweep'] if cx else 'not built (python sweep only)'}")
@@ -270,11 +273,21 @@ def run_once(args, has_cext: bool) -> dict | None:
             threading.Thread(target=_scrape_every_second, args=(port, m_proc, scrapes),
                              daemon=True).start()
         ps = psutil.Process(py_proc.pid)
+        cx_ps = psutil.Process(cx_proc.pid) if cx_proc is not None else None
         rss: list[tuple[float, int]] = []
+        # per-thread CPU of both recorders (sampling thread = the main one), from 10 % of the
+        # run to the last sample before they end: where the CPU beyond the C loop's goes
+        threads: dict[str, list] = {"py": [], "cx": []}
         t0 = time.monotonic()
         while py_proc.poll() is None:
             try:
                 rss.append((time.monotonic() - t0, ps.memory_info().rss))
+                now = time.monotonic() - t0
+                if now >= 0.1 * args.seconds and now <= args.seconds - 1.0:
+                    for key, p in (("py", ps), ("cx", cx_ps)):
+                        if p is not None:
+                            threads[key].append((now, {t.id: t.user_time + t.system_time
+                                                       for t in p.threads()}, p.pid))
             except psutil.Error:
                 break
             time.sleep(0.5)
@@ -294,6 +307,12 @@ def run_once(args, has_cext: bool) -> dict | None:
         res = {"c": c, "py": _recorder_result(cap)}
         if cx_proc is not None:
             res["cx"] = _recorder_result(cx_cap)
+        for key, snaps in threads.items():
+            if key in res and len(snaps) >= 2:
+                (ta, a, pid), (tb, b, _) = snaps[0], snaps[-1]
+                main = 100.0 * (b.get(pid, 0) - a.get(pid, 0)) / (tb - ta)
+                other = 100.0 * sum(v - a.get(t, 0) for t, v in b.items() if t != pid) / (tb - ta)
+                res[key]["threads"] = (main, other)
         _print_run(res, args, interval_ns, rss)
         if m_proc is not None:
             if m_proc.returncode != 0:

@@ -207,6 +207,10 @@ class _WriterThread(threading.Thread):
         self.q.put((buf, events))
 
     def run(self) -> None:
+        # SIGINT/SIGTERM go to the sampling (main) thread, where they interrupt the compiled
+        # sweep's wait at once (Python runs handlers in the main thread anyway)
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         first = True
         while True:
             buf, events = self.q.get()
@@ -510,7 +514,8 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     Discovers the devices under ``opts.sysfs_root`` (all, or ``opts.devices``), samples
     ``opts.counters`` of every port (+ netdev tx/rx bytes with ``netdev_stats``) every
     ``opts.interval_ns`` and writes ``opts.output``. ``should_stop`` (optional callable) is
-    polled once per sweep. Messages go to ``log`` (default stderr).
+    polled once per sweep with the Python sweep, at least every ``csweep.POLL_NS`` (0.25 s) with
+    the compiled one (``csweep.load`` says which runs). Messages go to ``log`` (default stderr).
 
     Returns a ``RecordResult`` (``error`` set when a write error stopped it; what was written is
     kept). Raises ``RecordError`` before sampling starts: no devices, unknown device, a counter of
