@@ -10,8 +10,9 @@
  * object is made per reading; the GIL is released for the whole call.
  *
  * Policy stays in Python (CounterReader): the call returns before a sweep that has a liveness
- * check due (Python takes that sweep), and after a sweep in which a read failed or a counter
- * changed state (Python reports it, backs off, closes), so every decision is Python's.
+ * check due (Python runs the checks, then calls again for that sweep), and after a sweep in which
+ * a read failed or a counter changed state (Python reports it, backs off, closes), so every
+ * decision is Python's.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -34,7 +35,7 @@
 /* why run() returned */
 #define R_UNTIL 0     /* the time given as `until` has passed (after at least one sweep) */
 #define R_END 1       /* no deadlines left (n_deadlines reached) */
-#define R_CHECK 2     /* a liveness check is due: sweep k not taken, Python takes it */
+#define R_CHECK 2     /* a liveness check is due: sweep k not taken (Python checks first) */
 #define R_ATTENTION 3 /* the last sweep has a failed read or a state change */
 #define R_FULL 4      /* the row buffers cannot hold another sweep */
 #define R_SIGNAL 5    /* the wait was interrupted by a signal: Python runs its handlers */

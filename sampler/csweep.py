@@ -9,8 +9,9 @@
   the extension is not built or ``RDMASCOPE_NO_CEXT=1`` is set.
 
 The decisions stay in Python either way (``CounterReader``): the compiled call returns before a
-sweep that has a liveness check or the end of a back-off due (Python takes that sweep with
-``read_sweep``), and right after a sweep in which a read failed or a counter changed state;
+sweep that has a liveness check or the end of a back-off due (the reader runs them, then the
+compiled code takes that sweep), and right after a sweep in which a read failed or a counter
+changed state;
 ``CompiledSweeper.run`` then applies the same reports, back-offs and closes as ``read_sweep``
 (the shared ``CounterReader._unparsable`` / ``_read_failed`` / ``_recovered``), before the next
 sweep. Values, statuses, sweep numbers and events are those of the Python path; only the
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import time
 from array import array
 from types import ModuleType
 
@@ -102,6 +104,7 @@ class CompiledSweeper:
         self._views = [(memoryview(a).cast("B"), a.itemsize) for a in
                        (self.cid, self.sweep, self.t_before, self.dur, self.value, self.status)]
         self._starts_b = memoryview(self.starts).cast("B")
+        self._never = array("q", [(1 << 63) - 1])  # "no check due" for the sweep after checks
 
     def run(self, k: int, buf: SweepBuffers, *, start_ns: int, interval_ns: int,
             n_deadlines: int | None, until_ns: int, spin_ns: int, stats) -> int:
@@ -109,21 +112,37 @@ class CompiledSweeper:
         deadline, a sweep needing a decision, or a signal; append the rows to ``buf``.
 
         Updates ``stats`` (``loop.ScheduleStats``: taken, missed, next_k) and the reader (reads,
-        skipped reads, events, back-offs). Returns the module's reason code: ``R_CHECK`` means
-        sweep ``stats.next_k`` is due and was not taken (the caller takes it with
-        ``reader.read_sweep``).
+        skipped reads, events, back-offs). When liveness checks or the end of a back-off are due
+        at a sweep, the call stops before it, the reader runs them (``run_checks``, as
+        ``read_sweep`` would at that sweep) and that sweep is then taken by the compiled code, the
+        missed-deadline rule applied again first: waiting for the GIL never makes a sweep late.
+        Returns the module's reason code (never ``R_CHECK``).
         """
+        kw = {"start_ns": start_ns, "interval_ns": interval_ns, "n_deadlines": n_deadlines,
+              "spin_ns": spin_ns, "stats": stats}
+        reason = self._call(k, buf, until_ns=until_ns, check_at=None, **kw)
+        if reason != self.m.R_CHECK:
+            return reason
+        self.reader.run_checks(time.perf_counter_ns())
+        return self._call(stats.next_k, buf, until_ns=0, check_at=self._never, **kw)
+
+    def _call(self, k: int, buf: SweepBuffers, *, start_ns: int, interval_ns: int,
+              n_deadlines: int | None, until_ns: int, spin_ns: int, stats,
+              check_at: array | None) -> int:
+        """One call of ``_csweep.run`` (``check_at`` None: the reader's next check)."""
         r = self.reader
         fds = array("i", r.fds)
         state = array("B", r.state)
         paused = -2 in r.fds
-        with r._check_lock:
-            r.check_at[0] = min(r.next_check_ns)
+        if check_at is None:
+            check_at = r.check_at
+            with r._check_lock:
+                check_at[0] = min(r.next_check_ns)
         reason, k2, taken, missed, stored, n_bad = self.m.run(
             fds, state, self.skipped, self.cid, self.sweep, self.t_before, self.dur,
             self.value, self.status, self.starts, self.errnos, self.t1s, self.raw, self.rawlen,
             start_ns, interval_ns, k, -1 if n_deadlines is None else n_deadlines, until_ns,
-            r.check_at, spin_ns)
+            check_at, spin_ns)
         n = self.n
         if stored:
             rows = stored * n

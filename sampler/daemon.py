@@ -495,10 +495,6 @@ def _run_compiled(module, reader: CounterReader, state: dict, wt: _WriterThread,
         reason = sweeper.run(stats.next_k, state["buf"], start_ns=start_ns,
                              interval_ns=interval_ns, n_deadlines=n_deadlines, until_ns=until,
                              spin_ns=spin_ns, stats=stats)
-        if reason == module.R_CHECK:  # a check is due: this sweep is the Python reader's
-            reader.read_sweep(stats.next_k, state["buf"])
-            stats.taken += 1
-            stats.next_k += 1
         now = clock()
         if now >= state["next_handoff"] or reason == module.R_FULL:
             wt.put(state["buf"], reader.drain_events())

@@ -107,6 +107,14 @@ class CounterReader:
             self.next_check_ns[i] = 0
             self.check_at[0] = 0
 
+    def run_checks(self, now: int) -> None:
+        """Run every check due at ``now`` (what ``read_sweep`` does per counter at its read):
+        the compiled sweep calls this before the sweep at which checks fall due."""
+        nc = self.next_check_ns
+        for i in range(len(nc)):
+            if now >= nc[i]:
+                self._check(i, now)
+
     # -- state changes (rare path) -----------------------------------------------------------
 
     def _open(self, i: int, now: int) -> bool:

@@ -175,7 +175,8 @@ def test_read_errors_missing_files_and_recovery_match(tmp_path, cs):
                                   STATUS_PARSE_ERROR]  # backing off after sweep 2
     assert [bp.value[k * 5] for k in range(5)] == [100, 101, 102, 103, 104]
 
-    # the end of every back-off (a check due): the compiled call hands that sweep to Python
+    # the end of every back-off (a check due): the reader checks, then the compiled code reads,
+    # reporting the recoveries from its own readings (CompiledSweeper._decide)
     py, cx = CounterReader(paths, **QUIET), CounterReader(paths, **QUIET)
     sw = CompiledSweeper(cx, cs, 4)
     b1, b2 = SweepBuffers(), SweepBuffers()
@@ -190,11 +191,9 @@ def test_read_errors_missing_files_and_recovery_match(tmp_path, cs):
         for i in range(len(paths)):
             r.request_check(i)
     py.read_sweep(2, b1)
-    stats = ScheduleStats()
-    reason = sw.run(2, b2, start_ns=time.perf_counter_ns() - 2 * S, interval_ns=S,
-                    n_deadlines=3, until_ns=0, spin_ns=0, stats=stats)
-    assert reason == cs.R_CHECK and stats.taken == 0 and stats.next_k == 2
-    cx.read_sweep(2, b2)  # what the daemon does on R_CHECK
+    compiled_sweep(sw, 2, b2)  # stops before the sweep, the reader checks, C takes the sweep
+    # every back-off ended at the checks; the directory failed again and backs off again
+    assert [x == -2 for x in cx.fds] == [False, True, False, False, False]
     py.read_sweep(3, b1)
     compiled_sweep(sw, 3, b2)
     assert rows(b1) == rows(b2)
@@ -262,6 +261,26 @@ def test_spin_reaches_the_deadline_too(one_file, cs):
            spin_ns=2_000_000, stats=st)
     assert st.taken + st.missed == 4
     assert all(tb >= t0 + k * iv for k, tb in zip(buf.sweep, buf.t_before_ns, strict=True))
+
+
+def test_a_due_check_stops_the_call_before_the_sweep(one_file, cs):
+    """The raw call: a check due returns R_CHECK without taking the sweep; through
+    CompiledSweeper the reader runs the checks and the same deadline is then swept."""
+    from array import array
+
+    sw = CompiledSweeper(one_file, cs, 8)
+    args = (array("i", one_file.fds), array("B", one_file.state), sw.skipped, sw.cid, sw.sweep,
+            sw.t_before, sw.dur, sw.value, sw.status, sw.starts, sw.errnos, sw.t1s, sw.raw,
+            sw.rawlen)
+    t0 = time.perf_counter_ns()
+    got = cs.run(*args, t0 - 2 * S, S, 2, -1, 0, array("q", [0]), 0)
+    assert got == (cs.R_CHECK, 2, 0, 0, 0, 0)
+    one_file.request_check(0)
+    buf, st = SweepBuffers(), ScheduleStats()
+    reason = sw.run(2, buf, start_ns=t0 - 2 * S, interval_ns=S, n_deadlines=None, until_ns=0,
+                    spin_ns=0, stats=st)
+    assert reason == cs.R_UNTIL and (st.taken, st.missed, st.next_k) == (1, 0, 3)
+    assert list(buf.sweep) == [2] and one_file.next_check_ns[0] > t0
 
 
 def test_returns_when_the_buffers_are_full(one_file, cs):
