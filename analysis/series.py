@@ -717,17 +717,28 @@ def _combine(items, width: np.ndarray | int, index: pd.Index, partial_nan: bool 
             acc[k][2] |= bad
     names = list(acc)
     n = len(index)
-    # one 2-D block per frame (column-major: each column contiguous), not one per column
+    for v in acc.values():
+        v[0][v[2]] = np.nan
+    cols = pd.Index(names) if columns is None else columns.copy()  # frames never share one
+    if n * len(names) > _BLOCK_2D_MAX:
+        # large frames (a whole capture in memory): the columns as they are, never a copy
+        return (pd.DataFrame({k: acc[k][0] for k in names}, index=index, columns=cols,
+                             copy=False),
+                pd.DataFrame({k: acc[k][1] for k in names}, index=index, columns=cols.copy(),
+                             copy=False))
+    # small frames (the streamed blocks): one 2-D block per frame (each column contiguous),
+    # much cheaper to build than one block per column
     bb = np.empty((len(names), n))
     qa = np.empty((len(names), n), np.int8)
     for i, name in enumerate(names):
-        v = acc[name]
-        v[0][v[2]] = np.nan
-        bb[i] = v[0]
-        qa[i] = v[1]
-    cols = pd.Index(names) if columns is None else columns.copy()  # frames never share one
+        bb[i] = acc[name][0]
+        qa[i] = acc[name][1]
     return (pd.DataFrame(bb.T, index=index, columns=cols, copy=False),
             pd.DataFrame(qa.T, index=index, columns=cols.copy(), copy=False))
+
+
+#: above this many values a frame of ``_combine`` keeps its columns as separate arrays (no copy)
+_BLOCK_2D_MAX = 1 << 22
 
 
 def rebin_with_quality(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int | None = None,

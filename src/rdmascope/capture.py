@@ -1195,66 +1195,33 @@ def _listed_segments(path: Path, manifest: dict[str, Any], segs: list[Path]
     return listed
 
 
-def _open_segment(s: Path, record: dict[str, Any] | None, *,
-                  digest: Any = None) -> pq.ParquetFile:
+def _open_segment(s: Path, record: dict[str, Any] | None) -> pq.ParquetFile:
     """Open one Parquet segment, verifying its size and SHA-256 against the manifest record.
 
-    ``digest``: a callable taking the file's bytes and returning a ``result()``-able future of
-    their SHA-256 hex digest; the segment is then opened at once and the returned file's
-    ``rdmascope_digest`` attribute holds (future, expected digest) for ``_check_digest`` (the
-    digest is computed while the caller decodes; see ``iter_capture_tables``).
+    Every read checks the digest (about 0.1 s of CPU per hour of an 8-counter capture): Parquet's
+    page checksums do not cover the footer, where a flipped bit can drop or alter readings
+    silently. (Hashing in a worker thread beside the decode was tried: the thread's stack and
+    malloc arena took enough address space to push a two-run ``report`` over the limit of
+    ``tests/test_memory_limit.py``.)
     """
     try:
         data = s.read_bytes()
     except OSError as exc:
         raise CorruptSegmentError(s, f"cannot read segment: {exc.strerror or exc}") from exc
-    pending = None
     if record is not None:
         if len(data) != record["bytes"]:
             raise CorruptSegmentError(s, f"is {len(data)} bytes but the manifest recorded "
                                          f"{record['bytes']}; the file is truncated or corrupted")
-        if digest is None:
-            if hashlib.sha256(data).hexdigest() != record["sha256"]:
-                raise _digest_error(s)
-        else:
-            pending = (digest(data), record["sha256"])
+        if hashlib.sha256(data).hexdigest() != record["sha256"]:
+            raise CorruptSegmentError(s, "content does not match the SHA-256 recorded in the "
+                                         "manifest; the file is corrupted")
     try:
         pf = pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True)
-        _check_schema(s, pf.schema_arrow)
-    except (pa.ArrowException, OSError, ValueError, CaptureError) as exc:
-        # ValueError: undecodable footer. A digest mismatch is the better message.
-        _check_digest(s, pending)
-        if isinstance(exc, CaptureError):
-            raise
+    except (pa.ArrowException, OSError, ValueError) as exc:  # ValueError: undecodable footer
         raise CorruptSegmentError(s, f"cannot read Parquet segment ({exc}); the file is "
                                      "truncated or corrupted") from exc
-    pf.rdmascope_digest = pending
+    _check_schema(s, pf.schema_arrow)
     return pf
-
-
-def _digest_error(s: Path) -> CorruptSegmentError:
-    return CorruptSegmentError(s, "content does not match the SHA-256 recorded in the "
-                                  "manifest; the file is corrupted")
-
-
-def _check_digest(s: Path, pending) -> None:
-    """Raise ``CorruptSegmentError`` if a digest computed alongside decoding does not match."""
-    if pending is not None and pending[0].result() != pending[1]:
-        raise _digest_error(s)
-
-
-_DIGESTER = None
-
-
-def _background_sha256(data: bytes):
-    """SHA-256 of ``data`` in a worker thread (hashlib releases the GIL on large buffers), so a
-    segment's digest costs no wall time beside its Parquet decode."""
-    global _DIGESTER
-    if _DIGESTER is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _DIGESTER = ThreadPoolExecutor(1, thread_name_prefix="rdmascope-sha256")
-    return _DIGESTER.submit(lambda: hashlib.sha256(data).hexdigest())
 
 
 def _check_rows(s: Path, record: dict[str, Any] | None, rows: int) -> None:
@@ -1332,7 +1299,6 @@ def _segment_time_range(s: Path) -> tuple[int, int] | None:
 
 def _sorted_by_counter(t: pa.Table) -> bool:
     """True when a table's rows are sorted by (counter_id, sweep) (as the writer stores them)."""
-
     if t.num_rows < 2:
         return True
     cid = t["counter_id"].to_numpy()
@@ -1399,20 +1365,13 @@ def iter_capture_tables(path: str | os.PathLike, *, columns: list[str] | None = 
     for i in keep:
         s = segs[i]
         rec = listed.get(s.name)
-        # every read checks the manifest's SHA-256 (page checksums do not cover the footer,
-        # where a flipped bit can drop or alter readings silently); it is computed in a worker
-        # thread while the segment decodes, and nothing is yielded before it matches
-        pf = _open_segment(s, rec, digest=_background_sha256)
+        pf = _open_segment(s, rec)
+        _check_rows(s, rec, pf.metadata.num_rows)
         try:
-            _check_rows(s, rec, pf.metadata.num_rows)
             t = pf.read(columns=cols)
-        except (pa.ArrowException, OSError, ValueError, CaptureError) as exc:
-            _check_digest(s, pf.rdmascope_digest)
-            if isinstance(exc, CaptureError):
-                raise
+        except (pa.ArrowException, OSError, ValueError) as exc:
             raise CorruptSegmentError(s, f"cannot read Parquet segment ({exc}); the file is "
                                          "truncated or corrupted") from exc
-        _check_digest(s, pf.rdmascope_digest)
         t = t.cast(pa.schema([SAMPLE_SCHEMA.field(c) for c in cols]))
         yield s, _prepare(p, m, s, t, counter_ids)
     for lf in lives:
