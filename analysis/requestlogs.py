@@ -75,6 +75,7 @@ import io
 import json
 import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -901,66 +902,230 @@ def sse_events(reads: list[tuple[int, str]]) -> list[tuple[int, str, Any]]:
     return out
 
 
-def _read_genai_perf(path: Path, data: dict):
-    exps = data.get("experiments")
-    if not isinstance(exps, list) or not exps:
-        raise RequestLogError(path, "has no experiments[] list", field="experiments")
-    records, no_tokens = [], 0
-    pos = 0
-    for ei, e in enumerate(exps):
-        for r in (e.get("requests") or []):
-            pos += 1
-            ts0 = _int(path, pos, "timestamp", r.get("timestamp"), allow_none=False)
-            stamps = [_int(path, pos, "response_timestamps", st, allow_none=False)
-                      for st in (r.get("response_timestamps") or [])]
-            outs = r.get("response_outputs")
-            err = str(r.get("error") or "")
-            usage = None
-            if outs is None:
-                # no payloads saved: every response is taken as a token chunk (cannot check)
-                events = [(st, "answer", None) for st in stamps]
-            else:
-                reads = []
-                for st, out in zip(stamps, outs, strict=False):
-                    raw = out.get("response") if isinstance(out, dict) else out
-                    if isinstance(out, dict) and "response" not in out:
-                        # a non-SSE backend's output object (Triton: text_output): one event
-                        raw = {"text_output": out.get("text_output", out.get("output", "?"))}
-                    if isinstance(raw, dict):
-                        raw = "data: " + json.dumps(raw) + "\n\n"
-                    reads.append((st, "" if raw is None else str(raw)))
-                events = sse_events(reads)
-            tok = [(t, k) for t, k, _ in events if k in ("answer", "reasoning")]
-            for _, k, pl in events:
-                if k == "usage" or (isinstance(pl, dict) and isinstance(pl.get("usage"), dict)):
-                    usage = pl["usage"]
-                if k == "error" and not err:
-                    err = f"in-band error event: {pl}"
-            ok = not err and bool(tok)
-            prompt = _int(path, pos, "usage", usage.get("prompt_tokens")) if usage else None
-            output = _int(path, pos, "usage", usage.get("completion_tokens")) if usage else None
-            if ok and output is None:
-                no_tokens += 1
-            src = ("usage record" if output is not None else
-                   f"unknown (no usage record; {len(tok)} token-bearing chunks, a chunk may "
-                   "carry several tokens)")
-            t_r = next((t for t, k in tok if k == "reasoning"), None)
-            t_a = next((t for t, k in tok if k == "answer"), None)
-            chunks = [t for t, _ in tok]
-            records.append(_record(
-                r.get("request_id", pos), ts0, chunks[0] if tok and ok else None,
-                chunks[-1] if tok and ok else None, prompt, output,
-                test=f"experiment{ei}" if len(exps) > 1 else None, ok=ok,
-                error=err if err else ("no token in the response" if not ok else ""),
-                chunks=(chunks or None) if ok else None, row=pos, token_source=src,
-                t_reasoning=t_r if ok and t_r is not None else None,
-                t_answer=t_a if ok and t_r is not None else None))
+def _genai_request(path: Path, pos: int, r: dict) -> tuple[dict[str, Any], bool]:
+    """One genai-perf request (position ``pos`` in the file's request list) as a record, and
+    whether it is a successful request without a usage record."""
+    ts0 = _int(path, pos, "timestamp", r.get("timestamp"), allow_none=False)
+    stamps = [_int(path, pos, "response_timestamps", st, allow_none=False)
+              for st in (r.get("response_timestamps") or [])]
+    outs = r.get("response_outputs")
+    err = str(r.get("error") or "")
+    usage = None
+    if outs is None:
+        # no payloads saved: every response is taken as a token chunk (cannot check)
+        events = [(st, "answer", None) for st in stamps]
+    else:
+        reads = []
+        for st, out in zip(stamps, outs, strict=False):
+            raw = out.get("response") if isinstance(out, dict) else out
+            if isinstance(out, dict) and "response" not in out:
+                # a non-SSE backend's output object (Triton: text_output): one event
+                raw = {"text_output": out.get("text_output", out.get("output", "?"))}
+            if isinstance(raw, dict):
+                raw = "data: " + json.dumps(raw) + "\n\n"
+            reads.append((st, "" if raw is None else str(raw)))
+        events = sse_events(reads)
+    tok = [(t, k) for t, k, _ in events if k in ("answer", "reasoning")]
+    for _, k, pl in events:
+        if k == "usage" or (isinstance(pl, dict) and isinstance(pl.get("usage"), dict)):
+            usage = pl["usage"]
+        if k == "error" and not err:
+            err = f"in-band error event: {pl}"
+    ok = not err and bool(tok)
+    prompt = _int(path, pos, "usage", usage.get("prompt_tokens")) if usage else None
+    output = _int(path, pos, "usage", usage.get("completion_tokens")) if usage else None
+    src = ("usage record" if output is not None else
+           f"unknown (no usage record; {len(tok)} token-bearing chunks, a chunk may "
+           "carry several tokens)")
+    t_r = next((t for t, k in tok if k == "reasoning"), None)
+    t_a = next((t for t, k in tok if k == "answer"), None)
+    chunks = [t for t, _ in tok]
+    rec = _record(
+        r.get("request_id", pos), ts0, chunks[0] if tok and ok else None,
+        chunks[-1] if tok and ok else None, prompt, output, ok=ok,
+        error=err if err else ("no token in the response" if not ok else ""),
+        chunks=(chunks or None) if ok else None, row=pos, token_source=src,
+        t_reasoning=t_r if ok and t_r is not None else None,
+        t_answer=t_a if ok and t_r is not None else None)
+    return rec, ok and output is None
+
+
+def _genai_perf_result(records: list, exp_of: list[int], n_exps: int, no_tokens: int):
+    if n_exps > 1:
+        for rec, ei in zip(records, exp_of, strict=True):
+            rec["test"] = f"experiment{ei}"
     notes = []
     if no_tokens:
         notes.append(f"{no_tokens} request(s) have no usage record: prompt and output token "
                      "counts unknown (decode speed and bytes per prompt token left empty); run "
                      "genai-perf with stream usage enabled")
     return records, CLOCK_REALTIME, notes
+
+
+def _read_genai_perf(path: Path, data: dict):
+    exps = data.get("experiments")
+    if not isinstance(exps, list) or not exps:
+        raise RequestLogError(path, "has no experiments[] list", field="experiments")
+    records, exp_of, no_tokens = [], [], 0
+    pos = 0
+    for ei, e in enumerate(exps):
+        for r in (e.get("requests") or []):
+            pos += 1
+            rec, no_tok = _genai_request(path, pos, r)
+            records.append(rec)
+            exp_of.append(ei)
+            no_tokens += no_tok
+    return _genai_perf_result(records, exp_of, len(exps), no_tokens)
+
+
+#: A JSON text above this many characters is walked request by request where its layout
+#: allows (genai-perf): one request's objects at a time instead of the whole file's.
+LAZY_JSON_CHARS = 4_000_000
+_WS_RE = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+
+
+class _NotLazy(Exception):
+    """The text is not of the shape the request-by-request walk expects: read it whole."""
+
+
+def _ws(text: str, pos: int) -> int:
+    return _WS_RE.match(text, pos).end()
+
+
+def _walk(text: str, pos: int, open_: str, on_item) -> int:
+    """Walk the JSON object ('{') or array ('[') at ``text[pos]``: ``on_item(key, value_pos)``
+    (key None in an array) returns the end of each value. Returns the end of the container.
+    Raises ``_NotLazy`` on anything unexpected (the caller then reads the text whole)."""
+    close = "}" if open_ == "{" else "]"
+    pos = _ws(text, pos)
+    if text[pos:pos + 1] != open_:
+        raise _NotLazy
+    pos = _ws(text, pos + 1)
+    if text[pos:pos + 1] == close:
+        return pos + 1
+    while True:
+        key = None
+        if open_ == "{":
+            if text[pos:pos + 1] != '"':
+                raise _NotLazy
+            try:
+                key, pos = json.decoder.scanstring(text, pos + 1)
+            except json.JSONDecodeError as exc:
+                raise _NotLazy from exc
+            pos = _ws(text, pos)
+            if text[pos:pos + 1] != ":":
+                raise _NotLazy
+            pos = _ws(text, pos + 1)
+        pos = _ws(text, on_item(key, pos))
+        c = text[pos:pos + 1]
+        if c == ",":
+            pos = _ws(text, pos + 1)
+        elif c == close:
+            return pos + 1
+        else:
+            raise _NotLazy
+
+
+def _skip(text: str, pos: int, depth: int = 0) -> int:
+    """The end of the JSON value at ``text[pos]``; containers down to ``depth`` levels are
+    walked, so only values below them are ever built (one at a time)."""
+    c = text[pos:pos + 1]
+    if depth > 0 and c in "{[" and c:
+        return _walk(text, pos, c, lambda _k, p: _skip(text, p, depth - 1))
+    try:
+        return _DECODER.raw_decode(text, pos)[1]
+    except json.JSONDecodeError as exc:
+        raise _NotLazy from exc
+
+
+def _top_keys(s: str) -> list[str] | None:
+    """The keys of the JSON object ``s`` (walked, down to one request of a genai-perf file at a
+    time), or None when ``s`` is not one well-formed object."""
+    keys: list[str] = []
+
+    def member(k, p):
+        keys.append(k)
+        return _skip(s, p, 3)
+
+    try:
+        end = _walk(s, 0, "{", member)
+    except (_NotLazy, RecursionError):
+        return None
+    return keys if _ws(s, end) == len(s) else None
+
+
+def _read_genai_perf_text(path: Path, text: str):
+    """genai-perf from its text: a large file is walked request by request (the same records,
+    notes and errors as reading it whole, in a fraction of the memory); anything unexpected in
+    its layout is read whole (``_read_genai_perf``)."""
+    if len(text) > LAZY_JSON_CHARS:
+        try:
+            return _read_genai_perf_lazy(path, text)
+        except _NotLazy:
+            pass
+    return _read_genai_perf(path, _load_json(path, text, dict))
+
+
+def _read_genai_perf_lazy(path: Path, text: str):
+    records: list = []
+    exp_of: list[int] = []
+    state = {"pos": 0, "no_tokens": 0, "exps": 0, "error": None, "seen": False}
+
+    def request(_k, p):
+        c = text[p:p + 1]
+        if c != "{":
+            raise _NotLazy
+        try:
+            r, end = _DECODER.raw_decode(text, p)
+        except json.JSONDecodeError as exc:
+            raise _NotLazy from exc
+        state["pos"] += 1
+        if state["error"] is None:  # after a bad row: only check the rest is well-formed
+            try:
+                rec, no_tok = _genai_request(path, state["pos"], r)
+            except RequestLogError as exc:
+                state["error"] = exc
+            else:
+                records.append(rec)
+                exp_of.append(state["exps"] - 1)
+                state["no_tokens"] += no_tok
+        return end
+
+    def exp_member(k, p):
+        if k != "requests":
+            return _skip(text, p)
+        if text[p:p + 1] != "[":
+            raise _NotLazy  # null or another type: as the whole-file reader has it
+        return _walk(text, p, "[", request)
+
+    def experiment(_k, p):
+        state["exps"] += 1
+        keys: list[str] = []
+
+        def member(k, q):
+            if k in keys:
+                raise _NotLazy  # a repeated key: json keeps the last one
+            keys.append(k)
+            return exp_member(k, q)
+
+        return _walk(text, p, "{", member)
+
+    def top(k, p):
+        if k != "experiments":
+            return _skip(text, p)
+        if state["seen"] or text[p:p + 1] != "[":
+            raise _NotLazy
+        state["seen"] = True
+        return _walk(text, p, "[", experiment)
+
+    start = _ws(text, 0)
+    end = _walk(text, start, "{", top)
+    if _ws(text, end) != len(text) or not state["exps"]:
+        raise _NotLazy
+    if state["error"] is not None:
+        raise state["error"]
+    return _genai_perf_result(records, exp_of, state["exps"], state["no_tokens"])
 
 
 _UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
@@ -1179,6 +1344,12 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
     if not s:
         raise RequestLogError(p, "is empty")
     whole: Any = None
+    if len(s) > LAZY_JSON_CHARS and s.startswith("{"):
+        # a large object: its keys alone, without building the whole file (genai-perf)
+        keys = _top_keys(s)
+        if keys is not None and "experiments" in keys and not {
+                "ttfts", "details", "mean_ttft_ms", "benchmarks"} & set(keys):
+            return "genai-perf"
     try:
         whole = json.loads(s)
     except json.JSONDecodeError:
@@ -1299,7 +1470,7 @@ _READERS: dict[str, Callable[[Path, str], tuple]] = {
     "sglang": lambda p, t: _read_runs(p, t, "sglang"),
     "llmperf": lambda p, t: _read_llmperf(p, _load_json(p, t, list)),
     "guidellm": lambda p, t: _read_guidellm(p, _load_json(p, t, dict)),
-    "genai-perf": lambda p, t: _read_genai_perf(p, _load_json(p, t, dict)),
+    "genai-perf": _read_genai_perf_text,
     "aiperf": _read_aiperf,
     "inference-perf": lambda p, t: _read_inference_perf(p, _load_json(p, t, list)),
 }

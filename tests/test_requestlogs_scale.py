@@ -37,3 +37,79 @@ def test_many_jsonl_rows_detected_as_native_not_as_runs(tmp_path):
     bad = log.requests[~log.requests["ok"]].iloc[0]
     assert bad["request_id"] == "r1234" and bad["row"] == 1235
     assert bad["error"].startswith("invalid: t_last_token: last token at")
+
+
+GENAI_FILES = ["genai_perf_profile_export.json", "kinds/genai_perf_error_event.json",
+               "kinds/genai_perf_reasoning_sse.json", "cases/M4.json", "cases/R6.json"]
+
+
+def _same_log(a, b):
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(a.requests, b.requests, check_exact=True)
+    assert (a.format, a.clock, a.notes, a.runs) == (b.format, b.clock, b.notes, b.runs)
+
+
+@pytest.mark.parametrize("name", GENAI_FILES)
+def test_genai_perf_walked_request_by_request_equals_reading_it_whole(name, monkeypatch):
+    from pathlib import Path
+
+    from rdmascope.analysis import requestlogs as R
+
+    p = Path(__file__).parent / "data" / "requestlogs" / name
+    try:
+        whole = read_request_log(p)
+    except RequestLogError as exc:
+        whole = exc
+    monkeypatch.setattr(R, "LAZY_JSON_CHARS", 0)
+    monkeypatch.setattr(R, "_read_genai_perf", None)  # the walk alone must read these files
+    try:
+        lazy = read_request_log(p)
+    except RequestLogError as exc:
+        lazy = exc
+    if isinstance(whole, RequestLogError):
+        assert str(lazy) == str(whole)
+    else:
+        _same_log(lazy, whole)
+
+
+def test_genai_perf_walk_with_several_experiments_and_bad_rows(tmp_path, monkeypatch):
+    import sys
+    from pathlib import Path
+
+    from rdmascope.analysis import requestlogs as R
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from requestlog_gen import write
+
+    p = write(tmp_path / "g.json", "genai-perf", 1200, 100.0, 160.0,
+              realtime_minus_mono_ns=1_700_000_000 * 10**9)
+    d = json.loads(p.read_text())
+    reqs = d["experiments"][0]["requests"]
+    d["experiments"] = [{"experiment": {"value": 1}, "requests": reqs[:500]},
+                        {"requests": reqs[500:], "experiment": {"value": 2}}]
+    p.write_text(json.dumps(d, indent=2))
+    whole = read_request_log(p)
+    monkeypatch.setattr(R, "LAZY_JSON_CHARS", 0)
+    calls = []
+    real = R._read_genai_perf
+    monkeypatch.setattr(R, "_read_genai_perf", lambda *a: calls.append(1) or real(*a))
+    lazy = read_request_log(p)
+    assert not calls  # walked, not read whole
+    _same_log(lazy, whole)
+    assert set(lazy.requests["test"]) == {"experiment0", "experiment1"}
+    assert lazy.n_failed == whole.n_failed > 0
+    # a bad row: the same error (row and field) as reading the file whole
+    d["experiments"][1]["requests"][7]["timestamp"] = "soon"
+    p.write_text(json.dumps(d))
+    monkeypatch.setattr(R, "LAZY_JSON_CHARS", 10**12)
+    with pytest.raises(RequestLogError) as e_whole:
+        read_request_log(p)
+    monkeypatch.setattr(R, "LAZY_JSON_CHARS", 0)
+    with pytest.raises(RequestLogError) as e_lazy:
+        read_request_log(p)
+    assert str(e_lazy.value) == str(e_whole.value) and e_lazy.value.row == 508
+    # a bad row and a truncated file: the malformed JSON is reported, as before
+    p.write_text(json.dumps(d)[:-40])
+    with pytest.raises(RequestLogError, match="malformed JSON"):
+        read_request_log(p)
