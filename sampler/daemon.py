@@ -106,6 +106,10 @@ class RecordOptions:
     extra: dict[str, Any] = field(default_factory=dict)
     #: the manifest's ``host`` (None: this machine's name; an emulated cluster node's own name)
     host: str | None = None
+    #: an emulated cluster node's own clocks (``simulate serve --nodes``): added to every
+    #: CLOCK_MONOTONIC / CLOCK_REALTIME reading of the recorder; 0 on a real host
+    monotonic_offset_ns: int = 0
+    realtime_offset_ns: int = 0
 
 
 @dataclass
@@ -202,6 +206,8 @@ class _WriterThread(threading.Thread):
         self.counter_state: list[str] = ["ok"] * len(counters)
         #: ``metrics.SamplerMetrics`` with --metrics: updated once per flush batch, here
         self.metrics = None
+        self.clock = time.perf_counter_ns  # an emulated node's clocks replace these (record)
+        self.pair = clock_pair
 
     def put(self, buf: SweepBuffers | None, events: list) -> None:
         self.q.put((buf, events))
@@ -293,7 +299,7 @@ class _WriterThread(threading.Thread):
             self.missing.discard(dev)
             msg = (f"{old} came back as {new} (PCI {pci}); following it: its counters are read "
                    f"from {self.ib_dir / new} and restarted there (a reset, not bytes)")
-            self.writer.add_event(time.perf_counter_ns(), None, "renamed", msg, save=False)
+            self.writer.add_event(self.clock(), None, "renamed", msg, save=False)
             self.say(f"rdmascope record: {msg}")
 
     def note_events(self, events: list) -> None:
@@ -339,7 +345,7 @@ class _WriterThread(threading.Thread):
             # RSS of a days-long capture stays flat (pyarrow's pool otherwise keeps them)
             pa.default_memory_pool().release_unused()
         if now - self.last_pair >= CLOCK_PAIR_INTERVAL_S:
-            self.writer.add_clock_pair(save=False)
+            self.writer.add_clock_pair(self.pair(), save=False)
             self.last_pair = now
             dirty = True
         if dirty:
@@ -584,6 +590,9 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
         raise RecordError(str(exc)) from exc
     slack = reduce_timer_slack(1)
     csweep_mod, sweep_impl = load_csweep()
+    if opts.monotonic_offset_ns or opts.realtime_offset_ns:
+        # an emulated node's clocks are added in Python; the compiled sweep reads the machine's
+        csweep_mod, sweep_impl = None, "python (an emulated cluster node's clocks)"
     interval_ns = int(opts.interval_ns)
     fields = {
         "writer": "sampler",
@@ -619,7 +628,17 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
         status_out = log
         print(f"rdmascope record: sweep: {sweep_impl}", file=log)
 
-    reader = CounterReader([c["path"] for c in counters])
+    mono_off, rt_off = int(opts.monotonic_offset_ns), int(opts.realtime_offset_ns)
+    if mono_off or rt_off:  # an emulated node's clocks (never on a real host: both 0)
+        def clock() -> int:
+            return time.perf_counter_ns() + mono_off
+
+        def pair_now() -> tuple[int, int]:
+            rt, mo = clock_pair()
+            return rt + rt_off, mo + mono_off
+    else:
+        clock, pair_now = time.perf_counter_ns, clock_pair
+    reader = CounterReader([c["path"] for c in counters], clock=clock)
 
     stop_reason: list[str] = []
 
@@ -641,15 +660,16 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     gc.freeze()
 
     wt = _WriterThread(writer, counters, status_out, log)
+    wt.clock, wt.pair = clock, pair_now
     wt.follow_renames(reader, root, {d.name: d.pci for d in devices})
     wt.note_events(reader.events)  # problems found when opening: said now, stored with the rest
     wt.start()  # waits for the first buffer before touching the manifest
-    pair = clock_pair()
+    pair = pair_now()
     if server is not None:  # the queue hands it over before any buffer
         server.metrics.start_ns = pair[1]
         wt.metrics = server.metrics
     if status_out is not None:  # the queue hands it over before any buffer
-        wt.status_meter = StatusMeter(counters, pair[1])
+        wt.status_meter = StatusMeter(counters, pair[1], clock=clock)
     writer.manifest["start"] = {"realtime_ns": pair[0], "monotonic_ns": pair[1]}
     writer.manifest["clock_pairs"] = [list(pair)]
     # Save the real start record now (the writer thread does it on its first message), not at the
@@ -665,7 +685,6 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     stats = ScheduleStats()
     handoff_ns = int(HANDOFF_INTERVAL_S * 1e9)
     state = {"buf": SweepBuffers(), "next_handoff": pair[1] + handoff_ns}
-    clock = time.perf_counter_ns
     read_sweep = reader.read_sweep
 
     def sweep(k: int) -> None:
@@ -687,7 +706,7 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     try:
         if csweep_mod is None:
             run_schedule(sweep, interval_ns, should_stop=stop_now, start_ns=pair[1],
-                         spin_ns=opts.spin_ns, n_deadlines=n_sweeps, stats=stats)
+                         clock=clock, spin_ns=opts.spin_ns, n_deadlines=n_sweeps, stats=stats)
         else:
             _run_compiled(csweep_mod, reader, state, wt, stats, interval_ns=interval_ns,
                           start_ns=pair[1], spin_ns=opts.spin_ns, n_deadlines=n_sweeps,
@@ -748,7 +767,12 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     error = wt.error.message if wt.error is not None else None
     disk_full = wt.error is not None and is_enospc(wt.error)
     try:
-        writer.close(audit=audit)
+        if mono_off or rt_off:  # the stop record on the emulated node's clocks
+            rt, mo = pair_now()
+            writer.add_clock_pair((rt, mo), save=False)
+            writer.close(audit=audit, stop={"realtime_ns": rt, "monotonic_ns": mo})
+        else:
+            writer.close(audit=audit)
     except CaptureWriteError as exc:
         if error is None:
             error, disk_full = exc.message, is_enospc(exc)

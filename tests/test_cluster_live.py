@@ -1,7 +1,7 @@
 """Live cluster emulation end to end: `simulate serve --nodes 3` plays one emulated tree per node,
 the real `rdmascope record -o RUNS/{host}` samples each (a subprocess per node, the host taken from
 the node's tree), and the run set they write is analysed as one run: hosts, the node without the
-emulation, clock offsets (0: the nodes share this machine's clocks) and bytes per
+emulation, each node's clock offset (its recorder reads the node's emulated clocks) and bytes per
 request against each node's truth (the straggler is played but its 1 ms is not asserted live).
 ~20 s of real time. Recorders are stopped only after the
 player has finished (no fixed durations a busy machine could overrun).
@@ -42,7 +42,7 @@ def test_serve_nodes_record_each_cluster_summary(tmp_path):
     serve = subprocess.Popen(
         [*py, "simulate", "serve", "--root", str(root), "--out", str(out), "--nodes", "3",
          "--scenario", "single4k", "--link", "emulated100", "--not-emulated", "2",
-         "--straggler", "3", "--wait-for", str(runs / "{host}"),
+         "--straggler", "3", "--clock-error", "50ms", "--wait-for", str(runs / "{host}"),
          "--start-delay", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     recs = []
     try:
@@ -77,9 +77,17 @@ def test_serve_nodes_record_each_cluster_summary(tmp_path):
 
     res = cluster_summary([runs / h for h in HOSTS], requests=out / "requests.jsonl")
     assert res.expect == "single" and res.failing == ["spark-02"] and res.verdict == "FAIL"
-    # one machine's clocks: every offset is 0 (the recorders started at different moments)
-    for n in res.run_set.nodes:
-        assert abs(n.offset_ns) < 0.2e6, (n.host, n.offset_ns)
+    # each node's recorder read its own emulated clocks (boot epochs hours apart, wall clocks
+    # up to 50 ms off): the offsets recovered from the traffic match the truth within 0.2 ms
+    walls = [n["wall_clock_error_ns"] for n in truth["nodes"]]
+    assert max(walls) - min(walls) > 1e6  # the wall clocks alone would be off
+    for n, t in zip(res.run_set.nodes, truth["nodes"], strict=True):
+        assert n.host == t["host"]
+        assert abs(n.offset_ns - t["offset_to_reference_ns"]) < 0.2e6, (n.host, n.offset_ns, t)
+        assert n.wall_offset_ns - t["offset_to_reference_ns"] == pytest.approx(
+            t["wall_clock_error_ns"] - walls[0], abs=0.1e6)
+        m = read_manifest(runs / n.host)
+        assert abs(m["start"]["monotonic_ns"] - m["clock_pairs"][0][1]) < 1e9
     # the straggler is played (truth names it), but live its 1 ms is blurred by the player's
     # 0.25 ms ticks and 1 ms sampling on a shared machine (measured 0.0-0.6 ms late): not
     # asserted here; tests/test_cluster.py names it on captures written without real time

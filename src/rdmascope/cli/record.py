@@ -12,23 +12,33 @@ from rdmascope.cli.common import DURATION
 from rdmascope.cli.output import POSITIVE, require_parent_dir
 from rdmascope.models import PRESETS
 
-#: in an emulated sysfs tree of one node of a cluster (``simulate serve --nodes``): the node's name
+#: in an emulated sysfs tree of one node of a cluster (``simulate serve --nodes``): the node's
+#: name and clocks, as JSON {"host", "monotonic_offset_ns", "realtime_offset_ns"}
 EMULATED_HOST_FILE = ".rdmascope-host"
 
 
-def host_name(sysfs_root) -> str:
-    """The name this recorder writes as ``host`` and puts for ``{host}``: the machine's
-    (``socket.gethostname``), or, when ``sysfs_root`` is an emulated tree of one node of a
-    cluster (``rdmascope simulate serve --nodes``), that node's name from its
-    ``.rdmascope-host`` file (a real /sys has no such file)."""
-    import socket
+def emulated_node(sysfs_root) -> dict | None:
+    """The emulated cluster node whose tree ``sysfs_root`` is (``rdmascope simulate serve
+    --nodes``): {host, monotonic_offset_ns, realtime_offset_ns}, or None (a real /sys has no
+    such file). Raises ``click.ClickException`` naming the file when it is not that JSON."""
+    import json
 
     f = Path(sysfs_root) / EMULATED_HOST_FILE
     try:
-        name = f.read_text().strip()
+        text = f.read_text()
     except OSError:
-        name = ""
-    return name or socket.gethostname()
+        return None
+    try:
+        d = json.loads(text)
+        node = {"host": str(d["host"]),
+                "monotonic_offset_ns": int(d.get("monotonic_offset_ns", 0)),
+                "realtime_offset_ns": int(d.get("realtime_offset_ns", 0))}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise click.ClickException(f"{f}: expected the emulated node's JSON {{host, "
+                                   f"monotonic_offset_ns, realtime_offset_ns}} ({exc})") from exc
+    if not node["host"]:
+        raise click.ClickException(f"{f}: empty host name")
+    return node
 
 
 @click.command(name="record")
@@ -119,7 +129,8 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, s
     )
     from rdmascope.sampler.discovery import DEFAULT_COUNTERS
 
-    host = host_name(sysfs_root)
+    node = emulated_node(sysfs_root)
+    host = node["host"] if node else socket.gethostname()
     if "{host}" in output:
         output = output.replace("{host}", host)
     # a mistyped -o (/typo/dir/cap) is an error, never a new directory tree (as plot/report);
@@ -156,7 +167,9 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, s
         counters=names, netdev_stats=netdev_stats, sysfs_root=sysfs_root,
         duration_s=None if duration_ns is None else duration_ns / 1e9, cpu=cpu,
         rt_priority=rt_priority, force=force, status=status, extra=extra,
-        metrics=metrics, host=None if host == socket.gethostname() else host,
+        metrics=metrics, host=node["host"] if node else None,
+        monotonic_offset_ns=node["monotonic_offset_ns"] if node else 0,
+        realtime_offset_ns=node["realtime_offset_ns"] if node else 0,
         command_line=["rdmascope", "record", *sys.argv[2:]] if len(sys.argv) > 1 else sys.argv,
     )
     try:

@@ -161,7 +161,11 @@ def command() -> None:
               help="Play a cluster live: one emulated tree per node in ROOT/<host>/ (spark-01, "
                    "...), each naming its node, so that `record -o runs/x/{host} --sysfs-root "
                    "ROOT/<host>` on each writes that node's capture; --wait-for may hold {host} "
-                   "(wait for every node's recorder). The nodes share this machine's clocks.")
+                   "(wait for every node's recorder).")
+@click.option("--clock-error", type=DURATION_NS, default="20ms", show_default=True,
+              help="With --nodes: each node's wall clock is off by up to this much (uniform, "
+                   "either sign); each node's CLOCK_MONOTONIC also has its own boot epoch "
+                   "(the recorder on its tree adds both to this machine's clocks).")
 @click.option("--not-emulated", "not_emulated", type=click.IntRange(min=1), default=None,
               metavar="N", help="With --nodes and --link emulated100: node N (1-based) did not "
                                 "get NCCL_IB_HCA and spreads its bytes over both twins.")
@@ -170,8 +174,8 @@ def command() -> None:
 @click.option("--straggle", type=DURATION_NS, default="1ms", show_default=True,
               help="How late the --straggler is.")
 def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, speed, out,
-              start_delay, wait_for, cleanup, keep_tree, nodes, not_emulated, straggler,
-              straggle, **model_kw) -> None:
+              start_delay, wait_for, cleanup, keep_tree, nodes, clock_error, not_emulated,
+              straggler, straggle, **model_kw) -> None:
     """Play a scenario live into an emulated sysfs tree; prints the tree root, then runs in the
     foreground until the scenario ends or SIGINT/SIGTERM.
 
@@ -194,7 +198,7 @@ def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, s
     if cleanup and keep_tree:
         raise click.ClickException("--cleanup and --keep-tree contradict each other; give one")
     traffic, _ = _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds, **model_kw)
-    spec = _spec(nodes, 0, not_emulated, straggler, straggle, seed) \
+    spec = _spec(nodes, clock_error, not_emulated, straggler, straggle, seed) \
         if nodes > 1 or not_emulated or straggler else None
     temporary = root is None
     root = root or f"{DEFAULT_ROOT}-{os.getpid()}"
@@ -367,7 +371,7 @@ def _serve_cluster(root, traffic, spec, *, out, speed, start_delay, wait_for, st
         raise click.UsageError(str(exc)) from exc
     (r / MARKER).write_text("built by rdmascope simulate serve --nodes\n")
     on_event("root", r)
-    for host, tree, _node, role in built:
+    for host, tree, _node, role, _clk in built:
         click.echo(f"node: {host} {tree.root}" + (f" ({', '.join(role)})" if role else ""))
     sys.stdout.flush()
     if wait_for is not None:
@@ -380,14 +384,14 @@ def _serve_cluster(root, traffic, spec, *, out, speed, start_delay, wait_for, st
                 raise TimeoutError(f"{w}: no recorder started writing there within 60 s")
     t0 = time.perf_counter_ns() + int(start_delay * 1e9)
     on_event("start", t0)
-    stats = play_nodes([(tree, node) for _h, tree, node, _r in built], t0_ns=t0, speed=speed,
+    stats = play_nodes([(b[1], b[2]) for b in built], t0_ns=t0, speed=speed,
                        should_stop=lambda: bool(stop))
     played_ns = min((time.perf_counter_ns() - t0) * speed, traffic.duration_ns)
     played = []
-    for host, _tree, node, role in built:
+    for host, _tree, node, role, clk in built:
         if not stats.completed:
             node = replace(node, requests=[q for q in node.requests if q.t_last_ns <= played_ns])
-        played.append((host, node, role))
+        played.append((host, node, role, clk))
     dest = Path(out) if out is not None else r
     truth = write_cluster_truth(dest, played, traffic, spec, t0, speed=speed,
                                 extra={"live": {"completed": stats.completed,

@@ -247,45 +247,69 @@ def node_traffics(traffic, spec: ClusterSpec) -> list[tuple[str, Any, list[str]]
     return out
 
 
+def live_clocks(spec: ClusterSpec) -> list[tuple[int, int]]:
+    """Each live node's (monotonic offset, wall-clock error) in ns: what its recorder adds to
+    this machine's CLOCK_MONOTONIC and CLOCK_REALTIME (the first node, the client's, reads this
+    machine's own monotonic clock). Boot epochs hours apart as in ``simulate_cluster``; wall
+    clocks off by a uniform amount in +-``clock_error_ns``. Deterministic for the spec."""
+    rng = np.random.default_rng([spec.seed, 0x11FE])
+    out = []
+    for i in range(spec.nodes):
+        mono = 0 if i == 0 else i * 7_777_777_777_777 + int(rng.integers(0, 1_000_000_000))
+        wall = int(rng.uniform(-spec.clock_error_ns, spec.clock_error_ns)) \
+            if spec.clock_error_ns else 0
+        out.append((mono, wall))
+    return out
+
+
 def build_cluster_trees(root: str | os.PathLike, traffic, spec: ClusterSpec, *, rate=None):
-    """Build one emulated sysfs tree per node of ``spec`` under ``root/<host>/`` (each with its
-    ``HOST_FILE``); return [(host, tree, node traffic, roles)]. Raises as ``build_tree``."""
+    """Build one emulated sysfs tree per node of ``spec`` under ``root/<host>/``, each with its
+    ``HOST_FILE`` (JSON: host, and the node's clocks from ``live_clocks``: ``rdmascope record``
+    on the tree adds them to its clock readings); return [(host, tree, node traffic, roles,
+    (monotonic offset, wall-clock error))]. Raises as ``build_tree``."""
     from rdmascope.emulator.tree import build_tree, pcie_width_for
 
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     out = []
+    clocks = live_clocks(spec)
     for i, (host, node, role) in enumerate(node_traffics(traffic, spec)):
         kw = {} if rate is None else {"rate": rate}
         tree = build_tree(root / host, seed=traffic.seed * 1000 + i,
                           twins=traffic.config.link.twins,
                           pcie_width=pcie_width_for(traffic.config.link.twin_gbps), **kw)
-        (Path(tree.root) / HOST_FILE).write_text(host + "\n")
-        out.append((host, tree, node, role))
+        mono, wall = clocks[i]
+        (Path(tree.root) / HOST_FILE).write_text(json.dumps(
+            {"host": host, "monotonic_offset_ns": mono, "realtime_offset_ns": wall}) + "\n")
+        out.append((host, tree, node, role, clocks[i]))
     return out
 
 
 def write_cluster_truth(out: str | os.PathLike, played, traffic, spec: ClusterSpec, t0_ns: int,
                         *, speed: float = 1.0, extra: dict | None = None) -> Path:
     """Write the live cluster's ground truth: ``out/<host>/requests.jsonl`` and ``truth.json``
-    per node (on this machine's CLOCK_MONOTONIC, which every emulated node shares), the
-    client's log as ``out/requests.jsonl`` and ``out/truth.json`` (offsets 0: one machine's
-    clocks; the culprits). ``played``: [(host, node traffic, roles)]. Returns the truth path."""
+    per node (on that node's emulated CLOCK_MONOTONIC), the client's log (the first node's) as
+    ``out/requests.jsonl`` and ``out/truth.json`` (each node's offset to the first node's
+    clock, wall-clock error and role; the culprits). ``played``: [(host, node traffic, roles,
+    (monotonic offset, wall-clock error))]; ``t0_ns``: model time 0 on this machine's
+    CLOCK_MONOTONIC. Returns the truth path."""
     from rdmascope.emulator.simcapture import REQUEST_LOG_NAME, write_ground_truth
 
     out = Path(out)
     nodes = []
-    for host, node, role in played:
-        write_ground_truth(out / host, node, t0_ns, speed=speed, extra=extra)
-        nodes.append({"host": host, "capture": host, "offset_to_reference_ns": 0,
-                      "wall_clock_error_ns": 0, "role": role})
+    mono0 = played[0][3][0]
+    for host, node, role, (mono, wall) in played:
+        write_ground_truth(out / host, node, t0_ns + mono, speed=speed, extra=extra)
+        nodes.append({"host": host, "capture": host, "monotonic_offset_ns": mono,
+                      "offset_to_reference_ns": int(mono0 - mono),
+                      "wall_clock_error_ns": wall, "role": role})
     shutil.copyfile(out / nodes[0]["host"] / REQUEST_LOG_NAME, out / REQUEST_LOG_NAME)
     truth = {
         "format": CLUSTER_TRUTH_FORMAT, "version": 1, "live": True,
         "reference": nodes[0]["host"], "request_log": REQUEST_LOG_NAME,
-        "request_log_clock": "CLOCK_MONOTONIC of this machine (every emulated node's)",
+        "request_log_clock": f"CLOCK_MONOTONIC of {nodes[0]['host']} (this machine's)",
         "scenario": traffic.scenario.name, "link": traffic.config.link.name,
-        "clock_error_ns": 0,
+        "clock_error_ns": spec.clock_error_ns,
         "culprits": {
             "emulation_not_applied": ([spec.host(spec.misconfigured)]
                                       if spec.misconfigured is not None else []),
@@ -293,8 +317,10 @@ def write_cluster_truth(out: str | os.PathLike, played, traffic, spec: ClusterSp
                           if spec.straggler is not None else None),
         },
         "nodes": nodes,
-        "notes": "live: every emulated node runs on this machine and shares its clocks, so the "
-                 "clock offsets are 0 (the recorders still start at different moments).",
+        "notes": "live: every emulated node runs on this machine; its recorder adds the node's "
+                 "monotonic offset and wall-clock error to this machine's clocks. "
+                 "offset_to_reference_ns maps a node's CLOCK_MONOTONIC onto the first node's: "
+                 "t_ref = t_node + offset.",
     }
     p = out / "truth.json"
     p.write_text(json.dumps(truth, indent=1) + "\n")
