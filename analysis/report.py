@@ -1463,6 +1463,8 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                                   name="devices"))
         content.sections.append(ReportSection(cfg.label, tables))
         content.captures.append((cfg.label, _capture_fields(cfg)))
+        if cp is not None:  # its parts are in the content now: hold one capture's at a time
+            cfg.__dict__.pop("_pass", None)
         if cfg.label in attributions:
             content.cards.extend(ttft_cards(cfg.label, attributions[cfg.label].tests))
             pk1 = peaks.get(MS_NS)
