@@ -392,7 +392,10 @@ def test_extension_is_built_where_a_compiler_is(monkeypatch):
     if why is not None:
         pytest.skip(why)
     monkeypatch.delenv(ENV_DISABLE, raising=False)
-    assert load()[0] is not None, load()[1]
+    assert load()[0] is not None, (
+        f"{load()[1]}; a compiler is here, so `pip install -e .` should have built "
+        "sampler/_csweep.c: an install made before setup.py existed needs running it again, "
+        "otherwise its build output says why it failed")
 
 
 def test_build_without_a_compiler_succeeds_without_the_extension(tmp_path):
