@@ -149,6 +149,29 @@ def _summary_row(col, bt: pd.DataFrame, *, nvalid: int, nansum: float, nan_windo
     }
 
 
+def _label_table(bt: pd.DataFrame, col, t_ref: int, expected_allreduce) -> pd.DataFrame:
+    """One series' burst table as ``BurstResult.table`` holds it: its ``series``, each burst's
+    start in seconds after ``t_ref`` and, given one all-reduce's bytes, all-reduces per burst
+    (the in-memory and the streamed analysis share it)."""
+    bt.insert(0, "series", col)
+    bt.insert(3, "t_start_s", (bt["start_ns"] - t_ref) / 1e9)
+    if expected_allreduce:
+        bt["expected_allreduce_bytes"] = float(expected_allreduce)
+        bt["allreduces"] = bt["bytes"] / float(expected_allreduce)
+    return bt
+
+
+def _result(tables: list, summary: list, *, capacity_gbps, enter_frac, leave_frac, width_ns,
+            lo: int, hi: int, expected_allreduce) -> BurstResult:
+    """The ``BurstResult`` of per-series tables and summary rows, with the run's parameters."""
+    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+    return BurstResult(table=table, summary=pd.DataFrame(summary),
+                       params={"capacity_gbps": capacity_gbps, "enter_frac": enter_frac,
+                               "leave_frac": leave_frac, "width_ns": width_ns,
+                               "start_ns": lo, "end_ns": hi,
+                               "expected_allreduce_bytes": expected_allreduce})
+
+
 def burst_analysis(intervals: pd.DataFrame, *, capacity_gbps: float, start_ns: int | None = None,
                    end_ns: int | None = None, width_ns: int = MS, origin_ns: int | None = None,
                    by: str | None = "series", groups: dict[str, list[str]] | None = None,
@@ -173,12 +196,7 @@ def burst_analysis(intervals: pd.DataFrame, *, capacity_gbps: float, start_ns: i
         s = b[col]
         bt = detect_bursts(s, width_ns, capacity_gbps=capacity_gbps, enter_frac=enter_frac,
                            leave_frac=leave_frac, quality=q[col])
-        bt.insert(0, "series", col)
-        bt.insert(3, "t_start_s", (bt["start_ns"] - t_ref) / 1e9)
-        if expected_allreduce:
-            bt["expected_allreduce_bytes"] = float(expected_allreduce)
-            bt["allreduces"] = bt["bytes"] / float(expected_allreduce)
-        tables.append(bt)
+        tables.append(_label_table(bt, col, t_ref, expected_allreduce))
         nvalid = int(s.notna().sum())
         summary.append(_summary_row(col, bt, nvalid=nvalid, nansum=float(np.nansum(s.to_numpy())),
                                     nan_windows=int(s.isna().sum()), width_ns=width_ns,
@@ -186,12 +204,9 @@ def burst_analysis(intervals: pd.DataFrame, *, capacity_gbps: float, start_ns: i
                                     leave_frac=leave_frac,
                                     over_line_windows=int(((q[col].to_numpy()
                                                             & QUALITY_OVER_LINE) != 0).sum())))
-    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
-    return BurstResult(table=table, summary=pd.DataFrame(summary),
-                       params={"capacity_gbps": capacity_gbps, "enter_frac": enter_frac,
-                               "leave_frac": leave_frac, "width_ns": width_ns,
-                               "start_ns": lo, "end_ns": hi,
-                               "expected_allreduce_bytes": expected_allreduce})
+    return _result(tables, summary, capacity_gbps=capacity_gbps, enter_frac=enter_frac,
+                   leave_frac=leave_frac, width_ns=width_ns, lo=lo, hi=hi,
+                   expected_allreduce=expected_allreduce)
 
 
 class _BurstStream:
@@ -421,20 +436,12 @@ class BurstStreamAcc:
             if col not in spans and col not in (groups or {}):
                 continue
             bt = d.finish()
-            bt.insert(0, "series", col)
-            bt.insert(3, "t_start_s", (bt["start_ns"] - t_ref) / 1e9)
-            if expected_allreduce:
-                bt["expected_allreduce_bytes"] = float(expected_allreduce)
-                bt["allreduces"] = bt["bytes"] / float(expected_allreduce)
-            tables.append(bt)
+            tables.append(_label_table(bt, col, t_ref, expected_allreduce))
             summary.append(_summary_row(col, bt, nvalid=d.nvalid, nansum=d.total,
                                         nan_windows=d.nnan, width_ns=width_ns,
                                         capacity_gbps=capacity_gbps, enter_frac=enter_frac,
                                         leave_frac=leave_frac,
                                         over_line_windows=self.n_over.get(col, 0)))
-        table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
-        return BurstResult(table=table, summary=pd.DataFrame(summary),
-                           params={"capacity_gbps": capacity_gbps, "enter_frac": enter_frac,
-                                   "leave_frac": leave_frac, "width_ns": width_ns,
-                                   "start_ns": lo, "end_ns": hi,
-                                   "expected_allreduce_bytes": expected_allreduce})
+        return _result(tables, summary, capacity_gbps=capacity_gbps, enter_frac=enter_frac,
+                       leave_frac=leave_frac, width_ns=width_ns, lo=lo, hi=hi,
+                       expected_allreduce=expected_allreduce)

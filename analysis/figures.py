@@ -74,6 +74,18 @@ def _new_figure(nrows: int = 1, ncols: int = 1, *, figsize=(10, 4), sharex=False
     return fig, axes
 
 
+def _stacked_axes(axes, n: int, row_in: float, extra_in: float, who: str, what: str):
+    """(figure, list of ``n`` axes): the given ``axes`` (their count checked: ``ValueError``
+    naming ``who`` and ``what``), else a new column of ``n`` axes sharing x and y, 10 inches wide
+    and ``row_in`` inches per row plus ``extra_in``."""
+    if axes is None:
+        _, grid = _new_figure(n, 1, figsize=(10, row_in * n + extra_in), sharex=True, sharey=True)
+        axes = list(grid[:, 0])
+    elif len(axes) != n:
+        raise ValueError(f"{who}: {n} {what} but {len(axes)} axes")
+    return _figure_of(axes[0]), list(axes)
+
+
 def _legend_above(ax: Axes, **kw):
     """Place the legend above the axes, right-aligned, in one row (never over the data)."""
     handles, labels = kw.pop("handles", None), None
@@ -336,13 +348,7 @@ def plot_comparison(
     if set(labels) != set(requests):
         raise ValueError(f"plot_comparison: rates are given for {labels} but requests for "
                          f"{list(requests)}; the labels must match")
-    if axes is None:
-        fig, grid = _new_figure(len(labels), 1, figsize=(10, 2.6 * len(labels) + 0.6),
-                                sharex=True, sharey=True)
-        axes = list(grid[:, 0])
-    elif len(axes) != len(labels):
-        raise ValueError(f"plot_comparison: {len(labels)} configurations but {len(axes)} axes")
-    fig = _figure_of(axes[0])
+    fig, axes = _stacked_axes(axes, len(labels), 2.6, 0.6, "plot_comparison", "configurations")
     link_gbps = link_gbps or {}
     top_values = []
     for i, (label, ax) in enumerate(zip(labels, axes, strict=True)):
@@ -437,13 +443,7 @@ def plot_windows(
                              "columns; pass one series per window (e.g. the node's total tx)")
         frames[int(width)] = f.iloc[:, 0]
     widths = sorted(frames)
-    if axes is None:
-        fig, grid = _new_figure(len(widths), 1, figsize=(10, 1.9 * len(widths) + 0.9),
-                                sharex=True, sharey=True)
-        axes = list(grid[:, 0])
-    elif len(axes) != len(widths):
-        raise ValueError(f"plot_windows: {len(widths)} windows but {len(axes)} axes")
-    fig = _figure_of(axes[0])
+    fig, axes = _stacked_axes(axes, len(widths), 1.9, 0.9, "plot_windows", "windows")
     if origin_ns is None:
         origin_ns = min(int(s.index.min()) for s in frames.values() if len(s))
     peaks = []
