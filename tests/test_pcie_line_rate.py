@@ -240,3 +240,16 @@ def test_simulated_capture_records_the_twins_pcie_link(tmp_path):
     assert r.exit_code == 0, r.output
     m = json.loads((tmp_path / "s" / "manifest.json").read_text())
     assert [d["pcie"]["bound_gbps"] for d in m["devices"]] == [pytest.approx(GEN5_X4)] * 2
+
+
+def test_rates_bursts_verify_say_the_line_rate(tmp_path):
+    _capture(tmp_path / "a", [_dev("rocep1s0f1", "0000:01:00.1")], 20.0)
+    want = ("line rate rocep1s0f1: 126.0 Gb/s: PCIe link 32 GT/s x4 (PCIe 5.0, 128b/130b), "
+            "below the 200 Gb/s port rate")
+    for args in (["rates", "--window", "1ms"], ["bursts"], ["verify-emulation", "--expect-single"]):
+        r = CliRunner().invoke(main, [args[0], str(tmp_path / "a"), *args[1:]])
+        assert r.exit_code in (0, 1), r.output
+        assert want in r.output, args
+        js = CliRunner().invoke(main, [args[0], str(tmp_path / "a"), *args[1:], "--json"])
+        assert json.loads(js.stdout)["meta"]["line_rates"]["rocep1s0f1/tx"]["gbps"] == \
+            pytest.approx(GEN5_X4)

@@ -111,6 +111,10 @@ def command(capture, t_from, t_to, origin_s, capacity_gbps, enter_frac, leave_fr
                     raise no_intervals_error(capture) from exc
                 raise
 
+    from rdmascope.analysis.series import line_rate_lines, line_rates
+
+    lrates = line_rates(cap, groups=groups)  # what over_line_windows are judged against
+
     def human():
         click.echo(f"{capture}: capacity {capacity_gbps:g} Gb/s{cap_note}; a burst enters at "
                    f">= {enter_frac * capacity_gbps:g} Gb/s and ends below "
@@ -131,6 +135,9 @@ def command(capture, t_from, t_to, origin_s, capacity_gbps, enter_frac, leave_fr
                                              "expected_allreduce_bytes": "{:,.0f}"}))
         else:
             click.echo("no bursts")
+        for line in line_rate_lines(lrates):
+            click.echo(line)
 
     emit({"bursts": res.table, "summary": res.summary}, out, human=human,
-         meta={"capture": str(capture), **res.params, "t_start_ns": cap.t_start_ns})
+         meta={"capture": str(capture), **res.params, "t_start_ns": cap.t_start_ns,
+               "line_rates": lrates})

@@ -300,6 +300,12 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
         impl_lines = implausible_lines(summ, f"{width_ns / 1e6:g} ms")
         impl = summ.reset_index().to_dict(orient="records")
 
+    from rdmascope.analysis.series import line_rate_lines, line_rates
+
+    # what the O flag judges each series and link against, and where it came from
+    lrates = (line_rates(types.SimpleNamespace(meta=m, counters=cdf), groups=links or None)
+              if src != "netdev" else {})
+
     def human():
         h = table[[c for c in table.columns if not c.endswith("_quality")]].copy()
         h["flags"] = ["".join(ch for bit, ch in ((QUALITY_GAP, "G"), (QUALITY_INVALID, "N"),
@@ -315,10 +321,12 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
         click.echo(format_table(h, max_rows=limit, formats={"t_s": "{:.6f}"}))
         for line in impl_lines:
             click.echo(line)
+        for line in line_rate_lines(lrates):
+            click.echo(line)
 
     emit({"rates": table}, out, human=human,
          meta={"capture": str(capture), "window_ns": width_ns, "origin_ns": origin,
-               "implausible": impl,
+               "implausible": impl, "line_rates": lrates,
                "t_start_ns": t0, "by": by, "group": group, "source": source,
                "quality_bits": {"gap": QUALITY_GAP, "invalid": QUALITY_INVALID,
                                 "partial": QUALITY_PARTIAL, "empty": QUALITY_EMPTY,

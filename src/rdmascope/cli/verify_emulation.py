@@ -72,6 +72,9 @@ def command(capture, t_from, t_to, origin_s, single, share, min_share, out):
                                  both_min_share=min_share)
     except ValueError as exc:
         raise click.ClickException(f"{capture}: {exc}") from exc
+    from rdmascope.analysis.series import line_rate_lines, line_rates
+
+    lrates = line_rates(cap)  # what each device's over_line_windows are judged against
     tables = {"devices": v.devices}
     if v.kernel is not None:
         tables["kernel"] = v.kernel
@@ -84,6 +87,8 @@ def command(capture, t_from, t_to, origin_s, single, share, min_share, out):
                                 formats={"share": "{:.2%}", "unknown_share": "{:.2%}",
                                          "tx_bytes": "{:,.0f}",
                                          "rx_bytes": "{:,.0f}", "bytes": "{:,.0f}"}))
+        for line in line_rate_lines(lrates):
+            click.echo(line)
         if v.kernel is not None:
             click.echo("\nRDMA vs kernel network stack (netdev statistics), bytes:")
             click.echo(format_table(v.kernel, floatfmt="{:,.0f}"))
@@ -93,7 +98,7 @@ def command(capture, t_from, t_to, origin_s, single, share, min_share, out):
         click.echo(f"\n{v.status.upper()}: {msg}")
 
     meta = {k: val for k, val in v.to_dict().items() if k not in ("devices", "kernel")}
-    emit(tables, out, human=human, meta={"capture": str(capture), **meta})
+    emit(tables, out, human=human, meta={"capture": str(capture), **meta, "line_rates": lrates})
     if v.status == "cannot judge":
         click.get_current_context().exit(EXIT_CANNOT_JUDGE)
     if not v.ok:
