@@ -6,12 +6,15 @@ a benchmark-only dependency)::
     python benchmarks/bench_scale.py             # 1 h and 6 h captures (~25 min in all)
     python benchmarks/bench_scale.py --quick     # 5 min and 30 min (~3 min)
     python benchmarks/bench_scale.py --hours 1   # one length only
+    python benchmarks/bench_scale.py --captures /data/1h /data/6h --only peaks --repeat 3
 
 Captures are built with ``scale_capture.build`` (8 counters: 2 RDMA devices and their 2
 netdevs x tx/rx, 1 kHz, one Parquet segment a minute, bursty traffic, one request every
 ~1.2 s in ``requests.jsonl``). Each command runs in its own process under a memory limit
 (``RLIMIT_AS``, ``--limit-gb``, default 6 GB, so a command that would take the machine down is
-stopped and reported as over the limit); its wall time and peak RSS come from ``os.wait4``.
+stopped and reported as over the limit); its wall time, CPU time (user + system, all threads)
+and peak RSS come from ``os.wait4``. On a shared machine compare CPU times, or wall times
+measured side by side in one run; ``--repeat N`` keeps each command's run with the least CPU.
 Beside them, in the same run and on the same files, DuckDB's naive query: counter deltas per
 counter (``lag`` over each counter's sweeps), summed per 1 ms window of the reading instant,
 with the peak and p50/p90/p99 per counter (what ``peaks`` answers at 1 ms, without the exact
@@ -62,8 +65,12 @@ def commands(cap: Path, out: Path) -> list[tuple[str, list[str]]]:
     ]
 
 
-def run(argv: list[str], limit_bytes: int, timeout_s: float) -> tuple[float, float, str]:
-    """Run argv in a child process under RLIMIT_AS; return (seconds, peak RSS MB, status)."""
+def run(argv: list[str], limit_bytes: int, timeout_s: float
+        ) -> tuple[float, float, float, str]:
+    """Run argv in a child process under RLIMIT_AS; return (wall s, CPU s, peak RSS MB, status).
+
+    CPU is the child's user + system time from ``os.wait4`` (all its threads): on a shared
+    machine it moves much less with the load than the wall time does."""
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
 
@@ -78,7 +85,8 @@ def run(argv: list[str], limit_bytes: int, timeout_s: float) -> tuple[float, flo
         if time.perf_counter() > deadline:
             p.kill()
             _, status, ru = os.wait4(p.pid, 0)
-            return time.perf_counter() - t, ru.ru_maxrss / 1024, "timeout"
+            return (time.perf_counter() - t, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024,
+                    "timeout")
         time.sleep(0.02)
     dt = time.perf_counter() - t
     err = p.stderr.read().decode(errors="replace") if p.stderr else ""
@@ -90,7 +98,7 @@ def run(argv: list[str], limit_bytes: int, timeout_s: float) -> tuple[float, flo
         state = "over limit"
     else:
         state = f"exit {code}"
-    return dt, ru.ru_maxrss / 1024, state
+    return dt, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, state
 
 
 def duckdb_argv(cap: Path, t0: int) -> list[str]:
@@ -108,21 +116,40 @@ def main() -> None:
     ap.add_argument("--keep", metavar="DIR", help="build the captures in DIR and keep them")
     ap.add_argument("--only", nargs="*", metavar="NAME",
                     help="run only the commands whose name starts with one of these (and DuckDB)")
+    ap.add_argument("--captures", nargs="*", metavar="DIR",
+                    help="use these existing captures (read only) instead of building them; "
+                         "their length is taken from the manifest")
+    ap.add_argument("--python", default=sys.executable,
+                    help="the interpreter whose rdmascope runs the commands (e.g. another "
+                         "checkout's venv, for a before/after table in one run)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run each command N times and keep the run with the least CPU time")
     args = ap.parse_args()
-    hours = args.hours or ([5 / 60, 0.5] if args.quick else [1.0, 6.0])
+    import json
+
     try:
         import duckdb  # noqa: F401
         have_duckdb = True
     except ImportError:
         have_duckdb = False
         print("duckdb is not installed (pip install duckdb): no baseline column", file=sys.stderr)
-    rd = [sys.executable, "-m", "rdmascope"]
+    rd = [args.python, "-m", "rdmascope"]
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    root.mkdir(parents=True, exist_ok=True)
+    if args.captures:
+        caps = []
+        for d in args.captures:
+            m = json.loads((Path(d) / "manifest.json").read_text())
+            secs = (m["stop"]["monotonic_ns"] - m["start"]["monotonic_ns"]) / 1e9
+            caps.append((round(secs / 3600, 2), Path(d)))
+    else:
+        hours = args.hours or ([5 / 60, 0.5] if args.quick else [1.0, 6.0])
+        caps = [(h, root / f"cap-{h:g}h") for h in hours]
+    hours = [h for h, _ in caps]
     limit = int(args.limit_gb * 2**30)
     results: dict[str, dict[float, tuple]] = {}
     try:
-        for h in hours:
-            cap = root / f"cap-{h:g}h"
+        for h, cap in caps:
             if not (cap / "manifest.json").exists():
                 t = time.perf_counter()
                 build(cap, int(round(h * 3600)))
@@ -130,24 +157,25 @@ def main() -> None:
                       file=sys.stderr)
             out = root / f"out-{h:g}h"
             out.mkdir(exist_ok=True)
-            import json
-
             t0 = json.loads((cap / "manifest.json").read_text())["start"]["monotonic_ns"]
             rows = [(name, rd + argv) for name, argv in commands(cap, out)
                     if not args.only or any(name.startswith(o) for o in args.only)]
             if have_duckdb:
                 rows.append(("DuckDB naive 1 ms peaks", duckdb_argv(cap, t0)))
             for name, argv in rows:
-                dt, mb, st = run(argv, limit, args.timeout)
-                results.setdefault(name, {})[h] = (dt, mb, st)
-                print(f"{h:g} h  {name:28s} {dt:8.1f} s {mb:8.0f} MB  {st}", file=sys.stderr)
+                runs = [run(argv, limit, args.timeout) for _ in range(max(1, args.repeat))]
+                dt, cpu, mb, st = min(runs, key=lambda r: (r[3] != "ok", r[1]))
+                results.setdefault(name, {})[h] = (dt, cpu, mb, st)
+                print(f"{h:g} h  {name:28s} {dt:8.1f} s wall {cpu:8.1f} s CPU {mb:8.0f} MB  "
+                      f"{st}", file=sys.stderr)
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
-    # the table (markdown): time / peak RSS per length, time per hour of capture, vs DuckDB
+    # the table (markdown): wall / CPU / peak RSS per length, per hour of capture, vs DuckDB
     duck = results.get("DuckDB naive 1 ms peaks", {})
-    head = " | ".join(f"{h:g} h" for h in hours)
-    print(f"\n| command | {head} | s per hour ({hours[-1]:g} h) | vs DuckDB ({hours[-1]:g} h) |")
+    head = " | ".join(f"{h:g} h (wall / CPU / RSS)" for h in hours)
+    print(f"\n| command | {head} | wall, CPU s per hour ({hours[-1]:g} h) "
+          f"| vs DuckDB, wall ({hours[-1]:g} h) |")
     print("|---|" + "---|" * len(hours) + "---|---|")
     for name, per in results.items():
         cells = []
@@ -155,14 +183,16 @@ def main() -> None:
             if h not in per:
                 cells.append("not run")
                 continue
-            dt, mb, st = per[h]
-            cells.append(f"{dt:.1f} s / {mb:,.0f} MB" + ("" if st == "ok" else f" ({st})"))
-        dt, _, st = per.get(hours[-1], (float("nan"), 0, "not run"))
+            dt, cpu, mb, st = per[h]
+            cells.append(f"{dt:.1f} s / {cpu:.1f} s / {mb:,.0f} MB"
+                         + ("" if st == "ok" else f" ({st})"))
+        dt, cpu, _, st = per.get(hours[-1], (float("nan"), float("nan"), 0, "not run"))
         d = duck.get(hours[-1])
-        ratio = (f"{dt / d[0]:.2f}x" if d is not None and d[2] == "ok" and st == "ok"
+        ratio = (f"{dt / d[0]:.2f}x" if d is not None and d[3] == "ok" and st == "ok"
                  and name != "DuckDB naive 1 ms peaks"
-                 else "DuckDB failed" if d is not None and d[2] != "ok" else "")
-        print(f"| `{name}` | " + " | ".join(cells) + f" | {dt / hours[-1]:.1f} | {ratio} |")
+                 else "DuckDB failed" if d is not None and d[3] != "ok" else "")
+        print(f"| `{name}` | " + " | ".join(cells)
+              + f" | {dt / hours[-1]:.1f}, {cpu / hours[-1]:.1f} | {ratio} |")
     import platform
 
     print(f"\n{platform.node()}: {os.cpu_count()} CPUs, Python {platform.python_version()}, "
