@@ -122,6 +122,7 @@ def main() -> None:
     ap.add_argument("--python", default=sys.executable,
                     help="the interpreter whose rdmascope runs the commands (e.g. another "
                          "checkout's venv, for a before/after table in one run)")
+    ap.add_argument("--no-duckdb", action="store_true", help="skip the DuckDB baseline")
     ap.add_argument("--repeat", type=int, default=1,
                     help="run each command N times and keep the run with the least CPU time")
     args = ap.parse_args()
@@ -160,7 +161,7 @@ def main() -> None:
             t0 = json.loads((cap / "manifest.json").read_text())["start"]["monotonic_ns"]
             rows = [(name, rd + argv) for name, argv in commands(cap, out)
                     if not args.only or any(name.startswith(o) for o in args.only)]
-            if have_duckdb:
+            if have_duckdb and not args.no_duckdb:
                 rows.append(("DuckDB naive 1 ms peaks", duckdb_argv(cap, t0)))
             for name, argv in rows:
                 runs = [run(argv, limit, args.timeout) for _ in range(max(1, args.repeat))]
