@@ -198,35 +198,49 @@ def _intervals_one(t: np.ndarray, unc: np.ndarray, value: np.ndarray, valid: np.
         return _unknown_edges(t, unc, idx, interval_ns,
                               {"t0_ns": z, "t1_ns": z, "t0_unc_ns": z, "t1_unc_ns": z,
                                "bytes": np.zeros(0), "flag": np.zeros(0, np.int8)})
-    i0, i1 = idx[:-1], idx[1:]
+    every = len(idx) == len(t)  # every reading valid and kept: slices instead of gathers
+    if every:
+        i0, i1 = slice(0, -1), slice(1, None)
+    else:
+        i0, i1 = idx[:-1], idx[1:]
     t0, t1 = t[i0], t[i1]
     dt = t1 - t0
     if (dt < 0).any():
         k = int(np.flatnonzero(dt < 0)[0])
+        r0, r1 = (k, k + 1) if every else (int(i0[k]), int(i1[k]))
         raise ValueError(f"readings of {label or 'a counter'} go back in time between rows "
-                         f"{int(i0[k])} and {int(i1[k])} ({int(t0[k])} -> {int(t1[k])} ns)")
+                         f"{r0} and {r1} ({int(t0[k])} -> {int(t1[k])} ns)")
     v0, v1 = value[i0], value[i1]
-    flag = np.zeros(len(i0), np.int8)
-    gap = dt > gap_factor * interval_ns
-    flag[gap] = _GAP
-    n_invalid = np.concatenate([[0], np.cumsum(~valid.astype(bool))])
-    flag[(n_invalid[i1] - n_invalid[i0 + 1]) > 0] = _UNAV  # unreadable readings lie between
+    u0, u1 = unc[i0], unc[i1]
+    flag = (dt > gap_factor * interval_ns).view(np.int8) * np.int8(_GAP)
+    if not every and not valid.all():
+        n_invalid = np.concatenate([[0], np.cumsum(~valid.astype(bool))])
+        flag[(n_invalid[i1] - n_invalid[i0 + 1]) > 0] = _UNAV  # unreadable readings between
     limit = _saturation_limit(width_bits)
     if limit is not None:
         flag[v1 >= np.uint64(limit)] = _SAT
     reset = v1 < v0
-    flag[reset] = _RESET
-    diff = np.where(reset, np.uint64(0), v1 - v0)  # never wraps into huge values
-    b = diff.astype(np.float64) * float(bytes_per_unit)
+    if reset.any():
+        flag[reset] = _RESET
+        diff = np.where(reset, np.uint64(0), v1 - v0)  # never wraps into huge values
+    else:
+        diff = v1 - v0
+    b = diff.astype(np.float64)
+    b *= float(bytes_per_unit)
     if math.isfinite(max_gbps):
         # over the longest duration the readings allow, at least one sampling interval
         # (rdmascope.plausibility, the rule inspect uses too)
-        flag[((flag == _OK) | (flag == _GAP))
-             & implausible(b, dt, unc[i0], unc[i1], interval_ns, max_gbps)] = _IMPL
-    b[np.isin(flag, _NAN_FLAGS)] = np.nan
+        flag[_OK_OR_GAP[flag]
+             & implausible(b, dt, u0, u1, interval_ns, max_gbps)] = _IMPL
+    b[_IS_NAN_FLAG[flag]] = np.nan
     return _unknown_edges(t, unc, idx, interval_ns,
-                          {"t0_ns": t0, "t1_ns": t1, "t0_unc_ns": unc[i0], "t1_unc_ns": unc[i1],
+                          {"t0_ns": t0, "t1_ns": t1, "t0_unc_ns": u0, "t1_unc_ns": u1,
                            "bytes": b, "flag": flag})
+
+
+#: lookup tables by flag code (``FLAGS``): cheaper than ``np.isin`` per interval
+_IS_NAN_FLAG = np.isin(np.arange(len(FLAGS)), _NAN_FLAGS)
+_OK_OR_GAP = np.isin(np.arange(len(FLAGS)), (_OK, _GAP))
 
 
 def _unknown_edges(t: np.ndarray, unc: np.ndarray, idx: np.ndarray, interval_ns: int,
@@ -485,7 +499,7 @@ class _Counter:
                  unc: np.ndarray | None = None):
         self.t0, self.t1 = t0, t1
         self.unc = unc  # per interval: max of its two readings' half-brackets (ns), or None
-        nan = np.isnan(b) | np.isin(flag, _NAN_FLAGS)
+        nan = np.isnan(b) | _IS_NAN_FLAG[flag]
         self.b = np.where(nan, 0.0, b)
         self.cb = np.concatenate([[0.0], np.cumsum(self.b)])
         self.dur = t1 - t0
@@ -530,8 +544,9 @@ class _Counter:
         n = len(self.t0)
         j = self.ends_before(e, step)  # intervals ending at or before e
         jj = np.minimum(j, n - 1)
-        inside = (j < n) & (self.t0[jj] < e)
-        num = np.where(inside, e - self.t0[jj], 0)
+        t0j = self.t0[jj]
+        inside = (j < n) & (t0j < e)
+        num = np.where(inside, e - t0j, 0)
         d = self.dur[jj]
         frac = np.divide(num, d, out=np.zeros(len(e)), where=inside & (d > 0))
         return self.cb[j], self.b[jj] * frac, self.cdur[j], num

@@ -166,7 +166,7 @@ class _CounterStream:
 
     def feed(self, t, unc, val, valid, sweep, *, final: bool = False) -> dict[str, np.ndarray]:
         if len(sweep):
-            if (np.diff(sweep) <= 0).any() or (self.last_sweep is not None
+            if (sweep[1:] <= sweep[:-1]).any() or (self.last_sweep is not None
                                                and sweep[0] <= self.last_sweep):
                 raise ValueError(f"{self.label}: duplicate or unordered sweeps")
             self.last_sweep = int(sweep[-1])
@@ -182,21 +182,26 @@ class _CounterStream:
             self.carry = None
             return _intervals_one(t[:0], unc[:0], val[:0], valid[:0], **self.kw)
         iv = _intervals_one(t, unc, val, valid, **self.kw)
-        vidx = np.flatnonzero(valid)
+        every = bool(valid.all())
+        vidx = None if every else np.flatnonzero(valid)
         if final:
             n = len(iv["t0_ns"])
             self.carry = None
-        elif len(vidx) == 0:  # nothing readable yet: all of it may still become an interval
+        elif not len(t) or (vidx is not None and len(vidx) == 0):
+            # nothing readable yet: all of it may still become an interval
             n = 0
             self.carry = _squeeze_invalid(t, unc, val, valid, sweep)
         else:
             # hold back everything from the last valid reading on: it is judged only when the
             # next one is known, and unreadable readings after it may end in a valid one
-            t_last = t[vidx[-1]]
+            t_last = t[-1] if every else t[vidx[-1]]
             n = int(np.searchsorted(iv["t1_ns"], t_last, "left"))
             if n:
                 # K = the end of the last interval given out: the valid reading at that instant
-                k = int(vidx[np.searchsorted(t[vidx], iv["t1_ns"][n - 1], "right") - 1])
+                if every:
+                    k = int(np.searchsorted(t, iv["t1_ns"][n - 1], "right") - 1)
+                else:
+                    k = int(vidx[np.searchsorted(t[vidx], iv["t1_ns"][n - 1], "right") - 1])
             else:
                 k = 0  # nothing settled yet (a leading unreadable run is kept with it)
             self.carry = _squeeze_invalid(t[k:], unc[k:], val[k:], valid[k:], sweep[k:])
