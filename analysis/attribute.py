@@ -453,7 +453,7 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
               arrival_window_s: float = 1.0, link_capacity_gbps: float | None = None,
               peak_width_ns: int = PEAK_WIDTH_NS, warmup_rounds: int = 0,
               origin_ns: int | None = None, use_corrected: bool = False,
-              _backend=None) -> Attribution:
+              _backend=None, _run=None) -> Attribution:
     """Attribute a capture's traffic to the requests of an aligned request log.
 
     ``capture``: a ``load.Capture``, or a ``stream.CaptureInfo`` (``stream.open_capture``),
@@ -507,7 +507,10 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
                   peak_width_ns=peak_width_ns, warmup_rounds=warmup_rounds,
                   origin_ns=origin_ns, use_corrected=use_corrected)
         attribute(capture, log, _backend=rq, **kw)
-        rq.run()
+        if _run is None:
+            rq.run()
+        else:  # the caller's own pass answers them (report.capture_pass: one pass per capture)
+            _run(rq)
         return attribute(capture, log, _backend=rq, **kw)
     if _backend is None:
         iv = intervals if intervals is not None else series.byte_intervals(capture)

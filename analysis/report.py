@@ -468,7 +468,7 @@ class CapturePass:
 
 
 def capture_pass(cfg: Configuration, *, capacity_gbps: float,
-                 devices_width_ns: int = 100 * MS_NS) -> CapturePass | None:
+                 devices_width_ns: int = 100 * MS_NS, ranges=None) -> CapturePass | None:
     """Read a streamed configuration's capture once for the report's whole-capture parts.
 
     One ``stream.iter_windows`` pass over the RDMA counters, per series, on two grids of the
@@ -476,7 +476,9 @@ def capture_pass(cfg: Configuration, *, capacity_gbps: float,
     ``verify.MeasureStream``; summed per direction for the bursts, ``bursts.BurstStreamAcc``,
     and the timeline) and ``devices_width_ns`` over the tx span (the per-device figure); the
     netdev counters are read in the same pass for the kernel bytes (``cluster._KernelAcc``),
-    and the intervals' flags are counted as they pass. A direction's windows are the sum of its
+    and the intervals' flags are counted as they pass. ``ranges``: a ``stream.RangeQueries``
+    (``attribute``'s dry run) answered by the same pass (its ``consumer``) when its grid is the
+    1 ms grid of the report's origin, else by a pass of its own. A direction's windows are the sum of its
     series' in counter order, NaN when one is, quality bits OR-ed: exactly what ``rebin`` with
     ``by="direction"`` computes (``series._combine``), so every number equals that of the
     separate passes it replaces (tested). Returns None for a capture in memory, or when a
@@ -523,11 +525,22 @@ def capture_pass(cfg: Configuration, *, capacity_gbps: float,
         if not kern.ids:
             kern = None
 
+    rr = None
+    if ranges is not None:
+        if int(ranges.width_ns) == MS_NS and int(ranges.origin) == origin \
+                and ranges.source == "infiniband":
+            rr = ranges.consumer()
+        else:
+            ranges.run()
+    ib = set(ids)
+
     def on_parts(parts):
         flags.feed(parts)
         ms.on_parts(parts)
         if kern is not None:
             kern.feed(parts)
+        if rr is not None:
+            rr.on_parts({c: iv for c, iv in parts.items() if c in ib})
 
     state: dict = {}
     grids = [WindowGrid(MS_NS, origin), WindowGrid(int(devices_width_ns), origin, tx_lo, tx_hi)]
@@ -551,6 +564,8 @@ def capture_pass(cfg: Configuration, *, capacity_gbps: float,
         qdf = pd.DataFrame(qd, index=b.index, columns=directions)
         bdf.columns.name = qdf.columns.name = "direction"
         bursts.add(bdf, qdf)
+        if rr is not None:
+            rr.add(bdf, qdf)
         if "tx" in bd:
             t = b.index.to_numpy(np.int64)
             rate = bd["tx"] * 8.0 / float(MS_NS)
@@ -560,6 +575,8 @@ def capture_pass(cfg: Configuration, *, capacity_gbps: float,
                 keep = (t >= k_tl0) & (t < tx_hi)
                 tl_t.append(t[keep])
                 tl_v.append(rate[keep])
+    if rr is not None:
+        rr.finish()
     spans = state.get("spans", {})
     m = ms.result(spans)
     if kern is not None and m["lo"] is not None and m["hi"] is not None:
@@ -1350,24 +1367,35 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
             f"{c.label} ({c.capture.path.name}, {c.capture.duration_s():.1f} s)" for c in configs))
     attributions = {}
     for cfg in configs:
-        if cfg.streamed and "_pass" not in cfg.__dict__:
-            say(f"[{cfg.label}] reading the capture (emulation check, bursts, timeline, "
-                "per-device traffic: one pass)")
-            cp = capture_pass(cfg, capacity_gbps=cfg.port_gbps or 200.0)
-            cfg.__dict__["_pass"] = cp
-            if cp is not None:
-                cfg._checks = cp.checks
-        cp = cfg.__dict__.get("_pass")
-        say(f"[{cfg.label}] emulation check")
-        v, status, headline = emulation_verdict(cfg)
-        content.verdicts.append(Verdict(headline, status, v.message))
-        tables = []
+        one_pass = cfg.streamed and "_pass" not in cfg.__dict__
+
+        def read_once(ranges=None, cfg=cfg):
+            """The capture's one pass; it also answers the attribution's ranges."""
+            say(f"[{cfg.label}] reading the capture once (emulation check, "
+                + ("attribution, " if ranges is not None else "")
+                + "bursts, timeline, per-device traffic)")
+            got = capture_pass(cfg, capacity_gbps=cfg.port_gbps or 200.0, ranges=ranges)
+            cfg.__dict__["_pass"] = got
+            if got is not None:
+                cfg._checks = got.checks
+            elif ranges is not None:  # no shared pass for this capture: the ranges' own
+                ranges.run()
+
+        att = None
         if len(cfg.requests):
             say(f"[{cfg.label}] attributing traffic to {len(cfg.requests)} request(s)")
             att = attribute(cfg.capture, cfg.log if not isinstance(cfg.log, list) else cfg.log[0],
                             intervals=cfg.__dict__.get("intervals"),
                             warmup_rounds=warmup_rounds,
-                            origin_ns=window_origin(cfg))
+                            origin_ns=window_origin(cfg), _run=read_once if one_pass else None)
+        if one_pass and "_pass" not in cfg.__dict__:
+            read_once()
+        cp = cfg.__dict__.get("_pass")
+        say(f"[{cfg.label}] emulation check")
+        v, status, headline = emulation_verdict(cfg)
+        content.verdicts.append(Verdict(headline, status, v.message))
+        tables = []
+        if att is not None:
             attributions[cfg.label] = att
             req = pick_request(cfg)
             send, first = int(req["t_send_ns"]), int(req["t_first_ns"])

@@ -696,67 +696,90 @@ class RangeQueries:
 
     def run(self) -> None:
         """Answer every recorded query in one pass over the capture."""
+        rr = self.consumer()
+        for _, bb, qq in iter_windows(self.info, [rr.grid], by="direction", source=self.source,
+                                      on_parts=rr.on_parts):
+            rr.add(bb, qq)
+        rr.finish()
+
+    def consumer(self) -> _RangeRun:
+        """The pass of ``run`` as a consumer, for a caller's own pass (the report's
+        ``capture_pass``): feed ``on_parts`` with each file's intervals (of this source's
+        counters only) and ``add`` with the blocks of windows of ``grid`` (``by="direction"``,
+        this source's data counters, in order), then ``finish()`` stores the answers."""
+        return _RangeRun(self)
+
+
+class _RangeRun:
+    """One pass answering a ``RangeQueries``' recorded queries (see ``RangeQueries.run``)."""
+
+    def __init__(self, rq: RangeQueries):
         from .attribute import RangeIndex, RangeWindowStats
-        from .series import OverLineFlagger, _combine
+        from .series import OverLineFlagger
 
-        flag = OverLineFlagger(self.info, by="direction", source=self.source)
-
-        cdf = self.info.counters
-        integ = [(k, q) for k, q in enumerate(self.queries) if q[0] == "integrate"]
-        stats = [(k, q) for k, q in enumerate(self.queries) if q[0] == "stats"]
-        acc: dict[int, dict[int, list[np.ndarray]]] = {k: {} for k, _ in integ}
-        first: dict[int, int] = {}
-        last: dict[int, int] = {}
-
+        self.rq = rq
+        self.flag = OverLineFlagger(rq.info, by="direction", source=rq.source)
+        self.integ = [(k, q) for k, q in enumerate(rq.queries) if q[0] == "integrate"]
+        stats = [(k, q) for k, q in enumerate(rq.queries) if q[0] == "stats"]
+        self.acc: dict[int, dict[int, list[np.ndarray]]] = {k: {} for k, _ in self.integ}
+        self.first: dict[int, int] = {}
+        self.last: dict[int, int] = {}
         # the ranges touching a segment, found without a scan of every range per segment
-        ranges = {k: RangeIndex(q[1], q[2]) for k, q in integ}
-
-        def on_parts(parts):
-            for c, iv in parts.items():
-                if not len(iv["t0_ns"]):
-                    continue
-                first.setdefault(c, int(iv["t0_ns"][0]))
-                last[c] = int(iv["t1_ns"][-1])
-                cnt = _Counter(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])
-                c0, c1 = int(cnt.t0[0]), int(cnt.t1[-1])
-                for k, (_, a, b, _by, _p) in integ:
-                    idx = ranges[k].touching(c0, c1)
-                    if not len(idx):
-                        continue
-                    aa = np.maximum(a[idx], c0)
-                    bb = np.minimum(b[idx], c1)
-                    byt, nan, gap, cov = cnt.windows(aa, bb)
-                    x = acc[k].get(c)
-                    if x is None:
-                        n = len(a)
-                        x = acc[k][c] = [np.zeros(n), np.zeros(n, np.int64),
-                                         np.zeros(n, np.int64), np.zeros(n, np.int64)]
-                    x[0][idx] += byt
-                    x[1][idx] += nan
-                    x[2][idx] += gap
-                    x[3][idx] += cov
-
+        self.ranges = {k: RangeIndex(q[1], q[2]) for k, q in self.integ}
         # per stats query: the 1 ms peaks, over-line counts and bursts of every range, fed
         # block by block (attribute.RangeWindowStats: vectorized over the ranges)
-        rstats = {k: RangeWindowStats(a, b, self.width_ns, self.capacity) for k, (_, a, b)
-                  in stats}
-        w = self.width_ns
-        grid = WindowGrid(w, self.origin)
-        for _, bb, qq in iter_windows(self.info, [grid], by="direction", source=self.source,
-                                      on_parts=on_parts):
-            if "tx" not in bb.columns or not len(bb):
+        self.rstats = {k: RangeWindowStats(a, b, rq.width_ns, rq.capacity)
+                       for k, (_, a, b) in stats}
+        self.grid = WindowGrid(rq.width_ns, rq.origin)
+
+    def on_parts(self, parts) -> None:
+        first, last, acc, ranges = self.first, self.last, self.acc, self.ranges
+        for c, iv in parts.items():
+            if not len(iv["t0_ns"]):
                 continue
-            # the headline rule of every 1 ms peak (peaks.headline_peak): over line rate,
-            # gap-spread and partial windows never become a peak
-            qtx = flag(bb[["tx"]], qq[["tx"]], w)["tx"].to_numpy(np.int64)
-            t = bb.index.to_numpy()
-            v = bb["tx"].to_numpy(np.float64)
-            for st in rstats.values():
-                st.add(t, v, qtx)
-        answers: list = [None] * len(self.queries)
-        for k, st in rstats.items():
+            first.setdefault(c, int(iv["t0_ns"][0]))
+            last[c] = int(iv["t1_ns"][-1])
+            cnt = _Counter(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])
+            c0, c1 = int(cnt.t0[0]), int(cnt.t1[-1])
+            for k, (_, a, b, _by, _p) in self.integ:
+                idx = ranges[k].touching(c0, c1)
+                if not len(idx):
+                    continue
+                aa = np.maximum(a[idx], c0)
+                bb = np.minimum(b[idx], c1)
+                byt, nan, gap, cov = cnt.windows(aa, bb)
+                x = acc[k].get(c)
+                if x is None:
+                    n = len(a)
+                    x = acc[k][c] = [np.zeros(n), np.zeros(n, np.int64),
+                                     np.zeros(n, np.int64), np.zeros(n, np.int64)]
+                x[0][idx] += byt
+                x[1][idx] += nan
+                x[2][idx] += gap
+                x[3][idx] += cov
+
+    def add(self, bb: pd.DataFrame, qq: pd.DataFrame) -> None:
+        if "tx" not in bb.columns or not len(bb):
+            return
+        w = self.rq.width_ns
+        # the headline rule of every 1 ms peak (peaks.headline_peak): over line rate,
+        # gap-spread and partial windows never become a peak
+        qtx = self.flag(bb[["tx"]], qq[["tx"]], w)["tx"].to_numpy(np.int64)
+        t = bb.index.to_numpy()
+        v = bb["tx"].to_numpy(np.float64)
+        for st in self.rstats.values():
+            st.add(t, v, qtx)
+
+    def finish(self) -> None:
+        from .series import _combine
+
+        rq = self.rq
+        cdf = rq.info.counters
+        first, last, acc = self.first, self.last, self.acc
+        answers: list = [None] * len(rq.queries)
+        for k, st in self.rstats.items():
             answers[k] = st.result()
-        for k, (_, a, b, by, allow_partial) in integ:
+        for k, (_, a, b, by, allow_partial) in self.integ:
             width = b - a
 
             def parts(k=k, a=a, width=width, by=by, allow_partial=allow_partial):
@@ -774,11 +797,11 @@ class RangeQueries:
             out, _ = _combine(parts(), width, pd.RangeIndex(len(a)), partial_nan=True)
             out.columns.name = by
             answers[k] = out
-        self.answers = answers
-        self.cursor = 0
+        rq.answers = answers
+        rq.cursor = 0
         # the two ends of the capture decided the attribution's span; the pass saw them all
         spans = {c: [first[c], last[c]] for c in first}
-        if spans != self.spans:
-            raise RuntimeError(f"{self.info.path}: a counter's first or last interval lies "
+        if spans != rq.spans:
+            raise RuntimeError(f"{rq.info.path}: a counter's first or last interval lies "
                                "outside the capture's first and last segments; attribute it "
                                "from a loaded capture (load_capture)")

@@ -91,10 +91,26 @@ def test_one_pass_equals_the_separate_passes(fixtures_dir, scale_capture, monkey
         # flag counts, counted by a pass of their own
         fresh = R.load_configuration(run, R.default_request_logs(run))
         pd.testing.assert_series_equal(cp.flags, R._flag_counts(fresh), check_exact=True)
+        # the attribution's ranges answered by the same pass
+        if len(cfg.requests) and not envelope:
+            from rdmascope.analysis.attribute import attribute
+
+            log = cfg.log[0] if isinstance(cfg.log, list) else cfg.log
+            alone = attribute(cfg.capture, log, origin_ns=R.window_origin(cfg))
+            got = {}
+
+            def in_pass(rq, cfg=cfg, cap=cap, got=got):
+                got["pass"] = R.capture_pass(cfg, capacity_gbps=cap, ranges=rq)
+
+            shared = attribute(cfg.capture, log, origin_ns=R.window_origin(cfg), _run=in_pass)
+            assert got["pass"] is not None
+            for name in ("requests", "tests", "rounds"):
+                pd.testing.assert_frame_equal(getattr(shared, name), getattr(alone, name),
+                                              check_exact=True)
 
 
 def test_the_report_uses_the_one_pass(fixtures_dir, tmp_path, monkeypatch):
-    """build_report makes no emulation, burst or device pass of its own."""
+    """build_report makes no emulation, attribution or burst pass of its own."""
     run = fixtures_dir / "sim-p2-200"
     if not (run / "manifest.json").exists():
         pytest.skip("fixture sim-p2-200 not committed")
@@ -104,7 +120,10 @@ def test_the_report_uses_the_one_pass(fixtures_dir, tmp_path, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("a separate pass")
 
+    import rdmascope.analysis.stream as S
+
     monkeypatch.setattr(V, "verify_emulation", boom)
     monkeypatch.setattr(B, "burst_analysis_capture", boom)
+    monkeypatch.setattr(S.RangeQueries, "run", boom)
     html = R.write_report([run], None, tmp_path / "r")
     assert html.exists()
