@@ -499,14 +499,28 @@ class _Counter:
                  unc: np.ndarray | None = None):
         self.t0, self.t1 = t0, t1
         self.unc = unc  # per interval: max of its two readings' half-brackets (ns), or None
-        nan = np.isnan(b) | _IS_NAN_FLAG[flag]
-        self.b = np.where(nan, 0.0, b)
-        self.cb = np.concatenate([[0.0], np.cumsum(self.b)])
+        n = len(t0)
+        nan = np.isnan(b)
+        nan |= _IS_NAN_FLAG[flag]
+        if nan.any():
+            self.b = np.where(nan, 0.0, b)
+            self.nan_t0, self.nan_t1 = t0[nan], t1[nan]
+        else:
+            self.b = np.asarray(b, np.float64)
+            self.nan_t0 = self.nan_t1 = t0[:0]
+        # the cumulative sums written in place after a leading 0 (same sums, no extra copy)
+        self.cb = np.empty(n + 1)
+        self.cb[0] = 0.0
+        np.cumsum(self.b, out=self.cb[1:])
         self.dur = t1 - t0
-        self.cdur = np.concatenate([[0], np.cumsum(self.dur)])
-        self.nan_t0, self.nan_t1 = t0[nan], t1[nan]
+        self.cdur = np.empty(n + 1, self.dur.dtype if n else np.int64)
+        self.cdur[0] = 0
+        np.cumsum(self.dur, out=self.cdur[1:])
         g = flag == _GAP
-        self.gap_t0, self.gap_t1 = t0[g], t1[g]
+        if g.any():
+            self.gap_t0, self.gap_t1 = t0[g], t1[g]
+        else:
+            self.gap_t0 = self.gap_t1 = t0[:0]
 
     def ends_before(self, e: np.ndarray, step: int | None = None) -> np.ndarray:
         """Per instant e (sorted): how many intervals end at or before it (``searchsorted(t1, e,

@@ -322,20 +322,32 @@ class MeasureStream:
         on_grid = (a - self.origin) % MS == 0
         if self.end_ns is not None:
             on_grid = on_grid & (a + MS <= int(self.end_ns))
+        qa = q.to_numpy()
         if not flagged:
             # whole 1 ms windows only: over line rate judged as everywhere (flag_over_line)
             if self._flag is None:
                 self._flag = self._flag_cls(self.info, source="infiniband")
-            q = q.copy()
-            q.iloc[on_grid] = self._flag(b.iloc[on_grid], q.iloc[on_grid], MS).to_numpy()
-        qa = q.to_numpy()
+            whole = on_grid.all()
+            got = self._flag(b if whole else b.iloc[on_grid], q if whole else q.iloc[on_grid],
+                             MS).to_numpy()
+            if whole:
+                qa = got
+            else:
+                qa = qa.copy()
+                qa[on_grid] = got
+        ba = b.to_numpy(np.float64)
+        nan = np.isnan(ba)
+        finite = np.isfinite(ba).any(axis=0)
+        n_nan = nan.sum(axis=0)
+        a_on = a if on_grid.all() else a[on_grid]
         for j, s in enumerate(b.columns):
-            v = b[s].to_numpy()
+            v = ba[:, j]
             x = self.acc.setdefault(s, [0.0, False, 0, _PeakAcc(None)])
             x[0] += float(np.nansum(v))
-            x[1] = x[1] or bool(np.isfinite(v).any())
-            x[2] += int(np.isnan(v).sum())
-            x[3].add(a[on_grid], v[on_grid] * 8.0 / MS, qa[on_grid, j])
+            x[1] = x[1] or bool(finite[j])
+            x[2] += int(n_nan[j])
+            x[3].add(a_on, (v if a_on is a else v[on_grid]) * 8.0 / MS,
+                     qa[:, j] if a_on is a else qa[on_grid, j])
 
     def result(self, spans: dict, kernel=None) -> dict[str, Any]:
         """The measurement dict of ``_measure``. ``kernel``: a function (lo, hi) -> {device:
