@@ -1030,9 +1030,11 @@ FIGURE_COLUMNS = 2_000
 FIGURE_MAX_WINDOWS = 60_000
 
 
-def _test_ranges(configs: Sequence[Configuration], test: str | None, pad_s: float
+def _test_ranges(configs: Sequence[Configuration], test: str | None, pad_s: float,
+                 start_s: float | None = None, end_s: float | None = None
                  ) -> dict[str, tuple[pd.DataFrame, int, int]]:
-    """Per configuration: (the test's requests, range start, range end) of figure 2."""
+    """Per configuration: (the test's requests, range start, range end) of figure 2; with
+    ``start_s``/``end_s`` (seconds since the test's first send) only that stretch."""
     out = {}
     for cfg in configs:
         r = cfg.requests
@@ -1043,27 +1045,39 @@ def _test_ranges(configs: Sequence[Configuration], test: str | None, pad_s: floa
             if not len(r):
                 raise ValueError(f"{cfg.label}: no request of test {test!r}")
         pad = int(pad_s * 1e9)
-        out[cfg.label] = (r, int(r["t_send_ns"].min()) - pad, int(r["t_last_ns"].max()) + pad)
+        t0 = int(r["t_send_ns"].min())
+        a, b = t0 - pad, int(r["t_last_ns"].max()) + pad
+        if start_s is not None:
+            a = max(a, t0 + int(round(start_s * 1e9)))
+        if end_s is not None:
+            b = min(b, t0 + int(round(end_s * 1e9)))
+        if b <= a:
+            raise ValueError(f"{cfg.label}: nothing of test {test!r} lies in the range "
+                             f"{start_s} s to {end_s} s after its first send "
+                             f"(it spans {(a - t0) / 1e9:g} to {(b - t0) / 1e9:g} s)")
+        out[cfg.label] = (r, a, b)
     return out
 
 
 def comparison_bucket(configs: Sequence[Configuration], test: str | None = None, *,
                       width_ns: int = MS_NS, pad_s: float = 1.0,
                       columns: int = FIGURE_COLUMNS,
-                      max_windows: int = FIGURE_MAX_WINDOWS) -> int:
+                      max_windows: int = FIGURE_MAX_WINDOWS, start_s: float | None = None,
+                      end_s: float | None = None) -> int:
     """Return k, the windows of ``width_ns`` per drawn column of figure 2: 1 (every window
     drawn) when the longest configuration's range holds at most ``max_windows`` windows, else the bucket of ``envelope.bucket_windows`` (each column then
     shows the highest and lowest window of k)."""
     from .envelope import bucket_windows
 
-    spans = [b - a for _, a, b in _test_ranges(configs, test, pad_s).values()]
+    spans = [b - a for _, a, b in _test_ranges(configs, test, pad_s, start_s, end_s).values()]
     n = -(-max(spans) // int(width_ns))
     return 1 if n <= max_windows else bucket_windows(n, columns)
 
 
 def figure_comparison(configs: Sequence[Configuration], test: str | None = None, *,
                       width_ns: int = MS_NS, pad_s: float = 1.0,
-                      columns: int = FIGURE_COLUMNS, max_windows: int = FIGURE_MAX_WINDOWS):
+                      columns: int = FIGURE_COLUMNS, max_windows: int = FIGURE_MAX_WINDOWS,
+                      start_s: float | None = None, end_s: float | None = None):
     """Draw figure 2: the configurations of one test stacked on a shared time axis.
 
     ``test`` selects the requests by their ``test`` column (all requests when None). Rates are the
@@ -1073,15 +1087,17 @@ def figure_comparison(configs: Sequence[Configuration], test: str | None = None,
     columns (``node_envelope``, k = ``comparison_bucket``): per column the highest window (the
     line: every burst keeps its 1 ms height) and a band down to the lowest; the title says "the
     highest 1 ms window per N ms". That streams the capture: memory holds the columns, not the
-    test's windows.
+    test's windows. ``start_s``/``end_s``: draw only that stretch, in seconds since each test's
+    first send (the figure's time axis), e.g. a few seconds of a long test at every 1 ms window.
+    Raises ValueError when a configuration has no request of ``test`` or nothing in the range.
     """
     from . import figures
 
     k = comparison_bucket(configs, test, width_ns=width_ns, pad_s=pad_s, columns=columns,
-                          max_windows=max_windows)
+                          max_windows=max_windows, start_s=start_s, end_s=end_s)
     rates, lows, reqs, caps = {}, {}, {}, {}
     for cfg in configs:
-        r, a, b = _test_ranges([cfg], test, pad_s)[cfg.label]
+        r, a, b = _test_ranges([cfg], test, pad_s, start_s, end_s)[cfg.label]
         if k == 1:
             rates[cfg.label] = node_gbps(cfg, width_ns, a, b)
         else:
@@ -1093,10 +1109,14 @@ def figure_comparison(configs: Sequence[Configuration], test: str | None = None,
     what = (f"{figures.window_label(width_ns)} windows" if k == 1 else
             f"the highest {figures.window_label(width_ns)} window per "
             f"{figures.window_label(width_ns * k)}, band down to the lowest")
-    return figures.plot_comparison(
+    fig = figures.plot_comparison(
         rates, reqs, link_gbps=caps, lows_gbps=lows or None,
         title=(f"Test {test}: " if test else "") + " vs ".join(rates)
         + f" ({what}, tx of one node)")
+    if start_s is not None or end_s is not None:
+        lo, hi = fig.axes[0].get_xlim()
+        fig.axes[0].set_xlim(lo if start_s is None else start_s, hi if end_s is None else end_s)
+    return fig
 
 def tp_projection_frame(*, prompt_tokens: float, ttft_s: float, model=None, tp: int = 8,
                         tp_sizes=(2, 4, 8, 16), links_gbps=((200.0, 100.0),)) -> pd.DataFrame:
@@ -1581,8 +1601,8 @@ def _add_comparison(content: ReportContent, configs, attributions, say,
         drawn = ("" if k == 1 else
                  f" The test is longer than the figure has pixels: each column shows the 1 ms "
                  f"max per {k:,} ms (the line: every burst at its 1 ms height) and a band down "
-                 "to the 1 ms min; every 1 ms window of a stretch: "
-                 "`rdmascope rates CAPTURE --window 1ms --from S --to S`.")
+                 f"to the 1 ms min; every 1 ms window of a stretch: `rdmascope plot compare "
+                 f"A B --test {test} --from S --to S -o FILE`.")
         content.figures.append(ReportFigure(
             _anchor(f"compare-{test}"), f"Test {test}: " + " above ".join(c.label for c in configs),
             figure_comparison(configs, test),

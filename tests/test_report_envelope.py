@@ -165,3 +165,36 @@ def _values(y):
 
         return np.frombuffer(base64.b64decode(y["bdata"]), dtype=np.dtype(y["dtype"]))
     return y
+
+
+def test_plot_compare_from_to_draws_a_stretch_at_every_1ms_window(fixtures_dir, tmp_path):
+    """`plot compare --from/--to`: the stretch of a test, every 1 ms window of it (the zoom of
+    a long test's envelope); outside compare, or --to not after --from: a usage error."""
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    a, b = _runs(fixtures_dir)
+    cfgs = [R.load_configuration(r, R.default_request_logs(r)) for r in (a, b)]
+    test = str(cfgs[0].requests["test"].iloc[0])
+    fig = R.figure_comparison(cfgs, test, start_s=0.5, end_s=1.5, max_windows=0, columns=5000)
+    assert fig.axes[0].get_xlim() == pytest.approx((0.5, 1.5))
+    for ax, cfg, run in zip(fig.axes, cfgs, (a, b), strict=True):
+        r = cfg.requests[cfg.requests["test"].astype(str) == test]
+        t0 = int(r["t_send_ns"].min())
+        (line,) = [ln for ln in ax.get_lines() if ln.get_gid() is None]
+        y = np.asarray(line.get_ydata())[:-1]
+        true = _true_1ms(run, cfg, t0 + 500 * MS, t0 + 1500 * MS)
+        # 1,000 windows in 5,000 columns: every 1 ms window drawn as it is
+        np.testing.assert_allclose(y, true.to_numpy(), rtol=1e-12)
+    runner = CliRunner()
+    out = tmp_path / "f.png"
+    res = runner.invoke(main, ["plot", "compare", str(a), str(b), "--test", test,
+                               "--from", "0.5", "--to", "1.5", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert out.stat().st_size > 1000
+    res = runner.invoke(main, ["plot", "devices", str(a), "--from", "1", "-o", str(out)])
+    assert res.exit_code == 2 and "--from/--to apply to `plot compare` only" in res.output
+    res = runner.invoke(main, ["plot", "compare", str(a), str(b), "--from", "2", "--to", "1",
+                               "-o", str(out)])
+    assert res.exit_code == 2 and "must be after --from" in res.output

@@ -8,6 +8,7 @@ from rdmascope.cli.output import (
     DURATION_NS,
     OFFSET,
     POSITIVE,
+    SECONDS,
     WINDOW,
     check_window_count,
     cli_errors,
@@ -54,6 +55,11 @@ _HELP = "KIND is one of:\n\n" + "\n\n".join(f"\b\n  {k:14s} {v}" for k, v in KIN
               help="request: zoom start, as time since the send (default: centred in the prefill).")
 @click.option("--windows", "windows_text", default="1ms,5ms,100ms", show_default=True,
               help="windows: comma-separated window widths.")
+@click.option("--from", "from_s", type=SECONDS, default=None, metavar="S",
+              help="compare: draw from S seconds after the test's first send (with --to: "
+                   "a stretch of a long test at every 1 ms window).")
+@click.option("--to", "to_s", type=SECONDS, default=None, metavar="S",
+              help="compare: draw up to S seconds after the test's first send.")
 @click.option("--window", "window_ns", type=WINDOW, default=None,
               help="compare (default 1ms) / devices (default 100ms): window width.")
 @click.option("--offset", "offset_s", type=OFFSET, default=None,
@@ -67,7 +73,7 @@ _HELP = "KIND is one of:\n\n" + "\n\n".join(f"\b\n  {k:14s} {v}" for k, v in KIN
 @setup_options
 @link_gbps_option
 def command(kind, captures, request_logs, output, labels, request_id, test_name, zoom_ns,
-            zoom_start_ns, windows_text, window_ns, offset_s, prompt_tokens, ttft_s,
+            zoom_start_ns, windows_text, from_s, to_s, window_ns, offset_s, prompt_tokens, ttft_s,
             dpi, origin_s, **setup_kw):
     from pathlib import Path
 
@@ -75,6 +81,11 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
     from rdmascope.analysis import report as R
 
     given = resolve_kwargs(setup_kw)
+    if (from_s is not None or to_s is not None) and kind != "compare":
+        raise click.UsageError("--from/--to apply to `plot compare` only (a stretch of a test)")
+    if from_s is not None and to_s is not None and not to_s > from_s:
+        raise click.BadParameter(f"--to {to_s:g} s must be after --from {from_s:g} s",
+                                 param_hint="'--to'")
     if link_gbps_note():
         click.echo(f"note: {link_gbps_note()}", err=True)
     suffix = Path(output).suffix.lower().lstrip(".")
@@ -136,8 +147,10 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
             configs.append(R.load_configuration(cap, logs, label=labels[i] if labels else None,
                                                 offset_s=offset_s, origin_s=origin_s))
         cfg = configs[0]
-        if kind in ("compare", "devices"):
-            w = window_ns or (R.MS_NS if kind == "compare" else 100 * R.MS_NS)
+        # compare streams a long test into its min/max envelope (bounded memory); devices holds
+        # every window of the capture
+        if kind == "devices":
+            w = window_ns or 100 * R.MS_NS
             for c in configs:
                 check_window_count(w, c.capture.t_end_ns - c.capture.t_start_ns,
                                    n_series=max(int((c.capture.counters["data"]
@@ -163,7 +176,8 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
             verdict = R.emulation_verdict_text(cfg)
             fig = R.figure_devices(cfg, width_ns=window_ns or 100 * R.MS_NS, verdict=verdict)
         elif kind == "compare":
-            fig = R.figure_comparison(configs, test_name, width_ns=window_ns or R.MS_NS)
+            fig = R.figure_comparison(configs, test_name, width_ns=window_ns or R.MS_NS,
+                                      start_s=from_s, end_s=to_s)
         else:  # extra-prefill, tokens: the comparison with the setup's links and model
             setup = R.setup_for(configs[0], configs[1], given)
             click.echo(f"model: {setup.model.describe()}; {setup.describe()}", err=True)
