@@ -112,6 +112,14 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, s
         raise click.BadParameter(f"{interval_ns / 1e6:g} ms is outside the allowed range "
                                  f"{MIN_INTERVAL_NS / 1e6:g} ms .. {MAX_INTERVAL_NS / 1e9:g} s",
                                  param_hint="'--interval'")
+    if duration_ns is not None and duration_ns <= 0:  # a bad option value: usage error (exit 2)
+        raise click.BadParameter(f"must be longer than 0, got {duration_ns / 1e9:g} s (e.g. 30s)",
+                                 param_hint="'--duration'")
+    if rt_priority is not None and hasattr(os, "SCHED_FIFO"):
+        lo, hi = os.sched_get_priority_min(os.SCHED_FIFO), os.sched_get_priority_max(os.SCHED_FIFO)
+        if not lo <= rt_priority <= hi:
+            raise click.BadParameter(f"{rt_priority}: SCHED_FIFO priority must be in {lo}..{hi}",
+                                     param_hint="'--rt-priority'")
     if cpu is not None:  # a CPU this process may not run on is a usage error, before discovery
         allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
         if allowed is not None and cpu not in allowed:

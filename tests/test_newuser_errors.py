@@ -1,0 +1,69 @@
+"""What a new user ran into (s3 new-user trial): usage errors with the right exit code, the run
+set directory accepted by ``cluster`` as ``compare`` accepts it, and a path that is no capture
+named as such."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from rdmascope.sampler.faketree import build_device
+
+from rdmascope.cli import main
+from rdmascope.emulator.cluster import ClusterSpec, simulate_cluster
+from rdmascope.emulator.model import TrafficConfig, link_config, make_scenario, simulate
+
+
+@pytest.fixture(scope="module")
+def run_set(tmp_path_factory):
+    d = tmp_path_factory.mktemp("set") / "p"
+    traffic = simulate(make_scenario("single4k"), TrafficConfig(link=link_config("200")), seed=3)
+    simulate_cluster(d, traffic, ClusterSpec(nodes=2, clock_error_ns=5_000_000, seed=1))
+    return d
+
+
+@pytest.mark.parametrize("args, option", [
+    (["--duration", "0s"], "--duration"),
+    (["--duration", "0ms", "--interval", "1ms"], "--duration"),
+    (["--rt-priority", "1000"], "--rt-priority"),
+    (["--rt-priority", "0"], "--rt-priority"),
+])
+def test_record_bad_option_values_are_usage_errors_and_write_nothing(tmp_path, args, option):
+    root = tmp_path / "sys"
+    build_device(root, "rocep1s0f1", pci="0000:01:00.1", netdev="enp1s0f1np1")
+    out = tmp_path / "cap"
+    r = CliRunner().invoke(main, ["record", "-o", str(out), "--sysfs-root", str(root),
+                                  "--no-status", *args])
+    assert r.exit_code == 2, r.output
+    assert f"'{option}'" in r.output and "Traceback" not in r.output
+    assert not out.exists()
+
+
+def test_cluster_takes_the_run_set_directory(run_set):
+    """``cluster DIR`` gives what ``cluster DIR/spark-*`` gives (the glob ``DIR/*`` would also
+    pick up the requests.jsonl and truth.json that ``simulate capture --nodes`` writes there)."""
+    caps = sorted(str(p) for p in run_set.iterdir() if p.is_dir())
+    assert len(caps) == 2 and (run_set / "requests.jsonl").is_file()
+    by_dir = CliRunner().invoke(main, ["cluster", str(run_set), "--json"])
+    by_caps = CliRunner().invoke(main, ["cluster", *caps, "--json"])
+    assert by_caps.exit_code == 0, by_caps.output
+    assert by_dir.exit_code == by_caps.exit_code, by_dir.output
+    a, b = json.loads(by_dir.stdout), json.loads(by_caps.stdout)
+    assert a["meta"]["verdict"] == b["meta"]["verdict"] == "PASS"
+    assert len(a["nodes"]) == 2
+    assert a == b
+    # one capture alone is still refused, saying what to give
+    r = CliRunner().invoke(main, ["cluster", caps[0]])
+    assert r.exit_code == 2 and "at least two hosts" in r.output
+
+
+def test_compare_names_a_path_that_is_no_capture(run_set, tmp_path):
+    notcap = tmp_path / "notcap"
+    notcap.mkdir()
+    (notcap / "x").write_text("hi\n")
+    r = CliRunner().invoke(main, ["compare", str(run_set), str(notcap)])
+    assert r.exit_code == 1, r.output
+    line = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
+    assert len(line) == 1 and f"{notcap}: has no manifest.json" in line[0]
+    assert "is one capture" not in r.output
