@@ -59,7 +59,8 @@ def _progress():
 
 
 @click.command(help="Summarise the captures of several hosts of one run (one capture per "
-                    "host): clock offsets, per-node bytes, twin shares and emulation verdicts "
+                    "host, or the one directory holding them): clock offsets, per-node bytes, "
+                    "twin shares and emulation verdicts "
                     "(the set passes only if every node does), peaks, bytes per request against "
                     "the set's median, and stragglers or slow links per all-reduce burst. "
                     "Exit 0 PASS, 1 FAIL, 3 CANNOT JUDGE (also when a node's traffic does not "
@@ -103,8 +104,13 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
     from rdmascope.analysis.requestlogs import RequestLogError
     from rdmascope.capture import CaptureError
 
+    if len(captures) == 1:  # a run set directory (as `simulate capture --nodes` writes)
+        from rdmascope.cli.compare import run_set_dir
+
+        captures = run_set_dir(captures[0]) or captures
     if len(captures) < 2:
-        raise click.UsageError("give the captures of at least two hosts of one run")
+        raise click.UsageError("give the captures of at least two hosts of one run (or the "
+                               "directory that holds one capture per host)")
     if max_lag <= 0:  # a search range of nothing is not "no refinement": say which one is meant
         raise click.BadParameter("the refinement's search range must be longer than 0 (e.g. "
                                  "200ms); to trust the wall clocks alone, give --no-refine",

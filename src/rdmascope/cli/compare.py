@@ -146,6 +146,10 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
     if (sets[0] is None) != (sets[1] is None):
         one, many = (capture_a, capture_b) if sets[0] is None else (capture_b, capture_a)
         k = len([s for s in sets if s][0])
+        if not (Path(one) / "manifest.json").is_file():
+            raise click.ClickException(
+                f"{one}: has no manifest.json and holds no capture directory; not an rdmascope "
+                f"capture or run set ({many} is a run set of {k} captures, one per host)")
         raise click.ClickException(
             f"{many} is a run set ({k} captures, one per host) but {one} is one capture; give "
             "two run set directories or two captures")
