@@ -5,6 +5,8 @@ named as such."""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -67,3 +69,48 @@ def test_compare_names_a_path_that_is_no_capture(run_set, tmp_path):
     line = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
     assert len(line) == 1 and f"{notcap}: has no manifest.json" in line[0]
     assert "is one capture" not in r.output
+
+
+SIM = Path(__file__).resolve().parents[1] / "fixtures" / "sim-p2-200"
+
+
+def _unwritable_cases(d: Path) -> list[list[str]]:
+    return [["report", str(SIM), "-o", str(d / "rep")],
+            ["plot", "windows", str(SIM), "-o", str(d / "f.png")],
+            ["export", "perfetto", str(SIM), "-o", str(d / "t.json")],
+            ["export", "dataset", str(SIM), "-o", str(d / "ds")]]
+
+
+def _assert_refused_up_front(r, d: Path) -> None:
+    assert r.exit_code == 2, r.output
+    line = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
+    assert len(line) == 1 and "cannot write in" in line[0] and str(d) in line[0]
+    assert "loading" not in r.output and "reading" not in r.output  # no analysis ran
+    assert list(d.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through a mode-555 directory")
+def test_unwritable_output_directory_is_refused_before_the_analysis(tmp_path):
+    d = tmp_path / "ro"
+    d.mkdir()
+    d.chmod(0o555)
+    try:
+        for args in _unwritable_cases(d):
+            _assert_refused_up_front(CliRunner().invoke(main, args), d)
+    finally:
+        d.chmod(0o755)
+
+
+def test_unwritable_output_directory_is_refused_before_the_analysis_as_root(tmp_path,
+                                                                            monkeypatch):
+    """The same as root, where only a read-only file system refuses: access(2) is made to
+    answer EACCES for that one directory (the check is what the commands call)."""
+    import rdmascope.cli.output as out_mod
+
+    d = tmp_path / "ro"
+    d.mkdir()
+    real = os.access
+    monkeypatch.setattr(out_mod.os, "access",
+                        lambda p, mode, **kw: False if Path(p) == d else real(p, mode, **kw))
+    for args in _unwritable_cases(d):
+        _assert_refused_up_front(CliRunner().invoke(main, args), d)

@@ -31,6 +31,7 @@ import contextlib
 import functools
 import json
 import math
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -383,6 +384,12 @@ def require_parent_dir(path: str, option: str = "'-o' / '--output'") -> None:
                                  param_hint=option)
     if not parent.is_dir():
         raise click.BadParameter(f"{path}: {parent} is not a directory", param_hint=option)
+    # refuse an unwritable target now, not after minutes of analysis (access(2): EACCES, EROFS)
+    target = Path(path).expanduser().absolute()
+    target = target if target.exists() else parent
+    if not os.access(target, os.W_OK | (os.X_OK if target.is_dir() else 0)):
+        raise click.BadParameter(f"{path}: cannot write in {target} (permission denied or a "
+                                 "read-only file system); choose another path", param_hint=option)
 
 
 def load_or_fail(path: str):
