@@ -26,6 +26,7 @@ the exact int64 ns columns.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -187,6 +188,7 @@ def write_dataset(paths: list[str | os.PathLike], out_dir: str | os.PathLike, *,
             {b"rdmascope.dataset": json.dumps(meta, default=str).encode()})
         tmp = d.with_name("." + d.name + ".tmp")  # hidden: engines skip it if left behind
         shutil.rmtree(tmp, ignore_errors=True)
+        created = [p for p in (out, d.parent) if not p.exists()]  # removed again on failure
         tmp.mkdir(parents=True)
         rows = 0
         try:
@@ -197,6 +199,9 @@ def write_dataset(paths: list[str | os.PathLike], out_dir: str | os.PathLike, *,
                     rows += table.num_rows
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
+            for p in reversed(created):  # no empty host=/dataset directory left behind
+                with contextlib.suppress(OSError):
+                    p.rmdir()  # only if still empty
             raise
         if d.exists():
             shutil.rmtree(d)

@@ -114,3 +114,27 @@ def test_unwritable_output_directory_is_refused_before_the_analysis_as_root(tmp_
                         lambda p, mode, **kw: False if Path(p) == d else real(p, mode, **kw))
     for args in _unwritable_cases(d):
         _assert_refused_up_front(CliRunner().invoke(main, args), d)
+
+
+def test_failed_dataset_export_leaves_no_empty_directories(tmp_path):
+    """A capture whose segment is cut short fails the export (exit 1, the file named) and
+    leaves neither an empty dataset directory nor an empty host= partition behind; a partition
+    written earlier into the same dataset stays."""
+    import shutil
+
+    trunc = tmp_path / "trunc"
+    shutil.copytree(SIM, trunc)
+    seg = sorted((trunc / "segments").glob("*.parquet"))[0]
+    seg.write_bytes(seg.read_bytes()[: seg.stat().st_size // 2])
+    ds = tmp_path / "ds"
+    r = CliRunner().invoke(main, ["export", "dataset", str(trunc), "-o", str(ds)])
+    assert r.exit_code == 1, r.output
+    assert "seg-000000.parquet" in r.output and "Traceback" not in r.output
+    assert not ds.exists()
+    # into a dataset that already holds the good capture: that partition is kept untouched
+    r = CliRunner().invoke(main, ["export", "dataset", str(SIM), "-o", str(ds)])
+    assert r.exit_code == 0, r.output
+    before = sorted(str(p.relative_to(ds)) for p in ds.rglob("*"))
+    r = CliRunner().invoke(main, ["export", "dataset", str(trunc), "-o", str(ds)])
+    assert r.exit_code == 1, r.output
+    assert sorted(str(p.relative_to(ds)) for p in ds.rglob("*")) == before
