@@ -138,3 +138,11 @@ def test_failed_dataset_export_leaves_no_empty_directories(tmp_path):
     r = CliRunner().invoke(main, ["export", "dataset", str(trunc), "-o", str(ds)])
     assert r.exit_code == 1, r.output
     assert sorted(str(p.relative_to(ds)) for p in ds.rglob("*")) == before
+
+
+def test_report_refuses_the_same_capture_twice_before_the_analysis(tmp_path):
+    r = CliRunner().invoke(main, ["report", str(SIM), str(SIM), "-o", str(tmp_path / "r")])
+    assert r.exit_code == 1, r.output
+    line = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
+    assert len(line) == 1 and "same capture" in line[0] and str(SIM) in line[0]
+    assert "loading" not in r.output and not (tmp_path / "r").exists()

@@ -101,6 +101,7 @@ def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, 
             raise click.ClickException(str(exc)) from exc
         click.echo(str(path))
         return
+    _refuse_same_run_twice(captures, request_logs, runs)
     with cli_errors():
         path = write_report(list(captures), list(request_logs) or None, out_dir,
                             labels=list(labels) or None, offset_s=offset_s,
@@ -108,3 +109,30 @@ def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, 
                             warmup_rounds=warmup_rounds, origin_s=origin_s,
                             setup_options=given, runs=list(runs))
     click.echo(str(path))
+
+
+def _refuse_same_run_twice(captures, request_logs, runs) -> None:
+    """Refuse, before any analysis, a later capture that is the first one again with the same
+    request log (the comparison refuses it too, but only after analysing both: minutes on long
+    captures). Only the plain cases are judged here: no --run, and the capture's own log or one
+    --requests per capture; anything else is left to the comparison's own check."""
+    import os
+
+    if runs or request_logs and len(request_logs) != len(captures):
+        return
+    from rdmascope.capture import read_manifest
+
+    def key(i):
+        try:
+            cid = read_manifest(captures[i]).get("capture_id")
+        except Exception:  # noqa: BLE001 (the analysis names a bad capture)
+            return None
+        log = request_logs[i] if request_logs else os.path.join(captures[i], "requests.jsonl")
+        return (cid, os.path.realpath(log)) if cid else None
+
+    first = key(0)
+    for i in range(1, len(captures)):
+        if first is not None and key(i) == first:
+            raise click.ClickException(
+                f"{captures[i]} is the same capture as {captures[0]} (capture_id {first[0]}) "
+                "with the same request log; compare two different runs")
