@@ -146,3 +146,22 @@ def test_report_refuses_the_same_capture_twice_before_the_analysis(tmp_path):
     line = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
     assert len(line) == 1 and "same capture" in line[0] and str(SIM) in line[0]
     assert "loading" not in r.output and not (tmp_path / "r").exists()
+
+
+def test_compare_warns_when_a_run_set_failed_its_emulation_check(tmp_path):
+    """B's set has a node that missed NCCL_IB_HCA: the timing table still compares the sets,
+    but a warning near the top says B's set FAILed and names the node (it was only in the
+    per-node table at the end)."""
+    sc = make_scenario("single4k")
+    ta = simulate(sc, TrafficConfig(link=link_config("200")), seed=3)
+    tb = simulate(sc, TrafficConfig(link=link_config("emulated100")), seed=3)
+    simulate_cluster(tmp_path / "a", ta, ClusterSpec(nodes=3, clock_error_ns=5_000_000, seed=1))
+    truth = simulate_cluster(tmp_path / "b", tb, ClusterSpec(nodes=3, clock_error_ns=5_000_000,
+                                                             misconfigured=1, seed=2))
+    bad = [n["host"] for n in truth["nodes"] if n["role"]]
+    assert bad == ["spark-02"], truth["nodes"]
+    r = CliRunner().invoke(main, ["compare", str(tmp_path / "a"), str(tmp_path / "b")])
+    assert r.exit_code == 0, r.output
+    warn = [ln for ln in r.stderr.splitlines() if ln.startswith("WARNING: B:")]
+    assert len(warn) == 1 and "FAIL" in warn[0] and "spark-02" in warn[0], r.stderr
+    assert not any(ln.startswith("WARNING: A:") for ln in r.stderr.splitlines())

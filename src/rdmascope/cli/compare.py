@@ -241,6 +241,11 @@ def _compare_sets(set_info, logs, formats, offsets, runs, dirs):
     for name, r in zip("AB", res, strict=True):
         for w in r.warnings:
             click.echo(f"warning: {name}: {w}", err=True)
+        if r.verdict != "PASS":  # the timing above treats the set as one run on one link
+            who = f" (failing: {', '.join(r.failing)})" if r.failing else ""
+            click.secho(f"WARNING: {name}: the run set's emulation check is {r.verdict}{who}: "
+                        "its nodes did not all run the same link setting, so its timing is not "
+                        "one link's; see the per-node table", err=True, fg="red", bold=True)
     try:
         nodes = compare_run_sets(res[0], res[1])
     except RunSetError as exc:
