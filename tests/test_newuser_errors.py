@@ -165,3 +165,31 @@ def test_compare_warns_when_a_run_set_failed_its_emulation_check(tmp_path):
     warn = [ln for ln in r.stderr.splitlines() if ln.startswith("WARNING: B:")]
     assert len(warn) == 1 and "FAIL" in warn[0] and "spark-02" in warn[0], r.stderr
     assert not any(ln.startswith("WARNING: A:") for ln in r.stderr.splitlines())
+
+
+def test_cluster_heatmap_labels_fit_in_the_figure():
+    """With pooled columns the colour bar's label ran past the figure's edge (cut off in the
+    report); every label must lie inside the figure, and the pooling is still said."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import numpy as np
+    import pandas as pd
+    from rdmascope.analysis.figures import plot_cluster_heatmap
+
+    idx = pd.Index(np.arange(6000) * 1_000_000, name="window_start_ns")
+    rng = np.random.default_rng(0)
+    rates = pd.DataFrame(rng.uniform(0, 120, (6000, 3)), index=idx,
+                         columns=["spark-01", "spark-02", "spark-03"])
+    ax = plot_cluster_heatmap(rates, max_columns=1600)  # 6000 / 1600 -> 4 ms per column
+    fig = ax.figure
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    box = fig.bbox
+    texts = [a.xaxis.label for a in fig.axes] + [a.yaxis.label for a in fig.axes]
+    for t in texts:
+        if t.get_text():
+            e = t.get_window_extent(r)
+            assert e.x0 >= box.x0 - 1 and e.x1 <= box.x1 + 1, t.get_text()
+            assert e.y0 >= box.y0 - 1 and e.y1 <= box.y1 + 1, t.get_text()
+    assert "highest 1 ms rate of 4 ms" in ax.get_xlabel()
