@@ -193,3 +193,17 @@ def test_cluster_heatmap_labels_fit_in_the_figure():
             assert e.x0 >= box.x0 - 1 and e.x1 <= box.x1 + 1, t.get_text()
             assert e.y0 >= box.y0 - 1 and e.y1 <= box.y1 + 1, t.get_text()
     assert "highest 1 ms rate of 4 ms" in ax.get_xlabel()
+
+
+@pytest.mark.parametrize("cmd", [["simulate", "capture", "-o"], ["simulate", "serve", "--root"],
+                                 ["demo", "-o"]])
+def test_emulated_cluster_size_is_bounded(tmp_path, cmd):
+    """--nodes 100000 wrote node after node until killed; it is a usage error now, with the
+    limit said, and nothing is written."""
+    from rdmascope.cli.simulate import MAX_NODES
+
+    out = tmp_path / "x"
+    r = CliRunner().invoke(main, [*cmd, str(out), "--nodes", "100000"])
+    assert r.exit_code == 2, r.output
+    assert "'--nodes'" in r.output and f"1<=x<={MAX_NODES}" in r.output
+    assert not out.exists()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from rdmascope.cli.simulate import MAX_NODES
+
 
 @click.command(name="demo")
 @click.option("-o", "--output", default=None, type=click.Path(),
@@ -12,7 +14,7 @@ import click
 @click.option("--force", is_flag=True,
               help="With -o: replace an earlier demo's outputs in a non-empty directory (its "
                    "captures, report/ and summary.txt); anything else in their place is refused.")
-@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--nodes", type=click.IntRange(1, MAX_NODES), default=1, show_default=True,
               help="N >= 3: the cluster demo instead: an emulated N-node run (one node without "
                    "NCCL_IB_HCA, one straggler, wall clocks apart), captures written by the "
                    "emulator, then `rdmascope cluster` and the cluster report (seconds).")

@@ -9,6 +9,10 @@ import click
 from rdmascope.cli.output import DURATION_NS, NONNEG_SECONDS, POSITIVE
 from rdmascope.models import PRESETS
 
+#: the most nodes an emulated cluster may have: each writes a capture (or, live, a tree
+#: rewritten at ~4 kHz); --nodes 100000 filled the disk instead of being refused
+MAX_NODES = 64
+
 SCENARIO_HELP = ("Scenario: P1..P6 (the study's tests: warm-up + 3 rounds, 1,024 output tokens), "
                  "demo (P1 then P2, 64 output tokens), single4k (one 4,096-token prompt, ~4 s), "
                  "or a spec: prompt=TOKENS[+TOKENS...],concurrency=N,output=N,rounds=N"
@@ -157,7 +161,7 @@ def command() -> None:
 @click.option("--cleanup", is_flag=True, help="Remove a --root tree at exit too.")
 @click.option("--keep-tree", is_flag=True,
               help="Leave the default temporary tree in place at exit (it is removed otherwise).")
-@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--nodes", type=click.IntRange(1, MAX_NODES), default=1, show_default=True,
               help="Play a cluster live: one emulated tree per node in ROOT/<host>/ (spark-01, "
                    "...), each naming its node, so that `record -o runs/x/{host} --sysfs-root "
                    "ROOT/<host>` on each writes that node's capture; --wait-for may hold {host} "
@@ -287,7 +291,7 @@ def link_text(cfg) -> str:
               help="Leave out the netdev tx/rx bytes (as `rdmascope record` without "
                    "--netdev-stats).")
 @click.option("--force", is_flag=True, help="Overwrite an existing capture.")
-@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--nodes", type=click.IntRange(1, MAX_NODES), default=1, show_default=True,
               help="Play a cluster: one capture per node in OUTPUT/<host>/ (spark-01, ...), each "
                    "on its own host's clocks, plus OUTPUT/requests.jsonl (the client's log, on "
                    "the first node's clock) and OUTPUT/truth.json (clock offsets, culprits).")
