@@ -207,3 +207,15 @@ def test_emulated_cluster_size_is_bounded(tmp_path, cmd):
     assert r.exit_code == 2, r.output
     assert "'--nodes'" in r.output and f"1<=x<={MAX_NODES}" in r.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize("spec, says", [("prompt=abc", "not a list of integers"),
+                                        ("prompt=0,concurrency=1,output=1", ">= 1 token"),
+                                        ("P9", "P9")])
+def test_bad_scenario_spec_is_a_usage_error(tmp_path, spec, says):
+    out = tmp_path / "x"
+    r = CliRunner().invoke(main, ["simulate", "capture", "-o", str(out), "--scenario", spec])
+    assert r.exit_code == 2, r.output
+    line = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
+    assert len(line) == 1 and "'--scenario'" in line[0] and says in line[0]
+    assert not out.exists()

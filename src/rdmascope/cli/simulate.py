@@ -103,12 +103,15 @@ def _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds, preset=N
         simulate,
     )
 
+    try:  # a malformed --scenario spec is a bad option value: usage error (exit 2)
+        sc = make_scenario(scenario, output_tokens=output_tokens, rounds=rounds)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--scenario'") from exc
     try:
         if preset and config:
             raise models.ModelError("give one model: --preset or --config")
         model = (models.model_from_hf_config(config) if config
                  else models.preset(preset) if preset else models.STUDY_MODEL)
-        sc = make_scenario(scenario, output_tokens=output_tokens, rounds=rounds)
         lc = link_config(link, tcp_fallback=tcp_fallback)
         if twins == 1 and link != "200":
             raise ValueError("--link emulated100 restricts NCCL to one of two twins: it needs "
