@@ -585,20 +585,31 @@ class _Counter:
                - np.searchsorted(self.gap_t1, a, "right"))
         return byt, nan, gap, cov
 
-    def edges(self, e: np.ndarray, block: int = 1 << 19, step: int | None = None
+    def edges(self, e: np.ndarray, block: int = 1 << 19, step: int | None = None,
+              cums: tuple | None = None, keep: list | None = None
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Same as ``windows`` for contiguous windows between consecutive edges.
 
         Evaluated in blocks of ``block`` edges so the temporaries stay small (and in cache);
         returns (bytes float64, overlaps-NaN bool, holds-gap bool, covered ns int64).
         ``step``: the edges are the regular grid e[0] + k x step (a faster exact count).
+        ``cums``: ``cum(e)`` already known (e.g. taken from a finer grid's edges: ``cum`` is
+        evaluated edge by edge, so a subset of its values is exactly ``cum`` of the subset).
+        ``keep``: a list that receives ``cum(e)`` when it was computed in one block.
         """
         m = len(e) - 1
         byt = np.empty(m)
         cov = np.empty(m, np.int64)
+        if keep is not None and m > block:
+            keep = None
         for s in range(0, m, block):
             ee = e[s:min(m, s + block) + 1]
-            f, p, c, nn = self.cum(ee, step)
+            if cums is not None:
+                f, p, c, nn = (x[s:s + len(ee)] for x in cums)
+            else:
+                f, p, c, nn = self.cum(ee, step)
+                if keep is not None:
+                    keep.append((f, p, c, nn))
             np.subtract(f[1:], f[:-1], out=byt[s:s + len(ee) - 1])
             byt[s:s + len(ee) - 1] += np.diff(p)
             np.subtract(c[1:], c[:-1], out=cov[s:s + len(ee) - 1])

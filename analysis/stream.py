@@ -380,7 +380,10 @@ class _GridAcc:
             self.acc[c] = new
         self.k_lo, self.n = lo, hi - lo
 
-    def add(self, c: int, cnt: _Counter) -> None:
+    def add(self, c: int, cnt: _Counter, memo: dict | None = None) -> None:
+        """Add one counter's intervals of one file. ``memo``: {(origin, width): (first window
+        number, ``cum`` at its edges)} shared by the grids this part goes to, finest first: a
+        grid whose edges are every r-th edge of a finer one takes ``cum`` from it."""
         if self.origin is None:
             self.buffer.append((c, cnt))
             return
@@ -394,7 +397,29 @@ class _GridAcc:
         if kb <= ka:
             return
         self._grow(ka, kb)
-        parts = cnt.edges(self._edges(ka, kb), step=self.g.width_ns)  # regular but for clipping
+        e = self._edges(ka, kb)
+        cums = None
+        share = memo is not None and not self.g.clip
+        if share:
+            for (o1, w1), (k1, fine) in memo.items():
+                if o1 != o or w % w1:
+                    continue
+                idx = np.arange(ka, kb + 1, dtype=np.int64) * (w // w1) - k1
+                inr = (idx >= 0) & (idx < len(fine[0]))
+                if not inr.any():
+                    continue
+                cums = tuple(y[idx[inr]] if inr.all() else np.empty(len(e), y.dtype)
+                             for y in fine)
+                if not inr.all():
+                    for x, y in zip(cums, fine, strict=True):
+                        x[inr] = y[idx[inr]]
+                    for x, y in zip(cums, cnt.cum(e[~inr]), strict=True):
+                        x[~inr] = y
+                break
+        keep: list | None = [] if share and cums is None else None
+        parts = cnt.edges(e, step=w, cums=cums, keep=keep)  # regular but for clipping
+        if keep:
+            memo[(o, w)] = (ka, keep[0])
         off = ka - self.k_lo
         for a, p in zip(self.acc[c], parts, strict=True):
             a[off:off + len(p)] += p
@@ -491,6 +516,7 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
                   for k, gi in zip(grid_keys, grid_ids, strict=True)]
     accs = [_GridAcc(g, gi) for g, gi in zip(grids, grid_ids, strict=True)]
     grid_sets = [set(gi) for gi in grid_ids]
+    by_width = sorted(range(len(grids)), key=lambda i: grids[i].width_ns)
     lo_read = min((g.start_ns for g in grids if g.start_ns is not None), default=None)
     hi_read = max((g.end_ns for g in grids if g.end_ns is not None), default=None)
     if any(g.start_ns is None for g in grids):
@@ -519,11 +545,12 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
                 first_t0 = t0 if first_t0 is None else min(first_t0, t0)
                 last_t1 = t1 if last_t1 is None else max(last_t1, t1)
             cnt = None
-            for a, gs in zip(accs, grid_sets, strict=True):
-                if c in gs:
+            memo: dict = {}  # cum at the edges of this part, shared by the grids (finest first)
+            for i in by_width:
+                if c in grid_sets[i]:
                     if cnt is None:
                         cnt = _Counter(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])
-                    a.add(c, cnt)
+                    accs[i].add(c, cnt, memo)
         if progress is not None:
             progress(n_iv)
         if first_t0 is None:

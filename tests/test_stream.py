@@ -534,3 +534,31 @@ def test_regular_grid_count_equals_the_binary_search():
             if hi > lo:
                 e = np.clip(e, lo, hi)
         assert np.array_equal(c.ends_before(e, step), np.searchsorted(t1, e, "right"))
+
+
+def test_grids_sharing_edges_equal_each_grid_alone(tmp_path):
+    """Grids of one pass whose edges are every r-th edge of a finer grid take the cumulative
+    curve from it (``_GridAcc.add`` with a memo); each grid's windows must be exactly those of
+    the grid re-binned alone (multiples and non-multiples of the finest width, another origin,
+    a range start inside a window, a clipped grid)."""
+    from rdmascope.analysis.stream import WindowGrid, iter_windows
+
+    path = _edgy_capture(tmp_path / "c", roll_every=9)
+    info = open_capture(path)
+    o = info.t_start_ns
+    grids = [WindowGrid(MS, o), WindowGrid(5 * MS, o), WindowGrid(3 * MS, o + 77),
+             WindowGrid(7 * MS, o, o + 23 * MS + 5), WindowGrid(2 * MS, o),
+             WindowGrid(10 * MS, o, o + 11 * MS, o + 150 * MS, clip=True)]
+
+    def frames(gs):
+        out: dict[int, list] = {}
+        for i, b, q in iter_windows(info, gs):
+            out.setdefault(i, []).append((b, q))
+        return {i: (pd.concat([x[0] for x in v]), pd.concat([x[1] for x in v]))
+                for i, v in out.items()}
+
+    together = frames(grids)
+    for i, g in enumerate(grids):
+        alone = frames([g])[0]
+        pd.testing.assert_frame_equal(together[i][0], alone[0], check_exact=True)
+        pd.testing.assert_frame_equal(together[i][1], alone[1], check_exact=True)
