@@ -150,14 +150,18 @@ def _capacities(link_gbps) -> list[tuple[str, float]]:
 def _draw_capacities(ax: Axes, link_gbps) -> list:
     """Draw link capacities as dashed reference lines with a label at the right edge."""
     lines = []
-    for label, gbps in _capacities(link_gbps):
+    caps = _capacities(link_gbps)
+    for label, gbps in caps:
         line = ax.axhline(gbps, color=CAPACITY_COLOR, linestyle=(0, (5, 3)), linewidth=0.9,
                           zorder=1.5)
         line.set_gid("capacity")
         line.set_label("_" + label)  # kept off the legend; the text below names it
+        # a line with another just above it (109 and 126 Gb/s) is labelled below itself, so
+        # that the two labels do not print over each other
+        below = any(gbps < g <= gbps * 1.25 for _, g in caps)
         ax.annotate(label, xy=(1.0, gbps), xycoords=("axes fraction", "data"),
-                    xytext=(-3, 2), textcoords="offset points", ha="right", va="bottom",
-                    fontsize=8, color=CAPACITY_COLOR)
+                    xytext=(-3, -2 if below else 2), textcoords="offset points", ha="right",
+                    va="top" if below else "bottom", fontsize=8, color=CAPACITY_COLOR)
         lines.append(line)
     return lines
 

@@ -219,3 +219,28 @@ def test_bad_scenario_spec_is_a_usage_error(tmp_path, spec, says):
     line = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
     assert len(line) == 1 and "'--scenario'" in line[0] and says in line[0]
     assert not out.exists()
+
+
+@pytest.mark.parametrize("top", [220, 400])
+def test_close_capacity_labels_do_not_overlap(top):
+    """The report's 'twin PCIe link bound 126 Gb/s' and 'one PCIe x4 path ~109 Gb/s' labels
+    printed over each other on every rate figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from rdmascope.analysis.figures import _draw_capacities
+
+    fig, ax = plt.subplots(figsize=(8, 3))
+    _draw_capacities(ax, {"port 200 Gb/s": 200, "twin PCIe link bound 126 Gb/s": 126,
+                          "one PCIe x4 path ~109 Gb/s": 109})
+    ax.set_ylim(0, top)
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(r) for t in ax.texts]
+    assert len(boxes) == 3
+    for i in range(3):
+        for j in range(i + 1, 3):
+            assert not boxes[i].overlaps(boxes[j]), (ax.texts[i].get_text(),
+                                                     ax.texts[j].get_text())
+    plt.close(fig)
