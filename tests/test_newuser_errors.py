@@ -244,3 +244,19 @@ def test_close_capacity_labels_do_not_overlap(top):
             assert not boxes[i].overlaps(boxes[j]), (ax.texts[i].get_text(),
                                                      ax.texts[j].get_text())
     plt.close(fig)
+
+
+def test_unclean_end_does_not_claim_a_kill(tmp_path):
+    """A recorder stopped by a full disk cannot write its stop record either; inspect said
+    'the recorder was killed' for it."""
+    import shutil
+
+    cap = tmp_path / "cap"
+    shutil.copytree(SIM, cap)
+    m = json.loads((cap / "manifest.json").read_text())
+    m["stop"] = None  # what the recorder leaves until its clean stop
+    (cap / "manifest.json").write_text(json.dumps(m))
+    r = CliRunner().invoke(main, ["inspect", str(cap)])
+    assert r.exit_code == 0, r.output
+    line = [ln for ln in r.output.splitlines() if ln.startswith("UNCLEAN END")]
+    assert len(line) == 1 and "full disk" in line[0], r.output

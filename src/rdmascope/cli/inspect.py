@@ -331,7 +331,7 @@ def _print(s: dict[str, Any]) -> None:
           "so far")
     elif not s["clean_end"]:
         e("UNCLEAN END: the manifest has no stop record and no recorder holds it (the recorder "
-          "was killed)")
+          "was killed, or a full disk or write error kept it from writing the stop record)")
     for f in s["truncated_live"]:
         e(f"truncated live segment (tail cut, earlier rows kept): {f}")
     for d in s["devices"]:
