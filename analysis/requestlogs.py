@@ -1039,14 +1039,21 @@ def _skip(text: str, pos: int, depth: int = 0) -> int:
         raise _NotLazy from exc
 
 
+#: Top-level keys of the result files read whole (vLLM / SGLang, guidellm): the walk stops there.
+_WHOLE_KEYS = frozenset({"ttfts", "details", "mean_ttft_ms", "benchmarks"})
+
+
 def _top_keys(s: str) -> list[str] | None:
-    """The keys of the JSON object ``s`` (walked, down to one request of a genai-perf file at a
-    time), or None when ``s`` is not one well-formed object."""
+    """The keys of the JSON object ``s`` (``experiments`` walked down to one request at a time,
+    other values decoded one by one), or None when ``s`` is not one well-formed object or has
+    a key of a format read whole (``_WHOLE_KEYS``: the walk stops at once)."""
     keys: list[str] = []
 
     def member(k, p):
+        if k in _WHOLE_KEYS:
+            raise _NotLazy
         keys.append(k)
-        return _skip(s, p, 3)
+        return _skip(s, p, 3 if k == "experiments" else 0)
 
     try:
         end = _walk(s, 0, "{", member)
@@ -1347,8 +1354,7 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
     if len(s) > LAZY_JSON_CHARS and s.startswith("{"):
         # a large object: its keys alone, without building the whole file (genai-perf)
         keys = _top_keys(s)
-        if keys is not None and "experiments" in keys and not {
-                "ttfts", "details", "mean_ttft_ms", "benchmarks"} & set(keys):
+        if keys is not None and "experiments" in keys:
             return "genai-perf"
     try:
         whole = json.loads(s)

@@ -113,3 +113,20 @@ def test_genai_perf_walk_with_several_experiments_and_bad_rows(tmp_path, monkeyp
     p.write_text(json.dumps(d)[:-40])
     with pytest.raises(RequestLogError, match="malformed JSON"):
         read_request_log(p)
+
+
+@pytest.mark.parametrize("name,fmt", [("vllm_serve_result.json", "vllm"),
+                                      ("guidellm_benchmarks_v04.json", "guidellm"),
+                                      ("genai_perf_profile_export.json", "genai-perf"),
+                                      ("inference_perf_per_request_lifecycle_metrics.json",
+                                       "inference-perf")])
+def test_detection_of_large_files_by_their_keys(name, fmt, monkeypatch):
+    # every file taken as "large": the key walk stops at a vLLM/guidellm key and the whole
+    # file decides as before; genai-perf is told by its keys alone
+    from pathlib import Path
+
+    from rdmascope.analysis import requestlogs as R
+
+    monkeypatch.setattr(R, "LAZY_JSON_CHARS", 0)
+    p = Path(__file__).parent / "data" / "requestlogs" / name
+    assert R.detect_format(p) == fmt
