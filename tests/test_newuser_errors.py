@@ -260,3 +260,13 @@ def test_unclean_end_does_not_claim_a_kill(tmp_path):
     assert r.exit_code == 0, r.output
     line = [ln for ln in r.output.splitlines() if ln.startswith("UNCLEAN END")]
     assert len(line) == 1 and "full disk" in line[0], r.output
+
+
+@pytest.mark.parametrize("args, option", [(["rates", str(SIM), "--window", "-1ms"], "--window"),
+                                          (["peaks", str(SIM), "--windows", "1ms,-5ms"],
+                                           "--windows")])
+def test_negative_duration_is_called_negative(args, option):
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 2, r.output
+    line = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
+    assert len(line) == 1 and f"'{option}'" in line[0] and "cannot be negative" in line[0]

@@ -43,6 +43,8 @@ def parse_duration_ns(text: str) -> int:
         parts = _compound(str(text))
         if parts is not None:
             return _limit(text, sum(float(n) * _UNITS_NS[u] for n, u in parts))
+    if m is None and _DUR_RE.match(str(text).strip().removeprefix("-")):
+        raise ValueError(f"{text!r}: a duration cannot be negative; expected e.g. 1ms, 2s")
     if m is None or (unit and unit not in _UNITS_NS):
         raise ValueError(f"{text!r} is not a duration; expected a number with a unit "
                          f"({units}), e.g. 1ms, 100us, 2s")
