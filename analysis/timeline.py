@@ -32,6 +32,7 @@ in microseconds), which chrome://tracing and ui.perfetto.dev both open.
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -188,8 +189,14 @@ def build_timeline(captures: list[Capture], *, width_ns: int = MS, log=None,
                 s0, s1 = conv(g["start_ns"].to_numpy()), conv(g["end_ns"].to_numpy())
                 proc.tracks.append(Track(name=f"bursts {series}", kind="slices", slices=[
                     (int(a), int(e), "burst",
-                     {"MB": round(float(r.bytes) / 1e6, 6), "peak_gbps": float(r.peak_gbps),
-                      "mean_gbps": float(r.mean_gbps), "capacity_gbps": float(cap_gbps)})
+                     # a burst of over-line windows alone has no physical peak (NaN): left
+                     # out (JSON has no NaN; the raw peak and the count say why)
+                     {"MB": _finite_or_none(round(float(r.bytes) / 1e6, 6)),
+                      "peak_gbps": _finite_or_none(r.peak_gbps),
+                      "raw_peak_gbps": _finite_or_none(getattr(r, "raw_peak_gbps", None)),
+                      "over_line_windows": _int_or_none(getattr(r, "over_line_windows", None)),
+                      "mean_gbps": _finite_or_none(r.mean_gbps),
+                      "capacity_gbps": float(cap_gbps)})
                     for a, e, r in zip(s0, s1, g.itertuples(index=False), strict=True)]))
         if log is not None and i == 0:
             df = log.requests
@@ -216,6 +223,15 @@ def build_timeline(captures: list[Capture], *, width_ns: int = MS, log=None,
         cp = np.asarray(captures[0].clock_pairs, dtype=np.int64).reshape(-1, 2)
         pairs = [(int(a), int(m)) for a, m in cp]
     return Timeline(procs, clock, width_ns, pairs, notes)
+
+
+def _finite_or_none(v):
+    """A float, or None for a missing or non-finite value (omitted from the slice's args)."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
 
 
 def _int_or_none(v):
@@ -351,6 +367,7 @@ def write_chrome_json(tl: Timeline, path: str | os.PathLike) -> int:
     doc = {"displayTimeUnit": "ns", "traceEvents": ev,
            "otherData": {"clock": f"CLOCK_{tl.clock.upper()}", "window_ns": tl.width_ns,
                          "writer": "rdmascope export perfetto"}}
+    text = json.dumps(doc, allow_nan=False)  # before the file is touched: never half a trace
     with open(path, "w") as f:
-        json.dump(doc, f, allow_nan=False)
+        f.write(text)
     return len(ev)
