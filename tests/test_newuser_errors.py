@@ -287,3 +287,14 @@ def test_chrome_json_export_with_bursts_that_have_no_physical_peak(tmp_path):
     assert no_peak, "expected bursts of over-line windows alone at 50 Gb/s"
     for e in no_peak:  # what is known instead: the raw peak above the line, and how many
         assert e["args"]["raw_peak_gbps"] > 50 and e["args"]["over_line_windows"] >= 1
+
+
+def test_run_set_from_after_to_is_one_usage_error(run_set):
+    """peaks on two hosts with --from 3 --to 2.5 aligned the clocks, then printed an Error per
+    node and 'run set: FAIL: spark-01, spark-02' with exit 1, as if the nodes had failed."""
+    caps = sorted(str(p) for p in run_set.iterdir() if p.is_dir())
+    r = CliRunner().invoke(main, ["peaks", *caps, "--from", "3", "--to", "2.5"])
+    assert r.exit_code == 2, r.output
+    line = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
+    assert len(line) == 1 and "'--to'" in line[0] and "must be after --from" in line[0]
+    assert "aligning" not in r.output and "FAIL" not in r.output

@@ -36,6 +36,9 @@ def for_each_node(command: click.Command, captures, params: dict[str, Any], *,
     from rdmascope.capture import CaptureError
 
     moved = [k for k in ("t_from", "t_to") if params.get(k) is not None]
+    if len(moved) == 2 and params["t_to"] <= params["t_from"]:  # a usage error, said once
+        raise click.BadParameter(f"--to ({params['t_to']:g} s) must be after --from "
+                                 f"({params['t_from']:g} s)", param_hint="'--to'")
     try:
         rs = run_set if run_set is not None else open_run_set(captures)
         if run_set is None and moved:  # a time range must mean the same instants on every node
@@ -88,7 +91,7 @@ def for_each_node(command: click.Command, captures, params: dict[str, Any], *,
                 code = exc.exit_code
             except click.ClickException as exc:
                 click.echo(f"Error: {node.host}: {exc.format_message()}", err=True)
-                code = 1
+                code = exc.exit_code  # 2 for a usage error, 1 for bad content
         if out is not None and out.json:
             text = buf.getvalue().strip()
             try:
@@ -101,6 +104,8 @@ def for_each_node(command: click.Command, captures, params: dict[str, Any], *,
     failed = [h for h, c in codes.items() if c not in (0, 3)]
     unsure = [h for h, c in codes.items() if c == 3]
     final = 1 if failed else 3 if unsure else 0
+    if codes and all(c == 2 for c in codes.values()):  # the same usage error on every node
+        final = 2
     if out is not None and out.json:
         click.echo(json.dumps({"meta": {"run_set": {
             "reference": ref.host,
@@ -110,6 +115,7 @@ def for_each_node(command: click.Command, captures, params: dict[str, Any], *,
             "nodes": objs}, indent=1))
     elif out is None or out.human:
         status = {0: "every node passed", 1: f"FAIL: {', '.join(failed)}",
+                  2: "refused on every node (usage error)",
                   3: f"CANNOT JUDGE: {', '.join(unsure)}"}[final]
         click.echo(f"run set: {len(rs.nodes)} hosts; {status}")
     ctx.exit(final)
