@@ -209,6 +209,15 @@ def format_table(frame: pd.DataFrame, headers: Mapping[str, str] | None = None
     separators; NaN shows as "–". Returns {"headers": [{"text", "cls"}], "rows": [[{"text",
     "cls"}]]} with cls "num" on numeric cells (right-aligned).
     """
+    out = _format_table(frame, headers)
+    out["rows"] = list(out["rows"])
+    return out
+
+
+def _format_table(frame: pd.DataFrame, headers: Mapping[str, str] | None = None
+                  ) -> dict[str, Any]:
+    """``format_table`` with "rows" a generator: each row's cells made as the page is written
+    (``render_report``), so a table of many thousand rows is never held as cells."""
     headers = dict(headers or {})
     df = frame.reset_index() if frame.index.name is not None else frame
     out_headers, columns = [], []
@@ -220,13 +229,19 @@ def format_table(frame: pd.DataFrame, headers: Mapping[str, str] | None = None
         if numeric and factor != 1.0:
             s = s.astype(float) * factor
         dec = _decimals(s.to_numpy(dtype=float)) if pd.api.types.is_float_dtype(s) else 0
-        columns.append([_cell(v, dec) for v in s.tolist()])
+        columns.append((s.tolist(), dec))
         out_headers.append({"text": text, "cls": "num" if numeric else ""})
-    rows = []
-    for i in range(len(df)):
-        rows.append([{"text": c[i][0], "cls": "num" if c[i][1] and h["cls"] == "num" else ""}
-                     for c, h in zip(columns, out_headers, strict=True)])
-    return {"headers": out_headers, "rows": rows}
+
+    def rows():  # one row's cells at a time: a table of 18,000 requests is never held as cells
+        num = [h["cls"] == "num" for h in out_headers]
+        for i in range(len(df)):
+            row = []
+            for (values, dec), is_num in zip(columns, num, strict=True):
+                text, numeric = _cell(values[i], dec)
+                row.append({"text": text, "cls": "num" if numeric and is_num else ""})
+            yield row
+
+    return {"headers": out_headers, "rows": rows()}
 
 
 def _anchor(text: str) -> str:
@@ -309,7 +324,7 @@ def render_report(content: ReportContent, out_dir: str | os.PathLike, *, embed: 
         tables = []
         for i, t in enumerate(s.tables):
             entry = {"title": t.title, "note": t.note, "csv": None,
-                     **format_table(t.frame, t.headers)}
+                     **_format_table(t.frame, t.headers)}
             if len(t.frame):
                 (out / "tables").mkdir(exist_ok=True)
                 stem = base = csv_name(sec, t, i)
@@ -332,7 +347,7 @@ def render_report(content: ReportContent, out_dir: str | os.PathLike, *, embed: 
     for sec in sections:
         for t in sec["tables"]:
             t["note"] = _linked(t["note"])
-    page = env.get_template("report.html.j2").render(
+    page = env.get_template("report.html.j2").generate(
         title=content.title, subtitle=content.subtitle, version=__version__,
         generated=_dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         card_groups=_card_groups(content), one_ms_note=ONE_MS_UNCERTAINTY,
@@ -342,7 +357,7 @@ def render_report(content: ReportContent, out_dir: str | os.PathLike, *, embed: 
                    for n, t, h, c in content.timelines],
     )
     html_path = out / "report.html"
-    _atomic_write(html_path, page.encode("utf-8"))
+    _atomic_write_chunks(html_path, page)  # written as rendered (the page is never one string)
     say(f"wrote {html_path}")
     return html_path
 
@@ -376,6 +391,15 @@ def _card_groups(content: ReportContent) -> list[dict]:
 def _atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _atomic_write_chunks(path: Path, chunks) -> None:
+    """``_atomic_write`` of text produced piece by piece (UTF-8)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8", newline="") as f:
+        for chunk in chunks:
+            f.write(chunk)
     os.replace(tmp, path)
 
 

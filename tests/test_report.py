@@ -505,3 +505,40 @@ def test_emulated_captures_say_bytes_per_token_equal_the_formula(sim_runs, tmp_p
     got = notes(R.build_report([cfg]))
     assert got["per-test"] and R.EMULATED_PER_TOKEN_NOTE not in got["per-test"]
     assert R.EMULATED_PER_TOKEN_NOTE not in got["per-request"]
+
+
+def test_the_page_is_written_as_rendered_with_the_same_text(tmp_path, monkeypatch):
+    """render_report streams the template (rows made as they are written) into the same page
+    the whole-string render with format_table's lists gives."""
+    from jinja2 import Environment
+
+    content = _content()
+    big = pd.DataFrame({"request_id": [f"r{i}" for i in range(2500)],
+                        "ttft_s": np.linspace(0.1, 9.9, 2500),
+                        "prefill_bytes": np.arange(2500) * 1.5e6})
+    content.sections.append(R.ReportSection("Many", [R.ReportTable(big, name="many")]))
+    calls = {}
+    real = Environment.get_template
+
+    def spy(self, name, *a, **k):
+        tpl = real(self, name, *a, **k)
+        gen = tpl.generate
+
+        def generate(**ctx):
+            # the same context, rows as lists: the previous whole-string render
+            listed = dict(ctx)
+            listed["sections"] = [dict(sec, tables=[dict(t, rows=list(R.format_table(
+                tab.frame, tab.headers)["rows"])) for t, tab in zip(sec["tables"], src.tables,
+                                                                     strict=True)])
+                for sec, src in zip(ctx["sections"], content.sections, strict=True)]
+            calls["whole"] = tpl.render(**listed)
+            return gen(**ctx)
+
+        tpl.generate = generate
+        return tpl
+
+    monkeypatch.setattr(Environment, "get_template", spy)
+    html = R.render_report(content, tmp_path / "r")
+    monkeypatch.undo()
+    assert html.read_text(encoding="utf-8") == calls["whole"]
+    assert "r2499" in calls["whole"]
