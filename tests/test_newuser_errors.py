@@ -298,3 +298,18 @@ def test_run_set_from_after_to_is_one_usage_error(run_set):
     line = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
     assert len(line) == 1 and "'--to'" in line[0] and "must be after --from" in line[0]
     assert "aligning" not in r.output and "FAIL" not in r.output
+
+
+def test_export_perfetto_refuses_a_range_after_the_capture(tmp_path):
+    """`export perfetto cap --from 100` (a 10 s capture) wrote an empty trace and exited 0;
+    rates and peaks refuse the same range."""
+    out = tmp_path / "t.json"
+    r = CliRunner().invoke(main, ["export", "perfetto", str(SIM), "--from", "100", "-o", str(out)])
+    assert r.exit_code == 2, r.output
+    line = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
+    assert len(line) == 1 and "'--from'" in line[0] and "after the capture's end" in line[0]
+    assert not out.exists()
+    r = CliRunner().invoke(main, ["export", "perfetto", str(SIM), "--from", "2", "--to", "3",
+                                  "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert json.loads(out.read_text())["traceEvents"]

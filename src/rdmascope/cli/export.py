@@ -23,6 +23,7 @@ from rdmascope.cli.output import (
     no_intervals_error,
     origin_option,
     require_parent_dir,
+    time_range,
 )
 
 
@@ -94,6 +95,8 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
     for c in captures:
         with cli_errors(str(c)):
             caps.append(load_capture(c))
+    if t_from is not None and len(caps) == 1:  # as rates/peaks: a range after the end is refused
+        time_range(caps[0].t_start_ns, t_from, t_to, t_end_ns=caps[0].t_end_ns)
     log = None
     log_path = requests_log
     if log_path is None and (Path(captures[0]) / "requests.jsonl").is_file():
