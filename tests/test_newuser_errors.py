@@ -313,3 +313,41 @@ def test_export_perfetto_refuses_a_range_after_the_capture(tmp_path):
                                   "-o", str(out)])
     assert r.exit_code == 0, r.output
     assert json.loads(out.read_text())["traceEvents"]
+
+
+def test_demo_stopped_by_sigterm_leaves_no_tree_and_no_process(tmp_path):
+    """`timeout 30 rdmascope demo` left /dev/shm/rdmascope-demo-<pid>-<link> behind (SIGTERM
+    skipped the cleanup). The demo is stopped once its first emulated tree exists."""
+    import contextlib
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    psutil = pytest.importorskip("psutil")
+    from rdmascope.emulator.demo import _tmpfs_dir
+
+    p = subprocess.Popen([sys.executable, "-m", "rdmascope", "demo", "-o", str(tmp_path / "d")],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pattern = f"rdmascope-demo-{p.pid}-*"
+    try:
+        deadline = time.monotonic() + 120
+        while not list(_tmpfs_dir().glob(pattern)):
+            assert p.poll() is None and time.monotonic() < deadline, "the demo did not start"
+            time.sleep(0.1)
+        children = psutil.Process(p.pid).children(recursive=True)
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=60) == 128 + signal.SIGTERM
+        assert list(_tmpfs_dir().glob(pattern)) == []
+        gone, alive = psutil.wait_procs(children, timeout=10)
+        assert alive == []
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        for c in locals().get("children", []):  # a failing run must not leave a recorder
+            with contextlib.suppress(psutil.NoSuchProcess):
+                c.kill()
+        for d in _tmpfs_dir().glob(pattern):
+            shutil.rmtree(d, ignore_errors=True)

@@ -32,8 +32,15 @@ def command(output, force, nodes) -> None:
             raise click.ClickException(
                 f"demo needs the analysis extras ({mod} is not installed): "
                 "pip install 'rdmascope[analysis]'") from exc
+    import signal
+    import sys
+
     from rdmascope.emulator.demo import DemoError, run_demo
 
+    # SIGTERM (kill, timeout, a closed CI job) ends the demo like Ctrl-C: the cleanup in
+    # run_live runs (its server and recorder stopped, its /dev/shm tree removed) instead of
+    # the process dying with them left behind
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         if nodes > 1:
             from rdmascope.emulator.cluster_demo import run_cluster_demo
