@@ -351,3 +351,31 @@ def test_demo_stopped_by_sigterm_leaves_no_tree_and_no_process(tmp_path):
                 c.kill()
         for d in _tmpfs_dir().glob(pattern):
             shutil.rmtree(d, ignore_errors=True)
+
+
+def test_rates_parquet_is_not_left_short_when_a_later_segment_is_corrupt(tmp_path):
+    """`rates --parquet OUT` on a capture whose third segment has a flipped bit exited 1 but left
+    OUT as a valid Parquet file holding the first two minutes: a shorter result that reads as
+    complete. Now OUT is written only when complete; an earlier OUT is left as it was."""
+    cap = tmp_path / "cap"
+    r = CliRunner().invoke(main, ["simulate", "capture", "-o", str(cap), "--scenario",
+                                  "prompt=1024,concurrency=1,output=4,rounds=2,gap=70"])
+    assert r.exit_code == 0, r.output
+    segs = sorted((cap / "segments").glob("seg-*.parquet"))
+    assert len(segs) >= 3
+    out = tmp_path / "r.parquet"
+    r = CliRunner().invoke(main, ["rates", str(cap), "--window", "1s", "--parquet", str(out)])
+    assert r.exit_code == 0, r.output
+    good = out.read_bytes()
+    b = bytearray(segs[2].read_bytes())
+    b[len(b) // 2] ^= 0x10
+    segs[2].write_bytes(bytes(b))
+    out2 = tmp_path / "r2.parquet"
+    for target in (out2, out):
+        r = CliRunner().invoke(main, ["rates", str(cap), "--window", "1s", "--parquet",
+                                      str(target)])
+        assert r.exit_code == 1, r.output
+        assert segs[2].name in r.output and "SHA-256" in r.output
+    assert not out2.exists()
+    assert out.read_bytes() == good  # the earlier, complete result is untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cap", "r.parquet"]  # no .part left

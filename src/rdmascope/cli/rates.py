@@ -6,6 +6,8 @@ bounded on day-long captures; a progress bar on stderr shows the readings proces
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 
 import click
@@ -98,6 +100,12 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
         return b, flag(b, q, width_ns)
 
     state = {"csv": None, "pq": None, "schema": None, "rows": 0, "held": [], "started": False}
+    # the Parquet file is written beside its name and renamed when complete: a capture that
+    # fails half-way (a corrupted later segment) must not leave a valid-looking, shorter file
+    part = None if not out.parquet else os.path.join(
+        os.path.dirname(os.path.abspath(out.parquet)),
+        f".{os.path.basename(out.parquet)}.part-{os.getpid()}")
+    done = False
     sink = sys.stdout.buffer if out.csv else None
     sys.stdout.flush()
 
@@ -116,7 +124,7 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
                                                    include_header=False, quoting_style="none"))
             if out.parquet:
                 try:
-                    state["pq"] = pq.ParquetWriter(out.parquet, t.schema)
+                    state["pq"] = pq.ParquetWriter(part, t.schema)
                 except OSError as exc:
                     raise click.ClickException(f"{out.parquet}: cannot write Parquet ({exc})"
                                                ) from exc
@@ -157,11 +165,17 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
                                  width_ns, with_bytes))
                 if last < len(b):
                     state["held"].append((b.iloc[last:], q.iloc[last:]))
+        done = True
     finally:
         if state["csv"] is not None:
             state["csv"].close()
         if state["pq"] is not None:
             state["pq"].close()
+            if done:
+                os.replace(part, out.parquet)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(part)
     if state["rows"] == 0:
         raise click.ClickException(f"{capture}: no windows in the requested range")
     if out.parquet:
