@@ -219,15 +219,44 @@ class _BurstStream:
         self.enter, self.leave = enter_gbps, leave_gbps
         self.open: list | None = None  # [start_ns or None, bytes, peak, end_ns]
         self.prev_end: int | None = None
-        self.rows: list[tuple] = []
+        # finished bursts, column by column: numpy chunks (8 bytes a value; a serving day has
+        # millions of bursts, and a Python tuple per burst cost ~300 bytes), plus the few
+        # emitted one at a time, gathered in ``_pending`` and moved into chunks in blocks
+        self._chunks: list[tuple[np.ndarray, ...]] = []
+        self._pending: list[tuple] = []
         self.nvalid = 0
         self.nnan = 0
         self.total = 0.0
 
     def _emit(self, start: int, end: int, byt: float, peak: tuple) -> None:
         gap = np.nan if self.prev_end is None else (start - self.prev_end) / 1e9
-        self.rows.append((start, end, byt, peak, gap))
+        self._pending.append((start, end, byt, peak[0], peak[1], peak[2], gap))
         self.prev_end = end
+        if len(self._pending) >= 4096:
+            self._flush()
+
+    _DTYPES = (np.int64, np.int64, np.float64, np.float64, np.float64, np.int64, np.float64)
+
+    def _flush(self) -> None:
+        if self._pending:
+            cols = zip(*self._pending, strict=True)
+            self._chunks.append(tuple(np.array(c, dt) for c, dt in zip(cols, self._DTYPES,
+                                                                       strict=True)))
+            self._pending = []
+
+    def _emit_many(self, start: np.ndarray, end: np.ndarray, byt: np.ndarray, peak: np.ndarray,
+                   raw: np.ndarray, n_over: np.ndarray) -> None:
+        """``_emit`` of several consecutive bursts at once (arrays of equal length)."""
+        if not len(start):
+            return
+        self._flush()
+        start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
+        gap = np.empty(len(start), np.float64)  # integer ns differences, then seconds
+        gap[0] = np.nan if self.prev_end is None else (int(start[0]) - self.prev_end) / 1e9
+        gap[1:] = (start[1:] - end[:-1]) / 1e9
+        self._chunks.append(tuple(np.asarray(c, dt) for c, dt in zip(
+            (start, end, byt, peak, raw, n_over, gap), self._DTYPES, strict=True)))
+        self.prev_end = int(end[-1])
 
     def add(self, t: np.ndarray, b: np.ndarray, qq: np.ndarray | None = None) -> None:
         """Add consecutive windows (starts ``t``, bytes ``b``, quality bits ``qq``)."""
@@ -309,10 +338,8 @@ class _BurstStream:
             for k in np.flatnonzero(~np.isfinite(gpk)):  # as pk: no finite value -> -inf
                 if not np.isfinite(good[s_idx[k]:e_idx[k]]).any():
                     gpk[k] = -np.inf
-            ts, te = t[s_idx].tolist(), (t[e_idx - 1] + self.w).tolist()
-            for k, (by_, g, r, o) in enumerate(zip(byt.tolist(), gpk.tolist(), rpk.tolist(),
-                                                   nov.tolist(), strict=True)):
-                self._emit(int(ts[k]), int(te[k]), by_, (g, r, int(o)))
+            self._emit_many(t[s_idx].astype(np.int64), (t[e_idx - 1] + self.w).astype(np.int64),
+                            byt, gpk, rpk, nov)
         if last_open:
             r = int(rest[-1])
             s, e = int(run_s[r]), int(run_e[r])
@@ -328,16 +355,16 @@ class _BurstStream:
             st, byt, pk, end = self.open
             self._emit(st, end, byt, pk)
         self.open = None
-        if self.rows:
-            start, end, byt, pks, gap = zip(*self.rows, strict=True)
-            start, end, byt, gap = (np.array(x) for x in (start, end, byt, gap))
-            peak = np.array([p[0] if np.isfinite(p[0]) else np.nan for p in pks])
-            raw = np.array([p[1] for p in pks])
-            n_over = np.array([p[2] for p in pks], np.int64)
+        self._flush()
+        if self._chunks:
+            start, end, byt, peak, raw, n_over, gap = (
+                np.concatenate(c) for c in zip(*self._chunks, strict=True))
+            peak = np.where(np.isfinite(peak), peak, np.nan)
         else:
             start = end = np.zeros(0, np.int64)
             byt = peak = raw = gap = np.zeros(0)
             n_over = np.zeros(0, np.int64)
+        self._chunks = []
         dur = (end - start) / 1e9
         return pd.DataFrame({
             "start_ns": start.astype(np.int64), "end_ns": end.astype(np.int64),
@@ -423,9 +450,11 @@ class BurstStreamAcc:
             d.add(t, b[col].to_numpy(np.float64), qq)
 
     def result(self, spans: dict, *, start_ns: int | None = None, end_ns: int | None = None,
-               expected_allreduce: float | None = None, t_ref_ns: int | None = None
-               ) -> BurstResult:
-        """The ``BurstResult`` of the blocks added (``spans``: {column: [first, last] ns})."""
+               expected_allreduce: float | None = None, t_ref_ns: int | None = None,
+               table: bool = True) -> BurstResult:
+        """The ``BurstResult`` of the blocks added (``spans``: {column: [first, last] ns}).
+        ``table=False``: the summary only (``BurstResult.table`` empty), so that a caller that
+        shows the summary does not hold one row per burst of a long capture."""
         groups, width_ns, capacity_gbps = self.groups, self.width_ns, self.capacity_gbps
         enter_frac, leave_frac = self.enter_frac, self.leave_frac
         lo = int(start_ns) if start_ns is not None else min(s[0] for s in spans.values())
@@ -436,7 +465,8 @@ class BurstStreamAcc:
             if col not in spans and col not in (groups or {}):
                 continue
             bt = d.finish()
-            tables.append(_label_table(bt, col, t_ref, expected_allreduce))
+            if table:
+                tables.append(_label_table(bt, col, t_ref, expected_allreduce))
             summary.append(_summary_row(col, bt, nvalid=d.nvalid, nansum=d.total,
                                         nan_windows=d.nnan, width_ns=width_ns,
                                         capacity_gbps=capacity_gbps, enter_frac=enter_frac,

@@ -478,7 +478,8 @@ class CapturePass:
     """What the report reads from the whole capture, made in one streamed pass (``capture_pass``).
 
     ``checks``: (single, both) as ``Configuration.emulation_checks``; ``bursts``: the
-    ``bursts.BurstResult`` of ``burst_analysis_capture(by="direction")``; ``timeline``: the
+    ``bursts.BurstResult`` of ``burst_analysis_capture(by="direction")``, its summary only (the
+    report shows no per-burst table; a serving day has millions of bursts); ``timeline``: the
     node's tx over its data span, 1 ms Gb/s (a Series), or its min/max envelope (a DataFrame,
     ``node_envelope``) when longer than ``figures.MAX_TIMELINE_POINTS``; ``devices``: tx Gb/s per
     RDMA series at the devices width (``node_gbps(by="series")``); ``flags``: ``_flag_counts``.
@@ -618,7 +619,7 @@ def capture_pass(cfg: Configuration, *, capacity_gbps: float,
             continue
         sp = dspans.setdefault(d, [a, z])
         sp[0], sp[1] = min(sp[0], a), max(sp[1], z)
-    bt = bursts.result({d: dspans[d] for d in directions if d in dspans})
+    bt = bursts.result({d: dspans[d] for d in directions if d in dspans}, table=False)
     if env is not None:
         timeline = env.frame()
         timeline.attrs["bucket_ns"] = env.bucket_ns
@@ -1025,6 +1026,31 @@ def figure_windows(cfg: Configuration, request_id: str | None = None, *,
                                       "averaged over different windows")
 
 
+#: The per-device figure of the whole capture draws at most this many windows (a stacked area of
+#: 40,000 steps is already finer than its pixels): 100 ms windows up to about an hour of capture,
+#: then the next width of ``DEVICE_WIDTHS_MS`` that fits (1 s at 6 h, 5 s at 24 h), so the
+#: figure's memory and time do not grow with the capture.
+DEVICE_MAX_WINDOWS = 40_000
+DEVICE_WIDTHS_MS = (100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 30_000, 60_000,
+                    120_000, 300_000, 600_000)
+
+
+def _window_label(width_ns: int) -> str:
+    from .figures import window_label
+
+    return window_label(width_ns)
+
+
+def devices_width_ns(duration_s: float) -> int:
+    """The per-device figure's window (ns) for a capture of ``duration_s`` seconds: the
+    narrowest of ``DEVICE_WIDTHS_MS`` giving at most ``DEVICE_MAX_WINDOWS`` windows (the widest
+    one beyond). Each window is the mean rate over it, said in the figure's title."""
+    for w in DEVICE_WIDTHS_MS:
+        if float(duration_s) * 1000.0 / w <= DEVICE_MAX_WINDOWS:
+            return w * MS_NS
+    return DEVICE_WIDTHS_MS[-1] * MS_NS
+
+
 def figure_devices(cfg: Configuration, *, width_ns: int = 100 * MS_NS, direction: str = "tx",
                    verdict: str | None = None, rates: pd.DataFrame | None = None):
     """Draw the per-device stacked traffic of a configuration over the whole capture.
@@ -1418,7 +1444,8 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
             say(f"[{cfg.label}] reading the capture once (emulation check, "
                 + ("attribution, " if ranges is not None else "")
                 + "bursts, timeline, per-device traffic)")
-            got = capture_pass(cfg, capacity_gbps=cfg.port_gbps or 200.0, ranges=ranges)
+            got = capture_pass(cfg, capacity_gbps=cfg.port_gbps or 200.0, ranges=ranges,
+                               devices_width_ns=devices_width_ns(cfg.capture.duration_s()))
             cfg.__dict__["_pass"] = got
             if got is not None:
                 cfg._checks = got.checks
@@ -1522,9 +1549,12 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
         content.figures.append(ReportFigure(
             _anchor(f"devices-{cfg.label}"), f"{cfg.label}: traffic per RDMA device",
             figure_devices(cfg, verdict=emulation_verdict_text(cfg),
+                           width_ns=devices_width_ns(cfg.capture.duration_s()),
                            rates=None if cp is None else cp.devices),
             "The two RDMA devices are the two PCIe paths of one port; on an NCCL_IB_HCA "
-            "emulation one of them carries everything."))
+            "emulation one of them carries everything. Each step is the mean rate over its "
+            f"{_window_label(devices_width_ns(cfg.capture.duration_s()))} window (wider on long "
+            "captures); the 1 ms bursts are in the timeline and the tables."))
         dev = v.devices.reset_index()
         tables.append(ReportTable(_pick(dev, ("device", "tx_bytes", "rx_bytes", "share",
                                               "peak_1ms_gbps", "nan_windows",
