@@ -27,9 +27,13 @@ Flags (column ``flag`` of ``byte_intervals``; one per interval):
 - ``gap``: missed sweeps (the two valid readings are more than ``gap_factor`` x interval apart,
   no unavailable reading between them). The counter kept counting, so the bytes are known
   exactly (the difference); only their timing inside the gap is not. **Policy: keep the bytes**
-  (conservation holds) and spread them uniformly like any interval; windows that receive
-  gap-spread bytes are marked ``QUALITY_GAP`` by ``rebin_with_quality`` so that rates there can
-  be read as averages over the gap, not as measured 1 ms values.
+  (conservation holds) and spread them uniformly like any interval. A gap that ends inside one
+  window gives that window its exact bytes; only a gap that crosses a window edge splits its
+  bytes between windows by assumption. Those windows (a gap interval strictly across one of
+  their edges) are marked ``QUALITY_GAP`` by ``rebin_with_quality``: rates there are averages
+  over the gap, not measured values. So a missed sweep leaves the 1 ms windows around it flagged
+  but not the 1 s window holding it whole (under load, a sampler misses a sweep every few
+  seconds; flagging every window that merely holds one would blank every 1 s peak).
 
 Glitch readings: before intervals are formed, a single valid reading that breaks monotonicity
 while its two neighbours agree with each other (below the previous one with the next one above
@@ -113,7 +117,7 @@ _OK, _RESET, _SAT, _GAP, _UNAV, _IMPL = range(6)
 _NAN_FLAGS = (_RESET, _SAT, _UNAV, _IMPL)
 
 #: Window quality bits (``rebin_with_quality``).
-QUALITY_GAP = 1  #: the window holds bytes spread over a gap (missed sweeps)
+QUALITY_GAP = 1  #: a gap (missed sweeps) crosses one of the window's edges: bytes split by assumption
 QUALITY_INVALID = 2  #: the window overlaps a NaN-flagged interval (see _NAN_FLAGS): bytes NaN
 QUALITY_PARTIAL = 4  #: part of the window is outside every interval (capture edges)
 QUALITY_EMPTY = 8  #: no interval overlaps the window at all: bytes NaN
@@ -581,9 +585,16 @@ class _Counter:
         cov = (cb - ca) + (nb - na)
         nan = (np.searchsorted(self.nan_t0, b, "left")
                - np.searchsorted(self.nan_t1, a, "right"))
-        gap = (np.searchsorted(self.gap_t0, b, "left")
-               - np.searchsorted(self.gap_t1, a, "right"))
+        gap = self._gap_across(a) + self._gap_across(b)
         return byt, nan, gap, cov
+
+    def _gap_across(self, x: np.ndarray) -> np.ndarray:
+        """Per instant x: 1 if a gap interval lies strictly across it (t0 < x < t1), else 0.
+        The gap intervals are sorted and disjoint, so #(t0 < x) - #(t1 <= x) counts them."""
+        if not len(self.gap_t0):
+            return np.zeros(len(x), np.int64)
+        return (np.searchsorted(self.gap_t0, x, "left")
+                - np.searchsorted(self.gap_t1, x, "right"))
 
     def edges(self, e: np.ndarray, block: int = 1 << 19, step: int | None = None,
               cums: tuple | None = None, keep: list | None = None
@@ -620,9 +631,9 @@ class _Counter:
                    - np.searchsorted(self.nan_t1, a, "right")) > 0
         else:
             nan = np.zeros(m, bool)
-        if len(self.gap_t0):
-            gap = (np.searchsorted(self.gap_t0, b, "left")
-                   - np.searchsorted(self.gap_t1, a, "right")) > 0
+        if len(self.gap_t0):  # a gap across either edge of the window (see _gap_across)
+            cross = self._gap_across(e) > 0
+            gap = cross[:-1] | cross[1:]
         else:
             gap = np.zeros(m, bool)
         return byt, nan, gap, cov

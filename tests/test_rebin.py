@@ -121,6 +121,28 @@ def test_gap_bytes_spread_and_windows_flagged(tmp_path):
     assert b["d/tx"].sum() == 130 * 4  # conserved
 
 
+def test_gap_inside_one_window_leaves_it_exact_and_unflagged(tmp_path):
+    # the same readings (sweeps 3-5 missed, 400 B across [2, 6) ms): a 10 ms window holds the
+    # whole gap, so its bytes are the exact counter difference (130 x 4 B) and it is not flagged;
+    # 4 ms windows from 0: [0, 4) and [4, 8) share the gap across their edge at 4 ms -> both
+    # flagged, and 2 + 2 ms of the gap's 100 B/ms are split between them by assumption
+    vals = [0, 10, 20, 120, 130]
+    times = [0, 1, 2, 6, 7]
+    cap = load_capture(write_capture(tmp_path / "c", [ib("d", "tx")], {
+        0: [(T0 + t * MS, 0, v, OK) for t, v in zip(times, vals, strict=True)]}))
+    iv = byte_intervals(cap)
+    b, q = rebin_with_quality(iv, 10 * MS, origin_ns=T0)
+    assert b["d/tx"].tolist() == [520.0]
+    assert (q["d/tx"] & QUALITY_GAP).tolist() == [0]
+    b, q = rebin_with_quality(iv, 4 * MS, origin_ns=T0)
+    assert b["d/tx"].tolist() == [40.0 * 2 + 200.0, 200.0 + 40.0]
+    assert (q["d/tx"] & QUALITY_GAP).tolist() == [QUALITY_GAP, QUALITY_GAP]
+    # a window edge exactly on a reading of the gap's end does not cut the gap: [0, 6) + [6, 12)
+    b, q = rebin_with_quality(iv, 6 * MS, origin_ns=T0)
+    assert b["d/tx"].tolist() == [480.0, 40.0]
+    assert (q["d/tx"] & QUALITY_GAP).tolist() == [0, 0]
+
+
 def test_reset_window_is_nan_not_negative(tmp_path):
     vals = [0, 10, 20, 5, 15]
     cap = load_capture(write_capture(tmp_path / "c", [ib("d", "tx")], {
