@@ -194,7 +194,10 @@ def _cell(v: Any, decimals: int) -> tuple[str, bool]:
     if isinstance(v, (float, np.floating)):
         if not math.isfinite(float(v)):
             return str(v), True
-        return f"{float(v):,.{decimals}f}", True
+        text = f"{float(v):,.{decimals}f}"
+        if text.startswith("-") and not text.strip("-0.,"):
+            text = text[1:]  # a tiny negative rounds to zero: never "-0.000"
+        return text, True
     if isinstance(v, (list, tuple, np.ndarray)):
         return ", ".join(str(x) for x in v), False
     return str(v), False

@@ -139,3 +139,11 @@ def test_devices_figure_window_grows_with_the_capture_only_past_its_limit():
     assert R.devices_width_ns(6 * 3600) == 1000 * MS_NS  # 43,200 at 500 ms; 21,600 at 1 s
     assert R.devices_width_ns(24 * 3600) == 5000 * MS_NS  # 43,200 at 2 s; 17,280 at 5 s
     assert R.devices_width_ns(1e9) == 600_000 * MS_NS  # the widest beyond
+
+
+def test_report_cells_never_show_minus_zero():
+    # a value that rounds to zero at the column's decimals shows without a sign
+    assert R._cell(-0.0001, 3) == ("0.000", True)
+    assert R._cell(-0.0, 2) == ("0.00", True)
+    assert R._cell(-0.0006, 3) == ("-0.001", True)
+    assert R._cell(-1000.0, 0) == ("-1,000", True)

@@ -328,7 +328,9 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
                               if f & bit) for f in flags]
         h = h.reset_index(drop=True)
         n_over = int(((flags & QUALITY_OVER_LINE) != 0).sum())
-        click.echo(f"{capture}: {len(table)} windows of {width_ns / 1e6:g} ms, rates in Gb/s "
+        from rdmascope.analysis.peaks import window_label
+
+        click.echo(f"{capture}: {len(table)} window(s) of {window_label(width_ns)}, rates in Gb/s "
                    f"(t_s from capture start; flags: G gap-spread, N unknown (reset/saturated/"
                    f"unavailable/implausible), P partly covered, E no readings, O over line "
                    f"rate beyond the timing uncertainty: {n_over} window(s))")
