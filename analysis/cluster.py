@@ -652,6 +652,21 @@ class _KernelAcc:
             else:
                 del self.kept[k]
 
+    def answer(self, m: dict) -> bool:
+        """Let the emulation measurement ``m`` (``verify.MeasureStream.result``) take its
+        netdev bytes over the range it judges from this pass (``kernel``) instead of reading the
+        segments again; any other range still goes to ``m``'s own re-read. Returns True when
+        the pass could answer (``m`` is then changed), False when ``m`` keeps its re-read."""
+        if m["lo"] is None or m["hi"] is None:
+            return False
+        lo, hi = int(m["lo"]), int(m["hi"])
+        got = self.kernel(lo, hi)
+        if got is None:
+            return False
+        reread = m["kernel"]
+        m["kernel"] = lambda a, z: got if (int(a), int(z)) == (lo, hi) else reread(a, z)
+        return True
+
     def kernel(self, lo: int, hi: int) -> dict[str, float] | None:
         """{device: bytes} over [lo, hi), or None when the kept intervals cannot make the two
         clipped end windows."""
@@ -851,14 +866,9 @@ def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS, *, peaks: boo
     m = None
     if ms is not None:
         m = ms.result(state.get("spans", {}))
-        if kern is not None and m["lo"] is not None and m["hi"] is not None:
-            # the range the verdict asks for: made now, so the kept intervals can go
-            lo, hi = int(m["lo"]), int(m["hi"])
-            got = kern.kernel(lo, hi)
-            reread = m["kernel"]
-            if got is not None:
-                m["kernel"] = lambda a, z: got if (int(a), int(z)) == (lo, hi) else reread(a, z)
-                m["kernel_in_pass"] = True
+        # the range the verdict asks for: made now, so the kept intervals can go
+        if kern is not None and kern.answer(m):
+            m["kernel_in_pass"] = True
         del kern
     return NodePass(series=ser, peaks=pk, measure=m, info=cap, rereads=flag.rereads)
 

@@ -87,6 +87,33 @@ def _scenario_options(f):
 MODEL_KEYS = ("preset", "config", "tp", "port_gbps", "twin_gbps")
 
 
+def _cluster_options(*, live: bool):
+    """The options of a played cluster shared by ``simulate capture`` and ``simulate serve``
+    (with ``--nodes``): clock error, the node without the emulation, the straggler."""
+    clock_help = ("With --nodes: each node's wall clock is off by up to this much (uniform, "
+                  "either sign)" + ("; each node's CLOCK_MONOTONIC also has its own boot epoch "
+                                    "(the recorder on its tree adds both to this machine's "
+                                    "clocks)." if live else "."))
+    opts = [
+        click.option("--clock-error", type=DURATION_NS, default="20ms", show_default=True,
+                     help=clock_help),
+        click.option("--not-emulated", "not_emulated", type=click.IntRange(min=1), default=None,
+                     metavar="N", help="With --nodes and --link emulated100: node N (1-based) "
+                                       "did not get NCCL_IB_HCA and spreads its bytes over "
+                                       "both twins."),
+        click.option("--straggler", type=click.IntRange(min=1), default=None, metavar="N",
+                     help="With --nodes: node N (1-based) is late to every prefill all-reduce."),
+        click.option("--straggle", type=DURATION_NS, default="1ms", show_default=True,
+                     help="How late the --straggler is."),
+    ]
+
+    def deco(f):
+        for o in reversed(opts):
+            f = o(f)
+        return f
+    return deco
+
+
 def _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds, preset=None, config=None,
              tp=None, port_gbps=None, twin_gbps=None, layout=None, twins=None, **engine):
     """Return (traffic, setup record or None): the scenario played with the given model, TP size
@@ -169,17 +196,7 @@ def command() -> None:
                    "...), each naming its node, so that `record -o runs/x/{host} --sysfs-root "
                    "ROOT/<host>` on each writes that node's capture; --wait-for may hold {host} "
                    "(wait for every node's recorder).")
-@click.option("--clock-error", type=DURATION_NS, default="20ms", show_default=True,
-              help="With --nodes: each node's wall clock is off by up to this much (uniform, "
-                   "either sign); each node's CLOCK_MONOTONIC also has its own boot epoch "
-                   "(the recorder on its tree adds both to this machine's clocks).")
-@click.option("--not-emulated", "not_emulated", type=click.IntRange(min=1), default=None,
-              metavar="N", help="With --nodes and --link emulated100: node N (1-based) did not "
-                                "get NCCL_IB_HCA and spreads its bytes over both twins.")
-@click.option("--straggler", type=click.IntRange(min=1), default=None, metavar="N",
-              help="With --nodes: node N (1-based) is late to every prefill all-reduce.")
-@click.option("--straggle", type=DURATION_NS, default="1ms", show_default=True,
-              help="How late the --straggler is.")
+@_cluster_options(live=True)
 def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, speed, out,
               start_delay, wait_for, cleanup, keep_tree, nodes, clock_error, not_emulated,
               straggler, straggle, **model_kw) -> None:
@@ -298,16 +315,7 @@ def link_text(cfg) -> str:
               help="Play a cluster: one capture per node in OUTPUT/<host>/ (spark-01, ...), each "
                    "on its own host's clocks, plus OUTPUT/requests.jsonl (the client's log, on "
                    "the first node's clock) and OUTPUT/truth.json (clock offsets, culprits).")
-@click.option("--clock-error", type=DURATION_NS, default="20ms", show_default=True,
-              help="With --nodes: each node's wall clock is off by up to this much (uniform, "
-                   "either sign).")
-@click.option("--not-emulated", "not_emulated", type=click.IntRange(min=1), default=None,
-              metavar="N", help="With --nodes and --link emulated100: node N (1-based) did not "
-                                "get NCCL_IB_HCA and spreads its bytes over both twins.")
-@click.option("--straggler", type=click.IntRange(min=1), default=None, metavar="N",
-              help="With --nodes: node N (1-based) is late to every prefill all-reduce.")
-@click.option("--straggle", type=DURATION_NS, default="1ms", show_default=True,
-              help="How late the --straggler is.")
+@_cluster_options(live=False)
 def capture_cmd(output, scenario, link, tcp_fallback, seed, output_tokens, rounds,
                 no_netdev_stats, force, nodes, clock_error, not_emulated, straggler,
                 straggle, **model_kw) -> None:

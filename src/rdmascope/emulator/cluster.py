@@ -199,11 +199,32 @@ def simulate_cluster(outdir: str | os.PathLike, traffic, spec: ClusterSpec | Non
     for n in nodes:
         n["offset_to_reference_ns"] = int(m0 - n["boot_monotonic_ns"])
     shutil.copyfile(out / nodes[0]["host"] / REQUEST_LOG_NAME, out / REQUEST_LOG_NAME)
-    truth = {
-        "format": CLUSTER_TRUTH_FORMAT, "version": 1,
-        "reference": nodes[0]["host"],
-        "request_log": REQUEST_LOG_NAME,
-        "request_log_clock": f"CLOCK_MONOTONIC of {nodes[0]['host']}",
+    truth = _cluster_truth(
+        traffic, spec, nodes, clock=f"CLOCK_MONOTONIC of {nodes[0]['host']}",
+        notes="offset_to_reference_ns maps a node's CLOCK_MONOTONIC onto the reference "
+              "node's: t_ref = t_node + offset. Each node's own truth.json holds its exact "
+              "bytes per request on its own clock.")
+    (out / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
+    return truth
+
+
+#: in each node's emulated tree (``serve_cluster``): the node's name, read by ``rdmascope record``
+#: for the manifest's host and ``-o .../{host}`` (``rdmascope.cli.record.EMULATED_HOST_FILE``)
+HOST_FILE = ".rdmascope-host"
+
+
+def _cluster_truth(traffic, spec: ClusterSpec, nodes: list[dict], *, clock: str, notes: str,
+                   live: bool = False) -> dict:
+    """The cluster's truth.json (``CLUSTER_TRUTH_FORMAT``): the reference node, the request
+    log's clock, the culprits (node without the emulation, straggler) and every node's row."""
+    from rdmascope.emulator.simcapture import REQUEST_LOG_NAME
+
+    truth = {"format": CLUSTER_TRUTH_FORMAT, "version": 1}
+    if live:
+        truth["live"] = True
+    truth.update({
+        "reference": nodes[0]["host"], "request_log": REQUEST_LOG_NAME,
+        "request_log_clock": clock,
         "scenario": traffic.scenario.name, "link": traffic.config.link.name,
         "clock_error_ns": spec.clock_error_ns,
         "culprits": {
@@ -212,18 +233,9 @@ def simulate_cluster(outdir: str | os.PathLike, traffic, spec: ClusterSpec | Non
             "straggler": ({"host": spec.host(spec.straggler), "late_ns": spec.straggle_ns}
                           if spec.straggler is not None else None),
         },
-        "nodes": nodes,
-        "notes": "offset_to_reference_ns maps a node's CLOCK_MONOTONIC onto the reference "
-                 "node's: t_ref = t_node + offset. Each node's own truth.json holds its exact "
-                 "bytes per request on its own clock.",
-    }
-    (out / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
+        "nodes": nodes, "notes": notes,
+    })
     return truth
-
-
-#: in each node's emulated tree (``serve_cluster``): the node's name, read by ``rdmascope record``
-#: for the manifest's host and ``-o .../{host}`` (``rdmascope.cli.record.EMULATED_HOST_FILE``)
-HOST_FILE = ".rdmascope-host"
 
 
 def node_traffics(traffic, spec: ClusterSpec) -> list[tuple[str, Any, list[str]]]:
@@ -304,24 +316,13 @@ def write_cluster_truth(out: str | os.PathLike, played, traffic, spec: ClusterSp
                       "offset_to_reference_ns": int(mono0 - mono),
                       "wall_clock_error_ns": wall, "role": role})
     shutil.copyfile(out / nodes[0]["host"] / REQUEST_LOG_NAME, out / REQUEST_LOG_NAME)
-    truth = {
-        "format": CLUSTER_TRUTH_FORMAT, "version": 1, "live": True,
-        "reference": nodes[0]["host"], "request_log": REQUEST_LOG_NAME,
-        "request_log_clock": f"CLOCK_MONOTONIC of {nodes[0]['host']} (this machine's)",
-        "scenario": traffic.scenario.name, "link": traffic.config.link.name,
-        "clock_error_ns": spec.clock_error_ns,
-        "culprits": {
-            "emulation_not_applied": ([spec.host(spec.misconfigured)]
-                                      if spec.misconfigured is not None else []),
-            "straggler": ({"host": spec.host(spec.straggler), "late_ns": spec.straggle_ns}
-                          if spec.straggler is not None else None),
-        },
-        "nodes": nodes,
-        "notes": "live: every emulated node runs on this machine; its recorder adds the node's "
-                 "monotonic offset and wall-clock error to this machine's clocks. "
-                 "offset_to_reference_ns maps a node's CLOCK_MONOTONIC onto the first node's: "
-                 "t_ref = t_node + offset.",
-    }
+    truth = _cluster_truth(
+        traffic, spec, nodes, live=True,
+        clock=f"CLOCK_MONOTONIC of {nodes[0]['host']} (this machine's)",
+        notes="live: every emulated node runs on this machine; its recorder adds the node's "
+              "monotonic offset and wall-clock error to this machine's clocks. "
+              "offset_to_reference_ns maps a node's CLOCK_MONOTONIC onto the first node's: "
+              "t_ref = t_node + offset.")
     p = out / "truth.json"
     p.write_text(json.dumps(truth, indent=1) + "\n")
     return p
