@@ -166,6 +166,14 @@ def _draw_capacities(ax: Axes, link_gbps) -> list:
     return lines
 
 
+def _finite_max(a) -> list[float]:
+    """[the highest finite value of ``a``] for ``_headroom``, or [] when it has none (an
+    unreadable counter's all-NaN rates: no warning, no axis from NaN)."""
+    v = np.asarray(a, dtype=float).ravel()
+    v = v[np.isfinite(v)]
+    return [float(v.max())] if len(v) else []
+
+
 def _headroom(ax: Axes, values: Sequence[float], link_gbps) -> None:
     """Set the rate axis from 0 to a bit above the highest value or capacity."""
     top = max([0.0] + [float(v) for v in values if np.isfinite(v)]
@@ -271,7 +279,7 @@ def plot_request(
         ax.axvline((int(t_last_ns) - origin) / 1e9, color=FIRST_TOKEN_COLOR, linewidth=0.9,
                    linestyle=":", label="last token", gid="last_token")
     _draw_capacities(ax, link_gbps)
-    _headroom(ax, [np.nanmax(rates.to_numpy())] if len(rates) else [], link_gbps)
+    _headroom(ax, _finite_max(rates.to_numpy()), link_gbps)
     ax.set_xlabel("time since request sent (s)")
     ax.set_ylabel(RATE_LABEL)
     ax.set_title(title or "One request: prefill bursts, first token, steady decode", loc="left", pad=20)
@@ -304,7 +312,7 @@ def plot_request(
             zoom_ax.axvline((t_first_ns - origin) / 1e6, color=FIRST_TOKEN_COLOR, linewidth=1.2,
                             gid="first_token")
         _draw_capacities(zoom_ax, link_gbps)
-        _headroom(zoom_ax, [np.nanmax(sel.to_numpy())] if len(sel) else [], link_gbps)
+        _headroom(zoom_ax, _finite_max(sel.to_numpy()), link_gbps)
         zoom_ax.set_xlim((z0 - origin) / 1e6, (z1 - origin) / 1e6)
         zoom_ax.set_xlabel("time since request sent (ms)")
         zoom_ax.set_ylabel(RATE_LABEL)
@@ -375,8 +383,7 @@ def plot_comparison(
             band = ax.fill_between(xl, yl, yh, step="post", color=color, alpha=0.25,
                                    linewidth=0)
             band.set_gid("envelope")
-        if len(rates):
-            top_values.append(float(np.nanmax(rates.to_numpy())))
+        top_values.extend(_finite_max(rates.to_numpy()))
         rounds = req["round"] if "round" in req.columns else pd.Series(0, index=req.index)
         for rnd, group in req.groupby(rounds.to_numpy(), sort=True):
             spans = _merge_spans(list(zip(_seconds(group["t_send_ns"], origin),

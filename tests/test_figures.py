@@ -373,3 +373,15 @@ def test_figures_module_does_not_use_pyplot():
     code = ("import sys, rdmascope.analysis.figures; "
             "assert 'matplotlib.pyplot' not in sys.modules, 'pyplot imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_axis_top_of_an_unreadable_series_is_none_without_a_warning():
+    import warnings
+
+    from rdmascope.analysis import figures as F
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # np.nanmax of all-NaN warned here before
+        assert F._finite_max(np.full((3, 2), np.nan)) == []
+        assert F._finite_max(np.array([[np.nan, 2.5], [np.inf, 1.0]])) == [2.5]
+        assert F._finite_max(np.zeros(0)) == []
