@@ -68,18 +68,23 @@ def _cli(args: list[str], limit: int = LIMIT) -> subprocess.CompletedProcess:
     """, limit)
 
 
-def test_old_path_exceeds_the_limit(capture):
-    r = _run_limited(f"""
-        from rdmascope.analysis import byte_intervals, load_capture, peak_table
-        try:
-            peak_table(byte_intervals(load_capture({str(capture)!r})))
+def _old_path_fails(setup: str, work: str) -> None:
+    """The control: ``setup`` then ``work`` (code run in a child under the limit) must raise
+    MemoryError inside ``work``, showing the limit is one the old path exceeds."""
+    r = _run_limited(textwrap.dedent(setup) + "try:\n" + textwrap.indent(
+        textwrap.dedent(work), "    ") + textwrap.dedent("""
         except MemoryError:
             print("MemoryError")
             sys.exit(0)
         print("fitted")
-    """)
+    """))
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == "MemoryError"
+
+
+def test_old_path_exceeds_the_limit(capture):
+    _old_path_fails("from rdmascope.analysis import byte_intervals, load_capture, peak_table\n",
+                    f"peak_table(byte_intervals(load_capture({str(capture)!r})))\n")
 
 
 @pytest.mark.parametrize("args", [
@@ -119,7 +124,7 @@ def test_old_json_output_of_a_day_log_exceeds_the_limit(day_log):
     # the control: attribution tables of 72k requests turned into one list of records and one
     # json.dumps text, as --json did before it was written block by block
     cap, log = day_log
-    r = _run_limited(f"""
+    _old_path_fails(f"""
         import json
         from rdmascope.analysis.attribute import attribute
         from rdmascope.analysis.requestlogs import align, read_request_log
@@ -129,16 +134,10 @@ def test_old_json_output_of_a_day_log_exceeds_the_limit(day_log):
         cap = open_capture({str(cap)!r})
         tables, meta = attribution_tables(attribute(cap, align(read_request_log({str(log)!r}),
                                                                cap)))
-        try:
-            obj = {{"meta": meta, **{{n: to_records(d) for n, d in tables.items()}}}}
-            text = json.dumps(_nan_to_none(obj), indent=1, default=_json_default)
-        except MemoryError:
-            print("MemoryError")
-            sys.exit(0)
-        print("fitted")
+    """, """
+        obj = {"meta": meta, **{n: to_records(d) for n, d in tables.items()}}
+        text = json.dumps(_nan_to_none(obj), indent=1, default=_json_default)
     """)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.strip() == "MemoryError"
 
 
 def test_attribute_with_a_day_log_runs_under_the_limit(day_log):

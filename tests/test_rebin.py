@@ -107,13 +107,19 @@ def test_conservation_over_sub_ranges_with_integrate():
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-6)
 
 
-def test_gap_bytes_spread_and_windows_flagged(tmp_path):
-    # readings at 0,1,2 ms then 6,7 ms (sweeps 3-5 missed); 40 B per ms, 400 B across the gap
+def _gap_intervals(tmp_path):
+    """Intervals of readings at 0, 1, 2 ms then 6, 7 ms (sweeps 3-5 missed): 40 B per ms, 400 B
+    across the gap."""
     vals = [0, 10, 20, 120, 130]
     times = [0, 1, 2, 6, 7]
     cap = load_capture(write_capture(tmp_path / "c", [ib("d", "tx")], {
         0: [(T0 + t * MS, 0, v, OK) for t, v in zip(times, vals, strict=True)]}))
-    iv = byte_intervals(cap)
+    return byte_intervals(cap)
+
+
+def test_gap_bytes_spread_and_windows_flagged(tmp_path):
+    # readings at 0,1,2 ms then 6,7 ms (sweeps 3-5 missed); 40 B per ms, 400 B across the gap
+    iv = _gap_intervals(tmp_path)
     b, q = rebin_with_quality(iv, MS, origin_ns=T0)
     # the 400 gap bytes are spread evenly over the 4 ms of the gap: 100 B per window
     assert b["d/tx"].tolist() == [40.0, 40.0, 100.0, 100.0, 100.0, 100.0, 40.0]
@@ -126,11 +132,7 @@ def test_gap_inside_one_window_leaves_it_exact_and_unflagged(tmp_path):
     # whole gap, so its bytes are the exact counter difference (130 x 4 B) and it is not flagged;
     # 4 ms windows from 0: [0, 4) and [4, 8) share the gap across their edge at 4 ms -> both
     # flagged, and 2 + 2 ms of the gap's 100 B/ms are split between them by assumption
-    vals = [0, 10, 20, 120, 130]
-    times = [0, 1, 2, 6, 7]
-    cap = load_capture(write_capture(tmp_path / "c", [ib("d", "tx")], {
-        0: [(T0 + t * MS, 0, v, OK) for t, v in zip(times, vals, strict=True)]}))
-    iv = byte_intervals(cap)
+    iv = _gap_intervals(tmp_path)
     b, q = rebin_with_quality(iv, 10 * MS, origin_ns=T0)
     assert b["d/tx"].tolist() == [520.0]
     assert (q["d/tx"] & QUALITY_GAP).tolist() == [0]
