@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -44,6 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_scale import run_child  # noqa: E402
 from requestlog_gen import FORMATS, write  # noqa: E402
 from scale_capture import build  # noqa: E402
 
@@ -69,33 +69,12 @@ def baseline_package(rev: str, root: Path) -> Path:
 
 def run(argv: list[str], limit_bytes: int, timeout_s: float, stdout=subprocess.DEVNULL,
         pythonpath: Path | None = None):
-    """Run argv under RLIMIT_AS; return (wall s, cpu s, peak RSS MB, status, stdout text)."""
-    def limit():
-        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
-
-    t = time.perf_counter()
+    """``bench_scale.run_child`` with ``pythonpath`` (a baseline revision's package) put before
+    the installed one: (wall s, cpu s, peak RSS MB, status, stdout text)."""
     env = dict(os.environ)
-    if pythonpath is not None:  # the baseline revision's package before the installed one
+    if pythonpath is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), env.get("PYTHONPATH", "")])
-    p = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE, preexec_fn=limit, env=env)
-    deadline = t + timeout_s
-    while True:
-        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.perf_counter() > deadline:
-            p.kill()
-            _, status, ru = os.wait4(p.pid, 0)
-            return time.perf_counter() - t, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, \
-                "timeout", ""
-        time.sleep(0.02)
-    dt = time.perf_counter() - t
-    out = p.stdout.read().decode() if stdout == subprocess.PIPE else ""
-    err = p.stderr.read().decode(errors="replace")
-    code = os.waitstatus_to_exitcode(status)
-    state = "ok" if code == 0 else ("over limit" if code < 0 or "memoryerror" in err.lower()
-                                    else f"exit {code}: {err.strip().splitlines()[-1:]}")
-    return dt, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, state, out
+    return run_child(argv, limit_bytes, timeout_s, stdout=stdout, env=env)
 
 
 def main() -> None:

@@ -65,18 +65,20 @@ def commands(cap: Path, out: Path) -> list[tuple[str, list[str]]]:
     ]
 
 
-def run(argv: list[str], limit_bytes: int, timeout_s: float
-        ) -> tuple[float, float, float, str]:
-    """Run argv in a child process under RLIMIT_AS; return (wall s, CPU s, peak RSS MB, status).
+def run_child(argv: list[str], limit_bytes: int, timeout_s: float, *,
+              stdout=subprocess.DEVNULL, env: dict | None = None
+              ) -> tuple[float, float, float, str, str]:
+    """Run argv in a child process under RLIMIT_AS; return (wall s, CPU s, peak RSS MB, status,
+    stdout text: "" unless ``stdout=subprocess.PIPE``). ``env``: the child's environment.
 
     CPU is the child's user + system time from ``os.wait4`` (all its threads): on a shared
-    machine it moves much less with the load than the wall time does."""
+    machine it moves much less with the load than the wall time does. Status: "ok",
+    "over limit" (killed, or a memory error in its stderr), "timeout" or "exit N: <last line>"."""
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
 
     t = time.perf_counter()
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         preexec_fn=limit)
+    p = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE, preexec_fn=limit, env=env)
     deadline = t + timeout_s
     while True:
         pid, status, ru = os.wait4(p.pid, os.WNOHANG)
@@ -86,9 +88,10 @@ def run(argv: list[str], limit_bytes: int, timeout_s: float
             p.kill()
             _, status, ru = os.wait4(p.pid, 0)
             return (time.perf_counter() - t, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024,
-                    "timeout")
+                    "timeout", "")
         time.sleep(0.02)
     dt = time.perf_counter() - t
+    out = p.stdout.read().decode() if stdout == subprocess.PIPE else ""
     err = p.stderr.read().decode(errors="replace") if p.stderr else ""
     code = os.waitstatus_to_exitcode(status)
     if code == 0:
@@ -97,8 +100,14 @@ def run(argv: list[str], limit_bytes: int, timeout_s: float
                                          "bad_alloc")) or code < 0:
         state = "over limit"
     else:
-        state = f"exit {code}"
-    return dt, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, state
+        state = f"exit {code}: {err.strip().splitlines()[-1:]}"
+    return dt, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, state, out
+
+
+def run(argv: list[str], limit_bytes: int, timeout_s: float
+        ) -> tuple[float, float, float, str]:
+    """``run_child`` without the stdout text: (wall s, CPU s, peak RSS MB, status)."""
+    return run_child(argv, limit_bytes, timeout_s)[:4]
 
 
 def duckdb_argv(cap: Path, t0: int) -> list[str]:
