@@ -57,14 +57,8 @@ def test_legacy_mlx4_counters_ext(tmp_path):
            "unit 4 bytes, 64-bit)" in res.output
     assert "32-bit copy" in res.output and "64-bit (extended)" not in res.output
 
-    ticker = PathTicker(ext, start=(1 << 32) + 7)  # above 2^32: only a 64-bit file holds it
-    ticker.start()
-    try:
-        rec = Recorder(tmp_path / "cap", root, "--duration", "1s")
-        assert rec.wait() == 0, rec.stderr
-    finally:
-        ticker.stop()
-    cap = load_capture(tmp_path / "cap")
+    # above 2^32: only a 64-bit file holds it
+    _, cap = _record_1s(tmp_path, root, PathTicker(ext, start=(1 << 32) + 7))
     c = cap.counters
     tx = int(c.index[c["direction"] == "tx"][0])
     d = cap.meta["counters"][tx]
@@ -75,6 +69,18 @@ def test_legacy_mlx4_counters_ext(tmp_path):
     expect = _diff(cap, tx) * 4
     assert expect > 1e6  # ~5000 x 4 B per 2 ms: not the stuck 32-bit file's 0
     assert _rates_total(tmp_path / "cap", "mlx4_0/tx") == pytest.approx(expect, rel=1e-9)
+
+
+def _record_1s(tmp_path, root, ticker):
+    """Record ``root`` for 1 s while ``ticker`` moves its counters; return (the recorder, the
+    loaded capture)."""
+    ticker.start()
+    try:
+        rec = Recorder(tmp_path / "cap", root, "--duration", "1s")
+        assert rec.wait() == 0, rec.stderr
+    finally:
+        ticker.stop()
+    return rec, load_capture(tmp_path / "cap")
 
 
 def _bnxt(root, name, pci):
@@ -102,17 +108,11 @@ def test_hw_counters_bytes_and_siw_without_byte_counter(tmp_path):
     assert "siw0" in res.output and "bytes: none; no byte counter: no counters/ and no " \
         "hw_counters/" in res.output
 
-    ticker = PathTicker({hw0 / "tx_bytes": 400_000, hw0 / "rx_bytes": 200_000})
-    ticker.start()
-    try:
-        rec = Recorder(tmp_path / "cap", root, "--duration", "1s")
-        assert rec.wait() == 0, rec.stderr
-    finally:
-        ticker.stop()
+    rec, cap = _record_1s(tmp_path, root,
+                          PathTicker({hw0 / "tx_bytes": 400_000, hw0 / "rx_bytes": 200_000}))
     assert "siw0/1: no byte counter" in rec.stderr and "cannot be recorded" in rec.stderr
     assert "refreshes only every 10 ms" in rec.stderr
 
-    cap = load_capture(tmp_path / "cap")
     c = cap.counters
     assert set(c["device"]) == {"bnxt_re0", "bnxt_re1"}  # siw0 has nothing to sample
     tx = int(c.index[(c["device"] == "bnxt_re0") & (c["direction"] == "tx")][0])
@@ -159,14 +159,8 @@ def test_hw_counters_cache_steps_are_not_implausible(tmp_path):
     counter scales by lifespan / interval, so no window is emptied and the bytes are exact."""
     root = tmp_path / "sys"
     hw = _bnxt(root, "bnxt_re0", "0000:3b:00.0")
-    ticker = PathTicker({hw / "tx_bytes": 150_000_000}, period_s=0.01)
-    ticker.start()
-    try:
-        rec = Recorder(tmp_path / "cap", root, "--duration", "1s")
-        assert rec.wait() == 0, rec.stderr
-    finally:
-        ticker.stop()
-    cap = load_capture(tmp_path / "cap")
+    _, cap = _record_1s(tmp_path, root,
+                        PathTicker({hw / "tx_bytes": 150_000_000}, period_s=0.01))
     c = cap.counters
     tx = int(c.index[c["direction"] == "tx"][0])
     res = run_cli("rates", tmp_path / "cap", "--window", "10ms", "--json")
