@@ -300,11 +300,15 @@ class MeasureStream:
                      (1 << 62) if end_ns is None else int(end_ns))
 
     def grid(self):
+        """The ``stream.WindowGrid`` the caller's pass must sum for ``add``: 1 ms windows on
+        this measurement's origin, clipped to its range."""
         from .stream import WindowGrid
 
         return WindowGrid(MS, self.origin, self.start_ns, self.end_ns, clip=True)
 
     def on_parts(self, parts) -> None:
+        """One file's intervals ({counter_id: interval arrays}): sums each RDMA series' unknown
+        time (reset, saturated, unavailable, implausible) inside the range, in ns."""
         for cid, iv in parts.items():
             if not len(iv["t0_ns"]) or cid not in self.ib:
                 continue
