@@ -248,7 +248,7 @@ class RangeWindowStats:
         self.open_hi = np.zeros(n, bool)  # ... which already holds an enter window
 
     def add(self, t: np.ndarray, v: np.ndarray, qq: np.ndarray | None = None) -> None:
-    """Fold in the next block of windows: starts ``t`` (int64 ns), bytes ``v`` (float64),
+        """Fold in the next block of windows: starts ``t`` (int64 ns), bytes ``v`` (float64),
         quality bits ``qq`` (int, or None for all good), each shape (m,)."""
         from .peaks import HEADLINE_EXCLUDE
         from .series import QUALITY_OVER_LINE
@@ -321,7 +321,7 @@ class RangeWindowStats:
         self.open_hi[idx] = new_hi
 
     def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(peak Gb/s float64 (n,), NaN where no valid window; bursts int64 (n,); over-line windows
+        """(peak Gb/s float64 (n,), NaN where no valid window; bursts int64 (n,); over-line windows
         int64 (n,)), a run still open at the last block counted when it holds an enter window."""
         peak = np.where(np.isfinite(self.peak), self.peak, np.nan)
         return peak, self.count + (self.open & self.open_hi), self.n_over.copy()
@@ -354,7 +354,7 @@ class RangeIndex:
         self.max_len = int(length[short].max()) if len(short) else 0
 
     def touching(self, lo: int, hi: int) -> np.ndarray:
-    """Sorted int64 indices of the ranges with ``a < hi`` and ``b > lo`` (ns)."""
+        """Sorted int64 indices of the ranges with ``a < hi`` and ``b > lo`` (ns)."""
         # a short range starting at or before lo - max_len ends at or before lo
         k0 = np.searchsorted(self.a_sorted, lo - self.max_len, "right")
         k1 = np.searchsorted(self.a_sorted, hi, "left")
