@@ -1,13 +1,16 @@
 """End to end: live emulated tree -> the real `rdmascope record` (a subprocess) -> capture.
 
-The capture's bytes per twin must match the model's within 0.1 % and its 1 ms peaks must sit near
-the link's burst rate; everything is computed here from the raw readings with numpy, independently
-of the analysis package. ~12 s of real time (two ~4 s scenarios plus process start-up).
+The capture's bytes per twin must match the model's within 0.1 %, and every reading must lie
+between the model's values at the edges of the window the player and the recorder guarantee (the
+recorder's read bracket, widened by the player's own longest tick gap): a band this run derives
+from what it achieved, so a busy machine widens it instead of failing it. Everything is computed
+here from the raw readings with numpy, independently of the analysis package. ~12 s of real time (two ~4 s scenarios plus process start-up).
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -31,21 +34,33 @@ def _cumulative(raw, device):
     return tb + du // 2, v
 
 
-def _rates_1ms(raw):
-    """Link rate (both twins) in 1 ms windows: cumulative bytes interpolated on a 1 ms grid."""
-    curves = [_cumulative(raw, d) for d in TWINS]
-    t0 = max(c[0][0] for c in curves)
-    t1 = min(c[0][-1] for c in curves)
-    grid = np.arange(t0, t1, 1_000_000)
-    total = sum(np.interp(grid, t, v) for t, v in curves)
-    return np.diff(total) * 8 / 1e6  # Gb/s
+PLAYER_PERIOD_NS = 250_000  # the player's tick (emulator.tree.play, tick_hz=4000)
+
+
+def _readings(raw, device):
+    """(t_before ns, read duration ns, raw value) of a device's valid port_xmit_data readings."""
+    t = raw.table
+    (cid,) = [i for i, c in enumerate(raw.counters)
+              if c["device"] == device and c["name"] == "port_xmit_data"]
+    m = t["counter_id"].to_numpy() == cid
+    ok = t["status"].to_numpy()[m] == 0
+    return (t["t_before_ns"].to_numpy()[m][ok],
+            t["read_duration_ns"].to_numpy()[m][ok].astype(np.int64),
+            t["value"].to_numpy(zero_copy_only=False)[m][ok].astype(np.int64))
+
+
+def _player_gap_ns(player_line: str) -> int:
+    """The player's longest gap between ticks, from its 'player: ... longest gap X ms' line
+    (printed to 2 decimals: rounded up by 0.01 ms)."""
+    m = re.search(r"longest gap ([0-9.]+) ms", player_line)
+    assert m, player_line
+    return int((float(m.group(1)) + 0.01) * 1e6)
 
 
 @pytest.mark.slow
 def test_real_recorder_on_the_live_tree(tmp_path):
     runs = {link: play_and_record(tmp_path / link, link, scenario="single4k")
             for link in ("200", "emulated100")}
-    peaks = {}
     for link, run in runs.items():
         raw = read_capture(run.capture)
         assert raw.manifest["writer"] == "sampler" and raw.clean_end
@@ -61,20 +76,34 @@ def test_real_recorder_on_the_live_tree(tmp_path):
                 assert got == 0, f"{link}: {d} carried bytes on the emulated link"
             else:
                 assert got == pytest.approx(want, rel=1e-3), (link, d)
-        rates = _rates_1ms(raw)
-        burst = traffic.max_rate_gbps()  # the model's rate inside an all-reduce burst
-        busy = rates[rates > 0.5 * burst]
-        assert busy.size > 100  # 157 all-reduces of ~4 ms (200) / ~7 ms (emulated)
-        peaks[link] = (np.percentile(busy, 90), np.percentile(busy, 99), rates.max(), burst)
-        # 1 ms peaks near the link's burst rate: the top decile within 15 %, the top percentile
-        # within 30 % (the player moves the counters in 0.25 ms steps and the reading instants
-        # carry scheduling jitter, like real hardware's ~0.1-0.2 ms). A player or recorder
-        # descheduled for ms on a busy machine makes rare isolated spikes: at most 0.5 %.
-        assert np.percentile(busy, 90) == pytest.approx(burst, rel=0.15), (link, peaks[link])
-        assert np.percentile(busy, 99) == pytest.approx(burst, rel=0.30), (link, peaks[link])
-        assert (rates > 1.5 * burst).mean() < 0.005, (link, peaks[link])
-    assert peaks["emulated100"][0] < 0.7 * peaks["200"][0]
-    assert peaks["emulated100"][3] <= 109.0 < peaks["200"][3]
+        # Every reading lies where the recorder and the player guarantee it: the player wrote
+        # base + floor(C(now - t0 + period/2) / 4) at each tick (C: the model's cumulative bytes),
+        # at most G apart (its own longest tick gap), and the recorder read the file somewhere
+        # inside its stamped bracket [t_before, t_before + read_duration]. So each value is
+        # between the writes due at t_before - G and at t_before + read_duration. The band is
+        # derived from what this run achieved, however loaded the machine was: no rate band.
+        gap_ns = _player_gap_ns(run.player)
+        t0 = truth["t0_monotonic_ns"]
+        for d in TWINS:
+            tb, du, v = _readings(raw, d)
+            key = f"{d}/tx"
+            assert tb[0] + du[0] - t0 + PLAYER_PERIOD_NS // 2 <= 0  # recorded before play
+            base = v[0]
+
+            def due(t_ns, key=key):
+                tm = np.clip(t_ns - t0 + PLAYER_PERIOD_NS // 2, 0, traffic.duration_ns)
+                return np.floor(traffic.cumulative_bytes(tm, [key])[0] / 4).astype(np.int64)
+
+            lo = base + due(tb - gap_ns)
+            hi = base + due(tb + du)
+            bad = (v < lo) | (v > hi)
+            assert not bad.any(), (link, d, int(bad.sum()), gap_ns)
+            # and the band is not empty of content: the bursts moved the counters inside it
+            assert (hi[-1] - base) * 4 == pytest.approx(truth["totals_bytes"][key], rel=1e-3)
+    # the emulated link's bursts are capped at its 109 Gb/s; the real one's are not
+    burst = {link: simulate(make_scenario("single4k"), TrafficConfig(link=link_config(link))
+                            ).max_rate_gbps() for link in runs}
+    assert burst["emulated100"] <= 109.0 < burst["200"]
 
     # the simulator describes the same tree exactly as the real daemon did
     real = read_capture(runs["200"].capture).manifest
