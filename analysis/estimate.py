@@ -279,7 +279,9 @@ def estimate(model: ModelShape, *, tp: int = 8, chunk_tokens: int = STUDY_CHUNK_
              emulated_gbps: float = LINK_EMULATED_GBPS, real_gbps: float = LINK_100_GBPS,
              tp_sizes: Sequence[int] = (2, 4, 8, 16), decode_requests: int = 1,
              decode_tokens_per_request: int = STUDY_DECODE_TOKENS_PER_REQUEST,
-             nodes: int | None = None, layout: str = "tp") -> dict[str, Any]:
+             nodes: int | None = None, layout: str = "tp", dp: int | None = None,
+             all2all_backend: str = _models.DEFAULT_ALL2ALL_BACKEND,
+             rails: int | None = None) -> dict[str, Any]:
     """Compute every number of the study's estimate for one model and configuration.
 
     ``ttft_s`` are measured TTFTs at ``link_old_gbps``: either one per prompt length (same order) or
@@ -293,8 +295,14 @@ def estimate(model: ModelShape, *, tp: int = 8, chunk_tokens: int = STUDY_CHUNK_
     mixture-of-experts model with known expert fields, expert parallelism over ``nodes``
     (all-to-all dispatch + combine, ``rdmascope.models.ep_bytes_per_token``; otherwise a
     ``reason``). ``layout`` ("tp" or "ep") picks which one the per-prompt rows use; ``nodes``
-    (default ``tp``) = 1 means nothing crosses the network. Raises ``EstimateError`` on invalid
-    inputs.
+    (default ``tp``) = 1 means nothing crosses the network. ``dp``, ``all2all_backend`` and
+    ``rails`` state the EP layout (``rdmascope.models.Setup``: DP replicas one per node with
+    ``tp`` ranks inside over NVLink, vLLM's ``--all2all-backend``, NICs per node); the ``ep``
+    entry of ``layouts`` then gives the bytes per token per node and per rail, the backend's
+    formula and, per ``chunk_tokens`` pass, one MoE layer's collective. Under ``layout`` "ep" the
+    TP-only sections (``allreduce``, ``tp_projection``, the TP ``decode``) are None / empty:
+    nothing of them reaches the NIC; ``decode`` is then the EP collective of a decode pass.
+    Raises ``EstimateError`` on invalid inputs.
     """
     _check_tp(tp)
     if chunk_tokens < 1:
@@ -305,13 +313,37 @@ def estimate(model: ModelShape, *, tp: int = 8, chunk_tokens: int = STUDY_CHUNK_
         raise EstimateError(f"give one --ttft per --prompt-tokens value ({len(prompts)} prompt "
                             f"length(s), {len(ttft_list)} TTFT(s))")
     setup = _models.Setup(model=model, tp=tp, nodes=nodes, layout=layout,
-                          link_a_gbps=link_old_gbps, link_b_gbps=link_new_gbps, b_emulated=False)
-    layouts: dict[str, Any] = {"tp": {"bytes_per_prompt_token": setup.tp_bytes_per_token()}}
+                          link_a_gbps=link_old_gbps, link_b_gbps=link_new_gbps, b_emulated=False,
+                          dp=dp, all2all_backend=all2all_backend, rails=rails)
+    tp_bytes = setup.tp_bytes_per_token() if dp is None else 0.0  # TP inside a node: NVLink
+    layouts: dict[str, Any] = {"tp": {"bytes_per_prompt_token": tp_bytes}}
     ep = setup.ep_bytes_per_token()
     if ep is not None:
-        layouts["ep"] = {"bytes_per_prompt_token": ep, "moe_layers": model.moe_layers,
-                         "experts_per_token": model.experts_per_token,
-                         "off_node_share": _models.off_node_share(setup.nodes)}
+        per_rank = (_models.ep_rank_bytes_per_token(model, setup.ep_dp, all2all_backend)
+                    if setup.networked else 0.0)
+        layouts["ep"] = {
+            "bytes_per_prompt_token": ep, "bytes_per_token_per_rail": setup.ep_bytes_per_token_rail(),
+            "bytes_per_token_per_gpu": per_rank, "rails": setup.rails_per_node,
+            "all2all_backend": all2all_backend, "formula": _models.ep_formula(all2all_backend),
+            "dp": setup.ep_dp, "tp_inside_node": setup.ep_tp, "ep_size": setup.ep_size,
+            "moe_layers": model.moe_layers, "experts_per_token": model.experts_per_token,
+            "off_node_share": _models.off_node_share(setup.ep_dp),
+            "collectives_per_pass": 2 * model.moe_layers,
+            "chunk_collective_bytes_per_node": chunk_tokens * ep / (2 * model.moe_layers),
+        }
+        kind = _models.check_backend(all2all_backend)
+        h, b, L, D, T = (model.hidden_size, model.bytes_per_value, model.moe_layers, setup.ep_dp,
+                         setup.ep_tp)
+        layouts["ep"]["formula_values"] = (
+            f"{L} x 2 x {h:,} x {b} x {model.experts_per_token} x {D - 1}/{D}"
+            if kind == "dispatch_combine" else
+            f"{T} x {L} x {_models._DP_GROUP_SENDS[kind]} x {D - 1} x {h:,} x {b}")
+        layouts["ep"]["by_backend"] = {
+            b: (_models.ep_node_bytes_per_token(model, setup.ep_dp, setup.ep_tp, b)
+                if setup.networked else 0.0)
+            for b in ("allgather_reducescatter", "naive", "deepep_high_throughput")}
+        layouts["ep"]["chunk_collective_time_old_s"] = transfer_time_s(
+            layouts["ep"]["chunk_collective_bytes_per_node"], link_old_gbps)
     else:
         layouts["ep"] = {"bytes_per_prompt_token": None, "reason": (
             "dense model: no experts to spread" if model.is_moe is False else
@@ -333,10 +365,13 @@ def estimate(model: ModelShape, *, tp: int = 8, chunk_tokens: int = STUDY_CHUNK_
         if n <= 0:
             raise EstimateError(f"prompt tokens must be > 0, got {n!r}")
         nbytes = n * bpt
+        passes = math.ceil(n / chunk_tokens)
         row: dict[str, Any] = {
             "prompt_tokens": n,
             "prefill_bytes": nbytes,
-            "allreduces": math.ceil(n / chunk_tokens) * allreduces_per_pass(model.layers),
+            "allreduces": passes * allreduces_per_pass(model.layers) if layout == "tp" else None,
+            "collectives": passes * (allreduces_per_pass(model.layers) if layout == "tp"
+                                     else 2 * model.moe_layers),
             "network_time_old_s": transfer_time_s(nbytes, link_old_gbps),
             "network_time_new_s": transfer_time_s(nbytes, link_new_gbps),
             "increase_bound_s": extra_time_bound_s(nbytes, link_old_gbps, link_new_gbps),
@@ -352,7 +387,9 @@ def estimate(model: ModelShape, *, tp: int = 8, chunk_tokens: int = STUDY_CHUNK_
                            share, link_old_gbps, link_new_gbps))
         rows.append(row)
     proj: list[dict[str, Any]]
-    if ttft_list and tp >= 2:  # TP1 sends nothing: no network time to project from
+    if layout == "ep":  # the TP projection scales all-reduces, which the EP layout keeps local
+        proj = []
+    elif ttft_list and tp >= 2:  # TP1 sends nothing: no network time to project from
         proj = tp_projection(model, tp_sizes, prompt_tokens=prompts[-1], ttft_ref_s=ttft_list[-1],
                              ref_tp=tp, link_old_gbps=link_old_gbps, link_new_gbps=link_new_gbps)
     elif tp >= 2:
@@ -360,24 +397,39 @@ def estimate(model: ModelShape, *, tp: int = 8, chunk_tokens: int = STUDY_CHUNK_
                 for n in tp_sizes]
     else:
         proj = []
+    if layout == "ep":
+        dec_tokens = decode_requests * decode_tokens_per_request
+        dec_bytes = dec_tokens * bpt
+        decode: dict[str, Any] = {
+            "tokens_per_pass": dec_tokens, "pass_bytes": dec_bytes,
+            "collectives_per_pass": 2 * model.moe_layers,
+            "pass_time_old_s": transfer_time_s(dec_bytes, link_old_gbps),
+            "pass_time_new_s": transfer_time_s(dec_bytes, link_new_gbps),
+            "pass_extra_bound_s": extra_time_bound_s(dec_bytes, link_old_gbps, link_new_gbps)}
+    else:
+        decode = decode_traffic(model, tp, requests=decode_requests,
+                                tokens_per_request=decode_tokens_per_request,
+                                link_old_gbps=link_old_gbps, link_new_gbps=link_new_gbps)
     return {
         "model": model.to_dict(),
         "tp": tp,
         "nodes": setup.nodes,
+        "dp": setup.ep_dp if layout == "ep" else None,
+        "all2all_backend": all2all_backend if layout == "ep" else None,
         "layout": layout,
         "layouts": layouts,
         "chunk_tokens": chunk_tokens,
         "links_gbps": links,
         "per_token": {
-            "allreduces_per_pass": allreduces_per_pass(model.layers),
-            "ring_factor": ring_factor(tp),
+            "allreduces_per_pass": allreduces_per_pass(model.layers) if layout == "tp" else None,
+            "ring_factor": ring_factor(tp) if layout == "tp" else None,
             "bytes_per_prompt_token": bpt,
             "increase_bound_per_1000_tokens_s": extra_time_bound_s(1000 * bpt, link_old_gbps,
                                                                    link_new_gbps),
             "increase_bound_emulated_per_1000_tokens_s": extra_time_bound_s(
                 1000 * bpt, link_old_gbps, emulated_gbps),
         },
-        "allreduce": {
+        "allreduce": None if layout == "ep" else {
             "block_bytes": allreduce_block_bytes(chunk_tokens, model),
             "bytes_per_node": ar,
             "ring_steps": ring_steps(tp),
@@ -387,8 +439,6 @@ def estimate(model: ModelShape, *, tp: int = 8, chunk_tokens: int = STUDY_CHUNK_
             "time_emulated_s": transfer_time_s(ar, emulated_gbps),
         },
         "prompts": rows,
-        "decode": decode_traffic(model, tp, requests=decode_requests,
-                                 tokens_per_request=decode_tokens_per_request,
-                                 link_old_gbps=link_old_gbps, link_new_gbps=link_new_gbps),
+        "decode": decode,
         "tp_projection": proj,
     }

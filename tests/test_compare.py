@@ -314,7 +314,7 @@ def test_compare_with_a_setup_uses_its_links_and_layout():
     b = side(2.1, 2.1, 20.0, nbytes, 397_312.0, [2.1])
     a.tests["prompt_tokens"] = b.tests["prompt_tokens"] = 2048
     s = Setup(model=PRESETS["qwen3-30b-a3b"], tp=2, link_a_gbps=400, link_b_gbps=200,
-              b_emulated=True, b_real_gbps=220, layout="ep")
+              b_emulated=True, b_real_gbps=220, layout="ep", all2all_backend="deepep_high_throughput")
     c = compare(a, b, setup=s)
     row = c.tests.iloc[0]
     assert (c.link_a_gbps, c.link_b_gbps, c.real_gbps) == (400, 220, 200)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from click.testing import CliRunner
 from rdmascope.analysis import estimate as est
 
 M = est.STUDY_MODEL
@@ -229,3 +230,39 @@ def test_tp1_with_a_ttft_has_no_projection_instead_of_an_internal_error():
     e = est.estimate(est.STUDY_MODEL, tp=1, ttft_s=[5.0], prompt_tokens=[1000])
     assert e["tp_projection"] == []
     assert e["prompts"][0]["network_share"] == 0.0  # TP1 sends nothing
+
+
+def test_cli_estimate_ep_layout_shows_only_what_reaches_the_nic():
+    """DeepSeek-V2-Lite, DP4 x TP2 over 4 Pods, vLLM's allgather_reducescatter, by hand."""
+    from rdmascope.cli import main
+
+    args = ["estimate", "--preset", "deepseek-v2-lite", "--layout", "ep", "--tp", "2", "--dp",
+            "4", "--link-a", "400", "--link-b", "200", "--b-real", "--prompt-tokens", "1000"]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    # per node: 2 TP ranks x 26 MoE layers x 2 x 3 x 2,048 x 2 B = 1,277,952 B; per rail half
+    assert "EP8 = DP4 x TP2" in r.output
+    assert "1.278 MB per token per node, 0.639 MB per rail (2 rails per node)" in r.output
+    assert "= 2 x 26 x 2 x 3 x 2,048 x 2" in r.output
+    assert "nothing on the NIC" in r.output
+    # none of the TP all-reduce lines, no TP projection
+    for tp_only in ("all-reduces per forward pass", "ring factor", "one all-reduce of",
+                    "TP size relative", "TP projection", "logits gather"):
+        assert tp_only not in r.output, tp_only
+    j = json.loads(CliRunner().invoke(main, args + ["--json"]).stdout)
+    ep = j["meta"]["layouts"]["ep"]
+    assert ep["bytes_per_prompt_token"] == 1_277_952 and ep["bytes_per_token_per_rail"] == 638_976
+    assert j["prompts"][0]["prefill_bytes"] == 1000 * 1_277_952
+    # 1,000 tokens x 1,277,952 B x 8 x (1/200 - 1/400) per Gb/s
+    assert j["prompts"][0]["increase_bound_s"] == pytest.approx(
+        1000 * 1_277_952 * 8 / 1e9 * (1 / 200 - 1 / 400))
+    assert j["meta"]["allreduce"] is None and j["tp_projection"] == []
+    # EP8 over 8 nodes: dispatch/combine 1.118 MB, allgather_reducescatter 4/3 of it
+    ep8 = CliRunner().invoke(main, ["estimate", "--preset", "deepseek-v2-lite", "--layout", "ep",
+                                    "--tp", "8", "--nodes", "8", "--json"])
+    e8 = json.loads(ep8.stdout)["meta"]["layouts"]["ep"]
+    assert e8["bytes_per_prompt_token"] == 1_490_944
+    assert e8["by_backend"]["deepep_high_throughput"] == 1_118_208
+    refused = CliRunner().invoke(main, ["estimate", "--preset", "deepseek-v2-lite", "--layout",
+                                        "ep", "--tp", "2", "--nodes", "4"])
+    assert refused.exit_code == 1 and "give --dp 4" in refused.output

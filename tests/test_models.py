@@ -50,8 +50,10 @@ def test_qwen3_moe_style_config_tp_and_ep_bytes():
     assert M.ep_bytes_per_token(m, 1) == 0
     # one direction of one layer: 2048 x 2 x 8 x 1/2 = 16,384 B
     assert M.ep_dispatch_bytes_per_token_layer(m, 2) == 16_384
-    s = M.Setup(model=m, tp=2, nodes=2, layout="ep")
+    s = M.Setup(model=m, tp=2, nodes=2, layout="ep", all2all_backend="deepep_high_throughput")
     assert s.bytes_per_token() == 1_572_864
+    # vLLM's default, all-gather + reduce-scatter over the DP group of 2: 48 x 2 x 1 x 4,096
+    assert s.with_(all2all_backend="allgather_reducescatter").bytes_per_token() == 393_216
     assert s.with_(layout="tp").bytes_per_token() == 397_312
 
 
@@ -144,13 +146,15 @@ def test_cli_estimate_names_the_model_and_shows_tp_and_ep():
     assert r.exit_code == 0, r.output
     meta = json.loads(r.stdout)["meta"]
     assert meta["layouts"]["tp"]["bytes_per_prompt_token"] == 397_312
-    assert meta["layouts"]["ep"]["bytes_per_prompt_token"] == 1_572_864
+    assert meta["layouts"]["ep"]["bytes_per_prompt_token"] == 393_216   # allgather_reducescatter
+    assert meta["layouts"]["ep"]["by_backend"]["deepep_high_throughput"] == 1_572_864
     # 1,000 tokens x 397,312 B x 8 x (1/200 - 1/400) per Gb/s
     assert meta["layouts"]["tp"]["increase_bound_per_1000_tokens_s"] == pytest.approx(
         1000 * 397_312 * 8 / 1e9 * (1 / 200 - 1 / 400))
     assert meta["setup"]["description"] == "qwen3_moe, TP2 on 2 nodes; A 400 Gb/s, B 200 Gb/s"
     ep = CliRunner().invoke(main, ["estimate", "--config", cfg, "--tp", "2", "--link-a", "400",
-                                   "--link-b", "200", "--b-real", "--layout", "ep", "--json"])
+                                   "--link-b", "200", "--b-real", "--layout", "ep",
+                                   "--all2all-backend", "pplx", "--json"])
     assert json.loads(ep.stdout)["prompts"][0]["prefill_bytes"] == 1000 * 1_572_864
     human = CliRunner().invoke(main, ["estimate", "--preset", "llama-3-70b", "--tp", "2"])
     assert "Llama 3 70B" in human.output and "dense model" in human.output
@@ -185,3 +189,77 @@ def test_resolve_setup_order_options_manifest_port_rates():
     assert "do not fit TP8" in s6.sources["nodes"]
     with pytest.raises(M.ModelError, match="either --b-emulated"):
         M.resolve_setup(b_emulated_gbps=109, b_real=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# EP backends (vLLM's all2all managers) and the hybrid layout, by hand for DeepSeek-V2-Lite
+# ------------------------------------------------------------------------------------------------
+
+V2L = DATA / "deepseek-v2-lite-style.json"
+
+
+def test_deepseek_v2_lite_config_and_preset_agree():
+    m = M.model_from_hf_config(V2L)
+    # 27 layers, first_k_dense_replace 1: 26 MoE layers; 64 routed, top-6, 2 shared
+    assert (m.layers, m.hidden_size, m.bytes_per_value) == (27, 2048, 2)
+    assert (m.experts, m.experts_per_token, m.shared_experts, m.moe_layers) == (64, 6, 2, 26)
+    p = M.PRESETS["deepseek-v2-lite"]
+    assert (p.layers, p.hidden_size, p.experts, p.experts_per_token, p.shared_experts,
+            p.moe_layers, p.vocab_size) == (27, 2048, 64, 6, 2, 26, 102400)
+    assert "first_k_dense_replace 1" in p.source
+    v3 = M.PRESETS["deepseek-v3"]
+    assert (v3.layers, v3.hidden_size, v3.experts_per_token, v3.moe_layers) == (61, 7168, 8, 58)
+
+
+def test_ep8_backends_by_hand():
+    m = M.model_from_hf_config(V2L)
+    h2 = 2048 * 2  # one token's hidden state, bf16
+    # dispatch/combine top-k (DeepEP, pplx): 26 x 2 x 4,096 x 6 x 7/8 = 1,118,208 B
+    topk = 26 * 2 * h2 * 6 * 7 // 8
+    assert topk == 1_118_208
+    # allgather_reducescatter over a DP group of 8: each rank sends 7 slices in the all-gather and
+    # 7 in the reduce-scatter per MoE layer: 26 x 14 x 4,096 = 1,490,944 B
+    agrs = 26 * 2 * 7 * h2
+    assert agrs == 1_490_944
+    # naive: broadcasts (7 slices) + all-reduce of the 8-slice buffer (2 x 7/8 x 8 = 14 slices)
+    naive = 26 * (7 + 14) * h2
+    assert naive == 2_236_416
+    for backend, want in (("deepep_high_throughput", topk), ("deepep_low_latency", topk),
+                          ("pplx", topk), ("allgather_reducescatter", agrs), ("naive", naive)):
+        s = M.Setup(model=m, tp=1, dp=8, layout="ep", all2all_backend=backend)
+        assert (s.ep_size, s.nodes, s.rails_per_node) == (8, 8, 1)
+        assert s.ep_bytes_per_token() == want, backend
+        assert s.ep_bytes_per_token_rail() == want
+        # the older reading (--tp 8 --nodes 8: one rank per node) is the same layout
+        assert M.Setup(model=m, tp=8, nodes=8, layout="ep",
+                       all2all_backend=backend).ep_bytes_per_token() == want
+    # the issue's +33 %: allgather_reducescatter / top-k = D / k = 8 / 6
+    assert agrs / topk == pytest.approx(8 / 6)
+
+
+def test_dp4_tp2_hybrid_layout_by_hand():
+    m = M.PRESETS["deepseek-v2-lite"]
+    h2 = 2048 * 2
+    s = M.Setup(model=m, tp=2, dp=4, layout="ep")
+    assert s.all2all_backend == "allgather_reducescatter"      # vLLM's default
+    assert (s.ep_dp, s.ep_tp, s.ep_size, s.nodes, s.rails_per_node) == (4, 2, 8, 4, 2)
+    # each of the node's 2 TP ranks, in its own DP group of 4: 26 x 2 x 3 x 4,096 = 638,976 B
+    assert M.ep_rank_bytes_per_token(m, 4) == 26 * 2 * 3 * h2 == 638_976
+    assert s.ep_bytes_per_token() == 2 * 638_976 == 1_277_952
+    assert s.ep_bytes_per_token_rail() == 638_976               # one rail per GPU
+    assert s.with_(rails=8).ep_bytes_per_token_rail() == 1_277_952 / 8
+    # naive: 2 x 26 x (3 + 6) x 4,096; top-k: 26 x 2 x 4,096 x 6 x 3/4, once per node
+    assert s.with_(all2all_backend="naive").ep_bytes_per_token() == 2 * 26 * 9 * h2 == 1_916_928
+    assert s.with_(all2all_backend="pplx").ep_bytes_per_token() == 26 * 2 * h2 * 6 * 3 / 4 \
+        == 958_464
+    # TP inside the node: nothing of the all-reduces on the NIC; all on one node: nothing at all
+    assert M.Setup(model=m, tp=2, dp=4, nodes=1, layout="ep").ep_bytes_per_token() == 0
+    assert "EP8 = DP4 x TP2" in s.describe()
+    with pytest.raises(M.ModelError, match="own node or Pod"):
+        M.Setup(model=m, tp=2, dp=4, nodes=2, layout="ep")
+    with pytest.raises(M.ModelError, match="goes with --layout ep"):
+        M.Setup(model=m, tp=2, dp=4)
+    with pytest.raises(M.ModelError, match="unknown all2all backend"):
+        M.Setup(model=m, tp=2, dp=4, layout="ep", all2all_backend="mpi")
+    with pytest.raises(M.ModelError, match="give --dp 4"):
+        M.Setup(model=m, tp=2, nodes=4, layout="ep")

@@ -38,6 +38,37 @@ dispatch and combine of a served MoE model over RDMA, DeepSeek-AI, "DeepSeek-V3 
 arXiv:2412.19437, section 3.4, and the DeepEP library. This is an upper bound for engines that
 send one copy per destination node rather than per expert (DeepEP's inter-node kernels, DeepSeek-V3's
 node-limited routing), and it assumes balanced routing.
+
+**Which all-to-all: vLLM's ``--all2all-backend``.** vLLM runs the expert collective through one of
+its all2all managers (``vllm/distributed/device_communicators/all2all.py``), over the *DP group*
+(one rank per DP replica, the same TP rank in each; ``FusedMoEParallelConfig.make`` in
+``vllm/model_executor/layers/fused_moe/config.py``: with expert parallelism the EP size is
+``DP x TP`` and the MoE layer has no tensor parallelism). With ``D`` DP replicas, each on its own
+node (or Kubernetes Pod) holding ``T`` TP ranks that talk over NVLink (no bytes on the NIC), per
+token held by a replica and per MoE layer, with NCCL's ring collectives (Patarasuk & Yuan 2009:
+a ring all-gather, reduce-scatter or broadcast has every rank send ``D-1`` times its share;
+all-reduce ``2(D-1)/D`` of the block):
+
+- ``allgather_reducescatter`` (``AgRsAll2AllManager``, vLLM's default, ``ParallelConfig.
+  all2all_backend`` in ``vllm/config/parallel.py``): ``dispatch`` all-gathers every rank's hidden
+  states over the DP group, ``combine`` reduce-scatters them back, so each rank sends
+  ``2 x (D-1) x hidden x bytes``; every one of the node's ``T`` TP ranks does so in its own DP
+  group (its copy of the replica's tokens), so per node ``T x moe_layers x 2 (D-1) x hidden x
+  bytes`` per token;
+- ``naive`` (``NaiveAll2AllManager``): ``dispatch`` broadcasts each rank's slice to the DP group
+  (each rank sends ``D-1`` slices), ``combine`` all-reduces the whole gathered buffer of ``D``
+  slices (``2(D-1)`` slices): ``T x moe_layers x 3 (D-1) x hidden x bytes`` per node per token;
+- ``deepep_high_throughput``, ``deepep_low_latency``, ``pplx`` (DeepEP/pplx kernels): the top-k
+  dispatch/combine above, with ``nodes = D`` (each token's copy goes only to the ranks of its
+  routed experts; counted once per node).
+
+The routing metadata (router logits, or top-k ids and weights) that dispatch also moves is left
+out: ``k x 8`` bytes per token for the top-k tensors, under 1.2 % of a 2,048-wide bf16 hidden state
+for DeepSeek-V2-Lite. The rest of the pass (attention, dense layers, the MoE output's TP
+all-reduce) stays inside the node. Per rail: the node's bytes spread evenly over its ``rails``
+NICs (default one per TP rank: NCCL gives each GPU its nearest NIC on a rail-optimised node).
+Every per-node figure assumes the replicas are equally loaded (each node then sends what its own
+tokens cost).
 """
 
 from __future__ import annotations
@@ -66,6 +97,23 @@ LINK_100_GBPS = 100.0
 
 #: The parallel layouts the estimate knows (see the module docstring).
 LAYOUTS = ("tp", "ep")
+
+#: vLLM's ``--all2all-backend`` names (``vllm/config/parallel.py``, ``All2AllBackend``) and the
+#: traffic formula each follows (module docstring): all-gather + reduce-scatter over the DP group,
+#: broadcast + all-reduce over it, or the top-k dispatch/combine of DeepEP/pplx.
+ALL2ALL_BACKENDS: dict[str, str] = {
+    "allgather_reducescatter": "allgather_reducescatter",
+    "naive": "naive",
+    "deepep_high_throughput": "dispatch_combine",
+    "deepep_low_latency": "dispatch_combine",
+    "pplx": "dispatch_combine",
+}
+#: vLLM's default backend (``ParallelConfig.all2all_backend``).
+DEFAULT_ALL2ALL_BACKEND = "allgather_reducescatter"
+
+#: Per-rank ring sends per MoE layer, in multiples of ``(D-1) x hidden x bytes``, of the DP-group
+#: backends: all-gather + reduce-scatter = 2; broadcasts + all-reduce = 1 + 2.
+_DP_GROUP_SENDS = {"allgather_reducescatter": 2, "naive": 3}
 
 
 class ModelError(ValueError):
@@ -210,6 +258,15 @@ PRESETS: dict[str, Model] = {
         source="config.json of Qwen/Qwen3-235B-A22B: num_hidden_layers 94, hidden_size 4096, "
                "num_experts 128, num_experts_per_tok 8, decoder_sparse_step 1, "
                "mlp_only_layers [], vocab_size 151936, bfloat16"),
+    "deepseek-v2-lite": Model(
+        name="deepseek-v2-lite", layers=27, hidden_size=2048, bytes_per_value=2,
+        vocab_size=102400, experts=64, experts_per_token=6, shared_experts=2, moe_layers=26,
+        title="DeepSeek-V2-Lite (deepseek-ai/DeepSeek-V2-Lite), mixture-of-experts, first layer "
+              "dense",
+        source="config.json of deepseek-ai/DeepSeek-V2-Lite: num_hidden_layers 27, hidden_size "
+               "2048, n_routed_experts 64, num_experts_per_tok 6, n_shared_experts 2, "
+               "first_k_dense_replace 1, moe_layer_freq 1, vocab_size 102400, torch_dtype "
+               "bfloat16"),
     "deepseek-v3": Model(
         name="deepseek-v3", layers=61, hidden_size=7168, bytes_per_value=2, vocab_size=129280,
         experts=256, experts_per_token=8, shared_experts=1, moe_layers=58,
@@ -429,6 +486,74 @@ def ep_bytes_per_token(model: Model, nodes: int) -> float:
             * model.experts_per_token * off_node_share(nodes))
 
 
+def check_backend(backend: str) -> str:
+    """Return the formula family of vLLM's ``--all2all-backend`` ``backend`` (see
+    ``ALL2ALL_BACKENDS``); raises ``ModelError`` naming the known backends."""
+    if backend not in ALL2ALL_BACKENDS:
+        raise ModelError(f"unknown all2all backend {backend!r} (known: "
+                         f"{', '.join(ALL2ALL_BACKENDS)})")
+    return ALL2ALL_BACKENDS[backend]
+
+
+def ep_rank_bytes_per_token(model: Model, dp: int,
+                            backend: str = DEFAULT_ALL2ALL_BACKEND) -> float | None:
+    """Return the bytes one GPU sends per token of its DP replica under a DP-group backend.
+
+    Per MoE layer a ring collective over the ``dp`` ranks of the DP group (module docstring, from
+    vLLM's ``AgRsAll2AllManager`` and ``NaiveAll2AllManager``):
+    ``allgather_reducescatter``: ``moe_layers x 2 x (D-1) x hidden x bytes``;
+    ``naive``: ``moe_layers x 3 x (D-1) x hidden x bytes``. DeepSeek-V2-Lite (26 MoE layers,
+    hidden 2,048, bf16) at D = 4 with allgather_reducescatter: 26 x 2 x 3 x 4,096 = 638,976 B.
+    None for the dispatch/combine backends (their bytes are counted per node, not per rank).
+    Raises ``ModelError`` for a dense model, unknown MoE fields or an unknown backend.
+    """
+    kind = check_backend(backend)
+    _check_n("dp", dp)
+    _require_moe(model)
+    if kind == "dispatch_combine":
+        return None
+    return float(model.moe_layers * _DP_GROUP_SENDS[kind] * (dp - 1) * model.hidden_size
+                 * model.bytes_per_value)
+
+
+def ep_node_bytes_per_token(model: Model, dp: int, tp: int = 1,
+                            backend: str = DEFAULT_ALL2ALL_BACKEND) -> float:
+    """Return the bytes one node sends on its NICs per token of the DP replica it holds.
+
+    ``dp`` = DP replicas, one per node (or Pod); ``tp`` = TP ranks inside each node (NVLink: their
+    all-reduces put nothing on the NIC). DP-group backends: ``tp x ep_rank_bytes_per_token`` (each
+    TP rank runs the collective in its own DP group on its copy of the tokens); dispatch/combine
+    backends: ``ep_bytes_per_token(model, dp)``. DeepSeek-V2-Lite, DP4 x TP2,
+    allgather_reducescatter: 2 x 638,976 = 1,277,952 B; EP8 (DP8 x TP1): 26 x 2 x 7 x 4,096 =
+    1,490,944 B (dispatch/combine: 1,118,208 B, 4/3 less: ``D / k``). The node receives as much.
+    Raises ``ModelError`` as ``ep_rank_bytes_per_token``.
+    """
+    _check_n("tp", tp)
+    per_rank = ep_rank_bytes_per_token(model, dp, backend)
+    if per_rank is None:
+        return ep_bytes_per_token(model, dp)
+    return tp * per_rank
+
+
+def ep_formula(backend: str) -> str:
+    """Return the per-node formula of ``backend`` as one line of text (for the outputs)."""
+    kind = check_backend(backend)
+    if kind == "dispatch_combine":
+        return "MoE layers x 2 x hidden x bytes x experts per token x (D-1)/D"
+    n = _DP_GROUP_SENDS[kind]
+    what = ("all-gather + reduce-scatter" if kind == "allgather_reducescatter"
+            else "broadcasts + all-reduce")
+    return f"TP x MoE layers x {n} x (D-1) x hidden x bytes ({what} over the DP group)"
+
+
+def _require_moe(model: Model) -> None:
+    if model.is_moe is False:
+        raise ModelError(f"{model.name} is a dense model: expert parallelism does not apply")
+    if not model.moe_known:
+        raise ModelError(f"{model.name}: experts, experts per token or MoE layers unknown; give "
+                         "a config.json with the mixture-of-experts fields")
+
+
 def ep_dispatch_bytes_per_token_layer(model: Model, nodes: int) -> float:
     """Return one direction of one MoE layer's all-to-all per token: ``hidden x bytes x k x share``."""
     return ep_bytes_per_token(model, nodes) / (2 * model.moe_layers)
@@ -458,6 +583,14 @@ class Setup:
     (``b_real_gbps`` is then ``link_b_gbps``). ``twins`` = RDMA devices per port (2 on a Spark).
     ``layout``: "tp" (all-reduce) or "ep" (expert-parallel all-to-all; MoE models only).
 
+    Expert parallelism: ``dp`` = DP replicas (vLLM ``--data-parallel-size``), each on its own node
+    or Pod, with ``tp`` TP ranks inside it over NVLink (the hybrid layout ``--tp T --dp D``: EP
+    size ``T x D``); ``nodes`` is then ``dp`` (or 1: everything on one node, nothing on the
+    NIC). Without ``dp`` the older reading holds: ``tp`` ranks over ``nodes`` nodes, one DP
+    replica per node (``ep_dp = nodes``, ``ep_tp = tp / nodes``). ``all2all_backend``: vLLM's
+    ``--all2all-backend`` (``ALL2ALL_BACKENDS``); ``rails``: NICs per node the EP traffic spreads
+    over (default one per TP rank).
+
     Raises ``ModelError`` for an invalid value (naming the field).
     """
 
@@ -471,14 +604,36 @@ class Setup:
     twins: int | None = 2
     layout: str = "tp"
     sources: dict[str, str] = field(default_factory=dict, compare=False)
+    dp: int | None = None
+    all2all_backend: str = DEFAULT_ALL2ALL_BACKEND
+    rails: int | None = None
 
     def __post_init__(self) -> None:
         _check_n("tp", self.tp)
-        if self.nodes is None:
-            object.__setattr__(self, "nodes", self.tp)
-        _check_n("nodes", self.nodes)
-        if self.nodes > self.tp or self.tp % self.nodes:
-            raise ModelError(f"TP size {self.tp} does not split evenly over {self.nodes} nodes")
+        if self.dp is not None:
+            _check_n("dp", self.dp)
+            if self.layout != "ep":
+                raise ModelError("--dp (DP replicas) goes with --layout ep: under --layout tp "
+                                 "the replicas exchange nothing (give each replica's TP and "
+                                 "nodes)")
+            if self.nodes is None:
+                object.__setattr__(self, "nodes", self.dp)
+            _check_n("nodes", self.nodes)
+            if self.nodes not in (1, self.dp):
+                raise ModelError(f"{self.nodes} nodes for DP{self.dp}: each DP replica runs on "
+                                 f"its own node or Pod (--nodes {self.dp}), or all on one (1)")
+        else:
+            if self.nodes is None:
+                object.__setattr__(self, "nodes", self.tp)
+            _check_n("nodes", self.nodes)
+            if self.nodes > self.tp or self.tp % self.nodes:
+                hint = (f"; for TP{self.tp} inside each node with EP across them give --dp "
+                        f"{self.nodes}" if self.layout == "ep" else "")
+                raise ModelError(f"TP size {self.tp} does not split evenly over {self.nodes} "
+                                 f"nodes{hint}")
+        check_backend(self.all2all_backend)
+        if self.rails is not None:
+            _check_n("rails", self.rails)
         _check_gbps("link_a_gbps", self.link_a_gbps, none_ok=False)
         _check_gbps("link_b_gbps", self.link_b_gbps)
         _check_gbps("b_real_gbps", self.b_real_gbps)
@@ -534,11 +689,39 @@ class Setup:
         """Bytes per node per prompt token under TP (0 on one node). See ``tp_bytes_per_token``."""
         return tp_bytes_per_token(self.model, self.tp) if self.networked else 0.0
 
+    @property
+    def ep_dp(self) -> int:
+        """DP replicas of the EP layout (``dp``, else one per node)."""
+        return self.dp if self.dp is not None else self.nodes
+
+    @property
+    def ep_tp(self) -> int:
+        """TP ranks inside each DP replica (``tp`` with ``dp``, else ``tp / nodes``)."""
+        return self.tp if self.dp is not None else self.tp // self.nodes
+
+    @property
+    def ep_size(self) -> int:
+        """Ranks the experts spread over: ``ep_dp x ep_tp``."""
+        return self.ep_dp * self.ep_tp
+
+    @property
+    def rails_per_node(self) -> int:
+        """NICs per node the EP traffic spreads over (``rails``, else one per TP rank)."""
+        return self.rails or self.ep_tp
+
     def ep_bytes_per_token(self) -> float | None:
-        """Bytes per node per token it holds under EP; None for a dense model or unknown MoE fields."""
+        """Bytes per node per token it holds under EP (``ep_node_bytes_per_token`` with this
+        setup's backend, DP and TP; 0 on one node); None for a dense model or unknown MoE fields."""
         if not self.model.moe_known:
             return None
-        return ep_bytes_per_token(self.model, self.nodes)
+        if not self.networked:
+            return 0.0
+        return ep_node_bytes_per_token(self.model, self.ep_dp, self.ep_tp, self.all2all_backend)
+
+    def ep_bytes_per_token_rail(self) -> float | None:
+        """``ep_bytes_per_token`` spread evenly over ``rails_per_node`` NICs; None as it."""
+        b = self.ep_bytes_per_token()
+        return None if b is None else b / self.rails_per_node
 
     def bytes_per_token(self) -> float | None:
         """Bytes per node per prompt token under this setup's ``layout``."""
@@ -547,7 +730,8 @@ class Setup:
     def describe(self) -> str:
         """One line naming the model, the parallel layout and both links."""
         lay = (f"TP{self.tp}" if self.layout == "tp"
-               else f"EP over {self.nodes} nodes (attention data-parallel)")
+               else f"EP{self.ep_size} = DP{self.ep_dp} x TP{self.ep_tp} "
+                    f"({self.all2all_backend}; TP inside each node, EP across nodes)")
         nodes = f" on {self.nodes} node{'s' if self.nodes != 1 else ''}"
         return (f"{self.model.name}, {lay}{nodes}; A {self.link_label('A')}, "
                 f"B {self.link_label('B')}")
@@ -555,7 +739,8 @@ class Setup:
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable record of the setup (model as ``Model.to_dict``), with ``description``."""
         d = {k: getattr(self, k) for k in ("tp", "nodes", "link_a_gbps", "link_b_gbps",
-                                           "b_emulated", "b_real_gbps", "twins", "layout")}
+                                           "b_emulated", "b_real_gbps", "twins", "layout",
+                                           "dp", "all2all_backend", "rails")}
         return {"model": self.model.to_dict(), **d, "sources": dict(self.sources),
                 "description": self.describe()}
 
@@ -665,7 +850,8 @@ def resolve_setup(*, preset_name: str | None = None, config: str | os.PathLike |
                   link_a_gbps: float | None = None, link_b_gbps: float | None = None,
                   b_emulated_gbps: float | None = None, b_real: bool = False,
                   layout: str = "tp", run_a: RunFacts | None = None,
-                  run_b: RunFacts | None = None) -> Setup:
+                  run_b: RunFacts | None = None, dp: int | None = None,
+                  all2all_backend: str | None = None, rails: int | None = None) -> Setup:
     """Build the ``Setup`` from the options given, then the captures' manifests, then defaults.
 
     Order for each value (the first known wins), recorded in ``Setup.sources``:
@@ -721,10 +907,14 @@ def resolve_setup(*, preset_name: str | None = None, config: str | os.PathLike |
 
     tp = pick("tp", tp, 8, "default: TP8, the study's (give --tp)")
     given_nodes = nodes
-    nodes = pick("nodes", nodes, None, "default: one node per TP rank (DGX Spark)")
+    if dp is not None:
+        src["dp"] = "--dp"
+        src["nodes"] = "--nodes" if nodes is not None else "one node (or Pod) per DP replica"
+    nodes = nodes if dp is not None else pick("nodes", nodes, None,
+                                              "default: one node per TP rank (DGX Spark)")
     if nodes is None:
-        nodes = tp
-    elif given_nodes is None and (nodes > tp or tp % nodes):
+        nodes = dp if dp is not None else tp
+    elif dp is None and given_nodes is None and (nodes > tp or tp % nodes):
         nodes = tp  # the recorded node count belongs to another TP size than the one given
         src["nodes"] = f"one node per TP rank (the recorded nodes do not fit TP{tp})"
 
@@ -787,7 +977,10 @@ def resolve_setup(*, preset_name: str | None = None, config: str | os.PathLike |
             src["b_real"] = "unknown (give --b-emulated GBPS): no correction to a real cable"
     twins = run_b.twins or run_a.twins
     src["twins"] = "RDMA devices in the manifests" if twins else "unknown"
+    src["all2all_backend"] = ("--all2all-backend" if all2all_backend else
+                              f"default: {DEFAULT_ALL2ALL_BACKEND} (vLLM's default)")
     return Setup(model=model, tp=tp, nodes=nodes, link_a_gbps=float(link_a_gbps),
                  link_b_gbps=float(link_b_gbps), b_emulated=emulated,
                  b_real_gbps=None if real is None else float(real), twins=twins,
-                 layout=layout, sources=src)
+                 layout=layout, sources=src, dp=dp,
+                 all2all_backend=all2all_backend or DEFAULT_ALL2ALL_BACKEND, rails=rails)

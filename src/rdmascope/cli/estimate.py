@@ -104,7 +104,9 @@ def command(layers, hidden, nbytes, vocab, chunk, prompt_tokens, ttft, tp_sizes,
             preset_name=setup_kw.get("preset"), config=setup_kw.get("config"), model=custom,
             tp=setup_kw.get("tp"), nodes=setup_kw.get("nodes"), link_a_gbps=link_a,
             link_b_gbps=link_b, b_emulated_gbps=setup_kw.get("b_emulated"),
-            b_real=bool(setup_kw.get("b_real")), layout=setup_kw.get("layout") or "tp")
+            b_real=bool(setup_kw.get("b_real")), layout=setup_kw.get("layout") or "tp",
+            dp=setup_kw.get("dp"), all2all_backend=setup_kw.get("all2all_backend"),
+            rails=setup_kw.get("rails"))
     except models.ModelError as exc:
         raise click.ClickException(str(exc)) from exc
     model, tp = setup.model, setup.tp
@@ -140,7 +142,8 @@ def command(layers, hidden, nbytes, vocab, chunk, prompt_tokens, ttft, tp_sizes,
                        ttft_s=ttfts, emulated_gbps=emulated, real_gbps=link_new,
                        tp_sizes=sizes, decode_requests=decode_requests,
                        decode_tokens_per_request=decode_tokens, nodes=setup.nodes,
-                       layout=setup.layout)
+                       layout=setup.layout, dp=setup.dp, all2all_backend=setup.all2all_backend,
+                       rails=setup.rails)
     except E.EstimateError as exc:
         raise click.ClickException(str(exc)) from exc
     import pandas as pd
@@ -164,20 +167,67 @@ def _human(e, desc, tp, chunk, link_old, link_new, emulated, ttfts, setup) -> No
     click.echo(f"setup: {setup.describe()}; chunk {chunk} tokens")
     lays = e["layouts"]
     tpb, epb = lays["tp"], lays["ep"]
-    click.echo(f"layout used below: {'tensor parallel (all-reduce)' if setup.layout == 'tp' else 'expert parallel (all-to-all dispatch + combine, attention data-parallel)'}")
-    click.echo(f"  TP all-reduce: {tpb['bytes_per_prompt_token'] / 1e6:.3f} MB per prompt token "
-               f"per node; bound {tpb['increase_bound_per_1000_tokens_s']:.3f} s per 1,000 "
-               f"tokens ({o:g} -> {n:g} Gb/s)")
-    if epb["bytes_per_prompt_token"] is None:
-        click.echo(f"  EP all-to-all: not estimated ({epb['reason']})")
+    if setup.layout == "ep":
+        _human_ep(e, epb, setup, chunk, o, n)
     else:
-        click.echo(f"  EP all-to-all over {setup.nodes} nodes: "
-                   f"{epb['bytes_per_prompt_token'] / 1e6:.3f} MB per token per node "
-                   f"({epb['moe_layers']} MoE layers x 2 x hidden x bytes x "
-                   f"{epb['experts_per_token']} experts per token x "
-                   f"{epb['off_node_share']:.3f} off-node); bound "
-                   f"{epb['increase_bound_per_1000_tokens_s']:.3f} s per 1,000 tokens "
-                   "(GShard / DeepSpeed-MoE dispatch and combine, uniform routing)")
+        click.echo("layout used below: tensor parallel (all-reduce)")
+        click.echo(f"  TP all-reduce: {tpb['bytes_per_prompt_token'] / 1e6:.3f} MB per prompt "
+                   f"token per node; bound {tpb['increase_bound_per_1000_tokens_s']:.3f} s per "
+                   f"1,000 tokens ({o:g} -> {n:g} Gb/s)")
+        if epb["bytes_per_prompt_token"] is None:
+            click.echo(f"  EP all-to-all: not estimated ({epb['reason']})")
+        else:
+            click.echo(f"  EP ({epb['all2all_backend']}) over {epb['dp']} nodes instead: "
+                       f"{epb['bytes_per_prompt_token'] / 1e6:.3f} MB per token per node "
+                       f"(--layout ep for its table)")
+    if setup.layout == "tp":
+        _human_tp(pt, ar, chunk, o, n, emu, emulated)
+    click.echo("")
+    _prompt_table(e, o, n, emu, emulated)
+    click.echo("")
+    if setup.layout == "ep":
+        click.echo(f"decode ({dec['tokens_per_pass']} token(s) per pass): "
+                   f"{dec['pass_bytes'] / 1e6:.3f} MB per node per pass in "
+                   f"{dec['collectives_per_pass']} collectives; bandwidth time "
+                   f"{dec['pass_time_old_s'] * 1e3:.3f} ms at {o:g} Gb/s, bound on the extra "
+                   f"{dec['pass_extra_bound_s'] * 1e3:.3f} ms at {n:g}")
+    else:
+        _human_decode(dec, o, n)
+    _human_projection(e, tp, ttfts)
+    click.echo("\nAll bounds assume every prefill byte moves at full link rate with no overlap "
+               "with compute (method.md, 'The estimate (upper bound)').")
+
+
+def _human_ep(e, epb, setup, chunk, o, n) -> None:
+    """The EP layout's lines: only what reaches the NIC (the TP all-reduces stay in the node)."""
+    click.echo(f"layout used below: expert parallel, EP{setup.ep_size} = DP{setup.ep_dp} x "
+               f"TP{setup.ep_tp}, vLLM --all2all-backend {setup.all2all_backend}")
+    if setup.ep_tp > 1:
+        click.echo(f"  TP{setup.ep_tp} all-reduces stay inside each node (NVLink): nothing on "
+                   "the NIC")
+    if epb["bytes_per_prompt_token"] is None:
+        click.echo(f"  EP: not estimated ({epb['reason']})")
+        return
+    click.echo(f"  EP over {epb['dp']} nodes: {epb['bytes_per_prompt_token'] / 1e6:.3f} MB per "
+               f"token per node, {epb['bytes_per_token_per_rail'] / 1e6:.3f} MB per rail "
+               f"({epb['rails']} rail{'s' if epb['rails'] != 1 else ''} per node)")
+    click.echo(f"  formula: {epb['formula']} = {epb['formula_values']}")
+    from rdmascope.models import ALL2ALL_BACKENDS
+
+    mine = ALL2ALL_BACKENDS[setup.all2all_backend]
+    others = ", ".join(f"{'deepep/pplx' if ALL2ALL_BACKENDS[b] == 'dispatch_combine' else b} "
+                       f"{v / 1e6:.3f} MB" for b, v in epb["by_backend"].items()
+                       if ALL2ALL_BACKENDS[b] != mine)
+    click.echo(f"  other backends: {others} per token per node")
+    click.echo(f"  one MoE layer's collective (dispatch or combine) for a {chunk}-token pass: "
+               f"{epb['chunk_collective_bytes_per_node'] / 1e6:.1f} MB per node, "
+               f"{epb['chunk_collective_time_old_s'] * 1e3:.2f} ms at {o:g} Gb/s; "
+               f"{epb['collectives_per_pass']} per pass")
+    click.echo(f"TTFT increase bound per 1,000 prompt tokens: "
+               f"{epb['increase_bound_per_1000_tokens_s']:.3f} s ({o:g} -> {n:g} Gb/s)")
+
+
+def _human_tp(pt, ar, chunk, o, n, emu, emulated) -> None:
     click.echo(f"all-reduces per forward pass: {pt['allreduces_per_pass']} (2 x layers + 1); "
                f"ring factor 2(N-1)/N = {pt['ring_factor']:.3f}")
     click.echo(f"prefill bytes per prompt token per node: {pt['bytes_per_prompt_token'] / 1e6:.2f}"
@@ -192,7 +242,9 @@ def _human(e, desc, tp, chunk, link_old, link_new, emulated, ttfts, setup) -> No
                f"{pt['increase_bound_per_1000_tokens_s']:.3f} s ({o:g} -> {n:g} Gb/s)"
                + (f", {pt['increase_bound_emulated_per_1000_tokens_s']:.3f} s ({o:g} -> "
                   f"{emulated:g})" if emu else ""))
-    click.echo("")
+
+
+def _prompt_table(e, o, n, emu, emulated) -> None:
     emu_head = (f"  {'bound @' + format(emulated, 'g') + ' (s)':>14}  "
                 f"{format(emulated, 'g') + '->' + format(n, 'g') + ' (s)':>11}") if emu else ""
     head = (f"{'prompt tokens':>13}  {'prefill (MB)':>12}  {'net @' + format(o, 'g') + ' (s)':>12}"
@@ -208,7 +260,9 @@ def _human(e, desc, tp, chunk, link_old, link_new, emulated, ttfts, setup) -> No
         click.echo(f"{r['prompt_tokens']:>13,}  {r['prefill_bytes'] / 1e6:>12,.0f}  "
                    f"{r['network_time_old_s']:>12.3f}  {r['increase_bound_s']:>9.3f}"
                    f"{emu_cols}  {t:>8}  {share:>9}  {pct:>9}")
-    click.echo("")
+
+
+def _human_decode(dec, o, n) -> None:
     gather = (f" + logits gather {dec['output_gather_bytes'] / 1e6:.2f} MB = "
               f"{dec['pass_bytes'] / 1e6:.1f} MB"
               if dec["output_gather_bytes"] else
@@ -220,6 +274,9 @@ def _human(e, desc, tp, chunk, link_old, link_new, emulated, ttfts, setup) -> No
                f"{gather}; bandwidth time per pass {dec['pass_time_old_s'] * 1e3:.2f} ms at "
                f"{o:g}, bound on the extra {dec['pass_extra_bound_s'] * 1e3:.2f} ms at {n:g} "
                f"(latency-bound in practice: {dec['ring_steps']} sequential ring steps)")
+
+
+def _human_projection(e, tp, ttfts) -> None:
     if e["tp_projection"]:
         click.echo("")
         rows = e["tp_projection"]
@@ -239,5 +296,3 @@ def _human(e, desc, tp, chunk, link_old, link_new, emulated, ttfts, setup) -> No
             for r in rows:
                 click.echo(f"{r['tp']:>4}  {r['bytes_rel']:>13.2f}x  {r['compute_rel']:>15.2f}x  "
                            f"{r['bytes_per_token'] / 1e6:>12.2f}")
-    click.echo("\nAll bounds assume every prefill byte moves at full link rate with no overlap "
-               "with compute (method.md, 'The estimate (upper bound)').")

@@ -14,11 +14,11 @@ from typing import Any
 import click
 
 from rdmascope.cli.output import POSITIVE
-from rdmascope.models import PRESETS
+from rdmascope.models import ALL2ALL_BACKENDS, DEFAULT_ALL2ALL_BACKEND, PRESETS
 
 #: The keyword arguments ``@setup_options`` adds to a command.
 SETUP_KEYS = ("preset", "config", "tp", "nodes", "link_a", "link_b", "b_emulated", "b_real",
-              "layout")
+              "layout", "dp", "all2all_backend", "rails")
 
 
 def setup_options(func=None, *, link_a_aliases=(), link_b_aliases=(), b_emulated_aliases=(),
@@ -61,8 +61,18 @@ def setup_options(func=None, *, link_a_aliases=(), link_b_aliases=(), b_emulated
             click.option("--layout", type=click.Choice(["tp", "ep"]), default="tp",
                          show_default=True,
                          help="Parallel layout: tp = tensor parallel (all-reduce); ep = expert "
-                              "parallel MoE (all-to-all dispatch/combine, attention "
+                              "parallel MoE (the expert collective across nodes, attention "
                               "data-parallel)."),
+            click.option("--dp", type=click.IntRange(min=1), default=None,
+                         help="With --layout ep: DP replicas, one per node or Pod, each with "
+                              "--tp ranks inside it over NVLink (EP size = TP x DP)."),
+            click.option("--all2all-backend", "all2all_backend",
+                         type=click.Choice(list(ALL2ALL_BACKENDS)), default=None,
+                         help="With --layout ep: vLLM's --all2all-backend (default "
+                              f"{DEFAULT_ALL2ALL_BACKEND}, vLLM's)."),
+            click.option("--rails", type=click.IntRange(min=1), default=None,
+                         help="With --layout ep: NICs per node the EP traffic spreads over "
+                              "(default one per TP rank)."),
         ]
         for o in reversed(opts):
             f = o(f)
@@ -84,7 +94,8 @@ def resolve(kw: dict[str, Any], run_a=None, run_b=None):
         return resolve_setup(preset_name=v["preset"], config=v["config"], tp=v["tp"],
                              nodes=v["nodes"], link_a_gbps=v["link_a"], link_b_gbps=v["link_b"],
                              b_emulated_gbps=v["b_emulated"], b_real=bool(v["b_real"]),
-                             layout=v["layout"] or "tp", run_a=run_a, run_b=run_b)
+                             layout=v["layout"] or "tp", run_a=run_a, run_b=run_b,
+                             dp=v["dp"], all2all_backend=v["all2all_backend"], rails=v["rails"])
     except ModelError as exc:
         raise click.ClickException(str(exc)) from exc
 
@@ -101,7 +112,9 @@ def resolve_kwargs(kw: dict[str, Any]) -> dict[str, Any]:
     v = {k: kw.pop(k, None) for k in SETUP_KEYS}
     out: dict[str, Any] = {"tp": v["tp"], "nodes": v["nodes"], "link_a_gbps": v["link_a"],
                            "link_b_gbps": v["link_b"], "b_emulated_gbps": v["b_emulated"],
-                           "b_real": bool(v["b_real"]), "layout": v["layout"] or "tp"}
+                           "b_real": bool(v["b_real"]), "layout": v["layout"] or "tp",
+                           "dp": v["dp"], "all2all_backend": v["all2all_backend"],
+                           "rails": v["rails"]}
     try:
         if v["preset"] and v["config"]:
             raise ModelError("give one model: --preset or --config")
