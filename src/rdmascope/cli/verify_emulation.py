@@ -43,9 +43,15 @@ EXIT_CANNOT_JUDGE = 3
               help="--expect-single: the share one device must carry, > 0.5 and <= 1.")
 @click.option("--min-share", type=float, default=0.25, show_default=True,
               help="--expect-both: the share each of two devices must carry, > 0 and <= 0.5.")
+@click.option("--nccl-log", "nccl_log", multiple=True, type=click.Path(exists=True),
+              help="NCCL_DEBUG=INFO log(s) of the run (a file or a directory, repeatable): put "
+                   "NCCL's own witness beside the counters. The exit code is then the two "
+                   "witnesses' agreement: 0 confirmed by both, 1 they disagree (or NCCL used "
+                   "NET/Socket), 3 the log cannot witness this capture (another host, times "
+                   "outside the capture, no network line) or the counters cannot judge.")
 @link_gbps_option
 @output_options
-def command(capture, t_from, t_to, origin_s, single, share, min_share, out):
+def command(capture, t_from, t_to, origin_s, single, share, min_share, out, nccl_log=()):
     if len(capture) > 1:  # several hosts of one run: once per node (cli.runset)
         from rdmascope.cli.runset import for_each_node
 
@@ -98,7 +104,16 @@ def command(capture, t_from, t_to, origin_s, single, share, min_share, out):
         click.echo(f"\n{v.status.upper()}: {msg}")
 
     meta = {k: val for k, val in v.to_dict().items() if k not in ("devices", "kernel")}
+    w = None
+    if nccl_log:
+        from rdmascope.cli.nccl import witness_or_fail
+
+        w, show = witness_or_fail(cap, v, nccl_log, "single" if single else "both")
+        meta["nccl_witness"] = w.to_dict()
+        human = show(human)
     emit(tables, out, human=human, meta={"capture": str(capture), **meta, "line_rates": lrates})
+    if w is not None:
+        click.get_current_context().exit({"pass": 0, "fail": 1}.get(w.status, EXIT_CANNOT_JUDGE))
     if v.status == "cannot judge":
         click.get_current_context().exit(EXIT_CANNOT_JUDGE)
     if not v.ok:
