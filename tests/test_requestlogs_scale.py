@@ -61,8 +61,8 @@ def test_genai_perf_walked_request_by_request_equals_reading_it_whole(name, monk
         whole = read_request_log(p)
     except RequestLogError as exc:
         whole = exc
-    monkeypatch.setattr(R, "LAZY_JSON_CHARS", 0)
-    monkeypatch.setattr(R, "_read_genai_perf", None)  # the walk alone must read these files
+    monkeypatch.setattr(R.jsonwalk, "LAZY_JSON_CHARS", 0)
+    monkeypatch.setattr(R.genai_perf, "_read_genai_perf", None)  # the walk alone must read these files
     try:
         lazy = read_request_log(p)
     except RequestLogError as exc:
@@ -90,10 +90,10 @@ def test_genai_perf_walk_with_several_experiments_and_bad_rows(tmp_path, monkeyp
                         {"requests": reqs[500:], "experiment": {"value": 2}}]
     p.write_text(json.dumps(d, indent=2))
     whole = read_request_log(p)
-    monkeypatch.setattr(R, "LAZY_JSON_CHARS", 0)
+    monkeypatch.setattr(R.jsonwalk, "LAZY_JSON_CHARS", 0)
     calls = []
-    real = R._read_genai_perf
-    monkeypatch.setattr(R, "_read_genai_perf", lambda *a: calls.append(1) or real(*a))
+    real = R.genai_perf._read_genai_perf
+    monkeypatch.setattr(R.genai_perf, "_read_genai_perf", lambda *a: calls.append(1) or real(*a))
     lazy = read_request_log(p)
     assert not calls  # walked, not read whole
     _same_log(lazy, whole)
@@ -102,10 +102,10 @@ def test_genai_perf_walk_with_several_experiments_and_bad_rows(tmp_path, monkeyp
     # a bad row: the same error (row and field) as reading the file whole
     d["experiments"][1]["requests"][7]["timestamp"] = "soon"
     p.write_text(json.dumps(d))
-    monkeypatch.setattr(R, "LAZY_JSON_CHARS", 10**12)
+    monkeypatch.setattr(R.jsonwalk, "LAZY_JSON_CHARS", 10**12)
     with pytest.raises(RequestLogError) as e_whole:
         read_request_log(p)
-    monkeypatch.setattr(R, "LAZY_JSON_CHARS", 0)
+    monkeypatch.setattr(R.jsonwalk, "LAZY_JSON_CHARS", 0)
     with pytest.raises(RequestLogError) as e_lazy:
         read_request_log(p)
     assert str(e_lazy.value) == str(e_whole.value) and e_lazy.value.row == 508
@@ -127,6 +127,6 @@ def test_detection_of_large_files_by_their_keys(name, fmt, monkeypatch):
 
     from rdmascope.analysis import requestlogs as R
 
-    monkeypatch.setattr(R, "LAZY_JSON_CHARS", 0)
+    monkeypatch.setattr(R.jsonwalk, "LAZY_JSON_CHARS", 0)
     p = Path(__file__).parent / "data" / "requestlogs" / name
     assert R.detect_format(p) == fmt

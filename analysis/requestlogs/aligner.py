@@ -1,0 +1,305 @@
+"""Placing a request log on the capture's CLOCK_MONOTONIC (``align``) and checking it against the
+capture's span."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .common import (CLOCK_MONOTONIC, CLOCK_REALTIME, RequestLog, RequestLogError, _join_flag,
+                     _s_to_ns, _TIME_COLUMNS)
+
+
+def _shift(df: pd.DataFrame, offset_ns) -> pd.DataFrame:
+    """Add ``offset_ns`` (scalar, or a function of int64 arrays) to every time column."""
+    out = df.copy()
+    fn = offset_ns if callable(offset_ns) else (lambda t: t + int(offset_ns))
+    for c in _TIME_COLUMNS:
+        col = out[c]
+        mask = col.notna().to_numpy()
+        vals = col.to_numpy(dtype="int64", na_value=0)
+        new = np.asarray(fn(vals[mask]), dtype=np.int64)
+        arr = pd.array([None] * len(col), dtype="Int64")
+        arr[mask] = new
+        out[c] = arr
+    def move(ch):
+        return None if ch is None else [int(x) for x in
+                                        np.asarray(fn(np.asarray(ch, dtype=np.int64)))]
+
+    out["chunk_times"] = [move(ch) for ch in out["chunk_times"]]
+    out["fix"] = [None if not fx else
+                  {**fx, "t_first_ns": move([fx["t_first_ns"]])[0],
+                   "t_last_ns": move([fx["t_last_ns"]])[0],
+                   "chunk_times": move(fx["chunk_times"])} for fx in out["fix"]]
+    return out
+
+
+def first_burst_start_ns(capture, *, threshold_gbps: float | None = None,
+                         width_ns: int = 1_000_000, after_ns: int | None = None
+                         ) -> tuple[int, float]:
+    """Return (start of the first prefill burst in ns, threshold used in Gb/s) of a capture.
+
+    The summed tx rate of all data series is re-binned to ``width_ns`` windows; the first window at
+    or above ``threshold_gbps`` (default: 25 % of the capture's highest window, at least 5 Gb/s,
+    well above decode traffic of a few Gb/s) starts the burst; with ``after_ns`` the first such
+    window starting at or after it (the next run of a file holding several). Raises
+    ``ValueError`` when nothing reaches the threshold.
+    """
+    from rdmascope.analysis import series
+
+    if not hasattr(capture, "readings"):  # a stream.CaptureInfo: one pass over the segments
+        return _first_burst_streamed(capture, threshold_gbps, width_ns, after_ns)
+    iv = series.byte_intervals(capture)
+    iv = iv[iv["direction"] == "tx"]
+    if not len(iv):
+        raise ValueError(f"{capture.path}: no tx data counters to find a burst in")
+    binned = series.rebin(iv, width_ns, origin_ns=int(capture.t_start_ns))
+    gbps = series.to_gbps(binned, width_ns).sum(axis=1)
+    if threshold_gbps is None:
+        threshold_gbps = max(5.0, 0.25 * float(gbps.max()))
+    hit = gbps.index[gbps.to_numpy() >= threshold_gbps]
+    if after_ns is not None:
+        hit = hit[hit >= after_ns]
+    if not len(hit):
+        after = "" if after_ns is None else f" after {after_ns / 1e9:.6f} s"
+        raise ValueError(f"{capture.path}: no {width_ns / 1e6:g} ms window{after} reaches "
+                         f"{threshold_gbps:g} Gb/s; cannot anchor the requests to a burst")
+    return int(hit[0]), float(threshold_gbps)
+
+
+def _first_burst_streamed(capture, threshold_gbps, width_ns, after_ns) -> tuple[int, float]:
+    """``first_burst_start_ns`` segment by segment: the tx windows stream by, keeping the
+    capture's highest window and the windows (from ``after_ns`` on) that beat every earlier
+    one; the first of those reaching the threshold is the first window that does."""
+    from rdmascope.analysis.series import to_gbps
+    from rdmascope.analysis.stream import WindowGrid, iter_windows
+
+    cdf = capture.counters
+    ids = [int(c) for c in cdf.index[cdf["data"] & (cdf["source"] == "infiniband")
+                                     & (cdf["direction"] == "tx")]]
+    if not ids:
+        raise ValueError(f"{capture.path}: no tx data counters to find a burst in")
+    top = -np.inf
+    records: list[tuple[int, float]] = []  # prefix maxima from after_ns on: (start, Gb/s)
+    first_hit = None
+    try:
+        for _, b, _q in iter_windows(capture, [WindowGrid(int(width_ns),
+                                                          int(capture.t_start_ns))],
+                                     counters=ids):
+            g = to_gbps(b, width_ns).sum(axis=1)
+            v = g.to_numpy(np.float64)
+            t = g.index.to_numpy(np.int64)
+            if len(v) and np.isfinite(v).any():
+                top = max(top, float(np.nanmax(v)))
+            if after_ns is not None:
+                keep = t >= after_ns
+                t, v = t[keep], v[keep]
+            if threshold_gbps is not None:
+                if first_hit is None:
+                    hit = np.flatnonzero(v >= threshold_gbps)
+                    if len(hit):
+                        first_hit = int(t[hit[0]])
+                continue
+            best = records[-1][1] if records else -np.inf
+            run = np.fmax.accumulate(np.concatenate([[best], v]))[1:]
+            new = np.flatnonzero(v > np.concatenate([[best], run[:-1]]))
+            records.extend((int(t[i]), float(v[i])) for i in new)
+    except ValueError as exc:
+        if "no intervals" not in str(exc):
+            raise
+        raise ValueError(f"{capture.path}: no tx data counters to find a burst in") from exc
+    if threshold_gbps is None:
+        threshold_gbps = max(5.0, 0.25 * float(top))
+        first_hit = next((t for t, v in records if v >= threshold_gbps), None)
+    if first_hit is None:
+        after = "" if after_ns is None else f" after {after_ns / 1e9:.6f} s"
+        raise ValueError(f"{capture.path}: no {width_ns / 1e6:g} ms window{after} reaches "
+                         f"{threshold_gbps:g} Gb/s; cannot anchor the requests to a burst")
+    return first_hit, float(threshold_gbps)
+
+
+def _offsets_per_run(log: RequestLog, offset_s) -> list[float | None]:
+    runs = [r["run"] for r in log.runs]
+    if offset_s is None:
+        return [None] * len(runs)
+    if isinstance(offset_s, (int, float)):
+        return [float(offset_s)] * len(runs)
+    offs = [float(x) for x in offset_s]
+    if len(offs) == 1:
+        return offs * len(runs)
+    if len(offs) != len(runs):
+        raise RequestLogError(log.path, f"holds {len(runs)} run(s) but {len(offs)} offsets were "
+                                        "given; give one offset (for every run) or one per run",
+                              field="offset")
+    return offs
+
+
+def _align_one(df: pd.DataFrame, clock: str, capture, offset_s, *, path, label: str,
+               anchor_threshold_gbps, after_ns) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Place the requests of one run on the capture's clock (see ``align``)."""
+    if offset_s is not None:
+        off = _s_to_ns(offset_s)
+        return _shift(df, off), {"method": "offset", "offset_ns": off, "uncertainty_ns": 0,
+                                 "note": f"{label}times shifted by the given offset "
+                                         f"{offset_s:+.6f} s"}
+    if clock == CLOCK_MONOTONIC:
+        return df.copy(), {"method": "monotonic", "offset_ns": 0, "uncertainty_ns": 0,
+                           "note": f"{label}log and capture share CLOCK_MONOTONIC"}
+    if clock == CLOCK_REALTIME:
+        from rdmascope.analysis.load import realtime_to_monotonic
+        pairs = np.asarray(capture.clock_pairs, dtype=np.int64).reshape(-1, 2)
+        if not len(pairs):
+            start = capture.meta.get("start") or {}
+            if start.get("realtime_ns") is None:
+                raise RequestLogError(path, "is on CLOCK_REALTIME but the capture "
+                                            f"{capture.path} has no clock pairs to convert it")
+            pairs = np.array([[start["realtime_ns"], start["monotonic_ns"]]], dtype=np.int64)
+        offs = pairs[:, 0] - pairs[:, 1]
+        return (_shift(df, lambda t: realtime_to_monotonic(capture, t)),
+                {"method": "clock_pairs", "offset_ns": int(np.median(offs)),
+                 "uncertainty_ns": int((offs.max() - offs.min()) // 2),
+                 "note": f"{label}CLOCK_REALTIME converted through {len(pairs)} clock pair(s)"})
+    try:
+        t_burst, thr = first_burst_start_ns(capture, threshold_gbps=anchor_threshold_gbps,
+                                            after_ns=after_ns)
+    except ValueError as exc:
+        raise RequestLogError(path, f"{label}has only relative times and cannot be anchored: "
+                                    f"{exc}; give --offset") from exc
+    sends = df.loc[df["ok"], "t_send_ns"]
+    t0 = int(sends.min()) if len(sends) else 0
+    off = t_burst - t0
+    after = "" if after_ns is None else " after the previous run"
+    return _shift(df, off), {
+        "method": "anchor", "offset_ns": off, "uncertainty_ns": 1_000_000,
+        "note": (f"{label}ESTIMATE: first send anchored to the first prefill burst{after} "
+                 f"(first 1 ms window >= {thr:.1f} Gb/s); +-1 ms, and the true send may be "
+                 "earlier by the engine's time before its first all-reduce; give --offset to "
+                 "override")}
+
+
+def align(log: RequestLog, capture, offset_s: float | list[float] | None = None, *,
+          anchor_threshold_gbps: float | None = None) -> RequestLog:
+    """Place a request log on the capture's CLOCK_MONOTONIC and check it against the capture.
+
+    - CLOCK_MONOTONIC logs align directly (same host, same clock; uncertainty 0).
+    - CLOCK_REALTIME logs go through the capture's clock pairs (``manifest["clock_pairs"]``,
+      [realtime_ns, monotonic_ns]; offset interpolated between pairs, held beyond them). The
+      uncertainty reported is half the spread of the pairs' offsets (NTP slewing during the run).
+    - ``offset_s`` (any clock) is added to the log's times instead; for relative logs it places
+      time 0 of the log at ``offset_s`` seconds on the capture's monotonic clock. A list gives
+      one offset per run of a file holding several (``RequestLog.runs``); one value applies to
+      every run.
+    - Relative logs without an offset are anchored: the earliest send is put at the start of the
+      first prefill burst (``first_burst_start_ns``); each further run at the first burst after
+      the previous run's last token. This is an *estimate*: the true send precedes the first
+      all-reduce by the engine's queueing, tokenisation and first-layer compute, which the trace
+      cannot see; the reported uncertainty is one 1 ms window plus that unknown lead.
+
+    Each run is placed on its own (``alignment["runs"]``: one dict per run). Then every
+    successful request is checked against the capture's span [t_start_ns, t_end_ns]: one wholly
+    outside becomes failed ("outside the capture"); one partly outside stays, flagged
+    (column ``flag``: "runs past the capture end" / "starts before the capture start"), and is
+    attributed over what was captured. Only when no request lies in the capture is the log
+    refused (``RequestLogError`` naming the first request's row and field; times that look like
+    Unix epoch seconds on a log read as CLOCK_MONOTONIC get a hint to declare CLOCK_REALTIME).
+
+    Returns a new ``RequestLog`` with ``clock = CLOCK_MONOTONIC`` and ``alignment`` filled in
+    (``method``, ``offset_ns``, ``uncertainty_ns``, ``note``; of the first run when several,
+    the largest uncertainty). Raises ``RequestLogError`` as above, when a relative log cannot be
+    anchored, or when the number of offsets matches neither 1 nor the number of runs.
+    """
+    if log.alignment is not None:
+        return log
+    df = log.requests
+    offs = _offsets_per_run(log, offset_s)
+    parts, als, after = [], [], None
+    several = len(log.runs) > 1
+    for r, off in zip(log.runs, offs, strict=True):
+        sub = df[df["run"] == r["run"]]
+        label = f"{r['label']}: " if several else ""
+        out, al = _align_one(sub, log.clock, capture, off, path=log.path, label=label,
+                             anchor_threshold_gbps=anchor_threshold_gbps, after_ns=after)
+        al["run"] = r["run"]
+        parts.append(out)
+        als.append(al)
+        lasts = out.loc[out["ok"], "t_last_ns"].dropna()
+        if len(lasts):
+            after = int(lasts.max())
+    out = pd.concat(parts).sort_values(["t_send_ns", "row"], na_position="last", kind="stable")
+    out = out.reset_index(drop=True)
+    al = dict(als[0])
+    if several:
+        al["uncertainty_ns"] = max(a["uncertainty_ns"] for a in als)
+        al["note"] = "; ".join(a["note"] for a in als)
+        al["runs"] = als
+    res = replace(log, requests=out, clock=CLOCK_MONOTONIC, alignment=al, notes=list(log.notes))
+    return _check_span(res, capture, log.clock)
+
+
+#: Seconds since 1970 that look like a Unix epoch time (2001-09 .. 2099): never a CLOCK_MONOTONIC
+#: time (seconds since boot) of a machine that has not been up for decades.
+EPOCH_RANGE_S = (1.0e9, 4.1e9)
+
+
+def _epoch_hint(t_ns: int, clock: str) -> str:
+    s_ = t_ns / 1e9
+    if clock != CLOCK_MONOTONIC or not EPOCH_RANGE_S[0] <= s_ <= EPOCH_RANGE_S[1]:
+        return ""
+    import datetime as _dt
+    day = _dt.datetime.fromtimestamp(s_, tz=_dt.timezone.utc).strftime("%Y-%m-%d")
+    return (f"; these times look like Unix epoch seconds ({day}), not CLOCK_MONOTONIC: if the "
+            "log is on CLOCK_REALTIME, say so (native format: a column or field clock = "
+            "CLOCK_REALTIME)")
+
+
+def _check_span(log: RequestLog, capture, log_clock: str) -> RequestLog:
+    t0, t1 = int(capture.t_start_ns), int(capture.t_end_ns)
+    df = log.requests.copy()
+    first_bad = None
+    n_out = n_part = 0
+    ok = df["ok"].to_numpy()
+    sends = df["t_send_ns"].to_numpy(dtype="int64", na_value=0)
+    lasts = df["t_last_ns"].to_numpy(dtype="int64", na_value=0)
+    inside = ok & (sends >= t0) & (lasts <= t1)
+    for idx, r in df[ok & ~inside].iterrows():  # only the rows not wholly inside
+        send, last = int(r["t_send_ns"]), int(r["t_last_ns"])
+        if last < t0 or send > t1:
+            fld, v = ("t_send", send) if send > t1 or send < t0 else ("t_last_token", last)
+            if first_bad is None:
+                first_bad = (r, fld, v)
+            df.at[idx, "ok"] = False
+            df.at[idx, "error"] = (f"outside the capture: {fld} at {v / 1e9:.6f} s "
+                                   f"(CLOCK_MONOTONIC, after alignment) is outside the capture "
+                                   f"span {t0 / 1e9:.6f}-{t1 / 1e9:.6f} s")
+            n_out += 1
+            continue
+        flags = []
+        if send < t0:
+            flags.append(f"starts before the capture start ({(t0 - send) / 1e9:.3f} s before; "
+                         "attributed over what was captured)")
+        if last > t1:
+            flags.append(f"runs past the capture end ({(last - t1) / 1e9:.3f} s after; "
+                         "attributed over what was captured)")
+        if flags:
+            df.at[idx, "flag"] = _join_flag(df.at[idx, "flag"], "; ".join(flags))
+            n_part += 1
+    notes = list(log.notes)
+    if not df["ok"].any():
+        if first_bad is None:
+            return replace(log, requests=df, notes=notes)
+        r, fld, v = first_bad
+        raise RequestLogError(
+            log.path, f"request {r['request_id']!r} at {v / 1e9:.6f} s (CLOCK_MONOTONIC, after "
+                      f"alignment: {log.alignment['method']}) is outside the capture "
+                      f"{capture.path} span {t0 / 1e9:.6f}-{t1 / 1e9:.6f} s, and so is every "
+                      f"other request{_epoch_hint(int(r['t_send_ns']) - int(log.alignment['offset_ns']), log_clock)}",
+            row=int(r["row"]), field=fld)
+    if n_out:
+        notes.append(f"{n_out} request(s) lie wholly outside the capture: counted as failed")
+    if n_part:
+        notes.append(f"{n_part} request(s) run past the capture's span: attributed over what "
+                     "was captured and flagged (column 'flag')")
+    return replace(log, requests=df, notes=notes)

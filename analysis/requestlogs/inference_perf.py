@@ -1,0 +1,75 @@
+"""kubernetes-sigs/inference-perf ``per_request_lifecycle_metrics.json`` (perf_counter seconds)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .common import (CLOCK_MONOTONIC, RequestLogError, _get, _int, _load_json, _num, _record,
+                     _s_to_ns)
+
+
+def _read_inference_perf(path: Path, data: list):
+    records = []
+    for pos, r in enumerate(data, start=1):
+        if not isinstance(r, dict):
+            raise RequestLogError(path, "expected a request object", row=pos)
+        err = r.get("error")
+        ok = not err
+        t0 = _num(path, pos, "start_time", r.get("start_time"))
+        info = r.get("info") or {}
+        rm = info.get("response_metrics") or {}
+        chunk_s = rm.get("chunk_times") or rm.get("output_token_times") or \
+            info.get("output_token_times")
+        # inference-perf since its issue 559: content chunks in chunk_times, reasoning-only
+        # chunks in reasoning_chunk_times (TTFT from the first of either)
+        reason_s = rm.get("reasoning_chunk_times") or []
+        usage = rm.get("server_usage") or info.get("server_usage") or {}
+        srv = usage.get("completion_tokens") if isinstance(usage, dict) else None
+        prompt = info.get("input_tokens", _get(info, "request_metrics.text.input_tokens"))
+        output = rm.get("output_tokens", info.get("output_tokens"))
+        if not ok:
+            msg = (err.get("error_msg") or err.get("error_type")) if isinstance(err, dict) \
+                else str(err)
+            records.append(_record(pos, _s_to_ns(t0), None, None,
+                                   _int(path, pos, "info.input_tokens", prompt), None, ok=False,
+                                   error=msg or "error", row=pos))
+            continue
+        if not chunk_s and not reason_s:
+            if "chunk_times" in rm or "response_chunks" in rm or srv:
+                why = ("streamed, but no chunk carried a token inference-perf counted "
+                       "(chunk_times empty, output_tokens "
+                       f"{output if output is not None else 'missing'}"
+                       + (f"; the server's usage says {srv} completion tokens, e.g. reasoning-"
+                          "only output" if srv else "") + "): no first token to place")
+            else:
+                why = ("no chunk_times: per-chunk times exist only for streamed requests "
+                       "(enable streaming in inference-perf)")
+            records.append(_record(pos, _s_to_ns(t0), None, None,
+                                   _int(path, pos, "info.input_tokens", prompt),
+                                   _int(path, pos, "info.response_metrics.output_tokens",
+                                        output), ok=False, error=why, row=pos,
+                                   token_source="tool field output_tokens"))
+            continue
+        content = [_s_to_ns(_num(path, pos, "info.response_metrics.chunk_times", c))
+                   for c in (chunk_s or [])]
+        reasoning = [_s_to_ns(_num(path, pos, "info.response_metrics.reasoning_chunk_times", c))
+                     for c in reason_s]
+        chunks = sorted(content + reasoning)
+        src = "tool field output_tokens"
+        if reasoning and srv is not None:
+            # inference-perf counts content tokens only; the server's count includes reasoning
+            output, src = srv, "server usage completion_tokens (reasoning included)"
+        if output is None:
+            raise RequestLogError(path, "missing (required)", row=pos,
+                                  field="info.response_metrics.output_tokens")
+        records.append(_record(pos, _s_to_ns(t0), chunks[0], chunks[-1],
+                               _int(path, pos, "info.input_tokens", prompt),
+                               _int(path, pos, "info.response_metrics.output_tokens", output),
+                               chunks=chunks, row=pos, token_source=src,
+                               t_reasoning=reasoning[0] if reasoning else None,
+                               t_answer=content[0] if reasoning and content else None))
+    return records, CLOCK_MONOTONIC, []
+
+
+def read(path: Path, text: str):
+    return _read_inference_perf(path, _load_json(path, text, list))

@@ -1,0 +1,107 @@
+"""``read_request_log``: detect the format, run its reader, check the rows, and say what was
+kept out."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from .checks import MAX_CHECK_NOTES, _validate
+from .common import RequestLog, RequestLogError, _frame, _read_text, short_reason
+from .detector import detect_format
+from .formats import FORMATS, TABLE
+
+
+def read_request_log(path: str | os.PathLike, format: str | None = None, *,
+                     run: int | None = None) -> RequestLog:
+    """Read a request log of any supported format into a ``RequestLog`` on the log's own clock.
+
+    ``format`` is one of ``FORMATS`` or None to detect it from the content. Times become int64 ns
+    (seconds are multiplied by 1e9 and rounded). Failed requests are kept with ``ok = False``
+    and the reason in ``error``; so is a row whose values cannot be a request (TTFT <= 0, last
+    token before the first, chunks out of order: "invalid: ..."): a bad row is that row's
+    problem. ``run``: keep only run ``run`` (1-based) of a file that holds several runs (vLLM
+    ``--append-result``, SGLang); None keeps all, each labelled (column ``run``, test
+    "run k", ``RequestLog.runs``).
+
+    Raises ``RequestLogError`` naming file, row and field for: a missing file, an empty file, an
+    unknown format (a vLLM / SGLang result without per-request arrays is named as such, with
+    the option that saves them), malformed JSON/CSV, a missing required field, a non-numeric
+    value, start times out of dispatch order (vLLM), a duplicated request_id, rows on
+    different clocks, a ``run`` the file does not hold, or a file with no usable request (the
+    reasons of the first failed rows are given).
+    """
+    p = Path(path)
+    text = _read_text(p)
+    if not text.strip():
+        raise RequestLogError(p, "is empty")
+    if format is None:
+        fmt = detect_format(p, text)
+    else:
+        fmt = format.lower().replace("_", "-")
+        if fmt not in TABLE:
+            raise RequestLogError(p, f"unknown format {format!r}; expected one of "
+                                     f"{', '.join(FORMATS)}")
+    try:
+        res = TABLE[fmt].read(p, text)
+    except RequestLogError as exc:
+        if format is None:
+            raise
+        raise _suggest_format(p, text, fmt, exc) from exc
+    records, clock, notes = res[:3]
+    runs = res[3] if len(res) > 3 else [{"run": 1, "label": "run 1", "meta": {}}]
+    df = _validate(p, _frame(p, records))
+    if TABLE[fmt].token_source:
+        df["token_source"] = [t or TABLE[fmt].token_source for t in df["token_source"]]
+    if run is not None:
+        if not 1 <= int(run) <= len(runs):
+            raise RequestLogError(p, f"holds {len(runs)} run(s); run {run} does not exist "
+                                     f"(expected 1..{len(runs)})", field="run")
+        df = df[df["run"] == int(run)].reset_index(drop=True)
+        runs = [r for r in runs if r["run"] == int(run)]
+        notes = [n for n in notes if not n.startswith(f"{len(res[3])} runs in one file")] \
+            if len(res) > 3 else notes
+        notes.insert(0, f"{runs[0]['label']} chosen")
+    log = RequestLog(path=p, format=fmt, clock=clock, requests=df, notes=list(notes),
+                     runs=runs)
+    if log.n_failed:
+        bad = log.requests[~log.requests["ok"]]
+        shown = "; ".join(f"row {r.row}: {short_reason(r.error)}"
+                          for r in bad.head(3).itertuples())
+        log.notes.append(f"{log.n_failed} failed request(s) kept out of the metrics ({shown}"
+                         f"{'; ...' if len(bad) > 3 else ''})")
+    checked = log.requests[log.requests["check"].astype(bool)]
+    for r in checked.head(MAX_CHECK_NOTES).itertuples():
+        log.notes.append(f"request {r.request_id} (row {r.row}): {r.check}")
+    if len(checked) > MAX_CHECK_NOTES:
+        log.notes.append(f"... and {len(checked) - MAX_CHECK_NOTES} more request(s) whose "
+                         "stored values disagree (column 'check')")
+    if not len(log.ok):
+        bad = log.requests[~log.requests["ok"]]
+        shown = "; ".join(f"row {r.row}: {short_reason(r.error)}"
+                          for r in bad.head(3).itertuples())
+        first = bad.iloc[0]
+        fld = None
+        if str(first["error"]).startswith("invalid: "):
+            fld = str(first["error"])[9:].split(":", 1)[0]
+        raise RequestLogError(p, f"holds no successful request ({log.n_failed} failed: {shown}"
+                                 f"{'; ...' if len(bad) > 3 else ''})",
+                              row=None if fld is None or pd.isna(first["row"])
+                              else int(first["row"]), field=fld)
+    return log
+
+
+def _suggest_format(p: Path, text: str, fmt: str, exc: RequestLogError) -> RequestLogError:
+    """``exc`` (reading ``p`` as the given ``fmt`` failed) with the format the content looks
+    like when that is another one (``detect_format``), e.g. a vLLM result read as native."""
+    try:
+        seen = detect_format(p, text)
+    except RequestLogError:
+        return exc
+    if seen == fmt:
+        return exc
+    return RequestLogError(p, f"the file looks like format {seen!r}, not {fmt!r}: give --format "
+                              f"{seen} (or no --format, to detect it); read as {fmt!r}: "
+                              f"{exc.message}", row=exc.row, field=exc.field)
