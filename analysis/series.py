@@ -12,8 +12,11 @@ Flags (column ``flag`` of ``byte_intervals``; one per interval):
 
 - ``ok``: bytes = (v1 - v0) x bytes_per_unit.
 - ``reset``: the counter went down (driver reload, firmware reset, ``perfquery -R``): bytes NaN.
-- ``saturated``: a narrow counter (``width_bits`` <= 32, or unknown width and the 32-bit maximum)
-  reached 2^w - 1 at the interval's end: it no longer counts, bytes NaN (sysfs.md).
+- ``saturated``: a narrow counter (``width_bits`` <= 32) reached 2^w - 1 at the interval's end,
+  or a counter of unknown width reads exactly 2^32 - 1 while none of its values exceeds it: it
+  no longer counts, bytes NaN (sysfs.md). A value above 2^32 - 1 proves 64 bits for the series
+  from then on; netdev statistics are 64-bit whatever the capture says (``counter_width``). A
+  64-bit counter never wraps in practice: a decrease is a reset.
 - ``unavailable``: one or more readings between the two were unavailable (status != OK): the
   counter may have been reset while unreadable (a driver reload makes the file vanish), so the
   difference cannot be trusted: bytes NaN.
@@ -148,9 +151,27 @@ _U32_MAX = (1 << 32) - 1
 # ----------------------------------------------------------------------------------------------
 
 
+def _width_unknown(width_bits) -> bool:
+    return width_bits is None or (isinstance(width_bits, float) and math.isnan(width_bits))
+
+
+def counter_width(d) -> int | None:
+    """The width in bits of a counter descriptor ``d`` (a manifest ``counters`` entry or a row of
+    the loaded counters table): its ``width_bits``, else the width its source has by the width
+    table (netdev statistics: 64, ``net/core/net-sysfs.c``; captures written before the
+    recorder stored it), else None (unknown: judged from the values, ``_saturation_limit``)."""
+    w = d.get("width_bits")
+    if not _width_unknown(w):
+        return int(w)
+    if d.get("source") == "netdev":
+        return 64
+    return None
+
+
 def _saturation_limit(width_bits) -> int | None:
-    if width_bits is None or (isinstance(width_bits, float) and math.isnan(width_bits)):
-        return _U32_MAX  # unknown width: a 32-bit counter would stick at 2^32 - 1
+    """The value at which a counter of ``width_bits`` saturates, or None (64-bit: never)."""
+    if _width_unknown(width_bits):
+        return _U32_MAX  # unknown width: a 32-bit counter would stick at exactly 2^32 - 1
     w = int(width_bits)
     return (1 << w) - 1 if w <= 32 else None
 
@@ -221,7 +242,15 @@ def _intervals_one(t: np.ndarray, unc: np.ndarray, value: np.ndarray, valid: np.
         n_invalid = np.concatenate([[0], np.cumsum(~valid.astype(bool))])
         flag[(n_invalid[i1] - n_invalid[i0 + 1]) > 0] = _UNAV  # unreadable readings between
     limit = _saturation_limit(width_bits)
-    if limit is not None:
+    if limit is not None and _width_unknown(width_bits):
+        # unknown width: a value above 2^32-1 proves 64 bits (a 32-bit counter cannot hold
+        # it), for the whole series; while none is seen, only a value of exactly 2^32-1 (where
+        # a 32-bit counter sticks) is taken as saturated
+        if len(idx) and int(value[idx].max()) > limit:
+            limit = None
+        else:
+            flag[v1 == np.uint64(limit)] = _SAT
+    elif limit is not None:
         flag[v1 >= np.uint64(limit)] = _SAT
     reset = v1 < v0
     if reset.any():
@@ -398,7 +427,7 @@ def byte_intervals(capture: Capture, *, counters=None, source: str | None = "inf
             raise ValueError(f"{capture.path}: counter {c} has duplicate or unordered sweeps")
         d = cdf.loc[c]
         iv = _intervals_one(t[sl], unc[sl], val[sl], valid[sl],
-                            bytes_per_unit=int(d["bytes_per_unit"]), width_bits=d["width_bits"],
+                            bytes_per_unit=int(d["bytes_per_unit"]), width_bits=counter_width(d),
                             interval_ns=capture.interval_ns, gap_factor=gap_factor,
                             max_gbps=caps[c],
                             label=f"counter {c} ({d['series']}) in {capture.path}")

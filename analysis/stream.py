@@ -45,12 +45,14 @@ from rdmascope.quantiles import ExactPercentiles
 
 from .load import CaptureFacts, counters_frame
 from .series import (
+    _U32_MAX as _U32,
     DEFAULT_GAP_FACTOR,
     QUALITY_EMPTY,
     _combine,
     _Counter,
     _counter_caps,
     _intervals_one,
+    counter_width,
     _select_counters,
 )
 
@@ -154,7 +156,7 @@ class _CounterStream:
     def __init__(self, c: int, d: dict, *, interval_ns: int, gap_factor: float, max_gbps: float,
                  label: str):
         self.c = c
-        self.kw = dict(bytes_per_unit=int(d["bytes_per_unit"]), width_bits=d["width_bits"],
+        self.kw = dict(bytes_per_unit=int(d["bytes_per_unit"]), width_bits=counter_width(d),
                        interval_ns=interval_ns, gap_factor=gap_factor, max_gbps=max_gbps,
                        label=label)
         self.label = label
@@ -182,6 +184,8 @@ class _CounterStream:
             self.carry = None
             return _intervals_one(t[:0], unc[:0], val[:0], valid[:0], **self.kw)
         iv = _intervals_one(t, unc, val, valid, **self.kw)
+        if self.kw["width_bits"] is None and len(val) and int(val[valid].max(initial=0)) > _U32:
+            self.kw["width_bits"] = 64  # proven 64-bit: from then on (series._saturation_limit)
         every = bool(valid.all())
         vidx = None if every else np.flatnonzero(valid)
         if final:

@@ -60,6 +60,37 @@ _EXT_ONLY_COUNTERS = ("unicast_xmit_packets", "unicast_rcv_packets", "multicast_
                       "multicast_rcv_packets")
 _U32_MAX = (1 << 32) - 1
 
+#: THE counter-width table: the width in bits of each source whose width the kernel or driver
+#: fixes, with the evidence (docs/sysfs.md, "Counter widths"). A source not listed here has an
+#: unknown width until a value above 2^32-1 proves 64 bits (``_detect_extended``; the analysis
+#: applies the same rule to the readings).
+#: Keys: ("netdev", <stat>) for ``class/net/<if>/statistics/*``; ("driver", <driver>) for the
+#: data/packet counters in ``counters/`` of a device bound to that PCI driver.
+COUNTER_WIDTHS: dict[tuple[str, str], tuple[int, str]] = {
+    ("netdev", "*"): (64, "net/core/net-sysfs.c: NETSTAT_ENTRY prints the rtnl_link_stats64 "
+                          "fields (u64) with fmt_u64 \"%llu\""),
+    ("driver", "mlx5_core"): (64, "drivers/infiniband/hw/mlx5/mad.c: the PMA ClassPortInfo "
+                                  "reply sets IB_PMA_CLASS_CAP_EXT_WIDTH, so "
+                                  "drivers/infiniband/core/sysfs.c serves counters/ from "
+                                  "PortCountersExtended (64-bit)"),
+}
+#: Sources known to be 32 bits wide (they saturate at 2^32-1): named with their evidence.
+NARROW_SOURCES: tuple[tuple[str, str], ...] = (
+    ("counters/ data/packet counters of a port served from the PortCounters attribute "
+     "(pma_group: the device's ClassPortInfo has neither IB_PMA_CLASS_CAP_EXT_WIDTH nor "
+     "..._NOIETF)", "drivers/infiniband/core/sysfs.c get_counter_table(); PORT_PMA_ATTR("
+     "port_xmit_data, 12, 32, 192)"),
+    ("counters/ beside counters_ext/ on legacy mlx4 (MLNX_OFED, kernels < 4.5): the 32-bit copy",
+     "MLNX_OFED mlx4 sysfs; node_exporter's sys.ttar fixture"),
+    ("counters/port_xmit_wait (32) and the error counters (16, 8, 4 bits)",
+     "drivers/infiniband/core/sysfs.c PORT_PMA_ATTR widths"),
+)
+
+
+def netdev_width_bits() -> int:
+    """The width of netdev ``statistics/*`` (64: ``COUNTER_WIDTHS``)."""
+    return COUNTER_WIDTHS[("netdev", "*")][0]
+
 #: Where a port's byte counters are, per driver family: THE table of byte-counter sources (the
 #: README's table says the same). Checked in this order per port; the first with its tx or rx
 #: file present is used. Each entry: (label, folder, tx file(s), rx file(s), unit,
@@ -148,6 +179,8 @@ class DeviceInfo:
     hca_type: str | None = None
     board_id: str | None = None
     node_type: str | None = None
+    sys_image_guid: str | None = None   # one per adapter (all its PCI functions); may be 0 / absent
+    driver: str | None = None           # the PCI driver: basename of ``device/driver`` (mlx5_core)
     ports: list[PortInfo] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     # the PCI function's link (``rdmascope.pcie.pcie_record``): None when the device has none of
@@ -305,6 +338,8 @@ def _discover_device(dpath: Path, name: str) -> DeviceInfo:
     dev.hca_type = _read_text(dpath / "hca_type", "hca_type", w, required=False)
     dev.board_id = _read_text(dpath / "board_id", "board_id", w, required=False)
     dev.node_type = _read_text(dpath / "node_type", "node_type", w, required=False)
+    dev.sys_image_guid = _read_text(dpath / "sys_image_guid", "sys_image_guid", w,
+                                    required=False)
     # PCI address: basename of the `device` link target (e.g. ../../../0000:01:00.1).
     dlink = dpath / "device"
     try:
@@ -318,6 +353,10 @@ def _discover_device(dpath: Path, name: str) -> DeviceInfo:
         else:
             w.append(f"{dlink}: cannot read link ({exc.strerror or exc}); PCI address unavailable")
     dev.pcie = read_pcie(dlink)
+    try:
+        dev.driver = os.path.basename(os.readlink(dlink / "driver").rstrip("/")) or None
+    except OSError:
+        dev.driver = None  # not bound, not a PCI function, or a copied tree: width from values
     if (dlink / "net").is_dir():
         dev.netdevs = _listdir(dlink / "net", "netdev names", w)
     else:
@@ -331,7 +370,20 @@ def _discover_device(dpath: Path, name: str) -> DeviceInfo:
     dev.ports.sort(key=lambda p: p.port)
     for p in dev.ports:
         _check_rate(dev, p, dlink)
+        _driver_width(dev, p)
     return dev
+
+
+def _driver_width(dev: DeviceInfo, p: PortInfo) -> None:
+    """Apply ``COUNTER_WIDTHS`` by driver to a port whose data counters are in ``counters/``
+    and whose width the files did not tell (no unicast/multicast files, no value > 2^32-1)."""
+    known = COUNTER_WIDTHS.get(("driver", dev.driver or ""))
+    if known is None or p.extended_counters is not None:
+        return
+    p.extended_counters = True
+    p.extended_evidence = f"driver {dev.driver}: {known[1]}"
+    if p.byte_source == "counters":
+        p.byte_width_bits = known[0]
 
 
 def read_pcie(function_dir: str | os.PathLike) -> dict[str, Any] | None:
@@ -660,7 +712,7 @@ def counter_descriptors(devices: list[DeviceInfo], counters: tuple[str, ...] | l
                         "path": str(netdev_stats_path(root, dev, nd, stat)),
                         "unit": "bytes" if stat.endswith("_bytes") else "packets",
                         "bytes_per_unit": 1 if stat.endswith("_bytes") else None,
-                        "width_bits": None,
+                        "width_bits": netdev_width_bits(),  # COUNTER_WIDTHS
                         "direction": _direction(stat),
                     })
     return out

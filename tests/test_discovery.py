@@ -256,3 +256,30 @@ def test_discovered_devices_names_pci_and_netdevs(tmp_path):
         {"name": "roceP2p1s0f1", "pci": "0002:01:00.1", "netdevs": ["enP2p1s0f1np1"]},
         {"name": "rocep1s0f1", "pci": "0000:01:00.1", "netdevs": ["enp1s0f1np1"]},
     ]
+
+
+def test_width_table_netdev_and_mlx5_driver(tmp_path):
+    """The width of a source the kernel fixes comes from the width table, not from the values:
+    netdev statistics are u64 (net/core/net-sysfs.c); counters/ of an mlx5_core function are the
+    64-bit extended set (mlx5 mad.c ClassPortInfo) even without the unicast files."""
+    from rdmascope.sampler.discovery import COUNTER_WIDTHS
+
+    narrow = ("port_xmit_data", "port_rcv_data")
+    build_device(tmp_path, "mlx5_0", pci="0000:01:00.0", netdev="enp1s0f0np0", counters=narrow)
+    build_device(tmp_path, "qib0", pci="0000:02:00.0", counters=narrow)
+    drv = tmp_path / "bus/pci/drivers/mlx5_core"
+    drv.mkdir(parents=True)
+    pci_dir = tmp_path / "devices/pci0000:00/0000:01:00.0"
+    os.symlink(os.path.relpath(drv, pci_dir), pci_dir / "driver")
+    (tmp_path / "class/infiniband/mlx5_0/sys_image_guid").write_text("0a7f:bc12:45ef:d23a\n")
+    devs = {d.name: d for d in discover(tmp_path)}
+    m = devs["mlx5_0"]
+    assert m.driver == "mlx5_core" and m.sys_image_guid == "0a7f:bc12:45ef:d23a"
+    assert m.ports[0].extended_counters is True and "mlx5_core" in m.ports[0].extended_evidence
+    assert devs["qib0"].driver is None and devs["qib0"].ports[0].extended_counters is None
+    descs = counter_descriptors(list(devs.values()), netdev_stats=True)
+    widths = {(c["device"], c["source"], c["name"]): c["width_bits"] for c in descs}
+    assert widths[("mlx5_0", "infiniband", "port_xmit_data")] == 64
+    assert widths[("qib0", "infiniband", "port_xmit_data")] is None  # unknown: from the values
+    assert widths[("mlx5_0", "netdev", "tx_bytes")] == 64
+    assert COUNTER_WIDTHS[("netdev", "*")][0] == 64

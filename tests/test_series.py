@@ -279,3 +279,25 @@ def test_single_glitch_reading_is_dropped_but_a_reset_stays_a_reset(tmp_path):
     reset = iv_of([1000, 2000, 5, 10, 20], "reset")          # a reset stays low
     assert reset.flag.tolist() == ["ok", "reset", "ok", "ok"]
     assert math.isnan(reset.bytes.iloc[1]) and reset.bytes.iloc[2:].tolist() == [20.0, 40.0]
+
+
+def test_unknown_width_above_32_bit_max_proves_64_bits(tmp_path):
+    # an hfi1/mlx4 data counter of unknown width crossing 2^32-1: a 32-bit counter cannot hold
+    # top + 5, so it is 64-bit and counts on (it was blanked for the rest of the run before)
+    top = 2**32 - 1
+    iv = byte_intervals(_cap(tmp_path, [top - 1, top, top + 5, top + 9], width_bits=None))
+    assert iv.flag.tolist() == ["ok", "ok", "ok"]
+    assert iv.bytes.tolist() == [4.0, 20.0, 16.0]
+
+
+def test_netdev_statistics_are_64_bit_even_when_the_capture_does_not_say(tmp_path):
+    # netdev tx_bytes are u64 (net/core/net-sysfs.c): 52 GB since boot is not "saturated"
+    base = 52_000_000_000
+    counters = [ib("rocep1s0f1", "tx"), netdev("rocep1s0f1", "enp1s0f1np1", "tx")]
+    counters[1]["width_bits"] = None  # as captures written before the width table
+    rd = {0: [(T0 + k * MS - 1000, 2000, 100 * k, OK) for k in range(4)],
+          1: [(T0 + k * MS - 1000, 2000, base + 1_500_000 * k, OK) for k in range(4)]}
+    cap = load_capture(write_capture(tmp_path / "c", counters, rd))
+    iv = byte_intervals(cap, source="netdev")
+    assert iv.flag.astype(str).tolist() == ["ok"] * 3
+    assert iv.bytes.tolist() == [1_500_000.0] * 3

@@ -6,6 +6,12 @@
  *   RDMASCOPE_FAIL_ERRNO  errno to fail with (decimal, default EINVAL)
  *   RDMASCOPE_FAIL_WHILE  optional: fail only while this file exists
  *   RDMASCOPE_FAIL_COUNT  optional: a file whose first 20 bytes hold the number of failed reads
+ *   RDMASCOPE_HANG_MATCH  substring of the file path whose reads *hang* instead (then succeed),
+ *                         as an mlx5 firmware command that takes seconds (command timeout 60 s)
+ *   RDMASCOPE_HANG_MS     how long one such read hangs (ms, default 3000); the wait restarts
+ *                         after a signal, like an uninterruptible firmware command
+ *   RDMASCOPE_HANG_WHILE  optional: hang only while this file exists
+ *   RDMASCOPE_HANG_ONCE   optional: if set, only the first matching read hangs
  * Build: cc -shared -fPIC -O2 -o failread.so failread.c -ldl
  */
 #define _GNU_SOURCE
@@ -15,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -48,8 +55,35 @@ static void count(void) {
     close(fd);
 }
 
+static int matches(int fd, const char *match) {
+    char link[64], path[4096];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, path, sizeof path - 1);
+    if (n <= 0) return 0;
+    path[n] = 0;
+    return strstr(path, match) != NULL;
+}
+
+static int hung_once;
+
+static void maybe_hang(int fd) {
+    const char *match = getenv("RDMASCOPE_HANG_MATCH");
+    if (!match || !*match) return;
+    const char *cond = getenv("RDMASCOPE_HANG_WHILE");
+    if (cond && *cond && access(cond, F_OK) != 0) return;
+    if (getenv("RDMASCOPE_HANG_ONCE") && hung_once) return;
+    if (!matches(fd, match)) return;
+    hung_once = 1;
+    const char *ms = getenv("RDMASCOPE_HANG_MS");
+    long total = (ms && *ms) ? atol(ms) : 3000;
+    struct timespec ts = {total / 1000, (total % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
 static ssize_t fake(int fd, void *buf, size_t n, off_t off) {
     if (!real_pread) real_pread = (pread_fn)dlsym(RTLD_NEXT, "pread");
+    maybe_hang(fd);
     if (should_fail(fd)) {
         const char *e = getenv("RDMASCOPE_FAIL_ERRNO");
         int err = (e && *e) ? atoi(e) : EINVAL;
