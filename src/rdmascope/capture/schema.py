@@ -1,0 +1,298 @@
+"""The capture format's schema: names, version, the readings' columns, errors, manifest checks.
+
+See ``rdmascope.capture`` for the format (directory layout, columns, manifest keys). This module
+holds what both sides share: the writer (``rdmascope.capture.writer``) and the reader
+(``rdmascope.capture.reader``) import it; it imports neither.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import platform
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+FORMAT_NAME = "rdmascope-capture"
+FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+SEGMENT_DIR = "segments"
+LIVE_PREFIX = "live-"
+LIVE_SUFFIX = ".arrow"
+SEGMENT_PREFIX = "seg-"
+SEGMENT_SUFFIX = ".parquet"
+#: Lock file of a capture being written (see the module docstring); readers ignore it.
+LOCK_NAME = ".lock"
+
+#: A flush of the live segment happens at least this often, bounding what a kill -9 can lose.
+FLUSH_INTERVAL_S = 0.5
+#: A live segment is rolled into a Parquet segment after this many seconds of readings.
+ROLL_INTERVAL_S = 60.0
+
+STATUS_OK = 0
+STATUS_READ_ERROR = 1  # read() failed with an errno
+STATUS_PARSE_ERROR = 2  # the file's content was not an unsigned integer
+STATUS_MISSING = 3  # the file is gone / could not be (re)opened
+STATUS_NAMES = {
+    STATUS_OK: "ok",
+    STATUS_READ_ERROR: "read_error",
+    STATUS_PARSE_ERROR: "parse_error",
+    STATUS_MISSING: "missing",
+}
+
+SAMPLE_SCHEMA = pa.schema(
+    [
+        pa.field("counter_id", pa.uint16(), nullable=False),
+        pa.field("sweep", pa.int64(), nullable=False),
+        pa.field("t_before_ns", pa.int64(), nullable=False),
+        pa.field("read_duration_ns", pa.uint32(), nullable=False),
+        pa.field("value", pa.uint64(), nullable=True),
+        pa.field("status", pa.uint8(), nullable=False),
+    ],
+    metadata={b"rdmascope.format": FORMAT_NAME.encode(),
+              b"rdmascope.format_version": str(FORMAT_VERSION).encode()},
+)
+COLUMNS = tuple(SAMPLE_SCHEMA.names)
+
+
+# ----------------------------------------------------------------------------------------------
+# Errors
+# ----------------------------------------------------------------------------------------------
+
+
+class CaptureError(Exception):
+    """Base class: something is wrong with a capture. ``path`` names the file or directory."""
+
+    def __init__(self, path: str | os.PathLike, message: str):
+        self.path = str(path)
+        self.message = message
+        super().__init__(f"{self.path}: {message}")
+
+
+class NotACaptureError(CaptureError):
+    """The directory has no manifest, or the manifest is not an rdmascope capture manifest."""
+
+
+class UnsupportedVersionError(CaptureError):
+    """The capture was written by a newer (or unknown) format version than this reader supports."""
+
+
+class CaptureSchemaError(CaptureError):
+    """A segment's columns or types differ from SAMPLE_SCHEMA, or the manifest lacks a key."""
+
+
+class CorruptSegmentError(CaptureError):
+    """A Parquet segment cannot be read (truncated or corrupted)."""
+
+
+class CaptureExistsError(CaptureError):
+    """Refusing to overwrite an existing capture without ``force``."""
+
+
+class CaptureLockedError(CaptureExistsError):
+    """Another process is writing the capture (it holds the capture's lock); ``pid`` is its pid."""
+
+    def __init__(self, path: str | os.PathLike, pid: int | None):
+        self.pid = pid
+        who = f"pid {pid}" if pid is not None else "pid unknown"
+        super().__init__(path, f"capture is being recorded by another process ({who}); refusing "
+                               "a second writer, even with --force (stop that recorder first, "
+                               "or record into another directory)")
+
+
+class CaptureWriteError(CaptureError):
+    """Writing failed (disk full, directory unwritable, ...). What was written before is intact."""
+
+
+# ----------------------------------------------------------------------------------------------
+# Helpers
+# ----------------------------------------------------------------------------------------------
+
+
+def clock_pair() -> tuple[int, int]:
+    """Return one (CLOCK_REALTIME ns, CLOCK_MONOTONIC ns) pair taken as close together as possible.
+
+    Takes realtime between two monotonic readings and keeps the pair of the tightest of three tries,
+    placing monotonic at the midpoint. Monotonic is ``time.perf_counter_ns`` (CLOCK_MONOTONIC on
+    Linux, the clock of ``time.perf_counter()`` that benchmark clients use).
+    """
+    best = None
+    for _ in range(3):
+        m0 = time.perf_counter_ns()
+        rt = time.time_ns()
+        m1 = time.perf_counter_ns()
+        if best is None or (m1 - m0) < best[0]:
+            best = (m1 - m0, rt, (m0 + m1) // 2)
+    return best[1], best[2]
+
+
+def host_metadata() -> dict[str, Any]:
+    """Return {host, kernel, python} for the manifest."""
+    return {
+        "host": socket.gethostname(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+    }
+
+
+def empty_table() -> pa.Table:
+    """Return an empty table with SAMPLE_SCHEMA."""
+    return SAMPLE_SCHEMA.empty_table()
+
+
+def make_batch(counter_id, sweep, t_before_ns, read_duration_ns, value, status) -> pa.RecordBatch:
+    """Build a record batch with SAMPLE_SCHEMA from six equal-length sequences (lists/arrays).
+
+    ``value`` may contain None (for non-OK rows). Raises ``ValueError`` on unequal lengths.
+    """
+    arrays = [
+        pa.array(counter_id, pa.uint16()),
+        pa.array(sweep, pa.int64()),
+        pa.array(t_before_ns, pa.int64()),
+        pa.array(read_duration_ns, pa.uint32()),
+        pa.array(value, pa.uint64()),
+        pa.array(status, pa.uint8()),
+    ]
+    n = {len(a) for a in arrays}
+    if len(n) != 1:
+        raise ValueError(f"columns have unequal lengths: {[len(a) for a in arrays]}")
+    return pa.RecordBatch.from_arrays(arrays, schema=SAMPLE_SCHEMA)
+
+
+#: Parquet key-value metadata of a segment holding its counter descriptors (JSON list, index =
+#: counter_id), so a segment alone says which counter is which. ``PANDAS_ATTRS`` holds the same
+#: as ``{"rdmascope.counters": [...]}``: pandas (>= 2.1) restores it as ``DataFrame.attrs`` in
+#: ``pd.read_parquet(segment)``. Segments written before these keys existed have neither and stay
+#: readable (the keys are optional; the manifest remains the reference).
+SEGMENT_COUNTERS_KEY = b"rdmascope.counters"
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+COUNTER_KEYS = ("source", "device", "port", "name", "unit", "bytes_per_unit", "width_bits",
+                "direction")
+#: Values of the optional descriptor key ``byte_source`` (see MANIFEST KEYS).
+BYTE_SOURCE_FILES = ("counters/port_xmit_data", "counters/port_rcv_data",
+                     "counters_ext/port_xmit_data_64", "counters_ext/port_rcv_data_64",
+                     "hw_counters/tx_bytes", "hw_counters/rx_bytes",
+                     "hw_counters/ip4OutOctets", "hw_counters/ip6OutOctets",
+                     "hw_counters/ip4InOctets", "hw_counters/ip6InOctets")
+
+
+def check_counter_descriptors(counters: Any, path: str | os.PathLike) -> None:
+    """Check a manifest's ``counters`` list (see MANIFEST KEYS); raise ``CaptureSchemaError``.
+
+    Each descriptor must be an object with ``COUNTER_KEYS``; ``bytes_per_unit`` a positive integer
+    or null; ``width_bits`` an integer 1..64 or null. The message names ``path`` and the counter.
+    Used when writing and reading a manifest, and by the analysis when it builds its counter table.
+    """
+    if not isinstance(counters, list) or not all(isinstance(c, dict) for c in counters):
+        shown = json.dumps(counters, default=str)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise CaptureSchemaError(path, f"manifest key 'counters' must be a list of objects, "
+                                       f"got {shown}")
+    for i, c in enumerate(counters):
+        lacking = [k for k in COUNTER_KEYS if k not in c]
+        if lacking:
+            raise CaptureSchemaError(
+                path, f"manifest counter descriptor {i} lacks key(s): {', '.join(lacking)}")
+        for key, hi in (("bytes_per_unit", None), ("width_bits", 64)):
+            v = c[key]
+            if not (v is None or (_is_int(v) and v > 0 and (hi is None or v <= hi))):
+                expected = "a positive integer" if hi is None else f"an integer 1..{hi}"
+                raise CaptureSchemaError(
+                    path, f"manifest counter {i} ({c.get('device')} {c.get('name')}): {key!r} "
+                          f"must be {expected} or null, got {json.dumps(v)}")
+        bs = c.get("byte_source")
+        if bs is not None and bs not in BYTE_SOURCE_FILES:
+            raise CaptureSchemaError(
+                path, f"manifest counter {i} ({c.get('device')} {c.get('name')}): "
+                      f"'byte_source' must be one of {', '.join(BYTE_SOURCE_FILES)} or absent, "
+                      f"got {json.dumps(bs)}")
+
+
+def _check_manifest_types(mpath: Path, m: dict[str, Any]) -> None:
+    """Raise ``CaptureSchemaError`` naming the key when a manifest value has the wrong type.
+
+    A valid-JSON manifest with ``"counters": null`` or ``"interval_ns": "abc"`` must be refused
+    here, with the key named, rather than crash a reader later.
+    """
+    def bad(key: str, expected: str, got: Any) -> CaptureSchemaError:
+        shown = json.dumps(got)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        return CaptureSchemaError(mpath, f"manifest key {key!r} must be {expected}, got {shown}")
+
+    def instant(key: str, v: Any, *, nullable: bool = False) -> None:
+        if v is None and nullable:
+            return
+        if not (isinstance(v, dict) and _is_int(v.get("monotonic_ns"))
+                and _is_int(v.get("realtime_ns"))):
+            raise bad(key, "an object with integer monotonic_ns and realtime_ns"
+                      + (" (or null)" if nullable else ""), v)
+
+    def list_of_objects(key: str, required: tuple[str, ...] = (), *, optional: bool = False):
+        v = m.get(key)
+        if v is None and optional and key not in m:
+            return
+        if not isinstance(v, list) or not all(isinstance(x, dict) for x in v):
+            raise bad(key, "a list of objects", v)
+        for i, x in enumerate(v):
+            lacking = [r for r in required if r not in x]
+            if lacking:
+                what = "counter descriptor" if key == "counters" else f"{key!r} entry"
+                raise CaptureSchemaError(
+                    mpath, f"manifest {what} {i} lacks key(s): {', '.join(lacking)}")
+
+    if not isinstance(m["capture_id"], str):
+        raise bad("capture_id", "a string", m["capture_id"])
+    if not isinstance(m["host"], str):
+        raise bad("host", "a string", m["host"])
+    if m["clock"] != "CLOCK_MONOTONIC":
+        raise bad("clock", '"CLOCK_MONOTONIC"', m["clock"])
+    if not (_is_int(m["interval_ns"]) and m["interval_ns"] > 0):
+        raise bad("interval_ns", "a positive integer (ns)", m["interval_ns"])
+    instant("start", m["start"])
+    instant("stop", m["stop"], nullable=True)
+    pairs = m["clock_pairs"]
+    if not (isinstance(pairs, list) and all(isinstance(x, list) and len(x) == 2
+                                            and all(_is_int(y) for y in x) for x in pairs)):
+        raise bad("clock_pairs", "a list of [realtime_ns, monotonic_ns] integer pairs", pairs)
+    check_counter_descriptors(m["counters"], mpath)
+    list_of_objects("events")
+    list_of_objects("devices", ("name",), optional=True)
+    list_of_objects("discovered_devices", ("name",), optional=True)
+    list_of_objects("segments", ("name", "rows", "bytes", "sha256"), optional=True)
+    for key in ("audit", "extra"):
+        if m.get(key) is not None and not isinstance(m[key], dict):
+            raise bad(key, "an object or null", m[key])
+
+
+def _check_schema(path: Path, schema: pa.Schema) -> None:
+    got = {f.name: f.type for f in schema}
+    for f in SAMPLE_SCHEMA:
+        if f.name not in got:
+            raise CaptureSchemaError(path, f"column {f.name!r} is missing "
+                                           f"(columns: {', '.join(got) or 'none'})")
+        if got[f.name] != f.type:
+            raise CaptureSchemaError(path, f"column {f.name!r} has type {got[f.name]}, "
+                                           f"expected {f.type}")
+    meta = schema.metadata or {}
+    fv = meta.get(b"rdmascope.format_version")
+    if fv is not None and int(fv) > FORMAT_VERSION:
+        raise UnsupportedVersionError(
+            path, f"segment format version {int(fv)} is newer than supported ({FORMAT_VERSION})")
+
+
+def is_enospc(exc: BaseException) -> bool:
+    """True when an exception chain contains an ENOSPC (disk full) OSError."""
+    while exc is not None:
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return True
+        exc = exc.__cause__
+    return False
