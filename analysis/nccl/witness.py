@@ -174,6 +174,10 @@ def compare_witnesses(log: NcclLog, verdict, *, host: str, span_realtime_ns: tup
             msg = (f"disagreement: NCCL{from_what} {log_hcas[0]} only, but the counters saw "
                    f"{said(C)} carry bytes: the log is of another run, or another process used "
                    f"{', '.join(sorted(C - L))}")
+        elif L == C:
+            msg = (f"both witnesses say this node is not emulated: NCCL{from_what} "
+                   f"{', '.join(log_hcas)} and the counters saw {said(C)} carry bytes "
+                   f"(NCCL_IB_HCA={_env(understood) or 'unset'} in this log)")
         else:
             msg = (f"disagreement: NCCL{from_what} {', '.join(log_hcas)}; the counters saw "
                    f"{said(C)} carry bytes: not a one-interface emulation")

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bursts": ("bursts", "Detect bursts on the 1 ms series: table, duty cycle, gaps."),
     "cluster": ("cluster", "Captures of several hosts of one run: clocks, verdicts, symmetry, stragglers."),
     "verify-emulation": ("verify_emulation", "Check that an NCCL_IB_HCA emulation used one interface."),
+    "collectives": ("collectives", "NCCL Inspector collectives on the capture's clock beside the wire bytes."),
     "nccl": ("nccl", "Summarise NCCL INFO logs: version, network, HCAs opened, channels per HCA."),
     # attribution, comparison, estimate
     "attribute": ("attribute", "Split traffic per request into prefill and decode; TTFT, decode speed."),

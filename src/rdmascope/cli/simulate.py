@@ -284,6 +284,8 @@ def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, s
                 pass
     click.echo(f"request log: {log}")
     click.echo(f"truth: {truth}")
+    if spec is None and truth is not None:  # one node: its NCCL witnesses beside the truth
+        _witnesses(Path(truth).parent, traffic, out_dir=Path(truth).parent)
     click.echo(f"player: {stats.ticks} ticks at {stats.tick_hz:.0f} Hz, longest gap "
                f"{stats.max_tick_gap_ns / 1e6:.2f} ms, {stats.late_ticks} gaps > 1 ms, "
                f"priority {stats.priority}, "
@@ -341,6 +343,20 @@ def capture_cmd(output, scenario, link, tcp_fallback, seed, output_tokens, round
                f"{len(traffic.requests)} requests, {link_text(traffic.config.link)})")
     click.echo(f"request log: {path / 'requests.jsonl'}")
     click.echo(f"truth: {path / 'truth.json'}")
+    _witnesses(path, traffic)
+
+
+def _witnesses(path, traffic=None, *, rank: int = 0, out_dir=None) -> None:
+    """Write and name the node's NCCL INFO log and Inspector records (emulator.nccl_log)."""
+    from rdmascope.emulator.nccl_log import write_witnesses
+
+    try:
+        w = write_witnesses(path, traffic, rank=rank, out_dir=out_dir)
+    except (OSError, ValueError) as exc:
+        click.echo(f"warning: NCCL witnesses not written: {exc}", err=True)
+        return
+    click.echo(f"NCCL log: {w['log']}" + (f"; Inspector records: {w['inspector']}"
+                                           if "inspector" in w else ""))
 
 
 class _Served(Exception):
@@ -429,6 +445,15 @@ def _cluster(output, traffic, nodes, clock_error, not_emulated, straggler, strag
     except CaptureError as exc:
         raise click.ClickException(str(exc)) from exc
     hosts = [n["host"] for n in truth["nodes"]]
+    from pathlib import Path
+
+    from rdmascope.emulator.nccl_log import write_witnesses
+
+    for rank, h in enumerate(hosts):  # each node's NCCL log, from its own truth (its link)
+        try:
+            write_witnesses(Path(output) / h, rank=rank)
+        except (OSError, ValueError) as exc:
+            click.echo(f"warning: {h}: NCCL log not written: {exc}", err=True)
     click.echo(f"cluster: {output}/{{{hosts[0]}..{hosts[-1]}}} ({len(hosts)} captures, "
                f"{traffic.duration_ns / 1e9:.1f} s, {len(traffic.requests)} requests, "
                f"{link_text(traffic.config.link)})")

@@ -295,3 +295,83 @@ def write_inspector(dirpath: str | os.PathLike, traffic, t0_realtime_ns: int, *,
                                 separators=(",", ":")))
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+#: where the emulator puts the two witnesses beside a capture's files
+LOG_DIR, INSPECTOR_DIR = "nccl", "nccl-inspector"
+
+
+def node_log_for(link: dict, arch: dict, *, host: str, rank: int, t_realtime_ns: int,
+                 version: str = "2.27.7", pid: int = 4242, series: list | None = None) -> NodeLog:
+    """The ``NodeLog`` of a node whose truth says ``link`` (truth.json ``config.link``) and
+    ``arch`` (``config.arch``): one HCA with NCCL_IB_HCA when emulated, both twins otherwise,
+    NET/Socket (after "NET/IB : No device found.") for the TCP fallback. ``series`` (truth.json
+    ``series``) wins over ``link``: the HCAs whose collective share is > 0 are those NCCL used
+    (a cluster node that was not emulated carries both twins whatever the shared link says)."""
+    from .model import NETDEVS, TWINS
+
+    twins = list(TWINS[:int(link.get("twins", 2))])
+    active = int(link.get("active_twins", len(twins)))
+    if series:
+        used = [d for d in twins if any(x.get("device") == d and x.get("source") == "infiniband"
+                                        and float(x.get("collective_share") or 0) > 0
+                                        for x in series)]
+        if used:
+            twins, active = [d for d in twins if d in used] + [d for d in twins if d not in used], len(used)
+    tp = int(arch.get("tp", 2))
+    nodes = int(arch.get("nodes") or tp)
+    if link.get("tcp_fallback"):
+        hcas, env, net = [], None, "Socket"
+    elif active < len(twins):
+        hcas, env, net = twins[:active], ",".join(twins[:active]), "IB"
+    else:
+        hcas, env, net = twins, None, "IB"
+    return NodeLog(host=host, version=version, pid=pid + rank, hcas=hcas, ib_hca_env=env,
+                   network=net, socket_if=NETDEVS[0], addr=f"192.168.100.{11 + rank}",
+                   rank=rank, nranks=tp, nnodes=nodes, t_realtime_ns=t_realtime_ns,
+                   timestamps=True)
+
+
+def write_witnesses(capture_dir: str | os.PathLike, traffic=None, *, rank: int = 0,
+                    version: str = "2.27.7", speed: float | None = None,
+                    out_dir: str | os.PathLike | None = None) -> dict[str, Path]:
+    """Write the NCCL witnesses of the emulated node whose capture (or serve output) is
+    ``capture_dir``: ``<out>/nccl/<host>.<pid>`` (the INFO log, as ``NCCL_DEBUG_FILE=%h.%p``
+    names it) and, given the node's ``traffic``, ``<out>/nccl-inspector/<host>-pid<pid>.log``.
+
+    Reads the node's ``truth.json`` (link, arch, t0_monotonic_ns, speed) and the capture's
+    ``manifest.json`` (host and a realtime/monotonic pair) when present; without a manifest
+    (``simulate serve``: the recorder writes it), this machine's clocks place model time 0.
+    ``out_dir``: where to write (default ``capture_dir``). Returns {"log": path[, "inspector":
+    path]}. Raises ``OSError`` / ``ValueError`` (no truth.json) as reading and writing do.
+    """
+    d = Path(capture_dir)
+    truth_path = d / "truth.json"
+    if not truth_path.is_file():
+        raise ValueError(f"{truth_path}: no truth file to write the NCCL witnesses from")
+    truth = json.loads(truth_path.read_text())
+    mpath = d / "manifest.json"
+    t0_mono = int(truth.get("t0_monotonic_ns", 0))
+    speed = float(speed or truth.get("speed") or 1.0)
+    if mpath.is_file():
+        m = json.loads(mpath.read_text())
+        host = str(m.get("host") or "emulated-spark")
+        off = int(m["start"]["realtime_ns"]) - int(m["start"]["monotonic_ns"])
+    else:
+        import socket
+
+        host = socket.gethostname()
+        off = time.time_ns() - time.monotonic_ns()
+    t0_real = t0_mono + off
+    cfg = truth.get("config", {})
+    out = Path(out_dir) if out_dir is not None else d
+    pid = 4242 + rank
+    node = node_log_for(cfg.get("link", {}), cfg.get("arch", {}), host=host, rank=rank,
+                        t_realtime_ns=t0_real, version=version, series=truth.get("series"))
+    paths = {"log": write_nccl_log(out / LOG_DIR / f"{host.split('.')[0]}.{pid}", node)}
+    if traffic is not None and not cfg.get("link", {}).get("tcp_fallback"):
+        ins = write_inspector(out / INSPECTOR_DIR, traffic, t0_real, host=host, pid=pid,
+                              rank=rank, speed=speed)
+        if ins is not None:
+            paths["inspector"] = ins
+    return paths

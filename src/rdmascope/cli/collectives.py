@@ -1,0 +1,57 @@
+"""``rdmascope collectives CAPTURE --inspector DIR``: NCCL Inspector collectives beside the wire.
+
+Exit codes: 0 done; 1 an error (a file that is not an Inspector record, a future format
+version, no record of the capture's host inside the capture: the message names file and line).
+"""
+
+from __future__ import annotations
+
+import click
+
+from rdmascope.cli.output import cli_errors, emit, format_table, output_options
+
+
+@click.command(help="Place each NCCL Inspector collective (NCCL_INSPECTOR_ENABLE=1 JSON records; "
+                    "NCCL_INSPECTOR_DUMP_VERBOSE=1 gives each its own start time) on the "
+                    "capture's clock: type, size, NCCL's time and bus bandwidth, the RDMA tx "
+                    "bytes each HCA carried during it and the measured rate; and per size class "
+                    "the ratio of wire bytes to NCCL's expected bytes (ring all-reduce: "
+                    "2(n-1)/n x size per rank), exact and over spans widened by the counters' "
+                    "timing uncertainty.")
+@click.argument("capture", type=click.Path(exists=True, file_okay=False))
+@click.option("--inspector", "inspector", multiple=True, required=True,
+              type=click.Path(exists=True),
+              help="Inspector output: a directory (NCCL_INSPECTOR_DUMP_DIR) or file; repeatable.")
+@click.option("--max-rows", type=int, default=20, show_default=True,
+              help="Collectives shown in the human view (all in --json/--csv).")
+@output_options
+def command(capture, inspector, max_rows, out):
+    from rdmascope.analysis import load_capture
+    from rdmascope.analysis.nccl.collectives import collectives_table, size_class_table
+    from rdmascope.analysis.nccl.inspector import InspectorError, read_inspector
+
+    try:
+        recs = read_inspector(inspector)
+    except InspectorError as exc:
+        raise click.ClickException(str(exc)) from exc
+    with cli_errors(str(capture)):
+        cap = load_capture(capture)
+    try:
+        table, notes = collectives_table(cap, recs)
+    except InspectorError as exc:
+        raise click.ClickException(f"{capture}: {exc}") from exc
+    classes = size_class_table(table)
+
+    def human():
+        click.echo(f"{capture}: {len(table):,} collectives of {cap.meta.get('host')} placed "
+                   "on the capture's clock")
+        click.echo(format_table(table.drop(columns=["comm"]), max_rows=max_rows,
+                                formats={"ratio": "{:.3f}", "t_start_s": "{:.6f}",
+                                         "t_end_s": "{:.6f}", "size_bytes": "{:,.0f}"}))
+        click.echo("\nper size class: wire bytes / NCCL's expected bytes")
+        click.echo(format_table(classes, formats={"ratio": "{:.3f}", "ratio_wide": "{:.3f}"}))
+        for n in notes:
+            click.echo(f"note: {n}")
+
+    emit({"collectives": table, "size_classes": classes}, out, human=human,
+         meta={"capture": str(capture), "inspector": list(inspector), "notes": notes})

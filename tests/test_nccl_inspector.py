@@ -1,0 +1,107 @@
+"""NCCL Inspector records against emulated all-reduces whose sizes and times are known, and the
+emulator writing both witnesses (`simulate capture`)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from rdmascope.analysis.nccl.inspector import InspectorError, expected_wire_bytes, read_inspector, read_prometheus
+from rdmascope.cli import main
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("insp") / "cap"
+    r = CliRunner().invoke(main, ["simulate", "capture", "-o", str(out), "--link", "emulated100",
+                                  "--scenario", "P1", "--rounds", "1", "--output-tokens", "8",
+                                  "--seed", "4"])
+    assert r.exit_code == 0, r.output
+    assert "NCCL log:" in r.output and "Inspector records:" in r.output
+    return out
+
+
+def test_expected_bytes_formula():
+    # ring all-reduce over 8 ranks: 2 x 7/8 = 1.75 x the message per rank (nccl-tests)
+    assert expected_wire_bytes("AllReduce", 1_000_000, 8) == pytest.approx(1_750_000)
+    assert expected_wire_bytes("AllGather", 1_000, 4) == 3_000
+    assert np.isnan(expected_wire_bytes("Mystery", 1, 2))
+
+
+def test_records_match_the_emulated_allreduces(run):
+    from rdmascope.emulator.model import simulate  # noqa: F401  (the model wrote the truth)
+
+    recs = read_inspector([run / "nccl-inspector"])
+    truth = json.loads((run / "truth.json").read_text())
+    arch = truth["config"]["arch"]
+    ar = recs[recs["coll"] == "AllReduce"]
+    # every message is tokens x hidden x bytes: a multiple of hidden x bytes per value
+    assert (ar["size_bytes"] % (arch["hidden"] * arch["bytes_per_value"]) == 0).all()
+    assert (recs["placement"] == "kernel").all()
+    r = CliRunner().invoke(main, ["collectives", str(run), "--inspector", str(run / "nccl-inspector"),
+                                  "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    rows = doc["collectives"]
+    assert len(rows) == len(recs)
+    # bytes conserved: all the wire bytes the model played during the collectives are the
+    # capture's collective bytes (truth totals), within the counters' timing uncertainty
+    total_exp = sum(x["expected_bytes"] for x in rows)
+    tx_total = truth["totals_bytes"]["rocep1s0f1/tx"]
+    assert total_exp == pytest.approx(tx_total, rel=1e-6)
+    bounded = [c for c in doc["size_classes"] if c["isolated"]]
+    assert bounded  # the prefill all-reduces stand alone between compute gaps
+    for c in bounded:
+        # isolated: the exact spans can only lose bytes to idle edges, the widened ones only
+        # gain idle time: the truth (wire = expected, ratio 1) lies between
+        assert c["ratio_low"] <= 1.0 + 1e-6 and c["ratio_high"] >= 1.0 - 1e-6, c
+    # back-to-back (decode) all-reduces tile their pass: their sum is conserved to the edges
+    dec = [c for c in doc["size_classes"] if not c["isolated"] and c["coll"] == "AllReduce"]
+    for c in dec:
+        assert c["ratio"] == pytest.approx(1.0, abs=0.1), c
+    # per collective: within one 1 ms reading at each edge of the measured rate
+    edge = 2 * 1e-3 * 109e9 / 8  # one 1 ms reading at each edge, at the twin's line rate
+    for x in rows:
+        assert abs(x["wire_bytes"] - x["expected_bytes"]) <= edge
+        assert x["tx_roceP2p1s0f1"] == pytest.approx(0.0, abs=1.0)  # the emulated link
+
+
+def test_emulator_log_confirms_the_emulation(run):
+    r = CliRunner().invoke(main, ["verify-emulation", str(run), "--nccl-log", str(run / "nccl"),
+                                  "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["meta"]["nccl_witness"]["status"] == "pass"
+
+
+def test_bad_inspector_input(tmp_path, run):
+    src = next((run / "nccl-inspector").iterdir()).read_text().splitlines()
+    future = json.loads(src[0])
+    future["metadata"]["inspector_output_format_version"] = "v9.0"
+    f = tmp_path / "future.log"
+    f.write_text(src[0] + "\n" + json.dumps(future) + "\n")
+    with pytest.raises(InspectorError, match=r"future.log: line 2: inspector_output_format_version 'v9.0'"):
+        read_inspector([f])
+    cut = tmp_path / "cut.log"
+    cut.write_text(src[0] + "\n" + src[1][:40])
+    with pytest.raises(InspectorError, match=r"cut.log: line 2: truncated"):
+        read_inspector([cut])
+    other = tmp_path / "other.log"
+    other.write_text('{"level": "info", "msg": "not NCCL"}\n')
+    with pytest.raises(InspectorError, match=r"other.log: line 1: no 'header'"):
+        read_inspector([other])
+    r = CliRunner().invoke(main, ["collectives", str(run), "--inspector", str(f)])
+    assert r.exit_code == 1 and "v9.0" in r.output and "Traceback" not in r.output
+
+
+def test_prometheus_textfile(tmp_path):
+    f = tmp_path / "nccl_inspector_metrics_GPU-1234.prom"
+    lab = ('version="v5.1",slurm_job_id="unknown",node="spark-01",gpu="GPU0",comm_name="tp",'
+           'n_nodes="2",nranks="2",collective="AllReduce",message_size="4-5GB",algo_proto="Ring_ll"')
+    f.write_text(f"# HELP x\nnccl_bus_bandwidth_gbs{{{lab}}} 678.263\n"
+                 f"nccl_collective_exec_time_microseconds{{{lab}}} 9498.47\n")
+    df = read_prometheus([tmp_path])
+    assert list(df["metric"]) == ["nccl_bus_bandwidth_gbs", "nccl_collective_exec_time_microseconds"]
+    assert df["value"].tolist() == [678.263, 9498.47] and set(df["node"]) == {"spark-01"}
