@@ -4,6 +4,10 @@ Exit codes: 0 PASS, 1 FAIL (or an error), 3 CANNOT JUDGE (too little traffic, a 
 recorded device found at record time but not recorded, or a device's bytes unknown for more than
 1 % of the range: unreadable, reset, saturated or implausible counters). 3, not 2: click already exits 2 on a
 usage error, and a script must tell "cannot judge" from a mistyped option.
+
+With ``--nccl-log`` the exit code is the agreement of NCCL's log with the counters (docs/nccl.md):
+0 confirmed by both, 1 they disagree or NCCL used NET/Socket, 3 the log cannot witness this
+capture or the counters cannot judge. The comparison lives in ``rdmascope.analysis.nccl.witness``.
 """
 
 from __future__ import annotations
