@@ -6,14 +6,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import CLOCK_REALTIME, RequestLogError, _int, _jsonl_objects, _num, _record
+from .common import CLOCK_REALTIME, RequestLogError, _int, _jsonl_objects, _num, _obj, _record
 
 
 _UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
             "sec": 1_000_000_000}
 
 
-def _metric_ns(path, row, metrics: dict, name: str):
+def _metric_ns(path, row, metrics: dict, name: str, *, scalar: bool = True):
     m = metrics.get(name)
     if m is None:
         return None
@@ -24,6 +24,9 @@ def _metric_ns(path, row, metrics: dict, name: str):
         raise RequestLogError(path, f"unknown time unit {unit!r}", row=row,
                               field=f"metrics.{name}.unit")
     v = m["value"]
+    if scalar and isinstance(v, list):
+        raise RequestLogError(path, "expected a number, got a JSON list", row=row,
+                              field=f"metrics.{name}.value")
     if isinstance(v, list):
         return [_num(path, row, f"metrics.{name}", x) * _UNIT_NS[unit] for x in v]
     return _num(path, row, f"metrics.{name}", v) * _UNIT_NS[unit]
@@ -35,7 +38,7 @@ def _read_aiperf(path: Path, text: str):
         md = d.get("metadata")
         if not isinstance(md, dict):
             raise RequestLogError(path, "missing (required)", row=line, field="metadata")
-        metrics = d.get("metrics") or {}
+        metrics = _obj(path, line, "metrics", d.get("metrics"), allow_none=True) or {}
         err = d.get("error")
         ok = not err and not md.get("was_cancelled")
         t0 = _int(path, line, "metadata.request_start_ns", md.get("request_start_ns"),
@@ -60,7 +63,7 @@ def _read_aiperf(path: Path, text: str):
             raise RequestLogError(path, "missing (required; run AIPerf with --streaming)",
                                   row=line, field="metrics.time_to_first_token")
         t_first = t0 + int(round(ttft))
-        icl = _metric_ns(path, line, metrics, "inter_chunk_latency")
+        icl = _metric_ns(path, line, metrics, "inter_chunk_latency", scalar=False)
         chunks = None
         if isinstance(icl, list):
             chunks = [t_first] + [t_first + int(round(c)) for c in np.cumsum(icl)]

@@ -1,5 +1,6 @@
-"""Checks of what the readers built: per-row plausibility (``_validate``), vLLM-style arrays
-checked against themselves (``check_itls``) and the corrections they offer (``apply_fixes``)."""
+"""Checks of what the readers built: per-row plausibility (``_validate``, the one rule every
+reader shares: ``PLAUSIBILITY``), vLLM-style arrays checked against themselves (``check_itls``)
+and the corrections they offer (``apply_fixes``)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,37 @@ import pandas as pd
 from .common import RequestLog, RequestLogError, _join_flag
 
 
+#: The longest a request can take, send to last token (ns): one day. A longer one is a time of
+#: 0, a wrong unit or another clock, never a request (a 56-year TTFT from ``start_time: 0``).
+MAX_REQUEST_NS = 86_400 * 1_000_000_000
+
+#: More tokens than any model's context holds (the longest windows are ~10M tokens): a prompt
+#: or output count above this is a corrupt field, not a request.
+MAX_CONTEXT_TOKENS = 10_000_000
+
+#: The one plausibility rule, applied to the rows of every reader (``_validate``), in words.
+PLAUSIBILITY = (
+    "all three times present; the first token strictly after the send; the last token not "
+    "before the first; chunk times in order, none before the send; the last token and every "
+    "chunk within a day of the send, and the send within a day of the log's median send; no "
+    "more token-bearing chunks than output tokens (unless the tool's stored values failed a "
+    "named consistency check, column 'check'); prompt and output tokens each at most "
+    f"{MAX_CONTEXT_TOKENS:,} (beyond any model's context)")
+
+
 def _validate(path, df: pd.DataFrame) -> pd.DataFrame:
     """Check the successful rows; a row that fails a check becomes a failed row with the reason.
 
     A request_id used twice refuses the file (``RequestLogError``: the rows cannot be told
-    apart). Per row (a bad row is that row's problem, never the file's): all three times
-    present, the first token strictly after the send (a TTFT of 0 is as impossible as a negative
-    one: a first token needs a forward pass), the last token not before the first, chunk times in
-    order. Such a row gets ``ok = False`` and ``error = "invalid: <field>: <what>"``; failed rows
-    are not checked. Returns the checked frame.
+    apart). Per row (a bad row is that row's problem, never the file's) the rule
+    ``PLAUSIBILITY``, the same whatever the reader: all three times present, the first token
+    strictly after the send (a TTFT of 0 is as impossible as a negative one: a first token
+    needs a forward pass), the last token not before the first, chunk times in order and none
+    before the send, nothing later than ``MAX_REQUEST_NS`` after the send, no send more than
+    that from the log's median send (a time of 0 among real ones), no more token chunks than
+    output tokens unless a named check explains them, token counts at most
+    ``MAX_CONTEXT_TOKENS``. Such a row gets ``ok = False`` and ``error = "invalid: <field>:
+    <what>"``; failed rows are not checked. Returns the checked frame.
     """
     ids = df["request_id"]
     dup = ids[ids.duplicated(keep=False)]
@@ -34,6 +57,17 @@ def _validate(path, df: pd.DataFrame) -> pd.DataFrame:
         if why:
             df.at[r.Index, "ok"] = False
             df.at[r.Index, "error"] = f"invalid: {why}"
+    sends = df.loc[df["ok"], "t_send_ns"]
+    if len(sends) > 2:
+        mid = int(np.median(sends.to_numpy(dtype=np.int64)))
+        far = sends[(sends - mid).abs() > MAX_REQUEST_NS]
+        for idx, v in far.items():
+            df.at[idx, "ok"] = False
+            df.at[idx, "error"] = (
+                f"invalid: t_send: the send at {int(v) / 1e9:.6f} s lies "
+                f"{abs(int(v) - mid) / 86_400e9:,.1f} days from the log's median send "
+                f"({mid / 1e9:.6f} s); one log spans less than a day (a time of 0, a wrong unit "
+                "or another clock?)")
     return df
 
 
@@ -52,12 +86,33 @@ def _row_problem(r) -> str:
                 "impossible (the first token needs at least one forward pass)")
     if last < first:
         return f"t_last_token: last token at {last} ns is before the first token at {first} ns"
+    if last - send > MAX_REQUEST_NS:
+        return (f"t_last_token: last token {(last - send) / 1e9:,.0f} s after the send: beyond a "
+                "day, no request takes that long (a send time of 0, a wrong unit or another "
+                "clock?)")
+    for fld, v in (("prompt_tokens", r.prompt_tokens), ("output_tokens", r.output_tokens)):
+        if not pd.isna(v) and int(v) > MAX_CONTEXT_TOKENS:
+            return (f"{fld}: {int(v):,} tokens is beyond any model's context (at most "
+                    f"{MAX_CONTEXT_TOKENS:,})")
     ch = r.chunk_times
-    if ch is not None and len(ch) > 1:
-        d = np.diff(np.asarray(ch, dtype=np.int64))
-        if (d < 0).any():
-            k = int(np.argmax(d < 0)) + 1
-            return f"chunk_times: chunk {k} arrives before chunk {k - 1} (chunk times out of order)"
+    if ch is not None and len(ch):
+        c = np.asarray(ch, dtype=np.int64)
+        if len(c) > 1:
+            d = np.diff(c)
+            if (d < 0).any():
+                k = int(np.argmax(d < 0)) + 1
+                return (f"chunk_times: chunk {k} arrives before chunk {k - 1} (chunk times out "
+                        "of order)")
+        if int(c[0]) < send:
+            return (f"chunk_times: the first chunk arrives {(send - int(c[0])) / 1e9:.6f} s "
+                    "before the send")
+        if int(c[-1]) - send > MAX_REQUEST_NS:
+            return (f"chunk_times: the last chunk {(int(c[-1]) - send) / 1e9:,.0f} s after the "
+                    "send: beyond a day")
+        out = r.output_tokens
+        if not pd.isna(out) and len(c) > max(int(out), 1) and not getattr(r, "check", ""):
+            return (f"chunk_times: {len(c)} token-bearing chunks for {int(out)} output tokens "
+                    "(a chunk carries at least one token)")
     return ""
 
 

@@ -159,7 +159,7 @@ def _num(path, row, fld, v, *, allow_none=False) -> float | None:
         raise RequestLogError(path, f"expected a number, got {v!r}", row=row, field=fld)
     try:
         x = float(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise RequestLogError(path, f"expected a number, got {v!r}", row=row, field=fld) from None
     if not math.isfinite(x):
         raise RequestLogError(path, f"expected a finite number, got {v!r}", row=row, field=fld)
@@ -180,6 +180,36 @@ def _int(path, row, fld, v, *, allow_none=True) -> int | None:
         raise RequestLogError(path, f"expected a non-negative integer, got {v!r}", row=row,
                               field=fld)
     return int(x)
+
+
+_JSON_TYPES = {dict: "a JSON object", list: "a JSON list", str: "a string", bool: "a boolean",
+               int: "a number", float: "a number", type(None): "null"}
+
+
+def _type_name(v: Any) -> str:
+    return _JSON_TYPES.get(type(v), type(v).__name__)
+
+
+def _obj(path, row, fld, v, *, allow_none: bool = False) -> dict | None:
+    """Return v if it is a JSON object (None too with ``allow_none``), else raise naming
+    file/row/field and the type found: the edge where a wrong JSON type stops."""
+    if isinstance(v, dict) or (allow_none and v is None):
+        return v
+    raise RequestLogError(path, f"expected a JSON object, got {_type_name(v)}", row=row,
+                          field=fld)
+
+
+def _arr(path, row, fld, v, *, allow_none: bool = False) -> list | None:
+    """Return v if it is a JSON list (None too with ``allow_none``), else raise naming
+    file/row/field and the type found."""
+    if isinstance(v, list) or (allow_none and v is None):
+        return v
+    raise RequestLogError(path, f"expected a JSON list, got {_type_name(v)}", row=row, field=fld)
+
+
+class UnexpectedShape(RequestLogError):
+    """A value of a type no check expected reached a reader (the last-resort refusal of
+    ``read_request_log``: never a traceback). The edge checks should have named it first."""
 
 
 def _get(d: dict, dotted: str) -> Any:

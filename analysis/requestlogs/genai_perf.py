@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from . import jsonwalk
-from .common import CLOCK_REALTIME, RequestLogError, _int, _load_json, _record
+from .common import CLOCK_REALTIME, RequestLogError, _arr, _int, _load_json, _obj, _record
 from .jsonwalk import _DECODER, _NotLazy, _skip, _walk, _ws
 from .sse import sse_events
 
@@ -18,8 +18,9 @@ def _genai_request(path: Path, pos: int, r: dict) -> tuple[dict[str, Any], bool]
     whether it is a successful request without a usage record."""
     ts0 = _int(path, pos, "timestamp", r.get("timestamp"), allow_none=False)
     stamps = [_int(path, pos, "response_timestamps", st, allow_none=False)
-              for st in (r.get("response_timestamps") or [])]
-    outs = r.get("response_outputs")
+              for st in (_arr(path, pos, "response_timestamps", r.get("response_timestamps"),
+                              allow_none=True) or [])]
+    outs = _arr(path, pos, "response_outputs", r.get("response_outputs"), allow_none=True)
     err = str(r.get("error") or "")
     usage = None
     if outs is None:
@@ -80,9 +81,11 @@ def _read_genai_perf(path: Path, data: dict):
     records, exp_of, no_tokens = [], [], 0
     pos = 0
     for ei, e in enumerate(exps):
-        for r in (e.get("requests") or []):
+        e = _obj(path, None, f"experiments[{ei}]", e)
+        for r in (_arr(path, None, f"experiments[{ei}].requests", e.get("requests"),
+                       allow_none=True) or []):
             pos += 1
-            rec, no_tok = _genai_request(path, pos, r)
+            rec, no_tok = _genai_request(path, pos, _obj(path, pos, "requests[]", r))
             records.append(rec)
             exp_of.append(ei)
             no_tokens += no_tok

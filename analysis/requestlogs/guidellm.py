@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import CLOCK_REALTIME, RequestLogError, _get, _int, _load_json, _num, _record, _s_to_ns
+from .common import (CLOCK_REALTIME, RequestLogError, _arr, _get, _int, _load_json, _num, _record,
+                     _s_to_ns)
 
 
 #: The guidellm ``benchmarks.json`` shapes read (checked against guidellm's own models).
@@ -30,11 +31,13 @@ def _guidellm_requests(path: Path, data: dict):
     for bi, b in flat:
         reqs = b.get("requests") if isinstance(b, dict) else None
         if isinstance(reqs, dict):
-            groups = [("successful", reqs.get("successful") or []),
-                      ("incomplete", reqs.get("incomplete") or []),
-                      ("errored", reqs.get("errored") or [])]
+            groups = [(k, _arr(path, None, f"benchmarks[{bi}].requests.{k}", reqs.get(k),
+                               allow_none=True) or [])
+                      for k in ("successful", "incomplete", "errored")]
         elif isinstance(b, dict) and ("results" in b or "errors" in b):
-            groups = [("successful", b.get("results") or []), ("errored", b.get("errors") or [])]
+            groups = [(st, _arr(path, None, f"benchmarks[{bi}].{k}", b.get(k),
+                                allow_none=True) or [])
+                      for st, k in (("successful", "results"), ("errored", "errors"))]
         else:
             what = ("is a list: no guidellm version writes a flat requests[] list"
                     if isinstance(reqs, list) else "is missing" if reqs is None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import (CLOCK_MONOTONIC, RequestLogError, _get, _int, _load_json, _num, _record,
-                     _s_to_ns)
+from .common import (CLOCK_MONOTONIC, RequestLogError, _arr, _get, _int, _load_json, _num, _obj,
+                     _record, _s_to_ns)
 
 
 def _read_inference_perf(path: Path, data: list):
@@ -16,13 +16,18 @@ def _read_inference_perf(path: Path, data: list):
         err = r.get("error")
         ok = not err
         t0 = _num(path, pos, "start_time", r.get("start_time"))
-        info = r.get("info") or {}
-        rm = info.get("response_metrics") or {}
+        info = _obj(path, pos, "info", r.get("info"), allow_none=True) or {}
+        rm = _obj(path, pos, "info.response_metrics", info.get("response_metrics"),
+                  allow_none=True) or {}
+        chunk_key = next((k for k in ("chunk_times", "output_token_times") if rm.get(k)),
+                         "chunk_times")
         chunk_s = rm.get("chunk_times") or rm.get("output_token_times") or \
             info.get("output_token_times")
+        chunk_s = _arr(path, pos, f"info.response_metrics.{chunk_key}", chunk_s, allow_none=True)
         # inference-perf since its issue 559: content chunks in chunk_times, reasoning-only
         # chunks in reasoning_chunk_times (TTFT from the first of either)
-        reason_s = rm.get("reasoning_chunk_times") or []
+        reason_s = _arr(path, pos, "info.response_metrics.reasoning_chunk_times",
+                        rm.get("reasoning_chunk_times"), allow_none=True) or []
         usage = rm.get("server_usage") or info.get("server_usage") or {}
         srv = usage.get("completion_tokens") if isinstance(usage, dict) else None
         prompt = info.get("input_tokens", _get(info, "request_metrics.text.input_tokens"))
@@ -54,6 +59,19 @@ def _read_inference_perf(path: Path, data: list):
                    for c in (chunk_s or [])]
         reasoning = [_s_to_ns(_num(path, pos, "info.response_metrics.reasoning_chunk_times", c))
                      for c in reason_s]
+        # each list in arrival order (the tool appends as chunks arrive); only the two lists'
+        # interleaving is sorted: a list going back in time is that row's fault, never hidden
+        bad = next(((fld, k) for fld, lst in (("chunk_times", content),
+                                               ("reasoning_chunk_times", reasoning))
+                    for k in range(1, len(lst)) if lst[k] < lst[k - 1]), None)
+        if bad is not None:
+            fld, k = bad
+            records.append(_record(pos, _s_to_ns(t0), None, None,
+                                   _int(path, pos, "info.input_tokens", prompt), None, ok=False,
+                                   error=f"invalid: info.response_metrics.{fld}: chunk {k} "
+                                         f"arrives before chunk {k - 1} (chunk times out of "
+                                         "order)", row=pos))
+            continue
         chunks = sorted(content + reasoning)
         src = "tool field output_tokens"
         if reasoning and srv is not None:

@@ -7,7 +7,7 @@ import io
 import json
 from pathlib import Path
 
-from .common import (CLOCK_MONOTONIC, RequestLogError, _clock, _int, _jsonl_objects, _num,
+from .common import (CLOCK_MONOTONIC, RequestLogError, _arr, _clock, _int, _jsonl_objects, _num,
                      _record, _s_to_ns)
 
 
@@ -67,7 +67,13 @@ def _read_native(path: Path, text: str):
                 raise RequestLogError(path, "missing (required)", row=line, field=name)
         chunks = d.get("chunk_times")
         if isinstance(chunks, str):
-            chunks = json.loads(chunks) if chunks.strip() else None
+            try:
+                chunks = json.loads(chunks) if chunks.strip() else None
+            except json.JSONDecodeError as exc:
+                raise RequestLogError(path, f"expected a JSON list of times in seconds, got "
+                                            f"{chunks[:40]!r} ({exc.msg})", row=line,
+                                      field="chunk_times") from exc
+        chunks = _arr(path, line, "chunk_times", chunks, allow_none=True)
         if chunks is not None:
             chunks = [_s_to_ns(_num(path, line, "chunk_times", c)) for c in chunks]
         rnd = d.get("round")

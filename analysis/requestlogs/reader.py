@@ -9,9 +9,15 @@ from pathlib import Path
 import pandas as pd
 
 from .checks import MAX_CHECK_NOTES, _validate
-from .common import RequestLog, RequestLogError, _frame, _read_text, short_reason
+from .common import (RequestLog, RequestLogError, UnexpectedShape, _frame, _read_text,
+                     short_reason)
 from .detector import detect_format
 from .formats import FORMATS, TABLE
+
+
+#: What a reader raises when a value of a type no edge check expected reaches it.
+_UNEXPECTED = (TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError,
+               RecursionError)
 
 
 def read_request_log(path: str | os.PathLike, format: str | None = None, *,
@@ -38,21 +44,36 @@ def read_request_log(path: str | os.PathLike, format: str | None = None, *,
     if not text.strip():
         raise RequestLogError(p, "is empty")
     if format is None:
-        fmt = detect_format(p, text)
+        try:
+            fmt = detect_format(p, text)
+        except RequestLogError:
+            raise
+        except _UNEXPECTED as exc:
+            raise UnexpectedShape(p, "a value of an unexpected type or shape where the format "
+                                     f"is told ({type(exc).__name__}: "
+                                     f"{short_reason(str(exc), 120)}); give --format") from exc
     else:
         fmt = format.lower().replace("_", "-")
         if fmt not in TABLE:
             raise RequestLogError(p, f"unknown format {format!r}; expected one of "
                                      f"{', '.join(FORMATS)}")
     try:
-        res = TABLE[fmt].read(p, text)
+        try:
+            res = TABLE[fmt].read(p, text)
+            records, clock, notes = res[:3]
+            df = _validate(p, _frame(p, records))
+        except RequestLogError:
+            raise
+        except _UNEXPECTED as exc:
+            # the last resort: a value no edge check expected; refused, never a traceback
+            raise UnexpectedShape(p, f"a value of an unexpected type or shape for a {fmt} file "
+                                     f"({type(exc).__name__}: {short_reason(str(exc), 120)})"
+                                  ) from exc
     except RequestLogError as exc:
         if format is None:
             raise
         raise _suggest_format(p, text, fmt, exc) from exc
-    records, clock, notes = res[:3]
     runs = res[3] if len(res) > 3 else [{"run": 1, "label": "run 1", "meta": {}}]
-    df = _validate(p, _frame(p, records))
     if TABLE[fmt].token_source:
         df["token_source"] = [t or TABLE[fmt].token_source for t in df["token_source"]]
     if run is not None:
@@ -98,10 +119,10 @@ def _suggest_format(p: Path, text: str, fmt: str, exc: RequestLogError) -> Reque
     like when that is another one (``detect_format``), e.g. a vLLM result read as native."""
     try:
         seen = detect_format(p, text)
-    except RequestLogError:
+    except (RequestLogError, *_UNEXPECTED):
         return exc
     if seen == fmt:
         return exc
-    return RequestLogError(p, f"the file looks like format {seen!r}, not {fmt!r}: give --format "
+    return type(exc)(p, f"the file looks like format {seen!r}, not {fmt!r}: give --format "
                               f"{seen} (or no --format, to detect it); read as {fmt!r}: "
                               f"{exc.message}", row=exc.row, field=exc.field)

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from .checks import check_itls
-from .common import CLOCK_MONOTONIC, CLOCK_RELATIVE, RequestLogError, _int, _num, _record, _s_to_ns
+from .common import (CLOCK_MONOTONIC, CLOCK_RELATIVE, RequestLogError, _arr, _int, _num, _record,
+                     _s_to_ns)
 from .jsonwalk import _json_sequence
 
 
@@ -38,6 +39,7 @@ def _read_vllm(path: Path, data: dict, *, run: int = 1, n_runs: int = 1, tool: s
     for k in ("input_lens", "output_lens", "ttfts"):
         if k not in data:
             raise RequestLogError(path, f"{ctx}missing (required for {name} result)", field=k)
+        _arr(path, None, k, data[k])
     n = len(data[n_key])
     arrays = {k: data[k] for k in ("input_lens", "output_lens", "ttfts", "itls", "errors",
                                    "start_times") if k in data and data[k] is not None}
@@ -63,6 +65,8 @@ def _read_vllm(path: Path, data: dict, *, run: int = 1, n_runs: int = 1, tool: s
     else:
         rate = data.get("request_rate", "inf")
         conc = data.get("max_concurrency")
+        if conc is not None:
+            conc = _num(path, None, "max_concurrency", conc)
         if str(rate).lower() not in ("inf", "infinity", "none") or (conc is not None
                                                                    and conc < n):
             how = ("re-run with a vLLM that saves start_times, or use the native format"
@@ -95,7 +99,9 @@ def _read_vllm(path: Path, data: dict, *, run: int = 1, n_runs: int = 1, tool: s
         ttft = _num(path, row, "ttfts", data["ttfts"][i])
         output = _int(path, row, "output_lens", data["output_lens"][i])
         prompt = _int(path, row, "input_lens", data["input_lens"][i])
-        gaps = [_num(path, row, "itls", g) for g in (itls[i] or [])] if itls is not None else None
+        gaps = [_num(path, row, "itls", g) for g in (_arr(path, row, "itls", itls[i],
+                                                          allow_none=True) or [])] \
+            if itls is not None else None
         if ttft == 0 and not output and not gaps:
             # vLLM before PR 5895 kept failed requests with an empty error: TTFT 0, no output
             records.append(_record(f"{prefix}{i}", t0, None, None, prompt, output, ok=False,

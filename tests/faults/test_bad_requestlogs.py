@@ -348,3 +348,170 @@ def test_attribute_cli_refuses_a_huge_count_with_one_error_line(tmp_path, captur
     assert r.exit_code == 1, r.output
     assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
     assert f"Error: {p}: row 1: field 'output_tokens'" in r.output
+
+
+# ------------------------------------------------------------------------------------------------
+# Wrong JSON types reach no reader unchecked; the one plausibility rule in every reader
+# ------------------------------------------------------------------------------------------------
+
+DATA = pathlib.Path(__file__).resolve().parents[1] / "data" / "requestlogs"
+
+
+def _ip_requests(n=3, t0=7000.0):
+    """inference-perf lifecycle records, by hand: 4 chunks 0.1 s apart, 4 output tokens."""
+    return [{"start_time": t0 + 10 * i, "end_time": t0 + 10 * i + 1.0, "error": None,
+             "info": {"input_tokens": 64, "response_metrics": {
+                 "output_tokens": 4,
+                 "chunk_times": [t0 + 10 * i + 0.5 + 0.1 * k for k in range(4)]}}}
+            for i in range(n)]
+
+
+def _genai(reqs):
+    return {"experiments": [{"requests": reqs}]}
+
+
+def _vllm(**kw):
+    d = {"start_times": [10.0, 11.0], "input_lens": [8, 8], "output_lens": [3, 3],
+         "ttfts": [0.5, 0.5], "itls": [[0.1, 0.1], [0.1, 0.1]], "latencies": [0.7, 0.7],
+         "errors": ["", ""]}
+    d.update(kw)
+    return d
+
+
+@pytest.mark.parametrize("name,content,fmt,row,field,match", [
+    # genai-perf: a request that is null, timestamps that are a number, outputs an object
+    ("g.json", _genai([None]), "genai-perf", 1, "requests[]", "got null"),
+    ("g.json", _genai([{"timestamp": 1, "response_timestamps": 5}]), "genai-perf", 1,
+     "response_timestamps", "expected a JSON list, got a number"),
+    ("g.json", _genai([{"timestamp": 1, "response_timestamps": [2],
+                        "response_outputs": {"a": 1}}]), "genai-perf", 1, "response_outputs",
+     "got a JSON object"),
+    ("g.json", {"experiments": [7]}, "genai-perf", None, "experiments[0]", "got a number"),
+    # inference-perf: info a list, response_metrics a number, chunk_times a number
+    ("i.json", [{"start_time": 1.0, "info": []}], "inference-perf", 1, "info", "got a JSON list"),
+    ("i.json", [{"start_time": 1.0, "info": {"response_metrics": 7}}], "inference-perf", 1,
+     "info.response_metrics", "got a number"),
+    ("i.json", [{"start_time": 1.0, "info": {"response_metrics": {"chunk_times": 3.5,
+                                                                  "output_tokens": 2}}}],
+     "inference-perf", 1, "info.response_metrics.chunk_times", "got a number"),
+    # native: chunk_times a number, or text that is no JSON list
+    ("n.jsonl", [_row(0, 1, 2, 3, chunk_times=5)], "native", 1, "chunk_times", "got a number"),
+    ("n.jsonl", [_row(0, 1, 2, 3, chunk_times="[1,")], "native", 1, "chunk_times",
+     "expected a JSON list of times"),
+    # vLLM: an array that is null, one request's ITLs a number, max_concurrency a string
+    ("v.json", _vllm(ttfts=None), "vllm", None, "ttfts", "got null"),
+    ("v.json", _vllm(itls=[5, [0.1]]), "vllm", 1, "itls", "got a number"),
+    ("v.json", {**_vllm(), "start_times": None, "max_concurrency": "x"}, "vllm", None,
+     "max_concurrency", "expected a number"),
+    # aiperf: metrics a list, a scalar metric given a list
+    ("a.jsonl", [{"metadata": {"request_start_ns": 1}, "metrics": []}], "aiperf", 1, "metrics",
+     "got a JSON list"),
+    ("a.jsonl", [{"metadata": {"request_start_ns": 1}, "metrics": {
+        "time_to_first_token": {"value": [1, 2], "unit": "ms"}}}], "aiperf", 1,
+     "metrics.time_to_first_token.value", "got a JSON list"),
+    # guidellm: a status list that is a number
+    ("b.json", {"benchmarks": [{"requests": {"successful": 3}}]}, "guidellm", None,
+     "benchmarks[0].requests.successful", "got a number"),
+])
+def test_wrong_json_types_are_refused_naming_row_and_field(tmp_path, name, content, fmt, row,
+                                                           field, match):
+    """A null, a number or a list where the layout has an object or a list (or the reverse) is
+    refused at the edge with the file, row and field named and the type found: these reached
+    ``.get``, ``len`` or ``<`` before and escaped as tracebacks."""
+    p = tmp_path / name
+    if name.endswith(".jsonl"):
+        p.write_text("".join(json.dumps(r) + "\n" for r in content))
+    else:
+        p.write_text(json.dumps(content))
+    for f in (fmt, None):
+        if f is None and fmt in ("aiperf", "native") and not content:
+            continue
+        try:
+            msg = _fails(p, fmt=f, row=row, field=field, match=match)
+        except AssertionError:
+            if f is None:  # detection may refuse a mutant earlier, naming what it saw
+                with pytest.raises(RequestLogError):
+                    read_request_log(p)
+                continue
+            raise
+        assert "Traceback" not in msg
+
+
+def _ip_file(tmp_path, reqs):
+    p = tmp_path / "per_request_lifecycle_metrics.json"
+    p.write_text(json.dumps(reqs))
+    return p
+
+
+def test_inference_perf_chunk_times_going_back_fail_that_row(tmp_path):
+    """inference-perf appends chunk times as they arrive: a list going back in time is that
+    row's fault (it used to be sorted silently and read as a good request)."""
+    reqs = _ip_requests()
+    ch = reqs[1]["info"]["response_metrics"]["chunk_times"]
+    ch[1], ch[2] = ch[2], ch[1]
+    log = _row_fails(_ip_file(tmp_path, reqs), row=2, field="info.response_metrics.chunk_times",
+                     match="chunk 2 arrives before chunk 1")
+    assert len(log.ok) == 2
+
+
+@pytest.mark.parametrize("fmt", ["inference-perf", "native"])
+def test_more_token_chunks_than_output_tokens_fail_that_row(tmp_path, fmt):
+    """A chunk carries at least one token: 4 token chunks for 2 output tokens is no request,
+    whichever reader built it (the same rule in every reader)."""
+    if fmt == "inference-perf":
+        reqs = _ip_requests()
+        reqs[0]["info"]["response_metrics"]["output_tokens"] = 2
+        p = _ip_file(tmp_path, reqs)
+    else:
+        rows = [_row(i, 5001 + i, 5001.5 + i, 5001.8 + i, output_tokens=4,
+                     chunk_times=[5001.5 + i, 5001.6 + i, 5001.7 + i, 5001.8 + i])
+                for i in range(3)]
+        rows[0]["output_tokens"] = 2
+        p = _jsonl(tmp_path / "log.jsonl", rows)
+    _row_fails(p, row=1, field="chunk_times", match="4 token-bearing chunks for 2 output tokens")
+
+
+def test_a_send_time_of_zero_among_real_ones_fails_that_row(tmp_path):
+    """``start_time: 0`` among sends at ~1.77e9 s made a 56-year TTFT that became the test's
+    mean: the row fails, naming the day rule."""
+    reqs = _ip_requests(t0=1.767e9)
+    reqs[2]["start_time"] = 0
+    log = _row_fails(_ip_file(tmp_path, reqs), row=3, field="t_last_token",
+                     match="beyond a day")
+    assert len(log.ok) == 2
+    # with epoch times (genai-perf, ns): the same rule, the same reason
+    base = 1_767_225_600 * 10**9
+    g = [{"timestamp": base + i * 10**9, "response_timestamps": [base + i * 10**9 + 5 * 10**8],
+          "response_outputs": [{"response": 'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'}]}
+         for i in range(3)]
+    g[0]["timestamp"] = 0
+    p = tmp_path / "profile_export.json"
+    p.write_text(json.dumps(_genai(g)))
+    _row_fails(p, row=1, field="t_last_token", match="beyond a day")
+
+
+def test_a_send_a_day_away_from_the_others_fails_that_row(tmp_path):
+    """Each request alone is plausible, but one send lies 2 days from the log's others (another
+    clock or a unit slip): the row fails, the rest is read."""
+    rows = [_row(i, 5001 + i, 5001.5 + i, 5001.8 + i) for i in range(4)]
+    rows[3].update(t_send=5001 + 2 * 86400, t_first_token=5001.5 + 2 * 86400,
+                   t_last_token=5001.8 + 2 * 86400)
+    _row_fails(_jsonl(tmp_path / "log.jsonl", rows), row=4, field="t_send",
+               match="days from the log's median send")
+
+
+@pytest.mark.parametrize("fmt,field", [("native", "output_tokens"), ("inference-perf",
+                                                                     "output_tokens"),
+                                       ("native", "prompt_tokens")])
+def test_token_counts_beyond_any_context_fail_that_row(tmp_path, fmt, field):
+    """1.77e9 output tokens (an epoch second in a count field) is no request: that row fails
+    naming the field, in every reader."""
+    if fmt == "native":
+        rows = [_row(i, 5001 + i, 5001.5 + i, 5001.8 + i) for i in range(3)]
+        rows[1][field] = 1_770_000_000
+        p = _jsonl(tmp_path / "log.jsonl", rows)
+    else:
+        reqs = _ip_requests()
+        reqs[1]["info"]["response_metrics"]["output_tokens"] = 1_770_000_000
+        p = _ip_file(tmp_path, reqs)
+    _row_fails(p, row=2, field=field, match="beyond any model's context")
