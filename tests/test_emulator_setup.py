@@ -45,7 +45,7 @@ def test_tp2_dense_bytes_per_token_by_hand():
 
 
 def test_expert_parallel_all_to_all_bytes_and_bursts():
-    arch = ModelArch.from_model(QWEN, tp=4, layout="ep")
+    arch = ModelArch.from_model(QWEN, tp=4, layout="ep", all2all_backend="deepep_high_throughput")
     # 48 MoE layers x 2 (dispatch + combine) x 2,048 x 2 bytes x 8 experts x (4-1)/4
     want = 48 * 2 * 2048 * 2 * 8 * 3 // 4
     assert want == 2_359_296
@@ -96,7 +96,8 @@ def test_simulate_cli_plays_a_setup_with_vllm_options(tmp_path):
     out = tmp_path / "cap"
     r = CliRunner().invoke(main, [
         "simulate", "capture", "-o", str(out), "--preset", "qwen3-30b-a3b", "--tp", "4",
-        "--layout", "ep", "--scenario", "prompt=4096,output=4,rounds=1,warmup=0",
+        "--layout", "ep", "--all2all-backend", "deepep_high_throughput",
+        "--scenario", "prompt=4096,output=4,rounds=1,warmup=0",
         "--max-num-batched-tokens", "1024", "--long-prefill-token-threshold", "0",
         "--num-speculative-tokens", "2", "--draft-acceptance-rate", "1"])
     assert r.exit_code == 0, r.output

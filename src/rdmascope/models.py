@@ -764,7 +764,8 @@ MANIFEST_SETUP_KEY = "setup"
 
 def setup_record(*, link_gbps: float | None = None, emulated: bool | None = None,
                  emulated_real_gbps: float | None = None, model: Model | None = None,
-                 tp: int | None = None, nodes: int | None = None) -> dict[str, Any]:
+                 tp: int | None = None, nodes: int | None = None, dp: int | None = None,
+                 all2all_backend: str | None = None) -> dict[str, Any]:
     """Return the setup of one run as ``record`` stores it in the manifest's ``extra.setup``.
 
     ``link_gbps``: the link this run has or stands for (e.g. 100 for an emulated 100 Gb/s link);
@@ -788,6 +789,12 @@ def setup_record(*, link_gbps: float | None = None, emulated: bool | None = None
     if nodes is not None:
         _check_n("nodes", nodes)
         rec["nodes"] = nodes
+    if dp is not None:  # an expert-parallel run: DP replicas (one per node) and vLLM's backend
+        _check_n("dp", dp)
+        rec["dp"] = dp
+    if all2all_backend is not None:
+        check_backend(all2all_backend)
+        rec["all2all_backend"] = all2all_backend
     return rec
 
 
@@ -807,10 +814,12 @@ def recorded_setup(meta: dict[str, Any] | None) -> dict[str, Any]:
             out[k] = float(v)
     if isinstance(rec.get("emulated"), bool):
         out["emulated"] = rec["emulated"]
-    for k in ("tp", "nodes"):
+    for k in ("tp", "nodes", "dp"):
         v = rec.get(k)
         if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
             out[k] = v
+    if rec.get("all2all_backend") in ALL2ALL_BACKENDS:
+        out["all2all_backend"] = rec["all2all_backend"]
     if isinstance(rec.get("model"), dict):
         try:
             out["model"] = model_from_dict(rec["model"])
@@ -907,8 +916,15 @@ def resolve_setup(*, preset_name: str | None = None, config: str | os.PathLike |
 
     tp = pick("tp", tp, 8, "default: TP8, the study's (give --tp)")
     given_nodes = nodes
+    if dp is None and layout == "ep":  # an EP run recorded its DP replicas and backend
+        for rec, side in ((rec_a, "A"), (rec_b, "B")):
+            if "dp" in rec:
+                dp = rec["dp"]
+                all2all_backend = all2all_backend or rec.get("all2all_backend")
+                src["dp"] = f"manifest of {side}"
+                break
     if dp is not None:
-        src["dp"] = "--dp"
+        src.setdefault("dp", "--dp")
         src["nodes"] = "--nodes" if nodes is not None else "one node (or Pod) per DP replica"
     nodes = nodes if dp is not None else pick("nodes", nodes, None,
                                               "default: one node per TP rank (DGX Spark)")

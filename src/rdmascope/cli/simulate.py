@@ -7,7 +7,7 @@ import sys
 import click
 
 from rdmascope.cli.output import DURATION_NS, NONNEG_SECONDS, POSITIVE
-from rdmascope.models import PRESETS
+from rdmascope.models import ALL2ALL_BACKENDS, PRESETS
 
 #: the most nodes an emulated cluster may have: each writes a capture (or, live, a tree
 #: rewritten at ~4 kHz); --nodes 100000 filled the disk instead of being refused
@@ -55,8 +55,9 @@ def _scenario_options(f):
                           "layers, hidden size and bytes shape the all-reduces."),
         click.option("--config", type=click.Path(exists=True), default=None,
                      help="The served model from a Hugging Face config.json."),
-        click.option("--tp", type=click.IntRange(min=2), default=None,
-                     help="Tensor-parallel size (default 8, the study's)."),
+        click.option("--tp", type=click.IntRange(min=1), default=None,
+                     help="Tensor-parallel size (default 8, the study's; with --dp the TP "
+                          "ranks inside each node)."),
         click.option("--port-gbps", type=POSITIVE, default=None,
                      help="The port's rate, Gb/s, as sysfs reports it and the cable carries "
                           "(default 200, a DGX Spark's)."),
@@ -71,6 +72,26 @@ def _scenario_options(f):
                      help="tp: tensor-parallel all-reduces (default); ep: expert-parallel "
                           "all-to-all dispatch and combine per MoE layer (a MoE --preset or "
                           "--config), attention data-parallel."),
+        click.option("--dp", type=click.IntRange(min=1), default=None,
+                     help="With --layout ep: DP replicas, one per node, each with --tp ranks "
+                          "inside it over NVLink (nothing of TP on the NIC)."),
+        click.option("--all2all-backend", "all2all_backend",
+                     type=click.Choice(list(ALL2ALL_BACKENDS)), default=None,
+                     help="With --layout ep: vLLM's --all2all-backend (default "
+                          "allgather_reducescatter, vLLM's)."),
+        click.option("--rails", type=click.IntRange(1, 16), default=None,
+                     help="Play a rail-optimised InfiniBand node instead of a Spark: this many "
+                          "single-port HCAs (mlx5_0 ...; link_layer InfiniBand, no twins), the "
+                          "collective spread evenly over them."),
+        click.option("--rail-gbps", type=POSITIVE, default=None,
+                     help="With --rails: each rail's rate, Gb/s (default 400, NDR)."),
+        click.option("--resize-at", type=POSITIVE, default=None, metavar="S",
+                     help="A resize under load at model time S seconds: --rails-before rails "
+                          "and/or --dp-before DP replicas until then."),
+        click.option("--rails-before", type=click.IntRange(min=1), default=None,
+                     help="With --resize-at: rails present before it (the others appear then)."),
+        click.option("--dp-before", type=click.IntRange(min=1), default=None,
+                     help="With --resize-at: DP replicas before it (ranks join then)."),
     ]
     for name, kind, text in ENGINE_OPTIONS:
         options.append(click.option("--" + name.replace("_", "-"), name,
@@ -115,7 +136,9 @@ def _cluster_options(*, live: bool):
 
 
 def _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds, preset=None, config=None,
-             tp=None, port_gbps=None, twin_gbps=None, layout=None, twins=None, **engine):
+             tp=None, port_gbps=None, twin_gbps=None, layout=None, twins=None, dp=None,
+             all2all_backend=None, rails=None, rail_gbps=None, resize_at=None,
+             rails_before=None, dp_before=None, **engine):
     """Return (traffic, setup record or None): the scenario played with the given model, TP size
     and link; the record (``rdmascope.models.setup_record``) only when one of them was given."""
     from dataclasses import replace
@@ -124,6 +147,7 @@ def _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds, preset=N
     from rdmascope.emulator.model import (
         EngineConfig,
         ModelArch,
+        Resize,
         TrafficConfig,
         link_config,
         make_scenario,
@@ -147,18 +171,41 @@ def _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds, preset=N
         lc = replace(lc, cable_gbps=cable, twins=twins or 2, active_twins=min(lc.active_twins,
                                                                                twins or 2),
                      twin_gbps=twin_gbps or (cable if twins == 1 else lc.twin_gbps))
-        arch = ModelArch.from_model(model, tp=tp or 8, layout=layout or "tp")
+        if rails:
+            if link != "200" or twins or twin_gbps or tcp_fallback:
+                raise ValueError("--rails plays InfiniBand HCAs without twins: it takes no "
+                                 "--link emulated100, --twins, --twin-gbps or --tcp-fallback")
+            lc = replace(lc, rails=rails, rail_gbps=rail_gbps or 400.0)
+        elif rail_gbps or rails_before:
+            raise ValueError("--rail-gbps and --rails-before go with --rails N")
+        if (rails_before or dp_before) and not resize_at:
+            raise ValueError("--rails-before and --dp-before go with --resize-at S")
+        if resize_at and not (rails_before or dp_before):
+            raise ValueError("--resize-at S needs --rails-before N and/or --dp-before N")
+        if (dp or all2all_backend) and (layout or "tp") != "ep":
+            raise ValueError("--dp and --all2all-backend go with --layout ep")
+        arch = ModelArch.from_model(model, tp=tp or 8, layout=layout or "tp", dp=dp,
+                                    all2all_backend=all2all_backend
+                                    or models.DEFAULT_ALL2ALL_BACKEND)
         eng = replace(EngineConfig(), **{k: v for k, v in engine.items() if v is not None})
-        traffic = simulate(sc, TrafficConfig(arch=arch, engine=eng, link=lc), seed=seed)
+        resize = (Resize(resize_at, rails_before=rails_before, dp_before=dp_before)
+                  if resize_at else None)
+        traffic = simulate(sc, TrafficConfig(arch=arch, engine=eng, link=lc, resize=resize),
+                           seed=seed)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     record = None
-    if any(v is not None for v in (preset, config, tp, port_gbps, twin_gbps)):
+    if rails:  # a rail's port rate, not a Spark twin's
+        port_gbps = port_gbps or lc.rail_gbps
+    if any(v is not None for v in (preset, config, tp, port_gbps, twin_gbps, dp, rails)):
         emulated = lc.active_twins == 1
         record = models.setup_record(
-            link_gbps=lc.cable_gbps / 2 if emulated else lc.cable_gbps, emulated=emulated,
+            link_gbps=(lc.rate_gbps if lc.rails else
+                       lc.cable_gbps / 2 if emulated else lc.cable_gbps), emulated=emulated,
             emulated_real_gbps=lc.twin_gbps if emulated else None, model=model, tp=arch.tp,
-            nodes=arch.tp)
+            nodes=arch.nodes,
+            **({"dp": arch.ep_dp, "all2all_backend": arch.all2all_backend}
+               if arch.layout == "ep" else {}))
     return traffic, record
 
 
@@ -296,6 +343,9 @@ def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, s
 def link_text(cfg) -> str:
     """The emulated link as played, e.g. ``link 200: a 400 Gb/s port, both twins (220 Gb/s
     each)``: ``--link`` names the setup, ``--port-gbps``/``--twin-gbps`` set its rates."""
+    if cfg.rails:
+        return (f"{cfg.rails} InfiniBand rail{'s' if cfg.rails != 1 else ''} at "
+                f"{cfg.rail_gbps:g} Gb/s each (no twins)")
     if cfg.tcp_fallback:
         return (f"link {cfg.name}: TCP fallback at {cfg.tcp_gbps:g} Gb/s "
                 f"(a {cfg.cable_gbps:g} Gb/s port)")

@@ -68,6 +68,11 @@ class ModelArch:
     ``tokens x hidden x bytes x experts_per_token x (nodes-1)/nodes`` out of the node (and as much
     in), in ``nodes - 1`` exchanges (``rdmascope.models.ep_bytes_per_token``, cited there).
     ``nodes`` (default ``tp``): machines the ranks span; on one node nothing crosses the network.
+    EP with ``dp`` (the hybrid layout of ``rdmascope.models.Setup``): ``dp`` DP replicas, one per
+    node (``nodes`` defaults to ``dp``), ``tp`` TP ranks inside each over NVLink (nothing on the
+    NIC); ``all2all_backend`` (vLLM's ``--all2all-backend``) picks the formula
+    (``rdmascope.models.ep_node_bytes_per_token``, cited there); the pass's dispatch and combine
+    collectives share its bytes equally. Without ``dp`` the EP layout has one DP replica per node.
     Raises ``ValueError`` for a bad size, an unknown layout or EP without MoE fields.
     """
 
@@ -79,13 +84,23 @@ class ModelArch:
     layout: str = "tp"
     moe_layers: int = 0
     experts_per_token: int = 0
+    dp: int | None = None
+    all2all_backend: str = "allgather_reducescatter"
 
     def __post_init__(self):
+        from rdmascope.models import check_backend
+
         for name in ("layers", "hidden", "bytes_per_value", "tp"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.dp is not None and (self.dp < 1 or self.layout != "ep"):
+            raise ValueError(f"dp must be >= 1 and goes with layout ep, got dp={self.dp} "
+                             f"layout={self.layout}")
+        check_backend(self.all2all_backend)
         if self.nodes is None:
-            object.__setattr__(self, "nodes", self.tp)
+            object.__setattr__(self, "nodes", self.tp if self.dp is None else self.dp)
+        if self.dp is not None and self.nodes not in (1, self.dp):
+            raise ValueError(f"{self.nodes} nodes for DP{self.dp}: one node per DP replica, or 1")
         if self.nodes < 1:
             raise ValueError(f"nodes must be >= 1, got {self.nodes}")
         if self.layout not in ("tp", "ep"):
@@ -96,8 +111,10 @@ class ModelArch:
 
     @classmethod
     def from_model(cls, model, *, tp: int = 8, nodes: int | None = None,
-                   layout: str = "tp") -> ModelArch:
-        """Return the arch of a ``rdmascope.models.Model`` at TP size ``tp`` over ``nodes``.
+                   layout: str = "tp", dp: int | None = None,
+                   all2all_backend: str = "allgather_reducescatter") -> ModelArch:
+        """Return the arch of a ``rdmascope.models.Model`` at TP size ``tp`` over ``nodes``
+        (EP: ``dp`` replicas and vLLM's ``all2all_backend``, see the class docstring).
 
         Raises ``ValueError`` (``rdmascope.models.ModelError`` is one) for EP on a dense model or
         one whose MoE fields are unknown.
@@ -109,7 +126,18 @@ class ModelArch:
         return cls(layers=model.layers, hidden=model.hidden_size,
                    bytes_per_value=model.bytes_per_value, tp=tp, nodes=nodes, layout=layout,
                    moe_layers=(model.moe_layers or 0) if moe else 0,
-                   experts_per_token=(model.experts_per_token or 0) if moe else 0)
+                   experts_per_token=(model.experts_per_token or 0) if moe else 0,
+                   dp=dp, all2all_backend=all2all_backend)
+
+    @property
+    def ep_dp(self) -> int:
+        """DP replicas of the EP layout: ``dp``, else one per node."""
+        return self.dp if self.dp is not None else self.nodes
+
+    @property
+    def ep_tp(self) -> int:
+        """TP ranks inside each replica: ``tp`` with ``dp``, else ``tp / nodes`` (at least 1)."""
+        return self.tp if self.dp is not None else max(self.tp // self.nodes, 1)
 
     @property
     def networked(self) -> bool:
@@ -149,20 +177,29 @@ class ModelArch:
     def collective_steps(self) -> int:
         """Sequential exchanges of one collective: ``2(N-1)`` ring steps (tp), ``nodes - 1``
         peer exchanges (ep)."""
-        return self.ring_steps if self.layout == "tp" else max(self.nodes - 1, 1)
+        return self.ring_steps if self.layout == "tp" else max(self.ep_dp - 1, 1)
 
     def collective_bytes(self, tokens: int) -> float:
         """Return the bytes one node sends in one collective of a pass with ``tokens`` tokens.
 
-        tp: ``allreduce_bytes``; ep: ``tokens x hidden x bytes x experts_per_token x
-        (nodes-1)/nodes``; 0 on one node.
+        tp: ``allreduce_bytes``; ep, top-k dispatch/combine backends: ``tokens x hidden x bytes
+        x experts_per_token x (D-1)/D``; ep, DP-group backends: ``tokens x ep_tp x s/2 x (D-1) x
+        hidden x bytes`` with s = 2 (allgather_reducescatter) or 3 (naive) ring sends per MoE
+        layer (``rdmascope.models.ep_rank_bytes_per_token``); 0 on one node.
         """
+        from rdmascope.models import _DP_GROUP_SENDS, check_backend
+
         if not self.networked:
             return 0.0
         if self.layout == "tp":
             return self.allreduce_bytes(tokens)
-        return (tokens * self.hidden * self.bytes_per_value * self.experts_per_token
-                * (self.nodes - 1) / self.nodes)
+        d = self.ep_dp
+        kind = check_backend(self.all2all_backend)
+        if kind == "dispatch_combine":
+            return (tokens * self.hidden * self.bytes_per_value * self.experts_per_token
+                    * (d - 1) / d)
+        return (tokens * self.ep_tp * _DP_GROUP_SENDS[kind] * (d - 1) * self.hidden
+                * self.bytes_per_value / 2)
 
     @property
     def bytes_per_token(self) -> float:
@@ -335,8 +372,18 @@ class LinkConfig:
     #: background (management, ssh, monitoring) traffic on each netdev, bytes/s
     netdev_idle_tx_bps: float = 12_000.0
     netdev_idle_rx_bps: float = 20_000.0
+    #: > 0: a rail-optimised InfiniBand node instead of a Spark port: this many single-port HCAs
+    #: (``rdmascope.emulator.rails``, no twins, no netdevs), each carrying ``rail_gbps``; NCCL
+    #: spreads the collective evenly over them (one NIC per GPU)
+    rails: int = 0
+    rail_gbps: float = 400.0
 
     def __post_init__(self):
+        if self.rails < 0 or self.rail_gbps <= 0:
+            raise ValueError(f"rails must be >= 0 and rail_gbps positive, got {self.rails}, "
+                             f"{self.rail_gbps}")
+        if self.rails and self.tcp_fallback:
+            raise ValueError("the InfiniBand rails have no TCP fallback in the emulator")
         if self.twins not in (1, 2):
             raise ValueError(f"twins must be 1 or 2, got {self.twins}")
         if self.active_twins not in (1, 2) or self.active_twins > self.twins:
@@ -348,6 +395,8 @@ class LinkConfig:
     @property
     def rate_gbps(self) -> float:
         """Rate of a bandwidth-bound transfer (Gb/s): ``min(cable, active x twin)`` or the TCP rate."""
+        if self.rails:
+            return self.rails * self.rail_gbps
         if self.tcp_fallback:
             return self.tcp_gbps
         return min(self.cable_gbps, self.active_twins * self.twin_gbps)
@@ -370,13 +419,66 @@ def link_config(name: str, *, tcp_fallback: bool = False) -> LinkConfig:
 
 
 @dataclass(frozen=True)
+class Resize:
+    """A resize under load at model time ``at_s``: before it the node had ``rails_before`` of
+    the link's rails (the others join at ``at_s``, their counters starting then) and/or the EP
+    layout had ``dp_before`` DP replicas (ranks on other nodes join at ``at_s``: every pass
+    from then on runs the collective over the larger DP group). None = unchanged."""
+
+    at_s: float
+    rails_before: int | None = None
+    dp_before: int | None = None
+
+    def __post_init__(self):
+        if not self.at_s > 0:
+            raise ValueError(f"a resize needs a time > 0 s, got {self.at_s}")
+        for name in ("rails_before", "dp_before"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ValueError(f"{name} must be >= 1, got {v}")
+
+    @property
+    def at_ns(self) -> int:
+        return int(round(self.at_s * 1e9))
+
+
+@dataclass(frozen=True)
 class TrafficConfig:
-    """Everything the model needs besides the scenario."""
+    """Everything the model needs besides the scenario (``resize``: see ``Resize``)."""
 
     arch: ModelArch = field(default_factory=ModelArch)
     engine: EngineConfig = field(default_factory=EngineConfig)
     compute: ComputeModel = field(default_factory=ComputeModel)
     link: LinkConfig = field(default_factory=LinkConfig)
+    resize: Resize | None = None
+
+    def __post_init__(self):
+        r = self.resize
+        if r is None:
+            return
+        if r.rails_before is not None and not (self.link.rails and r.rails_before
+                                               < self.link.rails):
+            raise ValueError(f"rails_before {r.rails_before} must be below the link's rails "
+                             f"({self.link.rails})")
+        if r.dp_before is not None and not (self.arch.layout == "ep" and self.arch.dp
+                                            and r.dp_before < self.arch.dp):
+            raise ValueError(f"dp_before {r.dp_before} needs an EP layout with more DP "
+                             f"replicas ({self.arch.dp})")
+
+    def arch_at(self, t_ns: int) -> ModelArch:
+        """The layout in force at model time ``t_ns`` (before a resize: ``dp_before``)."""
+        r = self.resize
+        if r is not None and r.dp_before is not None and t_ns < r.at_ns:
+            return replace(self.arch, dp=r.dp_before,
+                           nodes=r.dp_before if self.arch.nodes == self.arch.dp else 1)
+        return self.arch
+
+    def rate_at(self, t_ns: int) -> float:
+        """The link rate (Gb/s) at model time ``t_ns`` (before a resize: ``rails_before``)."""
+        r = self.resize
+        if r is not None and r.rails_before is not None and t_ns < r.at_ns:
+            return r.rails_before * self.link.rail_gbps
+        return self.link.rate_gbps
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -390,13 +492,22 @@ class TrafficConfig:
 @dataclass(frozen=True)
 class RequestGroup:
     """Requests sent together (one round of one test); sent ``gap_before_s`` after the previous
-    group's last token (or after the scenario start for the first group)."""
+    group's last token (or after the scenario start for the first group).
+
+    ``concurrency`` > 0 makes the group a closed-loop cell (a benchmark client's
+    ``--max-concurrency``, e.g. ``vllm bench serve``): ``concurrency`` requests are sent at
+    once, and every time one finishes (its last token) the next is sent, so at most
+    ``concurrency`` are in flight; ``prompt_tokens`` has one entry per request, in sending order.
+    The first ``warmup_requests`` of the cell are warm-ups (round 0), the rest belong to
+    ``round``."""
 
     test: str
     round: int
     prompt_tokens: tuple[int, ...]
     output_tokens: int
     gap_before_s: float
+    concurrency: int = 0
+    warmup_requests: int = 0
 
 
 @dataclass(frozen=True)
@@ -470,7 +581,7 @@ SCENARIO_NAMES = (*TEST_PLAN, "demo", "single4k")
 
 #: the keys of a scenario spec (``scenario_from_spec``) and their defaults
 SPEC_KEYS = {"prompt": None, "concurrency": 1, "output": 1024, "rounds": 3, "warmup": 1,
-             "gap": 10.0}
+             "gap": 10.0, "requests": None}
 
 
 def scenario_from_spec(spec: str) -> Scenario:
@@ -481,7 +592,14 @@ def scenario_from_spec(spec: str) -> Scenario:
     each round, default 1), ``output`` (output tokens per request, 1,024), ``rounds`` (measured
     rounds, 3), ``warmup`` (1: one warm-up round first, round 0, as the study; 0: none),
     ``gap`` (idle seconds between rounds, 10). Each test is named ``<prompt>x<concurrency>``.
-    Raises ``ValueError`` naming the key and what was expected.
+
+    Closed loop (``requests=N`` given, e.g. ``prompt=1024,concurrency=1+8+64,requests=256,
+    warmup=4``): every (prompt, concurrency) pair is one cell, a test named
+    ``<prompt>xc<concurrency>``, in which a client keeps ``concurrency`` requests in flight
+    until ``N`` have been sent (``RequestGroup.concurrency``); ``concurrency`` may list several
+    values joined by ``+`` (a sweep, one capture); ``warmup`` is then the number of warm-up
+    requests at the start of each cell (default 0); ``rounds`` does not apply; ``gap`` separates
+    the cells. Raises ``ValueError`` naming the key and what was expected.
     """
     vals: dict[str, str] = {}
     for part in spec.split(","):
@@ -515,6 +633,8 @@ def scenario_from_spec(spec: str) -> Scenario:
                          "joined by +") from None
     if any(p < 1 for p in prompts):
         raise ValueError(f"scenario spec: every prompt must be >= 1 token, got {vals['prompt']}")
+    if "requests" in vals:
+        return _closed_loop_scenario(spec, vals, prompts, number)
     conc = number("concurrency", int, 1)
     output = number("output", int, 1)
     rounds = number("rounds", int, 1)
@@ -530,6 +650,41 @@ def scenario_from_spec(spec: str) -> Scenario:
     return Scenario(spec, tuple(groups), 1.0,
                     f"prompts {'+'.join(map(str, prompts))} x {conc} concurrent; {rounds} "
                     f"round(s){' + warm-up' if warmup else ''}; output {output} tokens")
+
+
+def _closed_loop_scenario(spec: str, vals: dict[str, str], prompts: list[int], number
+                          ) -> Scenario:
+    """The closed-loop cells of ``scenario_from_spec`` (``requests=N`` given)."""
+    if "rounds" in vals:
+        raise ValueError(f"scenario spec {spec!r}: rounds does not apply to closed-loop cells "
+                         "(requests=N): each cell sends N requests once")
+    try:
+        concs = [int(x) for x in vals.get("concurrency", "1").split("+")]
+    except ValueError:
+        raise ValueError(f"scenario spec: concurrency={vals['concurrency']} is not a list of "
+                         "integers joined by +") from None
+    if any(c < 1 for c in concs):
+        raise ValueError(f"scenario spec: every concurrency must be >= 1, got "
+                         f"{vals['concurrency']}")
+    n = number("requests", int, 1)
+    output = number("output", int, 1)
+    warm = int(vals.get("warmup", "0")) if vals.get("warmup", "0").isdigit() else None
+    if warm is None:
+        raise ValueError(f"scenario spec: warmup={vals['warmup']} is not a number of warm-up "
+                         "requests (an integer >= 0)")
+    if warm >= n:
+        raise ValueError(f"scenario spec: warmup ({warm}) must be fewer than requests ({n})")
+    gap = number("gap", float, 0.0)
+    groups = []
+    for p in prompts:
+        for c in concs:
+            groups.append(RequestGroup(f"{p}xc{c}", 1, (p,) * n, output,
+                                       1.0 if not groups else gap, concurrency=c,
+                                       warmup_requests=warm))
+    return Scenario(spec, tuple(groups), 1.0,
+                    f"closed loop: prompts {'+'.join(map(str, prompts))}, concurrency "
+                    f"{'+'.join(map(str, concs))}; {n} requests per cell ({warm} warm-up); "
+                    f"output {output} tokens")
 
 
 def make_scenario(name: str, *, output_tokens: int | None = None, rounds: int | None = None,
@@ -594,6 +749,11 @@ class Series:
     direction: str  # "tx" | "rx"
     collective_share: float
     idle_bps: float
+    #: a resize: until ``change_ns`` the series carried ``share_before`` of the collective (0 for
+    #: a device that appears then: ``appears`` is true and it has no counters before)
+    change_ns: int | None = None
+    share_before: float = 0.0
+    appears: bool = False
 
 
 @dataclass
@@ -650,7 +810,12 @@ class Traffic:
         out = np.empty((len(keys or self.series), t.size), dtype=np.float64)
         for i, k in enumerate(keys or self.series_keys):
             s = by_key[k]
-            out[i] = s.collective_share * c + s.idle_bps * np.clip(t, 0, None) * 1e-9
+            if s.change_ns is None:
+                out[i] = s.collective_share * c + s.idle_bps * np.clip(t, 0, None) * 1e-9
+            else:  # bytes = integral of the share: before the change, then after it
+                c_at = self.collective_bytes(np.minimum(t, s.change_ns))
+                out[i] = (s.share_before * c_at + s.collective_share * (c - c_at)
+                          + s.idle_bps * np.clip(t, 0, None) * 1e-9)
         return out
 
     def max_rate_gbps(self) -> float:
@@ -727,6 +892,9 @@ class _Req:
     generated: int = 0
     t_first: int | None = None
     t_last: int | None = None
+    prompt_bytes: float = 0.0  # per node, of the passes that carried its prompt tokens
+    t_send: int = 0  # when the client sent it (closed loop: when a slot freed)
+    t_arrive: int = 0  # when the engine can schedule it (t_send + request overhead)
 
     @property
     def prefilling(self) -> bool:
@@ -785,6 +953,7 @@ def simulate(scenario: Scenario, config: TrafficConfig | None = None, *, seed: i
     rate = link.rate_gbps
     n_ar = arch.collectives_per_pass
     steps = arch.collective_steps
+    base_arch = arch
     # compute-gap weights: tp [embedding, (attention, MoE) x layers]; ep [(attention, experts) x
     # MoE layers] (a dispatch after the attention, a combine after the experts)
     blocks = arch.layers if arch.layout == "tp" else arch.moe_layers
@@ -804,12 +973,28 @@ def simulate(scenario: Scenario, config: TrafficConfig | None = None, *, seed: i
             raise ValueError(f"group {group.test} round {group.round}: a prompt longer than "
                              "max_num_batched_tokens needs enable_chunked_prefill")
         t_send = build.now + int(round(group.gap_before_s * 1e9))
+        overhead = int(round(eng.request_overhead_s * 1e9))
         build.idle_until(t_send)
-        build.idle_until(t_send + int(round(eng.request_overhead_s * 1e9)))
         reqs = [_Req(i, p, group.output_tokens) for i, p in enumerate(group.prompt_tokens)]
-        waiting = list(reqs)
+        slots = group.concurrency if group.concurrency > 0 else len(reqs)
+        unsent = list(reqs)
+        sent: list[_Req] = []  # sent, not yet schedulable (in arrival order)
+
+        def send(t: int, n: int) -> None:
+            for r in unsent[:n]:
+                r.t_send, r.t_arrive = t, t + overhead
+                sent.append(r)
+            del unsent[:n]
+
+        send(t_send, slots)
+        waiting: list[_Req] = []
         running: list[_Req] = []
-        while running or waiting:
+        while running or waiting or sent:
+            while sent and sent[0].t_arrive <= build.now:
+                waiting.append(sent.pop(0))
+            if not running and not waiting:
+                build.idle_until(sent[0].t_arrive)
+                continue
             sched = schedule_step(running, waiting, eng)
             if not sched:  # cannot happen with a positive budget; guard against a silent hang
                 raise ValueError("the engine scheduled nothing (check max_num_seqs and the budget)")
@@ -822,6 +1007,9 @@ def simulate(scenario: Scenario, config: TrafficConfig | None = None, *, seed: i
             compute_s = comp.compute_s(tokens, attention, dec_ctx) * _lognormal(rng, comp.jitter)
             gather = gather_per_token * dec_tokens
             t0 = build.now
+            if cfg.resize is not None:  # the layout and link in force when the pass starts
+                arch, rate = cfg.arch_at(t0), cfg.rate_at(t0)
+                steps = arch.collective_steps
             ar_bytes = arch.collective_bytes(tokens)
             if prefill > 0:
                 # compute gaps before each all-reduce: the attention blocks carry the context work
@@ -856,6 +1044,7 @@ def simulate(scenario: Scenario, config: TrafficConfig | None = None, *, seed: i
             for r, n in sched:
                 if r.prefilling:
                     r.computed += n
+                    r.prompt_bytes += n * arch.bytes_per_token
                     if not r.prefilling:
                         r.t_first = t1
                         r.generated = 1
@@ -866,22 +1055,43 @@ def simulate(scenario: Scenario, config: TrafficConfig | None = None, *, seed: i
                     r.generated = min(r.generated + accepted, r.output)
                 if r.t_first is not None and r.generated >= r.output:
                     r.t_last = t1
+            done = sum(1 for r in running if r.t_last is not None)
             running = [r for r in running if r.t_last is None]
+            if done and unsent:  # closed loop: a finished request frees its slot at once
+                send(t1, done)
         for r in reqs:
+            rnd = 0 if r.index < group.warmup_requests else group.round
             requests.append(RequestTiming(
-                request_id=f"{group.test}-r{group.round}-{r.index}", test=group.test,
-                round=group.round, t_send_ns=t_send, t_first_ns=r.t_first, t_last_ns=r.t_last,
+                request_id=f"{group.test}-r{rnd}-{r.index}", test=group.test,
+                round=rnd, t_send_ns=r.t_send, t_first_ns=r.t_first, t_last_ns=r.t_last,
                 prompt_tokens=r.prompt, output_tokens=r.output,
-                prompt_bytes=r.prompt * arch.bytes_per_token))
+                prompt_bytes=r.prompt * base_arch.bytes_per_token if cfg.resize is None
+                else r.prompt_bytes))
     duration = build.now + int(round(scenario.tail_s * 1e9))
     build.idle_until(duration)
     t_ns, cum = build.arrays()
     return Traffic(scenario=scenario, config=cfg, seed=seed, t_ns=t_ns, cum_bytes=cum,
                    requests=requests, passes=passes, duration_ns=duration,
-                   series=_series(link))
+                   series=_series(link, cfg.resize))
 
 
-def _series(link: LinkConfig) -> list[Series]:
+def _series(link: LinkConfig, resize: Resize | None = None) -> list[Series]:
+    if link.rails:
+        from rdmascope.emulator.rails import rail_device
+
+        before = resize.rails_before if resize is not None else None
+        out = []
+        for i in range(link.rails):
+            for d in ("tx", "rx"):
+                if before is None:
+                    out.append(Series(f"{rail_device(i)}/{d}", "infiniband", rail_device(i), d,
+                                      1.0 / link.rails, 0.0))
+                else:
+                    out.append(Series(f"{rail_device(i)}/{d}", "infiniband", rail_device(i), d,
+                                      1.0 / link.rails, 0.0, change_ns=resize.at_ns,
+                                      share_before=1.0 / before if i < before else 0.0,
+                                      appears=i >= before))
+        return out
     out = []
     for i, dev in enumerate(TWINS[:link.twins]):
         share = 0.0 if link.tcp_fallback or i >= link.active_twins else 1.0 / link.active_twins

@@ -180,13 +180,14 @@ def _replace_prefix(obj: Any, old: str, new: str) -> Any:
 
 def sampler_view(tree: EmulatedTree | None = None, *, netdev_stats: bool = True,
                  seed: int = 0, root_name: str = DEFAULT_ROOT, rate: str | None = None,
-                 twins: int = 2, pcie_width: int = 4
+                 twins: int = 2, pcie_width: int = 4, rails: int = 0
                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Return (devices, counters) as ``rdmascope record`` would put them in its manifest.
 
     Runs the sampler's ``discover`` and ``counter_descriptors`` (default counters, plus the netdev
     bytes with ``netdev_stats``) on ``tree`` or, when None, on a temporary tree whose paths are
-    then written as if it lived at ``root_name`` (so the result is deterministic).
+    then written as if it lived at ``root_name`` (so the result is deterministic); ``rails`` > 0
+    builds a rail-optimised InfiniBand node instead (``rdmascope.emulator.rails``).
     """
     from rdmascope.sampler.discovery import counter_descriptors, discover
 
@@ -194,8 +195,14 @@ def sampler_view(tree: EmulatedTree | None = None, *, netdev_stats: bool = True,
     if tree is None:
         base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
         tmp = tempfile.mkdtemp(prefix="rdmascope-sim-", dir=base)
-        tree = build_tree(Path(tmp) / "sys", seed=seed, twins=twins, pcie_width=pcie_width,
-                          **({"rate": rate} if rate is not None else {}))
+        if rails:
+            from rdmascope.emulator.rails import build_rail_tree
+
+            tree = build_rail_tree(Path(tmp) / "sys", rails, seed=seed,
+                                   **({"rate": rate} if rate is not None else {}))
+        else:
+            tree = build_tree(Path(tmp) / "sys", seed=seed, twins=twins, pcie_width=pcie_width,
+                              **({"rate": rate} if rate is not None else {}))
     try:
         devs = discover(tree.root)
         counters = counter_descriptors(devs, netdev_stats=netdev_stats, sysfs_root=tree.root)
@@ -274,11 +281,13 @@ def simulate_capture(path: str | os.PathLike, traffic: Traffic, *, seed: int | N
     """
     seed = traffic.seed if seed is None else seed
     rng = np.random.default_rng([seed, 0x5EED])
+    rails = traffic.config.link.rails
     devices, counters = sampler_view(netdev_stats=netdev_stats, seed=traffic.seed, rate=rate,
                                      twins=traffic.config.link.twins,
-                                     pcie_width=pcie_width_for(traffic.config.link.twin_gbps))
+                                     pcie_width=pcie_width_for(traffic.config.link.twin_gbps),
+                                     rails=rails)
     keys = [_series_key(c) for c in counters]
-    tree_for_bases = _bases(traffic.seed)
+    tree_for_bases = _bases(traffic.seed, rails)
     bpu = np.array([c["bytes_per_unit"] for c in counters], dtype=np.int64)
     base = np.array([tree_for_bases[(c["source"], _series_key(c))] for c in counters],
                     dtype=np.int64)
@@ -380,8 +389,18 @@ def simulate_capture(path: str | os.PathLike, traffic: Traffic, *, seed: int | N
     return Path(path)
 
 
-def _bases(seed: int) -> dict[tuple[str, str], int]:
-    """Return the initial counter values of the emulated tree for ``seed`` by (source, series)."""
+def _bases(seed: int, rails: int = 0) -> dict[tuple[str, str], int]:
+    """Return the initial counter values of the emulated tree for ``seed`` by (source, series)
+    (``rails`` > 0: the rail-optimised InfiniBand tree's)."""
+    if rails:
+        from rdmascope.emulator.rails import rail_bases, rail_device
+
+        out = {}
+        for i in range(rails):
+            tx, rx = rail_bases(seed, i)
+            out[("infiniband", f"{rail_device(i)}/tx")] = tx
+            out[("infiniband", f"{rail_device(i)}/rx")] = rx
+        return out
     tmp = tempfile.mkdtemp(prefix="rdmascope-bases-")
     try:
         tree = build_tree(Path(tmp) / "sys", seed=seed)

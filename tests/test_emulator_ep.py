@@ -1,0 +1,140 @@
+"""The emulator plays expert-parallel runs over InfiniBand rails, closed-loop cells and resizes.
+
+Bytes are checked against the estimate's formulas (computed here by hand and by
+``rdmascope estimate``), readings against the simulated sampler's timing uncertainty.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from rdmascope.capture import read_capture
+from rdmascope.cli import main
+from rdmascope.emulator.model import (
+    EngineConfig,
+    LinkConfig,
+    ModelArch,
+    Resize,
+    TrafficConfig,
+    make_scenario,
+    simulate,
+)
+from rdmascope.emulator.simcapture import READ_OFFSET_CLIP_NS
+from rdmascope.models import PRESETS
+
+V2L = PRESETS["deepseek-v2-lite"]
+H2 = 2048 * 2  # one DeepSeek-V2-Lite hidden state in bf16
+
+
+def _series(raw):
+    """Per counter key: (reading instants ns, bytes), as tests/test_simulate.py reads them."""
+    t = raw.table
+    cid = t["counter_id"].to_numpy()
+    tb = t["t_before_ns"].to_numpy()
+    du = t["read_duration_ns"].to_numpy().astype(np.int64)
+    val = t["value"].to_numpy().astype(np.int64)
+    out = {}
+    for i, c in enumerate(raw.counters):
+        m = cid == i
+        out[f"{c['device']}/{c['direction']}"] = (tb[m] + du[m] // 2,
+                                                  val[m] * c["bytes_per_unit"])
+    return out
+
+
+def test_arch_bytes_follow_the_estimate_for_every_backend():
+    for backend, want in (("allgather_reducescatter", 2 * 26 * 2 * 3 * H2),
+                          ("naive", 2 * 26 * 3 * 3 * H2),
+                          ("deepep_low_latency", 26 * 2 * H2 * 6 * 3 / 4)):
+        arch = ModelArch.from_model(V2L, tp=2, dp=4, layout="ep", all2all_backend=backend)
+        assert arch.nodes == 4 and arch.collective_steps == 3
+        assert arch.bytes_per_token == want, backend
+        assert arch.collectives_per_pass == 52
+
+
+def test_ep_run_over_8_rails_matches_the_estimate_per_rail(tmp_path):
+    """DP4 x TP8 (EP32) of DeepSeek-V2-Lite on 8-GPU nodes with 8 NDR rails each."""
+    est = CliRunner().invoke(main, ["estimate", "--preset", "deepseek-v2-lite", "--layout", "ep",
+                                    "--tp", "8", "--dp", "4", "--rails", "8", "--link-a", "400",
+                                    "--link-b", "200", "--b-real", "--json"])
+    assert est.exit_code == 0, est.output
+    per_rail = json.loads(est.stdout)["meta"]["layouts"]["ep"]["bytes_per_token_per_rail"]
+    # by hand: each GPU in its DP group of 4, all-gather + reduce-scatter: 26 x 2 x 3 x 4,096
+    assert per_rail == 26 * 2 * 3 * H2 == 638_976
+    out = tmp_path / "cap"
+    r = CliRunner().invoke(main, [
+        "simulate", "capture", "-o", str(out), "--preset", "deepseek-v2-lite", "--layout", "ep",
+        "--tp", "8", "--dp", "4", "--rails", "8",
+        "--scenario", "prompt=4096,output=8,rounds=1,warmup=0"])
+    assert r.exit_code == 0, r.output
+    assert "8 InfiniBand rails at 400 Gb/s each" in r.output
+    raw = read_capture(out)
+    devs = raw.manifest["devices"]
+    assert [d["name"] for d in devs] == [f"mlx5_{i}" for i in range(8)]
+    for d in devs:
+        (port,) = d["ports"]
+        assert port["link_layer"] == "InfiniBand" and port["rate_gbps"] == 400
+    assert len({d["pci"].split(":", 1)[1] for d in devs}) == 8  # no two devices are twins
+    (req,) = json.loads((out / "truth.json").read_text())["requests"]
+    # the same run through the model: every pass moves its tokens x the per-node formula
+    tr = simulate(make_scenario("prompt=4096,output=8,rounds=1,warmup=0"), TrafficConfig(
+        arch=ModelArch.from_model(V2L, tp=8, dp=4, layout="ep"), link=LinkConfig(rails=8)))
+    tokens = sum(p.prefill_tokens + p.decode_tokens for p in tr.passes)
+    assert tr.total_bytes == pytest.approx(tokens * 8 * per_rail, rel=1e-12)
+    s = _series(raw)
+    # a reading's instant is known to +-READ_OFFSET_CLIP_NS and readings are 1 ms apart, so a
+    # window edge inside a burst is uncertain by up to (1 ms + 2 x 0.1 ms) at the rail's 400 Gb/s
+    tol = 400e9 / 8 * (raw.manifest["interval_ns"] + 2 * READ_OFFSET_CLIP_NS) * 1e-9
+    for i in range(8):
+        for d in ("tx", "rx"):
+            t, b = s[f"mlx5_{i}/{d}"]
+            got = np.diff(np.interp([req["t_send_ns"], req["t_first_ns"]], t, b))[0]
+            assert got == pytest.approx(4096 * per_rail, abs=tol), (i, d)
+            assert req["prefill_bytes"][f"mlx5_{i}/{d}"] == 4096 * per_rail  # the model: exact
+            # the whole run (idle at both ends): exact to the counter's 4-byte unit
+            assert b[-1] - b[0] == pytest.approx(tokens * per_rail, abs=4), (i, d)
+
+
+def test_closed_loop_cells_never_exceed_their_concurrency():
+    sc = make_scenario("prompt=512,concurrency=1+64,requests=256,warmup=4,output=4,gap=1")
+    assert [(g.test, g.concurrency, len(g.prompt_tokens)) for g in sc.groups] == [
+        ("512xc1", 1, 256), ("512xc64", 64, 256)]
+    eng = EngineConfig(max_num_seqs=64, max_num_batched_tokens=8192)
+    tr = simulate(sc, TrafficConfig(engine=eng))
+    for test, conc in (("512xc1", 1), ("512xc64", 64)):
+        rs = [r for r in tr.requests if r.test == test]
+        assert len(rs) == 256
+        assert sum(r.round == 0 for r in rs) == 4 and all(r.round == 1 for r in rs[4:])
+        # in flight = sent and not finished: [t_send, t_last); a slot frees at the last token
+        events = sorted([(r.t_send_ns, 1) for r in rs] + [(r.t_last_ns, -1) for r in rs],
+                        key=lambda e: (e[0], e[1]))
+        level = np.cumsum([e[1] for e in events])
+        assert level.max() == conc and level.min() >= 0
+        # a closed loop: after the first `conc`, every request is sent the moment one finishes
+        lasts = {r.t_last_ns for r in rs}
+        assert all(r.t_send_ns in lasts for r in rs[conc:])
+        assert len({r.t_send_ns for r in rs[:conc]}) == 1
+    with pytest.raises(ValueError, match="rounds does not apply"):
+        make_scenario("prompt=512,concurrency=64,requests=256,rounds=3")
+    with pytest.raises(ValueError, match="fewer than requests"):
+        make_scenario("prompt=512,concurrency=4,requests=4,warmup=4")
+
+
+def test_a_dp_resize_changes_the_bytes_per_token_at_its_time():
+    """EP world 4 -> 8 under load: passes after the resize run the collective over DP8."""
+    arch = ModelArch.from_model(V2L, tp=1, dp=8, layout="ep")
+    sc = make_scenario("prompt=2048,concurrency=2,requests=12,output=4,gap=0")
+    tr = simulate(sc, TrafficConfig(arch=arch, resize=Resize(3.0, dp_before=4)))
+    before = 26 * 2 * 3 * H2   # DP4: D - 1 = 3
+    after = 26 * 2 * 7 * H2    # DP8: D - 1 = 7
+    assert {r.prompt_bytes for r in tr.requests} <= {2048 * before, 2048 * after,
+                                                     1024 * (before + after)}
+    assert any(r.prompt_bytes == 2048 * before for r in tr.requests)
+    assert any(r.prompt_bytes == 2048 * after for r in tr.requests)
+    # every pass's bytes follow the layout in force when it started
+    for p in tr.passes:
+        per_token = before if p.t_start_ns < 3_000_000_000 else after
+        assert p.bytes == pytest.approx((p.prefill_tokens + p.decode_tokens) * per_token)
