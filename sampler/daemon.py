@@ -8,9 +8,11 @@ a Parquet segment every ``capture.ROLL_INTERVAL_S`` (tens of ms of CPU that must
 sweep), saves events and a clock pair every <= 10 s, updates the audit histograms and prints the
 optional live status line.
 
-Stop: SIGINT/SIGTERM, ``duration_s`` or a write error (disk full, unwritable directory): the loop
-ends, everything handed off is written, the last segment rolled, the stop clock pair and the audit
-saved. Public API: ``RecordOptions``, ``record(options) -> RecordResult``, ``RecordError``.
+Stop: SIGINT/SIGTERM/SIGHUP, ``duration_s`` or a write error (disk full, unwritable directory,
+any failure of the writer thread, or a writer more than ``WRITER_BACKLOG_S`` behind): the loop
+ends, everything taken is written (when the writer still can), the last segment rolled, the error
+kept as a ``write_error`` event, the stop clock pair and the audit saved. A status line that
+cannot be written (a closed pipe) turns the status off, said once as a ``status_off`` event. Public API: ``RecordOptions``, ``record(options) -> RecordResult``, ``RecordError``.
 """
 
 from __future__ import annotations
@@ -76,6 +78,10 @@ from rdmascope.capture import (
 HANDOFF_INTERVAL_S = 0.25
 #: A clock pair is recorded at least this often (s); method: "at least every 10 s".
 CLOCK_PAIR_INTERVAL_S = 5.0
+#: At most this many seconds of readings wait for the writer thread (a bounded queue of
+#: handoffs). A writer further behind (a hung or very slow disk) stops the recording with an
+#: error that says so; the buffers already taken are still written before the capture closes.
+WRITER_BACKLOG_S = 10.0
 MIN_INTERVAL_NS = 100_000
 MAX_INTERVAL_NS = 1_000_000_000
 
@@ -183,11 +189,21 @@ class _WriterThread(threading.Thread):
     """Own the CaptureWriter: write handed-off buffers, roll, events, clock pairs, audit, status."""
 
     def __init__(self, writer: CaptureWriter, counters: list[dict[str, Any]],
-                 status_out: TextIO | None, log: TextIO | None = None):
+                 status_out: TextIO | None, log: TextIO | None = None, *,
+                 max_queued: int | None = None):
         super().__init__(name="rdmascope-writer", daemon=True)
         self.writer = writer
         self.counters = counters
-        self.q: queue.Queue = queue.Queue()
+        if max_queued is None:
+            max_queued = max(2, int(WRITER_BACKLOG_S / HANDOFF_INTERVAL_S))
+        #: bounded: a writer that falls behind is an error (``behind``), never unbounded memory
+        self.q: queue.Queue = queue.Queue(maxsize=max_queued)
+        self.max_queued = max_queued
+        #: handoffs the full queue could not take (kept, in order, and written before the end)
+        self.held: list[tuple[SweepBuffers | None, list]] = []
+        #: set by the sampling thread when the queue was full: the message that stops the run
+        self.behind: str | None = None
+        #: set by this thread: the error that stopped the writing (any error, never silent)
         self.error: CaptureWriteError | None = None
         self.interval_hist = LogHistogram()
         self.read_hist = [LogHistogram() for _ in counters]
@@ -210,13 +226,64 @@ class _WriterThread(threading.Thread):
         self.pair = clock_pair
 
     def put(self, buf: SweepBuffers | None, events: list) -> None:
+        """Hand a buffer to the writer from the sampling thread, never blocking it.
+
+        When the bounded queue is full (the writer is ``max_queued`` handoffs behind), the
+        buffer is kept in ``held`` and ``behind`` says so: the sampler stops, and ``finish``
+        writes what is held. Nothing taken is dropped.
+        """
+        if not self.held:
+            try:
+                self.q.put_nowait((buf, events))
+                return
+            except queue.Full:
+                if self.behind is None:
+                    s = self.max_queued * HANDOFF_INTERVAL_S
+                    self.behind = (f"the capture writer fell {s:g} s behind the sampler "
+                                   f"({self.max_queued} handoffs queued: the disk is too slow "
+                                   "or hung); stopped the recording rather than grow memory "
+                                   "without bound")
+        self.held.append((buf, events))
+
+    def finish(self, buf: SweepBuffers | None, events: list, *, timeout: float | None = None
+               ) -> None:
+        """Hand over the held buffers, the last one and the end marker, then wait for the
+        writer to write them (blocking: called once sampling has stopped)."""
+        for item in self.held:
+            self.q.put(item)
+        self.held = []
         self.q.put((buf, events))
+        self.q.put((None, []))
+        self.join(timeout)
 
     def run(self) -> None:
-        # SIGINT/SIGTERM go to the sampling (main) thread, where they interrupt the compiled
-        # sweep's wait at once (Python runs handlers in the main thread anyway)
+        # SIGINT/SIGTERM/SIGHUP go to the sampling (main) thread, where they interrupt the
+        # compiled sweep's wait at once (Python runs handlers in the main thread anyway)
         if hasattr(signal, "pthread_sigmask"):
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM,
+                                                      signal.SIGHUP})
+        try:
+            self._run()
+        except BaseException as exc:  # noqa: BLE001 - the thread must never die silently
+            self._fail(exc)
+            while True:  # keep taking handoffs so the sampler's last puts never block
+                buf, _events = self.q.get()
+                if buf is None:
+                    return
+
+    def _fail(self, exc: BaseException) -> None:
+        """Keep an unexpected error of this thread as the one that stops the recording."""
+        if self.error is not None:
+            return
+        if isinstance(exc, CaptureWriteError):
+            self.error = exc
+            return
+        err = CaptureWriteError(self.writer.path, f"the capture writer failed "
+                                                  f"({type(exc).__name__}: {exc})")
+        err.__cause__ = exc
+        self.error = err
+
+    def _run(self) -> None:
         first = True
         while True:
             buf, events = self.q.get()
@@ -226,8 +293,8 @@ class _WriterThread(threading.Thread):
                         self.writer.write_manifest()
                         first = False
                     self._handle(buf, events)
-                except CaptureWriteError as exc:
-                    self.error = exc
+                except Exception as exc:  # noqa: BLE001 - any error stops it, said (_fail)
+                    self._fail(exc)
             elif buf is not None:
                 self.note_events(events)
                 self._audit(buf)  # keep the audit honest even when nothing more can be written
@@ -336,7 +403,10 @@ class _WriterThread(threading.Thread):
             if self.metrics is not None:
                 self.metrics.update(buf)
             if self.status_out is not None:
-                self._status(buf)
+                try:
+                    self._status(buf)
+                except (OSError, ValueError) as exc:  # a closed pipe (| head), a closed file
+                    self._status_off(exc)
         now = time.monotonic()
         if buf is not None and now - self.last_roll >= ROLL_INTERVAL_S:
             self.writer.roll()
@@ -350,6 +420,19 @@ class _WriterThread(threading.Thread):
             dirty = True
         if dirty:
             self.writer.write_manifest()
+
+    def _status_off(self, exc: BaseException) -> None:
+        """A status line that cannot be written is dropped and the status turned off; said
+        once, as an event in the capture (and on the log, if that can still be written)."""
+        why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        msg = (f"the status line could not be written ({why}); status turned off, the "
+               "recording goes on")
+        if self.log is self.status_out:
+            self.log = None  # the same broken stream: nothing more is said there
+        self.status_out = None
+        self.status_tty = False
+        self.writer.add_event(self.clock(), None, "status_off", msg, save=False)
+        self.say(f"rdmascope record: {msg}")
 
     def _audit(self, buf: SweepBuffers) -> None:
         self.last_sweep_start = self._audit_into(buf, self.read_hist, self.interval_hist,
@@ -511,7 +594,7 @@ def _run_compiled(module, reader: CounterReader, state: dict, wt: _WriterThread,
 
 
 def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) -> RecordResult:
-    """Record a capture until SIGINT/SIGTERM, ``opts.duration_s`` or a write error.
+    """Record a capture until SIGINT/SIGTERM/SIGHUP, ``opts.duration_s`` or a write error.
 
     Discovers the devices under ``opts.sysfs_root`` (all, or ``opts.devices``), samples
     ``opts.counters`` of every port (+ netdev tx/rx bytes with ``netdev_stats``) every
@@ -648,7 +731,9 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
 
     old_handlers = {}
     if threading.current_thread() is threading.main_thread():
-        for s in (signal.SIGINT, signal.SIGTERM):
+        # SIGHUP (a dropped ssh session, a closed terminal) ends the capture as cleanly as
+        # SIGINT/SIGTERM: everything taken is written and the audit saved
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             old_handlers[s] = signal.signal(s, on_signal)
 
     _warm_up(len(counters), status_out is not None)
@@ -697,7 +782,7 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
             state["next_handoff"] = now + handoff_ns
 
     def stop_now() -> bool:
-        if stop_reason or wt.error is not None:
+        if stop_reason or wt.error is not None or wt.behind is not None:
             return True
         if n_sweeps is not None and stats.next_k >= n_sweeps:
             return True
@@ -713,9 +798,7 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
                           handoff_ns=handoff_ns, should_stop=stop_now)
     finally:
         t_stop = clock()
-        wt.put(state["buf"], reader.drain_events())
-        wt.put(None, [])
-        wt.join()
+        wt.finish(state["buf"], reader.drain_events())
         reader.close()
         if server is not None:
             server.close()
@@ -725,11 +808,14 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
         for s, h in old_handlers.items():
             signal.signal(s, h)
         if wt.status_tty and wt.status_meter is not None and wt.status_meter.lines:
-            status_out.write("\n")  # keep the last status line; the summary starts below it
+            try:
+                status_out.write("\n")  # keep the last status line; the summary starts below
+            except (OSError, ValueError):
+                pass
 
     if stop_reason:
         stopped_by = stop_reason[0]
-    elif wt.error is not None:
+    elif wt.error is not None or wt.behind is not None:
         stopped_by = "write_error"
     elif n_sweeps is not None and stats.next_k >= n_sweeps:
         stopped_by = "duration"
@@ -764,8 +850,10 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
         "stopped_by": stopped_by,
         "sweep": sweep_impl,
     }
-    error = wt.error.message if wt.error is not None else None
+    error = wt.error.message if wt.error is not None else wt.behind
     disk_full = wt.error is not None and is_enospc(wt.error)
+    if error is not None:  # the capture itself says what stopped the writing
+        writer.add_event(t_stop, None, "write_error", error, save=False)
     try:
         if mono_off or rt_off:  # the stop record on the emulated node's clocks
             rt, mo = pair_now()

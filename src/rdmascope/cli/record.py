@@ -101,7 +101,7 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, s
             nodes, metrics) -> None:
     """Sample RDMA port counters into a capture, in the foreground, until stopped.
 
-    Stops cleanly on SIGINT/SIGTERM or after --duration, then prints the self-audit (sweeps
+    Stops cleanly on SIGINT/SIGTERM/SIGHUP or after --duration, then prints the self-audit (sweeps
     taken/missed, interval and read-bracket percentiles, CPU). --label, --note and the setup
     options (--link, --emulated, --preset/--config, --tp, --nodes) are kept in the manifest's
     ``extra`` so that compare and report find them.
@@ -184,9 +184,12 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, s
         result = record(opts)
     except RecordError as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(f"rdmascope record: stopped ({result.stopped_by}); capture {result.path}",
-               err=True)
-    click.echo(format_audit(result.audit), err=True)
+    try:
+        click.echo(f"rdmascope record: stopped ({result.stopped_by}); capture {result.path}",
+                   err=True)
+        click.echo(format_audit(result.audit), err=True)
+    except OSError:  # stderr is gone (a closed pipe, a dropped ssh session): the capture
+        pass         # holds the same audit (rdmascope inspect prints it)
     if result.error is not None:
         lost = result.audit.get("sweeps_not_written") or 0
         when = "after the disk filled" if result.disk_full else "after the write error"
