@@ -105,3 +105,21 @@ def test_prometheus_textfile(tmp_path):
     df = read_prometheus([tmp_path])
     assert list(df["metric"]) == ["nccl_bus_bandwidth_gbs", "nccl_collective_exec_time_microseconds"]
     assert df["value"].tolist() == [678.263, 9498.47] and set(df["node"]) == {"spark-01"}
+
+
+def test_records_without_verbose_are_placed_at_their_dump_time(tmp_path, run):
+    src = next((run / "nccl-inspector").iterdir()).read_text().splitlines()[:50]
+    plain = []
+    for line in src:
+        rec = json.loads(line)
+        del rec["coll_perf"]["event_trace_ts"], rec["coll_perf"]["event_trace_sn"]
+        plain.append(json.dumps(rec))
+    f = tmp_path / "plain.log"
+    f.write_text("\n".join(plain) + "\n")
+    verbose = read_inspector([run / "nccl-inspector"]).head(50)
+    got = read_inspector([f], dump_slack_us=500)
+    assert (got["placement"] == "dump").all() and (got["uncertainty_us"] == 500).all()
+    # the dump is 500 us after the end here (the writer's interval): the placement is late by
+    # that, never early, and within the stated uncertainty
+    late = got["end_us"].to_numpy() - verbose["end_us"].to_numpy()
+    assert (late >= 0).all() and (late <= 500 + 1).all()

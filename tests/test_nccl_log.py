@@ -242,3 +242,53 @@ def test_log_without_network_lines_gives_no_verdict(tmp_path, captures):
     r = _verify(emu, f)
     w = json.loads(r.output)["meta"]["nccl_witness"]
     assert r.exit_code == 3 and "says nothing" in w["message"]
+
+
+def test_merged_braces_map_net_devices_by_position(tmp_path):
+    # 2.20-2.23: merged NICs in braces, an unmerged one printed with its HCA index (2); the
+    # NET device index of a channel is the entry's position (1 for mlx5_2)
+    f = tmp_path / "m.log"
+    f.write_text(
+        "h1:9:9 [0] NCCL INFO NET/IB : Using [0]={[0] mlx5_0:1/RoCE, [1] mlx5_1:1/RoCE} "
+        "[2]mlx5_2:1/IB [RO]; OOB eth0:10.0.0.1<0>\n"
+        "h1:9:9 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/1/GDRDMA(PCI)/Shared\n"
+        "h1:9:9 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[0] [send] via NET/IB/0(3)/GDRDMA\n")
+    _, p = _one(f)
+    assert p.opened_hcas == ["mlx5_0", "mlx5_1", "mlx5_2"]
+    assert p.hcas_carrying() == {"mlx5_2": 1, "mlx5_0": 1, "mlx5_1": 1}
+    assert p.ib_hcas[2] == ("mlx5_2", 1, "IB") and p.relaxed_ordering
+
+
+def test_a_rank_without_nccl_ib_hca_on_the_emulated_host(tmp_path, captures):
+    # two processes on the capture's host: one restricted to the first twin, one not (it did
+    # not get NCCL_IB_HCA): the log names both twins, the counters one -> the disagreement
+    emu = captures["emulated100"]
+    m = json.loads((emu / "manifest.json").read_text())
+    t = m["start"]["realtime_ns"] + 200_000_000
+    a = format_nccl_log(NodeLog(host=m["host"], pid=11, hcas=TWINS[:1], ib_hca_env="rocep1s0f1",
+                                timestamps=True, t_realtime_ns=t))
+    b = format_nccl_log(NodeLog(host=m["host"], pid=12, hcas=TWINS, timestamps=True,
+                                t_realtime_ns=t, rank=1))
+    f = tmp_path / "ranks.log"
+    f.write_text("\n".join(x for pair in zip(a, b) for x in pair) + "\n")
+    r = _verify(emu, f)
+    w = json.loads(r.output)["meta"]["nccl_witness"]
+    assert r.exit_code == 1 and sorted(w["processes"]) == [f"{m['host']}:11", f"{m['host']}:12"]
+    assert sorted(w["log_hcas"]) == sorted(TWINS) and w["counter_hcas"] == ["rocep1s0f1"]
+
+
+def test_cluster_per_node(tmp_path):
+    out = tmp_path / "cl"
+    r = CliRunner().invoke(main, ["simulate", "capture", "-o", str(out), "--nodes", "2",
+                                  "--link", "emulated100", "--not-emulated", "2",
+                                  "--scenario", "P1", "--rounds", "1", "--output-tokens", "8"])
+    assert r.exit_code == 0, r.output
+    logs = [str(out / h / "nccl") for h in ("spark-01", "spark-02")]
+    r = CliRunner().invoke(main, ["cluster", str(out), "--expect-single", "--json",
+                                  *[x for lg in logs for x in ("--nccl-log", lg)]])
+    meta = json.loads(r.output[r.output.index("{"):])["meta"]
+    w = meta["nccl_witness"]
+    # the not-emulated node's log names both twins (the emulator's truth), as its counters do
+    assert w["spark-01"]["status"] == "pass" and w["spark-02"]["status"] == "fail"
+    assert sorted(w["spark-02"]["log_hcas"]) == sorted(TWINS)
+    assert r.exit_code == 1 and meta["verdict"] == "FAIL"

@@ -272,5 +272,6 @@ def witness_capture(capture, verdict, log_paths, *, expect: str = "single") -> W
 
     log = read_logs(log_paths)
     host = str(capture.meta.get("host") or "")
-    span = capture_realtime_span(capture, verdict.start_ns, verdict.end_ns)
+    span = capture_realtime_span(capture, verdict.start_ns or capture.t_start_ns,
+                                 verdict.end_ns or capture.t_end_ns)
     return compare_witnesses(log, verdict, host=host, span_realtime_ns=span, expect=expect)

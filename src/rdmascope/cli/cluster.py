@@ -97,9 +97,14 @@ def _progress():
 @click.option("--capacity", type=POSITIVE, default=None,
               help="Link rate in Gb/s for burst detection [default: the reference's port rate].")
 @link_gbps_option
+@click.option("--nccl-log", "nccl_log", multiple=True, type=click.Path(exists=True),
+              help="NCCL_DEBUG=INFO log(s) of the run (files or directories, repeatable): each "
+                   "node's emulation verdict is set beside the log's processes on that host "
+                   "(docs/nccl.md); a disagreement makes the set FAIL, a log that cannot "
+                   "witness a node CANNOT JUDGE.")
 @output_options
 def command(captures, requests_path, request_format, offset_s, reference, refine, max_lag,
-            clock_warn, single, tolerance, capacity, out):
+            clock_warn, single, tolerance, capacity, out, nccl_log=()):
     from rdmascope.analysis.cluster import RunSetError, cluster_summary
     from rdmascope.analysis.requestlogs import RequestLogError
     from rdmascope.capture import CaptureError
@@ -155,6 +160,11 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
     # a set whose traffic does not match (the warning above) is not one run: it cannot be
     # judged as one, unless a node already failed its emulation check
     verdict = res.verdict if res.verdict == "FAIL" or not res.unmatched else "CANNOT JUDGE"
+    witnesses = {}
+    if nccl_log:  # NCCL's own witness per node (rdmascope.cli.nccl)
+        from rdmascope.cli.nccl import cluster_witnesses
+
+        witnesses, verdict = cluster_witnesses(rs, res, nccl_log, verdict)
 
     def human():
         click.echo(f"run set: {len(rs.nodes)} hosts, time axis: {rs.ref.host}'s CLOCK_MONOTONIC; "
@@ -197,6 +207,8 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
                        f"({res.expect_reason})")
             for h in res.failing:
                 click.echo(f"  {h}: {res.verdicts[h].message}")
+        for h, w in witnesses.items():
+            click.echo(f"NCCL log, {h}: {w.status.upper()}: {w.message.removeprefix('cannot judge: ')}")
         if "flag" in nodes:
             flagged = nodes[nodes["flag"] != ""]
             if len(flagged):
@@ -222,6 +234,8 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
                "verdict": verdict, "emulation_verdict": res.verdict,
                "unmatched": res.unmatched, "failing": res.failing, "expect": res.expect,
                "expect_reason": res.expect_reason, "warnings": res.warnings,
-               "requests": requests_path, "span_ns": [lo, hi], "line_rate": link_gbps_note()})
+               "requests": requests_path, "span_ns": [lo, hi], "line_rate": link_gbps_note(),
+               **({"nccl_witness": {h: w.to_dict() for h, w in witnesses.items()}}
+                  if witnesses else {})})
     ctx = click.get_current_context()
     ctx.exit(EXIT[verdict])

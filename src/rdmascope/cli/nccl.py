@@ -88,3 +88,34 @@ def witness_or_fail(cap, verdict, logs, expect: str):
             click.echo(f"BOTH WITNESSES {w.status.upper()}: {msg}")
         return show
     return w, wrap
+
+
+def cluster_witnesses(rs, res, logs, verdict: str):
+    """NCCL's witness for every node of a ``cluster`` run set: (host -> WitnessVerdict, the
+    set's verdict made worse by them: a node's disagreement -> "FAIL", a node the log cannot
+    witness -> "CANNOT JUDGE" unless already FAIL). A file that is not an NCCL log ->
+    ``click.ClickException`` naming it."""
+    from rdmascope.analysis.nccl import NcclLogError, read_logs
+    from rdmascope.analysis.nccl.witness import capture_realtime_span, compare_witnesses
+    from rdmascope.analysis.stream import open_capture
+
+    try:
+        log = read_logs(logs)
+    except NcclLogError as exc:
+        raise click.ClickException(str(exc)) from exc
+    out = {}
+    for n in rs.nodes:
+        v = res.verdicts.get(n.host)
+        if v is None:
+            continue
+        cap = open_capture(n.path)
+        lo = v.start_ns or cap.t_start_ns
+        hi = v.end_ns or cap.t_end_ns
+        out[n.host] = compare_witnesses(log, v, host=n.host, expect=res.expect or "single",
+                                        span_realtime_ns=capture_realtime_span(cap, lo, hi))
+    statuses = {w.status for w in out.values()}
+    if "fail" in statuses:
+        verdict = "FAIL"
+    elif "cannot judge" in statuses and verdict != "FAIL":
+        verdict = "CANNOT JUDGE"
+    return out, verdict
