@@ -123,3 +123,30 @@ def test_records_without_verbose_are_placed_at_their_dump_time(tmp_path, run):
     # that, never early, and within the stated uncertainty
     late = got["end_us"].to_numpy() - verbose["end_us"].to_numpy()
     assert (late >= 0).all() and (late <= 500 + 1).all()
+
+
+def test_bursts_get_their_collectives(run):
+    r = CliRunner().invoke(main, ["bursts", str(run), "--inspector", str(run / "nccl-inspector"),
+                                  "--json"])
+    assert r.exit_code == 0, r.output
+    bursts = json.loads(r.output)["bursts"]
+    assert bursts
+    # the emulator sends only inside collectives: every burst overlaps at least one
+    assert all(b["collectives"] >= 1 for b in bursts)
+    # the first prefill bursts are single all-reduces, in order
+    first = [b["nccl"] for b in bursts[:3]]
+    assert first == ["AllReduce x1 sn 1", "AllReduce x1 sn 2", "AllReduce x1 sn 3"]
+
+
+def test_perfetto_gets_a_collectives_track(tmp_path, run):
+    out = tmp_path / "t.json"
+    r = CliRunner().invoke(main, ["export", "perfetto", str(run), "-o", str(out), "--inspector",
+                                  str(run / "nccl-inspector")])
+    assert r.exit_code == 0, r.output
+    ev = json.loads(out.read_text())
+    ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+    slices = [e for e in ev if e.get("ph") == "X" and "sn" in (e.get("args") or {})]
+    recs = read_inspector([run / "nccl-inspector"])
+    assert len(slices) == len(recs)
+    # the slice durations are NCCL's exec times (us), on the capture's clock (us)
+    assert sorted(s["dur"] for s in slices) == sorted(recs["exec_us"].tolist())

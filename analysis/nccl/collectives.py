@@ -27,7 +27,75 @@ from ..series import byte_intervals, integrate
 from .inspector import InspectorError, expected_wire_bytes
 from .log import short_host
 
-__all__ = ["collectives_table", "size_class_table"]
+__all__ = ["collectives_table", "size_class_table", "place_records", "annotate_bursts",
+           "collective_slices"]
+
+
+def collective_slices(placed: pd.DataFrame, *, clock: str = "monotonic") -> list[tuple]:
+    """Slices (t0_ns, t1_ns, name, args) of ``place_records``'s collectives for a timeline
+    track: on CLOCK_MONOTONIC (``start_ns``) or CLOCK_REALTIME (the records' own microseconds).
+    name: "<coll> <size MB> MB"; args: sn, size_bytes, exec_us, busbw_gbs, placement."""
+    out = []
+    for r in placed.itertuples(index=False):
+        if clock == "realtime":
+            t0 = int(round(r.start_us * 1000))
+            t1 = t0 + int(round(r.exec_us * 1000))
+        else:
+            t0, t1 = int(r.start_ns), int(r.end_ns)
+        out.append((t0, max(t1, t0 + 1), f"{r.coll} {r.size_bytes / 1e6:,.2f} MB",
+                    {"sn": int(r.sn) if r.sn == r.sn else None, "size_bytes": int(r.size_bytes),
+                     "exec_us": float(r.exec_us), "busbw_gbs": float(r.busbw_gbs),
+                     "placement": r.placement}))
+    return out
+
+
+def place_records(capture, records: pd.DataFrame) -> pd.DataFrame:
+    """Return the records of ``capture``'s host with ``start_ns`` / ``end_ns`` on its
+    CLOCK_MONOTONIC (realtime microseconds -> the clock pairs), sorted by start. Records of other
+    hosts are left out; raises ``InspectorError`` when none is of this host."""
+    host = short_host(capture.meta.get("host") or "")
+    mine = records[records["host"].map(short_host) == host].copy()
+    if mine.empty:
+        hosts = ", ".join(sorted(set(records["host"]))) or "none"
+        raise InspectorError(f"the Inspector records are of host(s) {hosts}, not of the "
+                             f"capture's host {host}")
+    mine["start_ns"] = realtime_to_monotonic(capture, np.rint(mine["start_us"].to_numpy() * 1000)
+                                             .astype(np.int64))
+    mine["end_ns"] = mine["start_ns"] + np.rint(mine["exec_us"].to_numpy() * 1000).astype(np.int64)
+    mine["expected_bytes"] = [expected_wire_bytes(c, sz, n) for c, sz, n in
+                              zip(mine["coll"], mine["size_bytes"], mine["nranks"])]
+    return mine.sort_values("start_ns", kind="stable").reset_index(drop=True)
+
+
+def annotate_bursts(bursts: pd.DataFrame, placed: pd.DataFrame) -> pd.DataFrame:
+    """Add to a bursts table (``start_ns``, ``end_ns`` columns) the collectives that overlap each
+    burst: ``collectives`` (count), ``nccl`` (e.g. "AllReduce x3 sn 12-14", types in order of
+    first appearance) and ``nccl_expected_bytes`` (their expected wire bytes per rank, summed).
+    ``placed``: ``place_records``'s frame. Returns a copy; an empty table is returned as is."""
+    out = bursts.copy()
+    if not len(out):
+        return out
+    s = placed["start_ns"].to_numpy()
+    e = placed["end_ns"].to_numpy()
+    emax = np.maximum.accumulate(e) if len(e) else e
+    counts, texts, exp = [], [], []
+    for b0, b1 in zip(out["start_ns"].to_numpy(), out["end_ns"].to_numpy()):
+        hi = int(np.searchsorted(s, b1, side="left"))  # starts before the burst ends
+        lo = int(np.searchsorted(emax, b0, side="right"))  # first whose running end passes b0
+        idx = [i for i in range(lo, hi) if e[i] > b0]
+        g = placed.iloc[idx]
+        counts.append(len(idx))
+        exp.append(float(g["expected_bytes"].sum()) if len(idx) else 0.0)
+        parts = []
+        for coll in dict.fromkeys(g["coll"]):
+            sn = g.loc[g["coll"] == coll, "sn"]
+            rng = f" sn {sn.min()}-{sn.max()}" if len(sn) > 1 else f" sn {sn.iloc[0]}"
+            parts.append(f"{coll} x{len(sn)}{rng}")
+        texts.append(", ".join(parts))
+    out["collectives"] = counts
+    out["nccl"] = texts
+    out["nccl_expected_bytes"] = exp
+    return out
 
 
 def collectives_table(capture, records: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:

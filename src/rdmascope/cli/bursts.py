@@ -56,10 +56,14 @@ def default_capacity(meta: dict) -> float | None:
 @click.option("--tp", type=click.IntRange(min=1), default=None, help="Tensor-parallel size N.")
 @click.option("--limit", type=click.IntRange(min=0), default=40, show_default=True,
               help="Burst rows shown in the human table.")
+@click.option("--inspector", "inspector", multiple=True, type=click.Path(exists=True),
+              help="NCCL Inspector records (a directory or file, repeatable): each burst gets "
+                   "the collectives that overlap it and their expected wire bytes "
+                   "(docs/nccl.md).")
 @link_gbps_option
 @output_options
 def command(capture, t_from, t_to, origin_s, capacity_gbps, enter_frac, leave_frac, width_ns, group,
-            tokens, hidden_size, bytes_per_value, tp, limit, out):
+            tokens, hidden_size, bytes_per_value, tp, limit, out, inspector=()):
     if len(capture) > 1:  # several hosts of one run: once per node (cli.runset)
         from rdmascope.cli.runset import for_each_node
 
@@ -114,6 +118,10 @@ def command(capture, t_from, t_to, origin_s, capacity_gbps, enter_frac, leave_fr
     from rdmascope.analysis.series import line_rate_lines, line_rates
 
     lrates = line_rates(cap, groups=groups)  # what over_line_windows are judged against
+    if inspector:  # the collective that caused each burst (rdmascope.analysis.nccl)
+        from rdmascope.cli.collectives import annotate_or_fail
+
+        res.table = annotate_or_fail(cap, res.table, inspector, str(capture))
 
     def human():
         click.echo(f"{capture}: capacity {capacity_gbps:g} Gb/s{cap_note}; a burst enters at "

@@ -55,3 +55,38 @@ def command(capture, inspector, max_rows, out):
 
     emit({"collectives": table, "size_classes": classes}, out, human=human,
          meta={"capture": str(capture), "inspector": list(inspector), "notes": notes})
+
+
+def annotate_or_fail(cap, table, inspector, name: str):
+    """``bursts --inspector``: the bursts table with the overlapping collectives
+    (``analysis.nccl.collectives.annotate_bursts``); Inspector errors -> ClickException."""
+    from rdmascope.analysis.nccl.collectives import annotate_bursts, place_records
+    from rdmascope.analysis.nccl.inspector import InspectorError, read_inspector
+
+    try:
+        placed = place_records(cap, read_inspector(inspector))
+    except InspectorError as exc:
+        raise click.ClickException(f"{name}: {exc}") from exc
+    return annotate_bursts(table, placed)
+
+
+def add_collective_tracks(tl, caps, inspector, clock: str) -> None:
+    """``export perfetto --inspector``: append an "NCCL collectives" slice track to each
+    process (capture) of timeline ``tl`` whose host has Inspector records; a host without any is
+    noted. Inspector errors -> ClickException."""
+    from rdmascope.analysis.nccl.collectives import collective_slices, place_records
+    from rdmascope.analysis.nccl.inspector import InspectorError, read_inspector
+    from rdmascope.analysis.timeline import Track
+
+    try:
+        recs = read_inspector(inspector)
+    except InspectorError as exc:
+        raise click.ClickException(str(exc)) from exc
+    for proc, cap in zip(tl.processes, caps):
+        try:
+            placed = place_records(cap, recs)
+        except InspectorError as exc:
+            tl.notes.append(f"{cap.path}: {exc}")
+            continue
+        proc.tracks.append(Track(name="NCCL collectives", kind="slices",
+                                 slices=collective_slices(placed, clock=clock)))

@@ -58,8 +58,11 @@ def command() -> None:
               help="End of the range after each capture's start.")
 @origin_option
 @link_gbps_option
+@click.option("--inspector", "inspector", multiple=True, type=click.Path(exists=True),
+              help="NCCL Inspector records (a directory or file, repeatable): an 'NCCL "
+                   "collectives' track per host with each collective as a slice (docs/nccl.md).")
 def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt, t_from, t_to,
-             origin_s):
+             origin_s, inspector=()):
     """Write a timeline of CAPTURES (one process per capture) for ui.perfetto.dev or
     chrome://tracing.
 
@@ -111,6 +114,10 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
                                 origin_s=origin_s)
         except NoIntervalsError as exc:  # as peaks/rates/bursts: nothing to trace is an error
             raise no_intervals_error(exc.path) from exc
+        if inspector:  # the collectives beside the counters (rdmascope.analysis.nccl)
+            from rdmascope.cli.collectives import add_collective_tracks
+
+            add_collective_tracks(tl, caps, inspector, clock)
         n = write_perfetto(tl, out) if fmt == "proto" else write_chrome_json(tl, out)
     for note in tl.notes + ([link_gbps_note()] if link_gbps_note() else []):
         click.echo(f"note: {note}", err=True)
