@@ -138,3 +138,46 @@ def test_a_dp_resize_changes_the_bytes_per_token_at_its_time():
     for p in tr.passes:
         per_token = before if p.t_start_ns < 3_000_000_000 else after
         assert p.bytes == pytest.approx((p.prefill_tokens + p.decode_tokens) * per_token)
+
+
+def test_a_resize_capture_records_new_rails_from_the_moment_they_appear(tmp_path):
+    """8 NDR rails of which 4 come up at 3 s under load: the new rails' counters start then,
+    the manifest says so per counter, and the rails together carry every byte of the node."""
+    out = tmp_path / "cap"
+    r = CliRunner().invoke(main, [
+        "simulate", "capture", "-o", str(out), "--preset", "deepseek-v2-lite", "--layout", "ep",
+        "--tp", "8", "--dp", "4", "--rails", "8", "--rails-before", "4", "--resize-at", "3",
+        "--scenario", "prompt=2048,concurrency=2,requests=12,output=8,gap=0"])
+    assert r.exit_code == 0, r.output
+    raw = read_capture(out)
+    S = raw.manifest["start"]["monotonic_ns"]
+    at = S + 3_000_000_000
+    events = [e for e in raw.manifest["events"] if e["kind"] == "device_appeared"]
+    new_ids = {i for i, c in enumerate(raw.counters) if c["device"] in
+               {f"mlx5_{k}" for k in range(4, 8)}}
+    assert {e["counter_id"] for e in events} == new_ids and len(new_ids) == 8
+    assert all(e["t_ns"] == at for e in events)
+    s = _series(raw)
+    interval = raw.manifest["interval_ns"]
+    for k in range(8):
+        t, b = s[f"mlx5_{k}/tx"]
+        if k < 4:
+            assert t[0] < S + interval
+        else:  # no reading before the rail exists; the first within one sweep of it
+            assert at <= t[0] < at + interval + 500_000
+    # the 4 old rails carried the node's bytes alone before the resize, all 8 after: the sum
+    # over the rails is the node's total either way (the model's exact figure)
+    tr = simulate(make_scenario("prompt=2048,concurrency=2,requests=12,output=8,gap=0"),
+                  TrafficConfig(arch=ModelArch.from_model(V2L, tp=8, dp=4, layout="ep"),
+                                link=LinkConfig(rails=8), resize=Resize(3.0, rails_before=4)))
+    for k in range(8):
+        t, b = s[f"mlx5_{k}/tx"]
+        want = tr.cumulative_bytes([t[-1] - S], [f"mlx5_{k}/tx"])[0][0] - \
+            tr.cumulative_bytes([t[0] - S], [f"mlx5_{k}/tx"])[0][0]
+        assert b[-1] - b[0] == pytest.approx(want, abs=4 + 400e9 / 8 * 2e-4)
+    c_at = tr.collective_bytes([3_000_000_000])[0]
+    per_rail_before = tr.cumulative_bytes([3_000_000_000], ["mlx5_0/tx"])[0][0]
+    assert per_rail_before == pytest.approx(c_at / 4)
+    assert tr.cumulative_bytes([3_000_000_000], ["mlx5_5/tx"])[0][0] == 0.0
+    total = sum(tr.cumulative_bytes([tr.duration_ns], [f"mlx5_{k}/tx"])[0][0] for k in range(8))
+    assert total == pytest.approx(tr.total_bytes, rel=1e-12)

@@ -306,7 +306,8 @@ def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, s
                                                rate=_rate(model_kw.get("port_gbps")))
             raise _Served()
         tree = None
-        if model_kw.get("port_gbps") is not None:  # the tree's ports report the given rate
+        if model_kw.get("port_gbps") is not None and not model_kw.get("rails"):
+            # the tree's ports report the given rate
             from rdmascope.emulator.tree import build_tree, pcie_width_for
 
             tree = build_tree(root, seed=traffic.seed, rate=_rate(model_kw["port_gbps"]),

@@ -46,7 +46,14 @@ def serve(root: str | os.PathLike, traffic: Traffic, *, out: str | os.PathLike |
     ``TimeoutError`` when ``wait_for`` never starts.
     """
     emit = on_event or (lambda kind, value: None)
-    if tree is None:
+    link = traffic.config.link
+    appearing = sorted({(sr.change_ns, sr.device) for sr in traffic.series if sr.appears})
+    if tree is None and link.rails:
+        from rdmascope.emulator.rails import build_rail_tree
+
+        absent = tuple(int(d.split("_")[-1]) for _, d in appearing)
+        tree = build_rail_tree(root, link.rails, seed=traffic.seed, absent=absent)
+    elif tree is None:
         tree = build_tree(root, seed=traffic.seed, twins=traffic.config.link.twins,
                           pcie_width=pcie_width_for(traffic.config.link.twin_gbps))
     emit("root", tree.root)
@@ -59,7 +66,26 @@ def serve(root: str | os.PathLike, traffic: Traffic, *, out: str | os.PathLike |
                                f"{wait_timeout_s:g} s")
     t0 = time.perf_counter_ns() + int(start_delay_s * 1e9)
     emit("start", t0)
-    stats = play(tree, traffic, t0_ns=t0, speed=speed, should_stop=should_stop)
+    if appearing:  # a resize: play until the rails appear, add them, play on
+        from rdmascope.emulator.rails import add_rail
+
+        at_ns = appearing[0][0]
+        user_stop = should_stop or (lambda: False)
+        first = play(tree, traffic, t0_ns=t0, speed=speed, should_stop=lambda: user_stop() or (
+            time.perf_counter_ns() - t0) * speed >= at_ns)
+        if not user_stop():
+            for _, dev in appearing:
+                add_rail(tree, int(dev.split("_")[-1]))
+            emit("appeared", [d for _, d in appearing])
+        stats = play(tree, traffic, t0_ns=t0, speed=speed, should_stop=should_stop) \
+            if not user_stop() else first
+        stats = replace(stats, t0_ns=first.t0_ns, ticks=first.ticks + stats.ticks,
+                        writes=first.writes + stats.writes,
+                        max_tick_gap_ns=max(first.max_tick_gap_ns, stats.max_tick_gap_ns),
+                        late_ticks=first.late_ticks + stats.late_ticks) \
+            if stats is not first else stats
+    else:
+        stats = play(tree, traffic, t0_ns=t0, speed=speed, should_stop=should_stop)
     played_model_ns = min((time.perf_counter_ns() - t0) * speed, traffic.duration_ns)
     done = [r for r in traffic.requests if r.t_last_ns <= played_model_ns]
     shown = traffic if stats.completed else replace(traffic, requests=done)

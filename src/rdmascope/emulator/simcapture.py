@@ -62,6 +62,8 @@ TRUTH_FORMAT = "rdmascope-emulator-truth"
 SYNTHETIC_MONOTONIC_NS = 3_600_000_000_000
 SYNTHETIC_REALTIME_NS = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z
 
+#: the manifest event kind of a device that appears during a capture (one event per counter)
+DEVICE_APPEARED_KIND = "device_appeared"
 READ_OFFSET_SD_NS = 30_000
 READ_OFFSET_CLIP_NS = 100_000
 MISS_PROBABILITY = 1e-4
@@ -293,6 +295,12 @@ def simulate_capture(path: str | os.PathLike, traffic: Traffic, *, seed: int | N
                     dtype=np.int64)
     n_counters = len(counters)
     n_sweeps = int(traffic.duration_ns // interval_ns) + 1
+    # a resize: the devices whose series appear at their change time (``Series.appears``)
+    by_key = {sr.key: sr for sr in traffic.series}
+    appears = np.array([c["source"] == "infiniband" and bool(by_key[keys[j]].appears)
+                        for j, c in enumerate(counters)], dtype=bool)
+    appear_ns = np.array([by_key[keys[j]].change_ns if appears[j] else 0
+                          for j in range(n_counters)], dtype=np.int64)
     cap_id = uuid.UUID(hashlib.sha256(
         f"{traffic.scenario.name}-{traffic.config.link.name}-{traffic.config.link.tcp_fallback}-"
         f"{seed}-{start_monotonic_ns}{'' if host == 'emulated-spark' else '-' + host}".encode()).hexdigest()[:32]).hex
@@ -325,6 +333,11 @@ def simulate_capture(path: str | os.PathLike, traffic: Traffic, *, seed: int | N
     if force:
         _replace_earlier_truth(Path(path))
     writer = CaptureWriter.create(path, fields, force=force)
+    for j in np.flatnonzero(appears):  # as the recorder says of a device that appears
+        c = counters[j]
+        writer.add_event(S + int(appear_ns[j]), int(j), DEVICE_APPEARED_KIND,
+                         f"{c['device']} port {c['port']} appeared: {c['name']} read from "
+                         "then on", save=False)
 
     from rdmascope.sampler.audit import LogHistogram
     interval_hist = LogHistogram()
@@ -366,9 +379,13 @@ def simulate_capture(path: str | os.PathLike, traffic: Traffic, *, seed: int | N
             read_hists[j].add(dur[:, j])
         taken += m
         cid = np.tile(np.arange(n_counters, dtype=np.uint16), m)
-        batch = make_batch(cid, np.repeat(k, n_counters), (S + t_before).ravel(),
-                           dur.ravel().astype(np.uint32), values.ravel().astype(np.uint64),
-                           np.full(m * n_counters, STATUS_OK, dtype=np.uint8))
+        rows = np.ones(m * n_counters, dtype=bool)
+        if appears.any():  # a device that appears later has no readings before it does
+            rows = ~(appears[None, :] & (t_before < appear_ns[None, :])).ravel()
+        batch = make_batch(cid[rows], np.repeat(k, n_counters)[rows],
+                           (S + t_before).ravel()[rows], dur.ravel().astype(np.uint32)[rows],
+                           values.ravel().astype(np.uint64)[rows],
+                           np.full(int(rows.sum()), STATUS_OK, dtype=np.uint8))
         writer.write_batch(batch)
         writer.roll()
     deadlines = taken + missed

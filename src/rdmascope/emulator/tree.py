@@ -389,8 +389,11 @@ def play_nodes(nodes: list[tuple[EmulatedTree, Traffic]], *, t0_ns: int | None =
         files = []
         for m in tree.moving:
             s = smap[m.series]
+            # a resize (Series.change_ns): the share before it, and the collective at it
+            change = (None if s.change_ns is None else
+                      (s.share_before, float(traffic.collective_bytes([s.change_ns])[0])))
             files.append([os.open(m.path, os.O_WRONLY), s.collective_share, s.idle_bps * 1e-9,
-                          m.divisor, m.base, m.fast, -1])
+                          m.divisor, m.base, m.fast, -1, change])
         files_all.extend(files)
         players.append((cursor, files, [f for f in files if f[5]], traffic.duration_ns))
     duration = max(p[3] for p in players)
@@ -416,7 +419,12 @@ def play_nodes(nodes: list[tuple[EmulatedTree, Traffic]], *, t0_ns: int | None =
                 c = cursor(tm)
                 group = files if k % slow_every == 0 or tm >= dur else fast
                 for f in group:
-                    v = f[4] + int((f[1] * c + f[2] * tm) // f[3])
+                    if f[7] is None:
+                        v = f[4] + int((f[1] * c + f[2] * tm) // f[3])
+                    else:
+                        cc = f[7][1]
+                        v = f[4] + int((f[7][0] * min(c, cc) + f[1] * max(c - cc, 0.0)
+                                        + f[2] * tm) // f[3])
                     if v != f[6]:
                         pwrite(f[0], b"%d\n" % v, 0)
                         f[6] = v
