@@ -90,7 +90,7 @@ def test_real_recorder_on_the_live_tree(tmp_path):
             assert tb[0] + du[0] - t0 + PLAYER_PERIOD_NS // 2 <= 0  # recorded before play
             base = v[0]
 
-            def due(t_ns, key=key):
+            def due(t_ns, key=key, t0=t0, traffic=traffic):
                 tm = np.clip(t_ns - t0 + PLAYER_PERIOD_NS // 2, 0, traffic.duration_ns)
                 return np.floor(traffic.cumulative_bytes(tm, [key])[0] / 4).astype(np.int64)
 
