@@ -727,7 +727,7 @@ class NodePass:
 
 
 def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS, *, peaks: bool = True,
-              measure: bool = False) -> NodePass:
+              measure: bool = False, sink=None) -> NodePass:
     """One streamed pass over a capture (``stream.iter_windows``, windows from the capture start):
     its ``NodeSeries`` at ``width_ns``, the highest rate (Gb/s) of its link, tx or rx, per
     width of ``windows_ns`` ({window label: Gb/s}) and, with ``measure``, what the emulation
@@ -740,7 +740,10 @@ def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS, *, peaks: boo
     empty, gap-spread or over-line window; ``peaks.headline_peak``); the few windows over line
     rate are judged from the intervals the pass holds (``_PassFlagger``). ``cap``: a
     ``stream.CaptureInfo`` or a path. ``peaks`` False: only the series (the peaks dict is
-    empty). Raises ``ValueError`` when the capture has no RDMA byte intervals.
+    empty). ``sink``: an object whose ``add(t_ns, tx, rx, unknown)`` takes each block of the
+    series' windows in time order instead (``cluster_map``: the summary is made as the pass
+    goes, no whole series is held; ``NodePass.series`` is then None). Raises ``ValueError``
+    when the capture has no RDMA byte intervals.
     """
     from rdmascope.analysis.peaks import HEADLINE_EXCLUDE, window_label
     from rdmascope.analysis.series import QUALITY_OVER_LINE, line_gbps_of
@@ -788,8 +791,13 @@ def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS, *, peaks: boo
                 rx_cols = [i for i, c in enumerate(cols) if str(c).endswith("/rx")]
             nan = np.isnan(B)
             z = np.where(nan, 0.0, B)
-            sums.append((b.index.to_numpy(np.int64), z[:, tx_cols].sum(axis=1),
-                         z[:, rx_cols].sum(axis=1), nan.any(axis=1)))
+            blk = (b.index.to_numpy(np.int64), z[:, tx_cols].sum(axis=1),
+                   z[:, rx_cols].sum(axis=1), nan.any(axis=1))
+            if sink is not None:
+                sink.add(*blk)
+                sums.append(None)
+            else:
+                sums.append(blk)
         if gi not in g_peak and gi != g_ms:
             return
         # the link view (``peaks._link_view``/``series.group_links``, in numpy): each link
@@ -851,15 +859,10 @@ def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS, *, peaks: boo
         settle(g, bb, qq)
     if not sums:
         raise ValueError("no RDMA byte intervals (fewer than two valid readings per counter)")
-    t = np.concatenate([x[0] for x in sums])
-    if len(t) > 1 and (np.diff(t) != int(width_ns)).any():
-        raise ValueError("windows must be consecutive and of the given width")
-    ser = NodeSeries(start_ns=int(t[0]) if len(t) else 0,
-                     cum_tx=np.concatenate([[0.0], np.cumsum(np.concatenate(
-                         [x[1] for x in sums]))]),
-                     cum_rx=np.concatenate([[0.0], np.cumsum(np.concatenate(
-                         [x[2] for x in sums]))]),
-                     n_unknown=int(sum(int(x[3].sum()) for x in sums)), width_ns=int(width_ns))
+    if sink is not None:
+        ser = None
+    else:
+        ser = _series_of(sums, width_ns)
     sums.clear()
     pk = ({window_label(x): (best[gi] if seen[gi] else float("nan"))
            for gi, x in g_peak.items()} if peaks else {})
@@ -871,6 +874,19 @@ def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS, *, peaks: boo
             m["kernel_in_pass"] = True
         del kern
     return NodePass(series=ser, peaks=pk, measure=m, info=cap, rereads=flag.rereads)
+
+
+def _series_of(sums, width_ns) -> NodeSeries:
+    t = np.concatenate([x[0] for x in sums])
+    if len(t) > 1 and (np.diff(t) != int(width_ns)).any():
+        raise ValueError("windows must be consecutive and of the given width")
+    ser = NodeSeries(start_ns=int(t[0]) if len(t) else 0,
+                     cum_tx=np.concatenate([[0.0], np.cumsum(np.concatenate(
+                         [x[1] for x in sums]))]),
+                     cum_rx=np.concatenate([[0.0], np.cumsum(np.concatenate(
+                         [x[2] for x in sums]))]),
+                     n_unknown=int(sum(int(x[3].sum()) for x in sums)), width_ns=int(width_ns))
+    return ser
 
 
 def twin_links(cap):
@@ -1029,8 +1045,11 @@ class ClusterResult:
     reference's (refinement's correlation below ``MIN_CORRELATION``: likely not the same run,
     so the set cannot be judged as one). ``expect``: "single" | "both". ``timing``:
     ``burst_timing`` rows; ``stragglers``: its per-node summary. ``requests``: the aligned log's
-    requests (reference clock) or None. ``series``: each node's ``NodeSeries``. ``span_ns``: the
-    common span (reference clock).
+    requests (reference clock) or None. ``series``: each node's ``NodeSeries`` (the series
+    method) or ``cluster_map.SummaryView`` (map and reduce: 1 ms only where the summary kept
+    it, NaN elsewhere). ``span_ns``: the common span (reference clock). ``summaries``: the
+    nodes' ``cluster_map.NodeSummary`` (map and reduce). ``failed``: {host: reason} of the
+    captures that could not be read or placed (counted CANNOT JUDGE; the rest is judged).
     """
 
     run_set: RunSet
@@ -1046,20 +1065,43 @@ class ClusterResult:
     span_ns: tuple[int, int]
     verdicts: dict[str, Any] = field(default_factory=dict)
     unmatched: list[str] = field(default_factory=list)
+    summaries: list | None = None
+    failed: dict[str, str] = field(default_factory=dict)
 
     @property
     def warnings(self) -> list[str]:
         return self.run_set.warnings
 
 
-def cluster_summary(paths, *, requests: str | os.PathLike | None = None,
-                    request_format: str | None = None, offset_s: float | None = None,
-                    reference: str | None = None, refine: bool = True,
-                    max_lag_ns: int = DEFAULT_MAX_LAG_NS, warn_ns: int = DEFAULT_WARN_NS,
-                    expect: str | None = None, tolerance: float = 0.01,
-                    capacity_gbps: float | None = None, progress=None,
-                    run: int | None = None) -> ClusterResult:
+def cluster_summary(paths, *, method: str = "summary", engine: str = "local",
+                    jobs: int | None = None, address: str | None = None,
+                    **kw) -> ClusterResult:
     """Summarise the captures of one run, node by node (see the module docstring).
+
+    ``method``: "summary" (default: ``cluster_reduce.summarize``, each node mapped to a
+    compact summary in one streamed pass, on ``engine`` "local" (a process pool of ``jobs``,
+    default the machine's cores), "serial" or "ray" (``address``); memory bounded by the
+    summaries) or "series" (``cluster_summary_series``: every node's whole 1 ms series held,
+    the reference the map and reduce is tested against). Other parameters, result and errors:
+    ``cluster_summary_series``.
+    """
+    if method == "series":
+        return cluster_summary_series(paths, **kw)
+    if method != "summary":
+        raise ValueError(f"method must be 'summary' or 'series', got {method!r}")
+    from rdmascope.analysis.cluster_reduce import summarize
+
+    return summarize(paths, engine=engine, jobs=jobs, address=address, **kw)
+
+
+def cluster_summary_series(paths, *, requests: str | os.PathLike | None = None,
+                           request_format: str | None = None, offset_s: float | None = None,
+                           reference: str | None = None, refine: bool = True,
+                           max_lag_ns: int = DEFAULT_MAX_LAG_NS, warn_ns: int = DEFAULT_WARN_NS,
+                           expect: str | None = None, tolerance: float = 0.01,
+                           capacity_gbps: float | None = None, progress=None,
+                           run: int | None = None) -> ClusterResult:
+    """Summarise the captures of one run, node by node, holding every node's 1 ms series.
 
     Loads one capture at a time (memory: one node's readings plus every node's 1 ms series).
     ``expect``: "single" | "both" | None (the verdict each node is held to; None: what most

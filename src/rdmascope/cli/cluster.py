@@ -96,6 +96,17 @@ def _progress():
                    "than this many %.")
 @click.option("--capacity", type=POSITIVE, default=None,
               help="Link rate in Gb/s for burst detection [default: the reference's port rate].")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Nodes mapped at once by the local process pool [default: this machine's "
+                   "cores].")
+@click.option("--engine", type=click.Choice(["local", "ray"]), default="local",
+              show_default=True,
+              help="Where each node's map (one streamed pass over its capture) runs: a local "
+                   "process pool, or Ray tasks on the nodes that hold the captures (optional "
+                   "extra: pip install 'rdmascope[ray]').")
+@click.option("--address", default=None, metavar="ADDR",
+              help="The Ray cluster to use with --engine ray (e.g. auto, or ray://head:10001) "
+                   "[default: a local Ray instance on this machine's cores].")
 @link_gbps_option
 @click.option("--nccl-log", "nccl_log", multiple=True, type=click.Path(exists=True),
               help="NCCL_DEBUG=INFO log(s) of the run (files or directories, repeatable): each "
@@ -104,10 +115,20 @@ def _progress():
                    "witness a node CANNOT JUDGE.")
 @output_options
 def command(captures, requests_path, request_format, offset_s, reference, refine, max_lag,
-            clock_warn, single, tolerance, capacity, out, nccl_log=()):
+            clock_warn, single, tolerance, capacity, jobs, engine, address, out, nccl_log=()):
     from rdmascope.analysis.cluster import RunSetError, cluster_summary
     from rdmascope.analysis.requestlogs import RequestLogError
     from rdmascope.capture import CaptureError
+
+    if address is not None and engine != "ray":
+        raise click.UsageError("--address names a Ray cluster: give it with --engine ray")
+    if engine == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            from rdmascope.analysis.cluster_ray import HOW_TO_GET_RAY
+
+            raise click.UsageError(HOW_TO_GET_RAY)
 
     if len(captures) == 1:  # a run set directory (as `simulate capture --nodes` writes)
         from rdmascope.cli.compare import run_set_dir
@@ -142,7 +163,7 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
                               offset_s=offset_s, reference=reference, refine=refine,
                               max_lag_ns=max_lag, warn_ns=clock_warn, expect=expect,
                               tolerance=tolerance / 100, capacity_gbps=capacity,
-                              progress=_progress())
+                              progress=_progress(), engine=engine, jobs=jobs, address=address)
     except RunSetError as exc:
         raise click.ClickException(str(exc)) from exc
     except RequestLogError as exc:
@@ -150,6 +171,8 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
     except CaptureError as exc:
         raise click.ClickException(str(exc)) from exc
     except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    except RuntimeError as exc:  # cluster_ray.RayUnavailable: Ray missing or unreachable
         raise click.ClickException(str(exc)) from exc
     rs = res.run_set
     lo, hi = res.span_ns
@@ -179,6 +202,8 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
             click.echo(link_gbps_note())
         for w in res.warnings:
             click.echo(f"warning: {w}")
+        for h, why in res.failed.items():
+            click.echo(f"not judged: {h}: {why}")
         t = nodes.copy()
         t["tx_MB"] = t.pop("tx_bytes") / 1e6
         t["rx_MB"] = t.pop("rx_bytes") / 1e6
@@ -235,6 +260,7 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
                "unmatched": res.unmatched, "failing": res.failing, "expect": res.expect,
                "expect_reason": res.expect_reason, "warnings": res.warnings,
                "requests": requests_path, "span_ns": [lo, hi], "line_rate": link_gbps_note(),
+               "failed": res.failed, "engine": engine,
                **({"nccl_witness": {h: w.to_dict() for h, w in witnesses.items()}}
                   if witnesses else {})})
     ctx = click.get_current_context()

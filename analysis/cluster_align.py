@@ -1,0 +1,230 @@
+"""The reduce's alignment and burst timing: from the nodes' summaries alone (``cluster_map``).
+
+``align_summaries`` is ``cluster.align_run_set`` on summaries: the burst ends and markers come
+from each node's map, and the cross-correlation runs on the pieces of the reference's clock the
+maps kept at 1 ms (``MapPlan.keep_ref``; one piece, the whole span ``align_run_set`` uses, for a
+run up to ``EXCERPT_NS``; else ``PIECES`` pieces spread over the span). With one piece it makes
+the same numbers as ``align_run_set``. ``timing_from_summaries`` is ``cluster.burst_timing``
+from each node's own bursts: the set's bursts are the nodes' bursts that overlap on the
+reference's clock, each node's start/end its 5 % / 95 % crossing of its own bytes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from rdmascope.analysis.cluster import (
+    DEFAULT_MAX_LAG_NS,
+    DEFAULT_WARN_NS,
+    FINE_HALF_NS,
+    FINE_STEP_NS,
+    MIN_CORRELATION,
+    MS,
+    RunSet,
+    _marker_lag,
+    _match_residual,
+    _parabola,
+)
+
+#: Longest common span cross-correlated whole; longer runs use PIECES pieces of it.
+EXCERPT_NS = 180_000 * MS
+PIECES = 12
+
+
+def alignment_grids(rs: RunSet, *, max_lag_ns: int = DEFAULT_MAX_LAG_NS) -> list[np.ndarray]:
+    """The 1 ms grids (reference clock, from the wall-clock offsets) the alignment
+    cross-correlates: the grid of ``align_run_set`` when it is at most ``EXCERPT_NS`` long, else
+    ``PIECES`` equal pieces spread evenly over it, ``EXCERPT_NS`` in all."""
+    lo, hi = rs.common_span_ns()
+    w = max(rs.ref.interval_ns if rs.ref.interval_ns > 0 else MS, MS)
+    margin = max_lag_ns + FINE_HALF_NS + w
+    g0, g1 = lo + margin, hi - margin
+    if g1 - g0 < 100 * w:
+        g0, g1 = lo, hi
+    if g1 - g0 <= EXCERPT_NS:
+        return [np.arange(g0, g1 + 1, w, dtype=np.int64)]
+    piece = (EXCERPT_NS // PIECES) // w * w
+    step = (g1 - g0 - piece) // (PIECES - 1)
+    return [np.arange(g0 + k * step, g0 + k * step + piece + 1, w, dtype=np.int64)
+            for k in range(PIECES)]
+
+
+def _rates(view, grids, shift) -> np.ndarray:
+    return np.concatenate([view.rate_at(g - shift) for g in grids])
+
+
+def _xcorr_pieces(a_list, b_list, max_lag: int) -> tuple[int, float]:
+    """``cluster._xcorr_lag`` over pieces: the correlations of the pieces summed (means taken
+    over all pieces together); the same as ``_xcorr_lag`` for one piece."""
+    a_all, b_all = np.concatenate(a_list), np.concatenate(b_list)
+    ma, mb = a_all.mean(), b_all.mean()
+    vals = None
+    for a, b in zip(a_list, b_list, strict=True):
+        a = a - ma
+        b = b - mb
+        n = 1 << int(np.ceil(np.log2(len(a) + len(b) + 1)))
+        c = np.fft.irfft(np.fft.rfft(a, n) * np.conj(np.fft.rfft(b, n)), n)
+        m = min(max_lag, n // 2 - 1)
+        v = np.concatenate([c[: m + 1], np.zeros(max_lag - m), np.zeros(max_lag - m),
+                            c[n - m:]]) if m < max_lag else \
+            np.concatenate([c[: max_lag + 1], c[n - max_lag:]])
+        vals = v if vals is None else vals + v
+    lags = np.concatenate([np.arange(0, max_lag + 1), np.arange(-max_lag, 0)])
+    i = int(np.argmax(vals))
+    a0, b0 = a_all - ma, b_all - mb
+    norm = float(np.sqrt((a0 * a0).sum() * (b0 * b0).sum()))
+    return int(lags[i]), float(vals[i] / norm) if norm > 0 else 0.0
+
+
+def _refine_pieces(ref, node, grids, wall_offset_ns: int, *, max_lag_ns: int, blocks: int = 10):
+    """``cluster.refine_offset`` over the pieces (identical for one piece)."""
+    r = _rates(ref, grids, 0)
+    x0 = _rates(node, grids, wall_offset_ns)
+    step = int(np.median(np.diff(grids[0])))
+    lag, corr = _xcorr_pieces([ref.rate_at(g) for g in grids],
+                              [node.rate_at(g - wall_offset_ns) for g in grids],
+                              max(1, max_lag_ns // step))
+    del x0
+    lags = lag * step + np.arange(-FINE_HALF_NS, FINE_HALF_NS + 1, FINE_STEP_NS)
+    rc = r - r.mean()
+    e = np.cumsum(rc * rc)
+    cuts = np.searchsorted(e, e[-1] * np.arange(1, blocks) / blocks) if e[-1] > 0 else []
+    bounds = np.concatenate([[0], cuts, [len(r)]]).astype(int)
+    per_block = np.empty((len(lags), blocks))
+    for j, lg in enumerate(lags):
+        x = _rates(node, grids, wall_offset_ns + lg)
+        p = rc * (x - x.mean())
+        cs = np.concatenate([[0.0], np.cumsum(p)])
+        per_block[j] = cs[bounds[1:]] - cs[bounds[:-1]]
+    total = per_block.sum(axis=1)
+    best = _parabola(total, int(np.argmax(total)))
+    residual = float(lags[0] + best * FINE_STEP_NS)
+    ests = np.array([lags[0] + _parabola(per_block[:, k], int(np.argmax(per_block[:, k])))
+                     * FINE_STEP_NS for k in range(blocks)])
+    ok = bounds[1:] > bounds[:-1]
+    se = float(np.std(ests[ok], ddof=1) / np.sqrt(ok.sum())) if ok.sum() > 2 else None
+    return residual, se, corr
+
+
+def align_summaries(rs: RunSet, views, summaries, grids, *, refine: bool = True,
+                    max_lag_ns: int = DEFAULT_MAX_LAG_NS, warn_ns: int = DEFAULT_WARN_NS
+                    ) -> RunSet:
+    """``cluster.align_run_set`` from the nodes' summaries (in place; returns ``rs``).
+
+    ``views``: each node's ``cluster_map.SummaryView``; ``summaries``: its ``NodeSummary``
+    (burst ends and markers); ``grids``: ``alignment_grids(rs)`` (the pieces the maps kept).
+    """
+    rs.refined = refine
+    if not refine:
+        rs.warnings.append("clock refinement is off: the hosts are placed by their wall clocks "
+                           "only (as good as NTP/PTP keeps them)")
+        return rs
+    w = max(rs.ref.interval_ns if rs.ref.interval_ns > 0 else MS, MS)
+    ref_v = views[rs.reference]
+    ref_s = summaries[rs.reference]
+    n_grid = sum(len(g) for g in grids)
+    for i, n in enumerate(rs.nodes):
+        if i == rs.reference:
+            n.residual_ns, n.offset_unc_ns, n.correlation = 0.0, 0.0, 1.0
+            continue
+        if n_grid < 10:
+            rs.warnings.append(f"{n.host}: the captures overlap too briefly to refine the clock "
+                               "offset; kept the wall-clock offset")
+            continue
+        s = summaries[i]
+        r_list = [ref_v.rate_at(g) for g in grids]
+        ml = _marker_lag(ref_s.markers, s.markers, n.wall_offset_ns, max_lag_ns)
+        if ml is None:
+            lag, corr = _xcorr_pieces(r_list, [views[i].rate_at(g - n.wall_offset_ns)
+                                               for g in grids], max(1, max_lag_ns // w))
+            coarse = float(lag * w)
+        else:
+            coarse = ml
+            r0 = np.concatenate(r_list)
+            x = _rates(views[i], grids, n.wall_offset_ns + int(round(ml)))
+            a0, x0 = r0 - r0.mean(), x - x.mean()
+            den = float(np.sqrt((a0 * a0).sum() * (x0 * x0).sum()))
+            corr = float((a0 * x0).sum() / den) if den > 0 else 0.0
+        m = _match_residual(ref_s.ends, s.ends, n.wall_offset_ns + coarse)
+        if m is not None:
+            res, se, n.bursts_matched = coarse + m[0], m[1], m[2]
+        else:
+            res, se, corr = _refine_pieces(ref_v, views[i], grids, n.wall_offset_ns,
+                                           max_lag_ns=max_lag_ns)
+        if not np.isfinite(corr):
+            corr = 0.0
+        n.correlation = corr
+        if corr < MIN_CORRELATION:
+            rs.warnings.append(
+                f"{n.host}: its traffic does not match {rs.ref.host}'s (correlation {corr:.2f} "
+                f"< {MIN_CORRELATION}); kept its wall-clock offset, so its timing is only as "
+                "good as the wall clocks")
+            continue
+        n.residual_ns, n.offset_unc_ns = res, se
+        n.offset_ns = int(round(n.wall_offset_ns + res))
+        if abs(res) > warn_ns:
+            rs.warnings.append(
+                f"{n.host}'s wall clock disagrees with {rs.ref.host}'s by {res / MS:+.2f} ms "
+                f"(found from the traffic): NTP/PTP is not keeping the hosts within "
+                f"{warn_ns / MS:g} ms; the refined offsets are used")
+    return rs
+
+
+TIMING_COLUMNS = ["burst", "host", "start_ns", "end_ns", "length_ns", "late_ns", "longer_pct"]
+
+
+def timing_from_summaries(rs: RunSet, summaries, *, min_bytes: float = 5e6,
+                          start_ns: int | None = None, end_ns: int | None = None
+                          ) -> pd.DataFrame:
+    """Each node's start and length of every all-reduce burst on the reference's clock, from
+    the nodes' own bursts (the columns of ``cluster.burst_timing``).
+
+    The set's bursts: the nodes' bursts (reference clock) that overlap, chained; kept when they
+    carry at least ``min_bytes`` per node on average and start inside the common span. A node
+    with several bursts in one set burst: its first start and last end; a node with none: NaN.
+    """
+    lo, hi = rs.common_span_ns()
+    lo = lo if start_ns is None else max(lo, start_ns)
+    hi = hi if end_ns is None else min(hi, end_ns)
+    parts = []
+    for k, (n, s) in enumerate(zip(rs.nodes, summaries, strict=True)):
+        b = s.bursts
+        if not len(b.get("start_ns", ())):
+            continue
+        parts.append(pd.DataFrame({
+            "node": k, "s": b["start_ns"] + n.offset_ns, "e": b["end_ns"] + n.offset_ns,
+            "t_lo": b["t_lo"] + n.offset_ns, "t_hi": b["t_hi"] + n.offset_ns,
+            "bytes": b["bytes"]}))
+    if not parts:
+        return pd.DataFrame(columns=TIMING_COLUMNS)
+    df = pd.concat(parts, ignore_index=True).sort_values("s", kind="stable")
+    s_ = df["s"].to_numpy(np.int64)
+    e_ = df["e"].to_numpy(np.int64)
+    reach = np.maximum.accumulate(e_)
+    new = np.concatenate([[True], s_[1:] >= reach[:-1]])
+    df["group"] = np.cumsum(new) - 1
+    g = df.groupby(["group", "node"], sort=True).agg(
+        start=("t_lo", "min"), end=("t_hi", "max"), byt=("bytes", "sum"), s=("s", "min"))
+    gs = g.groupby(level=0).agg(byt=("byt", "sum"), s=("s", "min"))
+    keep = gs.index[(gs["byt"] / len(rs.nodes) >= min_bytes) & (gs["s"] >= lo) & (gs["s"] < hi)]
+    if not len(keep):
+        return pd.DataFrame(columns=TIMING_COLUMNS)
+    burst_no = pd.Series(np.arange(len(keep)), index=keep)
+    rows = []
+    hosts = [n.host for n in rs.nodes]
+    for k, host in enumerate(hosts):
+        sub = g.xs(k, level="node") if k in g.index.get_level_values("node") else None
+        st = np.full(len(keep), np.nan)
+        en = np.full(len(keep), np.nan)
+        if sub is not None:
+            sub = sub.reindex(keep)
+            st, en = sub["start"].to_numpy(float), sub["end"].to_numpy(float)
+        rows.append(pd.DataFrame({"burst": burst_no.to_numpy(), "host": host,
+                                  "start_ns": st, "end_ns": en}))
+    out = pd.concat(rows, ignore_index=True)
+    out["length_ns"] = out["end_ns"] - out["start_ns"]
+    med = out.groupby("burst")[["start_ns", "length_ns"]].median()
+    out["late_ns"] = out["start_ns"] - out["burst"].map(med["start_ns"])
+    out["longer_pct"] = (out["length_ns"] / out["burst"].map(med["length_ns"]) - 1) * 100
+    return out

@@ -1,0 +1,123 @@
+"""Every node's map as a Ray task on the node that holds its capture (``cluster --engine ray``).
+
+Ray is optional (``pip install 'rdmascope[ray]'``). ``run_maps_ray(args, address=...)``
+connects to a running Ray cluster (``address``, e.g. ``ray://head:10001`` or ``auto``; without
+one, a local Ray instance is started with this machine's cores) and submits one task per node:
+``cluster_map.map_node`` on that node's capture. Placement (``placement``): a Ray node whose
+host name is the capture's host (the name the manifest holds, which is the recorder's host
+name) gets the task with hard node affinity, so the capture never crosses the network; only
+its summary (a few MB) does. A capture whose host is not a live Ray node runs anywhere, which
+works when the path is on a file system every Ray node mounts (a shared FS) and is named in
+the failure otherwise. A task that fails (its worker or node died, or it raised) is retried
+once (``max_retries=1``, ``retry_exceptions=True``) and then reported as that node's failure;
+``ray.get`` is bounded by ``timeout_s`` per task, so a task that can never run is a failure
+too, never a hang.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from rdmascope.analysis.cluster_map import NodeSummary, map_node
+
+HOW_TO_GET_RAY = ("--engine ray needs Ray, an optional extra: pip install 'rdmascope[ray]' "
+                  "(or pip install ray) on the head node and every node holding a capture")
+
+
+class RayUnavailable(RuntimeError):
+    """Ray is not installed (the message says how to get it) or cannot be reached."""
+
+
+def _import_ray():
+    try:
+        import ray
+    except ImportError as exc:
+        raise RayUnavailable(HOW_TO_GET_RAY) from exc
+    return ray
+
+
+def _map_task(args: tuple) -> NodeSummary:
+    summary = map_node(*args)
+    summary.ran_on = socket.gethostname()  # type: ignore[attr-defined]
+    return summary
+
+
+def placement(host: str, ray_nodes: list[dict[str, Any]]) -> str | None:
+    """The Ray node id whose host name is ``host`` (alive; the short name also matches a
+    fully qualified one), else None (run anywhere: the capture must be on a shared FS).
+    ``ray_nodes``: ``ray.nodes()`` records (``NodeID``, ``NodeManagerHostname``, ``Alive``)."""
+    short = host.split(".")[0]
+    for n in ray_nodes:
+        if not n.get("Alive", False):
+            continue
+        name = str(n.get("NodeManagerHostname") or "")
+        if name == host or name.split(".")[0] == short:
+            return str(n["NodeID"])
+    return None
+
+
+def run_maps_ray(args: list[tuple], *, address: str | None = None,
+                 progress: Callable | None = None, timeout_s: float | None = 6 * 3600,
+                 num_cpus: int | None = None) -> list[NodeSummary]:
+    """Run ``map_node(*a)`` for each ``a`` of ``args`` as Ray tasks (module docstring); return
+    the summaries in order (a failed node: a summary whose ``error`` says what happened).
+    Raises ``RayUnavailable`` without Ray or when ``address`` cannot be reached."""
+    ray = _import_ray()
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    started = False
+    if not ray.is_initialized():
+        try:
+            if address:
+                ray.init(address=address, log_to_driver=False, include_dashboard=False)
+            else:
+                ray.init(num_cpus=num_cpus or (os.cpu_count() or 1), log_to_driver=False,
+                         include_dashboard=False)
+            started = True
+        except Exception as exc:  # noqa: BLE001 (ray raises many kinds: one message)
+            raise RayUnavailable(f"cannot start or reach Ray"
+                                 f"{' at ' + address if address else ''}: {exc}") from exc
+    try:
+        nodes = ray.nodes()
+        task = ray.remote(max_retries=1, retry_exceptions=True, num_cpus=1)(_map_task)
+        refs = []
+        where = []
+        for a in args:
+            nid = placement(a[3], nodes)
+            opts = {}
+            if nid is not None:
+                opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(nid, soft=False)
+            where.append(nid)
+            refs.append(task.options(**opts).remote(a))
+        out: list[NodeSummary | None] = [None] * len(args)
+        pending = {r: k for k, r in enumerate(refs)}
+        done = 0
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=timeout_s)
+            if not ready:  # nothing finished within the bound: the rest are failures
+                for r, k in pending.items():
+                    ray.cancel(r, force=True)
+                    out[k] = NodeSummary(path=args[k][0], host=args[k][3], error=(
+                        f"{args[k][0]}: its Ray task did not finish within {timeout_s:g} s"))
+                break
+            for r in ready:
+                k = pending.pop(r)
+                try:
+                    out[k] = ray.get(r)
+                except Exception as exc:  # noqa: BLE001 (after its one retry: that node's failure)
+                    why = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc)
+                    out[k] = NodeSummary(path=args[k][0], host=args[k][3], error=(
+                        f"{args[k][0]}: its Ray task failed twice (retried once): {why}"
+                        + ("" if where[k] else " (no Ray node is named "
+                           f"{args[k][3]}: the capture must be on a file system every Ray "
+                           "node mounts)")))
+                done += 1
+                if progress:
+                    progress(done, len(args), args[k][3])
+        return out  # type: ignore[return-value]
+    finally:
+        if started:
+            ray.shutdown()

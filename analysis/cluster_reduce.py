@@ -1,0 +1,340 @@
+"""The cluster view as map and reduce: plan, run every node's map, judge the set.
+
+``summarize(paths, ...)`` (what ``cluster.cluster_summary`` runs by default):
+
+1. **Plan** (driver, manifests only): the run set on its wall clocks (``open_run_set``; a
+   capture that is missing, unreadable or of another run is set aside and named), the request
+   log aligned on the reference, the pieces the alignment will cross-correlate
+   (``cluster_align.alignment_grids``) and the link rate: a ``cluster_map.MapPlan``.
+2. **Map**: ``cluster_map.map_node`` per node (one streamed pass each), serially, in a local
+   process pool (``engine="local"``, ``jobs`` processes, default the machine's cores) or as Ray
+   tasks (``engine="ray"``, ``cluster_ray``). Only summaries come back.
+3. **Reduce** (driver): offsets refined from the summaries (``cluster_align``), each node's
+   bytes over the common span and per request at its refined offset, verdicts, symmetry, burst
+   timing and stragglers: the ``cluster.ClusterResult`` of ``cluster_summary``.
+
+Memory of the driver: the summaries (a few MB per node) and one table row per node.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rdmascope.analysis import cluster as C
+from rdmascope.analysis.cluster_align import (
+    align_summaries,
+    alignment_grids,
+    timing_from_summaries,
+)
+from rdmascope.analysis.cluster_map import MapPlan, NodeSummary, SummaryView, map_node
+from rdmascope.analysis.verify import CANNOT_JUDGE, FAIL, PASS, Verdict
+from rdmascope.capture import CaptureError, read_manifest
+
+MS = C.MS
+
+
+def default_jobs() -> int:
+    """The machine's cores this process may use (``os.sched_getaffinity``, else cpu_count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def open_run_set_lenient(paths, *, reference: str | None = None
+                         ) -> tuple[C.RunSet, dict[str, tuple[str, str]]]:
+    """``open_run_set`` that sets aside the captures it cannot place instead of refusing the
+    set: returns (run set of the rest, {path: (host or path name, reason)}).
+
+    Set aside: a path that is not a readable capture (missing, no/malformed manifest), a
+    capture without clock pairs, and a capture that does not overlap the reference's (by the
+    wall clocks: of another run). Still raises ``RunSetError`` for two captures of one host, an
+    unknown ``reference`` or fewer than two usable captures (naming the set-aside ones).
+    """
+    bad: dict[str, tuple[str, str]] = {}
+    good = []
+    for p in paths:
+        try:
+            m = read_manifest(p)
+        except (CaptureError, OSError, ValueError) as exc:
+            bad[os.fspath(p)] = (Path(p).name, f"unreadable: {exc}")
+            continue
+        if not (m.get("clock_pairs") or (m.get("start") or {}).get("realtime_ns") is not None):
+            bad[os.fspath(p)] = (str(m.get("host") or Path(p).name),
+                                 f"{p}: no (REALTIME, MONOTONIC) clock pairs; cannot place it "
+                                 "beside other hosts")
+            continue
+        good.append(p)
+
+    def too_few():
+        said = "; ".join(f"{h}: {r}" for h, r in bad.values())
+        return C.RunSetError("a run set needs the captures of at least two hosts"
+                             + (f" (set aside: {said})" if said else ""))
+
+    if len(good) < 2:
+        raise too_few()
+    try:
+        return C.open_run_set(good, reference=reference), bad
+    except C.RunSetError as exc:
+        if "do not overlap" not in str(exc):
+            raise
+    # some captures are of another run: keep those overlapping the reference's
+    probe = []
+    for p in good:
+        m = read_manifest(p)
+        pairs = m.get("clock_pairs") or [[m["start"]["realtime_ns"], m["start"]["monotonic_ns"]]]
+        diffs = sorted(int(r) - int(mo) for r, mo in pairs)
+        rm = diffs[len(diffs) // 2]
+        start = int((m.get("start") or {}).get("monotonic_ns") or min(x[1] for x in pairs))
+        end = C._end_ns(m) or start
+        probe.append((p, str(m.get("host") or Path(p).name), start + rm, end + rm))
+    ref_i = 0
+    if reference is not None:
+        ref_i = next((i for i, x in enumerate(probe) if x[1] == reference), 0)
+    _, ref_host, a0, z0 = probe[ref_i]
+    keep = []
+    for p, host, a, z in probe:
+        if min(z, z0) > max(a, a0):
+            keep.append(p)
+        else:
+            bad[os.fspath(p)] = (host, f"{p}: of another run: it and {ref_host}'s "
+                                       "capture do not overlap in wall-clock time")
+    if len(keep) < 2:
+        raise too_few()
+    return C.open_run_set(keep, reference=reference), bad
+
+
+def make_plan(rs: C.RunSet, *, capacity_gbps: float, max_lag_ns: int, log_df=None
+              ) -> tuple[MapPlan, list[np.ndarray]]:
+    """The ``MapPlan`` of a run set and the alignment's grids (see the module docstring)."""
+    grids = alignment_grids(rs, max_lag_ns=max_lag_ns)
+    w = max(rs.ref.interval_ns, MS)
+    lo, hi = rs.common_span_ns()
+    # the coarse grid: ~4,000 bins over the longest capture, at least 10 windows
+    longest = max(n.t_end_ns - n.t_start_ns for n in rs.nodes)
+    coarse = max(10 * w, -(-longest // 4000) // w * w)
+    plan = MapPlan(capacity_gbps=float(capacity_gbps),
+                   keep_ref=[(int(g[0]), int(g[-1])) for g in grids],
+                   pad_ns=int(max_lag_ns + C.FINE_HALF_NS + 3 * w), coarse_ns=int(coarse))
+    if log_df is not None and len(log_df):
+        plan.t_send_ns = log_df["t_send_ns"].to_numpy(np.int64)
+        plan.t_last_ns = log_df["t_last_ns"].to_numpy(np.int64)
+    return plan, grids
+
+
+def _map_args(rs, plan):
+    return [(os.fspath(n.path), plan, int(n.wall_offset_ns), n.host, int(n.t_end_ns))
+            for n in rs.nodes]
+
+
+def _map_star(args):
+    return map_node(*args)
+
+
+def run_maps(rs: C.RunSet, plan: MapPlan, *, engine: str = "local", jobs: int | None = None,
+             address: str | None = None, progress: Callable | None = None
+             ) -> list[NodeSummary]:
+    """Every node's ``map_node``, in ``rs.nodes`` order. ``engine``: "serial" (this process),
+    "local" (a process pool of ``jobs``; one job runs here) or "ray" (``cluster_ray``)."""
+    args = _map_args(rs, plan)
+    n = len(args)
+    if engine == "ray":
+        from rdmascope.analysis.cluster_ray import run_maps_ray
+
+        return run_maps_ray(args, address=address, progress=progress)
+    jobs = default_jobs() if jobs is None else int(jobs)
+    if engine == "serial" or jobs <= 1 or n <= 1:
+        out = []
+        for k, a in enumerate(args):
+            out.append(map_node(*a))
+            if progress:
+                progress(k + 1, n, a[3])
+        return out
+    out: list[NodeSummary | None] = [None] * n
+    import multiprocessing as mp
+
+    ctx = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods()
+                         else "spawn")
+    with ProcessPoolExecutor(max_workers=min(jobs, n), mp_context=ctx) as ex:
+        futs = {ex.submit(_map_star, a): k for k, a in enumerate(args)}
+        from concurrent.futures import as_completed
+
+        done = 0
+        for f in as_completed(futs):
+            k = futs[f]
+            try:
+                out[k] = f.result()
+            except Exception as exc:  # noqa: BLE001 (a worker that died: that node's failure)
+                out[k] = NodeSummary(path=args[k][0], host=args[k][3],
+                                     error=f"{args[k][0]}: its map failed ({exc})")
+            done += 1
+            if progress:
+                progress(done, n, args[k][3])
+    return out  # type: ignore[return-value]
+
+
+def _failed_verdict(reason: str) -> Verdict:
+    return Verdict(ok=False, expect="", message=f"not judged: {reason}",
+                   devices=pd.DataFrame(), total_bytes=float("nan"), main_device=None,
+                   status=CANNOT_JUDGE)
+
+
+def bytes_per_request(s: NodeSummary, residual_ns: float) -> tuple[int, float]:
+    """(requests inside the node's series, mean tx bytes per request) at a residual, from the
+    summary's lattice (linear between lattice points)."""
+    if s.lattice_ns is None:
+        return 0, float("nan")
+    r = s.lattice_ns.astype(np.float64)
+    cnt = s.req_count
+    ok = cnt > 0
+    j = int(np.clip(np.round((residual_ns - r[0]) / (r[1] - r[0])), 0, len(r) - 1)) \
+        if len(r) > 1 else 0
+    if not ok.any() or cnt[j] == 0:
+        return int(cnt[j]) if len(cnt) else 0, float("nan")
+    mean = np.where(ok, s.req_sum / np.where(ok, cnt, 1), np.nan)
+    k = int(np.clip(np.searchsorted(r, residual_ns) - 1, 0, len(r) - 2))
+    if ok[k] and ok[k + 1]:
+        f = (residual_ns - r[k]) / (r[k + 1] - r[k])
+        val = mean[k] + f * (mean[k + 1] - mean[k])
+    else:
+        val = mean[j]
+    return int(cnt[j]), float(val)
+
+
+def summarize(paths, *, requests=None, request_format: str | None = None,
+              offset_s: float | None = None, reference: str | None = None, refine: bool = True,
+              max_lag_ns: int = C.DEFAULT_MAX_LAG_NS, warn_ns: int = C.DEFAULT_WARN_NS,
+              expect: str | None = None, tolerance: float = 0.01,
+              capacity_gbps: float | None = None, progress=None, run: int | None = None,
+              engine: str = "local", jobs: int | None = None, address: str | None = None
+              ) -> C.ClusterResult:
+    """``cluster.cluster_summary`` as map and reduce (module docstring; same parameters and
+    result, plus ``engine``/``jobs``/``address``). A node that cannot be read is named in
+    ``ClusterResult.failed`` (host -> reason), counted as CANNOT JUDGE, and the rest is judged.
+    """
+    from rdmascope.analysis.load import port_rates_gbps
+    from rdmascope.analysis.stream import open_capture
+
+    rs, bad = open_run_set_lenient(paths, reference=reference)
+    failed: dict[str, str] = {h: r for h, r in bad.values()}
+    ref_cap = open_capture(rs.ref.path)
+    cap_rate = capacity_gbps
+    if cap_rate is None:
+        rates = port_rates_gbps(ref_cap.meta)
+        cap_rate = max(rates.values()) if rates else 200.0
+    log_df = None
+    if requests is not None:
+        from rdmascope.analysis.requestlogs import align, read_request_log
+
+        log = align(read_request_log(requests, format=request_format, run=run), ref_cap,
+                    offset_s=offset_s)
+        log_df = log.ok.copy()
+    for n in rs.nodes:  # the captures' own ends (a live capture's last segment)
+        if n is rs.ref:
+            n.t_end_ns = int(ref_cap.t_end_ns)
+    plan, grids = make_plan(rs, capacity_gbps=cap_rate, max_lag_ns=max_lag_ns, log_df=log_df)
+    plan.expect = expect
+    sums = run_maps(rs, plan, engine=engine, jobs=jobs, address=address, progress=progress)
+    if sums[rs.reference].error:
+        raise C.RunSetError(f"the reference capture could not be read: "
+                            f"{sums[rs.reference].error}")
+    keep = [i for i, s in enumerate(sums) if s.error is None]
+    for i, s in enumerate(sums):
+        if s.error is not None:
+            failed[rs.nodes[i].host] = s.error
+    if len(keep) < 2:
+        raise C.RunSetError("fewer than two captures could be read: "
+                            + "; ".join(f"{h}: {r}" for h, r in failed.items()))
+    ref_host = rs.ref.host
+    rs.nodes = [rs.nodes[i] for i in keep]
+    sums = [sums[i] for i in keep]
+    rs.reference = [n.host for n in rs.nodes].index(ref_host)
+    for n, s in zip(rs.nodes, sums, strict=True):
+        n.t_end_ns = s.t_end_ns
+    views = [SummaryView(s) for s in sums]
+    align_summaries(rs, views, sums, grids, refine=refine, max_lag_ns=max_lag_ns,
+                    warn_ns=warn_ns)
+    lo, hi = rs.common_span_ns()
+    by_host = {n.host: s for n, s in zip(rs.nodes, sums, strict=True)}
+    reason = f"expecting {'one interface' if expect == 'single' else 'both twins'} (given)"
+    if expect is None:
+        def looks_single(v) -> bool:
+            sh = v.devices["share"] if len(v.devices) else pd.Series(dtype=float)
+            return bool((sh >= 0.99).any())
+
+        singles = sum(looks_single(s.verdicts["single"]) for s in sums)
+        expect = "single" if singles * 2 > len(sums) else "both"
+        what = "emulated (one twin)" if expect == "single" else "using both twins"
+        reason = (f"{singles} of {len(sums)} nodes sent >= 99 % on one interface, so the "
+                  f"run is taken as {what}; give --expect-single or --expect-both to say what "
+                  "was intended")
+    rows = []
+    approx: list[str] = []
+    for n, s, v_ in zip(rs.nodes, sums, views, strict=True):
+        v = s.verdicts[expect]
+        devs = v.devices
+        share = " / ".join(f"{d} {100 * x:.1f}%" if np.isfinite(x) else f"{d} n/a"
+                           for d, x in devs["share"].items()) if len(devs) else ""
+        span = n.from_ref(np.array([lo, hi], dtype=np.int64))
+        ctx, ex_tx = v_.cum_or_coarse(span, "tx")
+        crx, ex_rx = v_.cum_or_coarse(span, "rx")
+        if not (ex_tx and ex_rx):
+            approx.append(n.host)
+        row = {"host": n.host, "offset_ms": n.offset_ns / MS,
+               "offset_unc_ms": None if n.offset_unc_ns is None else n.offset_unc_ns / MS,
+               "clock_residual_ms": None if n.residual_ns is None else n.residual_ns / MS,
+               "correlation": n.correlation, "tx_bytes": float(ctx[1] - ctx[0]),
+               "rx_bytes": float(crx[1] - crx[0]), "share": share,
+               "main_device": v.main_device, "verdict": v.status,
+               **{f"peak_{k.replace(' ', '')}_gbps": val for k, val in s.peaks.items()}}
+        if log_df is not None and len(log_df):
+            cnt, mean = bytes_per_request(s, n.offset_ns - n.wall_offset_ns)
+            row["requests"], row["bytes_per_request"] = cnt, mean
+        rows.append(row)
+    if approx:
+        rs.warnings.append(
+            f"bytes over the common span of {', '.join(approx)}: the span's edges fall outside "
+            "the 1 ms parts the summary keeps; taken from its coarse grid (linear inside a "
+            f"{sums[0].coarse_k * sums[0].width_ns / MS:g} ms bin)")
+    nodes = pd.DataFrame(rows)
+    if "bytes_per_request" in nodes:
+        nodes = C.symmetry(nodes.set_index("host"), tolerance).reset_index()
+    verdicts = {n.host: by_host[n.host].verdicts[expect] for n in rs.nodes}
+    statuses = {h: v.status for h, v in verdicts.items()}
+    for h, r in failed.items():
+        verdicts[h] = _failed_verdict(r)
+        statuses[h] = CANNOT_JUDGE
+        row = {"host": h, "verdict": CANNOT_JUDGE}
+        if "flag" in nodes:
+            row.update(flag="", likely="")
+        nodes = pd.concat([nodes, pd.DataFrame([row])], ignore_index=True)
+    failing = [h for h, st in statuses.items() if st != PASS]
+    if not failing:
+        verdict = "PASS"
+    elif any(statuses[h] == FAIL for h in failing):
+        verdict = "FAIL"
+    else:
+        verdict = "CANNOT JUDGE"
+    timing = timing_from_summaries(rs, sums)
+    strag = C.stragglers(timing)
+    res = C.ClusterResult(run_set=rs, nodes=nodes, verdict=verdict, failing=failing,
+                          expect=expect, expect_reason=reason, timing=timing, stragglers=strag,
+                          requests=log_df, series=views, span_ns=(lo, hi), verdicts=verdicts,
+                          unmatched=[n.host for n in rs.nodes if n.correlation is not None
+                                     and n.correlation < C.MIN_CORRELATION])
+    res.summaries = sums
+    res.failed = failed
+    return res
+
+
+def summary_info(res) -> dict[str, Any]:
+    """Sizes of what the maps sent back (for benchmarks): nodes, bytes per summary."""
+    sums = getattr(res, "summaries", None) or []
+    return {"nodes": len(sums), "summary_bytes": [s.nbytes() for s in sums]}

@@ -1,0 +1,191 @@
+"""The cluster view as map and reduce: each node's summary (one streamed pass) against today's
+method holding every node's whole 1 ms series (``method="series"``), the local process pool
+against the serial map, Ray against the pool, and captures that cannot be judged."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from rdmascope.analysis import cluster_align
+from rdmascope.analysis.cluster import cluster_summary
+from rdmascope.analysis.cluster_map import SummaryView
+
+from rdmascope.cli import main
+from rdmascope.emulator.cluster import REALTIME_ZERO_NS, ClusterSpec, simulate_cluster
+from rdmascope.emulator.model import TrafficConfig, link_config, make_scenario, simulate
+from rdmascope.emulator.simcapture import simulate_capture
+
+MS = 1_000_000
+
+
+@pytest.fixture(scope="module")
+def cset(tmp_path_factory):
+    d = tmp_path_factory.mktemp("mapreduce")
+    tr = simulate(make_scenario("demo"), TrafficConfig(link=link_config("emulated100")), seed=3)
+    truth = simulate_cluster(d, tr, ClusterSpec(nodes=6, clock_error_ns=50 * MS,
+                                                misconfigured=2, straggler=4, seed=7))
+    paths = [d / n["host"] for n in truth["nodes"]]
+    series = cluster_summary(paths, requests=d / "requests.jsonl", method="series")
+    summary = cluster_summary(paths, requests=d / "requests.jsonl", engine="serial")
+    return d, truth, paths, series, summary
+
+
+def assert_same(a, b, *, offset_ns=0.02 * MS, bpr_rel=1e-3):
+    """Verdicts, offsets within ``offset_ns``, stragglers and bytes per request equal."""
+    assert a.verdict == b.verdict and a.failing == b.failing and a.expect == b.expect
+    for x, y in zip(a.run_set.nodes, b.run_set.nodes, strict=True):
+        assert x.host == y.host
+        assert abs(x.offset_ns - y.offset_ns) <= offset_ns, x.host
+    na, nb = a.nodes.set_index("host"), b.nodes.set_index("host")
+    assert list(na["verdict"]) == list(nb["verdict"])
+    assert np.allclose(na["tx_bytes"], nb["tx_bytes"], rtol=1e-6)
+    assert np.allclose(na["rx_bytes"], nb["rx_bytes"], rtol=1e-6)
+    for c in ("peak_1ms_gbps", "peak_5ms_gbps", "peak_100ms_gbps", "peak_1s_gbps"):
+        assert np.allclose(na[c], nb[c], equal_nan=True), c
+    if "bytes_per_request" in na:
+        assert list(na["requests"]) == list(nb["requests"])
+        assert np.allclose(na["bytes_per_request"], nb["bytes_per_request"], rtol=bpr_rel)
+        assert list(na["flag"]) == list(nb["flag"])
+    sa, sb = a.stragglers.set_index("host"), b.stragglers.set_index("host")
+    assert list(sa["finding"]) == list(sb["finding"])
+
+
+def test_summaries_give_todays_results(cset):
+    _, truth, _, series, summary = cset
+    assert_same(series, summary, offset_ns=0)  # one piece: the same numbers
+    assert summary.failing == ["spark-03"]
+    s = summary.stragglers.set_index("host")
+    assert list(s.index[s["finding"] == "compute straggler"]) == ["spark-05"]
+    # the straggler's lateness from its own bursts is today's within 0.05 ms
+    t = series.stragglers.set_index("host")
+    assert abs(s.loc["spark-05", "late_ms"] - t.loc["spark-05", "late_ms"]) < 0.05
+    assert series.warnings == summary.warnings
+
+
+def test_the_summary_is_small_and_does_not_hold_the_series(cset, monkeypatch):
+    d, _, paths, series, _ = cset
+    # with short pieces and a short head/tail the summary keeps a bounded part of the 1 ms
+    # series and the alignment, cross-correlating pieces, still finds today's offsets
+    monkeypatch.setattr(cluster_align, "EXCERPT_NS", 6_000 * MS)
+    monkeypatch.setattr(cluster_align, "PIECES", 3)
+    from rdmascope.analysis import cluster_reduce
+
+    real = cluster_reduce.make_plan
+
+    def short_head(*a, **k):
+        plan, grids = real(*a, **k)
+        plan.head_ns = 2_000 * MS
+        return plan, grids
+
+    monkeypatch.setattr(cluster_reduce, "make_plan", short_head)
+    got = cluster_summary(paths, requests=d / "requests.jsonl", engine="serial")
+    assert_same(series, got, offset_ns=0.02 * MS)
+    for s, ser in zip(got.summaries, series.series, strict=True):
+        kept = sum(len(p[1]) for p in s.pieces)
+        assert kept < 0.75 * len(ser.cum_tx)  # not the whole series
+        held = sum(a.nbytes + b.nbytes for _, a, b in s.pieces)
+        assert held < 0.8 * (ser.cum_tx.nbytes + ser.cum_rx.nbytes)
+    # outside its pieces a node's 1 ms bytes are unknown (NaN), never 0
+    v = SummaryView(got.summaries[1])
+    lo, hi = got.span_ns
+    mid = np.arange((lo + hi) // 2, (lo + hi) // 2 + 50 * MS, MS) - got.run_set.nodes[1].offset_ns
+    inside = v.cum_at(mid)
+    assert np.isnan(inside).any() or np.isfinite(inside).all()
+
+
+def test_the_process_pool_gives_the_serial_results(cset):
+    d, _, paths, _, summary = cset
+    pool = cluster_summary(paths, requests=d / "requests.jsonl", engine="local", jobs=2)
+    assert_same(summary, pool, offset_ns=0, bpr_rel=0)
+    for a, b in zip(summary.summaries, pool.summaries, strict=True):
+        assert np.array_equal(a.ends, b.ends) and np.array_equal(a.req_sum, b.req_sum)
+
+
+def test_a_missing_an_unreadable_and_another_runs_capture_are_named(cset, tmp_path):
+    d, truth, paths, _, _ = cset
+    gone = tmp_path / "spark-09"  # never recorded
+    bad = tmp_path / "spark-10"
+    shutil.copytree(paths[1], bad)
+    (bad / "manifest.json").write_text("{not json")
+    tr = simulate(make_scenario("single4k"))
+    later = simulate_capture(tmp_path / "late", tr, host="spark-11",
+                             start_realtime_ns=REALTIME_ZERO_NS + 3_600 * 10**9)
+    broken = tmp_path / "spark-12"  # a readable manifest, unreadable segments
+    shutil.copytree(paths[2], broken)
+    m = json.loads((broken / "manifest.json").read_text())
+    m["host"] = "spark-12"
+    (broken / "manifest.json").write_text(json.dumps(m))
+    segs = list(broken.glob("**/*.parquet"))
+    assert segs
+    for f in segs:
+        f.write_bytes(b"garbage")
+    caps = [*paths, bad, later, broken]
+    res = cluster_summary(caps + [gone], requests=d / "requests.jsonl", engine="serial")
+    assert set(res.failed) == {"spark-09", "spark-10", "spark-11", "spark-12"}
+    assert "unreadable" in res.failed["spark-10"] and str(bad) in res.failed["spark-10"]
+    assert "another run" in res.failed["spark-11"]
+    assert res.verdict == "FAIL"  # spark-03 still fails; the rest is judged
+    assert "spark-03" in res.failing and "spark-11" in res.failing
+    s = res.stragglers.set_index("host")
+    assert list(s.index[s["finding"] == "compute straggler"]) == ["spark-05"]
+    r = CliRunner().invoke(main, ["cluster", *map(str, caps), "--json", "--jobs", "1"])
+    assert r.exit_code == 1, r.output
+    meta = json.loads(r.output)["meta"]
+    assert {"spark-11", "spark-12"} <= set(meta["failed"]) and "Traceback" not in r.output
+    # without the failing node, a set with an unreadable capture cannot be judged: exit 3
+    ok = [p for p, t in zip(paths, truth["nodes"], strict=True) if t["host"] != "spark-03"]
+    r = CliRunner().invoke(main, ["cluster", *map(str, ok), str(broken), "--jobs", "2"])
+    assert r.exit_code == 3, r.output
+    assert "not judged: spark-12" in r.output
+
+
+def test_engine_ray_without_ray_says_how_to_get_it(cset, monkeypatch):
+    import importlib.util
+
+    _, _, paths, _, _ = cset
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "ray" else real(name, *a))
+    r = CliRunner().invoke(main, ["cluster", *map(str, paths[:2]), "--engine", "ray"])
+    assert r.exit_code == 2 and "pip install 'rdmascope[ray]'" in r.output
+    r = CliRunner().invoke(main, ["cluster", *map(str, paths[:2]), "--address", "auto"])
+    assert r.exit_code == 2 and "--engine ray" in r.output
+
+
+def test_ray_placement_by_host_name():
+    from rdmascope.analysis.cluster_ray import placement
+
+    nodes = [{"NodeID": "a", "NodeManagerHostname": "spark-01.lab", "Alive": True},
+             {"NodeID": "b", "NodeManagerHostname": "spark-02", "Alive": False},
+             {"NodeID": "c", "NodeManagerHostname": "spark-03", "Alive": True}]
+    assert placement("spark-01", nodes) == "a"
+    assert placement("spark-03", nodes) == "c"
+    assert placement("spark-02", nodes) is None  # dead: run anywhere (shared FS)
+    assert placement("spark-04", nodes) is None
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install "
+                                            "'rdmascope[ray]')")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def test_ray_gives_the_pools_results(cset, local_ray):
+    d, _, paths, _, summary = cset
+    res = cluster_summary(paths, requests=d / "requests.jsonl", engine="ray")
+    assert_same(summary, res, offset_ns=0, bpr_rel=0)
+    assert all(getattr(s, "ran_on", None) for s in res.summaries)
+
+
+def test_a_failing_ray_task_is_retried_once_then_that_nodes_failure(cset, local_ray):
+    from rdmascope.analysis.cluster_ray import run_maps_ray
+
+    _, _, paths, _, _ = cset
+    # a plan that makes the map raise (not a capture problem: an exception in the task)
+    out = run_maps_ray([(str(paths[0]), None, 0, "spark-01", 0)], timeout_s=300)
+    assert out[0].error and "retried once" in out[0].error and "spark-01" in out[0].error
