@@ -143,6 +143,23 @@ def run_facts(capture, interfaces: str | None = None):
                     twins=len(devs) or None, interfaces=interfaces)
 
 
+
+
+def _request_corrections(att, test: str, emulated_gbps: float, real_gbps: float) -> float:
+    """Mean over ``att``'s measured requests of ``test`` of the emulated-to-real correction of
+    each one's prefill-window bytes (``prefill_tx_bytes``): what a real ``real_gbps`` cable adds
+    at most to the mean TTFT (method.md, "To correct an emulated-link result"). NaN when a
+    request's window bytes are unknown or there is no measured request."""
+    r = getattr(att, "requests", None)
+    if r is None or not len(r) or "prefill_tx_bytes" not in r or "test" not in r:
+        return float("nan")
+    m = (r["test"] == test) & ~r.get("warmup", pd.Series(False, index=r.index)).astype(bool)
+    b = r.loc[m, "prefill_tx_bytes"].to_numpy(dtype=float)
+    if not b.size or not np.isfinite(b).all():
+        return float("nan")
+    return float(np.mean([E.emulated_to_real_correction_s(x, emulated_gbps=emulated_gbps,
+                                                           real_gbps=real_gbps) for x in b]))
+
 def compare(att_a, att_b, *, label_a: str = "A", label_b: str = "B",
             link_a_gbps: float = E.LINK_200_GBPS, link_b_gbps: float = E.LINK_EMULATED_GBPS,
             real_gbps: float | None = E.LINK_100_GBPS, model: E.ModelShape | None = None,
@@ -168,7 +185,9 @@ def compare(att_a, att_b, *, label_a: str = "A", label_b: str = "B",
     token), decode_speed_a_tps, decode_speed_b_tps, decode_speed_change_pct, per_token_a_bytes,
     per_token_b_bytes, per_token_diff_pct, prefill_a_bytes, network_share_a, estimate_s,
     extra_prefill_s, extra_prefill_min_s, extra_prefill_max_s, bound_used_pct, exceeds_bound,
-    [estimate_arch_s], correction_to_real_s, ttlft_b_real_s``. Raises ``ValueError`` when the two
+    [estimate_arch_s], correction_to_real_s, ttlft_b_real_s, ttft_b_real_s,
+    ttft_change_real_pct`` (the last two: B's mean TTFT corrected request by request to the real
+    cable, and its change against A's, the per-request real-cable percentage). Raises ``ValueError`` when the two
     runs share no test, when both come from the same capture (same ``capture_id``) with the same
     request log (``log_path``; different logs of one capture get a note), and on a
     non-positive link speed or a negative ``bound_tolerance`` (named by parameter).
@@ -293,6 +312,12 @@ def compare(att_a, att_b, *, label_a: str = "A", label_b: str = "B",
                                                    emulated_gbps=link_b_gbps, real_gbps=real_gbps)
             row["correction_to_real_s"] = corr
             row["ttlft_b_real_s"] = b["time_to_last_first_token_s"] + corr
+            # per request (mean TTFT): each measured request of B corrected by the bytes of its
+            # own prefill window, then averaged as the mean TTFT is
+            req_corr = _request_corrections(att_b, test, link_b_gbps, real_gbps)
+            row["ttft_b_real_s"] = (b["mean_ttft_s"] + req_corr if np.isfinite(req_corr)
+                                    else np.nan)
+            row["ttft_change_real_pct"] = float(_pct(row["ttft_b_real_s"], a["mean_ttft_s"]))
         rows.append(row)
     if real_gbps is not None:
         notes.append(f"correction to a real {real_gbps:g} Gb/s cable: side B's prefill bytes x 8 "
@@ -305,6 +330,15 @@ def compare(att_a, att_b, *, label_a: str = "A", label_b: str = "B",
             notes.append(f"B is an emulated {setup.link_b_gbps:g} Gb/s link whose real speed is "
                          "unknown: the bound uses the nominal speed and no correction to a real "
                          "cable is made (give --b-emulated GBPS)")
+        weights = E.default_decode_weight_bytes(setup.model, setup.tp, setup.layout)
+        if weights is not None:
+            dec = E.decode_traffic(setup.model, setup.tp)
+            mbd = E.memory_bound_decode(dec["pass_bytes"], weights)
+            notes.append(f"memory-bound decode: {weights / 1e9:.2f} GB of weights per pass per "
+                         f"node at {mbd['memory_gbytes_s']:g} GB/s take at least "
+                         f"{mbd['pass_floor_s'] * 1e3:.1f} ms, so with "
+                         f"{dec['pass_bytes'] / 1e6:.1f} MB per pass the decode traffic stays at "
+                         f"or under {mbd['rate_bound_gbps']:.1f} Gb/s per node, whatever the link")
         if arch_per_token is None:
             notes.append(f"no architecture estimate for the {setup.layout} layout: "
                          + ("a dense model has no experts to spread" if setup.model.is_moe is False

@@ -45,6 +45,12 @@ STUDY_CHUNK_TOKENS = 4096
 #: Tokens per request per decode pass in the study: the newest token plus 4 speculative drafts.
 STUDY_DECODE_TOKENS_PER_REQUEST = 5
 
+#: The study's memory-bound decode: each decode pass reads ~2.8 GB of weights per node (its
+#: model at TP8), so a pass takes ~10 ms at least and the decode traffic stays near ~14 Gb/s.
+STUDY_DECODE_WEIGHT_BYTES = 2.8e9
+#: A DGX Spark's memory bandwidth (GB10, LPDDR5x), GB/s: the published 273 GB/s.
+SPARK_MEMORY_GBPS = 273.0
+
 #: An input to the estimate is invalid (names the parameter or the config file and field); the
 #: same class as ``rdmascope.models.ModelError``.
 EstimateError = ModelError
@@ -268,6 +274,34 @@ def decode_traffic(model: ModelShape, tp: int, *, requests: int = 1,
     return out
 
 
+def memory_bound_decode(pass_bytes: float, weight_bytes: float,
+                        memory_gbytes_s: float = SPARK_MEMORY_GBPS) -> dict[str, float]:
+    """Return the memory-bound floor of a decode pass and the decode traffic it allows.
+
+    A decode pass reads at least ``weight_bytes`` of weights per node from memory at
+    ``memory_gbytes_s`` GB/s, so it lasts at least ``weight_bytes / (memory_gbytes_s x 1e9)``
+    seconds, and a node's decode traffic cannot exceed ``pass_bytes x 8 / that`` (Gb/s): the
+    study's 2.8 GB per pass at a Spark's 273 GB/s is ~10 ms, and its ~18 MB per pass then stays
+    at or under ~14 Gb/s (method.md, "Prefill and decode load the network in opposite ways").
+    Returns ``{"weight_bytes", "memory_gbytes_s", "pass_floor_s", "rate_bound_gbps"}``. Raises
+    ``EstimateError`` for a non-positive size or bandwidth.
+    """
+    if not (weight_bytes > 0 and memory_gbytes_s > 0 and pass_bytes >= 0):
+        raise EstimateError("weights per pass and memory bandwidth must be > 0 "
+                            f"(got {weight_bytes!r} B, {memory_gbytes_s!r} GB/s)")
+    floor = weight_bytes / (memory_gbytes_s * 1e9)
+    return {"weight_bytes": float(weight_bytes), "memory_gbytes_s": float(memory_gbytes_s),
+            "pass_floor_s": floor, "rate_bound_gbps": pass_bytes * 8 / floor / 1e9}
+
+
+def default_decode_weight_bytes(model: ModelShape, tp: int, layout: str = "tp") -> float | None:
+    """The weights one decode pass reads per node when the study says so (its model at TP8:
+    2.8 GB), else None (give them: ``estimate --decode-weights-gb``)."""
+    if model.name == STUDY_MODEL.name and tp == 8 and layout == "tp":
+        return STUDY_DECODE_WEIGHT_BYTES
+    return None
+
+
 # ------------------------------------------------------------------------------------------------
 # The whole estimate (what `rdmascope estimate` prints)
 # ------------------------------------------------------------------------------------------------
@@ -281,7 +315,8 @@ def estimate(model: ModelShape, *, tp: int = 8, chunk_tokens: int = STUDY_CHUNK_
              decode_tokens_per_request: int = STUDY_DECODE_TOKENS_PER_REQUEST,
              nodes: int | None = None, layout: str = "tp", dp: int | None = None,
              all2all_backend: str = _models.DEFAULT_ALL2ALL_BACKEND,
-             rails: int | None = None) -> dict[str, Any]:
+             rails: int | None = None, decode_weight_bytes: float | None = None,
+             memory_gbytes_s: float = SPARK_MEMORY_GBPS) -> dict[str, Any]:
     """Compute every number of the study's estimate for one model and configuration.
 
     ``ttft_s`` are measured TTFTs at ``link_old_gbps``: either one per prompt length (same order) or
@@ -302,7 +337,9 @@ def estimate(model: ModelShape, *, tp: int = 8, chunk_tokens: int = STUDY_CHUNK_
     formula and, per ``chunk_tokens`` pass, one MoE layer's collective. Under ``layout`` "ep" the
     TP-only sections (``allreduce``, ``tp_projection``, the TP ``decode``) are None / empty:
     nothing of them reaches the NIC; ``decode`` is then the EP collective of a decode pass.
-    Raises ``EstimateError`` on invalid inputs.
+    ``decode["memory_bound"]``: ``memory_bound_decode`` of the decode pass with
+    ``decode_weight_bytes`` (default ``default_decode_weight_bytes``) at ``memory_gbytes_s``, or
+    None when the weights per pass are unknown. Raises ``EstimateError`` on invalid inputs.
     """
     _check_tp(tp)
     if chunk_tokens < 1:
@@ -410,6 +447,10 @@ def estimate(model: ModelShape, *, tp: int = 8, chunk_tokens: int = STUDY_CHUNK_
         decode = decode_traffic(model, tp, requests=decode_requests,
                                 tokens_per_request=decode_tokens_per_request,
                                 link_old_gbps=link_old_gbps, link_new_gbps=link_new_gbps)
+    weights = decode_weight_bytes if decode_weight_bytes is not None else \
+        default_decode_weight_bytes(model, tp, layout)
+    decode["memory_bound"] = (None if weights is None else
+                              memory_bound_decode(decode["pass_bytes"], weights, memory_gbytes_s))
     return {
         "model": model.to_dict(),
         "tp": tp,

@@ -335,3 +335,36 @@ def test_compare_says_why_there_is_no_ep_estimate():
         c = compare(a, b, setup=Setup(model=PRESETS[name], layout="ep"))
         assert "estimate_arch_s" not in c.tests.columns
         assert any(why in n for n in c.notes), c.notes
+
+
+def test_per_request_mean_ttft_corrected_to_the_real_cable_by_hand():
+    """Four prompts prefilled in pairs: each request's own prefill window sets its correction."""
+    mb = 8192 * 3.57e6  # one 8K prompt's bytes
+    t_a = {"test": "P4", "rounds": 1, "n_requests": 4, "prompt_tokens": 8192,
+           "mean_ttft_s": 17.25, "time_to_last_first_token_s": 23.0, "decode_speed_tps": 10.8,
+           "prefill_tx_bytes": 4 * mb, "prefill_per_token_bytes": 3.57e6}
+    t_b = {**t_a, "mean_ttft_s": 21.13, "time_to_last_first_token_s": 26.44}
+    rounds_a = [{"test": "P4", "round": 1, "prompt_tokens": 4 * 8192,
+                 "time_to_last_first_token_s": 23.0, "prefill_tx_bytes": 4 * mb}]
+    rounds_b = [{**rounds_a[0], "time_to_last_first_token_s": 26.44}]
+    # the first pair's windows saw 2 prompts' bytes, the second pair's all 4; one warm-up
+    # request (not measured) with a huge window must not count
+    reqs_b = pd.DataFrame([
+        {"test": "P4", "warmup": False, "prefill_tx_bytes": 2 * mb},
+        {"test": "P4", "warmup": False, "prefill_tx_bytes": 2 * mb},
+        {"test": "P4", "warmup": False, "prefill_tx_bytes": 4 * mb},
+        {"test": "P4", "warmup": False, "prefill_tx_bytes": 4 * mb},
+        {"test": "P4", "warmup": True, "prefill_tx_bytes": 40 * mb}])
+    a = fake([t_a], rounds_a)
+    b = SimpleNamespace(tests=pd.DataFrame([t_b]), rounds=pd.DataFrame(rounds_b),
+                        requests=reqs_b)
+    row = compare(a, b, real_gbps=100.0).tests.iloc[0]
+    per = 8 / 1e9 * (1 / 100 - 1 / 109)  # seconds per byte, emulated 109 -> real 100 Gb/s
+    corr = (2 * mb * per + 2 * mb * per + 4 * mb * per + 4 * mb * per) / 4
+    assert row.ttft_b_real_s == pytest.approx(21.13 + corr)
+    assert row.ttft_change_real_pct == pytest.approx(100 * (21.13 + corr - 17.25) / 17.25)
+    # the last first token's correction takes all of B's prefill bytes
+    assert row.ttlft_b_real_s == pytest.approx(26.44 + 4 * mb * per)
+    # without per-request bytes the per-request figure is unknown, never the test's
+    row2 = compare(a, fake([t_b], rounds_b), real_gbps=100.0).tests.iloc[0]
+    assert pd.isna(row2.ttft_b_real_s) and pd.isna(row2.ttft_change_real_pct)

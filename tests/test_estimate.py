@@ -266,3 +266,27 @@ def test_cli_estimate_ep_layout_shows_only_what_reaches_the_nic():
     refused = CliRunner().invoke(main, ["estimate", "--preset", "deepseek-v2-lite", "--layout",
                                         "ep", "--tp", "2", "--nodes", "4"])
     assert refused.exit_code == 1 and "give --dp 4" in refused.output
+
+
+def test_memory_bound_decode_by_hand():
+    """The study: 2.8 GB of weights per pass per node at a Spark's 273 GB/s."""
+    mb = est.memory_bound_decode(18.2e6, 2.8e9, 273.0)
+    assert mb["pass_floor_s"] == pytest.approx(2.8e9 / 273e9)          # 10.26 ms
+    assert mb["rate_bound_gbps"] == pytest.approx(18.2e6 * 8 / (2.8e9 / 273e9) / 1e9)  # 14.2
+    e = est.estimate(M, tp=8)
+    # the study's model at TP8 gets the study's 2.8 GB; its pass: 157 x 5 x 6,144 x 2 x 1.75 B
+    pass_bytes = 157 * 5 * 6144 * 2 * 1.75
+    assert e["decode"]["pass_bytes"] == pytest.approx(pass_bytes)
+    assert e["decode"]["memory_bound"]["rate_bound_gbps"] == pytest.approx(
+        pass_bytes * 8 / (2.8e9 / 273e9) / 1e9)
+    # another model or TP size: the weights per pass are not known, so no bound (never a guess)
+    assert est.estimate(M, tp=4)["decode"]["memory_bound"] is None
+    assert est.estimate(M, tp=4, decode_weight_bytes=5.6e9)["decode"]["memory_bound"][
+        "pass_floor_s"] == pytest.approx(5.6e9 / 273e9)
+    from rdmascope.cli import main
+
+    r = CliRunner().invoke(main, ["estimate", "--vocab", "154880"])
+    assert "memory-bound decode: 2.80 GB of weights per pass per node at 273 GB/s" in r.output
+    assert "at least 10.3 ms" in r.output and "14.2 Gb/s per node" in r.output
+    with pytest.raises(est.EstimateError):
+        est.memory_bound_decode(1e6, 0.0)

@@ -25,7 +25,7 @@ TABLE_COLS = ["test", "n_requests", "prompt_tokens", "ttft_a_s", "ttft_b_s", "tt
 EST_COLS = ["test", "per_token_a_bytes", "per_token_b_bytes", "per_token_diff_pct",
             "network_share_a", "extra_prefill_s", "extra_prefill_min_s", "extra_prefill_max_s",
             "estimate_s", "estimate_arch_s", "bound_used_pct", "exceeds_bound",
-            "correction_to_real_s", "ttlft_b_real_s"]
+            "correction_to_real_s", "ttlft_b_real_s", "ttft_b_real_s", "ttft_change_real_pct"]
 
 
 def _same_file(a, b) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from rdmascope.cli.output import emit, output_options
+from rdmascope.cli.output import POSITIVE, emit, output_options
 from rdmascope.cli.setup_options import setup_options
 
 
@@ -64,9 +64,14 @@ def _seconds(text: str | None, option: str) -> list[float]:
 @click.option("--decode-requests", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--decode-tokens", type=click.IntRange(min=1), default=5, show_default=True,
               help="Tokens per request per decode pass (1 + speculative drafts).")
+@click.option("--decode-weights-gb", type=POSITIVE, default=None,
+              help="GB of weights one decode pass reads per node (default: the study's 2.8 GB "
+                   "for its model at TP8, else no memory-bound line).")
+@click.option("--memory-gbps", type=POSITIVE, default=273.0, show_default=True,
+              help="Memory bandwidth per node, GB/s (a DGX Spark's 273).")
 @output_options
 def command(layers, hidden, nbytes, vocab, chunk, prompt_tokens, ttft, tp_sizes,
-            decode_requests, decode_tokens, out, **setup_kw):
+            decode_requests, decode_tokens, decode_weights_gb, memory_gbps, out, **setup_kw):
     """Estimate the network traffic of a served model and the TTFT cost of a slower link.
 
     Under tensor parallelism (all-reduce): bytes per prompt token per node = (2 x layers + 1)
@@ -143,7 +148,9 @@ def command(layers, hidden, nbytes, vocab, chunk, prompt_tokens, ttft, tp_sizes,
                        tp_sizes=sizes, decode_requests=decode_requests,
                        decode_tokens_per_request=decode_tokens, nodes=setup.nodes,
                        layout=setup.layout, dp=setup.dp, all2all_backend=setup.all2all_backend,
-                       rails=setup.rails)
+                       rails=setup.rails,
+                       decode_weight_bytes=None if decode_weights_gb is None
+                       else decode_weights_gb * 1e9, memory_gbytes_s=memory_gbps)
     except E.EstimateError as exc:
         raise click.ClickException(str(exc)) from exc
     import pandas as pd
@@ -193,6 +200,13 @@ def _human(e, desc, tp, chunk, link_old, link_new, emulated, ttfts, setup) -> No
                    f"{dec['pass_extra_bound_s'] * 1e3:.3f} ms at {n:g}")
     else:
         _human_decode(dec, o, n)
+    mb = dec.get("memory_bound")
+    if mb is not None:
+        click.echo(f"memory-bound decode: {mb['weight_bytes'] / 1e9:.2f} GB of weights per pass "
+                   f"per node at {mb['memory_gbytes_s']:g} GB/s: a pass takes at least "
+                   f"{mb['pass_floor_s'] * 1e3:.1f} ms, so the decode traffic stays at or under "
+                   f"{mb['rate_bound_gbps']:.1f} Gb/s per node ({dec['pass_bytes'] / 1e6:.1f} MB "
+                   "per pass)")
     _human_projection(e, tp, ttfts)
     click.echo("\nAll bounds assume every prefill byte moves at full link rate with no overlap "
                "with compute (method.md, 'The estimate (upper bound)').")
