@@ -1250,6 +1250,12 @@ def emulation_verdict(cfg: Configuration):
     return single, "warn", f"{cfg.label}: emulation check inconclusive"
 
 
+def _nccl_witness(cfg: Configuration, v):
+    from .nccl.report import witness_line
+
+    return witness_line(cfg.capture, v, cfg.label)
+
+
 def emulation_verdict_text(cfg: Configuration) -> str:
     """Return the emulation check as one short line for a figure."""
     v, status, headline = emulation_verdict(cfg)
@@ -1464,6 +1470,9 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
         say(f"[{cfg.label}] emulation check")
         v, status, headline = emulation_verdict(cfg)
         content.verdicts.append(Verdict(headline, status, v.message))
+        nccl_line = _nccl_witness(cfg, v)  # NCCL's own log beside it, when <capture>/nccl/ has one
+        if nccl_line is not None:
+            content.verdicts.append(Verdict(*nccl_line))
         tables = []
         if att is not None:
             attributions[cfg.label] = att

@@ -150,3 +150,12 @@ def test_perfetto_gets_a_collectives_track(tmp_path, run):
     assert len(slices) == len(recs)
     # the slice durations are NCCL's exec times (us), on the capture's clock (us)
     assert sorted(s["dur"] for s in slices) == sorted(recs["exec_us"].tolist())
+
+
+def test_report_shows_the_second_witness(tmp_path, run):
+    out = tmp_path / "rep"
+    r = CliRunner().invoke(main, ["report", str(run), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    html = (out / "report.html").read_text()
+    assert "NCCL&#39;s log and the counters agree" in html
+    assert "channels go through rocep1s0f1 only" in html

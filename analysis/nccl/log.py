@@ -198,7 +198,7 @@ class Process:
         for each twin)."""
         out: dict[str, int] = {}
         for c in self.net_channels():
-            if c.net != "IB" or c.dev is None:
+            if not is_ib(c.net) or c.dev is None:
                 continue
             for h in self.net_dev_hcas(c.dev):
                 out[h] = out.get(h, 0) + 1
@@ -243,6 +243,12 @@ class NcclLog:
         return (min(ts, key=_sort_key), max(ts, key=_sort_key)) if ts else None
 
 
+def is_ib(net: str | None) -> bool:
+    """NCCL's own IB transport ("IB") or an IB-verbs plugin that names itself after it
+    ("IBext", "IBext_v8": nccl-rdma-sharp-plugins), whose devices are the same HCAs."""
+    return bool(net) and (net == "IB" or net.startswith("IBext"))
+
+
 def short_host(host: str) -> str:
     """The host name as NCCL prints it: up to the first dot, lower case."""
     return str(host).split(".")[0].lower()
@@ -256,7 +262,8 @@ def _parse_ts(head: str) -> datetime | None:
     m = _ISO_TS.search(head)
     if m:
         z = m["z"]
-        s = m["ts"] + ("+00:00" if z == "Z" else (z if ":" in z else z[:3] + ":" + z[3:]))
+        ts = re.sub(r"(\.\d{6})\d+", r"\1", m["ts"])  # ns stamps (docker, k8s): keep us
+        s = ts + ("+00:00" if z == "Z" else (z if ":" in z else z[:3] + ":" + z[3:]))
         try:
             return datetime.fromisoformat(s)
         except ValueError:

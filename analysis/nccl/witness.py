@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from .log import NcclLog, Process, short_host
+from .log import NcclLog, Process, is_ib, short_host
 
 __all__ = ["WitnessVerdict", "compare_witnesses", "summary_table", "CARRY_SHARE"]
 
@@ -99,7 +99,11 @@ def compare_witnesses(log: NcclLog, verdict, *, host: str, span_realtime_ns: tup
                 f"cannot judge: the NCCL log's lines run {a.isoformat(timespec='seconds')} to "
                 f"{b.isoformat(timespec='seconds')}, outside the capture "
                 f"({lo.isoformat(timespec='seconds')} to {hi.isoformat(timespec='seconds')}): "
-                f"it is of another run"), processes=keys, counter_hcas=counters, notes=notes)
+                f"it is of another run" + (
+                    "" if span[0].tzinfo is not None else
+                    " (NCCL stamps local time without a zone, read here in this machine's "
+                    "zone: if the nodes run in another one, run rdmascope with TZ set to it)")),
+                processes=keys, counter_hcas=counters, notes=notes)
     elif span is None:
         notes.append("the log's lines carry no timestamps: that it is of the same run as the "
                      "capture is not checked (NCCL_DEBUG_TIMESTAMP_LEVELS=INFO stamps them)")
@@ -125,7 +129,7 @@ def compare_witnesses(log: NcclLog, verdict, *, host: str, span_realtime_ns: tup
         return WitnessVerdict(FAIL, (
             f"NCCL used NET/Socket (TCP{via}){no_ib}: the collectives did not use RDMA, whatever "
             f"the RDMA counters say"), network="Socket", **base)
-    others = networks - {"IB"}
+    others = {n for n in networks if not is_ib(n)}
     if others:
         return WitnessVerdict(CANNOT_JUDGE, (
             f"cannot judge: NCCL used network plugin {', '.join(sorted(others))}; this reader "
