@@ -54,6 +54,9 @@ STUDY_TTFT = {
     "P1": (0.96, 0.97), "P2": (6.36, 7.24), "P3": (27.02, 30.57),
     "P4": (23.00, 26.44), "P5": (55.47, 62.47), "P6": (45.82, 54.26),
 }
+#: the mean TTFT's increase (each request's TTFT, emulated against 200 Gb/s), %, of the
+#: tests with several requests
+STUDY_PER_REQUEST_PCT = {"P4": 22.5, "P6": 17.9}
 #: decode speed per request at 200 Gb/s, tokens/s
 STUDY_DECODE = {"P1": 22.4, "P2": 21.1, "P3": 18.7, "P4": 10.8, "P5": 21.1, "P6": 10.5}
 #: the 8K prefill (P2 at 200 Gb/s): peak Gb/s per window width (ms), and over the whole prefill
@@ -71,6 +74,20 @@ EXPLAINED = {
         "(plus the first pair's decode tokens), so it stays below the bound as P4's does (93 %)"),
     "P6 increase, % of bound": (
         "same as the row above"),
+    "P4 mean TTFT increase (per request)": (
+        "no link model reaches it: the 4 prompts are prefilled in pairs (the time to the last "
+        "first token and P6's first tokens at ~22/~45 s say so), so the bytes in the requests' "
+        "prefill windows allow at most 16.7 % (17.6 % at the study's measured 3.57 MB per "
+        "token) of the mean TTFT; with its first pair at ~11.5 s (half of 23.0 s, as P6's 22 of "
+        "45.8 s), the study's +22.5 % needs ~4.3 s more for that pair, 2.2 x its 1.95 s byte "
+        "bound, while its last first token rose only 93 % of its bound"),
+    "P6 mean TTFT increase (per request)": (
+        "the byte bound of the prefill windows is 16.3 % (17.2 % at 3.57 MB per token); the "
+        "study's 17.9 % is its second pair's 1.05 s above the bound (the P6 rows above): its "
+        "first pair's implied increase, 2 x 17.9 % x 33.9 s - 8.44 s = 3.7 s, is 95 % of its "
+        "3.9 s byte bound, as the model's first pair (3.50 s, 94.7 % of 3.69 s at the "
+        "formula's bytes); the model cannot add the second pair's excess without breaking P4, "
+        "whose second pair (the same schedule) stayed at 93 %"),
     "8K prefill, whole-prefill mean": (
         "prefill bytes / TTFT: the formula's bytes over P2's TTFT at 200, which the fit leaves "
         "a few % short of the study's (the compute model's compromise with P1, see TTFT_WEIGHT)"),
@@ -134,6 +151,11 @@ def ttft_first(tr) -> float:
     """Mean over rounds of the time to the first first token (s)."""
     return float(np.mean([min(r.t_first_ns - r.t_send_ns for r in rs) / 1e9
                           for rs in _by_round(tr).values()]))
+
+
+def ttft_mean(tr) -> float:
+    """Mean TTFT over every request of every round (s): the per-request figure."""
+    return float(np.mean([(r.t_first_ns - r.t_send_ns) / 1e9 for r in tr.requests]))
 
 
 def decode_speed(tr) -> float:
@@ -205,6 +227,10 @@ def measure(*, fast: bool = False, compute: ComputeModel | None = None) -> list[
                             100 * (b - a) / bd, 100 * (eb - ea) / bd, 5.0, "%", abs_tol=True))
     p6 = runs["P6", "200"]
     rows.append(Row("P6 first pair's first token at 200", 22.0, 22.0, ttft_first(p6), 0.05, "s"))
+    for test, study in STUDY_PER_REQUEST_PCT.items():
+        ma, mb = ttft_mean(runs[test, "200"]), ttft_mean(runs[test, "emulated100"])
+        rows.append(Row(f"{test} mean TTFT increase (per request)", study, study,
+                        100 * (mb - ma) / ma, 0.05, "%"))
     if not fast:
         for test in TESTS:
             v = STUDY_DECODE[test]
