@@ -581,6 +581,7 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
         pt = out["prompt_tokens"].to_numpy(dtype=float, na_value=np.nan)
         out["prefill_per_token_bytes"] = np.where(pt > 0, out["prefill_tx_bytes"] / pt, np.nan)
     by_series_df = pd.concat(long_parts, ignore_index=True)
+    split = _conserving_split(req, be, out)
 
     rounds = _rounds(out, be)
     rounds["warmup"] = warmup_mask(rounds, warmup_rounds) if len(rounds) else []
@@ -636,6 +637,12 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
         "itl_pooled_p99_s": float(np.percentile(itl, 99)) if len(itl) else None,
         "output_throughput_tps": float(np.nansum(out_tok) / run_s) if run_s > 0 else None,
         "burst_capacity_gbps": cap_gbps,
+        # the conserving split (conserving.py): per-request bytes + idle/other = the counters
+        "split_total_tx_bytes": split.total_tx, "split_idle_tx_bytes": split.idle_tx,
+        "split_total_rx_bytes": split.total_rx, "split_idle_rx_bytes": split.idle_rx,
+        "split_unknown_segments": split.unknown_segments,
+        "window_sum_tx_bytes": float(np.nansum(out["prefill_tx_bytes"])
+                                     + np.nansum(out["decode_tx_bytes"])),
     }
     notes = list(log.notes) + round_notes
     if warmup_rounds:
@@ -652,6 +659,7 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
     if log.alignment:
         notes.append(f"alignment: {log.alignment['method']} ({log.alignment['note']}; "
                      f"uncertainty {log.alignment['uncertainty_ns'] / 1e6:g} ms)")
+    notes.extend(split_notes(summary))
     notes.extend(implausible_request_notes(out))
     if out["prefill_tx_bytes"].isna().any():
         notes.append(f"{int(out['prefill_tx_bytes'].isna().sum())} prefill window(s) overlap a "
@@ -676,6 +684,48 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
                        timeline=timeline, time_classes=pd.DataFrame(classes), summary=summary,
                        notes=notes, warmup_rounds=int(warmup_rounds),
                        capture_id=capture.meta.get("capture_id"))
+
+
+def _conserving_split(req: pd.DataFrame, be, out: pd.DataFrame):
+    """Add the conserving split columns to ``out`` (``conserving.split``): ``prefill_tx_split_bytes``,
+    ``prefill_rx_split_bytes``, ``decode_tx_split_bytes``, ``decode_rx_split_bytes`` and
+    ``prefill_per_token_split_bytes``; return the ``conserving.Split``."""
+    from .conserving import split
+
+    t_lo, t_hi = be.span()
+
+    def integ(a, b):
+        return _dir_cols(be.integrate(a, b, by="direction", allow_partial=True))
+
+    sp = split(req["t_send_ns"].to_numpy(np.int64), req["t_first_ns"].to_numpy(np.int64),
+               req["t_last_ns"].to_numpy(np.int64),
+               req["prompt_tokens"].to_numpy(dtype=float, na_value=np.nan),
+               req["output_tokens"].to_numpy(dtype=float, na_value=np.nan), integ, t_lo, t_hi)
+    out["prefill_tx_split_bytes"] = sp.prefill_tx
+    out["prefill_rx_split_bytes"] = sp.prefill_rx
+    out["decode_tx_split_bytes"] = sp.decode_tx
+    out["decode_rx_split_bytes"] = sp.decode_rx
+    pt = out["prompt_tokens"].to_numpy(dtype=float, na_value=np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["prefill_per_token_split_bytes"] = np.where(pt > 0, sp.prefill_tx / pt, np.nan)
+    return sp
+
+
+#: Window bytes summing above the counters' total by more than this share: requests overlap.
+OVERLAP_NOTE_RATIO = 1.01
+
+
+def split_notes(summary: dict[str, Any]) -> list[str]:
+    """The note that tells the two views apart when requests overlap (window bytes counted once
+    per request add up to more than the counters saw)."""
+    tot, win = summary.get("split_total_tx_bytes"), summary.get("window_sum_tx_bytes")
+    if not tot or not np.isfinite(tot) or win is None or win <= OVERLAP_NOTE_RATIO * tot:
+        return []
+    return [f"requests overlap: the window columns (prefill_tx_bytes, decode_tx_bytes) count "
+            f"shared traffic once per request and add up to {win / 1e6:,.0f} MB against "
+            f"{tot / 1e6:,.0f} MB the counters saw ({win / tot:.1f}x); the split columns "
+            "(*_split_bytes) give each byte to one request's prefill or decode or to idle/other "
+            f"({summary['split_idle_tx_bytes'] / 1e6:,.0f} MB), adding up to the counters"]
 
 
 def _log_columns(req: pd.DataFrame) -> pd.DataFrame:

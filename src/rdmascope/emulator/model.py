@@ -734,6 +734,11 @@ class RequestTiming:
     #: bytes per node of the all-reduces carrying this request's prompt tokens (its share of each
     #: chunk): prompt_tokens x bytes_per_token exactly
     prompt_bytes: float
+    #: the conserving split (docs/method.md): per engine step, the step's bytes per node times
+    #: this request's share of the tokens scheduled in it, summed over its prefill steps and
+    #: over its decode steps (every step's bytes go to exactly one request phase)
+    prefill_bytes_split: float = 0.0
+    decode_bytes_split: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -895,6 +900,8 @@ class _Req:
     prompt_bytes: float = 0.0  # per node, of the passes that carried its prompt tokens
     t_send: int = 0  # when the client sent it (closed loop: when a slot freed)
     t_arrive: int = 0  # when the engine can schedule it (t_send + request overhead)
+    split_prefill: float = 0.0  # its share of its steps' bytes while prefilling (RequestTiming)
+    split_decode: float = 0.0  # ... and while decoding
 
     @property
     def prefilling(self) -> bool:
@@ -1041,6 +1048,12 @@ def simulate(scenario: Scenario, config: TrafficConfig | None = None, *, seed: i
                 build.ramp(int(round(compute_s * 1e9)), n_ar * ar_bytes + gather)
             t1 = build.now
             passes.append(Pass(t0, t1, prefill, dec_tokens, n_ar * ar_bytes + gather))
+            step_bytes = n_ar * ar_bytes + gather
+            for r, n in sched:  # the conserving split: the step's bytes by its tokens
+                if r.prefilling:
+                    r.split_prefill += step_bytes * n / tokens
+                else:
+                    r.split_decode += step_bytes * n / tokens
             for r, n in sched:
                 if r.prefilling:
                     r.computed += n
@@ -1066,7 +1079,8 @@ def simulate(scenario: Scenario, config: TrafficConfig | None = None, *, seed: i
                 round=rnd, t_send_ns=r.t_send, t_first_ns=r.t_first, t_last_ns=r.t_last,
                 prompt_tokens=r.prompt, output_tokens=r.output,
                 prompt_bytes=r.prompt * base_arch.bytes_per_token if cfg.resize is None
-                else r.prompt_bytes))
+                else r.prompt_bytes,
+                prefill_bytes_split=r.split_prefill, decode_bytes_split=r.split_decode))
     duration = build.now + int(round(scenario.tail_s * 1e9))
     build.idle_until(duration)
     t_ns, cum = build.arrays()

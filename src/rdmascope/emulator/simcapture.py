@@ -110,6 +110,7 @@ def truth_dict(traffic: Traffic, t0_ns: int, *, speed: float = 1.0,
     cum = traffic.cumulative_bytes(ts, keys) if n else np.zeros((len(keys), 0))
     end = traffic.cumulative_bytes([traffic.duration_ns], keys)[:, 0]
     reqs = []
+    sh = {x.key: x.collective_share for x in traffic.series}
     for i, r in enumerate(traffic.requests):
         s, f, la = cum[:, 3 * i], cum[:, 3 * i + 1], cum[:, 3 * i + 2]
         clk = _to_clock([r.t_send_ns, r.t_first_ns, r.t_last_ns], t0_ns, speed)
@@ -126,6 +127,9 @@ def truth_dict(traffic: Traffic, t0_ns: int, *, speed: float = 1.0,
             "prompt_bytes": r.prompt_bytes,
             "prefill_bytes": {k: float(f[j] - s[j]) for j, k in enumerate(keys)},
             "decode_bytes": {k: float(la[j] - f[j]) for j, k in enumerate(keys)},
+            # the conserving split (docs/method.md): each step's bytes by its tokens, per series
+            "prefill_bytes_split": {k: r.prefill_bytes_split * sh[k] for k in keys},
+            "decode_bytes_split": {k: r.decode_bytes_split * sh[k] for k in keys},
         })
     cfg = traffic.config
     return {

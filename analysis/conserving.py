@@ -1,0 +1,198 @@
+"""The conserving split of a node's traffic over overlapping requests (docs/method.md).
+
+A request's prefill window [send, first token) and decode window [first token, last token)
+hold every byte sent in them: with requests in flight together, the windows overlap and the
+same bytes are counted once per request (the *inclusive* view, ``prefill_tx_bytes`` ...). This
+module gives each byte to exactly one of: a request's prefill, a request's decode, or
+idle/other, so the per-request bytes add up to what the counters saw.
+
+The split follows how vLLM V1 batches (``Scheduler.schedule``): each engine step's all-reduce
+bytes are proportional to the tokens scheduled in it, a prefill chunk's tokens plus one token
+per decoding request. The trace does not show steps, so the tokens are placed from the log:
+
+1. The capture span is cut at every send, first token and last token into segments (each
+   holding one set of active requests); each segment's bytes come from ``series.integrate``.
+2. A request decodes its ``output_tokens - 1`` tokens evenly over [first, last). It computes
+   its ``prompt_tokens`` over [c, first), where c is its send or, first come first served, the
+   latest first token of a request queued before it (sent earlier, or at the same instant with
+   an earlier first token) if that came later than its send: before c it waits in the queue.
+3. Those first guesses are made consistent by iterative proportional fitting: each request's
+   prefill keeps its prompt tokens, and each segment's tokens are its bytes over one
+   bytes-per-token for the capture (measured where requests prefill and none decodes, else
+   over all tokens); each decoding request's tokens are its output tokens times one factor, what the
+   bytes leave after the prompts (1 token per step, more with speculative decoding: no setting
+   needed); the fitted tokens split each segment's bytes.
+4. A segment with no request computing in it (or no token left to place) is idle/other.
+
+Consequences: the bytes of every known segment are given out exactly (the per-request sum plus
+idle/other equals the counters' total over the span, up to float rounding); a segment with one
+active request phase gives all its bytes to it, so a request alone on the node (concurrency 1)
+gets exactly its window bytes; a request touching a segment whose bytes are unknown (a counter
+reset, a gap of readings) gets NaN (never a guess), and so does the idle/other part of such a
+segment. Assumptions: one model (one bytes-per-token), FCFS admission, the same tokens per step
+for every decoding request, traffic not from requests (keep-
+alives, other jobs) shows up in whatever phase is active when it is sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Fitting rounds (each one row and one column scaling); the split converges in far fewer.
+IPF_ROUNDS = 60
+
+#: The first-guess weight of a prompt's tokens while it waits behind earlier ones (relative to
+#: its computing time): small, but not 0, so the fit can move tokens there when the bytes say so.
+QUEUED_WEIGHT = 1e-3
+
+
+@dataclass
+class Split:
+    """The conserving split: per request (shape (n,)) ``prefill_tx``, ``prefill_rx``,
+    ``decode_tx``, ``decode_rx`` (bytes, NaN where a touched segment's bytes are unknown);
+    ``idle_tx``/``idle_rx`` (bytes in segments no request computes in), ``total_tx``/``total_rx``
+    (the known segments' bytes: the counters over the span), ``unknown_segments`` (count) and
+    ``segments`` (count)."""
+
+    prefill_tx: np.ndarray
+    prefill_rx: np.ndarray
+    decode_tx: np.ndarray
+    decode_rx: np.ndarray
+    idle_tx: float
+    idle_rx: float
+    total_tx: float
+    total_rx: float
+    unknown_segments: int
+    segments: int
+
+
+def compute_starts(send: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """When each request starts computing its prefill (int64 ns, shape (n,)): its send, or the
+    latest first token of a request queued before it when that is later (FCFS; see the module
+    docstring). Queue order: by send, then by first token."""
+    n = len(send)
+    if not n:
+        return send.copy()
+    order = np.lexsort((first, send))
+    f = first[order]
+    s = send[order]
+    c = s.copy()
+    top = np.iinfo(np.int64).min  # the latest first token of the requests queued before
+    below = top  # ... and the latest one strictly before the current tie of first tokens
+    for j in range(n):
+        fj = int(f[j])
+        if j and fj == int(f[j - 1]) and top == fj:
+            ref = below  # served in the same step as the one before: started with it
+        else:
+            ref = top
+            below = top
+        if ref < fj:
+            c[j] = max(int(s[j]), ref)
+        top = max(top, fj)
+    out = np.empty(n, np.int64)
+    out[order] = c
+    return out
+
+
+def bytes_per_token(tx, seg, row, w, n, known, S) -> float | None:
+    """The capture's bytes per scheduled token (tx, per node): from the segments where requests
+    prefill and none decodes (bytes / prompt tokens placed there; ``w`` without the queued
+    first guesses), else from everything (known
+    active bytes / all prompt and decode tokens, one decode token per output token); None
+    without any."""
+    dec = np.bincount(seg[row >= n], minlength=S) > 0
+    pre_w = np.bincount(seg[row < n], w[row < n], S)
+    pure = known & ~dec & (pre_w > 0)
+    if pure.any() and np.sum(tx[pure]) > 0:
+        return float(np.sum(tx[pure]) / np.sum(pre_w[pure]))
+    col = np.bincount(seg, w, S)
+    active = known & (col > 0)
+    tot = float(np.sum(col[active]))
+    return float(np.sum(tx[active])) / tot if tot > 0 and np.sum(tx[active]) > 0 else None
+
+
+def split(send, first, last, prompt_tokens, output_tokens, integrate, t_lo: int, t_hi: int,
+          *, rounds: int = IPF_ROUNDS) -> Split:
+    """Split the traffic of [t_lo, t_hi) over requests (module docstring).
+
+    ``send``, ``first``, ``last``: int64 ns arrays (n,) on the capture's clock;
+    ``prompt_tokens``, ``output_tokens``: float arrays (n,), NaN where unknown (the median of the
+    known ones is used); ``integrate(a, b)``: bytes in ranges [a[i], b[i]) as a (tx, rx) pair of
+    float arrays (NaN where unknown; the attribution passes ``series.integrate`` with
+    ``allow_partial``). Returns a ``Split``.
+    """
+    send = np.asarray(send, np.int64)
+    first = np.asarray(first, np.int64)
+    last = np.asarray(last, np.int64)
+    n = len(send)
+    edges = np.unique(np.clip(np.concatenate([[t_lo, t_hi], send, first, last]), t_lo, t_hi))
+    a, b = edges[:-1], edges[1:]
+    tx, rx = integrate(a, b)
+    tx = np.asarray(tx, dtype=float)
+    rx = np.asarray(rx, dtype=float)
+    S = len(a)
+
+    def tokens(v, minus=0.0):
+        v = np.asarray(v, dtype=float) - minus
+        known = np.isfinite(v)
+        fill = float(np.median(v[known])) if known.any() else 1.0
+        return np.clip(np.where(known, v, fill), 0.0, None)
+
+    c = np.clip(compute_starts(send, first), t_lo, t_hi)
+    rows_a = np.concatenate([np.clip(send, t_lo, t_hi), np.clip(first, t_lo, t_hi)])
+    rows_b = np.concatenate([np.clip(first, t_lo, t_hi), np.clip(last, t_lo, t_hi)])
+    # where each row's tokens are first placed: prefill over [c, first), decode over [first, last)
+    dens_a = np.concatenate([c, rows_a[n:]])
+    gen = tokens(output_tokens, 1.0)
+    target = np.concatenate([tokens(prompt_tokens), gen])
+    k0 = np.searchsorted(edges, rows_a)
+    k1 = np.searchsorted(edges, rows_b)
+    length = np.maximum(k1 - k0, 0)
+    row = np.repeat(np.arange(2 * n), length)
+    starts = np.repeat(k0, length)
+    pos = np.arange(len(row)) - np.repeat(np.cumsum(length) - length, length)
+    seg = starts + pos
+    dur = (b - a).astype(float)
+    dens_len = (rows_b - dens_a).astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dens = np.where(dens_len > 0, target / dens_len, 0.0)
+    # a queued prefill (before c) gets a small share only: FCFS, but a step's token budget can
+    # start the next prompt's chunk before the previous one's first token
+    early = a[seg] < dens_a[row]
+    w = dens[row] * dur[seg] * np.where(early, QUEUED_WEIGHT, 1.0)
+    known = np.isfinite(tx)
+    bpt = bytes_per_token(tx, seg, row, np.where(early, 0.0, w), n, known, S)
+    if bpt and gen.sum() > 0:
+        # scheduled tokens per generated one (1, or more with speculative decoding): what the
+        # bytes leave after the prompts, so the rows' and the segments' tokens agree
+        col0 = np.bincount(seg, w, S)
+        t_all = float(np.sum(tx[known & (col0 > 0)])) / bpt
+        k = max((t_all - float(target[:n].sum())) / float(gen.sum()), 1e-6)
+        target = np.concatenate([target[:n], k * gen])
+        w = np.where(row >= n, w * k, w)
+    seg_tok = np.where(known, tx, np.nan) / bpt if bpt else None
+    for _ in range(rounds if seg_tok is not None and len(w) else 0):
+        col = np.bincount(seg, w, S)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sc = np.where((col > 0) & np.isfinite(seg_tok), seg_tok / col, 1.0)
+        w = w * sc[seg]
+        rs = np.bincount(row, w, 2 * n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sr = np.where(rs > 0, target / rs, 1.0)
+        w = w * sr[row]
+    col = np.bincount(seg, w, S)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(col[seg] > 0, w / col[seg], 0.0)
+    out = {}
+    for name, v in (("tx", tx), ("rx", rx)):
+        per = np.bincount(row, share * v[seg], 2 * n) if len(row) else np.zeros(2 * n)
+        # a request touching an unknown segment is unknown (a NaN in the sum says so)
+        out[name] = per
+    idle = col <= 0
+    return Split(prefill_tx=out["tx"][:n], prefill_rx=out["rx"][:n],
+                 decode_tx=out["tx"][n:], decode_rx=out["rx"][n:],
+                 idle_tx=float(np.sum(tx[idle])), idle_rx=float(np.sum(rx[idle])),
+                 total_tx=float(np.nansum(tx)), total_rx=float(np.nansum(rx)),
+                 unknown_segments=int((~known).sum()), segments=S)
