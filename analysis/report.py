@@ -1250,6 +1250,12 @@ def emulation_verdict(cfg: Configuration):
     return single, "warn", f"{cfg.label}: emulation check inconclusive"
 
 
+def _nccl_collectives(cfg: Configuration) -> list[dict]:
+    from .nccl.report import collectives_tables
+
+    return collectives_tables(cfg.capture)
+
+
 def _nccl_witness(cfg: Configuration, v):
     from .nccl.report import witness_line
 
@@ -1571,6 +1577,7 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                                   note="Peak 1 ms: the highest 1 ms window of the device, tx or "
                                        "rx. " + ONE_MS_REF + " " + _line_rate_note(cfg),
                                   name="devices"))
+        tables += [ReportTable(**t) for t in _nccl_collectives(cfg)]  # <capture>/nccl-inspector/
         content.sections.append(ReportSection(cfg.label, tables))
         content.captures.append((cfg.label, _capture_fields(cfg)))
         if cp is not None:  # its parts are in the content now: hold one capture's at a time

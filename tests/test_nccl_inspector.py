@@ -159,3 +159,6 @@ def test_report_shows_the_second_witness(tmp_path, run):
     html = (out / "report.html").read_text()
     assert "NCCL&#39;s log and the counters agree" in html
     assert "channels go through rocep1s0f1 only" in html
+    assert "NCCL collectives per size class" in html
+    assert (out / "tables").is_dir() and any("nccl-collectives" in p.name
+                                              for p in (out / "tables").iterdir())

@@ -37,3 +37,34 @@ def witness_line(capture, verdict, label: str) -> tuple[str, str, str] | None:
             else "NCCL's log says it used TCP sockets (NET/Socket), not RDMA",
             "warn": "NCCL's log cannot witness this capture"}[status]
     return f"{label}: {head}", status, w.message.removeprefix("cannot judge: ")
+
+
+#: where the report looks for NCCL Inspector records inside a capture directory
+INSPECTOR_DIR = "nccl-inspector"
+
+
+def collectives_tables(capture) -> list[dict]:
+    """Tables for the report from ``<capture>/nccl-inspector/`` (none without it): the per size
+    class wire/expected bytes (``collectives.size_class_table``), as dicts with frame, title,
+    note and name; an unreadable record directory gives one note-only entry naming the error."""
+    import pandas as pd
+
+    from .collectives import collectives_table, size_class_table
+    from .inspector import InspectorError, read_inspector
+
+    d = Path(capture.path) / INSPECTOR_DIR
+    if not d.is_dir():
+        return []
+    try:
+        table, notes = collectives_table(capture, read_inspector([d]))
+    except InspectorError as exc:
+        return [{"frame": pd.DataFrame(), "title": "NCCL collectives (Inspector)",
+                 "note": f"not read: {exc}", "name": "nccl-collectives"}]
+    classes = size_class_table(table)
+    note = (f"{len(table):,} collectives from NCCL Inspector records, placed on the capture's "
+            "clock; wire bytes = tx bytes of all HCAs during each collective; expected = NCCL's "
+            "bus-bandwidth factor x size (ring all-reduce 2(n-1)/n x size per rank). ratio_low / "
+            "ratio_high bound the ratio over isolated collectives by the counters' 1 ms timing "
+            "uncertainty. " + " ".join(notes))
+    return [{"frame": classes, "title": "NCCL collectives per size class: wire vs expected bytes",
+             "note": note, "name": "nccl-collectives"}]

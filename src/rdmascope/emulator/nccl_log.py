@@ -369,7 +369,7 @@ def write_witnesses(capture_dir: str | os.PathLike, traffic=None, *, rank: int =
     node = node_log_for(cfg.get("link", {}), cfg.get("arch", {}), host=host, rank=rank,
                         t_realtime_ns=t0_real, version=version, series=truth.get("series"))
     paths = {"log": write_nccl_log(out / LOG_DIR / f"{host.split('.')[0]}.{pid}", node)}
-    if traffic is not None and not cfg.get("link", {}).get("tcp_fallback"):
+    if traffic is not None:  # NCCL records its collectives whatever the transport
         ins = write_inspector(out / INSPECTOR_DIR, traffic, t0_real, host=host, pid=pid,
                               rank=rank, speed=speed)
         if ins is not None:
