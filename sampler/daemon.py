@@ -104,6 +104,8 @@ class RecordOptions:
     cpu: int | None = None
     rt_priority: int | None = None
     force: bool = False
+    #: owner-only modes (0700 directories, 0600 files) instead of 0755/0644
+    private: bool = False
     status: bool | None = None  # None: only when stderr is a TTY
     spin_ns: int = 0
     metrics: str | None = None  # --metrics [HOST:]PORT: serve Prometheus metrics (metrics.py)
@@ -131,6 +133,9 @@ class RecordResult:
     error: str | None = None
     stopped_by: str = "duration"
     disk_full: bool = False  # the write error was ENOSPC
+    #: where the capture is now: ``path``; another directory when it was moved while recording
+    #: (the writer kept writing by handle into it); None when it was deleted
+    location: Path | None = None
 
 
 def _to_batch(buf: SweepBuffers):
@@ -701,7 +706,8 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
         fields["host"] = str(opts.host)
     server = _start_metrics(opts.metrics, counters, interval_ns)
     try:
-        writer = CaptureWriter.create(opts.output, fields, force=opts.force)
+        writer = CaptureWriter.create(opts.output, fields, force=opts.force,
+                                      private=opts.private)
     except CaptureError as exc:
         if server is not None:
             server.close()
@@ -864,10 +870,10 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     except CaptureWriteError as exc:
         if error is None:
             error, disk_full = exc.message, is_enospc(exc)
-    if error is not None:
+    if error is not None and not error.startswith(str(opts.output)):
         error = f"{opts.output}: {error}"
     return RecordResult(path=Path(opts.output), audit=audit, error=error, stopped_by=stopped_by,
-                        disk_full=disk_full)
+                        disk_full=disk_full, location=writer.location())
 
 
 def format_audit(audit: dict[str, Any]) -> str:

@@ -102,6 +102,17 @@ def test_rt_priority_needs_privilege(tmp_path, world_dir):
 _PATH = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 
+#: a directory descriptor argument as ``strace -y`` prints it (``5</tmp/cap>``), then a path
+_AT_PATH = re.compile(r'(?:(?:\d+|AT_FDCWD)(?:<([^>]*)>)?,\s*)?"((?:[^"\\]|\\.)*)"')
+
+
+def _at_paths(rest: str) -> list[tuple[str | None, str]]:
+    """(directory of the dirfd or None, path) of each path argument of a strace line: files are
+    made relative to the capture directory's handle (openat(dirfd, name)), so a relative name is
+    joined to the directory that descriptor names."""
+    return [(base or None, path) for base, path in _AT_PATH.findall(rest)]
+
+
 def test_writes_only_inside_output_dir(tmp_path):
     if shutil.which("strace") is None:
         pytest.skip("strace not available")
@@ -115,7 +126,7 @@ def test_writes_only_inside_output_dir(tmp_path):
              "connect")
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     res = subprocess.run(
-        ["strace", "-f", "-qq", "-o", str(log), "-e", f"trace={calls}",
+        ["strace", "-f", "-qq", "-y", "-o", str(log), "-e", f"trace={calls}",
          sys.executable, "-c",
          "import sys; import rdmascope.sampler.daemon as d; d.ROLL_INTERVAL_S = 0.3; "
          "from rdmascope.cli import main; main(prog_name='rdmascope')",
@@ -135,11 +146,11 @@ def test_writes_only_inside_output_dir(tmp_path):
         if name in ("open", "openat", "openat2", "creat"):
             if name != "creat" and not any(f in rest for f in WRITE_FLAGS):
                 continue
-            paths = _PATH.findall(rest)[:1]
+            paths = _at_paths(rest)[:1]
         else:
-            paths = _PATH.findall(rest)
-        for p in paths:
-            full = os.path.normpath(os.path.join(work, p))
+            paths = _at_paths(rest)
+        for base, p in paths:
+            full = os.path.normpath(os.path.join(base or work, p))
             writes.append(full)
             if full == "/dev/null":
                 continue

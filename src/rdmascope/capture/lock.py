@@ -48,18 +48,21 @@ def recording_pid(path: str | os.PathLike) -> int | None:
         os.close(fd)
 
 
-def _acquire_lock(p: Path) -> int:
+def _acquire_lock(p: Path, *, dir_fd: int | None = None, mode: int = 0o644) -> int:
     """Take the capture's exclusive lock (``p/.lock``, non-blocking); return its file descriptor.
 
     Raises ``CaptureLockedError`` (naming the holder's pid) when another open file holds it and
     ``CaptureWriteError`` when ``.lock`` is a symbolic link. The lock is an ``fcntl.flock``: the
     kernel drops it when the holder dies (kill -9 leaves no stale lock). A lock file removed by
     its holder between our open and our flock is detected (different inode) and retried.
+    ``dir_fd``: the capture directory's handle (the lock is then made relative to it).
     """
     lock = p / LOCK_NAME
+    where = LOCK_NAME if dir_fd is not None else lock
     while True:
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            fd = os.open(where, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                         dir_fd=dir_fd)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise CaptureWriteError(lock, "is a symbolic link; refusing to follow it") from exc
@@ -74,7 +77,7 @@ def _acquire_lock(p: Path) -> int:
             os.close(fd)
             raise
         try:
-            st, cur = os.fstat(fd), os.stat(lock, follow_symlinks=False)
+            st, cur = os.fstat(fd), os.stat(where, dir_fd=dir_fd, follow_symlinks=False)
             same = (st.st_dev, st.st_ino) == (cur.st_dev, cur.st_ino)
         except FileNotFoundError:
             same = False
@@ -82,6 +85,7 @@ def _acquire_lock(p: Path) -> int:
             break
         os.close(fd)  # the previous holder removed it after our open: lock the current one
     try:
+        os.fchmod(fd, mode)  # whatever the umask
         data = f"{os.getpid()}\n".encode()
         os.ftruncate(fd, 0)
         os.pwrite(fd, data, 0)
@@ -90,12 +94,15 @@ def _acquire_lock(p: Path) -> int:
     return fd
 
 
-def _release_lock(p: Path, fd: int | None) -> None:
+def _release_lock(p: Path, fd: int | None, *, dir_fd: int | None = None) -> None:
     """Remove the lock file (while still holding it) and release the lock."""
     if fd is None:
         return
     try:
-        (p / LOCK_NAME).unlink(missing_ok=True)
+        if dir_fd is not None:
+            os.unlink(LOCK_NAME, dir_fd=dir_fd)
+        else:
+            (p / LOCK_NAME).unlink(missing_ok=True)
     except OSError:
         pass
     try:

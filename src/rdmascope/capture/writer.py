@@ -5,11 +5,13 @@ The sampler writes through this module; the analysis never imports it.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
 import os
 import re
+import stat
 import uuid
 from pathlib import Path
 from typing import Any
@@ -48,23 +50,56 @@ _PARQUET_ENCODINGS = {
 }
 
 
-def _atomic_write_json(path: Path, obj: Any) -> None:
-    """Write ``obj`` as JSON to ``path`` atomically; on failure remove the temporary file."""
-    tmp = path.with_name(f".{path.name}.tmp")
+#: Modes of what a capture writer creates, whatever the umask (``private``: owner only).
+DIR_MODE, FILE_MODE = 0o755, 0o644
+PRIVATE_DIR_MODE, PRIVATE_FILE_MODE = 0o700, 0o600
+
+_O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_O_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _tmp_name(name: str) -> str:
+    """A unique temporary name beside ``name`` (hidden; never a name someone could plant)."""
+    return f".{name}.{uuid.uuid4().hex[:16]}.tmp"
+
+
+def _create_file(name: str, dir_fd: int, mode: int, *, readable: bool = False) -> int:
+    """Create ``name`` in the directory ``dir_fd`` (never following a link, never an existing
+    file) with exactly ``mode``; return its descriptor (read-write with ``readable``)."""
+    flags = (_O_NEW & ~os.O_WRONLY) | os.O_RDWR if readable else _O_NEW
+    fd = os.open(name, flags, mode, dir_fd=dir_fd)
+    try:
+        os.fchmod(fd, mode)  # os.open's mode is masked by the umask
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _unlink_quietly(name: str, dir_fd: int) -> None:
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except OSError:
+        pass
+
+
+def _atomic_write_json(name: str, obj: Any, dir_fd: int, mode: int = FILE_MODE) -> None:
+    """Write ``obj`` as JSON to ``name`` in the directory ``dir_fd`` atomically: a unique
+    temporary file (O_EXCL, O_NOFOLLOW), fsync, rename, fsync of the directory. On failure the
+    temporary file is removed."""
+    tmp = _tmp_name(name)
     data = json.dumps(obj, indent=1, sort_keys=False).encode()
     try:
-        with open(tmp, "wb") as f:
+        with os.fdopen(_create_file(tmp, dir_fd, mode), "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         # a disk-full write leaves a 0-byte or partial temporary file: do not leave it behind
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
+        _unlink_quietly(tmp, dir_fd)
         raise
+    os.fsync(dir_fd)  # the rename itself survives a host crash
 
 
 #: The end-of-stream marker of the Arrow IPC stream format (continuation token, length 0).
@@ -82,9 +117,13 @@ class _LiveFile:
     one syscall per batch keeps the writer thread off the GIL. Writing after ``close`` raises.
     """
 
-    def __init__(self, path: Path):
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    def __init__(self, name: str, dir_fd: int, mode: int = FILE_MODE):
+        self.fd = _create_file(name, dir_fd, mode)
         self.closed = False
+
+    def sync(self) -> None:
+        """Push what was written to the disk (``fdatasync``): survives a host crash."""
+        os.fdatasync(self.fd)
 
     def write(self, data) -> None:
         """Write all of ``data`` (bytes or a pyarrow Buffer); raise OSError when it cannot."""
@@ -106,6 +145,27 @@ def _safe_child(root: Path, name: str) -> Path:
     if p.is_symlink():
         raise CaptureWriteError(p, "is a symbolic link; refusing to write through it")
     return p
+
+
+def _open_dir(name: str | os.PathLike, dir_fd: int | None = None) -> int:
+    """Open a directory by handle (O_DIRECTORY | O_NOFOLLOW); a symlink is a CaptureWriteError."""
+    try:
+        return os.open(name, _O_DIR, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            where = name if dir_fd is None else f"{name} (in the capture directory)"
+            raise CaptureWriteError(where, "is a symbolic link or not a directory; refusing "
+                                           "to write through it") from exc
+        raise
+
+
+def _where_now(dir_fd: int) -> str | None:
+    """Where the directory open as ``dir_fd`` is now (Linux /proc), None when deleted/unknown."""
+    try:
+        now = os.readlink(f"/proc/self/fd/{dir_fd}")
+    except OSError:
+        return None
+    return None if now.endswith(" (deleted)") else now
 
 
 # ----------------------------------------------------------------------------------------------
@@ -131,11 +191,26 @@ class CaptureWriter:
     loadable. Not thread-safe: call from one thread.
     """
 
-    def __init__(self, path: Path, manifest: dict[str, Any]):
+    def __init__(self, path: Path, manifest: dict[str, Any], *, dir_fd: int, seg_fd: int,
+                 private: bool = False, fsync: bool = True):
         self.path = path
         self.manifest = manifest
+        #: the capture directory and its segments/, opened once: every file is made relative
+        #: to these handles, so a directory swapped for another (or a symlink) is never written
+        self._dfd = dir_fd
+        self._sfd = seg_fd
+        st, sst = os.fstat(dir_fd), os.fstat(seg_fd)
+        self._dir_id = (st.st_dev, st.st_ino)
+        self._seg_id = (sst.st_dev, sst.st_ino)
+        self._moved = False  # the path no longer names our directory: said once, then no checks
+        self._location: Path | None | bool = False  # where it was at close (False: not closed)
+        self.file_mode = PRIVATE_FILE_MODE if private else FILE_MODE
+        self.dir_mode = PRIVATE_DIR_MODE if private else DIR_MODE
+        #: fdatasync the live file after each batch (a host crash loses at most one batch)
+        self.fsync = fsync
         self._segment_index = 0
         self._pending: list[pa.RecordBatch] = []
+        self._live_name: str | None = None
         self._live_path: Path | None = None
         self._live_file: _LiveFile | None = None
         self._live_failed = False  # a write to the live file failed: append nothing more to it
@@ -146,8 +221,8 @@ class CaptureWriter:
     # -- creation ---------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, path: str | os.PathLike, fields: dict[str, Any], *, force: bool = False
-               ) -> CaptureWriter:
+    def create(cls, path: str | os.PathLike, fields: dict[str, Any], *, force: bool = False,
+               private: bool = False, fsync: bool = True) -> CaptureWriter:
         """Create a new capture directory and write its first manifest.
 
         ``fields`` are manifest keys (``counters``, ``devices``, ``interval_ns``, ``sysfs_root``,
@@ -158,9 +233,38 @@ class CaptureWriter:
         Raises ``CaptureExistsError`` if ``path`` already holds files and ``force`` is false (with
         ``force`` the old manifest, segments and live files are removed first), and
         ``CaptureWriteError`` if the directory cannot be created or written.
+
+        File safety: the directory and ``segments/`` are opened once (``O_DIRECTORY |
+        O_NOFOLLOW``) and every file is created relative to them with ``O_EXCL | O_NOFOLLOW``
+        under a unique temporary name; modes are 0755/0644 (``private``: 0700/0600) whatever the
+        umask. A start that fails removes what it made (so a retry is not blocked). ``fsync``:
+        fdatasync the live file after each batch (default).
         """
         p = Path(path)
         lock_fd: int | None = None
+        dfd: int | None = None
+        sfd: int | None = None
+        made_dir = made_seg = False
+        dir_mode = PRIVATE_DIR_MODE if private else DIR_MODE
+
+        def undo() -> None:
+            """Remove what this failed start made; nothing may block the retry."""
+            if sfd is not None:
+                os.close(sfd)
+            if made_seg and dfd is not None:
+                try:
+                    os.rmdir(SEGMENT_DIR, dir_fd=dfd)
+                except OSError:
+                    pass
+            _release_lock(p, lock_fd, dir_fd=dfd)
+            if dfd is not None:
+                os.close(dfd)
+            if made_dir:
+                try:
+                    os.rmdir(p)
+                except OSError:
+                    pass
+
         try:
             if p.is_symlink():
                 raise CaptureWriteError(p, "output path is a symbolic link; refusing to follow it")
@@ -182,24 +286,44 @@ class CaptureWriter:
                     (p / LOCK_NAME).unlink()
                 # lock first: a directory another process is recording into is refused, even
                 # with --force, before anything in it is touched
-                lock_fd = _acquire_lock(p)
+                lock_fd = _acquire_lock(p, mode=PRIVATE_FILE_MODE if private else FILE_MODE)
                 if any(c.name != LOCK_NAME for c in p.iterdir()):
                     if not force:
                         raise CaptureExistsError(
                             p, "already exists and is not empty; use --force to overwrite it")
                     _remove_capture_files(p)
-            p.mkdir(parents=True, exist_ok=True)
+            if not os.path.lexists(p.parent):
+                os.makedirs(p.parent, mode=dir_mode, exist_ok=True)
+            try:
+                os.mkdir(p, dir_mode)
+                made_dir = True
+            except FileExistsError:
+                pass
+            dfd = _open_dir(p)
+            if made_dir:
+                os.fchmod(dfd, dir_mode)  # os.mkdir's mode is masked by the umask
+            st, now = os.fstat(dfd), os.stat(p, follow_symlinks=False)
+            if (st.st_dev, st.st_ino) != (now.st_dev, now.st_ino):
+                raise CaptureWriteError(p, "was replaced while the capture was being created")
             if lock_fd is None:
-                lock_fd = _acquire_lock(p)
-            seg = _safe_child(p, SEGMENT_DIR)
-            seg.mkdir(exist_ok=True)
+                lock_fd = _acquire_lock(p, dir_fd=dfd,
+                                        mode=PRIVATE_FILE_MODE if private else FILE_MODE)
+            try:
+                os.mkdir(SEGMENT_DIR, dir_mode, dir_fd=dfd)
+                made_seg = True
+            except FileExistsError:
+                pass
+            sfd = _open_dir(SEGMENT_DIR, dir_fd=dfd)
+            if made_seg:
+                os.fchmod(sfd, dir_mode)
         except CaptureLockedError:
+            undo()
             raise
         except CaptureError:
-            _release_lock(p, lock_fd)
+            undo()
             raise
         except OSError as exc:
-            _release_lock(p, lock_fd)
+            undo()
             raise CaptureWriteError(p, f"cannot create capture directory: {exc.strerror or exc}"
                                     ) from exc
         manifest: dict[str, Any] = {
@@ -226,34 +350,83 @@ class CaptureWriter:
             manifest["clock_pairs"] = [[rt, mono]]
         try:
             _check_manifest_types(p / MANIFEST_NAME, manifest)
-            w = cls(p, manifest)
+            w = cls(p, manifest, dir_fd=dfd, seg_fd=sfd, private=private, fsync=fsync)
             w._lock_fd = lock_fd
             w.write_manifest()
         except BaseException:
-            _release_lock(p, lock_fd)
+            undo()
             raise
         return w
+
+    # -- where it writes --------------------------------------------------------------------
+
+    def location(self) -> Path | None:
+        """Where this capture's directory is now: ``path``, or where it was moved to (Linux),
+        or None when it was deleted (or cannot be told)."""
+        if not self._moved:
+            return self.path
+        if self._location is not False:  # told at close, while the handle was still open
+            return self._location
+        now = _where_now(self._dfd)
+        return Path(now) if now is not None else None
+
+    def check_place(self) -> None:
+        """Raise ``CaptureWriteError`` (once) when ``path`` no longer names the directory this
+        writer opened (moved, removed, swapped for another directory or a symbolic link), or
+        ``segments/`` in it was replaced. Writing goes on by handle into the original directory
+        only to close it cleanly; nothing is ever written where the path points now."""
+        if self._moved:
+            return
+        try:
+            st = os.stat(self.path, follow_symlinks=False)
+            ok = stat.S_ISDIR(st.st_mode) and (st.st_dev, st.st_ino) == self._dir_id
+            if ok:
+                sst = os.stat(SEGMENT_DIR, dir_fd=self._dfd, follow_symlinks=False)
+                ok = (sst.st_dev, sst.st_ino) == self._seg_id
+        except OSError:
+            ok = False
+        if ok:
+            return
+        self._moved = True
+        now = _where_now(self._dfd)
+        if now is None:
+            kept = "the original directory was deleted: the readings written so far are lost"
+        elif now == str(self.path.absolute()):
+            kept = f"its {SEGMENT_DIR}/ was replaced; the capture so far is in {now}"
+        else:
+            kept = f"the capture so far is in the original directory, now {now}"
+        raise CaptureWriteError(self.path, "the capture directory was moved, removed or replaced "
+                                           "(e.g. by a symbolic link) while recording; stopped "
+                                           f"writing, nothing is written to what is there now "
+                                           f"({kept})")
 
     # -- writing ----------------------------------------------------------------------------
 
     def write_manifest(self) -> None:
         """Rewrite manifest.json atomically (temporary file, fsync, rename)."""
+        self.check_place()
         try:
-            _atomic_write_json(_safe_child(self.path, MANIFEST_NAME), self.manifest)
+            _atomic_write_json(MANIFEST_NAME, self.manifest, self._dfd, self.file_mode)
         except OSError as exc:
             raise CaptureWriteError(self.path / MANIFEST_NAME,
                                     f"cannot write manifest: {exc.strerror or exc}") from exc
 
     def _open_live(self) -> None:
         name = f"{LIVE_PREFIX}{self._segment_index:06d}{LIVE_SUFFIX}"
-        self._live_path = _safe_child(self.path, name)
-        f = _LiveFile(self._live_path)
+        self._live_path = self.path / name
+        try:
+            f = _LiveFile(name, self._dfd, self.file_mode)
+        except FileExistsError as exc:  # planted (a file or a symbolic link): never written
+            raise CaptureWriteError(self._live_path, "already exists (not made by this "
+                                                     "recorder); refusing to write through it"
+                                    ) from exc
         try:
             f.write(SAMPLE_SCHEMA.serialize())
         except BaseException:
             f.close()  # not even the schema fitted: nothing to keep, retry under the same name
-            self._live_path.unlink(missing_ok=True)
+            _unlink_quietly(name, self._dfd)
             raise
+        self._live_name = name
         self._live_file = f
         self._live_failed = False
 
@@ -272,10 +445,13 @@ class CaptureWriter:
         if self._live_failed:
             raise CaptureWriteError(self._live_path or self.path,
                                     "an earlier write to this live segment failed; roll() it first")
+        self.check_place()
         try:
             if self._live_file is None:
                 self._open_live()
             self._live_file.write(batch.serialize())
+            if self.fsync:
+                self._live_file.sync()
         except OSError as exc:
             # the file may end in part of this batch: readers drop that cut-off tail, and nothing
             # more is appended (close() neither finishes nor ends the stream)
@@ -313,20 +489,26 @@ class CaptureWriter:
         table = pa.Table.from_batches(self._pending, schema=SAMPLE_SCHEMA)
         table = table.sort_by([("counter_id", "ascending"), ("sweep", "ascending")])
         name = f"{SEGMENT_PREFIX}{self._segment_index:06d}{SEGMENT_SUFFIX}"
-        seg_dir = _safe_child(self.path, SEGMENT_DIR)
-        final = _safe_child(seg_dir, name)
-        tmp = seg_dir / f".{name}.tmp"
+        final = self.path / SEGMENT_DIR / name
+        self.check_place()
+        tmp = _tmp_name(name)
+        sfd = self._sfd
         try:
-            write_segment(table, tmp, counters=self.manifest.get("counters"))
-            with open(tmp, "rb") as f:
+            with os.fdopen(_create_file(tmp, sfd, self.file_mode, readable=True), "w+b") as f:
+                write_segment(table, f, counters=self.manifest.get("counters"))
+                f.flush()
                 os.fsync(f.fileno())
-            entry = segment_entry(tmp, name, table.num_rows)
-            os.replace(tmp, final)
-        except OSError as exc:
-            try:
-                tmp.unlink(missing_ok=True)
-            except OSError:
-                pass
+                f.seek(0)
+                entry = _segment_entry_of(f, name, table.num_rows)
+            if _exists(name, sfd):  # planted: never replaced (the reader would refuse it)
+                raise CaptureWriteError(final, "already exists (not made by this recorder); "
+                                               "refusing to replace it")
+            os.replace(tmp, name, src_dir_fd=sfd, dst_dir_fd=sfd)
+            os.fsync(sfd)  # the segment's name survives a host crash
+        except (OSError, CaptureWriteError) as exc:
+            _unlink_quietly(tmp, sfd)
+            if isinstance(exc, CaptureWriteError):
+                raise
             raise CaptureWriteError(final, f"cannot write segment: {exc.strerror or exc}") from exc
         self._close_live(remove=True)
         self._pending = []
@@ -347,12 +529,14 @@ class CaptureWriter:
                 pass  # a stream without its end marker reads the same
             finally:
                 self._live_file.close()
-            if remove and self._live_path is not None:
+            if remove and self._live_name is not None:
+                _unlink_quietly(self._live_name, self._dfd)
                 try:
-                    self._live_path.unlink(missing_ok=True)
+                    os.fsync(self._dfd)
                 except OSError:
                     pass
         self._live_file = None
+        self._live_name = None
         self._live_path = None
         self._live_failed = False
 
@@ -367,6 +551,10 @@ class CaptureWriter:
         if self.closed:
             return
         err: CaptureWriteError | None = None
+        try:
+            self.check_place()
+        except CaptureWriteError as exc:
+            err = exc  # said; the capture is still closed cleanly in its original directory
         try:
             self.roll()
         except CaptureWriteError as exc:
@@ -388,10 +576,34 @@ class CaptureWriter:
         except CaptureWriteError as exc:
             err = err or exc
         finally:
-            _release_lock(self.path, self._lock_fd)
+            _release_lock(self.path, self._lock_fd, dir_fd=self._dfd)
             self._lock_fd = None
+            self._location = self.location()
+            for fd in (self._sfd, self._dfd):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
         if err is not None:
             raise err
+
+
+def _exists(name: str, dir_fd: int) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _segment_entry_of(f, name: str, rows: int) -> dict[str, Any]:
+    """``segment_entry`` of an open file read from its current position."""
+    h = hashlib.sha256()
+    size = 0
+    while chunk := f.read(1 << 20):
+        h.update(chunk)
+        size += len(chunk)
+    return {"name": name, "rows": int(rows), "bytes": size, "sha256": h.hexdigest()}
 
 
 def segment_entry(path: str | os.PathLike, name: str, rows: int) -> dict[str, Any]:
@@ -436,8 +648,9 @@ def write_segment(table: pa.Table, path: str | os.PathLike, *,
     )
 
 
-_OWN_TOP = re.compile(r"(manifest\.json|\.manifest\.json\.tmp|\.lock|live-\d+\.arrow)")
-_OWN_SEGMENT = re.compile(r"\.?seg-\d+\.parquet(\.tmp)?")
+_OWN_TOP = re.compile(r"(manifest\.json|\.manifest\.json(\.[0-9a-f]+)?\.tmp|\.lock|"
+                      r"live-\d+\.arrow)")
+_OWN_SEGMENT = re.compile(r"\.?seg-\d+\.parquet(\.[0-9a-f]+)?(\.tmp)?")
 
 
 def foreign_entries(path: str | os.PathLike, *, allowed: tuple[str, ...] = ()) -> list[Path]:

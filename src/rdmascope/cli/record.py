@@ -41,6 +41,19 @@ def emulated_node(sysfs_root) -> dict | None:
     return node
 
 
+def safe_host_name(host: str) -> str:
+    """``host`` as one safe path component for ``-o .../{host}``: every character other than
+    letters, digits, ``.``, ``_`` and ``-`` (a ``/``, a control character, a space) becomes
+    ``_``, and a name that is empty or starts with ``.`` (``..``, a hidden name) gets a ``_``
+    in front. Returns ``host`` unchanged when it is already safe (any normal host name)."""
+    import re
+
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", host)
+    if not safe or safe.startswith("."):
+        safe = "_" + safe
+    return safe
+
+
 @click.command(name="record")
 @click.option("-o", "--output", required=True, type=click.Path(),
               help="Capture directory to create (refused if it exists, unless --force; its parent "
@@ -66,6 +79,9 @@ def emulated_node(sysfs_root) -> dict | None:
 @click.option("--rt-priority", type=int, default=None,
               help="Run under SCHED_FIFO at this priority (needs root or CAP_SYS_NICE).")
 @click.option("--force", is_flag=True, help="Overwrite an existing capture directory.")
+@click.option("--private", is_flag=True,
+              help="Owner-only permissions: directories 0700 and files 0600 (default 0755 and "
+                   "0644, whatever the umask).")
 @click.option("--status/--no-status", default=None,
               help="Live status on stderr once a second: elapsed time, sweeps taken and "
                    "missed, per-link tx/rx Gb/s over the last second, fitted to the terminal "
@@ -97,8 +113,8 @@ def emulated_node(sysfs_root) -> dict | None:
 @click.option("--nodes", type=click.IntRange(min=1), default=None,
               help="Nodes the run spans.")
 def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, sysfs_root, cpu,
-            rt_priority, force, status, label, note, link_gbps, emulated_gbps, preset, config, tp,
-            nodes, metrics) -> None:
+            rt_priority, force, private, status, label, note, link_gbps, emulated_gbps, preset,
+            config, tp, nodes, metrics) -> None:
     """Sample RDMA port counters into a capture, in the foreground, until stopped.
 
     Stops cleanly on SIGINT/SIGTERM/SIGHUP or after --duration, then prints the self-audit (sweeps
@@ -140,7 +156,11 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, s
     node = emulated_node(sysfs_root)
     host = node["host"] if node else socket.gethostname()
     if "{host}" in output:
-        output = output.replace("{host}", host)
+        safe = safe_host_name(host)
+        if safe != host:
+            click.echo(f"rdmascope record: note: the host name {host!r} is not a safe directory "
+                       f"name; '{{host}}' in -o became {safe!r}", err=True)
+        output = output.replace("{host}", safe)
     # a mistyped -o (/typo/dir/cap) is an error, never a new directory tree (as plot/report);
     # a parent that exists but cannot hold it is the recorder's own clear error
     parent = Path(output).expanduser().absolute().parent
@@ -174,7 +194,7 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, s
         output=output, interval_ns=interval_ns, devices=list(devices) or None,
         counters=names, netdev_stats=netdev_stats, sysfs_root=sysfs_root,
         duration_s=None if duration_ns is None else duration_ns / 1e9, cpu=cpu,
-        rt_priority=rt_priority, force=force, status=status, extra=extra,
+        rt_priority=rt_priority, force=force, private=private, status=status, extra=extra,
         metrics=metrics, host=node["host"] if node else None,
         monotonic_offset_ns=node["monotonic_offset_ns"] if node else 0,
         realtime_offset_ns=node["realtime_offset_ns"] if node else 0,
@@ -193,7 +213,12 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, s
     if result.error is not None:
         lost = result.audit.get("sweeps_not_written") or 0
         when = "after the disk filled" if result.disk_full else "after the write error"
-        raise click.ClickException(
-            f"recording stopped by a write error: {result.error} (everything written before it "
-            f"is kept and loads: {result.audit.get('sweeps_written')} sweeps); {lost} sweeps "
-            f"taken {when} were not written")
+        if result.location is None:
+            kept = ("the capture directory was deleted: what was written is lost; "
+                    f"{result.audit.get('sweeps_taken')} sweeps were taken)")
+        else:
+            where = "" if result.location == result.path else f" in {result.location}"
+            kept = (f"everything written before it is kept and loads{where}: "
+                    f"{result.audit.get('sweeps_written')} sweeps); {lost} sweeps taken {when} "
+                    "were not written")
+        raise click.ClickException(f"recording stopped by a write error: {result.error} ({kept}")
