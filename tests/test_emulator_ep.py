@@ -181,3 +181,29 @@ def test_a_resize_capture_records_new_rails_from_the_moment_they_appear(tmp_path
     assert tr.cumulative_bytes([3_000_000_000], ["mlx5_5/tx"])[0][0] == 0.0
     total = sum(tr.cumulative_bytes([tr.duration_ns], [f"mlx5_{k}/tx"])[0][0] for k in range(8))
     assert total == pytest.approx(tr.total_bytes, rel=1e-12)
+
+
+def test_compare_of_two_ep_rail_runs_reads_the_layout_from_the_manifests(tmp_path):
+    """DP4 x TP2 over 2 rails per node, 400 against 200 Gb/s rails: compare --layout ep takes
+    DP, TP and the backend from the captures and bounds the TTFT increase by their formula."""
+    caps = []
+    for name, gbps in (("a", "400"), ("b", "200")):
+        out = tmp_path / name
+        r = CliRunner().invoke(main, [
+            "simulate", "capture", "-o", str(out), "--preset", "deepseek-v2-lite", "--layout",
+            "ep", "--tp", "2", "--dp", "4", "--rails", "2", "--rail-gbps", gbps,
+            "--scenario", "prompt=8192,output=8,rounds=1,warmup=0"])
+        assert r.exit_code == 0, r.output
+        caps.append(str(out))
+    r = CliRunner().invoke(main, ["compare", *caps, "--layout", "ep", "--json"])
+    assert r.exit_code == 0, r.output
+    j = json.loads(r.stdout)
+    setup = j["meta"]["setup"]
+    assert (setup["dp"], setup["tp"], setup["all2all_backend"]) == (4, 2,
+                                                                   "allgather_reducescatter")
+    assert (setup["link_a_gbps"], setup["link_b_gbps"]) == (800, 400)   # 2 rails per node
+    (row,) = j["tests"]
+    per_token = 2 * 26 * 2 * 3 * H2  # 1,277,952 B per token per node
+    assert row["estimate_arch_s"] == pytest.approx(8192 * per_token * 8 / 1e9 * (1 / 400 - 1 / 800))
+    assert row["per_token_a_bytes"] == pytest.approx(per_token, rel=0.005)
+    assert 0 < row["extra_prefill_s"] <= row["estimate_arch_s"] * 1.02

@@ -920,8 +920,10 @@ def resolve_setup(*, preset_name: str | None = None, config: str | os.PathLike |
         for rec, side in ((rec_a, "A"), (rec_b, "B")):
             if "dp" in rec:
                 dp = rec["dp"]
-                all2all_backend = all2all_backend or rec.get("all2all_backend")
                 src["dp"] = f"manifest of {side}"
+                if all2all_backend is None and rec.get("all2all_backend"):
+                    all2all_backend = rec["all2all_backend"]
+                    src["all2all_backend"] = f"manifest of {side}"
                 break
     if dp is not None:
         src.setdefault("dp", "--dp")
@@ -993,8 +995,8 @@ def resolve_setup(*, preset_name: str | None = None, config: str | os.PathLike |
             src["b_real"] = "unknown (give --b-emulated GBPS): no correction to a real cable"
     twins = run_b.twins or run_a.twins
     src["twins"] = "RDMA devices in the manifests" if twins else "unknown"
-    src["all2all_backend"] = ("--all2all-backend" if all2all_backend else
-                              f"default: {DEFAULT_ALL2ALL_BACKEND} (vLLM's default)")
+    src.setdefault("all2all_backend", "--all2all-backend" if all2all_backend else
+                   f"default: {DEFAULT_ALL2ALL_BACKEND} (vLLM's default)")
     return Setup(model=model, tp=tp, nodes=nodes, link_a_gbps=float(link_a_gbps),
                  link_b_gbps=float(link_b_gbps), b_emulated=emulated,
                  b_real_gbps=None if real is None else float(real), twins=twins,

@@ -17,7 +17,10 @@ SCENARIO_HELP = ("Scenario: P1..P6 (the study's tests: warm-up + 3 rounds, 1,024
                  "demo (P1 then P2, 64 output tokens), single4k (one 4,096-token prompt, ~4 s), "
                  "or a spec: prompt=TOKENS[+TOKENS...],concurrency=N,output=N,rounds=N"
                  "[,warmup=0|1][,gap=S] (e.g. prompt=2048+16384,concurrency=2,output=128,"
-                 "rounds=1).")
+                 "rounds=1); with requests=N a closed-loop cell per concurrency (a client "
+                 "keeping that many in flight; concurrency=1+8+64 sweeps them, warmup=K "
+                 "warm-up requests per cell), e.g. prompt=1024,concurrency=1+64,requests=256,"
+                 "warmup=4.")
 
 #: the engine's scheduling options, named as vLLM's (``vllm serve --<name>``), with their help
 ENGINE_OPTIONS = (

@@ -307,7 +307,8 @@ def simulate_capture(path: str | os.PathLike, traffic: Traffic, *, seed: int | N
                           for j in range(n_counters)], dtype=np.int64)
     cap_id = uuid.UUID(hashlib.sha256(
         f"{traffic.scenario.name}-{traffic.config.link.name}-{traffic.config.link.tcp_fallback}-"
-        f"{seed}-{start_monotonic_ns}{'' if host == 'emulated-spark' else '-' + host}".encode()).hexdigest()[:32]).hex
+        f"{seed}-{start_monotonic_ns}{'' if host == 'emulated-spark' else '-' + host}"
+        f"{_rails_id(traffic)}".encode()).hexdigest()[:32]).hex
     S = int(start_monotonic_ns)
     R = int(start_realtime_ns)
     pairs = [[R + t, S + t] for t in range(0, traffic.duration_ns, 5_000_000_000)]
@@ -408,6 +409,15 @@ def simulate_capture(path: str | os.PathLike, traffic: Traffic, *, seed: int | N
     writer.close(audit=audit, stop=stop)
     write_ground_truth(path, traffic, S)
     return Path(path)
+
+
+def _rails_id(traffic: Traffic) -> str:
+    """What tells two rail-optimised runs apart in the capture id ('' for a Spark's link)."""
+    link, arch = traffic.config.link, traffic.config.arch
+    if not link.rails:
+        return ""
+    return (f"-rails{link.rails}x{link.rail_gbps:g}-{arch.layout}-dp{arch.dp}-tp{arch.tp}-"
+            f"{arch.all2all_backend}-{traffic.config.resize}")
 
 
 def _bases(seed: int, rails: int = 0) -> dict[tuple[str, str], int]:
