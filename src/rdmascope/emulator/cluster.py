@@ -287,9 +287,18 @@ def build_cluster_trees(root: str | os.PathLike, traffic, spec: ClusterSpec, *, 
     clocks = live_clocks(spec)
     for i, (host, node, role) in enumerate(node_traffics(traffic, spec)):
         kw = {} if rate is None else {"rate": rate}
-        tree = build_tree(root / host, seed=traffic.seed * 1000 + i,
-                          twins=traffic.config.link.twins,
-                          pcie_width=pcie_width_for(traffic.config.link.twin_gbps), **kw)
+        if traffic.config.link.rails:  # a rail-optimised InfiniBand node
+            from rdmascope.emulator.rails import build_rail_tree
+
+            if any(sr.appears for sr in traffic.series):
+                raise ValueError("a rails resize is played on one node (simulate serve "
+                                 "without --nodes, or simulate capture)")
+            tree = build_rail_tree(root / host, traffic.config.link.rails,
+                                   seed=traffic.seed * 1000 + i, **kw)
+        else:
+            tree = build_tree(root / host, seed=traffic.seed * 1000 + i,
+                              twins=traffic.config.link.twins,
+                              pcie_width=pcie_width_for(traffic.config.link.twin_gbps), **kw)
         mono, wall = clocks[i]
         (Path(tree.root) / HOST_FILE).write_text(json.dumps(
             {"host": host, "monotonic_offset_ns": mono, "realtime_offset_ns": wall}) + "\n")
