@@ -327,3 +327,13 @@ def test_serve_output_without_a_manifest(tmp_path):
     assert "inspector" in w  # NCCL records the collectives whatever the transport
     log, p = _one(w["log"])
     assert p.host == socket.gethostname().split(".")[0] and p.network == "Socket"
+
+
+def test_traffic_on_the_wrong_twin(tmp_path, captures):
+    # the log says NCCL used the second twin, the counters saw the first carry everything
+    emu = captures["emulated100"]
+    f = _log(tmp_path, emu, "wrong.log", hcas=["roceP2p1s0f1"], ib_hca_env="roceP2p1s0f1")
+    r = _verify(emu, f)
+    w = json.loads(r.output)["meta"]["nccl_witness"]
+    assert r.exit_code == 1 and w["log_hcas"] == ["roceP2p1s0f1"]
+    assert w["counter_hcas"] == ["rocep1s0f1"] and "roceP2p1s0f1 only" in w["message"]

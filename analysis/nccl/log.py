@@ -329,10 +329,10 @@ def parse_lines(lines: Iterable[str], name: str, log: NcclLog, procs: dict, *,
     lines = list(lines)
     for no, raw in enumerate(lines, 1):
         log.lines += 1
-        line = ANSI_RE.sub("", raw).rstrip("\r")
-        m = _PREFIX.search(line)
+        line = (ANSI_RE.sub("", raw) if "\x1b" in raw else raw).rstrip("\r")
+        m = _PREFIX.search(line) if "NCCL " in line else None  # cheap test first
         if m is None:
-            v = _VERSION.search(line)
+            v = _VERSION.search(line) if "NCCL version" in line else None
             if v and line.strip().startswith(v.group(0)) or (v and "NCCL version" in line
                                                               and "NCCL INFO" not in line):
                 log.unprefixed_versions[name] = v["v"] + v["suffix"]
