@@ -238,7 +238,8 @@ def _human_ep(e, epb, setup, chunk, o, n) -> None:
                f"{epb['chunk_collective_time_old_s'] * 1e3:.2f} ms at {o:g} Gb/s; "
                f"{epb['collectives_per_pass']} per pass")
     click.echo(f"TTFT increase bound per 1,000 prompt tokens: "
-               f"{epb['increase_bound_per_1000_tokens_s']:.3f} s ({o:g} -> {n:g} Gb/s)")
+               f"{epb['increase_bound_per_1000_tokens_s']:.3f} s ({o:g} -> {n:g} Gb/s per node, "
+               f"all {epb['rails']} rail{'s' if epb['rails'] != 1 else ''} together)")
 
 
 def _human_tp(pt, ar, chunk, o, n, emu, emulated) -> None:

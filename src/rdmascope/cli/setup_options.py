@@ -72,7 +72,8 @@ def setup_options(func=None, *, link_a_aliases=(), link_b_aliases=(), b_emulated
                               f"{DEFAULT_ALL2ALL_BACKEND}, vLLM's)."),
             click.option("--rails", type=click.IntRange(min=1), default=None,
                          help="With --layout ep: NICs per node the EP traffic spreads over "
-                              "(default one per TP rank)."),
+                              "(default one per TP rank). --link-a/--link-b stay per node: all "
+                              "its rails together (e.g. 2 x 400 = 800)."),
         ]
         for o in reversed(opts):
             f = o(f)
