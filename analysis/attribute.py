@@ -29,9 +29,17 @@ import numpy as np
 import pandas as pd
 
 from . import metrics as M
+from . import series
+from .ranges import (  # noqa: F401 (RangeIndex, RangeWindowStats: their home was here)
+    DEFAULT_CAPACITY_GBPS,
+    MemoryRanges,
+    RangeIndex,
+    RangeQueries,
+    RangeWindowStats,
+    capacity_gbps,
+)
+from .requestlogs import align, apply_fixes
 
-#: Link capacity assumed for burst detection when the manifest records no port rate (Gb/s).
-DEFAULT_CAPACITY_GBPS = 200.0
 PEAK_WIDTH_NS = 1_000_000
 STATES = ("prefill", "decode-only", "idle")
 
@@ -152,238 +160,6 @@ def assign_rounds(requests: pd.DataFrame, arrival_window_s: float = 1.0) -> pd.D
 # ------------------------------------------------------------------------------------------------
 
 
-class _MemoryRanges:
-    """The ranges attribution asks about, answered from a whole intervals frame in memory."""
-
-    def __init__(self, iv: pd.DataFrame, width_ns: int):
-        self.iv = iv
-        self.width_ns = int(width_ns)
-        self.fine_tx = None
-        self.origin = None
-        self.capacity = None
-
-    def has_intervals(self) -> bool:
-        return bool(len(self.iv))
-
-    def common_span(self) -> tuple[int, int]:
-        """The span every counter covers (counters are read at slightly different instants)."""
-        by_counter = self.iv.groupby("counter_id")
-        return int(by_counter["t0_ns"].min().max()), int(by_counter["t1_ns"].max().min())
-
-    def span(self) -> tuple[int, int]:
-        return int(self.iv["t0_ns"].min()), int(self.iv["t1_ns"].max())
-
-    def set_grid(self, origin: int, capacity: float) -> None:
-        from . import series
-
-        self.origin, self.capacity = int(origin), float(capacity)
-        fine, q = series.rebin_with_quality(self.iv, self.width_ns, origin_ns=self.origin,
-                                            by="direction")
-        self.fine_tx = fine["tx"] if "tx" in fine.columns else pd.Series(dtype=float)
-        self.fine_q = q["tx"] if "tx" in q.columns else pd.Series(dtype=np.int8)
-
-    def integrate(self, a, b, *, by: str, allow_partial: bool = False) -> pd.DataFrame:
-        from . import series
-
-        return series.integrate(self.iv, a, b, by=by, allow_partial=allow_partial)
-
-    def window_stats(self, a, b) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return _window_stats(a, b, self.fine_tx, self.width_ns, self.capacity, self.fine_q)
-
-
-def capacity_gbps(capture) -> float:
-    """Return the port rate recorded in the capture's device records (Gb/s), else 200."""
-    from .load import port_rates_gbps
-
-    return max(port_rates_gbps(capture.meta).values(), default=DEFAULT_CAPACITY_GBPS)
-
-
-def _window_stats(t0: np.ndarray, t1: np.ndarray, fine: pd.Series, width_ns: int,
-                  capacity: float, quality: pd.Series | None = None
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Headline fine-window rate (Gb/s), burst count and over-line window count inside each
-    [t0, t1] (full windows only).
-
-    ``fine``: bytes per ``width_ns`` window; ``quality``: its ``rebin_with_quality`` bits. The
-    headline is the highest window consistent with physics (``peaks.HEADLINE_EXCLUDE``: never
-    gap-spread, partial or over line rate), as ``peaks.peak_table`` finds it. Bursts follow
-    ``bursts.detect_bursts`` (hysteresis relative to ``capacity``) on the windows inside the
-    range. One block of ``RangeWindowStats``.
-    """
-    st = RangeWindowStats(t0, t1, width_ns, capacity)
-    st.add(fine.index.to_numpy(dtype=np.int64), fine.to_numpy(dtype=float),
-           None if quality is None else quality.to_numpy(dtype=np.int64))
-    return st.result()
-
-
-class RangeWindowStats:
-    """Per range [a, b]: the headline 1 ms rate, the burst count and the over-line window count
-    of the windows lying wholly inside it, fed block by block (vectorized over the ranges).
-
-    ``a``, ``b``: int64 ns arrays, shape (n,); ``width_ns``: window width; ``capacity_gbps``:
-    burst thresholds as ``bursts.detect_bursts`` (enter at ``enter_frac``, stay while at or
-    above ``leave_frac`` of it). ``add(t, v, qq)`` takes consecutive windows (starts ``t``
-    int64 ns, bytes ``v``, ``rebin_with_quality`` bits ``qq`` or None) in time order; blocks
-    follow each other without a gap. ``result()`` returns ``(peak_gbps float (n,), bursts int64
-    (n,), over_line int64 (n,))``: the same as ``detect_bursts`` and ``peaks.HEADLINE_EXCLUDE``
-    on each range's windows (a burst = a run of valid windows at or above the leave threshold
-    holding one at or above the enter threshold; a run reaching a block's end is carried into
-    the next block). Cost: O(windows + ranges x blocks they touch) (``RangeIndex``), no Python
-    loop per range.
-    """
-
-    def __init__(self, a, b, width_ns: int, capacity_gbps: float, *, enter_frac: float = 0.25,
-                 leave_frac: float = 0.10):
-        self.a = np.asarray(a, dtype=np.int64).ravel()
-        self.b = np.asarray(b, dtype=np.int64).ravel()
-        self.w = int(width_ns)
-        self.enter = enter_frac * float(capacity_gbps)
-        self.leave = leave_frac * float(capacity_gbps)
-        n = len(self.a)
-        self.index = RangeIndex(self.a, self.b)
-        self.peak = np.full(n, -np.inf)
-        self.n_over = np.zeros(n, np.int64)
-        self.count = np.zeros(n, np.int64)
-        self.open = np.zeros(n, bool)  # the range's last part ended inside a run ...
-        self.open_hi = np.zeros(n, bool)  # ... which already holds an enter window
-
-    def add(self, t: np.ndarray, v: np.ndarray, qq: np.ndarray | None = None) -> None:
-        """Fold in the next block of windows: starts ``t`` (int64 ns), bytes ``v`` (float64),
-        quality bits ``qq`` (int, or None for all good), each shape (m,)."""
-        from .peaks import HEADLINE_EXCLUDE
-        from .series import QUALITY_OVER_LINE
-
-        t = np.asarray(t, dtype=np.int64)
-        m = len(t)
-        if not m or not len(self.a):
-            return
-        w = self.w
-        idx = self.index.touching(int(t[0]), int(t[-1]) + w)
-        if not len(idx):
-            return
-        s0 = np.searchsorted(t, self.a[idx], "left")
-        s1 = np.searchsorted(t + w, self.b[idx], "right")
-        keep = s1 > s0
-        idx, s0, s1 = idx[keep], s0[keep], s1[keep]
-        if not len(idx):
-            return
-        rate = np.asarray(v, dtype=np.float64) * 8.0 / float(w)
-        q = np.zeros(m, np.int64) if qq is None else np.asarray(qq, dtype=np.int64)
-        good = np.where(((q & HEADLINE_EXCLUDE) == 0) & ~np.isnan(rate), rate, -np.inf)
-        c_over = np.concatenate([[0], np.cumsum((q & QUALITY_OVER_LINE) != 0)])
-        self.n_over[idx] += c_over[s1] - c_over[s0]
-        self.peak[idx] = np.maximum(self.peak[idx], _range_max(good, s0, s1))
-        valid = ~np.isnan(rate)
-        hi = valid & (rate >= self.enter)
-        stay = valid & (rate >= self.leave)
-        c_hi = np.concatenate([[0], np.cumsum(hi)])
-        edges = np.diff(np.concatenate([[0], stay.astype(np.int8), [0]]))
-        run_s = np.flatnonzero(edges == 1)
-        run_e = np.flatnonzero(edges == -1)  # exclusive
-        run_has = (c_hi[run_e] - c_hi[run_s]) > 0
-        c_run = np.concatenate([[0], np.cumsum(run_has)])
-        # runs wholly inside [s0, s1)
-        j_lo = np.searchsorted(run_s, s0, "left")
-        j_hi = np.searchsorted(run_e, s1, "right")
-        cnt = np.where(j_hi > j_lo, c_run[np.maximum(j_hi, j_lo)] - c_run[j_lo], 0)
-        # the run holding s0 (started before it), cut at s0 (and at s1)
-        j0 = np.searchsorted(run_s, s0, "right") - 1
-        j0c = np.maximum(j0, 0)
-        in0 = (j0 >= 0) & (run_e[j0c] > s0) if len(run_s) else np.zeros(len(s0), bool)
-        e_first = np.minimum(run_e[j0c], s1) if len(run_s) else s0
-        first_hi = in0 & ((c_hi[e_first] - c_hi[s0]) > 0)
-        cut0 = in0 & (run_s[j0c] < s0) if len(run_s) else in0
-        cnt += cut0 & first_hi
-        # the run holding s1 - 1 that started inside the range, cut at s1
-        jl = np.searchsorted(run_s, s1 - 1, "right") - 1
-        jlc = np.maximum(jl, 0)
-        inl = (jl >= 0) & (run_e[jlc] > s1 - 1) if len(run_s) else np.zeros(len(s0), bool)
-        st_l = np.maximum(run_s[jlc], s0) if len(run_s) else s0
-        last_hi = inl & ((c_hi[s1] - c_hi[st_l]) > 0)
-        cut1 = inl & (run_e[jlc] > s1) & (run_s[jlc] >= s0) if len(run_s) else inl
-        cnt += cut1 & last_hi
-        # cnt: every run inside the part, cut at its ends, that holds an enter window; now the
-        # run carried from the previous block joins the first, and the last one is carried on
-        single = in0 & inl & (j0c == jlc)
-        op, oh = self.open[idx], self.open_hi[idx]
-        join = op & in0
-        cnt -= join & first_hi  # the joined first run is counted once, below
-        merged_hi = oh | first_hi
-        ends_here = join & ~single  # the joined run ends inside this part
-        cnt += ends_here & merged_hi
-        cnt += op & ~in0 & oh  # the carried run ended with the previous block
-        # the run reaching the part's end stays open (not yet counted)
-        new_open = inl
-        new_hi = np.where(join & single, merged_hi, last_hi)
-        cnt -= inl & ~(join & single) & last_hi
-        self.count[idx] += cnt
-        self.open[idx] = new_open
-        self.open_hi[idx] = new_hi
-
-    def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(peak Gb/s float64 (n,), NaN where no valid window; bursts int64 (n,); over-line windows
-        int64 (n,)), a run still open at the last block counted when it holds an enter window."""
-        peak = np.where(np.isfinite(self.peak), self.peak, np.nan)
-        return peak, self.count + (self.open & self.open_hi), self.n_over.copy()
-
-
-class RangeIndex:
-    """The ranges [a, b] touching a span, found without looking at every range.
-
-    ``touching(lo, hi)`` returns the sorted indices i with ``a[i] < hi`` and ``b[i] > lo``
-    (the same set as ``np.flatnonzero((a < hi) & (b > lo))``). The ranges up to the 99th
-    percentile of length are kept sorted by start, so only those starting within that length
-    before ``lo`` are looked at; the longer ones (1 % or fewer) are checked one by one. A pass
-    over a capture's segments then costs about the ranges that touch each segment, not every
-    range times every segment.
-    """
-
-    def __init__(self, a, b):
-        self.a = np.asarray(a, dtype=np.int64).ravel()
-        self.b = np.asarray(b, dtype=np.int64).ravel()
-        length = self.b - self.a
-        if len(length):
-            cut = np.sort(length)[int(0.99 * (len(length) - 1))]
-            long = length > cut
-        else:
-            long = np.zeros(0, bool)
-        self.long = np.flatnonzero(long)
-        short = np.flatnonzero(~long)
-        self.order = short[np.argsort(self.a[short], kind="stable")]
-        self.a_sorted = self.a[self.order]
-        self.max_len = int(length[short].max()) if len(short) else 0
-
-    def touching(self, lo: int, hi: int) -> np.ndarray:
-        """Sorted int64 indices of the ranges with ``a < hi`` and ``b > lo`` (ns)."""
-        # a short range starting at or before lo - max_len ends at or before lo
-        k0 = np.searchsorted(self.a_sorted, lo - self.max_len, "right")
-        k1 = np.searchsorted(self.a_sorted, hi, "left")
-        cand = self.order[k0:k1]
-        cand = cand[self.b[cand] > lo]
-        lg = self.long[(self.a[self.long] < hi) & (self.b[self.long] > lo)]
-        return np.sort(np.concatenate([cand, lg])) if len(lg) else np.sort(cand)
-
-
-def _range_max(x: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
-    """max(x[s0[i]:s1[i]]) for every i (s1 > s0), by a sparse table: O(m log L + n)."""
-    need = int(np.max(s1 - s0))
-    out = np.full(len(s0), -np.inf)
-    table = x
-    k = 0
-    length = s1 - s0
-    while True:
-        # ranges whose highest power of two <= length is 2**k
-        sel = (length >= (1 << k)) & (length < (1 << (k + 1)))
-        if sel.any():
-            a, b = s0[sel], s1[sel] - (1 << k)
-            out[sel] = np.maximum(table[a], table[b])
-        if (1 << (k + 1)) > need:
-            return out
-        step = 1 << k
-        table = np.maximum(table[:-step], table[step:]) if len(table) > step else table[:0]
-        k += 1
-
-
 def _rate_gbps(nbytes, t0, t1) -> np.ndarray:
     dur = (np.asarray(t1, dtype=np.int64) - np.asarray(t0, dtype=np.int64)).astype(float)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -463,7 +239,7 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
 
     ``capture``: a ``load.Capture``, or a ``stream.CaptureInfo`` (``stream.open_capture``),
     which is then read in one pass over its segments with the same result in bounded memory
-    (``stream.RangeQueries``: the bytes of every window and the 1 ms peaks and bursts inside
+    (``ranges.RangeQueries``: the bytes of every window and the 1 ms peaks and bursts inside
     them; memory grows with the requests, not the readings); ``log``: a ``RequestLog`` already placed on the capture's
     clock by ``requestlogs.align`` (a log still on its own clock is aligned here with defaults).
     ``intervals``: ``series.byte_intervals(capture)`` if already computed.
@@ -489,9 +265,6 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
     Raises ``ValueError`` when the capture has no RDMA data counters or ``warmup_rounds`` is
     negative, and whatever ``align`` raises for a log outside the capture.
     """
-    from . import series
-    from .requestlogs import align, apply_fixes
-
     if log.alignment is None:
         log = align(log, capture)
     if use_corrected:
@@ -503,8 +276,6 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
         # a capture on disk (stream.open_capture): a dry run records every range the
         # attribution asks about, one pass over the segments answers them all, and the real
         # run reads the answers (bounded memory: no reading and no interval is held)
-        from .stream import RangeQueries
-
         origin0 = int(capture.t_start_ns) if origin_ns is None else int(origin_ns)
         rq = RangeQueries(capture, origin_ns=origin0, width_ns=peak_width_ns,
                           capacity_gbps=link_capacity_gbps or capacity_gbps(capture))
@@ -519,7 +290,7 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
         return attribute(capture, log, _backend=rq, **kw)
     if _backend is None:
         iv = intervals if intervals is not None else series.byte_intervals(capture)
-        be = _MemoryRanges(iv, peak_width_ns)
+        be = MemoryRanges(iv, peak_width_ns)
     else:
         be = _backend
     if not be.has_intervals():

@@ -16,8 +16,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .peaks import HEADLINE_EXCLUDE, rebin_view
-from .series import QUALITY_OVER_LINE, default_origin, to_gbps
+from .curve import HEADLINE_EXCLUDE, QUALITY_OVER_LINE
+from .intervals import default_origin
+from .overline_pass import OverLineFlagger
+from .peaks import link_view, rebin_view
+from .stream import WindowGrid, capture_info, iter_windows
+from .windows import to_gbps
 
 __all__ = ["allreduce_bytes", "detect_bursts", "burst_analysis", "BurstResult"]
 
@@ -393,13 +397,11 @@ def burst_analysis_capture(capture, *, capacity_gbps: float, start_ns: int | Non
     crosses a segment edge is carried on, so bursts spanning segments are whole. Only the burst
     table and per-series counters are kept. Raises ``ValueError`` as ``burst_analysis``.
     """
-    from .stream import WindowGrid, _info, iter_windows
-
     if capacity_gbps <= 0:
         raise ValueError(f"link capacity must be positive, got {capacity_gbps} Gb/s")
     if not 0 < leave_frac <= enter_frac:
         raise ValueError(f"need 0 < leave ({leave_frac}) <= enter ({enter_frac})")
-    info = _info(capture)
+    info = capture_info(capture)
     origin = int(info.t_start_ns) if origin_ns is None else int(origin_ns)
     state: dict = {}
     acc = BurstStreamAcc(info, capacity_gbps=capacity_gbps, width_ns=width_ns, by=by,
@@ -423,8 +425,6 @@ class BurstStreamAcc:
                  by: str | None = "series", source: str | None = "infiniband",
                  groups: dict[str, list[str]] | None = None, keep: bool = True,
                  enter_frac: float = 0.25, leave_frac: float = 0.10):
-        from .series import OverLineFlagger
-
         self.capacity_gbps, self.width_ns = capacity_gbps, int(width_ns)
         self.groups, self.keep = groups, keep
         self.enter_frac, self.leave_frac = enter_frac, leave_frac
@@ -434,9 +434,7 @@ class BurstStreamAcc:
 
     def add(self, b: pd.DataFrame, q: pd.DataFrame) -> None:
         """Fold in one block of windows (bytes, quality; columns as the pass's ``by``)."""
-        from .peaks import _link_view
-
-        b, q = _link_view(b, q, self.groups, self.keep)
+        b, q = link_view(b, q, self.groups, self.keep)
         q = self.flag(b, q, self.width_ns)
         t = b.index.to_numpy()
         det, n_over = self.det, self.n_over

@@ -47,6 +47,17 @@ import pandas as pd
 
 from rdmascope.capture import read_manifest
 
+from .bursts import detect_bursts
+from .curve import HEADLINE_EXCLUDE, QUALITY_OVER_LINE, CounterCurve, combine_windows
+from .links import twin_links as _twin_links
+from .load import port_rates_gbps
+from .overline import line_gbps_of
+from .overline_pass import OverLineFlagger
+from .peaks import peak_table, window_label
+from .requestlogs import align, read_request_log
+from .stream import WindowGrid, iter_windows, open_capture
+from .verify import FAIL, PASS, MeasureStream, judge_emulation
+
 MS = 1_000_000
 DEFAULT_MAX_LAG_NS = 200 * MS
 DEFAULT_WARN_NS = 1 * MS
@@ -328,8 +339,6 @@ def burst_ends(s: NodeSeries, *, capacity_gbps: float, min_bytes: float = 5e6,
     prefill after idle or decode, an event that happens once, where a train of equal, equally
     spaced all-reduces looks the same shifted by one period.
     """
-    from rdmascope.analysis.bursts import detect_bursts
-
     e, c = s.edges_ns, s.cum
     if len(e) < 8:
         return np.zeros(0), np.zeros(0)
@@ -494,8 +503,6 @@ def link_peaks(iv: pd.DataFrame, groups: dict[str, list[str]], start_ns: int, en
                ) -> dict[str, float]:
     """Return {window label: highest rate (Gb/s) of the node's link, tx or rx} over the range,
     from ``peak_table`` with twins summed (a single device counts as the link)."""
-    from rdmascope.analysis.peaks import peak_table, window_label
-
     tab = peak_table(iv, start_ns=start_ns, end_ns=end_ns, windows_ns=PEAK_WINDOWS_NS,
                      groups=groups or None, percentiles=())
     links = set(groups) if groups else set(tab.series)
@@ -519,8 +526,6 @@ class _PassFlagger:
     """
 
     def __init__(self, cap, groups):
-        from rdmascope.analysis.series import OverLineFlagger
-
         class Flagger(OverLineFlagger):
             def _parts(inner, t0, t1):  # noqa: N805 (the flagger's self)
                 pad = 2 * int(inner.info.interval_ns) + inner.extra
@@ -578,7 +583,7 @@ class _PassFlagger:
         return self.flag(b, q, width_ns)
 
 
-class _KernelAcc:
+class KernelAcc:
     """The netdev (kernel-stack) bytes per device of ``verify``'s kernel check, made from the
     intervals of the node's one pass: 1 s windows of the capture-start grid clipped to [lo, hi)
     (the RDMA readings' span, known only at the end), NaN windows left out, as
@@ -605,8 +610,6 @@ class _KernelAcc:
         self.seen = False
 
     def feed(self, parts: dict) -> None:
-        from rdmascope.analysis.series import _Counter
-
         mine = {c: iv for c, iv in parts.items() if c in self.dev and len(iv["t0_ns"])}
         n = self.files
         self.files += 1
@@ -614,7 +617,7 @@ class _KernelAcc:
             return
         self.seen = True
         for c, iv in mine.items():
-            cnt = _Counter(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])
+            cnt = CounterCurve(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])
             ka = (int(cnt.t0[0]) - self.o) // self.W
             kb = -((self.o - int(cnt.t1[-1])) // self.W)
             parts4 = cnt.edges(self.o + np.arange(ka, kb + 1, dtype=np.int64) * self.W)
@@ -670,8 +673,6 @@ class _KernelAcc:
     def kernel(self, lo: int, hi: int) -> dict[str, float] | None:
         """{device: bytes} over [lo, hi), or None when the kept intervals cannot make the two
         clipped end windows."""
-        from rdmascope.analysis.series import _combine, _Counter
-
         if not self.seen:
             return {}
         lo, hi = int(lo), int(hi)
@@ -697,7 +698,7 @@ class _KernelAcc:
                 iv = f.get(c)
                 if iv is None:
                     continue
-                cnt = _Counter(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])
+                cnt = CounterCurve(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])
                 for j, (a, b) in enumerate(((e[0], e[1]), (e[-2], e[-1]))):
                     if iv["t1_ns"][-1] <= a or iv["t0_ns"][0] >= b:
                         continue
@@ -707,7 +708,7 @@ class _KernelAcc:
                         x[pos] += g[0]
             return out
 
-        b, _q = _combine(((self.dev[c], parts(c)) for c in self.ids), np.diff(e),
+        b, _q = combine_windows(((self.dev[c], parts(c)) for c in self.ids), np.diff(e),
                          pd.RangeIndex(k1 - k0))
         return {d: float(np.nansum(b[d].to_numpy())) for d in b.columns}
 
@@ -745,11 +746,6 @@ def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS, *, peaks: boo
     goes, no whole series is held; ``NodePass.series`` is then None). Raises ``ValueError``
     when the capture has no RDMA byte intervals.
     """
-    from rdmascope.analysis.peaks import HEADLINE_EXCLUDE, window_label
-    from rdmascope.analysis.series import QUALITY_OVER_LINE, line_gbps_of
-    from rdmascope.analysis.stream import WindowGrid, iter_windows, open_capture
-    from rdmascope.analysis.verify import MeasureStream
-
     if not hasattr(cap, "counters"):
         cap = open_capture(cap)
     groups = twin_links(cap)
@@ -761,7 +757,7 @@ def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS, *, peaks: boo
     g_ms = widths.index(MS) if measure else None
     flag = _PassFlagger(cap, groups or None)
     ms = MeasureStream(cap) if measure else None
-    kern = _KernelAcc(cap) if measure else None
+    kern = KernelAcc(cap) if measure else None
     if kern is not None and not kern.ids:
         kern = None
 
@@ -800,7 +796,7 @@ def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS, *, peaks: boo
                 sums.append(blk)
         if gi not in g_peak and gi != g_ms:
             return
-        # the link view (``peaks._link_view``/``series.group_links``, in numpy): each link
+        # the link view (``peaks.link_view``/``series.group_links``, in numpy): each link
         # the sum of its twins (NaN if one is), its quality their bits without the over-line
         # bit, which is judged against the link's own rate
         Q = q.to_numpy()
@@ -890,9 +886,7 @@ def _series_of(sums, width_ns) -> NodeSeries:
 
 
 def twin_links(cap):
-    from rdmascope.analysis.series import twin_links as _tl
-
-    return _tl(cap)
+    return _twin_links(cap)
 
 
 def symmetry(per_request: pd.DataFrame, tolerance: float = 0.01) -> pd.DataFrame:
@@ -932,8 +926,6 @@ def refined_run_set(paths, *, reference: str | None = None, refine: bool = True,
     """Open a run set and refine its offsets from the traffic (one streamed ``node_pass`` per
     node, then ``align_run_set``), without the per-node verdicts of ``cluster_summary``.
     Raises as ``open_run_set`` and ``RunSetError`` for a capture without RDMA intervals."""
-    from rdmascope.analysis.load import port_rates_gbps
-
     rs = open_run_set(paths, reference=reference)
     series = []
     for n in rs.nodes:
@@ -959,8 +951,6 @@ def burst_timing(rs: RunSet, series: list[NodeSeries], *, capacity_gbps: float,
     length_ns, late_ns (start - the set's median start), longer_pct (length vs the set's median
     length, %).
     """
-    from rdmascope.analysis.bursts import detect_bursts
-
     lo, hi = rs.common_span_ns()
     lo = lo if start_ns is None else max(lo, start_ns)
     hi = hi if end_ns is None else min(hi, end_ns)
@@ -1116,10 +1106,6 @@ def cluster_summary_series(paths, *, requests: str | os.PathLike | None = None,
     Raises ``RunSetError`` (see ``open_run_set``), the loaders' errors naming the file, and
     ``requestlogs.RequestLogError`` for a bad or misplaced request log.
     """
-    from rdmascope.analysis.load import port_rates_gbps
-    from rdmascope.analysis.stream import open_capture
-    from rdmascope.analysis.verify import FAIL, PASS, judge_emulation
-
     rs = open_run_set(paths, reference=reference)
     order = [rs.reference] + [i for i in range(len(rs.nodes)) if i != rs.reference]
     series: list[NodeSeries | None] = [None] * len(rs.nodes)
@@ -1156,8 +1142,6 @@ def cluster_summary_series(paths, *, requests: str | os.PathLike | None = None,
                 rates = port_rates_gbps(cap.meta)
                 cap_rate = max(rates.values()) if rates else 200.0
             if requests is not None:
-                from rdmascope.analysis.requestlogs import align, read_request_log
-
                 log = align(read_request_log(requests, format=request_format, run=run), cap,
                             offset_s=offset_s)
                 log_df = log.ok.copy()

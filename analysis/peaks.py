@@ -13,33 +13,32 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .series import (
+from rdmascope.quantiles import ExactPercentiles
+
+from .curve import (
+    HEADLINE_EXCLUDE,
     INSTANT_UNC_NS,
     QUALITY_EMPTY,
     QUALITY_GAP,
     QUALITY_INVALID,
     QUALITY_OVER_LINE,
     QUALITY_PARTIAL,
-    _counters_of,
-    _members_of,
+    counters_of,
     cover_tolerance_ns,
-    default_origin,
-    flag_over_line,
-    group_links,
-    over_line_causes,
-    rebin_with_quality,
-    to_gbps,
 )
+from .intervals import DEFAULT_GAP_FACTOR, default_origin, intervals_frame
+from .links import group_links
+from .overline import flag_over_line, members_of, over_line_causes
+from .overline_pass import OverLineFlagger
+from .stream import FAR_NS, WindowGrid, capture_info, iter_intervals, iter_windows
+from .windows import rebin_with_quality, to_gbps
 
 __all__ = ["DEFAULT_WINDOWS_NS", "INSTANT_UNC_NS", "HEADLINE_EXCLUDE", "peak_table",
            "window_label", "rebin_view", "peak_bounds", "headline_peak"]
 
 MS = 1_000_000
-#: Quality bits that keep a window out of a headline peak: unknown bytes, no or partial
-#: readings, gap-spread bytes (an average over the gap, not a measured window) and windows over
-#: line rate (``series.flag_over_line``). ``INSTANT_UNC_NS`` (0.1 ms) comes from ``series``.
-HEADLINE_EXCLUDE = (QUALITY_PARTIAL | QUALITY_EMPTY | QUALITY_INVALID | QUALITY_GAP
-                    | QUALITY_OVER_LINE)
+# HEADLINE_EXCLUDE (the quality bits that keep a window out of a headline peak) and
+# INSTANT_UNC_NS (0.1 ms) live with the window rule in ``curve``.
 #: The study's window widths: 1 ms, 5 ms, 100 ms, 1 s (the whole range is added as a last row).
 DEFAULT_WINDOWS_NS = (MS, 5 * MS, 100 * MS, 1000 * MS)
 
@@ -136,7 +135,7 @@ def peak_bounds(intervals: pd.DataFrame, window_start_ns, width_ns: int, *,
     if not instant_unc_ns >= 0:
         raise ValueError(f"instant_unc_ns must be >= 0 ns, got {instant_unc_ns!r}")
     extra = int(instant_unc_ns)
-    counters = _counters_of(intervals, by, with_unc=True)
+    counters = counters_of(intervals, by, with_unc=True)
     names = list(window_start_ns.index)
     members = {n: [n] for n in names}
     for link, ms in (groups or {}).items():
@@ -241,7 +240,7 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
         b, q = b[inside], q[inside]
         gbps = to_gbps(b, w)
         new_rows = []
-        members = _members_of(intervals, by, groups)
+        members = members_of(intervals, by, groups)
         for col in b.columns:
             qq = q[col].to_numpy()
             usable = (qq & (QUALITY_PARTIAL | QUALITY_EMPTY | QUALITY_INVALID)) == 0
@@ -315,7 +314,7 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
     return out
 
 
-def _link_view(b: pd.DataFrame, q: pd.DataFrame, groups, keep: bool):
+def link_view(b: pd.DataFrame, q: pd.DataFrame, groups, keep: bool):
     """Add the summed link columns to one block, as ``rebin_view`` does on the whole range."""
     if not groups:
         return b, q
@@ -328,7 +327,7 @@ def _link_view(b: pd.DataFrame, q: pd.DataFrame, groups, keep: bool):
     return b, q2
 
 
-class _PeakAcc:
+class PeakAcc:
     """Running headline peak, raw maximum, counts and percentile values of one series at one
     width (``headline_peak``'s rule, block by block)."""
 
@@ -336,8 +335,6 @@ class _PeakAcc:
     MAX_OVER_KEPT = 10_000
 
     def __init__(self, mem_values: int | None):
-        from .stream import ExactPercentiles
-
         self.n = self.n_nan = self.n_gap = self.n_over = 0
         self.peak = -np.inf
         self.t_peak: int | None = None
@@ -390,27 +387,20 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
     kept out of the headline as in ``peak_table``.
     Raises ``ValueError`` on an empty range or no intervals.
     """
-    from .series import DEFAULT_GAP_FACTOR
-    from .stream import _FAR, WindowGrid, iter_windows
-
     if start_ns is not None and end_ns is not None and int(end_ns) <= int(start_ns):
         raise ValueError(f"empty time range: {int(start_ns)} ns to {int(end_ns)} ns")
-    from .stream import _info
-
-    capture = _info(capture)
+    capture = capture_info(capture)
     # one grid: the capture start unless ``origin_ns`` (the range only selects windows)
     origin = int(capture.t_start_ns) if origin_ns is None else int(origin_ns)
     widths = [int(w) for w in windows_ns]
-    whole_w = _FAR if end_ns is None or start_ns is None else int(end_ns) - int(start_ns)
+    whole_w = FAR_NS if end_ns is None or start_ns is None else int(end_ns) - int(start_ns)
     grids = [WindowGrid(w, origin, start_ns, end_ns) for w in widths]
     grids.append(WindowGrid(whole_w, start_ns, start_ns, end_ns, clip=True))
-    from .series import OverLineFlagger
-
     flag = OverLineFlagger(capture, by=by, groups=groups, source=source,
                            gap_factor=DEFAULT_GAP_FACTOR if gap_factor is None else gap_factor,
                            instant_unc_ns=instant_unc_ns)
     state: dict = {}
-    accs: list[dict[str, _PeakAcc]] = [{} for _ in widths]
+    accs: list[dict[str, PeakAcc]] = [{} for _ in widths]
     held: list[tuple | None] = [None] * len(widths)  # each width's last window, until the end
     whole: list[tuple[pd.DataFrame, pd.DataFrame]] = []
     lo: int | None = None if start_ns is None else int(start_ns)
@@ -419,7 +409,7 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
         """A block's (starts, Gb/s, quality, columns) with links and the over-line bit (both
         judged window by window, so a block is judged alone)."""
         w = widths[i]
-        b, q = _link_view(b, q, groups, keep)
+        b, q = link_view(b, q, groups, keep)
         q = flag(b, q, w)
         return (b.index.to_numpy(), to_gbps(b.to_numpy(np.float64), w), q.to_numpy(),
                 list(b.columns))
@@ -435,7 +425,7 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
         for j, col in enumerate(cols):
             acc = accs[i].get(col)
             if acc is None:
-                acc = accs[i][col] = _PeakAcc(mem_values)
+                acc = accs[i][col] = PeakAcc(mem_values)
             acc.add(t, gbps[:, j], qa[:, j])
 
     for i, b, q in iter_windows(capture, grids, by=by, source=source,
@@ -478,13 +468,13 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
             consume(i, ht[:n_keep], hg[:n_keep], hq[:n_keep], hcols)
     wb = pd.concat([x[0] for x in whole])
     wq = pd.concat([x[1] for x in whole])
-    wb, wq = _link_view(wb, wq, groups, keep)
+    wb, wq = link_view(wb, wq, groups, keep)
     cols = [c for c in wb.columns if c in spans or c in (groups or {})]
     whole_gbps = to_gbps(wb, hi - lo)
     rows = []
     for i, w in enumerate(widths):
         for col in cols:
-            acc = accs[i].get(col) or _PeakAcc(mem_values)
+            acc = accs[i].get(col) or PeakAcc(mem_values)
             row = {"series": col, "window": window_label(w), "window_ns": w,
                    "n_windows": acc.n, "n_nan_windows": acc.n_nan, "n_gap_windows": acc.n_gap,
                    "n_over_line_windows": acc.n_over, "over_line_causes": ""}
@@ -532,9 +522,6 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
 
 def _local_intervals(capture, t0: int, t1: int, source) -> pd.DataFrame:
     """Intervals of the segments around [t0, t1) (read segment by segment, nothing else)."""
-    from .series import _intervals_frame
-    from .stream import iter_intervals
-
     cdf = capture.counters
     got: dict[int, list[dict]] = {}
     for parts, _ in iter_intervals(capture, source=source, start_ns=t0, end_ns=t1):
@@ -543,7 +530,7 @@ def _local_intervals(capture, t0: int, t1: int, source) -> pd.DataFrame:
                 got.setdefault(c, []).append(iv)
     pieces = [(c, cdf.loc[c].to_dict(), {k: np.concatenate([p[k] for p in v]) for k in v[0]})
               for c, v in sorted(got.items())]
-    return _intervals_frame(pieces)
+    return intervals_frame(pieces)
 
 
 def peak_table_uncertainty(capture, table: pd.DataFrame, *, by: str | None = "series",
@@ -598,7 +585,7 @@ def peak_table_uncertainty(capture, table: pd.DataFrame, *, by: str | None = "se
     edge: dict[str, list[float]] = {s: [0.0, 0.0] for s in members}  # widen, narrow (bytes)
     for t_edge, sign in ((lo, -1), (hi, 1)):
         iv = local(t_edge, t_edge)
-        for key, spec in _counters_of(iv, by, with_unc=True):
+        for key, spec in counters_of(iv, by, with_unc=True):
             c = spec.build()
             e = np.array([t_edge], np.int64)
             u = c.edge_unc(e) + extra

@@ -16,7 +16,7 @@ import pandas as pd
 from rdmascope.plausibility import PLAUSIBLE_FACTOR, counter_cap_gbps, current_link_gbps
 
 from .series import FLAGS
-from .stream import _info, iter_intervals
+from .stream import capture_info, iter_intervals
 
 __all__ = ["implausible_summary", "implausible_lines"]
 
@@ -36,7 +36,7 @@ def implausible_summary(capture, *, width_ns: int | None = None, origin_ns: int 
     """
     if hasattr(capture, "readings"):  # a loaded Capture: read its directory segment by segment
         capture = capture.path
-    info = _info(capture)
+    info = capture_info(capture)
     cdf = info.counters
     origin = int(info.meta["start"]["monotonic_ns"]) if origin_ns is None else int(origin_ns)
     lo = -(1 << 62) if start_ns is None else int(start_ns)

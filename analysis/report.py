@@ -503,12 +503,12 @@ def capture_pass(cfg: Configuration, *, capacity_gbps: float,
     report's origin (``window_origin``): 1 ms from the first interval (the emulation check's
     ``verify.MeasureStream``; summed per direction for the bursts, ``bursts.BurstStreamAcc``,
     and the timeline) and ``devices_width_ns`` over the tx span (the per-device figure); the
-    netdev counters are read in the same pass for the kernel bytes (``cluster._KernelAcc``),
-    and the intervals' flags are counted as they pass. ``ranges``: a ``stream.RangeQueries``
+    netdev counters are read in the same pass for the kernel bytes (``cluster.KernelAcc``),
+    and the intervals' flags are counted as they pass. ``ranges``: a ``ranges.RangeQueries``
     (``attribute``'s dry run) answered by the same pass (its ``consumer``) when its grid is the
     1 ms grid of the report's origin, else by a pass of its own. A direction's windows are the sum of its
     series' in counter order, NaN when one is, quality bits OR-ed: exactly what ``rebin`` with
-    ``by="direction"`` computes (``series._combine``), so every number equals that of the
+    ``by="direction"`` computes (``series.combine_windows``), so every number equals that of the
     separate passes it replaces (tested). Returns None for a capture in memory, or when a
     series has several counters (its sum order would differ): the caller then makes each part
     on its own. Raises what ``iter_windows`` and ``verify_emulation`` raise.
@@ -546,10 +546,10 @@ def capture_pass(cfg: Configuration, *, capacity_gbps: float,
     bursts = BurstStreamAcc(info, capacity_gbps=capacity_gbps, by="direction")
     flags = _FlagCounter(ids)
     kern = None
-    if origin == int(info.t_start_ns):  # _KernelAcc's windows lie on the capture-start grid
-        from .cluster import _KernelAcc
+    if origin == int(info.t_start_ns):  # KernelAcc's windows lie on the capture-start grid
+        from .cluster import KernelAcc
 
-        kern = _KernelAcc(info)
+        kern = KernelAcc(info)
         if not kern.ids:
             kern = None
 
@@ -678,11 +678,11 @@ class Configuration:
             if not len(iv):
                 raise ValueError(f"{self.capture.path}: no {direction} data counters")
             return int(iv["t0_ns"].min()), int(iv["t1_ns"].max())
-        from .stream import _edge_spans
+        from .stream import edge_spans
 
         sp = self.__dict__.get("_spans")
         if sp is None:
-            sp = self.__dict__["_spans"] = _edge_spans(_info_of(self.capture), "infiniband")
+            sp = self.__dict__["_spans"] = edge_spans(_info_of(self.capture), "infiniband")
         cdf = self.capture.counters
         got = [v for c, v in sp.items() if direction is None or cdf.at[c, "direction"] == direction]
         if not got:
@@ -767,11 +767,11 @@ def load_configuration(capture_path: str | os.PathLike, request_logs=(), *,
     ``read_request_log`` / ``align`` raise (errors name the file, row and field).
     """
     from .requestlogs import align, read_request_log
-    from .stream import _edge_spans, open_capture
+    from .stream import edge_spans, open_capture
 
     # the manifest only: tables and figures stream the segments (never every reading)
     cap = open_capture(capture_path)
-    if not _edge_spans(cap, "infiniband"):
+    if not edge_spans(cap, "infiniband"):
         raise ValueError(f"{capture_path}: no RDMA data counter intervals (fewer than two valid "
                          "readings of port_xmit_data/port_rcv_data)")
     logs = [align(read_request_log(p, log_format, run=run), cap, offset_s)

@@ -36,30 +36,33 @@ import pyarrow.compute as pc
 from rdmascope.capture import (
     LIVE_PREFIX,
     STATUS_OK,
-    _listed_segments,
     iter_capture_tables,
     list_capture_files,
+    listed_segments,
     read_manifest,
+    segment_time_range,
 )
 from rdmascope.quantiles import ExactPercentiles
 
 from .load import CaptureFacts, counters_frame
-from .series import (
-    _U32_MAX as _U32,
+from .curve import QUALITY_EMPTY, CounterCurve, combine_windows
+from .intervals import (
     DEFAULT_GAP_FACTOR,
-    QUALITY_EMPTY,
-    _combine,
-    _Counter,
-    _counter_caps,
-    _intervals_one,
+    U32_MAX,
+    counter_caps,
+    counter_intervals,
     counter_width,
-    _select_counters,
+    intervals_frame,
+    line_attrs,
+    select_counters,
 )
 
-__all__ = ["CaptureInfo", "open_capture", "iter_intervals", "WindowGrid", "iter_windows",
+__all__ = ["CaptureInfo", "open_capture", "capture_info", "iter_intervals", "WindowGrid",
+           "iter_windows", "drop_empty_edges", "byte_intervals_streamed", "edge_spans", "FAR_NS",
            "ExactPercentiles"]
 
-_FAR = 1 << 62  # "no bound" in ns (int64-safe)
+#: "no bound" in ns (int64-safe)
+FAR_NS = 1 << 62
 
 
 @dataclass
@@ -96,7 +99,7 @@ def open_capture(path: str | os.PathLike) -> CaptureInfo:
     m = read_manifest(p)
     cdf = counters_frame(m, p / "manifest.json")
     segs, lives = list_capture_files(p)
-    listed = _listed_segments(p, m, segs)  # a listed segment missing on disk is an error here
+    listed = listed_segments(p, m, segs)  # a listed segment missing on disk is an error here
     rows = 0
     last = None
     for s in segs:
@@ -109,9 +112,7 @@ def open_capture(path: str | os.PathLike) -> CaptureInfo:
             except (OSError, ValueError):
                 pass
     if segs:
-        from rdmascope.capture import _segment_time_range
-
-        r = _segment_time_range(segs[-1])
+        r = segment_time_range(segs[-1])
         last = r[1] if r is not None else None
     rows += sum(f.stat().st_size // 40 for f in lives if f.name.startswith(LIVE_PREFIX))
     t0 = int(m["start"]["monotonic_ns"])
@@ -127,7 +128,8 @@ def open_capture(path: str | os.PathLike) -> CaptureInfo:
                        rows=int(rows), clean_end=stop is not None, clock_pairs=pairs)
 
 
-def _info(capture) -> CaptureInfo:
+def capture_info(capture) -> CaptureInfo:
+    """``capture`` itself when it is a ``CaptureInfo``, else ``open_capture(capture)`` (a path)."""
     return capture if isinstance(capture, CaptureInfo) else open_capture(capture)
 
 
@@ -144,7 +146,7 @@ def _squeeze_invalid(t, unc, val, valid, sweep):
 
 
 class _CounterStream:
-    """One counter's readings, fed file by file, turned into the intervals of ``_intervals_one``.
+    """One counter's readings, fed file by file, turned into the intervals of ``counter_intervals``.
 
     The carry holds the raw readings from the last *settled* valid reading K on (the end of the
     last interval given out). K is never dropped and opens the next interval; every later
@@ -182,10 +184,11 @@ class _CounterStream:
                                          np.concatenate([cs, sweep]))
         if final and self.rows < 2:  # byte_intervals skips a counter with fewer than 2 rows
             self.carry = None
-            return _intervals_one(t[:0], unc[:0], val[:0], valid[:0], **self.kw)
-        iv = _intervals_one(t, unc, val, valid, **self.kw)
-        if self.kw["width_bits"] is None and len(val) and int(val[valid].max(initial=0)) > _U32:
-            self.kw["width_bits"] = 64  # proven 64-bit: from then on (series._saturation_limit)
+            return counter_intervals(t[:0], unc[:0], val[:0], valid[:0], **self.kw)
+        iv = counter_intervals(t, unc, val, valid, **self.kw)
+        if (self.kw["width_bits"] is None and len(val)
+                and int(val[valid].max(initial=0)) > U32_MAX):
+            self.kw["width_bits"] = 64  # proven 64-bit: from then on (intervals._saturation_limit)
         every = bool(valid.all())
         vidx = None if every else np.flatnonzero(valid)
         if final:
@@ -229,10 +232,10 @@ def iter_intervals(capture, *, counters=None, source: str | None = "infiniband",
     ``bound_ns``: no interval yielded later starts before it. Raises ``ValueError`` as
     ``byte_intervals`` and the loader errors of ``rdmascope.capture``.
     """
-    info = _info(capture)
+    info = capture_info(capture)
     cdf = info.counters
-    ids = _select_counters(cdf, counters, source)
-    caps = _counter_caps(info.meta, cdf, ids, max_gbps)
+    ids = select_counters(cdf, counters, source)
+    caps = counter_caps(info.meta, cdf, ids, max_gbps)
     streams = {c: _CounterStream(c, cdf.loc[c].to_dict(), interval_ns=info.interval_ns,
                                  gap_factor=gap_factor, max_gbps=caps[c],
                                  label=f"counter {c} ({cdf.at[c, 'series']}) in {info.path}")
@@ -265,7 +268,7 @@ def iter_intervals(capture, *, counters=None, source: str | None = "infiniband",
     last = {c: s.feed(*(np.zeros(0, x) for x in (np.int64, np.int64, np.uint64, bool,
                                                   np.int64)), final=True)
             for c, s in streams.items()}
-    yield last, _FAR
+    yield last, FAR_NS
 
 
 def _numpy(c) -> np.ndarray:
@@ -293,12 +296,12 @@ def _reading_columns(tab) -> tuple[np.ndarray, ...]:
 
 def _bound(streams: dict[int, _CounterStream]) -> int:
     """The instant before which no later interval can start: the earliest carried reading."""
-    b = _FAR
+    b = FAR_NS
     for s in streams.values():
         if s.carry is not None and len(s.carry[0]):
             b = min(b, int(s.carry[0][0]))
         elif s.last_t is None:
-            return -_FAR  # a counter not seen yet holds everything back
+            return -FAR_NS  # a counter not seen yet holds everything back
     return b
 
 
@@ -342,7 +345,7 @@ class _GridAcc:
         self.origin: int | None = None
         self.columns: pd.Index | None = None
         self.start_ns: int | None = g.start_ns
-        self.buffer: list[tuple[int, _Counter]] = []  # parts added before the origin is known
+        self.buffer: list[tuple[int, CounterCurve]] = []  # parts added before the origin is known
         if g.origin_ns is not None:
             self.resolve(int(g.origin_ns))
 
@@ -363,8 +366,8 @@ class _GridAcc:
         g = self.g
         e = self.origin + np.arange(ka, kb + 1, dtype=np.int64) * g.width_ns
         if g.clip:
-            lo = -_FAR if self.start_ns is None else int(self.start_ns)
-            hi = _FAR if g.end_ns is None else int(g.end_ns)
+            lo = -FAR_NS if self.start_ns is None else int(self.start_ns)
+            hi = FAR_NS if g.end_ns is None else int(g.end_ns)
             e = np.clip(e, lo, hi)
         return e
 
@@ -384,7 +387,7 @@ class _GridAcc:
             self.acc[c] = new
         self.k_lo, self.n = lo, hi - lo
 
-    def add(self, c: int, cnt: _Counter, memo: dict | None = None) -> None:
+    def add(self, c: int, cnt: CounterCurve, memo: dict | None = None) -> None:
         """Add one counter's intervals of one file. ``memo``: {(origin, width): (first window
         number, ``cum`` at its edges)} shared by the grids this part goes to, finest first: a
         grid whose edges are every r-th edge of a finer one takes ``cum`` from it."""
@@ -454,7 +457,7 @@ class _GridAcc:
             self.columns = pd.Index(names, name=by)
         # the groups come in the order of ``names`` (the first counter of each), so the
         # frames need no reindexing
-        b, q = _combine(((key_of[c], tuple(a[:cut] for a in self.acc[c])) for c in self.ids),
+        b, q = combine_windows(((key_of[c], tuple(a[:cut] for a in self.acc[c])) for c in self.ids),
                         width if self.g.clip else self.g.width_ns,
                         pd.Index(e[:-1], name="window_start_ns"), columns=self.columns)
         b.columns.name = q.columns.name = by
@@ -491,9 +494,9 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
     Raises ``ValueError`` as ``rebin``
     (no intervals at all) and ``byte_intervals``.
     """
-    info = _info(capture)
+    info = capture_info(capture)
     cdf = info.counters
-    ids = _select_counters(cdf, counters, source)
+    ids = select_counters(cdf, counters, source)
     for g in grids:
         if not isinstance(g.width_ns, (int, np.integer)) or g.width_ns <= 0:
             raise ValueError(f"window width must be a positive integer of ns, got "
@@ -506,7 +509,7 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
         return {c: (c if by_ == "counter_id" else cdf.at[c, by_]) for c in ids_}
 
     key_of = keys(by, ids)
-    own = [None if g.counters is None else _select_counters(cdf, list(g.counters), None)
+    own = [None if g.counters is None else select_counters(cdf, list(g.counters), None)
            for g in grids]
     for g, o in zip(grids, own, strict=True):
         if o is not None and (g.origin_ns is None or g.start_ns is None or g.end_ns is None):
@@ -553,7 +556,7 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
             for i in by_width:
                 if c in grid_sets[i]:
                     if cnt is None:
-                        cnt = _Counter(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])
+                        cnt = CounterCurve(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])
                     accs[i].add(c, cnt, memo)
         if progress is not None:
             progress(n_iv)
@@ -563,12 +566,12 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
             g = a.g
             if a.origin is None:
                 # the first interval's start is known once no later interval can start before it
-                if first_t0 > bound and bound < _FAR:
+                if first_t0 > bound and bound < FAR_NS:
                     continue
                 a.resolve(first_t0, first_t0)
             start = first_t0 if a.start_ns is None else int(a.start_ns)
             a.start((start - a.origin) // g.width_ns)
-            if bound >= _FAR:
+            if bound >= FAR_NS:
                 continue
             out = a.take((bound - a.origin) // g.width_ns, grid_keys[i], grid_names[i],
                          grid_by[i])
@@ -609,9 +612,7 @@ def byte_intervals_streamed(capture, *, counters=None, source: str | None = "inf
     bytes as ``byte_intervals(load_capture(path), ...)``; ``attrs["t_start_ns"]`` is the capture
     start. Raises what ``iter_intervals`` raises.
     """
-    from .series import _intervals_frame, _line_attrs
-
-    info = _info(capture)
+    info = capture_info(capture)
     got: dict[int, list[dict[str, np.ndarray]]] = {}
     for parts, _ in iter_intervals(info, counters=counters, source=source,
                                    gap_factor=gap_factor, max_gbps=max_gbps):
@@ -624,14 +625,14 @@ def byte_intervals_streamed(capture, *, counters=None, source: str | None = "inf
         arrays = {k: np.concatenate([p[k] for p in chunks]) for k in chunks[0]}
         del chunks
         pieces.append((c, info.counters.loc[c].to_dict(), arrays))
-    out = _intervals_frame(pieces)
+    out = intervals_frame(pieces)
     out.attrs["t_start_ns"] = int(info.t_start_ns)
-    _line_attrs(out, info.meta, info.counters,
-                _select_counters(info.counters, counters, source), info.interval_ns)
+    line_attrs(out, info.meta, info.counters,
+                select_counters(info.counters, counters, source), info.interval_ns)
     return out
 
 
-def _edge_spans(info: CaptureInfo, source) -> dict[int, list[int]]:
+def edge_spans(info: CaptureInfo, source) -> dict[int, list[int]]:
     """Per counter: [first interval start, last interval end], from the first and last files.
 
     A counter's first interval starts at its first reading (a leading unreadable run is an
@@ -648,191 +649,3 @@ def _edge_spans(info: CaptureInfo, source) -> dict[int, list[int]]:
                 sp[0] = min(sp[0], int(iv["t0_ns"][0]))
                 sp[1] = max(sp[1], int(iv["t1_ns"][-1]))
     return spans
-
-
-class RangeQueries:
-    """Bytes in many ranges and the 1 ms peaks and bursts inside them, in one pass (attribute).
-
-    Used twice around one ``run``: first every ``integrate`` / ``window_stats`` call is recorded
-    (answers are placeholders of the right shape), then ``run`` reads the capture once, segment
-    by segment, and the same calls in the same order get the real answers: those of
-    ``series.integrate`` and ``attribute._window_stats`` on the whole capture. A range's bytes
-    are summed over the segments it crosses (each segment's intervals evaluated on the part of
-    the range inside them); the 1 ms windows of ``series.rebin(by="direction")`` stream by, and
-    ``attribute.RangeWindowStats`` keeps every range's running peak, over-line count and burst
-    state (a run carried across blocks) over the windows lying wholly inside it, vectorized
-    over the ranges. Memory grows with the number of ranges, not the readings.
-    """
-
-    def __init__(self, capture, *, origin_ns: int, width_ns: int, capacity_gbps: float,
-                 source: str = "infiniband"):
-        self.info = _info(capture)
-        self.source = source
-        self.width_ns = int(width_ns)
-        self.origin = int(origin_ns)
-        self.capacity = float(capacity_gbps)
-        self.spans = _edge_spans(self.info, source)
-        self.queries: list[tuple] = []
-        self.answers: list | None = None
-        self.cursor = 0
-
-    # -- what attribute asks ----------------------------------------------------------------
-
-    def has_intervals(self) -> bool:
-        return bool(self.spans)
-
-    def common_span(self) -> tuple[int, int]:
-        return (max(s[0] for s in self.spans.values()), min(s[1] for s in self.spans.values()))
-
-    def span(self) -> tuple[int, int]:
-        return (min(s[0] for s in self.spans.values()), max(s[1] for s in self.spans.values()))
-
-    def set_grid(self, origin: int, capacity: float) -> None:
-        if int(origin) != self.origin or float(capacity) != self.capacity:
-            raise ValueError("RangeQueries: grid origin or capacity changed between runs")
-
-    def _ask(self, q: tuple):
-        if self.answers is None:
-            self.queries.append(q)
-            return None
-        k = self.cursor
-        self.cursor += 1
-        old = self.queries[k]
-        if old[0] != q[0] or not (np.array_equal(old[1], q[1]) and np.array_equal(old[2], q[2])):
-            raise RuntimeError("RangeQueries: the second run asked different ranges")
-        return self.answers[k]
-
-    def integrate(self, a, b, *, by: str, allow_partial: bool = False) -> pd.DataFrame:
-        a = np.asarray(a, dtype=np.int64).ravel()
-        b = np.asarray(b, dtype=np.int64).ravel()
-        got = self._ask(("integrate", a, b, by, allow_partial))
-        if got is not None:
-            return got
-        cdf = self.info.counters
-        cols = list(dict.fromkeys(cdf.at[c, by] for c in sorted(self.spans)))
-        out = pd.DataFrame(np.full((len(a), len(cols)), np.nan), columns=cols)
-        out.columns.name = by
-        return out
-
-    def window_stats(self, a, b) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        a = np.asarray(a, dtype=np.int64).ravel()
-        b = np.asarray(b, dtype=np.int64).ravel()
-        got = self._ask(("stats", a, b))
-        if got is not None:
-            return got
-        return (np.full(len(a), np.nan), np.zeros(len(a), np.int64),
-                np.zeros(len(a), np.int64))
-
-    # -- the pass ---------------------------------------------------------------------------
-
-    def run(self) -> None:
-        """Answer every recorded query in one pass over the capture."""
-        rr = self.consumer()
-        for _, bb, qq in iter_windows(self.info, [rr.grid], by="direction", source=self.source,
-                                      on_parts=rr.on_parts):
-            rr.add(bb, qq)
-        rr.finish()
-
-    def consumer(self) -> _RangeRun:
-        """The pass of ``run`` as a consumer, for a caller's own pass (the report's
-        ``capture_pass``): feed ``on_parts`` with each file's intervals (of this source's
-        counters only) and ``add`` with the blocks of windows of ``grid`` (``by="direction"``,
-        this source's data counters, in order), then ``finish()`` stores the answers."""
-        return _RangeRun(self)
-
-
-class _RangeRun:
-    """One pass answering a ``RangeQueries``' recorded queries (see ``RangeQueries.run``)."""
-
-    def __init__(self, rq: RangeQueries):
-        from .attribute import RangeIndex, RangeWindowStats
-        from .series import OverLineFlagger
-
-        self.rq = rq
-        self.flag = OverLineFlagger(rq.info, by="direction", source=rq.source)
-        self.integ = [(k, q) for k, q in enumerate(rq.queries) if q[0] == "integrate"]
-        stats = [(k, q) for k, q in enumerate(rq.queries) if q[0] == "stats"]
-        self.acc: dict[int, dict[int, list[np.ndarray]]] = {k: {} for k, _ in self.integ}
-        self.first: dict[int, int] = {}
-        self.last: dict[int, int] = {}
-        # the ranges touching a segment, found without a scan of every range per segment
-        self.ranges = {k: RangeIndex(q[1], q[2]) for k, q in self.integ}
-        # per stats query: the 1 ms peaks, over-line counts and bursts of every range, fed
-        # block by block (attribute.RangeWindowStats: vectorized over the ranges)
-        self.rstats = {k: RangeWindowStats(a, b, rq.width_ns, rq.capacity)
-                       for k, (_, a, b) in stats}
-        self.grid = WindowGrid(rq.width_ns, rq.origin)
-
-    def on_parts(self, parts) -> None:
-        first, last, acc, ranges = self.first, self.last, self.acc, self.ranges
-        for c, iv in parts.items():
-            if not len(iv["t0_ns"]):
-                continue
-            first.setdefault(c, int(iv["t0_ns"][0]))
-            last[c] = int(iv["t1_ns"][-1])
-            cnt = _Counter(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])
-            c0, c1 = int(cnt.t0[0]), int(cnt.t1[-1])
-            for k, (_, a, b, _by, _p) in self.integ:
-                idx = ranges[k].touching(c0, c1)
-                if not len(idx):
-                    continue
-                aa = np.maximum(a[idx], c0)
-                bb = np.minimum(b[idx], c1)
-                byt, nan, gap, cov = cnt.windows(aa, bb)
-                x = acc[k].get(c)
-                if x is None:
-                    n = len(a)
-                    x = acc[k][c] = [np.zeros(n), np.zeros(n, np.int64),
-                                     np.zeros(n, np.int64), np.zeros(n, np.int64)]
-                x[0][idx] += byt
-                x[1][idx] += nan
-                x[2][idx] += gap
-                x[3][idx] += cov
-
-    def add(self, bb: pd.DataFrame, qq: pd.DataFrame) -> None:
-        if "tx" not in bb.columns or not len(bb):
-            return
-        w = self.rq.width_ns
-        # the headline rule of every 1 ms peak (peaks.headline_peak): over line rate,
-        # gap-spread and partial windows never become a peak
-        qtx = self.flag(bb[["tx"]], qq[["tx"]], w)["tx"].to_numpy(np.int64)
-        t = bb.index.to_numpy()
-        v = bb["tx"].to_numpy(np.float64)
-        for st in self.rstats.values():
-            st.add(t, v, qtx)
-
-    def finish(self) -> None:
-        from .series import _combine
-
-        rq = self.rq
-        cdf = rq.info.counters
-        first, last, acc = self.first, self.last, self.acc
-        answers: list = [None] * len(rq.queries)
-        for k, st in self.rstats.items():
-            answers[k] = st.result()
-        for k, (_, a, b, by, allow_partial) in self.integ:
-            width = b - a
-
-            def parts(k=k, a=a, width=width, by=by, allow_partial=allow_partial):
-                for c in sorted(first):
-                    x = acc[k].get(c) or [np.zeros(len(a)), np.zeros(len(a), np.int64),
-                                          np.zeros(len(a), np.int64),
-                                          np.zeros(len(a), np.int64)]
-                    byt, nan, gap, cov = x
-                    # a zero-length range inside the readings holds 0 bytes (covered), not NaN
-                    cov = np.where((width == 0) & (a >= first[c]) & (a <= last[c]), 1, cov)
-                    if allow_partial:
-                        cov = np.where(cov > 0, np.maximum(cov, width), cov)
-                    yield cdf.at[c, by], (byt, nan, gap, cov)
-
-            out, _ = _combine(parts(), width, pd.RangeIndex(len(a)), partial_nan=True)
-            out.columns.name = by
-            answers[k] = out
-        rq.answers = answers
-        rq.cursor = 0
-        # the two ends of the capture decided the attribution's span; the pass saw them all
-        spans = {c: [first[c], last[c]] for c in first}
-        if spans != rq.spans:
-            raise RuntimeError(f"{rq.info.path}: a counter's first or last interval lies "
-                               "outside the capture's first and last segments; attribute it "
-                               "from a loaded capture (load_capture)")

@@ -26,8 +26,12 @@ import numpy as np
 import pandas as pd
 
 from .load import Capture
-from .peaks import peak_table
-from .series import byte_intervals, default_origin, integrate
+from .intervals import default_origin
+from .overline_pass import OverLineFlagger
+from .peaks import PeakAcc, peak_table
+from .series import byte_intervals
+from .stream import WindowGrid, capture_info, edge_spans, iter_windows
+from .windows import integrate
 
 __all__ = ["Verdict", "verify_emulation", "judge_emulation", "MeasureStream", "missing_twins", "check_shares", "counter_problems",
            "unknown_time", "PASS", "FAIL", "CANNOT_JUDGE"]
@@ -282,8 +286,6 @@ class MeasureStream:
     """
 
     def __init__(self, info, start_ns=None, end_ns=None, origin_ns=None):
-        from .series import OverLineFlagger
-
         self.info = info
         self.origin = int(info.t_start_ns) if origin_ns is None else int(origin_ns)
         if start_ns is not None and end_ns is not None and int(end_ns) <= int(start_ns):
@@ -295,15 +297,13 @@ class MeasureStream:
         self.ib = {int(c): str(cdf.at[c, "series"]) for c in cdf.index[
             cdf["data"] & (cdf["source"] == "infiniband")]}
         self.unk: dict[str, dict[str, int]] = {}
-        self.acc: dict[str, list] = {}  # series -> [nansum, any finite, NaN windows, _PeakAcc]
+        self.acc: dict[str, list] = {}  # series -> [nansum, any finite, NaN windows, PeakAcc]
         self.clip = (-(1 << 62) if start_ns is None else int(start_ns),
                      (1 << 62) if end_ns is None else int(end_ns))
 
     def grid(self):
         """The ``stream.WindowGrid`` the caller's pass must sum for ``add``: 1 ms windows on
         this measurement's origin, clipped to its range."""
-        from .stream import WindowGrid
-
         return WindowGrid(MS, self.origin, self.start_ns, self.end_ns, clip=True)
 
     def on_parts(self, parts) -> None:
@@ -320,8 +320,6 @@ class MeasureStream:
     def add(self, b: pd.DataFrame, q: pd.DataFrame, *, flagged: bool = False) -> None:
         """One block of 1 ms windows of ``grid()`` (columns: RDMA series). ``flagged``: the
         over-line bit is already set on the whole windows (``series.OverLineFlagger``)."""
-        from .peaks import _PeakAcc
-
         a = b.index.to_numpy()
         on_grid = (a - self.origin) % MS == 0
         if self.end_ns is not None:
@@ -346,7 +344,7 @@ class MeasureStream:
         a_on = a if on_grid.all() else a[on_grid]
         for j, s in enumerate(b.columns):
             v = ba[:, j]
-            x = self.acc.setdefault(s, [0.0, False, 0, _PeakAcc(None)])
+            x = self.acc.setdefault(s, [0.0, False, 0, PeakAcc(None)])
             x[0] += float(np.nansum(v))
             x[1] = x[1] or bool(finite[j])
             x[2] += int(n_nan[j])
@@ -396,8 +394,6 @@ class MeasureStream:
 def kernel_bytes_reread(info, origin: int):
     """A function (lo, hi) -> {device: netdev bytes over [lo, hi)}: 1 s windows of the grid of
     ``origin`` clipped to the range, NaN windows left out; one pass over the netdev counters."""
-    from .stream import WindowGrid, iter_windows
-
     def kernel(lo_, hi_):
         out: dict[str, float] = {}
         try:
@@ -417,9 +413,7 @@ def kernel_bytes_reread(info, origin: int):
 def _measure_stream(capture, start_ns, end_ns, origin_ns) -> dict[str, Any]:
     """``_measure`` of a capture on disk, segment by segment (``stream.iter_windows``, see
     ``MeasureStream``)."""
-    from .stream import WindowGrid, _edge_spans, _info, iter_windows
-
-    info = _info(capture)
+    info = capture_info(capture)
     ms = MeasureStream(info, start_ns, end_ns, origin_ns)
     # the kernel bytes (netdev counters, 1 s windows clipped to the range) on a second grid of
     # the same pass: the range is taken beforehand from the first and last segments (as
@@ -431,7 +425,7 @@ def _measure_stream(capture, start_ns, end_ns, origin_ns) -> dict[str, Any]:
         if start_ns is not None and end_ns is not None:
             k_range = (int(start_ns), int(end_ns))
         else:
-            sp = _edge_spans(info, "infiniband")
+            sp = edge_spans(info, "infiniband")
             if sp:
                 k_range = (int(start_ns) if start_ns is not None
                            else min(v[0] for v in sp.values()),
@@ -506,9 +500,7 @@ def verify_emulation(capture, *, start_ns: int | None = None, end_ns: int | None
         raise ValueError(f"expect must be 'single' or 'both', got {expect!r}")
     check_shares(single_share, both_min_share)
     if not isinstance(capture, Capture):
-        from .stream import _info
-
-        capture = _info(capture)  # a path: read segment by segment (bounded memory)
+        capture = capture_info(capture)  # a path: read segment by segment (bounded memory)
     c = capture.counters
     if not (c["data"] & (c["source"] == "infiniband")).any():
         raise ValueError(f"{capture.path}: no RDMA data counters (port_xmit_data/port_rcv_data)")

@@ -43,7 +43,7 @@ def _same_verdict(a, b):
     if b.kernel is None:
         assert a.kernel is None
     else:
-        # kernel bytes are summed from the pass's own 1 s windows (cluster._KernelAcc), not per
+        # kernel bytes are summed from the pass's own 1 s windows (cluster.KernelAcc), not per
         # block of a second pass: the same bytes in another addition order (last bits only)
         pd.testing.assert_frame_equal(a.kernel, b.kernel, check_exact=False, rtol=1e-12)
 
@@ -121,7 +121,7 @@ def test_the_report_uses_the_one_pass(fixtures_dir, tmp_path, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("a separate pass")
 
-    import rdmascope.analysis.stream as S
+    import rdmascope.analysis.ranges as S
 
     monkeypatch.setattr(V, "verify_emulation", boom)
     monkeypatch.setattr(B, "burst_analysis_capture", boom)

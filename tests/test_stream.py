@@ -511,11 +511,11 @@ def test_first_burst_streamed_equals_in_memory(tmp_path, kw):
 
 
 def test_regular_grid_count_equals_the_binary_search():
-    """``_Counter.ends_before`` with a step (the windows' regular grid, first and last edge
+    """``CounterCurve.ends_before`` with a step (the windows' regular grid, first and last edge
     possibly cut to a range) counts intervals ending at or before each edge in linear time; it
     must equal ``searchsorted(t1, e, "right")`` exactly (zero-length intervals, edges on
     interval ends, grids starting before or ending after every interval)."""
-    from rdmascope.analysis.series import _Counter
+    from rdmascope.analysis.curve import CounterCurve
 
     rng = np.random.default_rng(5)
     for _ in range(2000):
@@ -525,7 +525,7 @@ def test_regular_grid_count_equals_the_binary_search():
         t0 = np.cumsum(gaps) + np.concatenate([[0], np.cumsum(d)[:-1]]) \
             + int(rng.integers(-5000, 5000))
         t1 = t0 + d
-        c = _Counter(t0, t1, rng.random(n) * 100, np.zeros(n, np.int8))
+        c = CounterCurve(t0, t1, rng.random(n) * 100, np.zeros(n, np.int8))
         step = int(rng.integers(1, 2000))
         e = int(rng.integers(-8000, 8000)) \
             + np.arange(int(rng.integers(2, 400)), dtype=np.int64) * step

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import click
 
@@ -16,53 +15,7 @@ from rdmascope.cli.output import (
     origin_option,
     output_options,
 )
-
-_COUNT_SUFFIXES = ("tokens", "round", "rounds", "requests", "bursts", "n_chunks")
-
-
-def default_log(capture: str, given: str | None, option: str) -> str:
-    """Return the request log to use: ``given``, else CAPTURE/requests.jsonl if it exists."""
-    if given:
-        return given
-    p = Path(capture) / "requests.jsonl"
-    if p.is_file():
-        return str(p)
-    raise click.ClickException(f"no request log: give {option} LOG (and no {p} exists)")
-
-
-def echo_table(df, columns: list[str], title: str | None = None) -> None:
-    """Print selected columns of a DataFrame as an aligned text table (MB for *_bytes)."""
-    import math
-
-    from rdmascope.analysis.report import column_header
-
-    cols = [c for c in columns if c in df.columns]
-    heads, cells = [], []
-    for c in cols:
-        text, factor = column_header(c)
-        heads.append(text)
-        col = []
-        for v in df[c].tolist():
-            if v is None or (isinstance(v, float) and math.isnan(v)):
-                col.append("-")
-            elif isinstance(v, bool):
-                col.append("yes" if v else "no")
-            elif isinstance(v, int) or (isinstance(v, float) and v.is_integer()
-                                         and c.endswith(_COUNT_SUFFIXES)):
-                col.append(f"{int(v):,}")
-            elif isinstance(v, float):
-                x = v * factor
-                col.append(f"{x:,.3f}" if abs(x) < 10 else f"{x:,.2f}" if abs(x) < 1000
-                           else f"{x:,.0f}")
-            else:
-                col.append(str(v))
-        cells.append(col)
-    widths = [max([len(h)] + [len(x) for x in col]) for h, col in zip(heads, cells, strict=True)]
-    if title:
-        click.echo(f"\n{title}")
-    click.echo("  ".join(h.rjust(w) for h, w in zip(heads, widths, strict=True)))
-    for i in range(len(df)):
-        click.echo("  ".join(col[i].rjust(w) for col, w in zip(cells, widths, strict=True)))
+from rdmascope.cli.shared import default_log, echo_table, find_request_log
 
 
 REQ_COLS = ["request_id", "test", "round", "prompt_tokens", "output_tokens", "ttft_s",
@@ -178,7 +131,6 @@ def _run_set(command, captures, params) -> None:
     from rdmascope.analysis.cluster import RunSetError, refined_run_set
     from rdmascope.analysis.requestlogs import RequestLogError, read_request_log
     from rdmascope.capture import CaptureError, read_manifest
-    from rdmascope.cli.cluster import find_request_log
     from rdmascope.cli.runset import for_each_node
 
     log_path, holder = params["requests_log"], None

@@ -71,7 +71,7 @@ def command(capture, t_from, t_to, origin_s, capacity_gbps, enter_frac, leave_fr
     capture = capture[0]
     from rdmascope.analysis import allreduce_bytes, twin_links
     from rdmascope.analysis.bursts import burst_analysis_capture
-    from rdmascope.cli.peaks import _segment_span
+    from rdmascope.cli.peaks import segment_span
 
     for opt, v in (("--enter", enter_frac), ("--leave", leave_frac)):
         if not 0 < v <= 1:  # fractions of the capacity: 50 meant 50 % (0.5)?
@@ -100,7 +100,7 @@ def command(capture, t_from, t_to, origin_s, capacity_gbps, enter_frac, leave_fr
         c = cap.counters
         n_series = c[c["data"] & (c["source"] == "infiniband")]["series"].nunique()
         # the windows held in memory at once: about one segment's (the rest streams)
-        check_window_count(width_ns, _segment_span(cap), n_series=n_series + len(groups or {}),
+        check_window_count(width_ns, segment_span(cap), n_series=n_series + len(groups or {}),
                            what="one segment of the capture", advice="use a wider window")
         with progress(length=max(cap.rows, 1), label="bursts") as bar:
             try:

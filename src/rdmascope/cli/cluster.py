@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import click
 
@@ -17,36 +16,9 @@ from rdmascope.cli.output import (
     link_gbps_option,
     output_options,
 )
+from rdmascope.cli.shared import find_request_log, run_set_dir
 
 EXIT = {"PASS": 0, "FAIL": 1, "CANNOT JUDGE": 3}
-
-
-def find_request_log(paths: list[str], reference: str | None) -> tuple[str | None, int | None]:
-    """Return (log path, index of the capture whose host wrote it) for the first capture
-    directory holding ``requests.jsonl`` (the reference's first), else the parent directory
-    shared by the captures (a ``simulate capture --nodes`` or ``record -o runs/p2/{host}`` layout;
-    index None), else (None, None)."""
-    from rdmascope.capture import read_manifest
-
-    order = list(range(len(paths)))
-    if reference is not None:
-        hosts = []
-        for p in paths:
-            try:
-                hosts.append(read_manifest(p).get("host"))
-            except Exception:  # noqa: BLE001 (open_run_set names the bad capture later)
-                hosts.append(None)
-        order.sort(key=lambda i: hosts[i] != reference)
-    for i in order:
-        f = Path(paths[i]) / "requests.jsonl"
-        if f.is_file():
-            return str(f), i
-    parents = {Path(p).resolve().parent for p in paths}
-    if len(parents) == 1:
-        f = parents.pop() / "requests.jsonl"
-        if f.is_file():
-            return str(f), None
-    return None, None
 
 
 def _progress():
@@ -131,7 +103,6 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
             raise click.UsageError(HOW_TO_GET_RAY)
 
     if len(captures) == 1:  # a run set directory (as `simulate capture --nodes` writes)
-        from rdmascope.cli.compare import run_set_dir
 
         captures = run_set_dir(captures[0]) or captures
     if len(captures) < 2:

@@ -14,6 +14,7 @@ from rdmascope.cli.output import (
     link_gbps_option,
     output_options,
 )
+from rdmascope.cli.shared import default_log, echo_table, find_request_log, run_set_dir
 from rdmascope.cli.setup_options import describe_sources, resolve, setup_options
 
 FORMATS = ["native", "vllm", "guidellm", "genai-perf", "aiperf", "inference-perf", "sglang",
@@ -44,24 +45,10 @@ NODE_COLS = ["host", "verdict_a", "verdict_b", "peak_1ms_a_gbps", "peak_1ms_b_gb
              "bytes_per_request_b", "bytes_per_request_change_pct"]
 
 
-def run_set_dir(path) -> list[str] | None:
-    """The captures in ``path`` when it is a run set directory (no capture itself, holding
-    capture directories: one per host, as ``simulate capture --nodes`` and ``record -o
-    runs/x/{host}`` write), else None."""
-    from pathlib import Path
-
-    p = Path(path)
-    if (p / "manifest.json").is_file():
-        return None
-    caps = sorted(str(d) for d in p.iterdir() if d.is_dir() and (d / "manifest.json").is_file())
-    return caps or None
-
-
 def _open_set(name: str, path, caps, reference):
     """(run set, reference host, the request log found, the reference's capture) of one side."""
     from rdmascope.analysis.cluster import RunSetError, open_run_set
     from rdmascope.capture import CaptureError
-    from rdmascope.cli.cluster import find_request_log
 
     try:
         log, idx = find_request_log(caps, reference)
@@ -140,7 +127,6 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
     from rdmascope.analysis.requestlogs import RequestLogError, align, read_request_log
     from rdmascope.analysis.stream import open_capture
     from rdmascope.capture import CaptureError
-    from rdmascope.cli.attribute import default_log
 
     sets = [run_set_dir(capture_a), run_set_dir(capture_b)]
     if (sets[0] is None) != (sets[1] is None):
@@ -260,7 +246,6 @@ def _compare_sets(set_info, logs, formats, offsets, runs, dirs):
 
 
 def _human(c, la, lb, setup, capture_a, capture_b, nodes=None) -> None:
-    from rdmascope.cli.attribute import echo_table
 
     click.echo(f"A = {la} ({setup.link_label('A')}): {capture_a}\n"
                f"B = {lb} ({setup.link_label('B')}): {capture_b}")

@@ -23,7 +23,7 @@ from rdmascope.cli.output import (
 )
 
 
-def _segment_span(cap) -> int:
+def segment_span(cap) -> int:
     """The longest time one segment of the capture spans (ns; the capture's span if unknown)."""
     from rdmascope.capture import estimate_size
 
@@ -112,7 +112,7 @@ def command(capture, t_from, t_to, origin_s, windows, percentiles, group, uncert
         n_series = sel["series"].nunique() + len(groups or {})
         # the windows held in memory at once: about one segment's (the rest streams)
         for w in widths:
-            check_window_count(w, _segment_span(cap), n_series=n_series, option="--windows",
+            check_window_count(w, segment_span(cap), n_series=n_series, option="--windows",
                                what="one segment of the capture",
                                advice="use a wider window")
         with progress(length=max(cap.rows, 1), label="peaks") as bar:

@@ -197,7 +197,7 @@ def _plot_cluster(kind, captures, request_logs, output, offset_s, zoom_ns, dpi, 
     )
     from rdmascope.analysis.requestlogs import RequestLogError
     from rdmascope.capture import CaptureError
-    from rdmascope.cli.cluster import find_request_log
+    from rdmascope.cli.shared import find_request_log
 
     if len(captures) < 2:
         raise click.ClickException(f"`plot {kind}` needs the captures of at least two hosts of "

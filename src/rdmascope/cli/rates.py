@@ -89,14 +89,14 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
     import pyarrow.parquet as pq
 
     from rdmascope.analysis import QUALITY_EMPTY, OverLineFlagger, iter_rebin_capture
-    from rdmascope.analysis.peaks import _link_view
+    from rdmascope.analysis.peaks import link_view
 
     # windows over line rate: the same rule as every command (series.flag_over_line)
     flag = OverLineFlagger(capture, by=by, groups=links or None, source=src,
                            gap_factor=gap_factor)
 
     def view(b, q):
-        b, q = _link_view(b, q, links, True)
+        b, q = link_view(b, q, links, True)
         return b, flag(b, q, width_ns)
 
     state = {"csv": None, "pq": None, "schema": None, "rows": 0, "held": [], "started": False}

@@ -86,7 +86,7 @@ def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, 
                                    "log: give --run once")
         from rdmascope.analysis.cluster import RunSetError
         from rdmascope.analysis.cluster_report import write_cluster_report
-        from rdmascope.cli.cluster import find_request_log
+        from rdmascope.cli.shared import find_request_log
 
         log = request_logs[0] if request_logs else find_request_log(list(captures), None)[0]
         progress(f"{len(captures)} captures of distinct hosts overlapping in time: one run "

@@ -1,0 +1,435 @@
+"""Bytes in many ranges, and the 1 ms peaks and bursts inside them: what attribution asks of a capture.
+
+Attribution (``attribute.attribute``) asks two questions about the request windows: the bytes
+of each range (``integrate``) and, per range, the headline 1 ms rate, the burst count and the
+over-line window count of the windows inside it (``window_stats``). Two answerers share one
+interface (``has_intervals``, ``common_span``, ``span``, ``set_grid``, ``integrate``,
+``window_stats``): ``MemoryRanges`` over an intervals frame in memory and ``RangeQueries`` over a
+capture on disk, which records the questions in a dry run and answers them all in one pass of
+the engine (``stream.iter_windows``), its consumer fed the pass's intervals and windows.
+``RangeIndex`` finds the ranges touching a span, ``RangeWindowStats`` folds blocks of windows
+into every range's statistics, vectorized over the ranges.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .curve import HEADLINE_EXCLUDE, QUALITY_OVER_LINE, CounterCurve, combine_windows
+from .load import port_rates_gbps
+from .overline_pass import OverLineFlagger
+from .stream import WindowGrid, capture_info, edge_spans, iter_windows
+from .windows import integrate, rebin_with_quality
+
+__all__ = ["DEFAULT_CAPACITY_GBPS", "capacity_gbps", "MemoryRanges", "RangeQueries",
+           "RangeIndex", "RangeWindowStats", "window_stats"]
+
+#: The capacity bursts are judged against when the manifest records no port rate (Gb/s).
+DEFAULT_CAPACITY_GBPS = 200.0
+
+
+class MemoryRanges:
+    """The ranges attribution asks about, answered from a whole intervals frame in memory."""
+
+    def __init__(self, iv: pd.DataFrame, width_ns: int):
+        self.iv = iv
+        self.width_ns = int(width_ns)
+        self.fine_tx = None
+        self.origin = None
+        self.capacity = None
+
+    def has_intervals(self) -> bool:
+        return bool(len(self.iv))
+
+    def common_span(self) -> tuple[int, int]:
+        """The span every counter covers (counters are read at slightly different instants)."""
+        by_counter = self.iv.groupby("counter_id")
+        return int(by_counter["t0_ns"].min().max()), int(by_counter["t1_ns"].max().min())
+
+    def span(self) -> tuple[int, int]:
+        return int(self.iv["t0_ns"].min()), int(self.iv["t1_ns"].max())
+
+    def set_grid(self, origin: int, capacity: float) -> None:
+        self.origin, self.capacity = int(origin), float(capacity)
+        fine, q = rebin_with_quality(self.iv, self.width_ns, origin_ns=self.origin,
+                                            by="direction")
+        self.fine_tx = fine["tx"] if "tx" in fine.columns else pd.Series(dtype=float)
+        self.fine_q = q["tx"] if "tx" in q.columns else pd.Series(dtype=np.int8)
+
+    def integrate(self, a, b, *, by: str, allow_partial: bool = False) -> pd.DataFrame:
+        return integrate(self.iv, a, b, by=by, allow_partial=allow_partial)
+
+    def window_stats(self, a, b) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return window_stats(a, b, self.fine_tx, self.width_ns, self.capacity, self.fine_q)
+
+
+def capacity_gbps(capture) -> float:
+    """Return the port rate recorded in the capture's device records (Gb/s), else 200."""
+    return max(port_rates_gbps(capture.meta).values(), default=DEFAULT_CAPACITY_GBPS)
+
+
+def window_stats(t0: np.ndarray, t1: np.ndarray, fine: pd.Series, width_ns: int,
+                  capacity: float, quality: pd.Series | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Headline fine-window rate (Gb/s), burst count and over-line window count inside each
+    [t0, t1] (full windows only).
+
+    ``fine``: bytes per ``width_ns`` window; ``quality``: its ``rebin_with_quality`` bits. The
+    headline is the highest window consistent with physics (``peaks.HEADLINE_EXCLUDE``: never
+    gap-spread, partial or over line rate), as ``peaks.peak_table`` finds it. Bursts follow
+    ``bursts.detect_bursts`` (hysteresis relative to ``capacity``) on the windows inside the
+    range. One block of ``RangeWindowStats``.
+    """
+    st = RangeWindowStats(t0, t1, width_ns, capacity)
+    st.add(fine.index.to_numpy(dtype=np.int64), fine.to_numpy(dtype=float),
+           None if quality is None else quality.to_numpy(dtype=np.int64))
+    return st.result()
+
+
+class RangeWindowStats:
+    """Per range [a, b]: the headline 1 ms rate, the burst count and the over-line window count
+    of the windows lying wholly inside it, fed block by block (vectorized over the ranges).
+
+    ``a``, ``b``: int64 ns arrays, shape (n,); ``width_ns``: window width; ``capacity_gbps``:
+    burst thresholds as ``bursts.detect_bursts`` (enter at ``enter_frac``, stay while at or
+    above ``leave_frac`` of it). ``add(t, v, qq)`` takes consecutive windows (starts ``t``
+    int64 ns, bytes ``v``, ``rebin_with_quality`` bits ``qq`` or None) in time order; blocks
+    follow each other without a gap. ``result()`` returns ``(peak_gbps float (n,), bursts int64
+    (n,), over_line int64 (n,))``: the same as ``detect_bursts`` and ``peaks.HEADLINE_EXCLUDE``
+    on each range's windows (a burst = a run of valid windows at or above the leave threshold
+    holding one at or above the enter threshold; a run reaching a block's end is carried into
+    the next block). Cost: O(windows + ranges x blocks they touch) (``RangeIndex``), no Python
+    loop per range.
+    """
+
+    def __init__(self, a, b, width_ns: int, capacity_gbps: float, *, enter_frac: float = 0.25,
+                 leave_frac: float = 0.10):
+        self.a = np.asarray(a, dtype=np.int64).ravel()
+        self.b = np.asarray(b, dtype=np.int64).ravel()
+        self.w = int(width_ns)
+        self.enter = enter_frac * float(capacity_gbps)
+        self.leave = leave_frac * float(capacity_gbps)
+        n = len(self.a)
+        self.index = RangeIndex(self.a, self.b)
+        self.peak = np.full(n, -np.inf)
+        self.n_over = np.zeros(n, np.int64)
+        self.count = np.zeros(n, np.int64)
+        self.open = np.zeros(n, bool)  # the range's last part ended inside a run ...
+        self.open_hi = np.zeros(n, bool)  # ... which already holds an enter window
+
+    def add(self, t: np.ndarray, v: np.ndarray, qq: np.ndarray | None = None) -> None:
+        """Fold in the next block of windows: starts ``t`` (int64 ns), bytes ``v`` (float64),
+        quality bits ``qq`` (int, or None for all good), each shape (m,)."""
+        t = np.asarray(t, dtype=np.int64)
+        m = len(t)
+        if not m or not len(self.a):
+            return
+        w = self.w
+        idx = self.index.touching(int(t[0]), int(t[-1]) + w)
+        if not len(idx):
+            return
+        s0 = np.searchsorted(t, self.a[idx], "left")
+        s1 = np.searchsorted(t + w, self.b[idx], "right")
+        keep = s1 > s0
+        idx, s0, s1 = idx[keep], s0[keep], s1[keep]
+        if not len(idx):
+            return
+        rate = np.asarray(v, dtype=np.float64) * 8.0 / float(w)
+        q = np.zeros(m, np.int64) if qq is None else np.asarray(qq, dtype=np.int64)
+        good = np.where(((q & HEADLINE_EXCLUDE) == 0) & ~np.isnan(rate), rate, -np.inf)
+        c_over = np.concatenate([[0], np.cumsum((q & QUALITY_OVER_LINE) != 0)])
+        self.n_over[idx] += c_over[s1] - c_over[s0]
+        self.peak[idx] = np.maximum(self.peak[idx], _range_max(good, s0, s1))
+        valid = ~np.isnan(rate)
+        hi = valid & (rate >= self.enter)
+        stay = valid & (rate >= self.leave)
+        c_hi = np.concatenate([[0], np.cumsum(hi)])
+        edges = np.diff(np.concatenate([[0], stay.astype(np.int8), [0]]))
+        run_s = np.flatnonzero(edges == 1)
+        run_e = np.flatnonzero(edges == -1)  # exclusive
+        run_has = (c_hi[run_e] - c_hi[run_s]) > 0
+        c_run = np.concatenate([[0], np.cumsum(run_has)])
+        # runs wholly inside [s0, s1)
+        j_lo = np.searchsorted(run_s, s0, "left")
+        j_hi = np.searchsorted(run_e, s1, "right")
+        cnt = np.where(j_hi > j_lo, c_run[np.maximum(j_hi, j_lo)] - c_run[j_lo], 0)
+        # the run holding s0 (started before it), cut at s0 (and at s1)
+        j0 = np.searchsorted(run_s, s0, "right") - 1
+        j0c = np.maximum(j0, 0)
+        in0 = (j0 >= 0) & (run_e[j0c] > s0) if len(run_s) else np.zeros(len(s0), bool)
+        e_first = np.minimum(run_e[j0c], s1) if len(run_s) else s0
+        first_hi = in0 & ((c_hi[e_first] - c_hi[s0]) > 0)
+        cut0 = in0 & (run_s[j0c] < s0) if len(run_s) else in0
+        cnt += cut0 & first_hi
+        # the run holding s1 - 1 that started inside the range, cut at s1
+        jl = np.searchsorted(run_s, s1 - 1, "right") - 1
+        jlc = np.maximum(jl, 0)
+        inl = (jl >= 0) & (run_e[jlc] > s1 - 1) if len(run_s) else np.zeros(len(s0), bool)
+        st_l = np.maximum(run_s[jlc], s0) if len(run_s) else s0
+        last_hi = inl & ((c_hi[s1] - c_hi[st_l]) > 0)
+        cut1 = inl & (run_e[jlc] > s1) & (run_s[jlc] >= s0) if len(run_s) else inl
+        cnt += cut1 & last_hi
+        # cnt: every run inside the part, cut at its ends, that holds an enter window; now the
+        # run carried from the previous block joins the first, and the last one is carried on
+        single = in0 & inl & (j0c == jlc)
+        op, oh = self.open[idx], self.open_hi[idx]
+        join = op & in0
+        cnt -= join & first_hi  # the joined first run is counted once, below
+        merged_hi = oh | first_hi
+        ends_here = join & ~single  # the joined run ends inside this part
+        cnt += ends_here & merged_hi
+        cnt += op & ~in0 & oh  # the carried run ended with the previous block
+        # the run reaching the part's end stays open (not yet counted)
+        new_open = inl
+        new_hi = np.where(join & single, merged_hi, last_hi)
+        cnt -= inl & ~(join & single) & last_hi
+        self.count[idx] += cnt
+        self.open[idx] = new_open
+        self.open_hi[idx] = new_hi
+
+    def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(peak Gb/s float64 (n,), NaN where no valid window; bursts int64 (n,); over-line windows
+        int64 (n,)), a run still open at the last block counted when it holds an enter window."""
+        peak = np.where(np.isfinite(self.peak), self.peak, np.nan)
+        return peak, self.count + (self.open & self.open_hi), self.n_over.copy()
+
+
+class RangeIndex:
+    """The ranges [a, b] touching a span, found without looking at every range.
+
+    ``touching(lo, hi)`` returns the sorted indices i with ``a[i] < hi`` and ``b[i] > lo``
+    (the same set as ``np.flatnonzero((a < hi) & (b > lo))``). The ranges up to the 99th
+    percentile of length are kept sorted by start, so only those starting within that length
+    before ``lo`` are looked at; the longer ones (1 % or fewer) are checked one by one. A pass
+    over a capture's segments then costs about the ranges that touch each segment, not every
+    range times every segment.
+    """
+
+    def __init__(self, a, b):
+        self.a = np.asarray(a, dtype=np.int64).ravel()
+        self.b = np.asarray(b, dtype=np.int64).ravel()
+        length = self.b - self.a
+        if len(length):
+            cut = np.sort(length)[int(0.99 * (len(length) - 1))]
+            long = length > cut
+        else:
+            long = np.zeros(0, bool)
+        self.long = np.flatnonzero(long)
+        short = np.flatnonzero(~long)
+        self.order = short[np.argsort(self.a[short], kind="stable")]
+        self.a_sorted = self.a[self.order]
+        self.max_len = int(length[short].max()) if len(short) else 0
+
+    def touching(self, lo: int, hi: int) -> np.ndarray:
+        """Sorted int64 indices of the ranges with ``a < hi`` and ``b > lo`` (ns)."""
+        # a short range starting at or before lo - max_len ends at or before lo
+        k0 = np.searchsorted(self.a_sorted, lo - self.max_len, "right")
+        k1 = np.searchsorted(self.a_sorted, hi, "left")
+        cand = self.order[k0:k1]
+        cand = cand[self.b[cand] > lo]
+        lg = self.long[(self.a[self.long] < hi) & (self.b[self.long] > lo)]
+        return np.sort(np.concatenate([cand, lg])) if len(lg) else np.sort(cand)
+
+
+def _range_max(x: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
+    """max(x[s0[i]:s1[i]]) for every i (s1 > s0), by a sparse table: O(m log L + n)."""
+    need = int(np.max(s1 - s0))
+    out = np.full(len(s0), -np.inf)
+    table = x
+    k = 0
+    length = s1 - s0
+    while True:
+        # ranges whose highest power of two <= length is 2**k
+        sel = (length >= (1 << k)) & (length < (1 << (k + 1)))
+        if sel.any():
+            a, b = s0[sel], s1[sel] - (1 << k)
+            out[sel] = np.maximum(table[a], table[b])
+        if (1 << (k + 1)) > need:
+            return out
+        step = 1 << k
+        table = np.maximum(table[:-step], table[step:]) if len(table) > step else table[:0]
+        k += 1
+
+
+class RangeQueries:
+    """Bytes in many ranges and the 1 ms peaks and bursts inside them, in one pass (attribute).
+
+    Used twice around one ``run``: first every ``integrate`` / ``window_stats`` call is recorded
+    (answers are placeholders of the right shape), then ``run`` reads the capture once, segment
+    by segment, and the same calls in the same order get the real answers: those of
+    ``series.integrate`` and ``attribute._window_stats`` on the whole capture. A range's bytes
+    are summed over the segments it crosses (each segment's intervals evaluated on the part of
+    the range inside them); the 1 ms windows of ``series.rebin(by="direction")`` stream by, and
+    ``attribute.RangeWindowStats`` keeps every range's running peak, over-line count and burst
+    state (a run carried across blocks) over the windows lying wholly inside it, vectorized
+    over the ranges. Memory grows with the number of ranges, not the readings.
+    """
+
+    def __init__(self, capture, *, origin_ns: int, width_ns: int, capacity_gbps: float,
+                 source: str = "infiniband"):
+        self.info = capture_info(capture)
+        self.source = source
+        self.width_ns = int(width_ns)
+        self.origin = int(origin_ns)
+        self.capacity = float(capacity_gbps)
+        self.spans = edge_spans(self.info, source)
+        self.queries: list[tuple] = []
+        self.answers: list | None = None
+        self.cursor = 0
+
+    # -- what attribute asks ----------------------------------------------------------------
+
+    def has_intervals(self) -> bool:
+        return bool(self.spans)
+
+    def common_span(self) -> tuple[int, int]:
+        return (max(s[0] for s in self.spans.values()), min(s[1] for s in self.spans.values()))
+
+    def span(self) -> tuple[int, int]:
+        return (min(s[0] for s in self.spans.values()), max(s[1] for s in self.spans.values()))
+
+    def set_grid(self, origin: int, capacity: float) -> None:
+        if int(origin) != self.origin or float(capacity) != self.capacity:
+            raise ValueError("RangeQueries: grid origin or capacity changed between runs")
+
+    def _ask(self, q: tuple):
+        if self.answers is None:
+            self.queries.append(q)
+            return None
+        k = self.cursor
+        self.cursor += 1
+        old = self.queries[k]
+        if old[0] != q[0] or not (np.array_equal(old[1], q[1]) and np.array_equal(old[2], q[2])):
+            raise RuntimeError("RangeQueries: the second run asked different ranges")
+        return self.answers[k]
+
+    def integrate(self, a, b, *, by: str, allow_partial: bool = False) -> pd.DataFrame:
+        a = np.asarray(a, dtype=np.int64).ravel()
+        b = np.asarray(b, dtype=np.int64).ravel()
+        got = self._ask(("integrate", a, b, by, allow_partial))
+        if got is not None:
+            return got
+        cdf = self.info.counters
+        cols = list(dict.fromkeys(cdf.at[c, by] for c in sorted(self.spans)))
+        out = pd.DataFrame(np.full((len(a), len(cols)), np.nan), columns=cols)
+        out.columns.name = by
+        return out
+
+    def window_stats(self, a, b) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        a = np.asarray(a, dtype=np.int64).ravel()
+        b = np.asarray(b, dtype=np.int64).ravel()
+        got = self._ask(("stats", a, b))
+        if got is not None:
+            return got
+        return (np.full(len(a), np.nan), np.zeros(len(a), np.int64),
+                np.zeros(len(a), np.int64))
+
+    # -- the pass ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Answer every recorded query in one pass over the capture."""
+        rr = self.consumer()
+        for _, bb, qq in iter_windows(self.info, [rr.grid], by="direction", source=self.source,
+                                      on_parts=rr.on_parts):
+            rr.add(bb, qq)
+        rr.finish()
+
+    def consumer(self) -> _RangeRun:
+        """The pass of ``run`` as a consumer, for a caller's own pass (the report's
+        ``capture_pass``): feed ``on_parts`` with each file's intervals (of this source's
+        counters only) and ``add`` with the blocks of windows of ``grid`` (``by="direction"``,
+        this source's data counters, in order), then ``finish()`` stores the answers."""
+        return _RangeRun(self)
+
+
+class _RangeRun:
+    """One pass answering a ``RangeQueries``' recorded queries (see ``RangeQueries.run``)."""
+
+    def __init__(self, rq: RangeQueries):
+        self.rq = rq
+        self.flag = OverLineFlagger(rq.info, by="direction", source=rq.source)
+        self.integ = [(k, q) for k, q in enumerate(rq.queries) if q[0] == "integrate"]
+        stats = [(k, q) for k, q in enumerate(rq.queries) if q[0] == "stats"]
+        self.acc: dict[int, dict[int, list[np.ndarray]]] = {k: {} for k, _ in self.integ}
+        self.first: dict[int, int] = {}
+        self.last: dict[int, int] = {}
+        # the ranges touching a segment, found without a scan of every range per segment
+        self.ranges = {k: RangeIndex(q[1], q[2]) for k, q in self.integ}
+        # per stats query: the 1 ms peaks, over-line counts and bursts of every range, fed
+        # block by block (attribute.RangeWindowStats: vectorized over the ranges)
+        self.rstats = {k: RangeWindowStats(a, b, rq.width_ns, rq.capacity)
+                       for k, (_, a, b) in stats}
+        self.grid = WindowGrid(rq.width_ns, rq.origin)
+
+    def on_parts(self, parts) -> None:
+        first, last, acc, ranges = self.first, self.last, self.acc, self.ranges
+        for c, iv in parts.items():
+            if not len(iv["t0_ns"]):
+                continue
+            first.setdefault(c, int(iv["t0_ns"][0]))
+            last[c] = int(iv["t1_ns"][-1])
+            cnt = CounterCurve(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])
+            c0, c1 = int(cnt.t0[0]), int(cnt.t1[-1])
+            for k, (_, a, b, _by, _p) in self.integ:
+                idx = ranges[k].touching(c0, c1)
+                if not len(idx):
+                    continue
+                aa = np.maximum(a[idx], c0)
+                bb = np.minimum(b[idx], c1)
+                byt, nan, gap, cov = cnt.windows(aa, bb)
+                x = acc[k].get(c)
+                if x is None:
+                    n = len(a)
+                    x = acc[k][c] = [np.zeros(n), np.zeros(n, np.int64),
+                                     np.zeros(n, np.int64), np.zeros(n, np.int64)]
+                x[0][idx] += byt
+                x[1][idx] += nan
+                x[2][idx] += gap
+                x[3][idx] += cov
+
+    def add(self, bb: pd.DataFrame, qq: pd.DataFrame) -> None:
+        if "tx" not in bb.columns or not len(bb):
+            return
+        w = self.rq.width_ns
+        # the headline rule of every 1 ms peak (peaks.headline_peak): over line rate,
+        # gap-spread and partial windows never become a peak
+        qtx = self.flag(bb[["tx"]], qq[["tx"]], w)["tx"].to_numpy(np.int64)
+        t = bb.index.to_numpy()
+        v = bb["tx"].to_numpy(np.float64)
+        for st in self.rstats.values():
+            st.add(t, v, qtx)
+
+    def finish(self) -> None:
+        rq = self.rq
+        cdf = rq.info.counters
+        first, last, acc = self.first, self.last, self.acc
+        answers: list = [None] * len(rq.queries)
+        for k, st in self.rstats.items():
+            answers[k] = st.result()
+        for k, (_, a, b, by, allow_partial) in self.integ:
+            width = b - a
+
+            def parts(k=k, a=a, width=width, by=by, allow_partial=allow_partial):
+                for c in sorted(first):
+                    x = acc[k].get(c) or [np.zeros(len(a)), np.zeros(len(a), np.int64),
+                                          np.zeros(len(a), np.int64),
+                                          np.zeros(len(a), np.int64)]
+                    byt, nan, gap, cov = x
+                    # a zero-length range inside the readings holds 0 bytes (covered), not NaN
+                    cov = np.where((width == 0) & (a >= first[c]) & (a <= last[c]), 1, cov)
+                    if allow_partial:
+                        cov = np.where(cov > 0, np.maximum(cov, width), cov)
+                    yield cdf.at[c, by], (byt, nan, gap, cov)
+
+            out, _ = combine_windows(parts(), width, pd.RangeIndex(len(a)), partial_nan=True)
+            out.columns.name = by
+            answers[k] = out
+        rq.answers = answers
+        rq.cursor = 0
+        # the two ends of the capture decided the attribution's span; the pass saw them all
+        spans = {c: [first[c], last[c]] for c in first}
+        if spans != rq.spans:
+            raise RuntimeError(f"{rq.info.path}: a counter's first or last interval lies "
+                               "outside the capture's first and last segments; attribute it "
+                               "from a loaded capture (load_capture)")

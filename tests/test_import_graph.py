@@ -1,0 +1,206 @@
+"""The package is a stack: no import cycle, and no private name used outside its module.
+
+The graph is built from the source with ``ast`` over ``src/rdmascope``, ``sampler/`` and
+``analysis/``: every ``import``/``from ... import`` anywhere in a module (inside functions too: an
+import moved into a function to dodge a cycle is still the cycle) is an edge to the module it
+names. A cycle fails (strongly connected components of more than one module, or a module importing
+itself), and so does ``from m import _name`` with ``m`` another of our modules (rename it
+public or move it: a private name is private to its module). ``__future__``-style dunders are
+not private names.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+#: import name -> directory (pyproject.toml's package-dir)
+ROOTS = {"rdmascope": REPO / "src" / "rdmascope", "rdmascope.sampler": REPO / "sampler",
+         "rdmascope.analysis": REPO / "analysis"}
+
+
+def modules(roots: dict[str, Path]) -> dict[str, Path]:
+    """import name -> file of every module under the roots (a package: its __init__.py)."""
+    out: dict[str, Path] = {}
+    for pkg, d in roots.items():
+        for f in sorted(d.rglob("*.py")):
+            parts = list(f.relative_to(d).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            name = ".".join([pkg, *parts])
+            if any(name.startswith(p + ".") or name == p for p in roots if p != pkg
+                   and p.startswith(pkg + ".")):
+                continue  # e.g. src/rdmascope/analysis if it existed: the mapped root wins
+            out[name] = f
+    return out
+
+
+def _owner(name: str, mods: dict[str, Path]) -> str | None:
+    while name and name not in mods:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph(mods: dict[str, Path]):
+    """(edges: module -> {modules it imports}, private: [(module, line, target, name)])."""
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    private = []
+    for m, f in mods.items():
+        is_pkg = f.name == "__init__.py"
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            targets: list[tuple[str, str | None]] = []
+            if isinstance(node, ast.Import):
+                targets = [(a.name, None) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = m.split(".") if is_pkg else m.split(".")[:-1]
+                    base = base[:len(base) - (node.level - 1)]
+                    mod = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    mod = node.module or ""
+                for a in node.names:
+                    full = f"{mod}.{a.name}"
+                    targets.append((full, None) if full in mods else (mod, a.name))
+            for t, name in targets:
+                owner = _owner(t, mods)
+                if owner is None:
+                    continue  # not ours (numpy, click, ...)
+                if owner != m:
+                    edges[m].add(owner)
+                    if name and name.startswith("_") and not name.startswith("__"):
+                        private.append((m, node.lineno, owner, name))
+    return edges, private
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out = []
+    counter = 0
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            nxt = next(it, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on.add(nxt)
+                    work.append((nxt, iter(sorted(edges.get(nxt, ())))))
+                elif nxt in on:
+                    low[v] = min(low[v], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def test_no_import_cycle():
+    edges, _ = import_graph(modules(ROOTS))
+    found = cycles(edges)
+    assert not found, "import cycles (function-level imports counted):\n" + "\n".join(
+        " <-> ".join(c) for c in found)
+
+
+def test_no_private_name_crosses_a_module():
+    _, private = import_graph(modules(ROOTS))
+    assert not private, "private names imported from another module:\n" + "\n".join(
+        f"{m}:{line} imports {name} from {t}" for m, line, t, name in private)
+
+
+def test_the_checks_find_what_they_look_for(tmp_path):
+    """A planted cycle through a function-level import, and a private import, are found."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "low.py").write_text("def f():\n    from .high import g\n    return g\n")
+    (pkg / "high.py").write_text("from pkg.low import f\nfrom .mid import _hidden\n")
+    (pkg / "mid.py").write_text("_hidden = 1\nfrom . import low\n")
+    mods = modules({"pkg": pkg})
+    edges, private = import_graph(mods)
+    assert edges["pkg.low"] == {"pkg.high"}
+    assert cycles(edges) == [["pkg.high", "pkg.low", "pkg.mid"]]
+    assert private == [("pkg.high", 2, "pkg.mid", "_hidden")]
+
+
+def test_the_real_graph_is_seen():
+    """The graph holds the stack's known edges (a walker that saw nothing would pass)."""
+    mods = modules(ROOTS)
+    edges, _ = import_graph(mods)
+    assert "rdmascope.analysis.stream" in edges["rdmascope.analysis.peaks"]
+    assert "rdmascope.capture" in edges["rdmascope.analysis.stream"]
+    assert "rdmascope.sampler.daemon" in mods and "rdmascope.cli.attribute" in mods
+    assert len(mods) > 60
+
+
+#: The analysis stack (docs/ARCHITECTURE.md): a module may import its own layer (without a
+#: cycle) and the layers below, never one above. Modules of ``rdmascope`` outside the analysis
+#: and the CLI (capture format, plausibility, models, ...) are the layer under all of them.
+LAYERS = [
+    ("load", {"load"}),
+    ("engine", {"links", "intervals", "curve", "overline", "windows", "stream", "overline_pass",
+                "series"}),
+    ("views", {"peaks", "bursts", "verify", "quality", "envelope", "metrics", "ranges", "nccl"}),
+    ("request logs and attribution", {"requestlogs", "attribute", "compare", "estimate",
+                                      "cluster"}),
+    ("report, figures and exports", {"figures", "timeline", "report", "cluster_report",
+                                     "dataset"}),
+]
+
+
+def _layer(mod: str) -> int | None:
+    """Layer number of an analysis module (0 = below the analysis; len(LAYERS) + 1 = CLI)."""
+    if mod.startswith("rdmascope.cli"):
+        return len(LAYERS) + 1
+    if mod == "rdmascope.analysis":
+        return len(LAYERS)  # the package's re-exports sit just under the CLI
+    if mod.startswith("rdmascope.analysis."):
+        head = mod.split(".")[2]
+        for k, (_, names) in enumerate(LAYERS, start=1):
+            if head in names:
+                return k
+        return None
+    return 0
+
+
+def test_every_analysis_module_has_a_layer():
+    mods = modules(ROOTS)
+    missing = [m for m in mods if m.startswith("rdmascope.analysis.") and _layer(m) is None]
+    assert not missing, f"add these modules to a layer of LAYERS (and ARCHITECTURE.md): {missing}"
+
+
+def test_no_layer_imports_a_layer_above():
+    edges, _ = import_graph(modules(ROOTS))
+    up = []
+    for m, ts in edges.items():
+        if m.startswith("rdmascope.sampler") or m.startswith("rdmascope.emulator"):
+            continue  # their own rules (test_sampler_imports.py; the emulator is beside)
+        lm = _layer(m)
+        for t in ts:
+            lt = _layer(t)
+            if lm is not None and lt is not None and lt > lm and lm > 0:
+                up.append(f"{m} (layer {lm}) imports {t} (layer {lt})")
+    assert not up, "imports up the stack:\n" + "\n".join(sorted(up))
