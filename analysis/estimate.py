@@ -374,7 +374,7 @@ def estimate(model: ModelShape, *, tp: int = 8, chunk_tokens: int = STUDY_CHUNK_
         layouts["ep"]["formula_values"] = (
             f"{L} x 2 x {h:,} x {b} x {model.experts_per_token} x {D - 1}/{D}"
             if kind == "dispatch_combine" else
-            f"{T} x {L} x {_models._DP_GROUP_SENDS[kind]} x {D - 1} x {h:,} x {b}")
+            f"{T} x {L} x {_models.DP_GROUP_SENDS[kind]} x {D - 1} x {h:,} x {b}")
         layouts["ep"]["by_backend"] = {
             b: (_models.ep_node_bytes_per_token(model, setup.ep_dp, setup.ep_tp, b)
                 if setup.networked else 0.0)

@@ -6,7 +6,9 @@ import moved into a function to dodge a cycle is still the cycle) is an edge to 
 names. A cycle fails (strongly connected components of more than one module, or a module importing
 itself), and so does ``from m import _name`` with ``m`` another of our modules (rename it
 public or move it: a private name is private to its module). ``__future__``-style dunders are
-not private names.
+not private names. One exception, ``SPLIT_PACKAGES``: a module split into a package (the capture
+format, the request-log readers) shares its helpers among its own parts as the one module did;
+outside that package they stay private.
 """
 
 from __future__ import annotations
@@ -18,6 +20,14 @@ REPO = Path(__file__).resolve().parents[1]
 #: import name -> directory (pyproject.toml's package-dir)
 ROOTS = {"rdmascope": REPO / "src" / "rdmascope", "rdmascope.sampler": REPO / "sampler",
          "rdmascope.analysis": REPO / "analysis"}
+
+
+#: modules split into packages whose parts share private helpers (never outside the package)
+SPLIT_PACKAGES = ("rdmascope.capture", "rdmascope.analysis.requestlogs")
+
+
+def _inside(pkg: str, mod: str) -> bool:
+    return mod == pkg or mod.startswith(pkg + ".")
 
 
 def modules(roots: dict[str, Path]) -> dict[str, Path]:
@@ -68,7 +78,9 @@ def import_graph(mods: dict[str, Path]):
                     continue  # not ours (numpy, click, ...)
                 if owner != m:
                     edges[m].add(owner)
-                    if name and name.startswith("_") and not name.startswith("__"):
+                    shared = any(_inside(p, m) and _inside(p, owner) for p in SPLIT_PACKAGES)
+                    if (name and name.startswith("_") and not name.startswith("__")
+                            and not shared):
                         private.append((m, node.lineno, owner, name))
     return edges, private
 
@@ -144,6 +156,18 @@ def test_the_checks_find_what_they_look_for(tmp_path):
     assert edges["pkg.low"] == {"pkg.high"}
     assert cycles(edges) == [["pkg.high", "pkg.low", "pkg.mid"]]
     assert private == [("pkg.high", 2, "pkg.mid", "_hidden")]
+
+
+def test_a_split_package_shares_helpers_only_inside(monkeypatch, tmp_path):
+    root = tmp_path / "pkg"
+    (root / "split").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "split" / "__init__.py").write_text("from .a import _helper\n")
+    (root / "split" / "a.py").write_text("_helper = 1\n")
+    (root / "user.py").write_text("from pkg.split.a import _helper\n")
+    monkeypatch.setattr(__import__(__name__), "SPLIT_PACKAGES", ("pkg.split",))
+    _, private = import_graph(modules({"pkg": root}))
+    assert private == [("pkg.user", 1, "pkg.split.a", "_helper")]
 
 
 def test_the_real_graph_is_seen():

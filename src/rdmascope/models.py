@@ -113,7 +113,7 @@ DEFAULT_ALL2ALL_BACKEND = "allgather_reducescatter"
 
 #: Per-rank ring sends per MoE layer, in multiples of ``(D-1) x hidden x bytes``, of the DP-group
 #: backends: all-gather + reduce-scatter = 2; broadcasts + all-reduce = 1 + 2.
-_DP_GROUP_SENDS = {"allgather_reducescatter": 2, "naive": 3}
+DP_GROUP_SENDS = {"allgather_reducescatter": 2, "naive": 3}
 
 
 class ModelError(ValueError):
@@ -512,7 +512,7 @@ def ep_rank_bytes_per_token(model: Model, dp: int,
     _require_moe(model)
     if kind == "dispatch_combine":
         return None
-    return float(model.moe_layers * _DP_GROUP_SENDS[kind] * (dp - 1) * model.hidden_size
+    return float(model.moe_layers * DP_GROUP_SENDS[kind] * (dp - 1) * model.hidden_size
                  * model.bytes_per_value)
 
 
@@ -540,7 +540,7 @@ def ep_formula(backend: str) -> str:
     kind = check_backend(backend)
     if kind == "dispatch_combine":
         return "MoE layers x 2 x hidden x bytes x experts per token x (D-1)/D"
-    n = _DP_GROUP_SENDS[kind]
+    n = DP_GROUP_SENDS[kind]
     what = ("all-gather + reduce-scatter" if kind == "allgather_reducescatter"
             else "broadcasts + all-reduce")
     return f"TP x MoE layers x {n} x (D-1) x hidden x bytes ({what} over the DP group)"

@@ -177,7 +177,7 @@ def read_capture(path: str | os.PathLike, *, columns: list[str] | None = None) -
     p = Path(path)
     manifest = read_manifest(p)
     segs, lives = list_capture_files(p)
-    listed = _listed_segments(p, manifest, segs)
+    listed = listed_segments(p, manifest, segs)
     tables: list[pa.Table] = []
     table_files: list[Path] = []
     for s in segs:
@@ -242,7 +242,7 @@ def _merge_by_counter(tables: list[pa.Table]) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-def _listed_segments(path: Path, manifest: dict[str, Any], segs: list[Path]
+def listed_segments(path: Path, manifest: dict[str, Any], segs: list[Path]
                      ) -> dict[str, dict[str, Any]]:
     """Return the manifest's segment records by name, checked against the files on disk.
 
@@ -339,7 +339,7 @@ def iter_capture_batches(path: str | os.PathLike, *, batch_rows: int = 1 << 20):
     p = Path(path)
     manifest = read_manifest(p)
     segs, lives = list_capture_files(p)
-    listed = _listed_segments(p, manifest, segs)
+    listed = listed_segments(p, manifest, segs)
     for s in segs:
         pf = _open_segment(s, listed.get(s.name))
         _check_rows(s, listed.get(s.name), pf.metadata.num_rows)
@@ -354,7 +354,7 @@ def iter_capture_batches(path: str | os.PathLike, *, batch_rows: int = 1 << 20):
         yield from batches
 
 
-def _segment_time_range(s: Path) -> tuple[int, int] | None:
+def segment_time_range(s: Path) -> tuple[int, int] | None:
     """Return (min, max) ``t_before_ns`` of a Parquet segment from its footer statistics, or None.
 
     Reads only the footer. None when the statistics are missing or the footer is unreadable (the
@@ -415,7 +415,7 @@ def iter_capture_tables(path: str | os.PathLike, *, columns: list[str] | None = 
     p = Path(path)
     m = read_manifest(p) if manifest is None else manifest
     segs, lives = list_capture_files(p)
-    listed = _listed_segments(p, m, segs)
+    listed = listed_segments(p, m, segs)
     if report is not None:
         report.update(files=segs + lives, live_rows=0, truncated_live=[])
     cols = list(dict.fromkeys(["counter_id", "sweep", *(columns or COLUMNS)]))
@@ -424,7 +424,7 @@ def iter_capture_tables(path: str | os.PathLike, *, columns: list[str] | None = 
         raise ValueError(f"no column {bad[0]!r} in a capture (columns: {', '.join(COLUMNS)})")
     keep = list(range(len(segs)))
     if (start_ns is not None or end_ns is not None) and segs:
-        ranges = [_segment_time_range(s) for s in segs]
+        ranges = [segment_time_range(s) for s in segs]
         lo = -(1 << 62) if start_ns is None else int(start_ns)
         hi = (1 << 62) if end_ns is None else int(end_ns)
         inside = [r is None or (r[1] >= lo and r[0] <= hi) for r in ranges]

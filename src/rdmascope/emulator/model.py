@@ -187,7 +187,7 @@ class ModelArch:
         hidden x bytes`` with s = 2 (allgather_reducescatter) or 3 (naive) ring sends per MoE
         layer (``rdmascope.models.ep_rank_bytes_per_token``); 0 on one node.
         """
-        from rdmascope.models import _DP_GROUP_SENDS, check_backend
+        from rdmascope.models import DP_GROUP_SENDS, check_backend
 
         if not self.networked:
             return 0.0
@@ -198,7 +198,7 @@ class ModelArch:
         if kind == "dispatch_combine":
             return (tokens * self.hidden * self.bytes_per_value * self.experts_per_token
                     * (d - 1) / d)
-        return (tokens * self.ep_tp * _DP_GROUP_SENDS[kind] * (d - 1) * self.hidden
+        return (tokens * self.ep_tp * DP_GROUP_SENDS[kind] * (d - 1) * self.hidden
                 * self.bytes_per_value / 2)
 
     @property
@@ -406,6 +406,11 @@ LINKS = {
     "200": LinkConfig(name="200", active_twins=2),
     "emulated100": LinkConfig(name="emulated100", active_twins=1),
 }
+
+
+def rail_device(i: int) -> str:
+    """The RDMA device name of rail ``i`` (0-based): ``mlx5_<i>`` (``emulator.rails``)."""
+    return f"mlx5_{i}"
 
 
 def link_config(name: str, *, tcp_fallback: bool = False) -> LinkConfig:
@@ -1091,8 +1096,6 @@ def simulate(scenario: Scenario, config: TrafficConfig | None = None, *, seed: i
 
 def _series(link: LinkConfig, resize: Resize | None = None) -> list[Series]:
     if link.rails:
-        from rdmascope.emulator.rails import rail_device
-
         before = resize.rails_before if resize is not None else None
         out = []
         for i in range(link.rails):

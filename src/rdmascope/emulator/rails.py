@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rdmascope.emulator.model import rail_device
 from rdmascope.emulator.tree import (
     MARKER,
     MLX5_COUNTERS,
@@ -27,19 +28,14 @@ from rdmascope.emulator.tree import (
     EmulatedTree,
     MovingFile,
     TwinSpec,
-    _guid,
-    _w,
+    guid_of,
+    write_file,
 )
 
 #: the most rails one emulated node may have
 MAX_RAILS = 16
 #: the sysfs rate text of an NDR port
 NDR_RATE = "400 Gb/sec (4X NDR)"
-
-
-def rail_device(i: int) -> str:
-    """The RDMA device name of rail ``i`` (0-based): ``mlx5_<i>``."""
-    return f"mlx5_{i}"
 
 
 def rail_spec(i: int) -> TwinSpec:
@@ -71,7 +67,7 @@ def build_rail_tree(root: str | os.PathLike, rails: int, *, seed: int = 0,
             raise FileExistsError(f"{root}: already holds an emulated tree")
         shutil.rmtree(root)
     root.mkdir(parents=True, exist_ok=True)
-    _w(root / MARKER, "built by rdmascope.emulator.rails.build_rail_tree\n")
+    write_file(root / MARKER, "built by rdmascope.emulator.rails.build_rail_tree\n")
     (root / "class" / "infiniband").mkdir(parents=True, exist_ok=True)
     tree = EmulatedTree(root=root, seed=seed, twins=())
     for i in range(rails):
@@ -96,23 +92,23 @@ def add_rail(tree: EmulatedTree, i: int, *, rate: str = NDR_RATE) -> None:
                        ("current_link_speed", "32.0 GT/s PCIe"), ("current_link_width", "16"),
                        ("max_link_speed", "32.0 GT/s PCIe"), ("max_link_width", "16"),
                        ("numa_node", str(i * 2 // max(i + 1, 1) % 2))):
-        _w(fn / name, text + "\n")
+        write_file(fn / name, text + "\n")
     dev = fn / "infiniband" / spec.device
-    _w(dev / "node_guid", _guid(tree.seed, 100 + i) + "\n")
-    _w(dev / "sys_image_guid", _guid(tree.seed, 100 + i) + "\n")
-    _w(dev / "fw_ver", "28.45.1020\n")
-    _w(dev / "hca_type", "MT4129\n")
-    _w(dev / "board_id", "MT_0000000838\n")
-    _w(dev / "node_type", "1: CA\n")
+    write_file(dev / "node_guid", guid_of(tree.seed, 100 + i) + "\n")
+    write_file(dev / "sys_image_guid", guid_of(tree.seed, 100 + i) + "\n")
+    write_file(dev / "fw_ver", "28.45.1020\n")
+    write_file(dev / "hca_type", "MT4129\n")
+    write_file(dev / "board_id", "MT_0000000838\n")
+    write_file(dev / "node_type", "1: CA\n")
     os.symlink(f"../../../{spec.pci}", dev / "device")
     port = dev / "ports" / "1"
-    _w(port / "state", "4: ACTIVE\n")
-    _w(port / "phys_state", "5: LinkUp\n")
-    _w(port / "rate", f"{rate}\n")
-    _w(port / "link_layer", "InfiniBand\n")
-    _w(port / "lid", f"0x{i + 1:x}\n")
-    _w(port / "sm_lid", "0x1\n")
-    _w(port / "cap_mask", "0xa651e848\n")
+    write_file(port / "state", "4: ACTIVE\n")
+    write_file(port / "phys_state", "5: LinkUp\n")
+    write_file(port / "rate", f"{rate}\n")
+    write_file(port / "link_layer", "InfiniBand\n")
+    write_file(port / "lid", f"0x{i + 1:x}\n")
+    write_file(port / "sm_lid", "0x1\n")
+    write_file(port / "cap_mask", "0xa651e848\n")
     tx_base, rx_base = rail_bases(tree.seed, i)
     for c in MLX5_COUNTERS:
         base = 0
@@ -127,10 +123,10 @@ def add_rail(tree: EmulatedTree, i: int, *, rate: str = NDR_RATE) -> None:
             tree.moving.append(MovingFile(port / "counters" / c,
                                           f"{spec.device}/{'tx' if 'xmit' in c else 'rx'}",
                                           RDMA_PACKET_BYTES, base, False))
-        _w(port / "counters" / c, f"{base}\n")
-    _w(port / "hw_counters" / "lifespan", "10\n")
+        write_file(port / "counters" / c, f"{base}\n")
+    write_file(port / "hw_counters" / "lifespan", "10\n")
     for c in MLX5_HW_COUNTERS:
-        _w(port / "hw_counters" / c, "0\n")
+        write_file(port / "hw_counters" / c, "0\n")
     tree.twins = (*tree.twins, spec)
     os.symlink(f"../../{spec.pci_rel}/infiniband/{spec.device}",
                root / "class" / "infiniband" / spec.device)

@@ -162,12 +162,12 @@ def _write_in_place(path: Path, value: int) -> None:
         os.close(fd)
 
 
-def _guid(seed: int, i: int) -> str:
+def guid_of(seed: int, i: int) -> str:
     h = hashlib.sha256(f"rdmascope-emulated-{seed}-{i}".encode()).hexdigest()
     return f"{h[0:4]}:{h[4:6]}ff:fe{h[6:8]}:{h[8:12]}"
 
 
-def _w(path: Path, text: str) -> None:
+def write_file(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
 
@@ -210,7 +210,7 @@ def build_tree(root: str | os.PathLike = DEFAULT_ROOT, *, seed: int = 0,
             raise FileExistsError(f"{root}: already holds an emulated tree")
         shutil.rmtree(root)
     root.mkdir(parents=True, exist_ok=True)
-    _w(root / MARKER, "built by rdmascope.emulator.tree.build_tree\n")
+    write_file(root / MARKER, "built by rdmascope.emulator.tree.build_tree\n")
     rng = np.random.default_rng(seed + 7919)
     tree = EmulatedTree(root=root, seed=seed, twins=SPARK_TWINS[:twins])
     for i, tw in enumerate(SPARK_TWINS[:twins]):
@@ -221,27 +221,27 @@ def build_tree(root: str | os.PathLike = DEFAULT_ROOT, *, seed: int = 0,
                            ("max_link_speed", "32.0 GT/s PCIe"),
                            ("max_link_width", str(int(pcie_width))),
                            ("numa_node", "-1")):
-            _w(fn / name, text + "\n")
+            write_file(fn / name, text + "\n")
         dev = fn / "infiniband" / tw.device
-        guid = _guid(seed, i)
-        _w(dev / "node_guid", guid)  # real kernels may omit the trailing newline (sysfs.md)
-        _w(dev / "sys_image_guid", _guid(seed, 0) + "\n")
-        _w(dev / "fw_ver", "28.45.1020\n")
-        _w(dev / "hca_type", "MT4129\n")
-        _w(dev / "board_id", "NVD0000000087\n")
-        _w(dev / "node_type", "1: CA\n")
+        guid = guid_of(seed, i)
+        write_file(dev / "node_guid", guid)  # real kernels may omit the trailing newline (sysfs.md)
+        write_file(dev / "sys_image_guid", guid_of(seed, 0) + "\n")
+        write_file(dev / "fw_ver", "28.45.1020\n")
+        write_file(dev / "hca_type", "MT4129\n")
+        write_file(dev / "board_id", "NVD0000000087\n")
+        write_file(dev / "node_type", "1: CA\n")
         os.symlink(f"../../../{tw.pci}", dev / "device")
         port = dev / "ports" / "1"
-        _w(port / "state", "4: ACTIVE\n")
-        _w(port / "phys_state", "5: LinkUp\n")
-        _w(port / "rate", f"{rate}\n")
-        _w(port / "link_layer", "Ethernet\n")
-        _w(port / "lid", "0x0\n")
-        _w(port / "sm_lid", "0x0\n")
-        _w(port / "cap_mask", "0x00010000\n")
+        write_file(port / "state", "4: ACTIVE\n")
+        write_file(port / "phys_state", "5: LinkUp\n")
+        write_file(port / "rate", f"{rate}\n")
+        write_file(port / "link_layer", "Ethernet\n")
+        write_file(port / "lid", "0x0\n")
+        write_file(port / "sm_lid", "0x0\n")
+        write_file(port / "cap_mask", "0x00010000\n")
         for g, gtype in enumerate(("IB/RoCE v1", "RoCE v2")):
-            _w(port / "gid_attrs" / "ndevs" / str(g), tw.netdev + "\n")
-            _w(port / "gid_attrs" / "types" / str(g), gtype + "\n")
+            write_file(port / "gid_attrs" / "ndevs" / str(g), tw.netdev + "\n")
+            write_file(port / "gid_attrs" / "types" / str(g), gtype + "\n")
         data_base = int(rng.integers(10**9, 5 * 10**9))
         for c in MLX5_COUNTERS:
             if c in ("port_xmit_data", "port_rcv_data"):
@@ -259,15 +259,15 @@ def build_tree(root: str | os.PathLike = DEFAULT_ROOT, *, seed: int = 0,
                 base = int(rng.integers(0, 500))
             else:
                 base = 0
-            _w(port / "counters" / c, f"{base}\n")
-        _w(port / "hw_counters" / "lifespan", "10\n")
+            write_file(port / "counters" / c, f"{base}\n")
+        write_file(port / "hw_counters" / "lifespan", "10\n")
         for c in MLX5_HW_COUNTERS:
-            _w(port / "hw_counters" / c, "0\n")
+            write_file(port / "hw_counters" / c, "0\n")
         nd = fn / "net" / tw.netdev
         mac = ":".join(guid.replace(":", "")[k:k + 2] for k in (0, 2, 4, 10, 12, 14))
         for name, text in (("address", mac), ("mtu", "9000"), ("operstate", "up"),
                            ("speed", "200000"), ("carrier", "1"), ("type", "1")):
-            _w(nd / name, text + "\n")
+            write_file(nd / name, text + "\n")
         os.symlink(f"../../../{tw.pci}", nd / "device")
         nbase = int(rng.integers(10**8, 10**9))
         for s in NETDEV_STATS:
@@ -282,7 +282,7 @@ def build_tree(root: str | os.PathLike = DEFAULT_ROOT, *, seed: int = 0,
                                               NETDEV_PACKET_BYTES, base, False))
             else:
                 base = 0
-            _w(nd / "statistics" / s, f"{base}\n")
+            write_file(nd / "statistics" / s, f"{base}\n")
         ci = root / "class" / "infiniband"
         cn = root / "class" / "net"
         ci.mkdir(parents=True, exist_ok=True)
