@@ -280,7 +280,7 @@ def _xcorr_lag(a: np.ndarray, b: np.ndarray, max_lag: int) -> tuple[int, float]:
     return int(lags[i]), float(vals[i] / norm) if norm > 0 else 0.0
 
 
-def _parabola(y: np.ndarray, i: int) -> float:
+def parabola_peak(y: np.ndarray, i: int) -> float:
     if 0 < i < len(y) - 1:
         d = y[i - 1] - 2 * y[i] + y[i + 1]
         if d < 0:
@@ -314,9 +314,9 @@ def refine_offset(ref: NodeSeries, node: NodeSeries, grid_ns: np.ndarray, wall_o
         cs = np.concatenate([[0.0], np.cumsum(p)])
         per_block[j] = cs[bounds[1:]] - cs[bounds[:-1]]
     total = per_block.sum(axis=1)
-    best = _parabola(total, int(np.argmax(total)))
+    best = parabola_peak(total, int(np.argmax(total)))
     residual = float(lags[0] + best * FINE_STEP_NS)
-    ests = np.array([lags[0] + _parabola(per_block[:, k], int(np.argmax(per_block[:, k])))
+    ests = np.array([lags[0] + parabola_peak(per_block[:, k], int(np.argmax(per_block[:, k])))
                      * FINE_STEP_NS for k in range(blocks)])
     ok = bounds[1:] > bounds[:-1]
     se = float(np.std(ests[ok], ddof=1) / np.sqrt(ok.sum())) if ok.sum() > 2 else None
@@ -377,7 +377,7 @@ def burst_ends(s: NodeSeries, *, capacity_gbps: float, min_bytes: float = 5e6,
     return np.asarray(out, dtype=np.float64), markers
 
 
-def _marker_lag(ref_m: np.ndarray, node_m: np.ndarray, shift_ns: float, max_lag_ns: int,
+def marker_lag(ref_m: np.ndarray, node_m: np.ndarray, shift_ns: float, max_lag_ns: int,
                 tol_ns: float = 3 * MS) -> float | None:
     """The lag (ns) within +-``max_lag_ns`` that lines up the most markers (within ``tol_ns``),
     ties to the smallest lag; None without markers on both sides."""
@@ -399,7 +399,7 @@ def _marker_lag(ref_m: np.ndarray, node_m: np.ndarray, shift_ns: float, max_lag_
     return best
 
 
-def _match_residual(ref_ends: np.ndarray, node_ends: np.ndarray, shift_ns: float,
+def match_residual(ref_ends: np.ndarray, node_ends: np.ndarray, shift_ns: float,
                     tol_ns: float = 2 * MS) -> tuple[float, float, int] | None:
     """Median of ref_end - (node_end + shift) over ends matched within ``tol_ns``; its standard
     error (1.2533 x sd / sqrt(n), the median's for normal errors) and the count."""
@@ -457,7 +457,7 @@ def align_run_set(rs: RunSet, series: list[NodeSeries], *, refine: bool = True,
             ends, markers = burst_ends(series[i], capacity_gbps=capacity_gbps)
             # a train of equal all-reduces correlates almost as well one period off: the
             # once-only events (a burst after a pause) decide, the correlation only without them
-            ml = _marker_lag(ref_markers, markers, n.wall_offset_ns, max_lag_ns)
+            ml = marker_lag(ref_markers, markers, n.wall_offset_ns, max_lag_ns)
         if ml is None:
             lag, corr = _xcorr_lag(r0, series[i].rate_at(grid - n.wall_offset_ns),
                                    max(1, max_lag_ns // w))
@@ -469,7 +469,7 @@ def align_run_set(rs: RunSet, series: list[NodeSeries], *, refine: bool = True,
             den = float(np.sqrt((a0 * a0).sum() * (x0 * x0).sum()))
             corr = float((a0 * x0).sum() / den) if den > 0 else 0.0
         if capacity_gbps is not None:
-            m = _match_residual(ref_ends, ends, n.wall_offset_ns + coarse)
+            m = match_residual(ref_ends, ends, n.wall_offset_ns + coarse)
         if m is not None:
             res, se, n.bursts_matched = coarse + m[0], m[1], m[2]
         else:
@@ -1061,27 +1061,6 @@ class ClusterResult:
     @property
     def warnings(self) -> list[str]:
         return self.run_set.warnings
-
-
-def cluster_summary(paths, *, method: str = "summary", engine: str = "local",
-                    jobs: int | None = None, address: str | None = None,
-                    **kw) -> ClusterResult:
-    """Summarise the captures of one run, node by node (see the module docstring).
-
-    ``method``: "summary" (default: ``cluster_reduce.summarize``, each node mapped to a
-    compact summary in one streamed pass, on ``engine`` "local" (a process pool of ``jobs``,
-    default the machine's cores), "serial" or "ray" (``address``); memory bounded by the
-    summaries) or "series" (``cluster_summary_series``: every node's whole 1 ms series held,
-    the reference the map and reduce is tested against). Other parameters, result and errors:
-    ``cluster_summary_series``.
-    """
-    if method == "series":
-        return cluster_summary_series(paths, **kw)
-    if method != "summary":
-        raise ValueError(f"method must be 'summary' or 'series', got {method!r}")
-    from rdmascope.analysis.cluster_reduce import summarize
-
-    return summarize(paths, engine=engine, jobs=jobs, address=address, **kw)
 
 
 def cluster_summary_series(paths, *, requests: str | os.PathLike | None = None,

@@ -22,9 +22,9 @@ from rdmascope.analysis.cluster import (
     MIN_CORRELATION,
     MS,
     RunSet,
-    _marker_lag,
-    _match_residual,
-    _parabola,
+    marker_lag,
+    match_residual,
+    parabola_peak,
 )
 
 #: Longest common span cross-correlated whole; longer runs use PIECES pieces of it.
@@ -98,9 +98,9 @@ def _refine_pieces(ref, node, grids, wall_offset_ns: int, *, max_lag_ns: int, bl
         cs = np.concatenate([[0.0], np.cumsum(p)])
         per_block[j] = cs[bounds[1:]] - cs[bounds[:-1]]
     total = per_block.sum(axis=1)
-    best = _parabola(total, int(np.argmax(total)))
+    best = parabola_peak(total, int(np.argmax(total)))
     residual = float(lags[0] + best * FINE_STEP_NS)
-    ests = np.array([lags[0] + _parabola(per_block[:, k], int(np.argmax(per_block[:, k])))
+    ests = np.array([lags[0] + parabola_peak(per_block[:, k], int(np.argmax(per_block[:, k])))
                      * FINE_STEP_NS for k in range(blocks)])
     ok = bounds[1:] > bounds[:-1]
     se = float(np.std(ests[ok], ddof=1) / np.sqrt(ok.sum())) if ok.sum() > 2 else None
@@ -134,7 +134,7 @@ def align_summaries(rs: RunSet, views, summaries, grids, *, refine: bool = True,
             continue
         s = summaries[i]
         r_list = [ref_v.rate_at(g) for g in grids]
-        ml = _marker_lag(ref_s.markers, s.markers, n.wall_offset_ns, max_lag_ns)
+        ml = marker_lag(ref_s.markers, s.markers, n.wall_offset_ns, max_lag_ns)
         if ml is None:
             lag, corr = _xcorr_pieces(r_list, [views[i].rate_at(g - n.wall_offset_ns)
                                                for g in grids], max(1, max_lag_ns // w))
@@ -146,7 +146,7 @@ def align_summaries(rs: RunSet, views, summaries, grids, *, refine: bool = True,
             a0, x0 = r0 - r0.mean(), x - x.mean()
             den = float(np.sqrt((a0 * a0).sum() * (x0 * x0).sum()))
             corr = float((a0 * x0).sum() / den) if den > 0 else 0.0
-        m = _match_residual(ref_s.ends, s.ends, n.wall_offset_ns + coarse)
+        m = match_residual(ref_s.ends, s.ends, n.wall_offset_ns + coarse)
         if m is not None:
             res, se, n.bursts_matched = coarse + m[0], m[1], m[2]
         else:

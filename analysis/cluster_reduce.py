@@ -1,6 +1,6 @@
 """The cluster view as map and reduce: plan, run every node's map, judge the set.
 
-``summarize(paths, ...)`` (what ``cluster.cluster_summary`` runs by default):
+``summarize(paths, ...)`` (what ``cluster_summary`` runs by default):
 
 1. **Plan** (driver, manifests only): the run set on its wall clocks (``open_run_set``; a
    capture that is missing, unreadable or of another run is set aside and named), the request
@@ -215,7 +215,7 @@ def summarize(paths, *, requests=None, request_format: str | None = None,
               capacity_gbps: float | None = None, progress=None, run: int | None = None,
               engine: str = "local", jobs: int | None = None, address: str | None = None
               ) -> C.ClusterResult:
-    """``cluster.cluster_summary`` as map and reduce (module docstring; same parameters and
+    """``cluster_summary`` as map and reduce (module docstring; same parameters and
     result, plus ``engine``/``jobs``/``address``). A node that cannot be read is named in
     ``ClusterResult.failed`` (host -> reason), counted as CANNOT JUDGE, and the rest is judged.
     """
@@ -338,3 +338,22 @@ def summary_info(res) -> dict[str, Any]:
     """Sizes of what the maps sent back (for benchmarks): nodes, bytes per summary."""
     sums = getattr(res, "summaries", None) or []
     return {"nodes": len(sums), "summary_bytes": [s.nbytes() for s in sums]}
+
+
+def cluster_summary(paths, *, method: str = "summary", engine: str = "local",
+                    jobs: int | None = None, address: str | None = None,
+                    **kw) -> C.ClusterResult:
+    """Summarise the captures of one run, node by node (see the module docstring).
+
+    ``method``: "summary" (default: ``summarize``, each node mapped to a
+    compact summary in one streamed pass, on ``engine`` "local" (a process pool of ``jobs``,
+    default the machine's cores), "serial" or "ray" (``address``); memory bounded by the
+    summaries) or "series" (``cluster.cluster_summary_series``: every node's whole 1 ms series held,
+    the reference the map and reduce is tested against). Other parameters, result and errors:
+    ``cluster_summary_series``.
+    """
+    if method == "series":
+        return C.cluster_summary_series(paths, **kw)
+    if method != "summary":
+        raise ValueError(f"method must be 'summary' or 'series', got {method!r}")
+    return summarize(paths, engine=engine, jobs=jobs, address=address, **kw)

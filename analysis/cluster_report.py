@@ -1,6 +1,6 @@
 """The HTML report of a run set (the captures of several hosts of one run).
 
-``write_cluster_report(captures, out_dir, ...)`` runs ``cluster.cluster_summary`` and renders, with
+``write_cluster_report(captures, out_dir, ...)`` runs ``cluster_reduce.cluster_summary`` and renders, with
 the single-run report's renderer (``report.render_report``): the set's verdicts (emulation on every
 node, symmetry of bytes per request, stragglers/slow links, clock warnings), the nodes x time
 heatmap of 1 ms rates with the requests' prefill and decode marked, a zoom where every node's
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 from rdmascope.analysis import cluster as C
+from rdmascope.analysis.cluster_reduce import cluster_summary
 from rdmascope.analysis.report import (
     ReportContent,
     ReportFigure,
@@ -172,11 +173,11 @@ def write_cluster_report(captures: Sequence[str | os.PathLike], out_dir: str | o
                          run: int | None = None) -> Path:
     """Summarise a run set and write ``out_dir/report.html`` (+ figures/, tables/).
 
-    Raises what ``cluster.cluster_summary`` raises and OSError.
+    Raises what ``cluster_reduce.cluster_summary`` raises and OSError.
     """
     say = progress or (lambda _m: None)
     say(f"cluster: {len(captures)} captures")
-    res = C.cluster_summary(list(captures), requests=requests, offset_s=offset_s,
+    res = cluster_summary(list(captures), requests=requests, offset_s=offset_s,
                             reference=reference, refine=refine, run=run,
                             progress=lambda k, n, host: say(f"node {k}/{n}: {host}"))
     content = build_cluster_report(res, title=title)

@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from rdmascope.analysis.cluster import RunSetError, cluster_summary, open_run_set
+from rdmascope.analysis.cluster import RunSetError, open_run_set
+from rdmascope.analysis.cluster_reduce import cluster_summary
 
 from rdmascope.cli import main
 from rdmascope.emulator.cluster import REALTIME_ZERO_NS, ClusterSpec, simulate_cluster

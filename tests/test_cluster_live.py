@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 import pytest
-from rdmascope.analysis.cluster import cluster_summary
+from rdmascope.analysis.cluster_reduce import cluster_summary
 
 from rdmascope.capture import read_manifest
 

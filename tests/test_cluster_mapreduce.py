@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from rdmascope.analysis import cluster_align
-from rdmascope.analysis.cluster import cluster_summary
+from rdmascope.analysis.cluster_reduce import cluster_summary
 from rdmascope.analysis.cluster_map import SummaryView
 
 from rdmascope.cli import main

@@ -189,7 +189,8 @@ LAYERS = [
                 "series"}),
     ("views", {"peaks", "bursts", "verify", "quality", "envelope", "metrics", "ranges", "nccl"}),
     ("request logs and attribution", {"requestlogs", "attribute", "compare", "estimate",
-                                      "cluster"}),
+                                      "cluster", "cluster_align", "cluster_map", "cluster_ray",
+                                      "cluster_reduce"}),
     ("report, figures and exports", {"figures", "timeline", "report", "cluster_report",
                                      "dataset"}),
 ]

@@ -88,7 +88,8 @@ def _progress():
 @output_options
 def command(captures, requests_path, request_format, offset_s, reference, refine, max_lag,
             clock_warn, single, tolerance, capacity, jobs, engine, address, out, nccl_log=()):
-    from rdmascope.analysis.cluster import RunSetError, cluster_summary
+    from rdmascope.analysis.cluster import RunSetError
+    from rdmascope.analysis.cluster_reduce import cluster_summary
     from rdmascope.analysis.requestlogs import RequestLogError
     from rdmascope.capture import CaptureError
 

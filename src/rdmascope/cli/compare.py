@@ -211,7 +211,8 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
 
 def _compare_sets(set_info, logs, formats, offsets, runs, dirs):
     """Per-node comparison of two run sets (``cluster.compare_run_sets``) and its meta."""
-    from rdmascope.analysis.cluster import RunSetError, cluster_summary, compare_run_sets
+    from rdmascope.analysis.cluster import RunSetError, compare_run_sets
+    from rdmascope.analysis.cluster_reduce import cluster_summary
     from rdmascope.analysis.requestlogs import RequestLogError
     from rdmascope.capture import CaptureError
 

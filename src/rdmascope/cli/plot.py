@@ -189,12 +189,8 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
 
 def _plot_cluster(kind, captures, request_logs, output, offset_s, zoom_ns, dpi, figures) -> None:
     """The run set's figures: the heatmap or the zoom (``analysis.cluster``, refined clocks)."""
-    from rdmascope.analysis.cluster import (
-        RunSetError,
-        aligned_rates,
-        cluster_summary,
-        zoom_window,
-    )
+    from rdmascope.analysis.cluster import RunSetError, aligned_rates, zoom_window
+    from rdmascope.analysis.cluster_reduce import cluster_summary
     from rdmascope.analysis.requestlogs import RequestLogError
     from rdmascope.capture import CaptureError
     from rdmascope.cli.shared import find_request_log

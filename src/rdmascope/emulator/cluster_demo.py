@@ -60,7 +60,7 @@ def run_cluster_demo(outdir: str | os.PathLike | None = None, *, nodes: int = 8,
     """Run the cluster demo into ``outdir`` (default a fresh ``./rdmascope-demo/<date-time>``);
     return the report's path. Raises ``DemoError`` for a non-empty ``outdir`` without
     ``force`` or fewer than 3 nodes (a median needs them)."""
-    from rdmascope.analysis.cluster import cluster_summary
+    from rdmascope.analysis.cluster_reduce import cluster_summary
     from rdmascope.analysis.cluster_report import build_cluster_report
     from rdmascope.analysis.report import render_report
     from rdmascope.emulator.cluster import ClusterSpec, simulate_cluster
