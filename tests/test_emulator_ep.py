@@ -152,11 +152,17 @@ def test_a_resize_capture_records_new_rails_from_the_moment_they_appear(tmp_path
     raw = read_capture(out)
     S = raw.manifest["start"]["monotonic_ns"]
     at = S + 3_000_000_000
+    # said as the recorder says a device that appears: one event and one device_changes entry
+    # per device, at the moment it appeared
+    new = [f"mlx5_{k}" for k in range(4, 8)]
     events = [e for e in raw.manifest["events"] if e["kind"] == "device_appeared"]
-    new_ids = {i for i, c in enumerate(raw.counters) if c["device"] in
-               {f"mlx5_{k}" for k in range(4, 8)}}
-    assert {e["counter_id"] for e in events} == new_ids and len(new_ids) == 8
-    assert all(e["t_ns"] == at for e in events)
+    assert len(events) == 4 and all(e["t_ns"] == at and e["counter_id"] is None for e in events)
+    assert all(any(n in e["message"] for e in events) for n in new)
+    changes = raw.manifest["device_changes"]
+    assert [(c["name"], c["kind"], c["t_ns"]) for c in changes] == [(n, "appeared", at)
+                                                                    for n in new]
+    pci = {d["name"]: d["pci"] for d in raw.manifest["devices"]}
+    assert all(c["pci"] == pci[c["name"]] for c in changes)
     s = _series(raw)
     interval = raw.manifest["interval_ns"]
     for k in range(8):

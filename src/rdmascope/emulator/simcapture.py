@@ -62,7 +62,8 @@ TRUTH_FORMAT = "rdmascope-emulator-truth"
 SYNTHETIC_MONOTONIC_NS = 3_600_000_000_000
 SYNTHETIC_REALTIME_NS = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z
 
-#: the manifest event kind of a device that appears during a capture (one event per counter)
+#: the manifest event kind of a device that appears during a capture (one per device, as
+#: ``rdmascope record`` writes it, with an entry in the manifest's ``device_changes``)
 DEVICE_APPEARED_KIND = "device_appeared"
 READ_OFFSET_SD_NS = 30_000
 READ_OFFSET_CLIP_NS = 100_000
@@ -338,11 +339,21 @@ def simulate_capture(path: str | os.PathLike, traffic: Traffic, *, seed: int | N
     if force:
         _replace_earlier_truth(Path(path))
     writer = CaptureWriter.create(path, fields, force=force)
-    for j in np.flatnonzero(appears):  # as the recorder says of a device that appears
-        c = counters[j]
-        writer.add_event(S + int(appear_ns[j]), int(j), DEVICE_APPEARED_KIND,
-                         f"{c['device']} port {c['port']} appeared: {c['name']} read from "
-                         "then on", save=False)
+    # a device that appears: said as ``rdmascope record`` says it (the manifest's
+    # ``device_changes`` entry and one ``device_appeared`` event per device); unlike the
+    # recorder, which samples a fixed counter set, the simulated sampler reads it from then on
+    dev_info = {d["name"]: d for d in devices}
+    appeared = sorted({(int(appear_ns[j]), counters[j]["device"]) for j in np.flatnonzero(appears)})
+    if appeared:
+        changes = writer.manifest.setdefault("device_changes", [])
+        for t, name in appeared:
+            d = dev_info.get(name, {})
+            changes.append({"name": name, "pci": d.get("pci"),
+                            "sys_image_guid": d.get("sys_image_guid"), "kind": "appeared",
+                            "t_ns": S + t})
+            writer.add_event(S + t, None, DEVICE_APPEARED_KIND,
+                             f"RDMA device {name} (PCI {d.get('pci') or 'unknown'}) appeared "
+                             "after the start; sampled from then on", save=False)
 
     from rdmascope.sampler.audit import LogHistogram
     interval_hist = LogHistogram()
