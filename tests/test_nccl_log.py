@@ -151,7 +151,8 @@ def test_nccl_command_summary(tmp_path):
     row = json.loads(r.output)["processes"][0]
     assert row["version"] == "2.19.3" and row["network"] == "IB" and row["gdrdma"] == "on"
     # 2.19 cannot merge: channels 0, 2 through twin 0 and channel 1 through twin 1, x2 lines
-    assert row["channels_per_hca"] == "roceP2p1s0f1=2 rocep1s0f1=4"
+    assert row["connections_per_hca"] == "roceP2p1s0f1=2 rocep1s0f1=4"
+    assert row["channels_per_hca"] == "roceP2p1s0f1=1 rocep1s0f1=2"
     assert row["hcas_opened"] == "rocep1s0f1:1/RoCE roceP2p1s0f1:1/RoCE"
     assert row["comms"] == "rank 0/2 on 2 nodes"
 

@@ -204,6 +204,17 @@ class Process:
                 out[h] = out.get(h, 0) + 1
         return out
 
+    def channels_per_hca(self) -> dict[str, int]:
+        """Return HCA name -> number of distinct channels (per communicator) with a NET/IB
+        connection through it."""
+        seen: dict[str, set] = {}
+        for c in self.net_channels():
+            if not is_ib(c.net) or c.dev is None:
+                continue
+            for h in self.net_dev_hcas(c.dev):
+                seen.setdefault(h, set()).add((c.comm, c.channel))
+        return {h: len(v) for h, v in seen.items()}
+
     @property
     def opened_hcas(self) -> list[str]:
         """The HCAs of ``NET/IB : Using`` (and of merged groups), in NCCL's order."""

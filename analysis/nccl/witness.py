@@ -229,8 +229,9 @@ def summary_table(log: NcclLog) -> pd.DataFrame:
     """Return one row per (host, pid): version, network, plugin, NCCL_IB_HCA, HCAs opened (with
     port and link layer), GDRDMA, NET channels per HCA, socket fallback, communicators.
 
-    Columns: host, pid, version, network, plugin, ib_hca_env, hcas_opened, channels_per_hca,
-    gdrdma ("on", "off", "mixed" or None), socket (interfaces or ""), comms ("rank R/N" per
+    Columns: host, pid, version, network, plugin, ib_hca_env, hcas_opened, channels_per_hca
+    (distinct channels per communicator through each HCA), connections_per_hca (send and
+    receive lines), gdrdma ("on", "off", "mixed" or None), socket (interfaces or ""), comms ("rank R/N" per
     communicator, with "incomplete" when its Init COMPLETE is missing), files.
     """
     rows = []
@@ -250,7 +251,8 @@ def summary_table(log: NcclLog) -> pd.DataFrame:
             "host": p.host, "pid": p.pid, "version": p.version, "network": p.network,
             "plugin": p.plugin, "ib_hca_env": p.ib_hca_env,
             "hcas_opened": " ".join(opened) or ("none (NET/IB : No device found)" if p.ib_no_device else ""),
-            "channels_per_hca": " ".join(f"{h}={n}" for h, n in sorted(p.hcas_carrying().items())),
+            "channels_per_hca": " ".join(f"{h}={n}" for h, n in sorted(p.channels_per_hca().items())),
+            "connections_per_hca": " ".join(f"{h}={n}" for h, n in sorted(p.hcas_carrying().items())),
             "gdrdma": None if not gdr else ("on" if gdr == {True} else "off" if gdr == {False} else "mixed"),
             "socket": " ".join(f"{i}:{a}" for i, a in p.sockets.values()),
             "comms": "; ".join(comms), "files": " ".join(p.files)})

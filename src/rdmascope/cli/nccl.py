@@ -42,8 +42,8 @@ def command(log, out):
                 if r["hcas_opened"]:
                     click.echo(f"    HCAs opened: {r['hcas_opened']}")
                 if r["channels_per_hca"]:
-                    click.echo(f"    NET/IB channel connections per HCA: {r['channels_per_hca']}"
-                               f" (GDRDMA {r['gdrdma']})")
+                    click.echo(f"    NET/IB channels per HCA: {r['channels_per_hca']} "
+                               f"(connections {r['connections_per_hca']}; GDRDMA {r['gdrdma']})")
                 if r["socket"]:
                     click.echo(f"    NET/Socket (TCP, no RDMA): {r['socket']}")
                 if r["comms"]:
