@@ -79,6 +79,9 @@ class Attribution:
     capture_id: str | None = None
     failed: pd.DataFrame = field(default_factory=pd.DataFrame)
     runs: list[dict[str, Any]] = field(default_factory=list)
+    #: per-cell statistics (``cellstats.cell_stats``: per test and per round, warm-up left out)
+    cells: pd.DataFrame = field(default_factory=pd.DataFrame)
+    percentiles: tuple[float, ...] = ()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -234,7 +237,7 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
               arrival_window_s: float = 1.0, link_capacity_gbps: float | None = None,
               peak_width_ns: int = PEAK_WIDTH_NS, warmup_rounds: int = 0,
               origin_ns: int | None = None, use_corrected: bool = False,
-              _backend=None, _run=None) -> Attribution:
+              percentiles=None, _backend=None, _run=None) -> Attribution:
     """Attribute a capture's traffic to the requests of an aligned request log.
 
     ``capture``: a ``load.Capture``, or a ``stream.CaptureInfo`` (``stream.open_capture``),
@@ -248,6 +251,8 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
     ``warmup_rounds``: the first N rounds of each test are warm-up (see the module docstring):
     listed with ``warmup`` True in ``requests`` and ``rounds``, left out of ``tests``.
     ``origin_ns``: the 1 ms grid's origin (int64 ns), default the capture start.
+    ``percentiles``: those of the per-cell statistics (``cells``; default
+    ``cellstats.DEFAULT_PERCENTILES`` = 50, 90, 95, 99).
 
     ``requests`` columns: ``request_id, test, round, prompt_tokens, output_tokens, t_send_ns,
     t_first_ns, t_last_ns``, the timing metrics of ``metrics.request_timing``, and for each window
@@ -281,7 +286,7 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
                           capacity_gbps=link_capacity_gbps or capacity_gbps(capture))
         kw = dict(arrival_window_s=arrival_window_s, link_capacity_gbps=link_capacity_gbps,
                   peak_width_ns=peak_width_ns, warmup_rounds=warmup_rounds,
-                  origin_ns=origin_ns, use_corrected=use_corrected)
+                  origin_ns=origin_ns, use_corrected=use_corrected, percentiles=percentiles)
         attribute(capture, log, _backend=rq, **kw)
         if _run is None:
             rq.run()
@@ -360,6 +365,10 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
                    strict=True)) if len(rounds) else set()
     out["warmup"] = [(t, r) in warm for t, r in zip(out["test"], out["round"], strict=True)]
     measured = ~out["warmup"].to_numpy(dtype=bool)
+    from .cellstats import DEFAULT_PERCENTILES, cell_stats
+
+    pcts = tuple(DEFAULT_PERCENTILES if percentiles is None else percentiles)
+    cells = cell_stats(out, req["chunk_times"], pcts)
     tests = _tests(rounds[~rounds["warmup"]] if len(rounds) else rounds)
     if len(tests):
         n_warm = rounds.groupby("test", sort=False)["warmup"].sum()
@@ -454,7 +463,8 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
                        requests=out, by_series=by_series_df, rounds=rounds, tests=tests,
                        timeline=timeline, time_classes=pd.DataFrame(classes), summary=summary,
                        notes=notes, warmup_rounds=int(warmup_rounds),
-                       capture_id=capture.meta.get("capture_id"))
+                       capture_id=capture.meta.get("capture_id"), cells=cells,
+                       percentiles=pcts)
 
 
 def _conserving_split(req: pd.DataFrame, be, out: pd.DataFrame):

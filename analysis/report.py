@@ -1531,6 +1531,21 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                      + (f" The first {warmup_rounds} round(s) of each test are warm-up, not "
                         "counted." if warmup_rounds else "") + _per_token_note(cfg.capture),
                 name="per-test"))
+            if len(att.cells):
+                from .cellstats import pct_name
+
+                cols = ["scope", "test", "round", "n_requests"] + [
+                    f"{m}_{k}_s" for m in ("ttft", "tpot", "itl", "e2e")
+                    for k in ("mean", *map(pct_name, att.percentiles), "max")] + [
+                    "output_throughput_tps", "total_token_throughput_tps",
+                    "request_throughput_rps"]
+                tables.append(ReportTable(
+                    _pick(att.cells, cols), title="Per cell: latency percentiles and throughput",
+                    note="Per test (all its measured rounds) and per round, as vLLM's "
+                         "calculate_metrics: TTFT and E2E per request, TPOT per request with "
+                         "more than one output token, ITL every chunk gap pooled; throughput "
+                         "over first send to last token. Warm-up left out.",
+                    name="per-cell"))
             tables.append(ReportTable(_pick(att.requests, REQUEST_COLUMNS
                                             + (("warmup",) if warmup_rounds else ())),
                                       title="Per request",

@@ -274,7 +274,7 @@ def test_report_tables_as_csv_named_by_content_and_round_trip(sim_runs, tmp_path
     html = R.render_report(content, tmp_path / "rep", embed=False)
     tables = tmp_path / "rep" / "tables"
     names = sorted(p.name for p in tables.glob("*.csv"))
-    per_config = ("per-request", "per-test", "peaks", "bursts", "devices")
+    per_config = ("per-request", "per-test", "per-cell", "peaks", "bursts", "devices")
     assert names == sorted(["comparison.csv"] + [f"{c}_{t}.csv" for c in
                                                  ("200-gb-s", "emulated-100-gb-s")
                                                  for t in per_config])

@@ -40,12 +40,32 @@ def attribution_tables(att) -> dict:
     tables = {"requests": att.requests.drop(columns=["chunk_times"], errors="ignore"),
               "failed": att.failed,
               "rounds": att.rounds, "tests": att.tests, "by_series": att.by_series,
-              "time_classes": att.time_classes, "timeline": att.timeline}
+              "time_classes": att.time_classes, "timeline": att.timeline, "cells": att.cells}
     meta = {"capture": att.capture_path, "request_log": att.log_path, "format": att.log_format,
             "alignment": att.alignment, "summary": att.summary, "definitions": DEFINITIONS,
             "runs": att.runs,
             "notes": att.notes}
     return tables, meta
+
+
+def _percentiles(ctx, param, value):
+    from rdmascope.analysis.cellstats import parse_percentiles
+
+    try:
+        return parse_percentiles(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+#: Per-cell columns printed (the JSON/CSV table "cells" holds every statistic).
+def cell_cols(percentiles) -> list[str]:
+    from rdmascope.analysis.cellstats import pct_name
+
+    cols = ["scope", "test", "round", "n_requests"]
+    for m in ("ttft", "tpot", "itl", "e2e"):
+        cols += [f"{m}_mean_s"] + [f"{m}_{pct_name(p)}_s" for p in percentiles] + [f"{m}_max_s"]
+    return cols + ["output_throughput_tps", "total_token_throughput_tps",
+                   "request_throughput_rps"]
 
 
 @click.command("attribute", short_help="Split traffic per request into prefill and decode.")
@@ -78,11 +98,14 @@ def attribution_tables(att) -> dict:
                                 "out of the per-test means and spreads (method.md: 1).")
 @click.option("--definitions", is_flag=True,
               help="Also print the metric definitions (alone, without a capture: only them).")
+@click.option("--percentiles", "percentiles", default="50,90,95,99", show_default=True,
+              metavar="P,P,...", callback=_percentiles,
+              help="Percentiles of the per-cell TTFT, TPOT, ITL and E2E statistics.")
 @origin_option
 @link_gbps_option
 @output_options
 def command(capture, requests_log, fmt, offset, run, use_corrected, arrival_window, capacity,
-            warmup_rounds, definitions, origin_s, out):
+            warmup_rounds, definitions, percentiles, origin_s, out):
     """Attribute CAPTURE's RDMA traffic to the requests of a request log.
 
     Per request: prefill [send, first token] and decode [first token, last token] bytes (node
@@ -117,7 +140,7 @@ def command(capture, requests_log, fmt, offset, run, use_corrected, arrival_wind
         log = align(log, cap, list(offset) or None)
         att = attribute(cap, log, arrival_window_s=arrival_window, link_capacity_gbps=capacity,
                         warmup_rounds=warmup_rounds, use_corrected=use_corrected,
-                        origin_ns=grid_origin(cap.t_start_ns, origin_s))
+                        origin_ns=grid_origin(cap.t_start_ns, origin_s), percentiles=percentiles)
     except (RequestLogError, CaptureError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     tables, meta = attribution_tables(att)
@@ -176,6 +199,10 @@ def _human(att, definitions: bool) -> None:
                "Per test (mean of rounds, min and max" + (", warm-up left out)" if warm
                                                           else ")"))
     echo_table(att.time_classes, TIME_COLS, "Time classes of the capture")
+    if len(att.cells):
+        echo_table(att.cells, cell_cols(att.percentiles),
+                   "Per cell (test, and each round): TTFT, TPOT, ITL, E2E as vLLM's "
+                   "calculate_metrics; warm-up left out")
     r = att.requests
     if r["ttft_reasoning_s"].notna().any():
         echo_table(r[r["ttft_reasoning_s"].notna()], ["request_id", "ttft_s", "ttft_reasoning_s",
