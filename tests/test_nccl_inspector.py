@@ -105,6 +105,19 @@ def test_prometheus_textfile(tmp_path):
     df = read_prometheus([tmp_path])
     assert list(df["metric"]) == ["nccl_bus_bandwidth_gbs", "nccl_collective_exec_time_microseconds"]
     assert df["value"].tolist() == [678.263, 9498.47] and set(df["node"]) == {"spark-01"}
+    bad = tmp_path / "bad" / "x.prom"
+    bad.parent.mkdir()
+    bad.write_text("nccl_bus_bandwidth_gbs{node=spark-01} 1\n")
+    with pytest.raises(InspectorError, match=r"x.prom: line 1: not a Prometheus sample"):
+        read_prometheus([bad])
+
+
+def test_collectives_on_prometheus_files_says_they_cannot_be_placed(tmp_path, run):
+    f = tmp_path / "nccl_inspector_metrics_GPU-1.prom"
+    f.write_text('nccl_bus_bandwidth_gbs{node="x",collective="AllReduce",message_size="8-9MB"} 12.5\n')
+    r = CliRunner().invoke(main, ["collectives", str(run), "--inspector", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert "cannot be placed" in r.output and "12.5" in r.output
 
 
 def test_records_without_verbose_are_placed_at_their_dump_time(tmp_path, run):

@@ -205,7 +205,7 @@ def read_prometheus(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
             if not line.startswith("nccl_"):
                 continue
             m = _PROM.match(line)
-            if not m:
+            if not m or _LABEL.sub("", m["labels"]).replace(",", "").strip():
                 raise InspectorError(f"{f}: line {no}: not a Prometheus sample: {line[:80]!r}")
             try:
                 value = float(m["value"])

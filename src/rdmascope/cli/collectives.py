@@ -30,10 +30,26 @@ def command(capture, inspector, max_rows, out):
     from rdmascope.analysis.nccl.collectives import collectives_table, size_class_table
     from rdmascope.analysis.nccl.inspector import InspectorError, read_inspector
 
+    from rdmascope.analysis.nccl.inspector import read_prometheus
+
     try:
         recs = read_inspector(inspector)
+        prom = read_prometheus(inspector) if recs.empty else None
     except InspectorError as exc:
         raise click.ClickException(str(exc)) from exc
+    if prom is not None and not prom.empty:  # NCCL_INSPECTOR_PROM_DUMP=1: aggregates only
+        note = ("these are Inspector Prometheus textfiles (NCCL_INSPECTOR_PROM_DUMP=1): per "
+                "interval aggregates per collective and size bucket, which cannot be placed on "
+                "the capture's clock; for per-collective records run with "
+                "NCCL_INSPECTOR_PROM_DUMP=0 NCCL_INSPECTOR_DUMP_VERBOSE=1")
+
+        def human_prom():
+            click.echo(format_table(prom.drop(columns=["file", "line"])))
+            click.echo(f"note: {note}")
+
+        emit({"prometheus": prom}, out, human=human_prom,
+             meta={"capture": str(capture), "inspector": list(inspector), "notes": [note]})
+        return
     with cli_errors(str(capture)):
         cap = load_capture(capture)
     try:
