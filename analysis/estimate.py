@@ -42,6 +42,9 @@ from rdmascope.models import (  # noqa: F401  (re-exported: the estimate's publi
 
 #: The study's prefill chunk (``max_num_batched_tokens``).
 STUDY_CHUNK_TOKENS = 4096
+#: The study's ``--long-prefill-token-threshold``: one request's tokens per pass, so a single
+#: prompt's all-reduces carry 2,048 tokens (method.md, "How large is one prefill burst").
+STUDY_LONG_PREFILL_THRESHOLD = 2048
 #: Tokens per request per decode pass in the study: the newest token plus 4 speculative drafts.
 STUDY_DECODE_TOKENS_PER_REQUEST = 5
 
@@ -478,6 +481,13 @@ def estimate(model: ModelShape, *, tp: int = 8, chunk_tokens: int = STUDY_CHUNK_
             "time_old_s": transfer_time_s(ar, link_old_gbps),
             "time_new_s": transfer_time_s(ar, link_new_gbps),
             "time_emulated_s": transfer_time_s(ar, emulated_gbps),
+            # one prompt alone: vLLM caps a request's tokens per pass at
+            # long_prefill_token_threshold (2,048 in the study), so its bursts are that size
+            "single_prompt_tokens": min(chunk_tokens, STUDY_LONG_PREFILL_THRESHOLD),
+            "single_prompt_bytes_per_node": allreduce_bytes_per_node(
+                min(chunk_tokens, STUDY_LONG_PREFILL_THRESHOLD), model, tp),
+            "single_prompt_time_old_s": transfer_time_s(allreduce_bytes_per_node(
+                min(chunk_tokens, STUDY_LONG_PREFILL_THRESHOLD), model, tp), link_old_gbps),
         },
         "prompts": rows,
         "decode": decode,

@@ -290,3 +290,20 @@ def test_memory_bound_decode_by_hand():
     assert "at least 10.3 ms" in r.output and "14.2 Gb/s per node" in r.output
     with pytest.raises(est.EstimateError):
         est.memory_bound_decode(1e6, 0.0)
+
+
+def test_one_prompt_alone_bursts_at_the_long_prefill_threshold():
+    """--long-prefill-token-threshold 2048: one prompt's all-reduces carry 2,048 tokens."""
+    ar = est.estimate(M, tp=8)["allreduce"]
+    # 2,048 x 6,144 x 2 B x 1.75 = 44,040,192 B; at 200 Gb/s 1.76 ms
+    assert ar["single_prompt_tokens"] == 2048
+    assert ar["single_prompt_bytes_per_node"] == 2048 * 6144 * 2 * 1.75 == 44_040_192
+    assert ar["single_prompt_time_old_s"] == pytest.approx(44_040_192 * 8 / 200e9)
+    from rdmascope.cli import main
+
+    out = CliRunner().invoke(main, ["estimate"]).output
+    assert "one prompt alone is prefilled 2,048 tokens per pass" in out
+    assert "44.0 MB per node per all-reduce, 1.8 ms at 200 Gb/s" in out
+    # a chunk no larger than the threshold: nothing more to say
+    assert "one prompt alone" not in CliRunner().invoke(main, ["estimate", "--chunk",
+                                                               "2048"]).output

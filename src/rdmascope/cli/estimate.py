@@ -253,6 +253,12 @@ def _human_tp(pt, ar, chunk, o, n, emu, emulated) -> None:
                f"{ar['time_new_s'] * 1e3:.1f} ms at {n:g}"
                + (f", {ar['time_emulated_s'] * 1e3:.1f} ms at {emulated:g} (what the emulated "
                   f"{n:g} Gb/s link really carries)" if emu else ""))
+    if ar["single_prompt_tokens"] < chunk:
+        click.echo(f"  one prompt alone is prefilled {ar['single_prompt_tokens']:,} tokens per "
+                   "pass (vLLM's long_prefill_token_threshold, 2,048 in the study): "
+                   f"{ar['single_prompt_bytes_per_node'] / 1e6:.1f} MB per node per all-reduce, "
+                   f"{ar['single_prompt_time_old_s'] * 1e3:.1f} ms at {o:g} Gb/s; the full chunk "
+                   "only when several prompts share a pass")
     click.echo(f"TTFT increase bound per 1,000 prompt tokens: "
                f"{pt['increase_bound_per_1000_tokens_s']:.3f} s ({o:g} -> {n:g} Gb/s)"
                + (f", {pt['increase_bound_emulated_per_1000_tokens_s']:.3f} s ({o:g} -> "
