@@ -175,3 +175,31 @@ def test_report_shows_the_second_witness(tmp_path, run):
     assert "NCCL collectives per size class" in html
     assert (out / "tables").is_dir() and any("nccl-collectives" in p.name
                                               for p in (out / "tables").iterdir())
+
+
+def test_force_replaces_the_emulators_witnesses_but_nothing_else(tmp_path):
+    out = tmp_path / "cap"
+    args = ["simulate", "capture", "-o", str(out), "--link", "emulated100", "--scenario", "P1",
+            "--rounds", "1", "--output-tokens", "4"]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    r = CliRunner().invoke(main, [*args, "--force"])  # its own nccl/ and nccl-inspector/
+    assert r.exit_code == 0, r.output
+    (out / "nccl" / "my-notes.txt").write_text("mine")  # not a name the writer gives
+    r = CliRunner().invoke(main, [*args, "--force"])
+    assert r.exit_code == 1 and "nccl" in r.output
+    assert (out / "nccl" / "my-notes.txt").read_text() == "mine"
+
+
+def test_demo_force_accepts_the_witness_directories(tmp_path):
+    from rdmascope.emulator.demo import _demo_run_dir_problem
+    from rdmascope.emulator.nccl_log import is_witness_dir
+
+    out = tmp_path / "run"
+    r = CliRunner().invoke(main, ["simulate", "capture", "-o", str(out), "--scenario", "P1",
+                                  "--rounds", "1", "--output-tokens", "4"])
+    assert r.exit_code == 0, r.output
+    assert is_witness_dir(out / "nccl") and is_witness_dir(out / "nccl-inspector")
+    assert _demo_run_dir_problem(out) is None
+    (out / "nccl-inspector" / "x").mkdir()
+    assert not is_witness_dir(out / "nccl-inspector")
+    assert "nccl-inspector" in _demo_run_dir_problem(out)

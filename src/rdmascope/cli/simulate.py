@@ -387,6 +387,10 @@ def capture_cmd(output, scenario, link, tcp_fallback, seed, output_tokens, round
         _cluster(output, traffic, nodes, clock_error, not_emulated, straggler, straggle, seed,
                  not no_netdev_stats, force, argv)
         return
+    if force:  # the NCCL witnesses an earlier simulate wrote there are its own to replace
+        from rdmascope.emulator.nccl_log import remove_earlier_witnesses
+
+        remove_earlier_witnesses(output)
     try:
         path = simulate_capture(output, traffic, netdev_stats=not no_netdev_stats, force=force,
                                 command_line=argv, rate=_rate(model_kw.get("port_gbps")),
@@ -491,6 +495,15 @@ def _cluster(output, traffic, nodes, clock_error, not_emulated, straggler, strag
     from rdmascope.emulator.cluster import simulate_cluster
 
     spec = _spec(nodes, clock_error, not_emulated, straggler, straggle, seed)
+    if force:  # each node's NCCL witnesses of an earlier simulate are its own to replace
+        from pathlib import Path as _P
+
+        from rdmascope.emulator.nccl_log import remove_earlier_witnesses
+
+        if _P(output).is_dir() and not _P(output).is_symlink():
+            for child in _P(output).iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    remove_earlier_witnesses(child)
     try:
         truth = simulate_cluster(output, traffic, spec, force=force, netdev_stats=netdev_stats,
                                  command_line=argv)

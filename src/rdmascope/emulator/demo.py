@@ -86,7 +86,10 @@ def _demo_run_dir_problem(run: Path) -> str | None:
     if fmt != FORMAT_NAME or manifest.is_symlink():
         return (f"{run}: is not an rdmascope capture (no {MANIFEST_NAME} with format "
                 f"{FORMAT_NAME!r}), so not an earlier demo run")
-    foreign = foreign_entries(run, allowed=_TRUTH_FILES)
+    from .nccl_log import is_witness_dir
+
+    # the NCCL log and Inspector records simulate serve writes beside the truth are its own too
+    foreign = [f for f in foreign_entries(run, allowed=_TRUTH_FILES) if not is_witness_dir(f)]
     if foreign:
         return f"{foreign[0]}: is not one of the demo's files"
     return None

@@ -375,3 +375,37 @@ def write_witnesses(capture_dir: str | os.PathLike, traffic=None, *, rank: int =
         if ins is not None:
             paths["inspector"] = ins
     return paths
+
+
+_WITNESS_NAMES = {LOG_DIR: r"[\w.\-]+\.\d+", INSPECTOR_DIR: r"[\w.\-]+-pid\d+\.log"}
+
+
+def is_witness_dir(p: str | os.PathLike) -> bool:
+    """True when ``p`` is an emulator's ``nccl/`` or ``nccl-inspector/`` directory: a real
+    directory (no symbolic link) holding only regular files named as the writer names them."""
+    import re
+
+    p = Path(p)
+    pat = _WITNESS_NAMES.get(p.name)
+    if pat is None or p.is_symlink() or not p.is_dir():
+        return False
+    return all(f.is_file() and not f.is_symlink() and re.fullmatch(pat, f.name)
+               for f in p.iterdir())
+
+
+def remove_earlier_witnesses(capture_dir: str | os.PathLike) -> None:
+    """With ``--force``: remove the NCCL witnesses an earlier ``simulate`` wrote into
+    ``capture_dir``, only when it is a simulated capture (manifest ``writer`` "simulate") and
+    they are ``is_witness_dir``; anything else is left for the capture's own check to refuse."""
+    import shutil
+
+    d = Path(capture_dir)
+    try:
+        writer = json.loads((d / "manifest.json").read_text()).get("writer")
+    except (OSError, ValueError, AttributeError):
+        return
+    if writer != "simulate":
+        return
+    for name in _WITNESS_NAMES:
+        if is_witness_dir(d / name):
+            shutil.rmtree(d / name)
