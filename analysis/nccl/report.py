@@ -1,7 +1,7 @@
 """The report's second witness: NCCL's log beside a capture's emulation verdict.
 
-A capture directory holding NCCL's INFO log in ``nccl/`` (as ``simulate`` writes it, or
-``NCCL_DEBUG_FILE=<capture>/nccl/%h.%p`` on a real run) gets one more verdict line in the
+A capture directory holding NCCL's INFO log in ``nccl/`` (as ``simulate`` writes it, or the
+node's log files copied there after a real run) gets one more verdict line in the
 report: ``witness.compare_witnesses`` of that log and the counters' verdict.
 """
 
