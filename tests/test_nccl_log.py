@@ -190,7 +190,8 @@ def _log(tmp_path, cap, name, **kw):
 @pytest.mark.parametrize("version", ["2.18.6", "2.23.4", "2.27.7", "2.30.4"])
 def test_verdicts_single(tmp_path, captures, version):
     emu, full = captures["emulated100"], captures["200"]
-    one = _log(tmp_path, emu, "one.log", hcas=TWINS[:1], ib_hca_env="rocep1s0f1", version=version)
+    one = _log(tmp_path, emu, "one.log", hcas=TWINS[:1], ib_hca_env="rocep1s0f1", version=version,
+               second_comm=True)  # a second communicator on the same HCA changes nothing
     r = _verify(emu, one)
     w = json.loads(r.output)["meta"]["nccl_witness"]
     assert r.exit_code == 0 and w["status"] == "pass", r.output
@@ -212,6 +213,12 @@ def test_verdicts_both_socket_host_time(tmp_path, captures):
     emu, full = captures["emulated100"], captures["200"]
     r = _verify(full, _log(tmp_path, full, "two.log", hcas=TWINS), "--expect-both")
     assert r.exit_code == 0 and json.loads(r.output)["meta"]["nccl_witness"]["status"] == "pass", r.output
+    # 2.25 with the default subsystems: no 'Made virtual device' line; NET/IB/2 past the two
+    # HCAs can only be both twins merged
+    r = _verify(full, _log(tmp_path, full, "two-nonet.log", hcas=TWINS, version="2.25.1",
+                           net_subsys=False), "--expect-both")
+    w = json.loads(r.output)["meta"]["nccl_witness"]
+    assert r.exit_code == 0 and sorted(w["log_hcas"]) == sorted(TWINS), r.output
     r = _verify(full, _log(tmp_path, full, "one.log", hcas=TWINS[:1]), "--expect-both")
     assert r.exit_code == 1 and "expected both twins" in json.loads(r.output)["meta"]["nccl_witness"]["message"]
     # NET/Socket: TCP named from the log, whatever the counters say (here: all on RDMA)
