@@ -133,13 +133,14 @@ def _end_ns(m: dict[str, Any]) -> int | None:
     return int(max(p[1] for p in pairs)) if pairs else None
 
 
-def open_run_set(paths, *, reference: str | None = None, t_end_ns: dict | None = None
-                 ) -> RunSet:
+def open_run_set(paths, *, reference: str | None = None, t_end_ns: dict | None = None,
+                 manifests: dict | None = None) -> RunSet:
     """Open the captures of one run (manifests only) and place them by their wall clocks.
 
     ``paths``: capture directories, one per host. ``reference``: the host whose clock is the
     set's axis (default: the first capture's). ``t_end_ns``: optional {path: end ns} for captures
-    without a stop record (else the last clock pair's instant is used).
+    without a stop record (else the last clock pair's instant is used). ``manifests``:
+    optional {path: manifest dict} already read (elsewhere: ``cluster_ray.locate``).
 
     Raises ``RunSetError`` for fewer than two captures, two captures of one host (naming both),
     a capture without clock pairs, an unknown ``reference``, or captures that do not overlap in
@@ -152,7 +153,7 @@ def open_run_set(paths, *, reference: str | None = None, t_end_ns: dict | None =
     nodes: list[Node] = []
     seen: dict[str, Path] = {}
     for p in paths:
-        m = read_manifest(p)
+        m = (manifests or {}).get(os.fspath(p)) or read_manifest(p)
         host = str(m.get("host") or p.name)
         if host in seen:
             raise RunSetError(f"{seen[host]} and {p} are both captures of host {host!r}: give "

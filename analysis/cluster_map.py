@@ -103,6 +103,7 @@ class NodeSummary:
     req_count: np.ndarray | None = None
     req_exact: bool = True
     rereads: int = 0
+    cost: dict[str, float] = field(default_factory=dict)
 
     def nbytes(self) -> int:
         """Bytes held by the summary's arrays (what crosses to the reduce)."""
@@ -546,6 +547,9 @@ def map_node(path: str | os.PathLike, plan: MapPlan, wall_offset_ns: int = 0,
              host: str | None = None, t_end_est_ns: int | None = None) -> NodeSummary:
     """Reduce one node's capture to its ``NodeSummary`` in one streamed pass (module docstring).
 
+    ``NodeSummary.cost``: what the map took where it ran: wall_s, cpu_s (this process's user +
+    system time during the map) and max_rss_mb (the process's peak RSS so far).
+
     Never raises for a bad capture: the summary's ``error`` names the capture and what was
     wrong (missing, not a capture, unreadable segment, no RDMA counters), so the set is still
     judged without it. Picklable in and out (the process pool and Ray run it as is).
@@ -555,6 +559,10 @@ def map_node(path: str | os.PathLike, plan: MapPlan, wall_offset_ns: int = 0,
     from rdmascope.analysis.verify import judge_emulation
     from rdmascope.capture import CaptureError
 
+    import resource
+    import time
+
+    t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     p = Path(path)
     out = NodeSummary(path=str(p), host=host or p.name, wall_offset_ns=int(wall_offset_ns))
     try:
@@ -576,4 +584,8 @@ def map_node(path: str | os.PathLike, plan: MapPlan, wall_offset_ns: int = 0,
     out.peaks, out.verdicts, out.rereads = got.peaks, verdicts, got.rereads
     for k, v in parts.items():
         setattr(out, k, v)
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    out.cost = {"wall_s": time.perf_counter() - t0,
+                "cpu_s": (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime),
+                "max_rss_mb": r1.ru_maxrss / 1024}
     return out

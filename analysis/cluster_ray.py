@@ -8,7 +8,9 @@ host name is the capture's host (the name the manifest holds, which is the recor
 name) gets the task with hard node affinity, so the capture never crosses the network; only
 its summary (a few MB) does. A capture whose host is not a live Ray node runs anywhere, which
 works when the path is on a file system every Ray node mounts (a shared FS) and is named in
-the failure otherwise. A task that fails (its worker or node died, or it raised) is retried
+the failure otherwise. Before the map, ``locate`` asks every Ray node which of the paths it
+holds (manifest and footers only), so the driver needs no copy of them and each task goes to
+the node where its path was found. A task that fails (its worker or node died, or it raised) is retried
 once (``max_retries=1``, ``retry_exceptions=True``) and then reported as that node's failure;
 ``ray.get`` is bounded by ``timeout_s`` per task, so a task that can never run is a failure
 too, never a hang.
@@ -59,38 +61,95 @@ def placement(host: str, ray_nodes: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def run_maps_ray(args: list[tuple], *, address: str | None = None,
-                 progress: Callable | None = None, timeout_s: float | None = 6 * 3600,
-                 num_cpus: int | None = None) -> list[NodeSummary]:
-    """Run ``map_node(*a)`` for each ``a`` of ``args`` as Ray tasks (module docstring); return
-    the summaries in order (a failed node: a summary whose ``error`` says what happened).
-    Raises ``RayUnavailable`` without Ray or when ``address`` cannot be reached."""
+def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
+    """Connect to Ray (``address``) or start a local instance; True when this call started or
+    connected it (the caller then ``ray.shutdown()``s). Raises ``RayUnavailable``."""
+    return _connect(_import_ray(), address, num_cpus)
+
+
+def _connect(ray, address, num_cpus=None) -> bool:
+    """Connect to (``address``) or start a local Ray; True when this call started it."""
+    if ray.is_initialized():
+        return False
+    try:
+        if address:
+            ray.init(address=address, log_to_driver=False, include_dashboard=False)
+        else:
+            ray.init(num_cpus=num_cpus or (os.cpu_count() or 1), log_to_driver=False,
+                     include_dashboard=False)
+    except Exception as exc:  # noqa: BLE001 (ray raises many kinds: one message)
+        raise RayUnavailable(f"cannot start or reach Ray"
+                             f"{' at ' + address if address else ''}: {exc}") from exc
+    return True
+
+
+def _open_here(paths: list[str]) -> dict[str, Any]:
+    from rdmascope.analysis.stream import open_capture
+    from rdmascope.capture import CaptureError
+
+    out: dict[str, Any] = {}
+    for p in paths:
+        if not os.path.isdir(p):
+            continue
+        try:
+            out[p] = open_capture(p)
+        except (CaptureError, OSError, ValueError) as exc:
+            out[p] = f"{p} (on {socket.gethostname()}): {exc}"
+    return out
+
+
+def locate(paths: list[str], *, address: str | None = None, timeout_s: float = 600
+           ) -> tuple[dict[str, Any], dict[str, str]]:
+    """Find the captures on the Ray nodes: one small task per alive node opens (manifest and
+    segment footers, no readings) the paths that exist there. Returns ({path: ``CaptureInfo``
+    or an error string}, {path: Ray node id holding it}). A path found on no node is absent
+    (named by the caller). Raises ``RayUnavailable``."""
     ray = _import_ray()
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    started = False
-    if not ray.is_initialized():
+    _connect(ray, address)
+    task = ray.remote(num_cpus=0, max_retries=1)(_open_here)
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    refs = {task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+        n["NodeID"], soft=False)).remote(paths): str(n["NodeID"]) for n in alive}
+    opened: dict[str, Any] = {}
+    where: dict[str, str] = {}
+    ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+    for r in ready:
         try:
-            if address:
-                ray.init(address=address, log_to_driver=False, include_dashboard=False)
-            else:
-                ray.init(num_cpus=num_cpus or (os.cpu_count() or 1), log_to_driver=False,
-                         include_dashboard=False)
-            started = True
-        except Exception as exc:  # noqa: BLE001 (ray raises many kinds: one message)
-            raise RayUnavailable(f"cannot start or reach Ray"
-                                 f"{' at ' + address if address else ''}: {exc}") from exc
+            got = ray.get(r)
+        except Exception:  # noqa: BLE001 (a node that cannot answer holds nothing we can map)
+            continue
+        for p, info in got.items():
+            if p not in opened or isinstance(opened[p], str):
+                opened[p] = info
+                where[p] = refs[r]
+    return opened, where
+
+
+def run_maps_ray(args: list[tuple], *, address: str | None = None,
+                 progress: Callable | None = None, timeout_s: float | None = 6 * 3600,
+                 num_cpus: int | None = None, where: dict | None = None) -> list[NodeSummary]:
+    """Run ``map_node(*a)`` for each ``a`` of ``args`` as Ray tasks (module docstring); return
+    the summaries in order (a failed node: a summary whose ``error`` says what happened).
+    ``where``: {path: Ray node id} of the node holding each capture (``locate``), tried before
+    the host name. Raises ``RayUnavailable`` without Ray or when ``address`` cannot be
+    reached."""
+    ray = _import_ray()
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    started = _connect(ray, address, num_cpus)
     try:
         nodes = ray.nodes()
         task = ray.remote(max_retries=1, retry_exceptions=True, num_cpus=1)(_map_task)
         refs = []
-        where = []
+        placed = []
         for a in args:
-            nid = placement(a[3], nodes)
+            nid = (where or {}).get(a[0]) or placement(a[3], nodes)
             opts = {}
             if nid is not None:
                 opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(nid, soft=False)
-            where.append(nid)
+            placed.append(nid)
             refs.append(task.options(**opts).remote(a))
         out: list[NodeSummary | None] = [None] * len(args)
         pending = {r: k for k, r in enumerate(refs)}
@@ -111,7 +170,7 @@ def run_maps_ray(args: list[tuple], *, address: str | None = None,
                     why = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc)
                     out[k] = NodeSummary(path=args[k][0], host=args[k][3], error=(
                         f"{args[k][0]}: its Ray task failed twice (retried once): {why}"
-                        + ("" if where[k] else " (no Ray node is named "
+                        + ("" if placed[k] else " (no Ray node is named "
                            f"{args[k][3]}: the capture must be on a file system every Ray "
                            "node mounts)")))
                 done += 1

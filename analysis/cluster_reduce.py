@@ -48,21 +48,34 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def open_run_set_lenient(paths, *, reference: str | None = None
+def open_run_set_lenient(paths, *, reference: str | None = None, opened: dict | None = None
                          ) -> tuple[C.RunSet, dict[str, tuple[str, str]]]:
     """``open_run_set`` that sets aside the captures it cannot place instead of refusing the
     set: returns (run set of the rest, {path: (host or path name, reason)}).
 
     Set aside: a path that is not a readable capture (missing, no/malformed manifest), a
     capture without clock pairs, and a capture that does not overlap the reference's (by the
-    wall clocks: of another run). Still raises ``RunSetError`` for two captures of one host, an
+    wall clocks: of another run). ``opened``: {path: ``CaptureInfo`` or an error string} found
+    elsewhere (``cluster_ray.locate``), read instead of the local files. Still raises ``RunSetError`` for two captures of one host, an
     unknown ``reference`` or fewer than two usable captures (naming the set-aside ones).
     """
     bad: dict[str, tuple[str, str]] = {}
     good = []
+    manifests: dict[str, dict] = {}
+
+    def manifest(p):
+        if opened is None:
+            return read_manifest(p)
+        got = opened.get(os.fspath(p))
+        if got is None:
+            raise CaptureError(p, "no such capture on any Ray node")
+        if isinstance(got, str):
+            raise CaptureError(p, got)
+        return got.meta
+
     for p in paths:
         try:
-            m = read_manifest(p)
+            m = manifests[os.fspath(p)] = manifest(p)
         except (CaptureError, OSError, ValueError) as exc:
             bad[os.fspath(p)] = (Path(p).name, f"unreadable: {exc}")
             continue
@@ -81,14 +94,14 @@ def open_run_set_lenient(paths, *, reference: str | None = None
     if len(good) < 2:
         raise too_few()
     try:
-        return C.open_run_set(good, reference=reference), bad
+        return C.open_run_set(good, reference=reference, manifests=manifests), bad
     except C.RunSetError as exc:
         if "do not overlap" not in str(exc):
             raise
     # some captures are of another run: keep those overlapping the reference's
     probe = []
     for p in good:
-        m = read_manifest(p)
+        m = manifests[os.fspath(p)]
         pairs = m.get("clock_pairs") or [[m["start"]["realtime_ns"], m["start"]["monotonic_ns"]]]
         diffs = sorted(int(r) - int(mo) for r, mo in pairs)
         rm = diffs[len(diffs) // 2]
@@ -108,7 +121,7 @@ def open_run_set_lenient(paths, *, reference: str | None = None
                                        "capture do not overlap in wall-clock time")
     if len(keep) < 2:
         raise too_few()
-    return C.open_run_set(keep, reference=reference), bad
+    return C.open_run_set(keep, reference=reference, manifests=manifests), bad
 
 
 def make_plan(rs: C.RunSet, *, capacity_gbps: float, max_lag_ns: int, log_df=None
@@ -139,16 +152,17 @@ def _map_star(args):
 
 
 def run_maps(rs: C.RunSet, plan: MapPlan, *, engine: str = "local", jobs: int | None = None,
-             address: str | None = None, progress: Callable | None = None
-             ) -> list[NodeSummary]:
+             address: str | None = None, progress: Callable | None = None,
+             where: dict | None = None) -> list[NodeSummary]:
     """Every node's ``map_node``, in ``rs.nodes`` order. ``engine``: "serial" (this process),
-    "local" (a process pool of ``jobs``; one job runs here) or "ray" (``cluster_ray``)."""
+    "local" (a process pool of ``jobs``) or "ray" (``cluster_ray``; ``where``: {path: Ray
+    node id} holding each capture, from ``cluster_ray.locate``)."""
     args = _map_args(rs, plan)
     n = len(args)
     if engine == "ray":
         from rdmascope.analysis.cluster_ray import run_maps_ray
 
-        return run_maps_ray(args, address=address, progress=progress)
+        return run_maps_ray(args, address=address, progress=progress, where=where)
     jobs = default_jobs() if jobs is None else int(jobs)
     if engine == "serial" or jobs <= 1 or n <= 1:
         out = []
@@ -208,7 +222,28 @@ def bytes_per_request(s: NodeSummary, residual_ns: float) -> tuple[int, float]:
     return int(cnt[j]), float(val)
 
 
-def summarize(paths, *, requests=None, request_format: str | None = None,
+def summarize(paths, *, engine: str = "local", address: str | None = None, **kw
+              ) -> C.ClusterResult:
+    """``cluster.cluster_summary`` as map and reduce (module docstring; same parameters and
+    result, plus ``engine``/``jobs``/``address``). A node that cannot be read is named in
+    ``ClusterResult.failed`` (host -> reason), counted as CANNOT JUDGE, and the rest is judged.
+    With ``engine="ray"`` the Ray connection made here is closed at the end.
+    """
+    started = False
+    if engine == "ray":
+        from rdmascope.analysis.cluster_ray import connect
+
+        started = connect(address)
+    try:
+        return _summarize(paths, engine=engine, address=address, **kw)
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+
+
+def _summarize(paths, *, requests=None, request_format: str | None = None,
               offset_s: float | None = None, reference: str | None = None, refine: bool = True,
               max_lag_ns: int = C.DEFAULT_MAX_LAG_NS, warn_ns: int = C.DEFAULT_WARN_NS,
               expect: str | None = None, tolerance: float = 0.01,
@@ -222,9 +257,14 @@ def summarize(paths, *, requests=None, request_format: str | None = None,
     from rdmascope.analysis.load import port_rates_gbps
     from rdmascope.analysis.stream import open_capture
 
-    rs, bad = open_run_set_lenient(paths, reference=reference)
+    opened = where = None
+    if engine == "ray":  # the captures may be on the Ray nodes only: read their manifests there
+        from rdmascope.analysis.cluster_ray import locate
+
+        opened, where = locate([os.fspath(p) for p in paths], address=address)
+    rs, bad = open_run_set_lenient(paths, reference=reference, opened=opened)
     failed: dict[str, str] = {h: r for h, r in bad.values()}
-    ref_cap = open_capture(rs.ref.path)
+    ref_cap = opened[os.fspath(rs.ref.path)] if opened else open_capture(rs.ref.path)
     cap_rate = capacity_gbps
     if cap_rate is None:
         rates = port_rates_gbps(ref_cap.meta)
@@ -241,7 +281,8 @@ def summarize(paths, *, requests=None, request_format: str | None = None,
             n.t_end_ns = int(ref_cap.t_end_ns)
     plan, grids = make_plan(rs, capacity_gbps=cap_rate, max_lag_ns=max_lag_ns, log_df=log_df)
     plan.expect = expect
-    sums = run_maps(rs, plan, engine=engine, jobs=jobs, address=address, progress=progress)
+    sums = run_maps(rs, plan, engine=engine, jobs=jobs, address=address, progress=progress,
+                    where=where)
     if sums[rs.reference].error:
         raise C.RunSetError(f"the reference capture could not be read: "
                             f"{sums[rs.reference].error}")

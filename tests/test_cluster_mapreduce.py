@@ -189,3 +189,15 @@ def test_a_failing_ray_task_is_retried_once_then_that_nodes_failure(cset, local_
     # a plan that makes the map raise (not a capture problem: an exception in the task)
     out = run_maps_ray([(str(paths[0]), None, 0, "spark-01", 0)], timeout_s=300)
     assert out[0].error and "retried once" in out[0].error and "spark-01" in out[0].error
+
+
+def test_ray_finds_the_captures_on_its_nodes_and_names_a_missing_one(cset, local_ray, tmp_path):
+    from rdmascope.analysis.cluster_ray import locate
+
+    _, _, paths, _, _ = cset
+    gone = str(tmp_path / "spark-09")
+    opened, where = locate([*map(str, paths[:2]), gone])
+    assert set(opened) == set(where) == {str(paths[0]), str(paths[1])}
+    res = cluster_summary([*paths[:3], gone], engine="ray")
+    assert list(res.failed) == ["spark-09"] and "on any Ray node" in res.failed["spark-09"]
+    assert res.verdict == "FAIL" and res.failing == ["spark-03", "spark-09"]

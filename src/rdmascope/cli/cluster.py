@@ -37,8 +37,7 @@ def _progress():
                     "the set's median, and stragglers or slow links per all-reduce burst. "
                     "Exit 0 PASS, 1 FAIL, 3 CANNOT JUDGE (also when a node's traffic does not "
                     "match the reference's: not one run).")
-@click.argument("captures", nargs=-1, required=True,
-                type=click.Path(exists=True, file_okay=False))
+@click.argument("captures", nargs=-1, required=True, type=click.Path(file_okay=False))
 @click.option("--requests", "requests_path", type=click.Path(exists=True, dir_okay=False),
               default=None, help="The benchmark client's request log (one serves all nodes) "
               "[default: requests.jsonl in a capture directory (its host becomes the "
@@ -95,6 +94,11 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
 
     if address is not None and engine != "ray":
         raise click.UsageError("--address names a Ray cluster: give it with --engine ray")
+    if engine != "ray":  # with Ray the captures may be on the nodes only (found there)
+        for c in captures:
+            if not Path(c).exists():
+                raise click.BadParameter(f"Directory {c!r} does not exist.",
+                                         param_hint="'CAPTURES...'")
     if engine == "ray":
         import importlib.util
 
@@ -233,6 +237,7 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
                "expect_reason": res.expect_reason, "warnings": res.warnings,
                "requests": requests_path, "span_ns": [lo, hi], "line_rate": link_gbps_note(),
                "failed": res.failed, "engine": engine,
+               "maps": {s.host: s.cost for s in (res.summaries or []) if s.cost},
                **({"nccl_witness": {h: w.to_dict() for h, w in witnesses.items()}}
                   if witnesses else {})})
     ctx = click.get_current_context()
