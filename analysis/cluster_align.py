@@ -50,6 +50,24 @@ def alignment_grids(rs: RunSet, *, max_lag_ns: int = DEFAULT_MAX_LAG_NS) -> list
             for k in range(PIECES)]
 
 
+#: Longest common span whose every burst is kept; longer runs keep SLOTS slots of it.
+TIMING_NS = 20 * 60_000 * MS
+SLOTS = 20
+
+
+def timing_slots(rs: RunSet) -> list[tuple[int, int]]:
+    """The reference-clock ranges whose bursts the summaries keep (``MapPlan.timing_ref``):
+    none (every burst) for a common span up to ``TIMING_NS``, else ``SLOTS`` equal slots,
+    ``TIMING_NS`` in all, spread evenly over the span (the straggler statistics are medians
+    and shares over bursts: a sample of tens of thousands spread over the run)."""
+    lo, hi = rs.common_span_ns()
+    if hi - lo <= TIMING_NS:
+        return []
+    slot = TIMING_NS // SLOTS
+    step = (hi - lo - slot) // (SLOTS - 1)
+    return [(int(lo + k * step), int(lo + k * step + slot)) for k in range(SLOTS)]
+
+
 def _rates(view, grids, shift) -> np.ndarray:
     return np.concatenate([view.rate_at(g - shift) for g in grids])
 
@@ -175,14 +193,16 @@ TIMING_COLUMNS = ["burst", "host", "start_ns", "end_ns", "length_ns", "late_ns",
 
 
 def timing_from_summaries(rs: RunSet, summaries, *, min_bytes: float = 5e6,
-                          start_ns: int | None = None, end_ns: int | None = None
-                          ) -> pd.DataFrame:
+                          start_ns: int | None = None, end_ns: int | None = None,
+                          slots: list[tuple[int, int]] | None = None) -> pd.DataFrame:
     """Each node's start and length of every all-reduce burst on the reference's clock, from
     the nodes' own bursts (the columns of ``cluster.burst_timing``).
 
     The set's bursts: the nodes' bursts (reference clock) that overlap, chained; kept when they
     carry at least ``min_bytes`` per node on average and start inside the common span. A node
     with several bursts in one set burst: its first start and last end; a node with none: NaN.
+    ``slots``: the ``timing_slots`` the summaries kept bursts in (a set burst counts when its
+    first start lies inside one).
     """
     lo, hi = rs.common_span_ns()
     lo = lo if start_ns is None else max(lo, start_ns)
@@ -207,7 +227,13 @@ def timing_from_summaries(rs: RunSet, summaries, *, min_bytes: float = 5e6,
     g = df.groupby(["group", "node"], sort=True).agg(
         start=("t_lo", "min"), end=("t_hi", "max"), byt=("bytes", "sum"), s=("s", "min"))
     gs = g.groupby(level=0).agg(byt=("byt", "sum"), s=("s", "min"))
-    keep = gs.index[(gs["byt"] / len(rs.nodes) >= min_bytes) & (gs["s"] >= lo) & (gs["s"] < hi)]
+    inside = (gs["s"] >= lo) & (gs["s"] < hi)
+    if slots:
+        in_slot = np.zeros(len(gs), bool)
+        for a, b in slots:
+            in_slot |= ((gs["s"] >= a) & (gs["s"] < b)).to_numpy()
+        inside &= in_slot
+    keep = gs.index[(gs["byt"] / len(rs.nodes) >= min_bytes) & inside]
     if not len(keep):
         return pd.DataFrame(columns=TIMING_COLUMNS)
     burst_no = pd.Series(np.arange(len(keep)), index=keep)

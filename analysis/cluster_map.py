@@ -56,13 +56,16 @@ class MapPlan:
     window). ``t_send_ns``/``t_last_ns``: the request log on the reference's clock (or None).
     ``lattice_step_ns``: step of the residual lattice of bytes per request. ``expect``:
     the expectation the emulation verdict is judged for ("single" | "both"; None: both, the
-    reduce takes what most nodes show).
+    reduce takes what most nodes show). ``timing_ref``: [(start, end)] ns on the reference's
+    clock whose bursts (ends and own bursts) are kept, padded by ``pad_ns`` (empty: every burst;
+    a long run keeps the slots ``cluster_align.timing_slots`` spreads over it, so a day's
+    summary holds a bounded number of bursts).
     """
 
     capacity_gbps: float
     keep_ref: list[tuple[int, int]] = field(default_factory=list)
     pad_ns: int = 205 * MS
-    head_ns: int = 60_000 * MS
+    head_ns: int = 30_000 * MS
     coarse_ns: int = 100 * MS
     t_send_ns: np.ndarray | None = None
     t_last_ns: np.ndarray | None = None
@@ -70,6 +73,7 @@ class MapPlan:
     min_bytes: float = 5e6
     marker_gap_ns: int = 50 * MS
     expect: str | None = None
+    timing_ref: list[tuple[int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -217,6 +221,16 @@ class _Sink:
         self.req = _RequestLattice(plan, self.wall, self.t_end_est, self.w) \
             if plan.t_send_ns is not None and len(plan.t_send_ns) else None
 
+    def _in_slots(self, t_own) -> np.ndarray:
+        """Whether own-clock instants fall in the timing slots (padded); all True without."""
+        t = np.asarray(t_own, dtype=np.float64)
+        if not self.plan.timing_ref:
+            return np.ones(t.shape, bool)
+        ok = np.zeros(t.shape, bool)
+        for a, b in self.plan.timing_ref:
+            ok |= (t >= a - self.wall - self.plan.pad_ns) & (t < b - self.wall + self.plan.pad_ns)
+        return ok
+
     # ---- input
     def add(self, t, tx, rx, unknown) -> None:
         if self.start is None:
@@ -321,7 +335,8 @@ class _Sink:
         with np.errstate(divide="ignore", invalid="ignore"):
             t = ((c[kb + 2] - m2 * u1) - (c[kb - 1] - m1 * t1)) / (m1 - m2)
         good &= (t >= t2) & (t <= u1)
-        self.ends.append(np.asarray(self.start + t[good], dtype=np.float64))
+        got = np.asarray(self.start + t[good], dtype=np.float64)
+        self.ends.append(got[self._in_slots(got)])
 
     def _own_bursts(self, ctx, e, cut, final) -> None:
         """The node's own all-reduce bursts in [p, cut) (tx, ``detect_bursts``) and the
@@ -359,9 +374,13 @@ class _Sink:
             f = np.divide(th - c0, c1 - c0, out=np.zeros_like(th), where=c1 > c0)
             return e[k - 1] + f * w
 
+        sel = self._in_slots(st)
+        st, en, a, z = st[sel], en[sel], a[sel], z[sel]
+        if not len(st):
+            return
         ca, cz = cum(a), cum(z)
-        self.bursts.append({"start_ns": st, "end_ns": en, "a_ns": a, "z_ns": z,
-                            "bytes": cz - ca, "t_lo": cross(ca + 0.05 * (cz - ca)),
+        self.bursts.append({"start_ns": st, "end_ns": en, "bytes": cz - ca,
+                            "t_lo": cross(ca + 0.05 * (cz - ca)),
                             "t_hi": cross(ca + 0.95 * (cz - ca))})
 
     def _keep(self, ctx, crx, p, cut) -> None:
@@ -438,8 +457,8 @@ class _Sink:
                "ends": np.concatenate(self.ends) if self.ends else np.zeros(0),
                "markers": np.concatenate(self.markers) if self.markers else np.zeros(0),
                "bursts": {k: np.concatenate([b[k] for b in self.bursts]) if self.bursts
-                          else np.zeros(0) for k in ("start_ns", "end_ns", "a_ns", "z_ns",
-                                                      "bytes", "t_lo", "t_hi")}}
+                          else np.zeros(0) for k in ("start_ns", "end_ns", "bytes", "t_lo",
+                                                      "t_hi")}}
         if self.req is not None:
             out.update(self.req.result(self.start, self.start + n * self.w))
         return out

@@ -32,6 +32,7 @@ from rdmascope.analysis.cluster_align import (
     align_summaries,
     alignment_grids,
     timing_from_summaries,
+    timing_slots,
 )
 from rdmascope.analysis.cluster_map import MapPlan, NodeSummary, SummaryView, map_node
 from rdmascope.analysis.verify import CANNOT_JUDGE, FAIL, PASS, Verdict
@@ -135,7 +136,8 @@ def make_plan(rs: C.RunSet, *, capacity_gbps: float, max_lag_ns: int, log_df=Non
     coarse = max(10 * w, -(-longest // 4000) // w * w)
     plan = MapPlan(capacity_gbps=float(capacity_gbps),
                    keep_ref=[(int(g[0]), int(g[-1])) for g in grids],
-                   pad_ns=int(max_lag_ns + C.FINE_HALF_NS + 3 * w), coarse_ns=int(coarse))
+                   pad_ns=int(max_lag_ns + C.FINE_HALF_NS + 3 * w), coarse_ns=int(coarse),
+                   timing_ref=timing_slots(rs))
     if log_df is not None and len(log_df):
         plan.t_send_ns = log_df["t_send_ns"].to_numpy(np.int64)
         plan.t_last_ns = log_df["t_last_ns"].to_numpy(np.int64)
@@ -363,7 +365,7 @@ def _summarize(paths, *, requests=None, request_format: str | None = None,
         verdict = "FAIL"
     else:
         verdict = "CANNOT JUDGE"
-    timing = timing_from_summaries(rs, sums)
+    timing = timing_from_summaries(rs, sums, slots=plan.timing_ref)
     strag = C.stragglers(timing)
     res = C.ClusterResult(run_set=rs, nodes=nodes, verdict=verdict, failing=failing,
                           expect=expect, expect_reason=reason, timing=timing, stragglers=strag,

@@ -70,6 +70,8 @@ def test_the_summary_is_small_and_does_not_hold_the_series(cset, monkeypatch):
     # series and the alignment, cross-correlating pieces, still finds today's offsets
     monkeypatch.setattr(cluster_align, "EXCERPT_NS", 6_000 * MS)
     monkeypatch.setattr(cluster_align, "PIECES", 3)
+    monkeypatch.setattr(cluster_align, "TIMING_NS", 9_000 * MS)
+    monkeypatch.setattr(cluster_align, "SLOTS", 3)
     from rdmascope.analysis import cluster_reduce
 
     real = cluster_reduce.make_plan
@@ -86,6 +88,7 @@ def test_the_summary_is_small_and_does_not_hold_the_series(cset, monkeypatch):
         kept = sum(len(p[1]) for p in s.pieces)
         assert kept < 0.75 * len(ser.cum_tx)  # not the whole series
         held = sum(a.nbytes + b.nbytes for _, a, b in s.pieces)
+        assert 0 < len(s.bursts["start_ns"]) < 0.75 * series.stragglers["bursts"].max()
         assert held < 0.8 * (ser.cum_tx.nbytes + ser.cum_rx.nbytes)
     # outside its pieces a node's 1 ms bytes are unknown (NaN), never 0
     v = SummaryView(got.summaries[1])
