@@ -37,6 +37,10 @@ import numpy as np
 import pandas as pd
 
 from rdmascope.analysis.bursts import detect_bursts
+from rdmascope.analysis.cluster import node_pass
+from rdmascope.analysis.stream import open_capture
+from rdmascope.analysis.verify import judge_emulation
+from rdmascope.capture import CaptureError
 
 MS = 1_000_000
 #: A chunk of the stream handed to the burst detection (windows); cut at a quiet window.
@@ -573,11 +577,6 @@ def map_node(path: str | os.PathLike, plan: MapPlan, wall_offset_ns: int = 0,
     wrong (missing, not a capture, unreadable segment, no RDMA counters), so the set is still
     judged without it. Picklable in and out (the process pool and Ray run it as is).
     """
-    from rdmascope.analysis.cluster import node_pass
-    from rdmascope.analysis.stream import open_capture
-    from rdmascope.analysis.verify import judge_emulation
-    from rdmascope.capture import CaptureError
-
     import resource
     import time
 

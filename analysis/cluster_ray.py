@@ -24,6 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from rdmascope.analysis.cluster_map import NodeSummary, map_node
+from rdmascope.analysis.stream import open_capture
+from rdmascope.capture import CaptureError
 
 HOW_TO_GET_RAY = ("--engine ray needs Ray, an optional extra: pip install 'rdmascope[ray]' "
                   "(or pip install ray) on the head node and every node holding a capture")
@@ -84,9 +86,6 @@ def _connect(ray, address, num_cpus=None) -> bool:
 
 
 def _open_here(paths: list[str]) -> dict[str, Any]:
-    from rdmascope.analysis.stream import open_capture
-    from rdmascope.capture import CaptureError
-
     out: dict[str, Any] = {}
     for p in paths:
         if not os.path.isdir(p):

@@ -18,9 +18,10 @@ Memory of the driver: the summaries (a few MB per node) and one table row per no
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,10 @@ from rdmascope.analysis.cluster_align import (
     timing_slots,
 )
 from rdmascope.analysis.cluster_map import MapPlan, NodeSummary, SummaryView, map_node
+from rdmascope.analysis.cluster_ray import connect, locate, run_maps_ray
+from rdmascope.analysis.load import port_rates_gbps
+from rdmascope.analysis.requestlogs import align, read_request_log
+from rdmascope.analysis.stream import open_capture
 from rdmascope.analysis.verify import CANNOT_JUDGE, FAIL, PASS, Verdict
 from rdmascope.capture import CaptureError, read_manifest
 
@@ -162,8 +167,6 @@ def run_maps(rs: C.RunSet, plan: MapPlan, *, engine: str = "local", jobs: int | 
     args = _map_args(rs, plan)
     n = len(args)
     if engine == "ray":
-        from rdmascope.analysis.cluster_ray import run_maps_ray
-
         return run_maps_ray(args, address=address, progress=progress, where=where)
     jobs = default_jobs() if jobs is None else int(jobs)
     if engine == "serial" or jobs <= 1 or n <= 1:
@@ -174,14 +177,10 @@ def run_maps(rs: C.RunSet, plan: MapPlan, *, engine: str = "local", jobs: int | 
                 progress(k + 1, n, a[3])
         return out
     out: list[NodeSummary | None] = [None] * n
-    import multiprocessing as mp
-
     ctx = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods()
                          else "spawn")
     with ProcessPoolExecutor(max_workers=min(jobs, n), mp_context=ctx) as ex:
         futs = {ex.submit(_map_star, a): k for k, a in enumerate(args)}
-        from concurrent.futures import as_completed
-
         done = 0
         for f in as_completed(futs):
             k = futs[f]
@@ -233,8 +232,6 @@ def summarize(paths, *, engine: str = "local", address: str | None = None, **kw
     """
     started = False
     if engine == "ray":
-        from rdmascope.analysis.cluster_ray import connect
-
         started = connect(address)
     try:
         return _summarize(paths, engine=engine, address=address, **kw)
@@ -256,13 +253,9 @@ def _summarize(paths, *, requests=None, request_format: str | None = None,
     result, plus ``engine``/``jobs``/``address``). A node that cannot be read is named in
     ``ClusterResult.failed`` (host -> reason), counted as CANNOT JUDGE, and the rest is judged.
     """
-    from rdmascope.analysis.load import port_rates_gbps
-    from rdmascope.analysis.stream import open_capture
 
     opened = where = None
     if engine == "ray":  # the captures may be on the Ray nodes only: read their manifests there
-        from rdmascope.analysis.cluster_ray import locate
-
         opened, where = locate([os.fspath(p) for p in paths], address=address)
     rs, bad = open_run_set_lenient(paths, reference=reference, opened=opened)
     failed: dict[str, str] = {h: r for h, r in bad.values()}
@@ -273,8 +266,6 @@ def _summarize(paths, *, requests=None, request_format: str | None = None,
         cap_rate = max(rates.values()) if rates else 200.0
     log_df = None
     if requests is not None:
-        from rdmascope.analysis.requestlogs import align, read_request_log
-
         log = align(read_request_log(requests, format=request_format, run=run), ref_cap,
                     offset_s=offset_s)
         log_df = log.ok.copy()

@@ -56,7 +56,7 @@ if args["how"] == "cli":
     except (ValueError, KeyError):
         verdict = None
 else:
-    from rdmascope.analysis.cluster import cluster_summary
+    from rdmascope.analysis.cluster_reduce import cluster_summary
     verdict = cluster_summary(args["paths"], requests=args["requests"], method="series").verdict
 dt = time.perf_counter() - t
 me = resource.getrusage(resource.RUSAGE_SELF)
