@@ -57,9 +57,10 @@ def build_capture(path: Path, t0_ns: int, per_ms_bytes: dict[str, np.ndarray], *
             val.append(int(v[k]))
             st.append(STATUS_OK)
     w.write_batch(make_batch(cid, sweep, tb, dur, val, st))
-    w.close(stop={"realtime_ns": pairs[-1][0], "monotonic_ns": pairs[-1][1]})
+    # every clock pair (the stop pair included) before close, which writes the final manifest;
+    # a writer is never used after close (its directory handle is closed)
     w.manifest["clock_pairs"] = [list(p) for p in pairs]
-    w.write_manifest()
+    w.close(stop={"realtime_ns": pairs[-1][0], "monotonic_ns": pairs[-1][1]})
     return path
 
 

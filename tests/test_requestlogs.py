@@ -386,3 +386,54 @@ def test_epoch_times_without_a_clock_get_a_realtime_hint(tmp_path):
     with pytest.raises(RequestLogError, match="look like Unix epoch seconds .2026-01-01.") as ei:
         align(log, cap)
     assert "CLOCK_REALTIME" in str(ei.value)
+
+
+# ------------------------------------------------------------------------------------------------
+# Warm-up written by the tools: kept out of every number, named
+# ------------------------------------------------------------------------------------------------
+
+
+def test_aiperf_warmup_records_are_kept_out_and_named(tmp_path):
+    """AIPerf 0.13+ writes warm-up records to profile_export.jsonl (metadata.benchmark_phase
+    "warmup"); its own report leaves them out, so does rdmascope, and says so."""
+    lines = (DATA / "aiperf_profile_export.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    warm = json.loads(lines[0])
+    warm["metadata"].update(benchmark_phase="warmup", x_request_id="warm-0",
+                            request_start_ns=first["metadata"]["request_start_ns"] - S)
+    p = tmp_path / "profile_export.jsonl"
+    p.write_text("\n".join([json.dumps(warm), *lines]) + "\n")
+    log = read_request_log(p)
+    whole = read_request_log(DATA / "aiperf_profile_export.jsonl")
+    assert list(log.requests["request_id"]) == list(whole.requests["request_id"])
+    assert "warm-0" not in set(log.requests["request_id"])
+    assert log.notes[0] == ("1 warm-up request(s) kept out of every number (1 AIPerf "
+                            "benchmark_phase 'warmup')")
+
+
+def test_guidellm_requests_outside_the_measure_window_are_warmup(tmp_path):
+    """guidellm keeps warm-up requests in requests.successful and measures only inside
+    scheduler_metrics.measure_start_time .. measure_end_time: the same here."""
+    t0 = 1.7e9
+
+    def req(i, send):
+        return {"request_id": f"q{i}", "prompt_tokens": 8, "output_tokens": 4,
+                "info": {"timings": {"request_start": send, "first_token_iteration": send + 0.5,
+                                     "last_token_iteration": send + 1.0}}}
+
+    reqs = [req(0, t0), req(1, t0 + 5), req(2, t0 + 6), req(3, t0 + 20)]
+    d = {"benchmarks": [{"scheduler_metrics": {"measure_start_time": t0 + 4,
+                                               "measure_end_time": t0 + 10},
+                         "requests": {"successful": reqs, "incomplete": [], "errored": []}}]}
+    p = tmp_path / "benchmarks.json"
+    p.write_text(json.dumps(d))
+    log = read_request_log(p)
+    assert list(log.requests["request_id"]) == ["q1", "q2"]
+    assert log.notes[0] == ("2 warm-up request(s) kept out of every number (1 guidellm: sent "
+                            "before the benchmark's measure_start_time; 1 guidellm: sent after "
+                            "the benchmark's measure_end_time)")
+    # only warm-up: refused, naming why
+    d["benchmarks"][0]["requests"]["successful"] = [reqs[0]]
+    p.write_text(json.dumps(d))
+    with pytest.raises(RequestLogError, match="holds only warm-up requests"):
+        read_request_log(p)

@@ -33,11 +33,15 @@ def _metric_ns(path, row, metrics: dict, name: str, *, scalar: bool = True):
 
 
 def _read_aiperf(path: Path, text: str):
-    records = []
+    records, warm = [], set()
     for line, d in _jsonl_objects(path, text):
         md = d.get("metadata")
         if not isinstance(md, dict):
             raise RequestLogError(path, "missing (required)", row=line, field="metadata")
+        # AIPerf 0.13+ writes its warm-up records too (metadata.benchmark_phase "warmup",
+        # CreditPhase.WARMUP; "profiling" is measured): kept out, named
+        if str(md.get("benchmark_phase") or "").strip().lower() == "warmup":
+            warm.add(line)
         metrics = _obj(path, line, "metrics", d.get("metrics"), allow_none=True) or {}
         err = d.get("error")
         ok = not err and not md.get("was_cancelled")
@@ -86,6 +90,9 @@ def _read_aiperf(path: Path, text: str):
             t_r = t_first
         records.append(_record(rid, t0, t_first, t_last, prompt, output, chunks=chunks, row=line,
                                t_reasoning=t_r, t_answer=t_a))
+    for rec in records:
+        if rec["row"] in warm:
+            rec["warmup"] = "AIPerf benchmark_phase 'warmup'"
     return records, CLOCK_REALTIME, []
 
 

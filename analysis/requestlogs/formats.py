@@ -17,18 +17,29 @@ class Format:
     name: str
     read: Callable[[Path, str], tuple]
     token_source: str = ""
+    #: one line when the tool's own report uses a metric name differently (docs/request-logs.md)
+    names: str = ""
 
 
 #: Every format read, in the order they are listed to users.
 TABLE: dict[str, Format] = {f.name: f for f in (
     Format("native", native.read, "log field output_tokens"),
     Format("vllm", vllm.read),
-    Format("guidellm", guidellm.read, "tool field output_tokens"),
-    Format("genai-perf", genai_perf.read),
-    Format("aiperf", aiperf.read, "tool field output_sequence_length"),
-    Format("inference-perf", inference_perf.read, "tool field output_tokens"),
-    Format("sglang", sglang.read),
-    Format("llmperf", llmperf.read),
+    Format("guidellm", guidellm.read, "tool field output_tokens",
+           "guidellm's 'inter token latency' is rdmascope's TPOT, its 'time per output token' "
+           "includes the TTFT"),
+    Format("genai-perf", genai_perf.read, "",
+           "genai-perf's 'inter token latency' is rdmascope's TPOT"),
+    Format("aiperf", aiperf.read, "tool field output_sequence_length",
+           "AIPerf's 'Inter Token Latency' is rdmascope's TPOT and its 'Inter Chunk Latency' "
+           "rdmascope's ITL"),
+    Format("inference-perf", inference_perf.read, "tool field output_tokens",
+           "inference-perf's 'inter token latency' is pooled per token (0 inside a multi-token "
+           "chunk); rdmascope's ITL is per chunk"),
+    Format("sglang", sglang.read, "",
+           "SGLang's ITL spreads a chunk's gap over its tokens and its E2E ends at [DONE]"),
+    Format("llmperf", llmperf.read, "",
+           "llmperf's 'inter_token_latency_s' includes the TTFT (it is no TPOT or ITL)"),
 )}
 
 FORMATS = tuple(TABLE)

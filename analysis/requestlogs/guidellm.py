@@ -53,6 +53,7 @@ def _guidellm_requests(path: Path, data: dict):
 
 def _read_guidellm(path: Path, data: dict):
     records = []
+    windows: dict[int, tuple] = {}
     n_bench = len(data.get("benchmarks") or [])
     for bi, status, pos, r in _guidellm_requests(path, data):
         if not isinstance(r, dict):
@@ -81,7 +82,29 @@ def _read_guidellm(path: Path, data: dict):
                                _int(path, pos, "output_tokens", output),
                                test=f"benchmark{bi}" if n_bench > 1 else None, ok=ok,
                                error=str(err) if not ok else "", row=pos))
+        # guidellm keeps warm-up (and cool-down) requests in requests.successful and measures
+        # only inside scheduler_metrics.measure_start_time .. measure_end_time (epoch s)
+        lo, hi = windows.setdefault(bi, _measure_window(path, data, bi))
+        if ts[0] is not None and lo is not None and ts[0] < lo:
+            records[-1]["warmup"] = "guidellm: sent before the benchmark's measure_start_time"
+        elif ts[0] is not None and hi is not None and ts[0] > hi:
+            records[-1]["warmup"] = "guidellm: sent after the benchmark's measure_end_time"
     return records, CLOCK_REALTIME, []
+
+
+def _measure_window(path, data: dict, bi: int):
+    """(measure_start, measure_end) in ns of benchmark ``bi`` (None where not written)."""
+    benches = data.get("benchmarks")
+    b = benches[bi] if isinstance(benches, list) and bi < len(benches) else None
+    sm = b.get("scheduler_metrics") if isinstance(b, dict) else None
+    if not isinstance(sm, dict):
+        return None, None
+    out = []
+    for k in ("measure_start_time", "measure_end_time"):
+        v = _num(path, None, f"benchmarks[{bi}].scheduler_metrics.{k}", sm.get(k),
+                 allow_none=True)
+        out.append(None if v is None or v <= 0 else _s_to_ns(v))
+    return tuple(out)
 
 
 def read(path: Path, text: str):

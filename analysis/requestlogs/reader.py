@@ -61,6 +61,7 @@ def read_request_log(path: str | os.PathLike, format: str | None = None, *,
         try:
             res = TABLE[fmt].read(p, text)
             records, clock, notes = res[:3]
+            records, warm_note = _drop_warmup(p, records)
             df = _validate(p, _frame(p, records))
         except RequestLogError:
             raise
@@ -87,6 +88,11 @@ def read_request_log(path: str | os.PathLike, format: str | None = None, *,
         notes.insert(0, f"{runs[0]['label']} chosen")
     log = RequestLog(path=p, format=fmt, clock=clock, requests=df, notes=list(notes),
                      runs=runs)
+    if warm_note:
+        log.notes.insert(0, warm_note)
+    if TABLE[fmt].names:
+        log.notes.append(f"names: {TABLE[fmt].names}; rdmascope reports its own definitions "
+                         "(attribute --definitions; docs/request-logs.md)")
     if log.n_failed:
         bad = log.requests[~log.requests["ok"]]
         shown = "; ".join(f"row {r.row}: {short_reason(r.error)}"
@@ -112,6 +118,22 @@ def read_request_log(path: str | os.PathLike, format: str | None = None, *,
                               row=None if fld is None or pd.isna(first["row"])
                               else int(first["row"]), field=fld)
     return log
+
+
+def _drop_warmup(p: Path, records: list[dict]) -> tuple[list[dict], str]:
+    """The records without the warm-up ones a tool marked (key ``warmup``: why), and the note
+    naming how many were kept out and why ("" when none)."""
+    warm = [r for r in records if r.get("warmup")]
+    if not warm:
+        return records, ""
+    kept = [r for r in records if not r.get("warmup")]
+    why = "; ".join(f"{n} {k}" for k, n in
+                    {w["warmup"]: sum(1 for x in warm if x["warmup"] == w["warmup"])
+                     for w in warm}.items())
+    if not kept:
+        raise RequestLogError(p, f"holds only warm-up requests ({len(warm)}: {why}); nothing "
+                                 "measured to attribute")
+    return kept, (f"{len(warm)} warm-up request(s) kept out of every number ({why})")
 
 
 def _suggest_format(p: Path, text: str, fmt: str, exc: RequestLogError) -> RequestLogError:
