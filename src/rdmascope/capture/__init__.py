@@ -30,7 +30,14 @@ status             uint8     STATUS_OK, STATUS_READ_ERROR, STATUS_PARSE_ERROR, S
 
 MANIFEST KEYS (``manifest.json``, a JSON object):
 
-- ``format`` = ``"rdmascope-capture"``, ``format_version`` (int, ``FORMAT_VERSION``),
+- ``format`` = ``"rdmascope-capture"``, ``format_version`` (int, ``FORMAT_VERSION`` = 2; 1 is
+  still read). Version 2: every Parquet segment and live file stores, in its schema metadata,
+  ``rdmascope.capture_id`` (the manifest's ``capture_id``), ``rdmascope.counters`` (the
+  descriptors it was written with) and ``rdmascope.interval_ns``; a reader refuses a file
+  whose id differs (another capture's), that has none (in a version-2 capture), or whose
+  descriptors (``CHECKED_COUNTER_KEYS``) or interval differ from the manifest's (an edited
+  manifest), naming the file, the counter and the key. Version 1 files have no id; their
+  descriptors are compared when stored.
   ``capture_id`` (uuid4 hex), ``writer`` (``"sampler"`` | ``"simulate"``), ``sampler_version``.
 - ``host``, ``kernel``, ``command_line`` (list of str), ``sysfs_root``.
 - ``clock`` = ``"CLOCK_MONOTONIC"`` (clock of every ``*_ns`` column), ``interval_ns``.
@@ -110,6 +117,7 @@ from rdmascope.capture.reader import (
 )
 from rdmascope.capture.schema import (
     BYTE_SOURCE_FILES,
+    CHECKED_COUNTER_KEYS,
     COLUMNS,
     COUNTER_KEYS,
     FLUSH_INTERVAL_S,
@@ -119,10 +127,13 @@ from rdmascope.capture.schema import (
     LIVE_SUFFIX,
     LOCK_NAME,
     MANIFEST_NAME,
+    READABLE_VERSIONS,
     ROLL_INTERVAL_S,
     SAMPLE_SCHEMA,
+    SEGMENT_CAPTURE_ID_KEY,
     SEGMENT_COUNTERS_KEY,
     SEGMENT_DIR,
+    SEGMENT_INTERVAL_KEY,
     SEGMENT_PREFIX,
     SEGMENT_SUFFIX,
     STATUS_MISSING,
@@ -142,11 +153,13 @@ from rdmascope.capture.schema import (
     _check_schema,
     _is_int,
     check_counter_descriptors,
+    check_origin,
     clock_pair,
     empty_table,
     host_metadata,
     is_enospc,
     make_batch,
+    origin_metadata,
 )
 from rdmascope.capture.writer import (
     _IPC_EOS,

@@ -35,6 +35,7 @@ from rdmascope.capture.schema import (
     UnsupportedVersionError,
     _check_manifest_types,
     _check_schema,
+    check_origin,
     empty_table,
 )
 
@@ -119,7 +120,8 @@ def segment_counters(path: str | os.PathLike) -> list[dict[str, Any]] | None:
         raise CorruptSegmentError(p, f"cannot read its counter descriptors: {exc}") from exc
 
 
-def _read_live(path: Path) -> tuple[list[pa.RecordBatch], bool]:
+def _read_live(path: Path, manifest: dict[str, Any] | None = None
+               ) -> tuple[list[pa.RecordBatch], bool]:
     """Read an Arrow IPC stream written by CaptureWriter, tolerating a cut-off tail.
 
     Returns (batches, truncated). A stream whose schema message is incomplete yields no batches.
@@ -137,6 +139,8 @@ def _read_live(path: Path) -> tuple[list[pa.RecordBatch], bool]:
     except (pa.ArrowInvalid, OSError):
         return batches, True  # killed before the schema message was complete
     _check_schema(path, reader.schema)
+    if manifest is not None:
+        check_origin(path, reader.schema.metadata, manifest)
     truncated = False
     while True:
         try:
@@ -181,7 +185,7 @@ def read_capture(path: str | os.PathLike, *, columns: list[str] | None = None) -
     tables: list[pa.Table] = []
     table_files: list[Path] = []
     for s in segs:
-        pf = _open_segment(s, listed.get(s.name))
+        pf = _open_segment(s, listed.get(s.name), manifest)
         try:
             t = pf.read()
         except (pa.ArrowException, OSError, ValueError) as exc:
@@ -193,7 +197,7 @@ def read_capture(path: str | os.PathLike, *, columns: list[str] | None = None) -
     live_rows = 0
     truncated: list[Path] = []
     for lf in lives:
-        batches, cut = _read_live(lf)
+        batches, cut = _read_live(lf, manifest)
         if cut:
             truncated.append(lf)
         if batches:
@@ -269,7 +273,8 @@ def listed_segments(path: Path, manifest: dict[str, Any], segs: list[Path]
     return listed
 
 
-def _open_segment(s: Path, record: dict[str, Any] | None) -> pq.ParquetFile:
+def _open_segment(s: Path, record: dict[str, Any] | None,
+                  manifest: dict[str, Any] | None = None) -> pq.ParquetFile:
     """Open one Parquet segment, verifying its size and SHA-256 against the manifest record.
 
     Every read checks the digest (about 0.1 s of CPU per hour of an 8-counter capture): Parquet's
@@ -295,6 +300,8 @@ def _open_segment(s: Path, record: dict[str, Any] | None) -> pq.ParquetFile:
         raise CorruptSegmentError(s, f"cannot read Parquet segment ({exc}); the file is "
                                      "truncated or corrupted") from exc
     _check_schema(s, pf.schema_arrow)
+    if manifest is not None:
+        check_origin(s, pf.schema_arrow.metadata, manifest)
     return pf
 
 
@@ -341,7 +348,7 @@ def iter_capture_batches(path: str | os.PathLike, *, batch_rows: int = 1 << 20):
     segs, lives = list_capture_files(p)
     listed = listed_segments(p, manifest, segs)
     for s in segs:
-        pf = _open_segment(s, listed.get(s.name))
+        pf = _open_segment(s, listed.get(s.name), manifest)
         _check_rows(s, listed.get(s.name), pf.metadata.num_rows)
         try:
             yield from pf.iter_batches(batch_size=batch_rows, columns=list(COLUMNS))
@@ -350,7 +357,7 @@ def iter_capture_batches(path: str | os.PathLike, *, batch_rows: int = 1 << 20):
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise CorruptSegmentError(s, f"cannot read Parquet segment ({exc})") from exc
     for lf in lives:
-        batches, _ = _read_live(lf)
+        batches, _ = _read_live(lf, manifest)
         yield from batches
 
 
@@ -439,7 +446,7 @@ def iter_capture_tables(path: str | os.PathLike, *, columns: list[str] | None = 
     for i in keep:
         s = segs[i]
         rec = listed.get(s.name)
-        pf = _open_segment(s, rec)
+        pf = _open_segment(s, rec, m)
         _check_rows(s, rec, pf.metadata.num_rows)
         try:
             t = pf.read(columns=cols)
@@ -449,7 +456,7 @@ def iter_capture_tables(path: str | os.PathLike, *, columns: list[str] | None = 
         t = t.cast(pa.schema([SAMPLE_SCHEMA.field(c) for c in cols]))
         yield s, _prepare(p, m, s, t, counter_ids)
     for lf in lives:
-        batches, cut = _read_live(lf)
+        batches, cut = _read_live(lf, m)
         if report is not None:
             report["live_rows"] += sum(b.num_rows for b in batches)
             if cut:

@@ -19,7 +19,12 @@ from typing import Any
 import pyarrow as pa
 
 FORMAT_NAME = "rdmascope-capture"
-FORMAT_VERSION = 1
+#: 2: every segment and live file stores its capture's id, counter descriptors and interval
+#: (``SEGMENT_CAPTURE_ID_KEY``, ``SEGMENT_COUNTERS_KEY``, ``SEGMENT_INTERVAL_KEY``), checked
+#: against the manifest on every read. 1: no id (still read; descriptors checked when stored).
+FORMAT_VERSION = 2
+#: the versions this rdmascope reads
+READABLE_VERSIONS = (1, 2)
 MANIFEST_NAME = "manifest.json"
 SEGMENT_DIR = "segments"
 LIVE_PREFIX = "live-"
@@ -170,6 +175,83 @@ def make_batch(counter_id, sweep, t_before_ns, read_duration_ns, value, status) 
 #: ``pd.read_parquet(segment)``. Segments written before these keys existed have neither and stay
 #: readable (the keys are optional; the manifest remains the reference).
 SEGMENT_COUNTERS_KEY = b"rdmascope.counters"
+#: Format version 2: the capture id (the manifest's ``capture_id``) and ``interval_ns`` of the
+#: capture a segment or live file belongs to, in its schema metadata.
+SEGMENT_CAPTURE_ID_KEY = b"rdmascope.capture_id"
+SEGMENT_INTERVAL_KEY = b"rdmascope.interval_ns"
+#: The descriptor keys a segment's stored counters must share with the manifest's.
+CHECKED_COUNTER_KEYS = ("source", "device", "port", "name", "unit", "bytes_per_unit",
+                        "width_bits", "direction", "byte_source")
+
+
+def origin_metadata(manifest: dict[str, Any]) -> dict[bytes, bytes]:
+    """The schema metadata tying a segment or live file to its capture (format version 2):
+    capture id, counter descriptors (with ``counter_id``; also as pandas' ``PANDAS_ATTRS``)
+    and ``interval_ns``."""
+    desc = [{"counter_id": i, **c} for i, c in enumerate(manifest.get("counters") or [])]
+    out = {SEGMENT_COUNTERS_KEY: json.dumps(desc).encode(),
+           b"PANDAS_ATTRS": json.dumps({SEGMENT_COUNTERS_KEY.decode(): desc}).encode()}
+    if manifest.get("capture_id") is not None:
+        out[SEGMENT_CAPTURE_ID_KEY] = str(manifest["capture_id"]).encode()
+    if manifest.get("interval_ns") is not None:
+        out[SEGMENT_INTERVAL_KEY] = str(int(manifest["interval_ns"])).encode()
+    return out
+
+
+def check_origin(path: str | os.PathLike, meta: dict[bytes, bytes] | None,
+                 manifest: dict[str, Any]) -> None:
+    """Refuse a segment or live file (``path``, its schema metadata ``meta``) that is not this
+    capture's: another capture's id, or (format version >= 2) no id at all; counter
+    descriptors or ``interval_ns`` that differ from the manifest's (an edited manifest or a
+    foreign file). Raises ``CaptureSchemaError`` naming the file, the counter and the key."""
+    meta = meta or {}
+    version = manifest.get("format_version", 1)
+    cid = meta.get(SEGMENT_CAPTURE_ID_KEY)
+    if cid is not None:
+        got = cid.decode("utf-8", "replace")
+        if got != manifest.get("capture_id"):
+            raise CaptureSchemaError(path, f"belongs to another capture (capture id {got}; this "
+                                           f"capture is {manifest.get('capture_id')}): it was "
+                                           "copied in from elsewhere; remove it, or keep it "
+                                           "with its own capture")
+    elif _is_int(version) and version >= 2:
+        raise CaptureSchemaError(path, f"carries no capture id although the manifest (format "
+                                       f"version {version}) says every segment does: it was not "
+                                       "written into this capture (a segment of an older "
+                                       "capture copied in?)")
+    raw = meta.get(SEGMENT_COUNTERS_KEY)
+    if raw is not None:
+        try:
+            stored = json.loads(raw)
+            if not isinstance(stored, list) or not all(isinstance(c, dict) for c in stored):
+                raise ValueError("not a list of objects")
+        except ValueError as exc:
+            raise CorruptSegmentError(path, f"its stored counter descriptors are unreadable "
+                                            f"({exc})") from exc
+        mine = manifest.get("counters") or []
+        if len(stored) > len(mine):
+            raise CaptureSchemaError(path, f"stores {len(stored)} counter descriptors but the "
+                                           f"manifest lists {len(mine)} counters; the manifest "
+                                           "was edited or the file is another capture's")
+        for i, (a, b) in enumerate(zip(stored, mine, strict=False)):
+            for key in CHECKED_COUNTER_KEYS:
+                if a.get(key) != b.get(key):
+                    raise CaptureSchemaError(
+                        path, f"counter {i} ({b.get('device')} {b.get('name')}): {key!r} is "
+                              f"{json.dumps(b.get(key))} in the manifest but "
+                              f"{json.dumps(a.get(key))} in this file, which was written with "
+                              "it; the manifest was edited or the file is another capture's")
+    iv = meta.get(SEGMENT_INTERVAL_KEY)
+    if iv is not None:
+        try:
+            got_iv = int(iv)
+        except ValueError:
+            got_iv = None
+        if got_iv != manifest.get("interval_ns"):
+            raise CaptureSchemaError(path, f"was written at interval_ns {iv.decode('ascii', 'replace')}"
+                                           f" but the manifest says {manifest.get('interval_ns')}"
+                                           "; the manifest was edited or the file is another "
+                                           "capture's")
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
@@ -202,6 +284,17 @@ def check_counter_descriptors(counters: Any, path: str | os.PathLike) -> None:
         if lacking:
             raise CaptureSchemaError(
                 path, f"manifest counter descriptor {i} lacks key(s): {', '.join(lacking)}")
+        who = f"manifest counter {i}"
+        for key in ("source", "device", "name", "unit"):
+            if not isinstance(c[key], str):
+                raise CaptureSchemaError(path, f"{who}: {key!r} must be a string, got "
+                                               f"{json.dumps(c[key], default=str)}")
+        if not (c["port"] is None or _is_int(c["port"])):
+            raise CaptureSchemaError(path, f"{who}: 'port' must be an integer or null, got "
+                                           f"{json.dumps(c['port'], default=str)}")
+        if c["direction"] not in ("tx", "rx", None):
+            raise CaptureSchemaError(path, f"{who}: 'direction' must be \"tx\", \"rx\" or "
+                                           f"null, got {json.dumps(c['direction'], default=str)}")
         for key, hi in (("bytes_per_unit", None), ("width_bits", 64)):
             v = c[key]
             if not (v is None or (_is_int(v) and v > 0 and (hi is None or v <= hi))):
@@ -267,6 +360,17 @@ def _check_manifest_types(mpath: Path, m: dict[str, Any]) -> None:
     list_of_objects("events")
     list_of_objects("devices", ("name",), optional=True)
     list_of_objects("discovered_devices", ("name",), optional=True)
+    for key in ("devices", "discovered_devices"):
+        for i, d in enumerate(m.get(key) or []):
+            if not isinstance(d["name"], str):
+                raise bad(f"{key}[{i}].name", "a string", d["name"])
+            ports = d.get("ports")
+            if ports is not None and not (isinstance(ports, list)
+                                          and all(isinstance(x, dict) for x in ports)):
+                raise bad(f"{key}[{i}].ports", "a list of objects", ports)
+            for j, port in enumerate(ports or []):
+                if "port" in port and not _is_int(port["port"]):
+                    raise bad(f"{key}[{i}].ports[{j}].port", "an integer", port["port"])
     list_of_objects("segments", ("name", "rows", "bytes", "sha256"), optional=True)
     for key in ("audit", "extra"):
         if m.get(key) is not None and not isinstance(m[key], dict):
@@ -284,7 +388,7 @@ def _check_schema(path: Path, schema: pa.Schema) -> None:
                                            f"expected {f.type}")
     meta = schema.metadata or {}
     fv = meta.get(b"rdmascope.format_version")
-    if fv is not None and int(fv) > FORMAT_VERSION:
+    if fv is not None and (not fv.isdigit() or int(fv) > FORMAT_VERSION):
         raise UnsupportedVersionError(
             path, f"segment format version {int(fv)} is newer than supported ({FORMAT_VERSION})")
 

@@ -39,6 +39,7 @@ from rdmascope.capture.schema import (
     _check_manifest_types,
     clock_pair,
     host_metadata,
+    origin_metadata,
 )
 
 # Parquet settings chosen for <= 8 bytes per reading on disk: the rows of a segment are sorted by
@@ -421,7 +422,8 @@ class CaptureWriter:
                                                      "recorder); refusing to write through it"
                                     ) from exc
         try:
-            f.write(SAMPLE_SCHEMA.serialize())
+            f.write(SAMPLE_SCHEMA.with_metadata({**SAMPLE_SCHEMA.metadata,
+                                                 **origin_metadata(self.manifest)}).serialize())
         except BaseException:
             f.close()  # not even the schema fitted: nothing to keep, retry under the same name
             _unlink_quietly(name, self._dfd)
@@ -495,7 +497,7 @@ class CaptureWriter:
         sfd = self._sfd
         try:
             with os.fdopen(_create_file(tmp, sfd, self.file_mode, readable=True), "w+b") as f:
-                write_segment(table, f, counters=self.manifest.get("counters"))
+                write_segment(table, f, manifest=self.manifest)
                 f.flush()
                 os.fsync(f.fileno())
                 f.seek(0)
@@ -623,13 +625,19 @@ def segment_entry(path: str | os.PathLike, name: str, rows: int) -> dict[str, An
 
 
 def write_segment(table: pa.Table, path: str | os.PathLike, *,
-                  counters: list[dict[str, Any]] | None = None) -> None:
+                  counters: list[dict[str, Any]] | None = None,
+                  manifest: dict[str, Any] | None = None) -> None:
     """Write a SAMPLE_SCHEMA table as one Parquet segment with the format's encodings.
 
-    ``counters``: the manifest's counter descriptors, stored in the key-value metadata
-    (``SEGMENT_COUNTERS_KEY`` and pandas' ``PANDAS_ATTRS``) with ``counter_id`` added.
+    ``manifest``: the capture's manifest; its id, counter descriptors and interval are stored
+    in the key-value metadata (``schema.origin_metadata``: what readers check the segment
+    against). ``counters`` alone (no manifest): only the descriptors (``SEGMENT_COUNTERS_KEY``
+    and pandas' ``PANDAS_ATTRS``) with ``counter_id`` added.
     """
-    if counters is not None:
+    if manifest is not None:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                               **origin_metadata(manifest)})
+    elif counters is not None:
         desc = [{"counter_id": i, **c} for i, c in enumerate(counters)]
         table = table.replace_schema_metadata({
             **(table.schema.metadata or {}),

@@ -209,6 +209,12 @@ def summarize_capture(path: str) -> dict[str, Any]:
         out["gaps"] = {"count": 0, "missed_sweeps": 0, "longest_ms": 0.0, "list": []}
     if audit:
         out["quality"] = {"source": "audit", **audit}
+        # the audit says what the recorder wrote; the files say what is here: never trust the
+        # first over the second (a lost live file, a directory replaced while recording)
+        said = audit.get("rows_written")
+        if isinstance(said, int) and not isinstance(said, bool) and said != n_rows:
+            out["audit_mismatch"] = {"rows_written": said, "rows_present": n_rows,
+                                     "missing": said - n_rows}
         # name netdev counters by their netdev (audits written before the key existed lack it)
         for r in out["quality"].get("read_duration_ns") or []:
             cid = r.get("counter_id")
@@ -363,6 +369,12 @@ def _print(s: dict[str, Any]) -> None:
         e(f"sampling quality ({q['source']}):")
         if q["source"] == "audit":
             e("  " + format_audit(q).replace("\n", "\n  "))
+            bad = s.get("audit_mismatch")
+            if bad:
+                e(f"  WARNING: the audit says {bad['rows_written']} readings were written but "
+                  f"the capture holds {bad['rows_present']}: {bad['missing']} readings are "
+                  "missing (a live file or segment lost or removed, or the directory replaced "
+                  "while recording); the analysis sees only the readings present")
         else:
             iv = q["interval_ns"]
             e(f"  sweeps: {q['sweeps_taken']} taken, {q['sweeps_missed']} missed")
