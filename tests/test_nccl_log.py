@@ -345,3 +345,15 @@ def test_traffic_on_the_wrong_twin(tmp_path, captures):
     w = json.loads(r.output)["meta"]["nccl_witness"]
     assert r.exit_code == 1 and w["log_hcas"] == ["roceP2p1s0f1"]
     assert w["counter_hcas"] == ["rocep1s0f1"] and "roceP2p1s0f1 only" in w["message"]
+
+
+def test_opened_both_but_used_one(tmp_path, captures):
+    # NET/IB : Using lists both twins, every channel goes through the first, the counters agree
+    # with the channels: an HCA opened but unused is still not the one-HCA emulation
+    emu = captures["emulated100"]
+    f = _log(tmp_path, emu, "opened.log", hcas=TWINS, merge=False, channel_devs=[0],
+             version="2.19.3")
+    r = _verify(emu, f)
+    w = json.loads(r.output)["meta"]["nccl_witness"]
+    assert r.exit_code == 1 and w["log_hcas"] == ["rocep1s0f1"]
+    assert sorted(w["log_opened"]) == sorted(TWINS) and "opened but unused" in w["message"]

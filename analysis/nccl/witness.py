@@ -7,8 +7,9 @@ and the counters' ``Verdict`` (``rdmascope.analysis.verify.verify_emulation``) a
 
 - PASS: single: the log's channels go through one HCA and that HCA carried the bytes ("confirmed
   by both"); both: the channels go through both twins and both carried their share;
-- FAIL: they disagree (NCCL opened both twins but one carried all, or NCCL used one but the
-  other carried bytes: e.g. the log is of another run, or an HCA opened but unused), or NCCL
+- FAIL: they disagree (NCCL's channels use both twins but one carried all, or NCCL used one
+  but the other carried bytes: e.g. the log is of another run; or NCCL opened both twins and
+  used one: an HCA opened but unused, NCCL_IB_HCA not applied), or NCCL
   used NET/Socket (TCP, named from the log whatever the counters say), or the counters' own
   verdict failed;
 - CANNOT JUDGE: the log cannot witness this capture (no process on the capture's host, times
@@ -162,7 +163,15 @@ def compare_witnesses(log: NcclLog, verdict, *, host: str, span_realtime_ns: tup
     if not C:
         return WitnessVerdict(CANNOT_JUDGE, "cannot judge: the counters saw no RDMA bytes",
                               log_hcas=log_hcas, network="IB", **base)
+    unused = [h for h in opened if h not in L]
     if expect == "single":
+        if len(L) == 1 and L == C and unused:
+            return WitnessVerdict(FAIL, (
+                f"disagreement: NCCL opened {', '.join(opened)} (NET/IB : Using) but its channels "
+                f"and the RDMA bytes used only {log_hcas[0]}: {', '.join(unused)} was opened but "
+                f"unused, so NCCL_IB_HCA did not restrict NCCL to one HCA "
+                f"(NCCL_IB_HCA={_env(understood) or 'unset'})"), log_hcas=log_hcas,
+                network="IB", **base)
         if len(L) == 1 and L == C:
             msg = (f"confirmed by both: NCCL's channels go through {log_hcas[0]} only and "
                    f"{log_hcas[0]} carried the RDMA bytes ({share.get(log_hcas[0], 0):.1%})")
