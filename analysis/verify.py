@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .load import Capture
 from .intervals import default_origin
+from .load import Capture
 from .overline_pass import OverLineFlagger
 from .peaks import PeakAcc, peak_table
 from .series import byte_intervals
@@ -651,6 +651,12 @@ def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
         msg = (f"cannot judge: {'; '.join(blind)}; unknown is not zero, so the shares say "
                "nothing about which interfaces NCCL used; readable bytes only: "
                + msg.removeprefix("cannot judge: "))
+    nd = ((capture.meta.get("extra") or {}).get("netdev_stats")
+          if isinstance(getattr(capture, "meta", None), dict) else None)
+    if kernel is None and isinstance(nd, dict) and nd.get("requested"):
+        msg += ("; the TCP check could not judge: the recorder was asked for netdev "
+                "statistics (--netdev-stats) but found no netdev (a private network namespace?), "
+                "so kernel-stack traffic is unknown")
     if tcp:
         ok, status = False, FAIL
         # the finding leads; what RDMA alone showed follows (without its own 'cannot judge: ',

@@ -662,6 +662,14 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
         print(f"rdmascope record: note: hw_counters ({names}) are cached by the kernel for "
               f"hw_counters/lifespan ms (default 10); sampled every "
               f"{opts.interval_ns / 1e6:g} ms they repeat values", file=log)
+    netdev_note = None
+    if opts.netdev_stats and not any(c.get("source") == "netdev" for c in counters):
+        netdev_note = ("--netdev-stats: no netdev found for the sampled RDMA device(s) "
+                       f"({', '.join(d.name for d in devices)}) under {root / 'class' / 'net'}; "
+                       "kernel-stack (TCP) traffic cannot be recorded, so the TCP check cannot "
+                       "judge (a private network namespace, e.g. systemd PrivateNetwork=yes or "
+                       "a container, hides the host's netdevs)")
+        print(f"rdmascope record: warning: {netdev_note}", file=log)
     if not counters:
         if no_bytes:
             raise RecordError("nothing to sample: " + "; ".join(no_bytes))
@@ -699,6 +707,10 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
             "spin_ns": opts.spin_ns,
             # which sweep implementation ran: compiled (_csweep) or python (csweep.py)
             "sweep": sweep_impl,
+            # --netdev-stats asked for but no netdev found: said, so the TCP check says it
+            # could not judge instead of passing in silence
+            **({"netdev_stats": {"requested": True, "found": 0, "note": netdev_note}}
+               if netdev_note else {}),
             **(opts.extra or {}),
         },
     }
