@@ -229,12 +229,24 @@ def test_verdicts_both_socket_host_time(tmp_path, captures):
     r = _verify(emu, _log(tmp_path, emu, "other.log", host="spark-07", hcas=TWINS[:1]))
     w = json.loads(r.output)["meta"]["nccl_witness"]
     assert r.exit_code == 3 and "spark-07" in w["message"] and "cannot witness" in w["message"]
-    # a day earlier: its times do not overlap the capture
+    # a day earlier, communicators closed then: a log of another run
     m = json.loads((emu / "manifest.json").read_text())
-    r = _verify(emu, _log(tmp_path, emu, "old.log", hcas=TWINS[:1],
-                          t_realtime_ns=m["start"]["realtime_ns"] - 86_400 * 10**9))
+    day = 86_400 * 10**9
+    t0 = m["start"]["realtime_ns"]
+    r = _verify(emu, _log(tmp_path, emu, "old.log", hcas=TWINS[:1], t_realtime_ns=t0 - day,
+                          t_end_realtime_ns=t0 - day + 60 * 10**9))
     w = json.loads(r.output)["meta"]["nccl_witness"]
-    assert r.exit_code == 3 and "another run" in w["message"]
+    assert r.exit_code == 3 and "closed every communicator" in w["message"]
+    assert "another run" in w["message"]
+    # a day later: it starts after the capture ended
+    r = _verify(emu, _log(tmp_path, emu, "late.log", hcas=TWINS[:1], t_realtime_ns=t0 + day))
+    w = json.loads(r.output)["meta"]["nccl_witness"]
+    assert r.exit_code == 3 and "after the capture" in w["message"]
+    # set up an hour before the recording and never closed (a server): judged, with a note
+    r = _verify(emu, _log(tmp_path, emu, "server.log", hcas=TWINS[:1],
+                          t_realtime_ns=t0 - 3600 * 10**9))
+    w = json.loads(r.output)["meta"]["nccl_witness"]
+    assert r.exit_code == 0 and any("before the recording" in n for n in w["notes"])
     # no timestamps: judged, with a note that the run is not checked
     r = _verify(emu, _log(tmp_path, emu, "nots.log", hcas=TWINS[:1], timestamps=False))
     w = json.loads(r.output)["meta"]["nccl_witness"]

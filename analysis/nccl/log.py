@@ -24,6 +24,8 @@ their shape is reproduced here, no code), per version:
   has no function name and no nvmlDev, and no START line; 2.19-2.23 "ncclCommInitRank " only
   for the START/COMPLETE of ncclCommSplit/InitRank; 2.24+ the function name, HEAD ``[Rank R]``).
 - ``comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d`` (init.cc, 2.19+).
+- ``comm %p rank %d nranks %d cudaDev %d busId %lx - Destroy|Abort COMPLETE`` (init.cc; INIT
+  subsystem through 2.29, DESTROY from 2.30): the communicator closed.
 - ``Channel %02d/%d : %d[%x] -> %d[%x] [send|receive] via NET/%s/%d[(%d)][/GDRDMA[(PCI)]][/Shared]``
   (transport/net.cc; the bracketed numbers are busId in 2.18, nvmlDev later),
   ``... via P2P/...`` (p2p.cc), ``Channel %02d : ... via SHM/...`` (shm.cc).
@@ -85,6 +87,8 @@ _INIT = re.compile(
     r"(?:\[Rank \d+\] )?(?:(?P<func>nccl\w+) )?comm (?P<comm>0x[0-9a-fA-F]+|\(nil\)) rank (?P<rank>\d+) "
     r"nranks (?P<nranks>\d+) cudaDev (?P<cuda>-?\d+)(?: nvmlDev -?\d+)? busId (?P<bus>[0-9a-fA-F]+)"
     r"(?: commId (?P<commid>0x[0-9a-fA-F]+))?(?: parent (?P<parent>\S+))?.*?- Init (?P<phase>START|COMPLETE)\s*$")
+_END = re.compile(r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) n[rR]anks (?P<nranks>\d+) cudaDev "
+                  r"-?\d+ busId [0-9a-fA-F]+ - (?P<how>Destroy|Abort) COMPLETE")
 _NNODES = re.compile(r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nRanks (?P<nranks>\d+) "
                      r"nNodes (?P<nnodes>\d+) localRanks (?P<local>\d+)")
 _CHANNEL = re.compile(
@@ -110,6 +114,9 @@ class Comm:
     nnodes: int | None = None
     started: bool = False
     complete: bool = False
+    #: "Destroy" or "Abort" when its ``- Destroy|Abort COMPLETE`` line was logged; ``t_end``: its stamp
+    ended: str | None = None
+    t_end: datetime | None = None
 
 
 @dataclass
@@ -165,6 +172,7 @@ class Process:
     times: list[datetime] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     _current: dict[int, str] = field(default_factory=dict, repr=False)
+    _ts: datetime | None = field(default=None, repr=False)
 
     @property
     def key(self) -> str:
@@ -362,6 +370,7 @@ def parse_lines(lines: Iterable[str], name: str, log: NcclLog, procs: dict, *,
         if ts is not None:
             p.times.append(ts)
         msg = (m["msg"] or "").strip()
+        p._ts = ts
         truncated = no == len(lines) and not ends_with_newline
         if m["level"] == "WARN":
             p.warnings.append(msg)
@@ -496,6 +505,14 @@ def _dispatch(p: Process, msg: str, tid: int) -> bool:
                 for ch in p.channels:
                     if ch.comm is None:
                         ch.comm = m["comm"]
+        return True
+    m = _END.match(msg)
+    if m:  # 2.18+ INIT (2.30+ the DESTROY subsystem): the communicator closed
+        c = p.comms.get(m["comm"])
+        if c is None:
+            c = p.comms[m["comm"]] = Comm(comm=m["comm"], rank=int(m["rank"]),
+                                          nranks=int(m["nranks"]), cuda_dev=-1)
+        c.ended, c.t_end = m["how"], p._ts
         return True
     m = _NNODES.match(msg)
     if m:

@@ -89,23 +89,14 @@ def compare_witnesses(log: NcclLog, verdict, *, host: str, span_realtime_ns: tup
             f"cannot judge: the NCCL log is of host(s) {', '.join(log.hosts()) or '(none)'}, not "
             f"of the capture's host {short_host(host)}: it cannot witness this capture"),
             counter_hcas=counters, notes=notes)
+    if span_realtime_ns is not None:
+        procs, gone, before = _same_run(procs, span_realtime_ns)
+        if not procs:
+            return WitnessVerdict(CANNOT_JUDGE, f"cannot judge: {gone[0]}", processes=[],
+                                  counter_hcas=counters, notes=notes)
+        notes += before
     keys = [p.key for p in procs]
-    span = log_span(procs)
-    if span is not None and span_realtime_ns is not None:
-        lo = datetime.fromtimestamp(span_realtime_ns[0] / 1e9, timezone.utc)
-        hi = datetime.fromtimestamp(span_realtime_ns[1] / 1e9, timezone.utc)
-        a, b = _aware(span[0]), _aware(span[1])
-        if b.timestamp() < lo.timestamp() - TIME_SLACK_S or a.timestamp() > hi.timestamp() + TIME_SLACK_S:
-            return WitnessVerdict(CANNOT_JUDGE, (
-                f"cannot judge: the NCCL log's lines run {a.isoformat(timespec='seconds')} to "
-                f"{b.isoformat(timespec='seconds')}, outside the capture "
-                f"({lo.isoformat(timespec='seconds')} to {hi.isoformat(timespec='seconds')}): "
-                f"it is of another run" + (
-                    "" if span[0].tzinfo is not None else
-                    " (NCCL stamps local time without a zone, read here in this machine's "
-                    "zone: if the nodes run in another one, run rdmascope with TZ set to it)")),
-                processes=keys, counter_hcas=counters, notes=notes)
-    elif span is None:
+    if not any(p.times for p in procs):
         notes.append("the log's lines carry no timestamps: that it is of the same run as the "
                      "capture is not checked (NCCL_DEBUG_TIMESTAMP_LEVELS=INFO stamps them)")
     understood = [p for p in procs if p.understood_network()]
@@ -224,6 +215,49 @@ def _shares(verdict) -> dict[str, float]:
 
 def _carrying(verdict) -> list[str]:
     return sorted(h for h, s in _shares(verdict).items() if s >= CARRY_SHARE)
+
+
+def _iso(t: datetime) -> str:
+    return _aware(t).isoformat(timespec="seconds")
+
+
+def _same_run(procs: list[Process], span_ns: tuple[int, int]):
+    """Split ``procs`` by their stamps against the capture's realtime span: (kept, reasons the
+    others are of another run, notes). A process is of another run when its first line comes
+    after the capture ended, or when it closed all its communicators (``Destroy|Abort COMPLETE``)
+    before the capture started. Lines that all come before the capture are kept with a note: a
+    server sets NCCL up long before anyone records it."""
+    lo, hi = span_ns[0] / 1e9, span_ns[1] / 1e9
+    cap = (f"{datetime.fromtimestamp(lo, timezone.utc).isoformat(timespec='seconds')} to "
+           f"{datetime.fromtimestamp(hi, timezone.utc).isoformat(timespec='seconds')}")
+    zone = ("; NCCL stamps local time without a zone, read here in this machine's zone: if the "
+            "nodes run in another one, run rdmascope with TZ set to it")
+    kept, gone, notes = [], [], []
+    for p in procs:
+        if not p.times:
+            kept.append(p)
+            continue
+        ts = sorted(p.times, key=lambda t: _aware(t).timestamp())
+        first, last = ts[0], ts[-1]
+        naive = first.tzinfo is None
+        ends = [c.t_end for c in p.comms.values() if c.ended and c.t_end is not None]
+        all_ended = bool(p.comms) and all(c.ended for c in p.comms.values()) and ends
+        if _aware(first).timestamp() > hi + TIME_SLACK_S:
+            gone.append(f"NCCL's log of {p.key} starts at {_iso(first)}, after the capture "
+                        f"({cap}) ended: it is of another run" + (zone if naive else ""))
+        elif all_ended and max(_aware(t).timestamp() for t in ends) < lo - TIME_SLACK_S:
+            gone.append(f"NCCL closed every communicator of {p.key} by "
+                        f"{_iso(max(ends, key=lambda t: _aware(t).timestamp()))}, before the "
+                        f"capture ({cap}) started: the log is of another run"
+                        + (zone if naive else ""))
+        else:
+            kept.append(p)
+            if _aware(last).timestamp() < lo - TIME_SLACK_S:
+                notes.append(f"NCCL's lines of {p.key} end at {_iso(last)}, before the capture "
+                             f"({cap}) starts: a process that set NCCL up before the recording, "
+                             "or an earlier run (the log cannot tell; NCCL logs 'Destroy "
+                             "COMPLETE' when a communicator closes)")
+    return kept, gone, notes
 
 
 def log_span(procs: list[Process]) -> tuple[datetime, datetime] | None:

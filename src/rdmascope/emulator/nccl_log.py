@@ -71,6 +71,8 @@ class NodeLog:
     gdr: bool = True
     merge: bool = True
     t_realtime_ns: int | None = None
+    #: when the process closes its communicators (``- Destroy COMPLETE``), or None (still open)
+    t_end_realtime_ns: int | None = None
     timestamps: bool = False
     second_comm: bool = False
     net_subsys: bool = True
@@ -181,6 +183,11 @@ def format_nccl_log(n: NodeLog) -> list[str]:
                      f"{net}{flags}", ctid)
         info("Connected all rings", ctid)
         info(done, ctid)
+    if n.t_end_realtime_ns is not None and v < (2, 30):  # 2.30+: the DESTROY subsystem only
+        t = n.t_end_realtime_ns
+        for ptr, nranks, rank, _ in comms:
+            info(f"comm 0x{ptr:x} rank {rank} nranks {nranks} cudaDev 0 busId f000 - "
+                 "Destroy COMPLETE")
     return lines
 
 
@@ -368,6 +375,9 @@ def write_witnesses(capture_dir: str | os.PathLike, traffic=None, *, rank: int =
     pid = 4242 + rank
     node = node_log_for(cfg.get("link", {}), cfg.get("arch", {}), host=host, rank=rank,
                         t_realtime_ns=t0_real, version=version, series=truth.get("series"))
+    dur = truth.get("duration_model_ns")
+    if dur is not None:  # the run ends with the scenario: NCCL closes its communicators
+        node.t_end_realtime_ns = int(t0_real + float(dur) / speed)
     paths = {"log": write_nccl_log(out / LOG_DIR / f"{host.split('.')[0]}.{pid}", node)}
     if traffic is not None:  # NCCL records its collectives whatever the transport
         ins = write_inspector(out / INSPECTOR_DIR, traffic, t0_real, host=host, pid=pid,
