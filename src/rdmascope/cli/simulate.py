@@ -337,6 +337,8 @@ def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, s
     click.echo(f"truth: {truth}")
     if spec is None and truth is not None:  # one node: its NCCL witnesses beside the truth
         _witnesses(Path(truth).parent, traffic, out_dir=Path(truth).parent)
+    elif truth is not None:  # a live cluster: each node's log on its emulated name and clocks
+        _live_cluster_logs(Path(truth))
     click.echo(f"player: {stats.ticks} ticks at {stats.tick_hz:.0f} Hz, longest gap "
                f"{stats.max_tick_gap_ns / 1e6:.2f} ms, {stats.late_ticks} gaps > 1 ms, "
                f"priority {stats.priority}, "
@@ -415,6 +417,27 @@ def _witnesses(path, traffic=None, *, rank: int = 0, out_dir=None) -> None:
         return
     click.echo(f"NCCL log: {w['log']}" + (f"; Inspector records: {w['inspector']}"
                                            if "inspector" in w else ""))
+
+
+def _live_cluster_logs(truth_path) -> None:
+    """Write each live node's NCCL log into its ``out/<host>/`` (``truth.json`` nodes: host,
+    monotonic_offset_ns, wall_clock_error_ns on this machine's clocks)."""
+    import json
+    import time
+
+    from rdmascope.emulator.nccl_log import write_witnesses
+
+    try:
+        nodes = json.loads(truth_path.read_text()).get("nodes") or []
+        off = time.time_ns() - time.monotonic_ns()
+        for rank, n in enumerate(nodes):
+            node_off = off + int(n.get("wall_clock_error_ns") or 0) - int(n.get("monotonic_offset_ns") or 0)
+            write_witnesses(truth_path.parent / n["host"], rank=rank, host=n["host"],
+                            realtime_offset_ns=node_off)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        click.echo(f"warning: NCCL logs of the live nodes not written: {exc}", err=True)
+        return
+    click.echo(f"NCCL logs: {truth_path.parent}/<host>/nccl/")
 
 
 class _Served(Exception):

@@ -341,7 +341,8 @@ def node_log_for(link: dict, arch: dict, *, host: str, rank: int, t_realtime_ns:
 
 def write_witnesses(capture_dir: str | os.PathLike, traffic=None, *, rank: int = 0,
                     version: str = "2.27.7", speed: float | None = None,
-                    out_dir: str | os.PathLike | None = None) -> dict[str, Path]:
+                    out_dir: str | os.PathLike | None = None, host: str | None = None,
+                    realtime_offset_ns: int | None = None) -> dict[str, Path]:
     """Write the NCCL witnesses of the emulated node whose capture (or serve output) is
     ``capture_dir``: ``<out>/nccl/<host>.<pid>`` (the INFO log, as ``NCCL_DEBUG_FILE=%h.%p``
     names it) and, given the node's ``traffic``, ``<out>/nccl-inspector/<host>-pid<pid>.log``.
@@ -349,8 +350,9 @@ def write_witnesses(capture_dir: str | os.PathLike, traffic=None, *, rank: int =
     Reads the node's ``truth.json`` (link, arch, t0_monotonic_ns, speed) and the capture's
     ``manifest.json`` (host and a realtime/monotonic pair) when present; without a manifest
     (``simulate serve``: the recorder writes it), this machine's clocks place model time 0.
-    ``out_dir``: where to write (default ``capture_dir``). Returns {"log": path[, "inspector":
-    path]}. Raises ``OSError`` / ``ValueError`` (no truth.json) as reading and writing do.
+    ``out_dir``: where to write (default ``capture_dir``). ``host`` / ``realtime_offset_ns``
+    (realtime - monotonic of the node, ns): a live cluster node's emulated name and clocks, in
+    place of the manifest's or this machine's. Returns {"log": path[, "inspector": path]}. Raises ``OSError`` / ``ValueError`` (no truth.json) as reading and writing do.
     """
     d = Path(capture_dir)
     truth_path = d / "truth.json"
@@ -360,14 +362,16 @@ def write_witnesses(capture_dir: str | os.PathLike, traffic=None, *, rank: int =
     mpath = d / "manifest.json"
     t0_mono = int(truth.get("t0_monotonic_ns", 0))
     speed = float(speed or truth.get("speed") or 1.0)
-    if mpath.is_file():
+    if host is not None and realtime_offset_ns is not None:
+        off = int(realtime_offset_ns)
+    elif mpath.is_file():
         m = json.loads(mpath.read_text())
         host = str(m.get("host") or "emulated-spark")
         off = int(m["start"]["realtime_ns"]) - int(m["start"]["monotonic_ns"])
     else:
         import socket
 
-        host = socket.gethostname()
+        host = host or socket.gethostname()
         off = time.time_ns() - time.monotonic_ns()
     t0_real = t0_mono + off
     cfg = truth.get("config", {})
