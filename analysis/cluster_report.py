@@ -170,10 +170,13 @@ def write_cluster_report(captures: Sequence[str | os.PathLike], out_dir: str | o
                          reference: str | None = None, refine: bool = True,
                          title: str | None = None, embed: bool = True,
                          progress: Callable[[str], None] | None = None,
-                         run: int | None = None) -> Path:
+                         run: int | None = None,
+                         verdicts_out: list[str] | None = None) -> Path:
     """Summarise a run set and write ``out_dir/report.html`` (+ figures/, tables/).
 
-    Raises what ``cluster_reduce.cluster_summary`` raises and OSError.
+    ``verdicts_out``: a list that receives the set's verdict word as ``rdmascope cluster`` gives
+    it ("PASS", "FAIL", or "CANNOT JUDGE", also when a node's traffic does not match the
+    reference's). Raises what ``cluster_reduce.cluster_summary`` raises and OSError.
     """
     say = progress or (lambda _m: None)
     say(f"cluster: {len(captures)} captures")
@@ -181,4 +184,7 @@ def write_cluster_report(captures: Sequence[str | os.PathLike], out_dir: str | o
                             reference=reference, refine=refine, run=run,
                             progress=lambda k, n, host: say(f"node {k}/{n}: {host}"))
     content = build_cluster_report(res, title=title)
+    if verdicts_out is not None:
+        verdicts_out.append(res.verdict if res.verdict == "FAIL" or not res.unmatched
+                            else "CANNOT JUDGE")
     return render_report(content, out_dir, embed=embed, progress=say)

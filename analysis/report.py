@@ -99,6 +99,10 @@ class Verdict:
     text: str = ""
 
 
+#: Verdict.status of an emulation check -> its verdict word
+STATUS_VERDICT = {"ok": "PASS", "fail": "FAIL", "warn": "CANNOT JUDGE", "info": "PASS"}
+
+
 @dataclass
 class ReportContent:
     """Everything a report shows, already computed."""
@@ -107,6 +111,9 @@ class ReportContent:
     subtitle: str = ""
     cards: list[tuple[str, str, str]] = field(default_factory=list)  # (label, value, detail)
     verdicts: list[Verdict] = field(default_factory=list)
+    #: the verdict words ("PASS", "FAIL", "CANNOT JUDGE") of the checks the report judges (the
+    #: emulation check per configuration): ``rdmascope report`` exits with the worst
+    judged: list[str] = field(default_factory=list)
     figures: list[ReportFigure] = field(default_factory=list)
     sections: list[ReportSection] = field(default_factory=list)
     captures: list[tuple[str, list[tuple[str, str]]]] = field(default_factory=list)
@@ -1476,6 +1483,7 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
         say(f"[{cfg.label}] emulation check")
         v, status, headline = emulation_verdict(cfg)
         content.verdicts.append(Verdict(headline, status, v.message))
+        content.judged.append(STATUS_VERDICT[status])
         nccl_line = _nccl_witness(cfg, v)  # NCCL's own log beside it, when <capture>/nccl/ has one
         if nccl_line is not None:
             content.verdicts.append(Verdict(*nccl_line))
@@ -1853,7 +1861,8 @@ def write_report(captures: Sequence[str | os.PathLike], request_logs=None,
                  progress: Callable[[str], None] | None = None, warmup_rounds: int = 0,
                  origin_s: float | None = None,
                  setup_options: Mapping[str, Any] | None = None,
-                 runs: Sequence[int] | None = None) -> Path:
+                 runs: Sequence[int] | None = None,
+                 verdicts_out: list[str] | None = None) -> Path:
     """Analyse one or more captures with their request logs and write the HTML report.
 
     ``captures``: one or more capture directories (each after the first is compared with it,
@@ -1867,8 +1876,10 @@ def write_report(captures: Sequence[str | os.PathLike], request_logs=None,
     ``origin_s``: the window grid's origin in seconds after each capture's start (default the
     capture start; ``load_configuration``). ``runs``: the run to keep of each capture's request
     log when it holds several (vLLM ``--append-result``): one value for every capture, or one
-    per capture. Raises ValueError (mismatched arguments, a bad log or capture: the message names
-    the file) and OSError.
+    per capture. ``verdicts_out``: a list that receives the verdict words ("PASS", "FAIL",
+    "CANNOT JUDGE") of the report's emulation checks (``ReportContent.judged``). Raises
+    ValueError (mismatched arguments, a bad log or capture: the message names the file) and
+    OSError.
     """
     captures = list(captures)
     if not captures:
@@ -1899,4 +1910,6 @@ def write_report(captures: Sequence[str | os.PathLike], request_logs=None,
             cfg.label += f" ({n})"
     content = build_report(configs, progress=say, title=title, warmup_rounds=warmup_rounds,
                            setup_options=setup_options)
+    if verdicts_out is not None:
+        verdicts_out.extend(content.judged)
     return render_report(content, out_dir, embed=embed, progress=say)

@@ -114,7 +114,7 @@ def test_loader_error_is_a_clean_message(tmp_path):
     bad.mkdir()
     for cmd in ("rates", "peaks", "bursts", "verify-emulation"):
         r = run(cmd, bad)
-        assert r.exit_code == 1, (cmd, r.output)
+        assert r.exit_code == 4, (cmd, r.output)
         assert "no manifest.json" in r.output and str(bad) in r.output
         assert "Traceback" not in r.output
 

@@ -237,10 +237,10 @@ def test_cli_attribute_outputs_and_errors(tmp_path, overlap_capture):
     # nothing inside the capture: refused, the error names the file, row and field
     write_log(tmp_path / "later.jsonl", [(5000, 5030, 5150)])
     r = CliRunner().invoke(main, ["attribute", cap, "--requests", str(tmp_path / "later.jsonl")])
-    assert r.exit_code == 1
+    assert r.exit_code == 4
     assert "later.jsonl: row 1: field 't_send'" in r.output
     r = CliRunner().invoke(main, ["attribute", cap])
-    assert r.exit_code == 1 and "--requests" in r.output
+    assert r.exit_code == 2 and "--requests" in r.output
 
 
 # one warm-up round (round 0) and three measured rounds of test "P", two requests per round sent

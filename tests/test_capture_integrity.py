@@ -153,7 +153,7 @@ def test_manifest_value_of_the_wrong_type_is_refused_naming_the_key(tmp_path, ke
     # and the CLI answers with that one line, no traceback (inspect crashed on these before)
     for cmd in (["inspect", str(cap)], ["rates", str(cap)]):
         res = CliRunner().invoke(main, cmd)
-        assert res.exit_code == 1, (cmd, res.output)
+        assert res.exit_code == 4, (cmd, res.output)
         assert message in res.output and "Traceback" not in res.output
 
 

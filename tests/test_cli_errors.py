@@ -56,23 +56,23 @@ def paths(tmp_path_factory) -> dict[str, str]:
 
 
 CASES = [
-    # 1. broken captures: one line naming the file, exit 1 (report/plot printed tracebacks)
-    ("report {trunc} -o {out}/r1", 1, "seg-000000.parquet: is 100 bytes but the manifest recorded"),
-    ("report {empty} -o {out}/r2", 1, "has no manifest.json; not an rdmascope capture"),
-    ("report {garbage} -o {out}/r3", 1, "manifest.json: is not valid JSON"),
-    ("report {sim} --requests {badlog} -o {out}/r4", 1, "bad.jsonl: unknown format"),
-    ("plot devices {trunc} -o {out}/p.png", 1, "seg-000000.parquet: is 100 bytes but the manifest recorded"),
-    ("plot devices {empty} -o {out}/p.png", 1, "has no manifest.json"),
-    ("plot devices {garbage} -o {out}/p.png", 1, "is not valid JSON"),
-    ("rates {trunc}", 1, "seg-000000.parquet: is 100 bytes but the manifest recorded"),
-    ("rates {garbage}", 1, "is not valid JSON"),
-    ("peaks {trunc}", 1, "seg-000000.parquet: is 100 bytes but the manifest recorded"),
-    ("peaks {empty}", 1, "has no manifest.json"),
-    ("bursts {garbage}", 1, "is not valid JSON"),
+    # 1. broken captures: one line naming the file, exit 4 (report/plot printed tracebacks)
+    ("report {trunc} -o {out}/r1", 4, "seg-000000.parquet: is 100 bytes but the manifest recorded"),
+    ("report {empty} -o {out}/r2", 4, "has no manifest.json; not an rdmascope capture"),
+    ("report {garbage} -o {out}/r3", 4, "manifest.json: is not valid JSON"),
+    ("report {sim} --requests {badlog} -o {out}/r4", 4, "bad.jsonl: unknown format"),
+    ("plot devices {trunc} -o {out}/p.png", 4, "seg-000000.parquet: is 100 bytes but the manifest recorded"),
+    ("plot devices {empty} -o {out}/p.png", 4, "has no manifest.json"),
+    ("plot devices {garbage} -o {out}/p.png", 4, "is not valid JSON"),
+    ("rates {trunc}", 4, "seg-000000.parquet: is 100 bytes but the manifest recorded"),
+    ("rates {garbage}", 4, "is not valid JSON"),
+    ("peaks {trunc}", 4, "seg-000000.parquet: is 100 bytes but the manifest recorded"),
+    ("peaks {empty}", 4, "has no manifest.json"),
+    ("bursts {garbage}", 4, "is not valid JSON"),
     # segments removed: "has no readings", not "cannot convert float NaN to integer"
-    ("peaks {noseg}", 1, "is listed in the manifest (1 segment(s) in all) but missing on disk"),
-    ("bursts {noseg}", 1, "is listed in the manifest (1 segment(s) in all) but missing on disk"),
-    ("rates {noseg}", 1, "capture {noseg} has no readings"),
+    ("peaks {noseg}", 4, "is listed in the manifest (1 segment(s) in all) but missing on disk"),
+    ("bursts {noseg}", 4, "is listed in the manifest (1 segment(s) in all) but missing on disk"),
+    ("rates {noseg}", 4, "capture {noseg} has no readings"),
     # 2. bad option values: exit 2 naming the option
     ("rates {sim} --window 1ns", 2, "'--window': window 1ns is narrower than the minimum of 1us"),
     ("rates {sim} --window 999ns", 2, "narrower than the minimum of 1us"),
@@ -226,7 +226,7 @@ def test_no_traceback_in_a_real_process(paths, cmd):
     """The installed entry point (a real process, stderr apart): exit code and one line."""
     p = subprocess.run([sys.executable, "-m", "rdmascope", *_argv(cmd, paths)],
                        capture_output=True, text=True, timeout=120)
-    assert p.returncode in (1, 2), p.stderr
+    assert p.returncode in (2, 4), p.stderr
     assert "Traceback" not in p.stderr and "Traceback" not in p.stdout
     assert len(_error_lines(p.stderr)) == 1, p.stderr
 
@@ -292,7 +292,7 @@ def test_rates_on_a_killed_capture_judges_from_against_its_readings(tmp_path):
     rd = {0: [(T0 + k * MS, 0, 250 * k, STATUS_OK) for k in range(50)]}  # 1,000 B per ms
     cap = str(write_capture(tmp_path / "c", [ib("rocep1s0f1", "tx")], rd, close=False))
     r = CliRunner().invoke(main, ["rates", cap, "--from", "1"])
-    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert r.exit_code == 4 and "Traceback" not in r.output
     assert _error_lines(r.output) == [f"Error: {cap}: no windows in the requested range"]
     r = CliRunner().invoke(main, ["rates", cap, "--from", "0.040", "--window", "5ms", "--json"])
     assert r.exit_code == 0, r.output

@@ -87,7 +87,7 @@ def test_attribute_wrong_format_suggests_the_detected_one(fixtures_dir):
                               (logs / "native.jsonl", "vllm", "native")):
         r = CliRunner().invoke(main, ["attribute", str(fixtures_dir / "sim-p2-200"),
                                       "--requests", str(path), "--format", given])
-        assert r.exit_code == 1, r.output
+        assert r.exit_code == 4, r.output
         assert (f"the file looks like format '{seen}', not '{given}': give --format {seen} "
                 "(or no --format, to detect it)") in r.output
         assert "Traceback" not in r.output
@@ -132,7 +132,7 @@ def test_report_takes_run(tmp_path):
     # a run the file does not hold: the log's own error, one line
     r = CliRunner().invoke(main, ["report", str(cap), "--requests", str(log), "--run", "9",
                                   "--offset", send, "-o", str(tmp_path / "r9")])
-    assert r.exit_code == 1 and "run 9 does not exist" in r.output
+    assert r.exit_code == 4 and "run 9 does not exist" in r.output
     r = CliRunner().invoke(main, ["report", str(cap), "--requests", str(log), "--run", "1",
                                   "--run", "2", "-o", str(tmp_path / "rx")])
-    assert r.exit_code == 1 and "give one --run for every capture or one per capture" in r.output
+    assert r.exit_code == 2 and "give one --run for every capture or one per capture" in r.output

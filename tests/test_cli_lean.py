@@ -32,7 +32,7 @@ def test_analysis_command_on_lean_install_explains_the_extra(args, fixtures_dir,
     cap = fixtures_dir / "v1-capture"
     args = [a.format(cap=cap, out=tmp_path / "r") for a in args]
     res = _run(*args)
-    assert res.returncode == 1, res.stderr
+    assert res.returncode == 4, res.stderr
     assert "Traceback" not in res.stderr
     assert "needs the analysis extras" in res.stderr
     assert "pip install 'rdmascope[analysis]'" in res.stderr

@@ -94,16 +94,16 @@ def test_mismatched_sets_are_refused_naming_the_hosts(two_sets, tmp_path):
         shutil.copytree(d / "b" / h, part / h)
     shutil.copy(d / "b" / "requests.jsonl", part / "requests.jsonl")
     r = CliRunner().invoke(main, ["compare", str(d / "a"), str(part)])
-    assert r.exit_code == 1
+    assert r.exit_code == 4
     assert "do not hold the same hosts" in r.output and "only in A" in r.output
     assert "spark-03" in r.output and "Traceback" not in r.output
     # a run set against one capture
     r = CliRunner().invoke(main, ["compare", str(d / "a"), str(d / "b" / "spark-01")])
-    assert r.exit_code == 1 and "is a run set (3 captures" in r.output
+    assert r.exit_code == 2 and "is a run set (3 captures" in r.output
     assert str(d / "a") in r.output
     # --reference only for run sets; an unknown host is named
     r = CliRunner().invoke(main, ["compare", str(d / "a" / "spark-01"), str(d / "b" / "spark-01"),
                                   "--reference", "spark-01"])
     assert r.exit_code == 2 and "--reference" in r.output
     r = CliRunner().invoke(main, ["compare", str(d / "a"), str(d / "b"), "--reference", "nope"])
-    assert r.exit_code == 1 and "'nope'" in r.output and "spark-01" in r.output
+    assert r.exit_code == 4 and "'nope'" in r.output and "spark-01" in r.output

@@ -121,7 +121,7 @@ def test_cli_compare_missing_log(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     r = CliRunner().invoke(main, ["compare", str(a), str(empty)])
-    assert r.exit_code == 1 and "--requests-b" in r.output
+    assert r.exit_code == 2 and "--requests-b" in r.output
 
 
 def test_same_capture_twice_is_an_error():
@@ -204,7 +204,7 @@ def test_cli_compare_refuses_the_same_capture_and_warns_when_swapped():
 
     full, emu = _fixture("sim-p2-200"), _fixture("sim-p2-emulated100")
     r = CliRunner().invoke(main, ["compare", str(full), str(full)])
-    assert r.exit_code == 1 and "are the same capture (capture_id" in r.output
+    assert r.exit_code == 2 and "are the same capture (capture_id" in r.output
     assert f"CAPTURE_A ({full}) and CAPTURE_B ({full})" in r.output
     r = CliRunner().invoke(main, ["compare", str(emu), str(full), "--json"])
     assert r.exit_code == 0, r.output

@@ -48,7 +48,7 @@ def test_refuses_a_non_empty_directory_unless_force(tmp_path):
     with pytest.raises(DemoError, match="not empty; use --force"):
         _check_outdir(out, force=False)
     res = CliRunner().invoke(main, ["demo", "-o", str(out)])
-    assert res.exit_code == 1 and "use --force" in res.output
+    assert res.exit_code == 4 and "use --force" in res.output
     _check_outdir(out, force=True)  # replaces only the demo's own outputs
     assert _tree(out) == ["notes.txt"]
     assert (out / "notes.txt").read_text() == "mine"
@@ -86,7 +86,7 @@ def test_force_refuses_anything_but_the_demos_outputs(tmp_path, intruder, named)
     assert f"{out / named}:" in str(exc.value) and "nothing was removed" in str(exc.value)
     assert _tree(out) == before  # checked before anything is removed
     res = CliRunner().invoke(main, ["demo", "-o", str(out), "--force"])
-    assert res.exit_code == 1 and str(out / named) in res.output
+    assert res.exit_code == 4 and str(out / named) in res.output
     assert _tree(out) == before
 
 
@@ -185,3 +185,44 @@ def test_the_emulated_run_is_recorded_as_emulated_at_the_twins_real_rate(tmp_pat
     emu = record_args("emulated100", tmp_path / "e", tmp_path / "sys")
     assert emu[emu.index("--emulated") + 1] == "109"
     assert "--emulated" not in record_args("200", tmp_path / "f", tmp_path / "sys")
+
+
+def _shadowing_folder(tmp_path):
+    """A folder holding a directory named ``rdmascope`` (a clone's parent, say) that breaks
+    any import of ``rdmascope`` looked up from it."""
+    here = tmp_path / "here"
+    (here / "rdmascope").mkdir(parents=True)
+    (here / "rdmascope" / "__init__.py").write_text(
+        "raise ImportError('the folder rdmascope in the working directory was imported')\n")
+    return here
+
+
+def test_children_run_the_parents_package_from_any_folder(tmp_path):
+    """`demo` started its server and recorder as `python -m rdmascope`, which imported a
+    `rdmascope` folder of the working directory (ImportError); rdmascope.child.command() runs
+    the parent's interpreter and package wherever it is started."""
+    import subprocess
+    import sys
+
+    from rdmascope import __version__, child
+
+    here = _shadowing_folder(tmp_path)
+    bare = subprocess.run([sys.executable, "-m", "rdmascope", "--version"], cwd=here,
+                          capture_output=True, text=True, timeout=60)
+    assert bare.returncode != 0 and "was imported" in bare.stderr  # the setup shadows -m
+    r = subprocess.run([*child.command(), "--version"], cwd=here, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and __version__ in r.stdout, r.stderr
+
+
+@pytest.mark.slow
+def test_demo_records_from_a_folder_holding_rdmascope(tmp_path, monkeypatch):
+    """The demo's live step (server + real recorder, both children) from such a folder."""
+    from rdmascope.capture import read_capture
+    from rdmascope.emulator.demo import play_and_record
+
+    here = _shadowing_folder(tmp_path)
+    monkeypatch.chdir(here)
+    run = play_and_record(tmp_path / "run", "200", scenario="single4k")
+    raw = read_capture(run.capture)
+    assert raw.manifest["writer"] == "sampler" and raw.clean_end and len(raw.table) > 1000

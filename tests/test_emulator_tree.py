@@ -319,10 +319,10 @@ def test_serve_refuses_contradictions_and_never_overwrites(tmp_path):
     from rdmascope.cli import main
 
     res = CliRunner().invoke(main, ["simulate", "serve", "--cleanup", "--keep-tree"])
-    assert res.exit_code == 1 and "--cleanup and --keep-tree" in res.output
+    assert res.exit_code == 2 and "--cleanup and --keep-tree" in res.output
     (tmp_path / "requests.jsonl").write_text("mine\n")
     res = CliRunner().invoke(main, ["simulate", "serve", "--out", str(tmp_path)])
-    assert res.exit_code == 1 and f"{tmp_path}: already holds requests.jsonl" in res.output
+    assert res.exit_code == 4 and f"{tmp_path}: already holds requests.jsonl" in res.output
     assert (tmp_path / "requests.jsonl").read_text() == "mine\n"
     # a --root that is someone else's directory is refused and left alone, even with --cleanup
     other = tmp_path / "other"
@@ -331,5 +331,5 @@ def test_serve_refuses_contradictions_and_never_overwrites(tmp_path):
     res = subprocess.run([sys.executable, "-m", "rdmascope", "simulate", "serve", "--root",
                           str(other), "--cleanup", "--out", str(tmp_path / "t")],
                          capture_output=True, text=True, timeout=60)
-    assert res.returncode == 1 and "is not an emulated tree" in res.stderr
+    assert res.returncode == 4 and "is not an emulated tree" in res.stderr
     assert (other / "data.txt").read_text() == "keep"

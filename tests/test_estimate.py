@@ -176,7 +176,7 @@ def test_cli_estimate_errors(tmp_path):
     from rdmascope.cli import main
 
     r = CliRunner().invoke(main, ["estimate", "--layers", "4"])
-    # option combinations are usage errors: exit 2 (bad content, e.g. a config.json, exits 1)
+    # option combinations are usage errors: exit 2 (bad content, e.g. a config.json, exits 4)
     assert r.exit_code == 2 and "go together" in r.output
     r = CliRunner().invoke(main, ["estimate", "--prompt-tokens", "1000,2000", "--ttft", "1"])
     assert r.exit_code == 2 and "one --ttft per" in r.output and "'--ttft'" in r.output
@@ -185,7 +185,7 @@ def test_cli_estimate_errors(tmp_path):
     p = tmp_path / "config.json"
     p.write_text('{"hidden_size": 8}')
     r = CliRunner().invoke(main, ["estimate", "--config", str(p)])
-    assert r.exit_code == 1 and "num_hidden_layers" in r.output and str(p) in r.output
+    assert r.exit_code == 4 and "num_hidden_layers" in r.output and str(p) in r.output
 
 
 def test_cli_estimate_decode_says_when_the_logits_gather_is_left_out():

@@ -140,10 +140,10 @@ def test_polars_reads_it_as_is(dataset):
 def test_a_partition_is_never_overwritten_silently(dataset, tmp_path):
     cap, out, _ = dataset
     r = CliRunner().invoke(main, ["export", "dataset", str(cap), "-o", str(out)])
-    assert r.exit_code == 1 and "already exists" in r.output and "--force" in r.output
+    assert r.exit_code == 4 and "already exists" in r.output and "--force" in r.output
     r = CliRunner().invoke(main, ["export", "dataset", str(cap), str(cap), "-o",
                                   str(tmp_path / "x")])
-    assert r.exit_code == 1 and "same partition" in r.output
+    assert r.exit_code == 4 and "same partition" in r.output
 
 
 def test_pyspark_runs_the_readme_query(dataset):

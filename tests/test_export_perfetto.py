@@ -188,7 +188,7 @@ def test_several_hosts_need_the_realtime_clock(tmp_path, capture):
     (other / "manifest.json").write_text(json.dumps(m))
     r = CliRunner().invoke(main, ["export", "perfetto", str(cap), str(other), "-o",
                                   str(tmp_path / "t.json")])
-    assert r.exit_code == 1
+    assert r.exit_code == 4
     assert r.output.startswith("Error:") and "--clock realtime" in r.output
     r = CliRunner().invoke(main, ["export", "perfetto", str(cap), str(other), "--clock",
                                   "realtime", "-o", str(tmp_path / "t.json")])
@@ -229,15 +229,15 @@ def test_from_to_keeps_the_range_on_the_capture_start_grid(capture, tmp_path):
 def test_capture_with_one_reading_is_refused_as_peaks_refuses_it(tmp_path, name):
     """One reading per counter (a record stopped within its first interval): nothing to
     difference. peaks refuses it; export perfetto did write an empty trace and exit 0. Now the
-    same one-line error (exit 1, bad content) and no trace file."""
+    same one-line error (exit 4, bad content) and no trace file."""
     if name.endswith(".pftrace"):
         pytest.importorskip("perfetto.trace_builder.proto_builder")
     path = write_capture(tmp_path / "one", [ib("rocep1s0f1", "tx")],
                          {0: [(T0, 0, 1_000, STATUS_OK)]}, devices=TWINS[:1])
     peaks = CliRunner().invoke(main, ["peaks", str(path)])
-    assert peaks.exit_code == 1, peaks.output
+    assert peaks.exit_code == 4, peaks.output
     r = CliRunner().invoke(main, ["export", "perfetto", str(path), "-o", str(tmp_path / name)])
-    assert r.exit_code == 1, r.output
+    assert r.exit_code == 4, r.output
     errors = [x for x in r.output.splitlines() if x.startswith("Error:")]
     assert errors == [f"Error: capture {path} has no RDMA byte intervals (fewer than two valid "
                       "readings per counter)"], r.output

@@ -19,7 +19,7 @@ from rdmascope.cli.output import _json_default, _nan_to_none, to_records, write_
 
 def _whole(tables, meta):
     """The previous implementation: every table as records in one object, dumped at once."""
-    obj = {"meta": meta or {}}
+    obj = {"schema_version": 1, "meta": meta or {}}
     for name, df in tables.items():
         d = df.reset_index() if df.index.name is not None else df
         obj[name] = to_records(d)

@@ -141,7 +141,7 @@ def test_metrics_without_prometheus_client_is_one_clear_error(tmp_path):
             f"{str(tree.root)!r}, '--duration', '1s', '--no-status', '--metrics', '9'],"
             " prog_name='rdmascope')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 1
+    assert r.returncode == 4
     assert r.stderr.strip().splitlines()[-1].startswith("Error: --metrics needs prometheus_client")
     assert "Traceback" not in r.stderr
     assert not (tmp_path / "cap").exists()  # refused before anything was written
@@ -158,7 +158,7 @@ def test_bad_metrics_address_is_refused(tmp_path, addr, msg):
     r = CliRunner().invoke(main, ["record", "-o", str(tmp_path / "cap"), "--sysfs-root",
                                   str(tree.root), "--duration", "1s", "--no-status",
                                   "--metrics", addr])
-    assert r.exit_code == 1 and msg in r.output and r.output.startswith("Error:")
+    assert r.exit_code == 4 and msg in r.output and r.output.startswith("Error:")
     assert not (tmp_path / "cap").exists()
 
 
@@ -175,7 +175,7 @@ def test_port_in_use_is_refused_before_writing(tmp_path):
         r = CliRunner().invoke(main, ["record", "-o", str(tmp_path / "cap"), "--sysfs-root",
                                       str(tree.root), "--duration", "1s", "--no-status",
                                       "--metrics", f"127.0.0.1:{port}"])
-    assert r.exit_code == 1 and "cannot listen" in r.output, r.output
+    assert r.exit_code == 4 and "cannot listen" in r.output, r.output
     assert not (tmp_path / "cap").exists()
 
 

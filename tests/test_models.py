@@ -160,7 +160,7 @@ def test_cli_estimate_names_the_model_and_shows_tp_and_ep():
     assert "Llama 3 70B" in human.output and "dense model" in human.output
     assert "2.638 MB per prompt token" in human.output      # 161 x 8192 x 2 x 1.0
     bad = CliRunner().invoke(main, ["estimate", "--preset", "llama-3-70b", "--layout", "ep"])
-    assert bad.exit_code == 1 and "dense model" in bad.output
+    assert bad.exit_code == 2 and "dense model" in bad.output
 
 
 def test_resolve_setup_order_options_manifest_port_rates():

@@ -65,7 +65,7 @@ def test_compare_names_a_path_that_is_no_capture(run_set, tmp_path):
     notcap.mkdir()
     (notcap / "x").write_text("hi\n")
     r = CliRunner().invoke(main, ["compare", str(run_set), str(notcap)])
-    assert r.exit_code == 1, r.output
+    assert r.exit_code == 4, r.output
     line = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
     assert len(line) == 1 and f"{notcap}: has no manifest.json" in line[0]
     assert "is one capture" not in r.output
@@ -117,7 +117,7 @@ def test_unwritable_output_directory_is_refused_before_the_analysis_as_root(tmp_
 
 
 def test_failed_dataset_export_leaves_no_empty_directories(tmp_path):
-    """A capture whose segment is cut short fails the export (exit 1, the file named) and
+    """A capture whose segment is cut short fails the export (exit 4, the file named) and
     leaves neither an empty dataset directory nor an empty host= partition behind; a partition
     written earlier into the same dataset stays."""
     import shutil
@@ -128,7 +128,7 @@ def test_failed_dataset_export_leaves_no_empty_directories(tmp_path):
     seg.write_bytes(seg.read_bytes()[: seg.stat().st_size // 2])
     ds = tmp_path / "ds"
     r = CliRunner().invoke(main, ["export", "dataset", str(trunc), "-o", str(ds)])
-    assert r.exit_code == 1, r.output
+    assert r.exit_code == 4, r.output
     assert "seg-000000.parquet" in r.output and "Traceback" not in r.output
     assert not ds.exists()
     # into a dataset that already holds the good capture: that partition is kept untouched
@@ -136,13 +136,13 @@ def test_failed_dataset_export_leaves_no_empty_directories(tmp_path):
     assert r.exit_code == 0, r.output
     before = sorted(str(p.relative_to(ds)) for p in ds.rglob("*"))
     r = CliRunner().invoke(main, ["export", "dataset", str(trunc), "-o", str(ds)])
-    assert r.exit_code == 1, r.output
+    assert r.exit_code == 4, r.output
     assert sorted(str(p.relative_to(ds)) for p in ds.rglob("*")) == before
 
 
 def test_report_refuses_the_same_capture_twice_before_the_analysis(tmp_path):
     r = CliRunner().invoke(main, ["report", str(SIM), str(SIM), "-o", str(tmp_path / "r")])
-    assert r.exit_code == 1, r.output
+    assert r.exit_code == 2, r.output
     line = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
     assert len(line) == 1 and "same capture" in line[0] and str(SIM) in line[0]
     assert "loading" not in r.output and not (tmp_path / "r").exists()
@@ -374,7 +374,7 @@ def test_rates_parquet_is_not_left_short_when_a_later_segment_is_corrupt(tmp_pat
     for target in (out2, out):
         r = CliRunner().invoke(main, ["rates", str(cap), "--window", "1s", "--parquet",
                                       str(target)])
-        assert r.exit_code == 1, r.output
+        assert r.exit_code == 4, r.output
         assert segs[2].name in r.output and "SHA-256" in r.output
     assert not out2.exists()
     assert out.read_bytes() == good  # the earlier, complete result is untouched

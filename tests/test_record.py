@@ -545,7 +545,7 @@ def test_disk_full_audit_says_taken_and_written_and_the_loss(tree, tmp_path, mon
     r = CliRunner().invoke(main, ["record", "-o", str(out), "--sysfs-root", str(tree),
                                   "--duration", "1.5s", "--no-status"])
     monkeypatch.undo()
-    assert r.exit_code == 1, r.output
+    assert r.exit_code == 4, r.output
     cap = read_capture(out)
     a = cap.manifest["audit"]  # the manifest and the final roll were not limited
     assert a["stopped_by"] == "write_error"
@@ -588,7 +588,7 @@ def test_existing_capture_is_reported_before_missing_rdma(tmp_path):
     out.mkdir()
     (out / "manifest.json").write_text("{}")
     r = CliRunner().invoke(main, ["record", "-o", str(out), "--sysfs-root", str(tmp_path / "no")])
-    assert r.exit_code == 1
+    assert r.exit_code == 4
     assert "already exists and is not empty; use --force" in r.output
     assert (out / "manifest.json").read_text() == "{}"
 

@@ -149,7 +149,7 @@ def test_cli_capture_refuses_overwrite_and_bad_names(tmp_path):
     assert res.exit_code == 0, res.output
     assert "capture:" in res.output and (out / "truth.json").is_file()
     res = runner.invoke(main, ["simulate", "capture", "-o", str(out), "--scenario", "P1"])
-    assert res.exit_code == 1 and "use --force" in res.output
+    assert res.exit_code == 4 and "use --force" in res.output
     res = runner.invoke(main, ["simulate", "capture", "-o", str(tmp_path / "x"), "--scenario",
                                "P7"])
     assert res.exit_code == 2 and "unknown scenario 'P7'" in res.output

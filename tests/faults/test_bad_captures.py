@@ -62,10 +62,10 @@ def _segments(cap):
 
 
 def _cli_fails_naming(path, *commands):
-    """Each command exits 1 with a message naming ``path`` (no traceback)."""
+    """Each command exits 4 (rdmascope.exitcodes.EXIT_ERROR) with a message naming ``path`` (no traceback)."""
     for cmd in commands:
         res = run_cli(*cmd)
-        assert res.exit_code == 1, (cmd, res.output, res.exception)
+        assert res.exit_code == 4, (cmd, res.output, res.exception)
         assert str(path) in res.output, (cmd, res.output)
         assert "Traceback" not in res.output
 
@@ -176,7 +176,7 @@ def test_mixed_captures_from_two_hosts_in_one_directory(recorded, cap):
     msg = str(ei.value)
     assert f"segments/seg-{n:06d}.parquet" in msg
     res = run_cli("inspect", cap)
-    assert res.exit_code == 1 and "belongs to another capture" in res.output
+    assert res.exit_code == 4 and "belongs to another capture" in res.output
 
 
 def test_mixed_live_segment_from_another_capture(recorded, cap, tmp_path):

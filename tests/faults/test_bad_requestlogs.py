@@ -179,9 +179,9 @@ def test_wrong_clock_no_overlap(tmp_path, capture, clock, send):
     msg = str(e)
     assert str(p) in msg and e.row == 1 and e.field in ("t_send", "t_last_token"), msg
     assert "outside the capture" in msg and str(capture.path) in msg
-    # the CLI says the same and exits 1
+    # the CLI says the same and exits 4
     res = run_cli("attribute", capture.path, "--requests", p)
-    assert res.exit_code == 1 and str(p) in res.output and "row 1" in res.output, res.output
+    assert res.exit_code == 4 and str(p) in res.output and "row 1" in res.output, res.output
 
 
 def test_row_order_does_not_matter(tmp_path, capture):
@@ -269,7 +269,7 @@ def test_attribute_cli_fails_a_ttft_of_zero_alone(tmp_path, capture):
     assert "invalid: t_first_token" in r.output and "TTFT of 0 s is impossible" in r.output
     p = _jsonl(tmp_path / "only.jsonl", rows[2:])
     r = CliRunner().invoke(main, ["attribute", str(capture.path), "--requests", str(p)])
-    assert r.exit_code == 1
+    assert r.exit_code == 4
     assert str(p) in r.output and "row 1" in r.output and "t_first_token" in r.output
     assert "TTFT of 0 s is impossible" in r.output
 
@@ -345,7 +345,7 @@ def test_attribute_cli_refuses_a_huge_count_with_one_error_line(tmp_path, captur
     rows[0]["output_tokens"] = 10**30
     p = _jsonl(tmp_path / "log.jsonl", rows)
     r = run_cli("attribute", str(capture.path), "--requests", str(p))
-    assert r.exit_code == 1, r.output
+    assert r.exit_code == 4, r.output
     assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
     assert f"Error: {p}: row 1: field 'output_tokens'" in r.output
 

@@ -79,7 +79,7 @@ def test_disk_full(tmp_path, small_tmpfs, fast_roll):
     finally:
         ticker.stop()
     err = rec.stderr
-    assert rc == 1, err
+    assert rc == 4, err
     assert took < 25, "the recorder did not stop when the disk filled"
     assert "No space left on device" in err, err
     assert str(out) in err
@@ -133,7 +133,7 @@ def test_output_dir_becomes_unwritable(tmp_path, world_dir, trigger):
             if d.exists():
                 d.chmod(0o755)
     err = rec.stderr
-    assert rc == 1, err
+    assert rc == 4, err
     assert "Permission denied" in err and str(out) in err, err
     assert "everything written before it is kept and loads" in err
     assert "Traceback" not in err

@@ -60,7 +60,7 @@ def test_refused_at_start_with_the_number_needed(tmp_path):
     _tree(tmp_path / "sys")
     rec = Recorder(tmp_path / "cap", tmp_path / "sys", "--duration", "0.3s",
                    prefix=_limit(100, 100))
-    assert rec.wait() == 1
+    assert rec.wait() == 4
     err = rec.stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("Error: 120 counters need about "), rec.stderr
     need = int(err[0].split("need about ")[1].split()[0])

@@ -93,7 +93,7 @@ def test_rt_priority_needs_privilege(tmp_path, world_dir):
     out = world_dir / "out" / "cap"
     rec = Recorder(out, tree.root, "--duration", "1s", "--rt-priority", "10", prefix=prefix,
                    logdir=tmp_path)
-    assert rec.wait() == 1
+    assert rec.wait() == 4
     assert "--rt-priority 10: not permitted" in rec.stderr
     assert "CAP_SYS_NICE" in rec.stderr
     assert not out.exists()  # refused before anything was written
@@ -186,7 +186,7 @@ def test_symlinked_output_dir_refused(tmp_path, tree, victim):
     (tmp_path / "cap").symlink_to(d)
     for extra in ([], ["--force"]):
         rec = Recorder(tmp_path / "cap", tree.root, "--duration", "0.3s", *extra)
-        assert rec.wait() == 1
+        assert rec.wait() == 4
         assert "symbolic link" in rec.stderr and str(tmp_path / "cap") in rec.stderr
     assert snap() == before
 
@@ -199,7 +199,7 @@ def test_planted_segments_symlink_refused(tmp_path, tree, victim):
     shutil.rmtree(out / "segments")
     (out / "segments").symlink_to(d)
     rec = Recorder(out, tree.root, "--duration", "0.3s", "--force")
-    assert rec.wait() == 1
+    assert rec.wait() == 4
     assert "symbolic link" in rec.stderr and str(out / "segments") in rec.stderr
     assert snap() == before
 
@@ -217,7 +217,7 @@ def test_planted_file_symlinks_not_followed(tmp_path, tree, victim, planted):
         link.unlink()
     link.symlink_to(d / "precious")
     rec = Recorder(out, tree.root, "--duration", "0.3s")  # without --force: refused
-    assert rec.wait() == 1 and "already exists" in rec.stderr
+    assert rec.wait() == 4 and "already exists" in rec.stderr
     rec = Recorder(out, tree.root, "--duration", "0.3s", "--force")
     rc = rec.wait()
     assert snap() == before, "a file outside the capture was changed through a symlink"

@@ -12,6 +12,7 @@ import importlib
 import click
 
 from rdmascope import __version__
+from rdmascope.exitcodes import EXIT_ERROR, TABLE, DataError
 
 # command name -> module under rdmascope.cli holding a click command called `command`
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -67,9 +68,20 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except ModuleNotFoundError as exc:
             if _is_extra(exc):
-                raise click.ClickException(
+                raise DataError(
                     f"`rdmascope {ctx.invoked_subcommand}` {_needs_extras(exc)}") from exc
             raise
+        except click.ClickException as exc:
+            # click exits 1 on a plain ClickException; 1 is the FAIL verdict's alone
+            # (rdmascope.exitcodes), so an error that is not a usage error exits EXIT_ERROR
+            if exc.exit_code == 1 and not isinstance(exc, click.UsageError):
+                exc.exit_code = EXIT_ERROR
+            raise
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # the exit-code table, as rdmascope.exitcodes defines it (one meaning per code)
+        with formatter.section("Exit codes (every command)"):
+            formatter.write_dl([(str(code), f"{name}: {meaning}") for code, name, meaning in TABLE])
 
 
 #: Modules of the `analysis` extra (pyproject.toml); the sampler install has none of them.

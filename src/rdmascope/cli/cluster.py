@@ -19,7 +19,7 @@ from rdmascope.cli.output import (
 )
 from rdmascope.cli.shared import find_request_log, run_set_dir
 
-EXIT = {"PASS": 0, "FAIL": 1, "CANNOT JUDGE": 3}
+from rdmascope.exitcodes import VERDICT_EXIT as EXIT
 
 
 def _progress():
@@ -37,7 +37,7 @@ def _progress():
                     "(the set passes only if every node does), peaks, bytes per request against "
                     "the set's median, and stragglers or slow links per all-reduce burst. "
                     "Exit 0 PASS, 1 FAIL, 3 CANNOT JUDGE (also when a node's traffic does not "
-                    "match the reference's: not one run).")
+                    "match the reference's: not one run), 2 usage, 4 a capture or log error.")
 @click.argument("captures", nargs=-1, required=True, type=click.Path(file_okay=False))
 @click.option("--requests", "requests_path", type=click.Path(exists=True, dir_okay=False),
               default=None, help="The benchmark client's request log (one serves all nodes) "

@@ -6,7 +6,8 @@
 - ``parse_seconds("1.5s") -> 1.5``: a time in seconds for ``--from/--to/--origin/--offset``: a
   bare number is seconds, a unit may be given ("2ms", "1h30m", "-0.5s").
   ``DURATION`` is the same as a click parameter type (value in ns).
-- ``echo_json(obj)``: print ``obj`` as indented JSON on stdout (non-JSON values via ``str``).
+- ``echo_json(obj)``: print ``obj`` as indented JSON on stdout (non-JSON values via ``str``),
+  ``schema_version`` (``JSON_SCHEMA_VERSION``) first.
 """
 
 from __future__ import annotations
@@ -55,6 +56,11 @@ def parse_duration_ns(text: str) -> int:
         raise ValueError(f"{str(text).strip()!r} has no unit; expected e.g. 1ms, 500us, 2s "
                          f"(units: {units})")
     return _limit(text, number * _UNITS_NS[unit])
+
+
+def is_unit(text: str) -> bool:
+    """True when ``text`` is one of the duration units alone ("ms", "s", "us", ...)."""
+    return str(text).strip() in _UNITS_NS
 
 
 def _compound(text: str) -> list[tuple[str, str]] | None:
@@ -120,6 +126,12 @@ class DurationType(click.ParamType):
 DURATION = DurationType()
 
 
+#: The version of every ``--json`` object's layout, its first key ``schema_version``: raised
+#: when a key is renamed or removed, or a value changes meaning (new keys do not raise it).
+JSON_SCHEMA_VERSION = 1
+
+
 def echo_json(obj: Any) -> None:
-    """Print ``obj`` as indented JSON to stdout."""
-    click.echo(json.dumps(obj, indent=2, default=str))
+    """Print the dict ``obj`` as indented JSON to stdout, ``"schema_version"`` first."""
+    click.echo(json.dumps({"schema_version": JSON_SCHEMA_VERSION, **obj}, indent=2,
+                          default=str))

@@ -136,7 +136,7 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
             raise click.ClickException(
                 f"{one}: has no manifest.json and holds no capture directory; not an rdmascope "
                 f"capture or run set ({many} is a run set of {k} captures, one per host)")
-        raise click.ClickException(
+        raise click.UsageError(
             f"{many} is a run set ({k} captures, one per host) but {one} is one capture; give "
             "two run set directories or two captures")
     if reference is not None and sets[0] is None:
@@ -173,7 +173,7 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
             raise click.ClickException(str(exc)) from exc
     id_a, id_b = (c.meta.get("capture_id") for c in caps)
     if id_a is not None and id_a == id_b and _same_file(*logs):
-        raise click.ClickException(f"CAPTURE_A ({capture_a}) and CAPTURE_B ({capture_b}) are "
+        raise click.UsageError(f"CAPTURE_A ({capture_a}) and CAPTURE_B ({capture_b}) are "
                                    f"the same capture (capture_id {id_a}) with the same request "
                                    f"log ({logs[0]}); compare two different runs")
     for cap, log_path, fmt, off, run in ((caps[0], logs[0], format_a, offset_a, run_a),

@@ -113,7 +113,9 @@ def command(layers, hidden, nbytes, vocab, chunk, prompt_tokens, ttft, tp_sizes,
             dp=setup_kw.get("dp"), all2all_backend=setup_kw.get("all2all_backend"),
             rails=setup_kw.get("rails"))
     except models.ModelError as exc:
-        raise click.ClickException(str(exc)) from exc
+        from rdmascope.cli.setup_options import model_error
+
+        raise model_error(exc, setup_kw.get("config")) from exc
     model, tp = setup.model, setup.tp
     if vocab is not None:  # --vocab adds the decode logits gather to any model
         model = dataclasses.replace(model, vocab_size=vocab)
@@ -151,8 +153,10 @@ def command(layers, hidden, nbytes, vocab, chunk, prompt_tokens, ttft, tp_sizes,
                        rails=setup.rails,
                        decode_weight_bytes=None if decode_weights_gb is None
                        else decode_weights_gb * 1e9, memory_gbytes_s=memory_gbps)
-    except E.EstimateError as exc:
-        raise click.ClickException(str(exc)) from exc
+    except E.EstimateError as exc:  # values from the options that do not go together: usage
+        from rdmascope.cli.setup_options import model_error
+
+        raise model_error(exc, setup_kw.get("config")) from exc
     import pandas as pd
 
     meta = {k: v for k, v in e.items() if k not in ("prompts", "tp_projection")}

@@ -15,8 +15,10 @@ formats, added with one decorator::
 
 ``out`` is an ``OutputSpec``. ``emit`` writes:
 
-- ``--json``: one JSON object on stdout: ``{"meta": {...}, "<name>": [records...], ...}``
-  (NaN -> null, int64 ns kept exact).
+- ``--json``: one JSON object on stdout: ``{"schema_version": 1, "meta": {...}, "<name>":
+  [records...], ...}`` (NaN -> null, int64 ns kept exact). Given several captures of one run,
+  the same shape: each table's rows of every node with a ``host`` column first, the nodes'
+  own meta under ``meta.nodes`` and the set under ``meta.run_set`` (``cli.runset``).
 - ``--csv``: CSV on stdout; with several tables each is preceded by a ``# <name>`` line.
 - ``--parquet PATH``: the first table to PATH; further tables to ``<PATH stem>.<name>.parquet``
   beside it. The human output is still printed unless ``--json``/``--csv`` is given too.
@@ -40,7 +42,7 @@ from typing import Any
 
 import click
 
-from rdmascope.cli.common import DURATION
+from rdmascope.cli.common import DURATION, JSON_SCHEMA_VERSION
 
 __all__ = ["OutputSpec", "output_options", "time_range_options", "emit", "format_table",
            "load_or_fail", "open_or_fail", "time_range", "progress", "to_records", "cli_errors", "SECONDS",
@@ -476,7 +478,8 @@ ROWS_PER_BLOCK = 5000
 
 
 def write_json(tables: dict[str, Any], meta: dict[str, Any], write=None) -> None:
-    """Write ``{"meta": meta, <name>: [records], ...}`` as ``json.dumps(..., indent=1)`` of
+    """Write ``{"schema_version": JSON_SCHEMA_VERSION, "meta": meta, <name>: [records], ...}``
+    as ``json.dumps(..., indent=1)`` of
     ``to_records`` would, byte for byte, but table by table and ``ROWS_PER_BLOCK`` rows at a
     time, each column encoded at once (memory bounded by one block's text, not the whole
     output; and without the pure-Python indenting encoder per value). NaN/NA -> null, numpy
@@ -490,7 +493,7 @@ def write_json(tables: dict[str, Any], meta: dict[str, Any], write=None) -> None
         text = json.dumps(_nan_to_none(o), indent=1, default=_json_default)
         return text.replace("\n", "\n" + " " * level)
 
-    write('{\n "meta": ' + dumps(meta, 1))
+    write('{\n "schema_version": ' + str(JSON_SCHEMA_VERSION) + ',\n "meta": ' + dumps(meta, 1))
     for name, df in tables.items():
         d = df.reset_index() if df.index.name is not None else df
         write(",\n " + json.dumps(str(name)) + ": ")

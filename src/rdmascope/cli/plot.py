@@ -96,10 +96,10 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
 
     if kind == "tp":
         if captures:
-            raise click.ClickException("`plot tp` draws from the estimate and takes no capture; "
+            raise click.UsageError("`plot tp` draws from the estimate and takes no capture; "
                                        "give --prompt-tokens and --ttft")
         if prompt_tokens is None or ttft_s is None:
-            raise click.ClickException("`plot tp` needs --prompt-tokens and --ttft (a measured "
+            raise click.UsageError("`plot tp` needs --prompt-tokens and --ttft (a measured "
                                        "TTFT at the old link speed)")
         from rdmascope import models
 
@@ -125,14 +125,14 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
         return
     need = 2 if kind in ("compare", "extra-prefill", "tokens") else 1
     if len(captures) < need:
-        raise click.ClickException(f"`plot {kind}` needs {need} capture(s), got {len(captures)}")
+        raise click.UsageError(f"`plot {kind}` needs {need} capture(s), got {len(captures)}")
     if kind not in ("compare", "extra-prefill", "tokens") and len(captures) > 1:
-        raise click.ClickException(f"`plot {kind}` draws one capture, got {len(captures)}")
+        raise click.UsageError(f"`plot {kind}` draws one capture, got {len(captures)}")
     if request_logs and len(request_logs) != len(captures):
-        raise click.ClickException(f"give one --requests per capture ({len(captures)} "
+        raise click.UsageError(f"give one --requests per capture ({len(captures)} "
                                    f"capture(s), {len(request_logs)} log(s))")
     if labels and len(labels) != len(captures):
-        raise click.ClickException(f"give one --label per capture ({len(captures)} capture(s), "
+        raise click.UsageError(f"give one --label per capture ({len(captures)} capture(s), "
                                    f"{len(labels)} label(s))")
     widths = parse_windows(windows_text, "--windows") if kind == "windows" else None
     needs_log = kind != "devices"
@@ -196,10 +196,10 @@ def _plot_cluster(kind, captures, request_logs, output, offset_s, zoom_ns, dpi, 
     from rdmascope.cli.shared import find_request_log
 
     if len(captures) < 2:
-        raise click.ClickException(f"`plot {kind}` needs the captures of at least two hosts of "
+        raise click.UsageError(f"`plot {kind}` needs the captures of at least two hosts of "
                                    f"one run, got {len(captures)}")
     if len(request_logs) > 1:
-        raise click.ClickException("one request log (the benchmark client's) serves every node; "
+        raise click.UsageError("one request log (the benchmark client's) serves every node; "
                                    "give --requests once")
     log = request_logs[0] if request_logs else find_request_log(list(captures), None)[0]
     click.echo(f"aligning {len(captures)} captures ...", err=True)

@@ -40,11 +40,14 @@ from rdmascope.cli.setup_options import resolve_kwargs, setup_options
                    "--append-result, SGLang bench_serving), as attribute --run: once for every "
                    "capture, or once per capture in order; default: every run, each labelled "
                    "'run k'.")
+@click.option("--force", is_flag=True,
+              help="Replace an earlier report in a non-empty -o directory (its report.html, "
+                   "figures/ and tables/); anything else there is refused, nothing removed.")
 @origin_option
 @setup_options
 @link_gbps_option
 def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, warmup_rounds,
-            runs, origin_s, **setup_kw):
+            runs, origin_s, force, **setup_kw):
     """Write a self-contained HTML report for one or more configurations.
 
     Captures of distinct hosts that overlap in time are one run recorded on several nodes:
@@ -56,13 +59,18 @@ def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, 
     manifests (the setup given to `record`, the port rate, the twins, the emulation check),
     else the study's; the report names each and where it came from. --link-b and --b-emulated
     apply to every capture after the first. Progress goes to stderr; the report's path to
-    stdout. The output directory is created if needed, but its parent must exist.
+    stdout. The output directory is created if needed, but its parent must exist; a non-empty
+    one is refused unless --force (then only an earlier report's files are replaced).
+    Exit code: the verdict the report shows (0 PASS, 1 FAIL, 3 CANNOT JUDGE), 2 usage,
+    4 a capture or request-log error.
     """
     import time
 
     from rdmascope.analysis.report import write_report
 
     require_parent_dir(out_dir)  # DIR itself may be new, its parent must exist
+    _check_counts(captures, request_logs, labels, runs)
+    check_report_dir(out_dir, force)
     t0 = time.monotonic()
 
     def progress(msg: str) -> None:
@@ -91,24 +99,96 @@ def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, 
         log = request_logs[0] if request_logs else find_request_log(list(captures), None)[0]
         progress(f"{len(captures)} captures of distinct hosts overlapping in time: one run "
                  f"recorded on {len(captures)} nodes (the cluster view)")
+        shown: list = []
         try:
             with cli_errors():
                 path = write_cluster_report(list(captures), out_dir, requests=log,
                                             offset_s=offset_s, title=title,
                                             embed=not no_embed, progress=progress,
-                                            run=runs[0] if runs else None)
+                                            run=runs[0] if runs else None, verdicts_out=shown)
         except RunSetError as exc:
             raise click.ClickException(str(exc)) from exc
         click.echo(str(path))
+        _exit_with(shown)
         return
     _refuse_same_run_twice(captures, request_logs, runs)
+    shown: list = []
     with cli_errors():
         path = write_report(list(captures), list(request_logs) or None, out_dir,
                             labels=list(labels) or None, offset_s=offset_s,
                             embed=not no_embed, title=title, progress=progress,
                             warmup_rounds=warmup_rounds, origin_s=origin_s,
-                            setup_options=given, runs=list(runs))
+                            setup_options=given, runs=list(runs), verdicts_out=shown)
     click.echo(str(path))
+    _exit_with(shown)
+
+
+#: What a report writes into its directory (``analysis.report.render_report``).
+REPORT_FILES = ("report.html", "figures", "tables")
+
+
+def check_report_dir(out_dir, force: bool) -> None:
+    """Refuse a non-empty report directory unless ``force`` (exit 4, as ``demo -o``): a reused
+    directory kept the figures of an earlier report that the new one did not draw. With
+    ``force``, remove an earlier report's ``report.html``, ``figures/`` and ``tables/`` after
+    checking that nothing else is there (otherwise nothing is removed)."""
+    import shutil
+    from pathlib import Path
+
+    from rdmascope.exitcodes import DataError
+
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise DataError(f"{out}: exists and is not a directory")
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if not force:
+        raise DataError(f"{out}: already exists and is not empty; use --force to replace an "
+                        "earlier report there, or -o to choose another directory")
+    other = sorted(p.name for p in out.iterdir() if p.name not in REPORT_FILES)
+    wrong = [n for n in REPORT_FILES[1:] if (out / n).exists() and
+             ((out / n).is_symlink() or not (out / n).is_dir())]
+    if other or wrong or not (out / "report.html").is_file():
+        what = other + wrong or ["no report.html"]
+        raise DataError(f"{out}: --force replaces only an earlier report (report.html, figures/, "
+                        f"tables/), and this directory holds {', '.join(what)}; nothing was "
+                        "removed (choose another directory with -o)")
+    for n in REPORT_FILES:
+        p = out / n
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+
+
+def _check_counts(captures, request_logs, labels, runs) -> None:
+    """Refuse, as usage errors (exit 2) before any analysis, a number of --requests, --label or
+    --run that fits neither one per capture nor (--run) one for all. A run set (captures of one
+    run on several hosts) takes one request log: checked where it is recognised."""
+    from rdmascope.analysis.cluster_report import is_run_set
+
+    n = len(captures)
+    if n > 1 and is_run_set(captures):
+        return
+    if request_logs and len(request_logs) != n:
+        raise click.UsageError(f"give one --requests per capture ({n} capture(s), "
+                               f"{len(request_logs)} log(s))")
+    if labels and len(labels) != n:
+        raise click.UsageError(f"give one --label per capture ({n} capture(s), "
+                               f"{len(labels)} label(s))")
+    if len(runs) not in (0, 1, n):
+        raise click.UsageError(f"give one --run for every capture or one per capture "
+                               f"({n} capture(s), {len(runs)} run(s))")
+
+
+def _exit_with(verdicts: list[str]) -> None:
+    """Exit with the verdict the report shows (``rdmascope.exitcodes``): ``verdicts`` holds the
+    verdict words ("PASS", "FAIL", "CANNOT JUDGE") of its emulation checks (or the cluster's)."""
+    from rdmascope.exitcodes import VERDICT_EXIT, worst
+
+    code = worst(VERDICT_EXIT[v] for v in verdicts)
+    if code:
+        click.get_current_context().exit(code)
 
 
 def _refuse_same_run_twice(captures, request_logs, runs) -> None:
@@ -133,6 +213,6 @@ def _refuse_same_run_twice(captures, request_logs, runs) -> None:
     first = key(0)
     for i in range(1, len(captures)):
         if first is not None and key(i) == first:
-            raise click.ClickException(
+            raise click.UsageError(
                 f"{captures[i]} is the same capture as {captures[0]} (capture_id {first[0]}) "
                 "with the same request log; compare two different runs")

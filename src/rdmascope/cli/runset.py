@@ -7,9 +7,11 @@ header naming the host. ``--from/--to`` are then seconds after the **reference**
 (the first given) and are moved onto each node's own clock by the offsets refined from the
 traffic (``cluster.refined_run_set``; one extra streamed pass per node, only when a range is
 given; without one the wall clocks only label the headers). One node's problem is that node's: an
-error is printed naming the host and the others still run. Exit code: 1 if any node failed or
-erred, else 3 if any could not judge, else 0. ``--json`` prints one object: ``meta.run_set``
-(hosts, captures, wall-clock offsets) and ``nodes`` (host -> that node's own JSON); ``--csv``
+error is printed naming the host and the others still run. Exit code (``rdmascope.exitcodes``):
+4 if any node erred, else 1 if any failed, else 3 if any could not judge, else 0 (2 when every
+node refused the same command line). ``--json`` prints one object in the shape of one capture's (``merge_node_json``):
+``meta.run_set`` (hosts, captures, wall-clock offsets, exit codes), ``meta.nodes`` (host -> that
+node's meta) and each table with every node's rows, a ``host`` field first; ``--csv``
 prints each node's CSV after a ``# host: NAME`` line; ``--parquet P`` writes ``P``'s stem plus
 ``.HOST`` per node.
 """
@@ -23,6 +25,15 @@ from pathlib import Path
 from typing import Any
 
 import click
+
+from rdmascope.exitcodes import (
+    EXIT_CANNOT_JUDGE,
+    EXIT_ERROR,
+    EXIT_FAIL,
+    EXIT_PASS,
+    EXIT_USAGE,
+    worst,
+)
 
 
 def for_each_node(command: click.Command, captures, params: dict[str, Any], *,
@@ -91,7 +102,9 @@ def for_each_node(command: click.Command, captures, params: dict[str, Any], *,
                 code = exc.exit_code
             except click.ClickException as exc:
                 click.echo(f"Error: {node.host}: {exc.format_message()}", err=True)
-                code = exc.exit_code  # 2 for a usage error, 1 for bad content
+                code = exc.exit_code  # 2 for a usage error, else an error about the data
+                if code == EXIT_FAIL and not isinstance(exc, click.UsageError):
+                    code = EXIT_ERROR  # 1 is the FAIL verdict's alone
         if out is not None and out.json:
             text = buf.getvalue().strip()
             try:
@@ -101,21 +114,47 @@ def for_each_node(command: click.Command, captures, params: dict[str, Any], *,
         elif out is None or out.human:
             click.echo("")
         codes[node.host] = code
-    failed = [h for h, c in codes.items() if c not in (0, 3)]
-    unsure = [h for h, c in codes.items() if c == 3]
-    final = 1 if failed else 3 if unsure else 0
-    if codes and all(c == 2 for c in codes.values()):  # the same usage error on every node
-        final = 2
+    failed = [h for h, c in codes.items() if c == EXIT_FAIL]
+    erred = [h for h, c in codes.items() if c not in (EXIT_PASS, EXIT_FAIL, EXIT_CANNOT_JUDGE)]
+    unsure = [h for h, c in codes.items() if c == EXIT_CANNOT_JUDGE]
+    final = worst(codes.values())
     if out is not None and out.json:
-        click.echo(json.dumps({"meta": {"run_set": {
-            "reference": ref.host,
-            "nodes": [{"host": n.host, "capture": str(c), "offset_ns": n.offset_ns}
-                      for c, n in zip(captures, rs.nodes, strict=True)],
-            "exit_codes": codes, "failed": failed, "cannot_judge": unsure}},
-            "nodes": objs}, indent=1))
+        run_set = {"reference": ref.host,
+                   "nodes": [{"host": n.host, "capture": str(c), "offset_ns": n.offset_ns}
+                             for c, n in zip(captures, rs.nodes, strict=True)],
+                   "exit_codes": codes, "failed": failed, "erred": erred,
+                   "cannot_judge": unsure}
+        click.echo(json.dumps(merge_node_json(objs, run_set), indent=1))
     elif out is None or out.human:
-        status = {0: "every node passed", 1: f"FAIL: {', '.join(failed)}",
-                  2: "refused on every node (usage error)",
-                  3: f"CANNOT JUDGE: {', '.join(unsure)}"}[final]
+        status = {EXIT_PASS: "every node passed", EXIT_FAIL: f"FAIL: {', '.join(failed)}",
+                  EXIT_USAGE: "refused on every node (usage error)",
+                  EXIT_CANNOT_JUDGE: f"CANNOT JUDGE: {', '.join(unsure)}",
+                  EXIT_ERROR: f"ERROR on {', '.join(erred)}"}[final]
         click.echo(f"run set: {len(rs.nodes)} hosts; {status}")
     ctx.exit(final)
+
+
+def merge_node_json(objs: dict[str, Any], run_set: dict[str, Any]) -> dict[str, Any]:
+    """Return the run set's ``--json`` object in the shape of one capture's: ``schema_version``,
+    ``meta`` (``run_set``, and each node's own meta under ``nodes``: host -> meta), then every
+    table of the nodes' objects with each node's rows in order, a ``host`` field first.
+
+    ``objs``: host -> that node's parsed ``--json`` object (None when it printed nothing, e.g.
+    after an error; ``{"output": text}`` when it was not JSON: kept as that node's meta)."""
+    from rdmascope.cli.common import JSON_SCHEMA_VERSION
+
+    tables: dict[str, list] = {}
+    metas: dict[str, Any] = {}
+    for host, obj in objs.items():
+        if not isinstance(obj, dict):
+            metas[host] = None
+            continue
+        metas[host] = obj.get("meta", {k: v for k, v in obj.items() if k != "schema_version"})
+        for name, rows in obj.items():
+            if name in ("meta", "schema_version") or not isinstance(rows, list):
+                continue
+            tables.setdefault(name, []).extend(
+                {"host": host, **r} if isinstance(r, dict) else {"host": host, "value": r}
+                for r in rows)
+    return {"schema_version": JSON_SCHEMA_VERSION, "meta": {"run_set": run_set, "nodes": metas},
+            **tables}

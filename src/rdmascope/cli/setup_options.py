@@ -98,7 +98,18 @@ def resolve(kw: dict[str, Any], run_a=None, run_b=None):
                              layout=v["layout"] or "tp", run_a=run_a, run_b=run_b,
                              dp=v["dp"], all2all_backend=v["all2all_backend"], rails=v["rails"])
     except ModelError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise model_error(exc, v["config"]) from exc
+
+
+def model_error(exc: Exception, config=None) -> click.ClickException:
+    """Return the CLI error for a ``models.ModelError``: about the ``--config`` file (its message
+    names it) an error of the data (exit 4), else options that do not go together, an unknown
+    preset or a bad value: a usage error (exit 2)."""
+    from rdmascope.exitcodes import DataError
+
+    if config is not None and str(config) in str(exc):
+        return DataError(str(exc))
+    return click.UsageError(str(exc))
 
 
 def resolve_kwargs(kw: dict[str, Any]) -> dict[str, Any]:
@@ -124,7 +135,7 @@ def resolve_kwargs(kw: dict[str, Any]) -> dict[str, Any]:
         elif v["preset"]:
             out["model"] = preset(v["preset"])
     except ModelError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise model_error(exc, v["config"]) from exc
     return out
 
 

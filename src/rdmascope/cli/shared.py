@@ -30,7 +30,7 @@ def default_log(capture: str, given: str | None, option: str) -> str:
     p = Path(capture) / "requests.jsonl"
     if p.is_file():
         return str(p)
-    raise click.ClickException(f"no request log: give {option} LOG (and no {p} exists)")
+    raise click.UsageError(f"no request log: give {option} LOG (and no {p} exists)")
 
 
 def echo_table(df, columns: list[str], title: str | None = None) -> None:

@@ -268,9 +268,9 @@ def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, s
     from rdmascope.emulator.tree import DEFAULT_ROOT, remove_tree
 
     if speed <= 0:
-        raise click.ClickException(f"--speed must be positive, got {speed:g}")
+        raise click.BadParameter(f"must be positive, got {speed:g}", param_hint="'--speed'")
     if cleanup and keep_tree:
-        raise click.ClickException("--cleanup and --keep-tree contradict each other; give one")
+        raise click.UsageError("--cleanup and --keep-tree contradict each other; give one")
     traffic, _ = _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds, **model_kw)
     spec = _spec(nodes, clock_error, not_emulated, straggler, straggle, seed) \
         if nodes > 1 or not_emulated or straggler else None

@@ -1,9 +1,9 @@
 """``rdmascope verify-emulation``: did all RDMA traffic use one interface?
 
-Exit codes: 0 PASS, 1 FAIL (or an error), 3 CANNOT JUDGE (too little traffic, a twin of a
-recorded device found at record time but not recorded, or a device's bytes unknown for more than
-1 % of the range: unreadable, reset, saturated or implausible counters). 3, not 2: click already exits 2 on a
-usage error, and a script must tell "cannot judge" from a mistyped option.
+Exit codes (``rdmascope.exitcodes``): 0 PASS, 1 FAIL, 3 CANNOT JUDGE (too little traffic, a twin
+of a recorded device found at record time but not recorded, or a device's bytes unknown for more
+than 1 % of the range: unreadable, reset, saturated or implausible counters); 2 a usage error,
+4 an unreadable or corrupt capture.
 
 With ``--nccl-log`` the exit code is the agreement of NCCL's log with the counters (docs/nccl.md):
 0 confirmed by both, 1 they disagree or NCCL used NET/Socket, 3 the log cannot witness this
@@ -26,8 +26,7 @@ from rdmascope.cli.output import (
     time_range_options,
 )
 
-#: Exit code of the CANNOT JUDGE verdict (click uses 2 for usage errors).
-EXIT_CANNOT_JUDGE = 3
+from rdmascope.exitcodes import EXIT_CANNOT_JUDGE, EXIT_FAIL, EXIT_PASS
 
 
 @click.command(help="Check that an NCCL_IB_HCA emulation used one interface: each RDMA "
@@ -117,8 +116,8 @@ def command(capture, t_from, t_to, origin_s, single, share, min_share, out, nccl
         human = show(human)
     emit(tables, out, human=human, meta={"capture": str(capture), **meta, "line_rates": lrates})
     if w is not None:
-        click.get_current_context().exit({"pass": 0, "fail": 1}.get(w.status, EXIT_CANNOT_JUDGE))
+        click.get_current_context().exit({"pass": EXIT_PASS, "fail": EXIT_FAIL}.get(w.status, EXIT_CANNOT_JUDGE))
     if v.status == "cannot judge":
         click.get_current_context().exit(EXIT_CANNOT_JUDGE)
     if not v.ok:
-        click.get_current_context().exit(1)
+        click.get_current_context().exit(EXIT_FAIL)

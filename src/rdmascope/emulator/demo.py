@@ -2,9 +2,9 @@
 
 For each link setting (200 Gb/s = both twins, then the emulated 100 Gb/s = first twin only):
 
-1. ``python -m rdmascope simulate serve`` (a separate process) builds an emulated Spark sysfs tree
+1. ``rdmascope simulate serve`` (a separate process) builds an emulated Spark sysfs tree
    on tmpfs and waits;
-2. the **real** recorder, ``python -m rdmascope record --netdev-stats``, samples that tree every
+2. the **real** recorder, ``rdmascope record --netdev-stats``, samples that tree every
    1 ms into ``<outdir>/<link>/`` (a separate process, exactly as on a node);
 3. once the recorder writes, the player plays the ``demo`` scenario (P1 then P2, 64 output tokens)
    and writes the request log (``requests.jsonl``) and the model's ground truth (``truth.json``)
@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rdmascope import child
 from rdmascope.emulator.tree import remove_tree
 
 DEFAULT_OUTDIR = "rdmascope-demo"
@@ -149,11 +150,11 @@ def play_and_record(run_dir: Path, link: str, *, scenario: str = "demo", seed: i
                     timeout_s: float = 600.0) -> DemoRun:
     """Serve ``scenario`` at ``link`` live and record it with the real ``rdmascope record``.
 
-    Both run as separate processes (``sys.executable -m rdmascope ...``). The capture, the request
+    Both run as separate processes (``rdmascope.child.command()``: this interpreter and package). The capture, the request
     log and the truth end up in ``run_dir``. Raises ``DemoError`` if either process fails (its
     stderr is included).
     """
-    py = [sys.executable, "-m", "rdmascope"]
+    py = child.command()  # the parent's interpreter and package, never the cwd's ``rdmascope``
     root = _tmpfs_dir() / f"rdmascope-demo-{os.getpid()}-{link}"
     serve_cmd = [*py, "simulate", "serve", "--root", str(root), "--scenario", scenario,
                  "--link", link, "--seed", str(seed), "--out", str(run_dir),
@@ -216,7 +217,7 @@ def run_analysis(outdir: Path, runs: list[DemoRun], *, log: Callable[[str], None
 
     lines: list[str] = []
     for run in runs:
-        res = subprocess.run([sys.executable, "-m", "rdmascope", "inspect", str(run.capture)],
+        res = subprocess.run([*child.command(), "inspect", str(run.capture)],
                              capture_output=True, text=True)
         if res.returncode != 0:
             raise DemoError(f"rdmascope inspect {run.capture} failed: {res.stderr.strip()}")
