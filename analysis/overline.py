@@ -21,7 +21,8 @@ __all__ = ["OVER_LINE_CAUSES", "line_gbps_of", "line_rates", "line_rate_lines", 
            "lowest_bytes", "window_low_bytes", "flag_over_line", "over_line_causes"]
 
 #: Likely causes of a window over line rate (``over_line_causes``), in the order they are tested.
-OVER_LINE_CAUSES = ("gap spread", "stalled sampler", "late counter update")
+OVER_LINE_CAUSES = ("gap spread", "stalled sampler", "--link-gbps below the traffic",
+                    "late counter update")
 
 
 def line_gbps_of(intervals: pd.DataFrame, by: str | None = "series", *,
@@ -261,7 +262,10 @@ def over_line_causes(intervals: pd.DataFrame, starts_ns, width_ns: int, series,
     in bursts); "stalled sampler" (around the window the readings were off schedule: an
     interval more than 25 % longer or shorter than the sampling interval ``interval_ns``, or a
     read bracket longer than a quarter of it, within one interval of the window: the sampler
-    set the window's timing, not the traffic); else "late counter update" (regular readings,
+    set the window's timing, not the traffic); "--link-gbps below the traffic" (regular
+    readings while the line rate is the one stated with ``--link-gbps``,
+    ``plausibility.current_link_gbps``: a stated rate below the link's is far likelier than a
+    counter holding bytes back); else "late counter update" (regular readings,
     but the counter held bytes back and released them at once: adapter firmware, or a traffic
     source that stalled and caught up). ``series``: the series (one name, or a list: a link's
     twins) whose intervals are examined. Returns one cause per start.
@@ -286,7 +290,14 @@ def over_line_causes(intervals: pd.DataFrame, starts_ns, width_ns: int, series,
         elif (near & odd).any():
             out.append("stalled sampler")
         else:
-            out.append("late counter update")
+            out.append(regular_cause())
     return out
 
 
+def regular_cause() -> str:
+    """The cause of an over-line window on regular readings: the stated ``--link-gbps`` when one
+    is in effect, else a late counter update."""
+    from rdmascope.plausibility import current_link_gbps
+
+    return "--link-gbps below the traffic" if current_link_gbps() is not None \
+        else "late counter update"

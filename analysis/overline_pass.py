@@ -8,7 +8,14 @@ import pandas as pd
 
 from .curve import INSTANT_UNC_NS, CounterCurve
 from .intervals import DEFAULT_GAP_FACTOR, intervals_frame, line_attrs, select_counters
-from .overline import flag_over_line, line_gbps_of, lowest_bytes, members_of, over_line_causes
+from .overline import (
+    flag_over_line,
+    line_gbps_of,
+    lowest_bytes,
+    members_of,
+    over_line_causes,
+    regular_cause,
+)
 from .stream import capture_info, iter_intervals
 
 __all__ = ["OverLineFlagger", "flag_over_line_capture"]
@@ -88,7 +95,7 @@ class OverLineFlagger:
                    {k: np.concatenate([p[k] for p in v]) for k in v[0]})
                   for c, v in sorted(got.items())]
         if not pieces:
-            return ["late counter update"] * len(starts)
+            return [regular_cause()] * len(starts)
         iv = intervals_frame(pieces)
         return over_line_causes(iv, starts, width_ns, list(names),
                                 interval_ns=int(self.info.interval_ns))

@@ -61,6 +61,12 @@ class LazyGroup(click.Group):
             raise
         return module.command
 
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        name, cmd, rest = super().resolve_command(ctx, args)
+        if cmd is not None:
+            rest = join_spaced_units(cmd, rest)
+        return name, cmd, rest
+
     def invoke(self, ctx: click.Context):
         # Commands import pandas/matplotlib inside their functions (so --help stays fast): a
         # lean, sampler-only install must get a one-line explanation, not a traceback.
@@ -101,6 +107,61 @@ def _needs_extras(exc: ModuleNotFoundError) -> str:
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+#: Options holding a comma-separated list of durations (parsed by the command, typed str).
+TIME_LISTS = frozenset({"windows", "ttft"})
+
+
+def _time_options(cmd: click.Command) -> set[str]:
+    """The option strings of ``cmd`` (and of its subcommands, for a group) that take a time or
+    a duration (``cli.common.DurationType``, ``cli.output.WindowType``, ``FiniteFloat(time=True)``,
+    or a list of them: ``TIME_LISTS``)."""
+    names: set[str] = set()
+    cmds = [cmd]
+    if isinstance(cmd, click.Group):
+        cmds += [c for c in cmd.commands.values()]
+    for c in cmds:
+        for p in c.params:
+            t = p.type
+            if isinstance(p, click.Option) and (getattr(t, "time", False) or p.name in TIME_LISTS
+                                               or type(t).__name__ in ("DurationType", "WindowType")):
+                names.update(p.opts)
+    return names
+
+
+def join_spaced_units(cmd: click.Command, args: list[str]) -> list[str]:
+    """Join a time option's number and a unit given as the next word: ``--from 1 ms`` is
+    ``--from 1ms`` (the shell splits "1 ms"; the unit was then taken for a CAPTURE argument:
+    "Directory 'ms' does not exist"). Only after an option taking a time or duration, and only
+    when the word is a unit and no file of that name exists."""
+    import os
+
+    from rdmascope.cli.common import is_unit
+
+    opts = _time_options(cmd)
+    if not opts:
+        return args
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        out.append(a)
+        if (a in opts and i + 2 < len(args) and is_unit(args[i + 2])
+                and _is_number(args[i + 1]) and not os.path.exists(args[i + 2])):
+            out.append(args[i + 1] + args[i + 2])
+            i += 3
+            continue
+        i += 1
+    return out
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _unavailable(name: str, short_help: str, why: str) -> click.Command:
