@@ -265,7 +265,7 @@ def test_cli_estimate_ep_layout_shows_only_what_reaches_the_nic():
     assert e8["by_backend"]["deepep_high_throughput"] == 1_118_208
     refused = CliRunner().invoke(main, ["estimate", "--preset", "deepseek-v2-lite", "--layout",
                                         "ep", "--tp", "2", "--nodes", "4"])
-    assert refused.exit_code == 1 and "give --dp 4" in refused.output
+    assert refused.exit_code == 2 and "give --dp 4" in refused.output
 
 
 def test_memory_bound_decode_by_hand():

@@ -93,7 +93,7 @@ def test_bad_inspector_input(tmp_path, run):
     with pytest.raises(InspectorError, match=r"other.log: line 1: no 'header'"):
         read_inspector([other])
     r = CliRunner().invoke(main, ["collectives", str(run), "--inspector", str(f)])
-    assert r.exit_code == 1 and "v9.0" in r.output and "Traceback" not in r.output
+    assert r.exit_code == 4 and "v9.0" in r.output and "Traceback" not in r.output
 
 
 def test_prometheus_textfile(tmp_path):

@@ -139,7 +139,7 @@ def test_bad_input_is_named_never_a_traceback(tmp_path):
     assert log.notes == [(str(trunc), cut + 1, log.notes[0][2])]
     assert "truncated" in log.notes[0][2] and not p.ib_hcas
     r = CliRunner().invoke(main, ["nccl", str(binary)])
-    assert r.exit_code == 1 and "core.bin: line 2: not a text file" in r.output
+    assert r.exit_code == 4 and "core.bin: line 2: not a text file" in r.output
     assert "Traceback" not in r.output and r.exception is None or isinstance(r.exception, SystemExit)
 
 

@@ -88,7 +88,7 @@ def test_failing_writer_stops_the_recording_with_the_error_in_the_capture(tree, 
                                   "--duration", "20s", "--no-status"])
     took = time.monotonic() - t0
     monkeypatch.undo()
-    assert r.exit_code == 1, r.output
+    assert r.exit_code == 4, r.output
     assert "simulated writer bug" in r.output
     assert took < 15  # stopped by the error, not by the 20 s duration
     cap = read_capture(out)
@@ -127,7 +127,7 @@ def test_full_queue_is_a_said_error_and_nothing_taken_is_lost(tree, tmp_path, mo
     r = CliRunner().invoke(main, ["record", "-o", str(out), "--sysfs-root", str(tree),
                                   "--duration", "30s", "--no-status"])
     monkeypatch.undo()
-    assert r.exit_code == 1, r.output
+    assert r.exit_code == 4, r.output
     assert "fell 0.5 s behind" in r.output
     cap = read_capture(out)
     a = cap.manifest["audit"]

@@ -195,7 +195,7 @@ def test_record_stops_when_its_directory_is_swapped(tmp_path):
     os.rename(out, tmp_path / "moved")
     os.symlink(other, out)
     _, err = p.communicate(timeout=60)
-    assert p.returncode == 1, err
+    assert p.returncode == 4, err
     assert "moved, removed or replaced" in err
     assert f"kept and loads in {tmp_path / 'moved'}" in err
     assert list(other.iterdir()) == []
