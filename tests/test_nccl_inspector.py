@@ -186,7 +186,7 @@ def test_force_replaces_the_emulators_witnesses_but_nothing_else(tmp_path):
     assert r.exit_code == 0, r.output
     (out / "nccl" / "my-notes.txt").write_text("mine")  # not a name the writer gives
     r = CliRunner().invoke(main, [*args, "--force"])
-    assert r.exit_code == 1 and "nccl" in r.output
+    assert r.exit_code == 4 and "nccl" in r.output
     assert (out / "nccl" / "my-notes.txt").read_text() == "mine"
 
 

@@ -72,7 +72,7 @@ def test_foreign_trailing_segment_of_the_same_host_is_refused_naming_it(tmp_path
                                                  "capture"):
         read_capture(a)
     r = _inspect(a)
-    assert r.exit_code == 1 and "belongs to another capture" in r.output
+    assert r.exit_code == 4 and "belongs to another capture" in r.output
     assert "Traceback" not in r.output
 
 
@@ -96,7 +96,7 @@ def test_manifest_descriptors_edited_are_refused_naming_counter_and_key(tmp_path
     with pytest.raises(CaptureSchemaError, match=rf"seg-000000.parquet: counter \d .*'{key}' is"):
         read_capture(cap)
     r = _inspect(cap)
-    assert r.exit_code == 1 and f"'{key}' is" in r.output
+    assert r.exit_code == 4 and f"'{key}' is" in r.output
 
 
 def test_doubled_interval_in_the_manifest_is_refused(tmp_path):
