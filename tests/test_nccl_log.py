@@ -369,3 +369,20 @@ def test_opened_both_but_used_one(tmp_path, captures):
     w = json.loads(r.output)["meta"]["nccl_witness"]
     assert r.exit_code == 1 and w["log_hcas"] == ["rocep1s0f1"]
     assert sorted(w["log_opened"]) == sorted(TWINS) and "opened but unused" in w["message"]
+
+
+def test_a_channel_through_an_unlogged_device_gives_no_verdict(tmp_path, captures):
+    # 4 HCAs opened, a channel through NET device 5, no 'Made virtual device' line: which HCAs
+    # device 5 merges is unknown, so no verdict from a partial picture
+    emu = captures["emulated100"]
+    m = json.loads((emu / "manifest.json").read_text())
+    h = m["host"]
+    f = tmp_path / "vdev.log"
+    f.write_text(
+        f"{h}:5:5 [0] NCCL INFO NET/IB : Using [0]rocep1s0f1:1/RoCE [1]roceP2p1s0f1:1/RoCE "
+        f"[2]mlx5_2:1/RoCE [3]mlx5_3:1/RoCE [RO]; OOB eth0:10.0.0.1<0>\n"
+        f"{h}:5:5 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA\n"
+        f"{h}:5:5 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[0] [send] via NET/IB/5/GDRDMA\n")
+    r = _verify(emu, f)
+    w = json.loads(r.output)["meta"]["nccl_witness"]
+    assert r.exit_code == 3 and "NET/IB/5" in w["message"]

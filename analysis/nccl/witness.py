@@ -126,6 +126,13 @@ def compare_witnesses(log: NcclLog, verdict, *, host: str, span_realtime_ns: tup
         return WitnessVerdict(CANNOT_JUDGE, (
             f"cannot judge: NCCL used network plugin {', '.join(sorted(others))}; this reader "
             f"maps only NCCL's own NET/IB devices to HCAs"), network=sorted(others)[0], **base)
+    unmapped = sorted({f"{p.key} NET/{c.net}/{c.dev}" for p in understood for c in p.net_channels()
+                       if is_ib(c.net) and c.dev is not None and not p.net_dev_hcas(c.dev)})
+    if unmapped:
+        return WitnessVerdict(CANNOT_JUDGE, (
+            f"cannot judge: channels go through NET devices the log does not map to HCAs "
+            f"({', '.join(unmapped[:3])}{' ...' if len(unmapped) > 3 else ''}; "
+            f"NCCL_DEBUG_SUBSYS=INIT,NET logs the virtual devices)"), network="IB", **base)
     log_hcas = sorted(used) if used else sorted(opened)
     from_what = "'s channels go through" if used else " opened (no channel line was logged)"
     if not log_hcas:
