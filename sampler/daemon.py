@@ -72,6 +72,7 @@ from rdmascope.capture import (
     is_enospc,
     make_batch,
 )
+from rdmascope.textsafe import unfiltered
 
 #: Buffers go to the writer thread this often (s); with the write itself this bounds the loss
 #: after kill -9 well below the 1 s guarantee (issue 2, "Crash safety").
@@ -312,7 +313,7 @@ class _WriterThread(threading.Thread):
             return
         try:
             if self.status_tty and self.log is self.status_out:
-                self.log.write("\r" + ERASE_EOL)
+                unfiltered(self.log).write("\r" + ERASE_EOL)
             self.log.write(text + "\n")
             self.log.flush()
         except (OSError, ValueError):

@@ -272,10 +272,14 @@ def status_width(stream: TextIO | None = None) -> int:
 
 def status_write(out: TextIO, line: str, tty: bool) -> None:
     """Write ``line`` to ``out``: redrawn in place on a terminal, else as one plain line."""
-    if tty:
-        out.write("\r" + line + ERASE_EOL)
-    else:
-        out.write(line + "\n")
+    if tty:  # the line itself is escaped; the redraw sequence is rdmascope's own
+        from rdmascope.textsafe import escape_controls, unfiltered
+
+        raw = unfiltered(out)
+        raw.write("\r" + escape_controls(line) + ERASE_EOL)
+        raw.flush()
+        return
+    out.write(line + "\n")
     out.flush()
 
 

@@ -181,4 +181,9 @@ def main() -> None:
     # the work is done (apache/arrow#34314; seen once in CI after record + inspect).
     import gc
 
+    from rdmascope.textsafe import install
+
+    # every line printed goes through one filter: control characters of outside strings (sysfs,
+    # request logs, manifests) are shown escaped, never acted on by the terminal
+    install()
     click.get_current_context().call_on_close(gc.collect)

@@ -1,0 +1,35 @@
+"""Control characters from outside strings (sysfs, request logs) never reach the terminal raw."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from rdmascope.sampler.faketree import build_device
+
+from rdmascope.textsafe import clean, escape_controls
+
+OSC52 = "\x1b]52;c;ZXZpbA==\x07"  # writes the clipboard
+CLEAR = "\x1b[2J"                # clears the screen
+
+
+def test_escape_controls_shows_every_control_but_newline_tab_and_colours():
+    s = f"a{OSC52}b{CLEAR}c\rd\x9be\x7ff\n\tg\x1b[1;31mred\x1b[0m"
+    assert escape_controls(s) == ("a\\x1b]52;c;ZXZpbA==\\x07b\\x1b[2Jc\\x0dd\\x9be\\x7ff\n\t"
+                                  "g\x1b[1;31mred\x1b[0m")
+    assert escape_controls("plain 200 Gb/sec (4X HDR)\n") == "plain 200 Gb/sec (4X HDR)\n"
+    assert clean("x\x1b[1mbold\n") == "x\\x1b[1mbold\\x0a"
+
+
+def test_sysfs_strings_reach_the_terminal_escaped(tmp_path):
+    """A rate string and firmware version carrying OSC 52 and CSI 2J: `rdmascope devices`
+    prints them visibly escaped, in every printer (the real stdout/stderr of the command)."""
+    root = tmp_path / "sys"
+    dev = build_device(root, "mlx5_0", pci="0000:01:00.0", fw_ver=f"28.1{OSC52}",
+                       rate=f"200 Gb/sec (4X HDR){CLEAR}")
+    assert dev.exists()
+    r = subprocess.run([sys.executable, "-m", "rdmascope", "devices", "--sysfs-root", str(root)],
+                       capture_output=True, text=True, timeout=120)
+    out = r.stdout + r.stderr
+    assert "\x1b" not in out and "\x07" not in out, repr(out)
+    assert "\\x1b]52;c;ZXZpbA==\\x07" in out or "\\x1b[2J" in out, out
