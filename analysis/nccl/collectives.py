@@ -116,6 +116,11 @@ def collectives_table(capture, records: pd.DataFrame) -> tuple[pd.DataFrame, lis
         hosts = ", ".join(sorted(set(records["host"])))
         raise InspectorError(f"the Inspector records are of host(s) {hosts}, not of the "
                              f"capture's host {host}")
+    ranks = mine.groupby("comm")["rank"].nunique()
+    if len(ranks) and int(ranks.max()) > 1:
+        notes.append(f"communicator {ranks.idxmax()} has {int(ranks.max())} ranks on this host: "
+                     "each record is one rank's, and the NIC carries only the inter-node hops, so "
+                     "wire / expected is not 1 even when all is well")
     start_ns = realtime_to_monotonic(capture, np.rint(mine["start_us"].to_numpy() * 1000)
                                      .astype(np.int64))
     end_ns = start_ns + np.rint(mine["exec_us"].to_numpy() * 1000).astype(np.int64)
