@@ -23,6 +23,13 @@ the 1 ms sampler sees, through ``prometheus_client`` (an optional extra, importe
 
 State is updated once per flush batch (every 0.25 s, in the writer thread) with numpy over the
 whole batch, never per reading; the 1 ms loop is untouched. A scrape reads a consistent copy.
+
+The HTTP server (``MetricsServer``) serves at most ``MAX_CONNECTIONS`` connections at once (one
+beyond is closed at once, unanswered) and closes a connection idle for ``IDLE_TIMEOUT_S``, so
+idle or half-sent requests cannot pile up threads beside the sampler. It speaks plain HTTP with
+no authentication: keep the default loopback address, or put a TLS/auth reverse proxy (nginx,
+Caddy, or Prometheus' exporter-toolkit ``--web.config`` style proxy) in front when scraping from
+another host (docs/ARCHITECTURE.md, "Durability and file safety").
 """
 
 from __future__ import annotations
@@ -262,13 +269,68 @@ class SamplerMetrics:
         yield info
 
 
+#: connections served at once; one beyond is closed unanswered (a scraper needs one)
+MAX_CONNECTIONS = 8
+#: a connection that sends nothing for this long is closed (s)
+IDLE_TIMEOUT_S = 5.0
+
+
+def _bounded_server(app, host: str, port: int):
+    """A threading WSGI server (wsgiref) with a connection cap and an idle timeout, serving
+    ``app``; returns (server, thread) with the thread started."""
+    import socket
+    from socketserver import ThreadingMixIn
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+
+    class Handler(WSGIRequestHandler):
+        timeout = IDLE_TIMEOUT_S  # StreamRequestHandler: socket timeout on every read
+
+        def log_message(self, *args) -> None:  # no access log on the recorder's stderr
+            pass
+
+    class Server(ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+        def __init__(self, *a, **kw):
+            self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+            self.refused = 0
+            super().__init__(*a, **kw)
+
+        def process_request(self, request, client_address):
+            if not self.slots.acquire(blocking=False):
+                self.refused += 1
+                self.shutdown_request(request)
+                return
+            try:
+                super().process_request(request, client_address)
+            except BaseException:
+                self.slots.release()
+                raise
+
+        def process_request_thread(self, request, client_address):
+            try:
+                super().process_request_thread(request, client_address)
+            finally:
+                self.slots.release()
+
+        def handle_error(self, request, client_address) -> None:
+            pass  # a timed-out or dropped client: nothing to print beside the sampler
+
+    httpd = Server((host, port), Handler)
+    httpd.set_app(app)
+    t = threading.Thread(target=httpd.serve_forever, name="rdmascope-metrics", daemon=True)
+    t.start()
+    return httpd, t
+
+
 class MetricsServer:
     """The HTTP endpoint serving one ``SamplerMetrics`` (its own registry, no default
     collectors). ``close()`` stops it."""
 
     def __init__(self, metrics: SamplerMetrics, host: str, port: int):
         try:
-            from prometheus_client import CollectorRegistry, start_http_server
+            from prometheus_client import CollectorRegistry, make_wsgi_app
         except ModuleNotFoundError as exc:
             raise MetricsError(f"--metrics needs prometheus_client ({exc.name} is not "
                                "installed): pip install 'rdmascope[metrics]'") from exc
@@ -276,11 +338,10 @@ class MetricsServer:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(metrics)
         try:
-            res = start_http_server(port, addr=host, registry=self.registry)
+            self.server, self.thread = _bounded_server(make_wsgi_app(self.registry), host, port)
         except OSError as exc:
             raise MetricsError(f"--metrics {host}:{port}: cannot listen: "
                                f"{exc.strerror or exc}") from exc
-        self.server, self.thread = res if isinstance(res, tuple) else (None, None)
         self.address = (host, self.server.server_address[1] if self.server else port)
 
     def close(self) -> None:
