@@ -437,3 +437,24 @@ def test_guidellm_requests_outside_the_measure_window_are_warmup(tmp_path):
     p.write_text(json.dumps(d))
     with pytest.raises(RequestLogError, match="holds only warm-up requests"):
         read_request_log(p)
+
+
+def test_vllm_pooling_result_is_refused_with_what_it_lacks(tmp_path):
+    """vllm bench serve on an embedding model saves the EmbedBenchmarkMetrics result (keys as
+    in vllm/benchmarks/serve.py): no start_times, no ttfts. Named as such, not 'unknown
+    format'."""
+    d = {"date": "20260101-000000", "backend": "openai-embeddings", "duration": 3.2,
+         "completed": 2, "total_input_tokens": 1024, "total_input_sequences": 2,
+         "request_throughput": 0.6, "input_sequence_throughput": 0.6,
+         "total_token_throughput": 320.0, "input_lens": [512, 512], "latencies": [0.1, 0.12],
+         "queue_times": [0.0, 0.0], "errors": ["", ""], "mean_e2el_ms": 110.0}
+    p = tmp_path / "embed.json"
+    p.write_text(json.dumps(d))
+    for fmt in (None, "vllm"):
+        with pytest.raises(RequestLogError) as e:
+            read_request_log(p, fmt)
+        msg = str(e.value)
+        assert str(p) in msg and "unknown format" not in msg
+        if fmt is None:
+            assert "pooling (embeddings)" in msg and "no send times (start_times)" in msg
+            assert "no TTFT (ttfts)" in msg

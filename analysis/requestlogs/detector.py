@@ -121,4 +121,17 @@ def _run_format(p: Path, d: dict) -> str | None:
         return tool
     if _is_bench_summary(d):
         raise RequestLogError(p, _no_details_message(d, tool))
+    if "ttfts" not in d and ("total_input_sequences" in d or "input_sequence_throughput" in d):
+        raise RequestLogError(p, POOLING_MESSAGE)
     return None
+
+
+#: vLLM ``bench serve`` of a pooling (embeddings, scoring) model saves ``duration``,
+#: ``total_input_sequences``, ``input_sequence_throughput``, ``input_lens``, ``latencies``,
+#: ``queue_times``, ``errors`` (vllm/benchmarks/serve.py, ``EmbedBenchmarkMetrics`` result):
+#: what attribution needs is not there.
+POOLING_MESSAGE = (
+    "a vLLM pooling (embeddings) benchmark result: it has per-request latencies and input "
+    "lengths but no send times (start_times) and no TTFT (ttfts), and a pooling request has no "
+    "first token or decode: no prefill/decode windows can be placed. Record the requests with "
+    "the native format (send and response times on the capture's clock) to attribute them")
