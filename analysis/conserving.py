@@ -26,12 +26,12 @@ per decoding request. The trace does not show steps, so the tokens are placed fr
 
 Consequences: the bytes of every known segment are given out exactly (the per-request sum plus
 idle/other equals the counters' total over the span, up to float rounding); a segment with one
-active request phase gives all its bytes to it, so a request alone on the node (concurrency 1)
-gets exactly its window bytes; a request touching a segment whose bytes are unknown (a counter
-reset, a gap of readings) gets NaN (never a guess), and so does the idle/other part of such a
-segment. Assumptions: one model (one bytes-per-token), FCFS admission, the same tokens per step
-for every decoding request, traffic not from requests (keep-
-alives, other jobs) shows up in whatever phase is active when it is sent.
+active request phase gives all its bytes to it, so a request alone on the node (concurrency 1) gets
+exactly its window bytes; a request touching a segment whose bytes are unknown (a counter reset, a
+gap of readings) gets NaN (never a guess); an unknown segment's bytes are in neither the idle/other
+part nor the total (``unknown_segments`` counts them). Assumptions: one model (one bytes-per-
+token), FCFS admission, the same tokens per step for every decoding request, traffic not from
+requests (keep- alives, other jobs) shows up in whatever phase is active when it is sent.
 """
 
 from __future__ import annotations
@@ -52,8 +52,9 @@ QUEUED_WEIGHT = 1e-3
 class Split:
     """The conserving split: per request (shape (n,)) ``prefill_tx``, ``prefill_rx``,
     ``decode_tx``, ``decode_rx`` (bytes, NaN where a touched segment's bytes are unknown);
-    ``idle_tx``/``idle_rx`` (bytes in segments no request computes in), ``total_tx``/``total_rx``
-    (the known segments' bytes: the counters over the span), ``unknown_segments`` (count) and
+    ``idle_tx``/``idle_rx`` (bytes in the known segments no request computes in),
+    ``total_tx``/``total_rx`` (the known segments' bytes: the counters over the span),
+    ``unknown_segments`` (count of segments whose bytes are unknown: in neither sum) and
     ``segments`` (count)."""
 
     prefill_tx: np.ndarray
@@ -193,6 +194,6 @@ def split(send, first, last, prompt_tokens, output_tokens, integrate, t_lo: int,
     idle = col <= 0
     return Split(prefill_tx=out["tx"][:n], prefill_rx=out["rx"][:n],
                  decode_tx=out["tx"][n:], decode_rx=out["rx"][n:],
-                 idle_tx=float(np.sum(tx[idle])), idle_rx=float(np.sum(rx[idle])),
+                 idle_tx=float(np.nansum(tx[idle])), idle_rx=float(np.nansum(rx[idle])),
                  total_tx=float(np.nansum(tx)), total_rx=float(np.nansum(rx)),
                  unknown_segments=int((~known).sum()), segments=S)

@@ -458,3 +458,63 @@ def test_vllm_pooling_result_is_refused_with_what_it_lacks(tmp_path):
         if fmt is None:
             assert "pooling (embeddings)" in msg and "no send times (start_times)" in msg
             assert "no TTFT (ttfts)" in msg
+
+
+# ------------------------------------------------------------------------------------------------
+# Anchoring a relative log: never on a flagged window; uncertainty from the fit; ambiguity said
+# ------------------------------------------------------------------------------------------------
+
+
+def _relative_vllm(tmp_path):
+    p = tmp_path / "vllm_relative.json"
+    p.write_text(json.dumps({"request_rate": "inf", "input_lens": [64], "output_lens": [4],
+                             "ttfts": [0.03], "itls": [[0.01, 0.01, 0.01]], "errors": [""]}))
+    return p
+
+
+def _mb_per_ms(gbps):
+    return int(gbps * 1e9 / 8 / 1000) // 4 * 4
+
+
+def test_anchor_skips_an_over_line_glitch_window(tmp_path):
+    """A 673 Gb/s window on a 200 Gb/s port (impossible: a late counter update) came first and
+    set the threshold: the log was placed on it. Flagged windows are never an anchor, nor set
+    the threshold: the anchor is the real burst at 1.000 s."""
+    b = np.full(3000, _mb_per_ms(0.5))
+    b[400] = _mb_per_ms(673)          # the glitch
+    b[1000:1030] = _mb_per_ms(100)    # the prefill burst: 30 ms at 100 Gb/s
+    cap = load_capture(build_capture(tmp_path / "cap", 1000 * S, {"rocep1s0f1/tx": b}))
+    log = align(read_request_log(_relative_vllm(tmp_path)), cap)
+    al = log.alignment
+    assert al["method"] == "anchor"
+    assert al["offset_ns"] == 1000 * S + 1000 * MS
+    # a sharp rise: one window of uncertainty, and the note says where it came from
+    assert al["uncertainty_ns"] == MS
+    assert "flagged windows never used" in al["note"] and "+-1 ms" in al["note"]
+
+
+def test_anchor_uncertainty_grows_with_a_slow_rise(tmp_path):
+    b = np.full(3000, _mb_per_ms(0.5))
+    b[1000:1040] = [_mb_per_ms(g) for g in np.linspace(20, 100, 40)]  # 40 ms ramp
+    cap = load_capture(build_capture(tmp_path / "cap", 1000 * S, {"rocep1s0f1/tx": b}))
+    al = align(read_request_log(_relative_vllm(tmp_path)), cap).alignment
+    # threshold 25 Gb/s is crossed at 1.003 s, the rise (>= 12.5 Gb/s) starts at 1.000 s, 1.5x
+    # the threshold (37.5) at 1.009 s: the spread of those and one window
+    thr = 25.0
+    g = np.linspace(20, 100, 40)
+    hit = int(np.argmax(g >= thr))
+    over = int(np.argmax(g >= 1.5 * thr))
+    assert al["offset_ns"] == 1000 * S + (1000 + hit) * MS
+    assert al["uncertainty_ns"] == (over - 0) * MS + MS
+
+
+def test_an_isolated_spike_is_an_ambiguous_anchor_refused_with_the_options(tmp_path):
+    b = np.full(3000, _mb_per_ms(0.5))
+    b[500] = _mb_per_ms(150)          # one window alone: no burst
+    b[1000:1030] = _mb_per_ms(100)
+    cap = load_capture(build_capture(tmp_path / "cap", 1000 * S, {"rocep1s0f1/tx": b}))
+    with pytest.raises(RequestLogError) as e:
+        align(read_request_log(_relative_vllm(tmp_path)), cap)
+    msg = str(e.value)
+    assert "ambiguous anchor" in msg and "isolated spike" in msg
+    assert "--offset" in msg and "clock field" in msg

@@ -37,88 +37,160 @@ def _shift(df: pd.DataFrame, offset_ns) -> pd.DataFrame:
     return out
 
 
+#: A 1 ms window whose summed tx rate exceeds the node's line rate (sum of its tx ports' rates)
+#: by more than the 1 ms timing uncertainty (+-25 %) cannot be a real burst start.
+ANCHOR_LINE_SLACK = 1.25
+
+#: Around a found anchor: the windows looked at for its fit (ns, each side).
+ANCHOR_FIT_NS = 200_000_000
+
+#: A prefill burst lasts: an anchor window with no other window at half its threshold within
+#: this many ns on either side is an isolated spike, and the anchor ambiguous.
+ANCHOR_ISOLATED_NS = 20_000_000
+
+
+class AnchorError(ValueError):
+    """No window to anchor to, or an ambiguous one (the message gives the options)."""
+
+
+def _tx_ids(capture) -> list[int]:
+    cdf = capture.counters
+    return [int(c) for c in cdf.index[cdf["data"] & (cdf["source"] == "infiniband")
+                                      & (cdf["direction"] == "tx")]]
+
+
+def _line_total_gbps(capture, ids) -> float | None:
+    """Sum of the port rates of the devices behind the tx counters (Gb/s), None if unknown."""
+    from rdmascope.analysis.load import port_rates_gbps
+
+    rates = port_rates_gbps(capture.meta)
+    devs = set(capture.counters.loc[ids, "device"])
+    if not devs or any(d not in rates for d in devs):
+        return None
+    return float(sum(rates[d] for d in devs))
+
+
+def _windows(capture, width_ns: int, start_ns=None, end_ns=None):
+    """Yield (t int64 ns, summed tx Gb/s float64 with flagged windows NaN) blocks: a window is
+    flagged (never an anchor) when any counter's bits are in ``HEADLINE_EXCLUDE`` (gap-spread,
+    partial, invalid/implausible, over line rate) or the sum is over the node's line rate by
+    more than ``ANCHOR_LINE_SLACK``."""
+    from rdmascope.analysis.curve import HEADLINE_EXCLUDE
+    from rdmascope.analysis.series import to_gbps
+
+    ids = _tx_ids(capture)
+    if not ids:
+        raise AnchorError(f"{capture.path}: no tx data counters to find a burst in")
+    line = _line_total_gbps(capture, ids)
+    if hasattr(capture, "readings"):
+        from rdmascope.analysis import series
+
+        iv = series.byte_intervals(capture)
+        iv = iv[iv["direction"] == "tx"]
+        b, q = series.rebin_with_quality(iv, width_ns, origin_ns=int(capture.t_start_ns),
+                                         start_ns=start_ns, end_ns=end_ns)
+        blocks = [(b, q)]
+    else:
+        from rdmascope.analysis.stream import WindowGrid, iter_windows
+
+        grid = WindowGrid(int(width_ns), int(capture.t_start_ns), start_ns, end_ns)
+        blocks = ((bb, qq) for _, bb, qq in iter_windows(capture, [grid], counters=ids))
+    try:
+        for b, q in blocks:
+            v = to_gbps(b, width_ns).sum(axis=1, min_count=1).to_numpy(np.float64)
+            bad = ((q.to_numpy(np.int64) & HEADLINE_EXCLUDE) != 0).any(axis=1) \
+                if q.shape[1] else np.zeros(len(v), bool)
+            if line is not None:
+                bad |= v > ANCHOR_LINE_SLACK * line
+            yield b.index.to_numpy(np.int64), np.where(bad, np.nan, v)
+    except ValueError as exc:
+        if "no intervals" not in str(exc):
+            raise
+        raise AnchorError(f"{capture.path}: no tx data counters to find a burst in") from exc
+
+
 def first_burst_start_ns(capture, *, threshold_gbps: float | None = None,
                          width_ns: int = 1_000_000, after_ns: int | None = None
                          ) -> tuple[int, float]:
     """Return (start of the first prefill burst in ns, threshold used in Gb/s) of a capture.
 
-    The summed tx rate of all data series is re-binned to ``width_ns`` windows; the first window at
-    or above ``threshold_gbps`` (default: 25 % of the capture's highest window, at least 5 Gb/s,
-    well above decode traffic of a few Gb/s) starts the burst; with ``after_ns`` the first such
-    window starting at or after it (the next run of a file holding several). Raises
-    ``ValueError`` when nothing reaches the threshold.
+    The summed tx rate of all data series is re-binned to ``width_ns`` windows; flagged windows
+    (``_windows``: gap-spread, partial, invalid, over line rate) are never used. The first window
+    at or above ``threshold_gbps`` (default: 25 % of the capture's highest unflagged window, at
+    least 5 Gb/s, well above decode traffic of a few Gb/s) starts the burst; with ``after_ns``
+    the first such window starting at or after it (the next run of a file holding several).
+    One pass over the capture (a ``stream.CaptureInfo`` segment by segment). Raises
+    ``AnchorError`` (a ``ValueError``) when nothing reaches the threshold.
     """
-    from rdmascope.analysis import series
-
-    if not hasattr(capture, "readings"):  # a stream.CaptureInfo: one pass over the segments
-        return _first_burst_streamed(capture, threshold_gbps, width_ns, after_ns)
-    iv = series.byte_intervals(capture)
-    iv = iv[iv["direction"] == "tx"]
-    if not len(iv):
-        raise ValueError(f"{capture.path}: no tx data counters to find a burst in")
-    binned = series.rebin(iv, width_ns, origin_ns=int(capture.t_start_ns))
-    gbps = series.to_gbps(binned, width_ns).sum(axis=1)
-    if threshold_gbps is None:
-        threshold_gbps = max(5.0, 0.25 * float(gbps.max()))
-    hit = gbps.index[gbps.to_numpy() >= threshold_gbps]
-    if after_ns is not None:
-        hit = hit[hit >= after_ns]
-    if not len(hit):
-        after = "" if after_ns is None else f" after {after_ns / 1e9:.6f} s"
-        raise ValueError(f"{capture.path}: no {width_ns / 1e6:g} ms window{after} reaches "
-                         f"{threshold_gbps:g} Gb/s; cannot anchor the requests to a burst")
-    return int(hit[0]), float(threshold_gbps)
-
-
-def _first_burst_streamed(capture, threshold_gbps, width_ns, after_ns) -> tuple[int, float]:
-    """``first_burst_start_ns`` segment by segment: the tx windows stream by, keeping the
-    capture's highest window and the windows (from ``after_ns`` on) that beat every earlier
-    one; the first of those reaching the threshold is the first window that does."""
-    from rdmascope.analysis.series import to_gbps
-    from rdmascope.analysis.stream import WindowGrid, iter_windows
-
-    cdf = capture.counters
-    ids = [int(c) for c in cdf.index[cdf["data"] & (cdf["source"] == "infiniband")
-                                     & (cdf["direction"] == "tx")]]
-    if not ids:
-        raise ValueError(f"{capture.path}: no tx data counters to find a burst in")
     top = -np.inf
     records: list[tuple[int, float]] = []  # prefix maxima from after_ns on: (start, Gb/s)
     first_hit = None
-    try:
-        for _, b, _q in iter_windows(capture, [WindowGrid(int(width_ns),
-                                                          int(capture.t_start_ns))],
-                                     counters=ids):
-            g = to_gbps(b, width_ns).sum(axis=1)
-            v = g.to_numpy(np.float64)
-            t = g.index.to_numpy(np.int64)
-            if len(v) and np.isfinite(v).any():
-                top = max(top, float(np.nanmax(v)))
-            if after_ns is not None:
-                keep = t >= after_ns
-                t, v = t[keep], v[keep]
-            if threshold_gbps is not None:
-                if first_hit is None:
-                    hit = np.flatnonzero(v >= threshold_gbps)
-                    if len(hit):
-                        first_hit = int(t[hit[0]])
-                continue
-            best = records[-1][1] if records else -np.inf
-            run = np.fmax.accumulate(np.concatenate([[best], v]))[1:]
-            new = np.flatnonzero(v > np.concatenate([[best], run[:-1]]))
-            records.extend((int(t[i]), float(v[i])) for i in new)
-    except ValueError as exc:
-        if "no intervals" not in str(exc):
-            raise
-        raise ValueError(f"{capture.path}: no tx data counters to find a burst in") from exc
+    for t, v in _windows(capture, width_ns):
+        if len(v) and np.isfinite(v).any():
+            top = max(top, float(np.nanmax(v)))
+        if after_ns is not None:
+            keep = t >= after_ns
+            t, v = t[keep], v[keep]
+        if threshold_gbps is not None:
+            if first_hit is None:
+                hit = np.flatnonzero(v >= threshold_gbps)
+                if len(hit):
+                    first_hit = int(t[hit[0]])
+            continue
+        vv = np.where(np.isnan(v), -np.inf, v)
+        best = records[-1][1] if records else -np.inf
+        run = np.maximum.accumulate(np.concatenate([[best], vv]))[1:]
+        new = np.flatnonzero(vv > np.concatenate([[best], run[:-1]]))
+        records.extend((int(t[i]), float(vv[i])) for i in new)
     if threshold_gbps is None:
         threshold_gbps = max(5.0, 0.25 * float(top))
         first_hit = next((t for t, v in records if v >= threshold_gbps), None)
     if first_hit is None:
         after = "" if after_ns is None else f" after {after_ns / 1e9:.6f} s"
-        raise ValueError(f"{capture.path}: no {width_ns / 1e6:g} ms window{after} reaches "
-                         f"{threshold_gbps:g} Gb/s; cannot anchor the requests to a burst")
+        raise AnchorError(f"{capture.path}: no unflagged {width_ns / 1e6:g} ms window{after} "
+                          f"reaches {threshold_gbps:g} Gb/s; cannot anchor the requests to a "
+                          "burst")
     return first_hit, float(threshold_gbps)
+
+
+def anchor_fit(capture, t_hit: int, threshold_gbps: float, *, width_ns: int = 1_000_000
+               ) -> tuple[int, int, str]:
+    """How well the anchor window at ``t_hit`` is placed: ``(uncertainty_ns, t_rise_ns, how)``.
+
+    The candidates are the first unflagged windows of the burst's rise at half, the whole and
+    1.5x the threshold (within ``ANCHOR_FIT_NS`` before the hit and the burst after it): the
+    spread of their starts plus one window is the uncertainty (a sharp rise gives one window; a
+    slow one, or a threshold crossed late, more). Raises ``AnchorError`` when the anchor is an
+    isolated spike (no other window at half the threshold within ``ANCHOR_ISOLATED_NS``): a
+    prefill burst lasts several windows, so a lone window is no evidence of the first send.
+    """
+    t_parts, v_parts = [], []
+    for t, v in _windows(capture, width_ns, max(int(capture.t_start_ns), t_hit - ANCHOR_FIT_NS),
+                         t_hit + ANCHOR_FIT_NS):
+        t_parts.append(t)
+        v_parts.append(v)
+    t = np.concatenate(t_parts) if t_parts else np.zeros(0, np.int64)
+    v = np.concatenate(v_parts) if v_parts else np.zeros(0)
+    half = v >= 0.5 * threshold_gbps
+    near = half & (np.abs(t - t_hit) <= ANCHOR_ISOLATED_NS) & (t != t_hit)
+    if not near.any():
+        raise AnchorError(
+            f"{capture.path}: ambiguous anchor: the first window reaching {threshold_gbps:.1f} "
+            f"Gb/s ({t_hit / 1e9:.6f} s) is an isolated spike (no other window at half that "
+            f"within {ANCHOR_ISOLATED_NS / 1e6:g} ms), not a prefill burst")
+    # the rise: back from the hit while windows stay at half the threshold or more
+    k = int(np.searchsorted(t, t_hit))
+    j = k
+    while j > 0 and half[j - 1] and t[j - 1] == t[j] - width_ns:
+        j -= 1
+    cands = [int(t[j]), int(t_hit)]
+    over = np.flatnonzero((t >= t_hit) & (v >= 1.5 * threshold_gbps)
+                          & (t - t_hit <= ANCHOR_ISOLATED_NS))
+    if len(over):
+        cands.append(int(t[over[0]]))
+    unc = max(cands) - min(cands) + width_ns
+    return unc, int(t[j]), (f"rise from {t[j] / 1e9:.6f} s, {threshold_gbps:.1f} Gb/s crossed at "
+                            f"{t_hit / 1e9:.6f} s")
 
 
 def _offsets_per_run(log: RequestLog, offset_s) -> list[float | None]:
@@ -165,19 +237,23 @@ def _align_one(df: pd.DataFrame, clock: str, capture, offset_s, *, path, label: 
     try:
         t_burst, thr = first_burst_start_ns(capture, threshold_gbps=anchor_threshold_gbps,
                                             after_ns=after_ns)
+        unc, _rise, how = anchor_fit(capture, t_burst, thr)
     except ValueError as exc:
         raise RequestLogError(path, f"{label}has only relative times and cannot be anchored: "
-                                    f"{exc}; give --offset") from exc
+                                    f"{exc}; give --offset S (seconds from the capture's clock "
+                                    "to the log's time 0), or record the log with absolute "
+                                    "times (a clock field: native clock = CLOCK_MONOTONIC, "
+                                    "vLLM start_times)") from exc
     sends = df.loc[df["ok"], "t_send_ns"]
     t0 = int(sends.min()) if len(sends) else 0
     off = t_burst - t0
     after = "" if after_ns is None else " after the previous run"
     return _shift(df, off), {
-        "method": "anchor", "offset_ns": off, "uncertainty_ns": 1_000_000,
+        "method": "anchor", "offset_ns": off, "uncertainty_ns": int(unc),
         "note": (f"{label}ESTIMATE: first send anchored to the first prefill burst{after} "
-                 f"(first 1 ms window >= {thr:.1f} Gb/s); +-1 ms, and the true send may be "
-                 "earlier by the engine's time before its first all-reduce; give --offset to "
-                 "override")}
+                 f"({how}; flagged windows never used); +-{unc / 1e6:g} ms from the burst's "
+                 "rise, and the true send may be earlier by the engine's time before its first "
+                 "all-reduce; give --offset to override")}
 
 
 def align(log: RequestLog, capture, offset_s: float | list[float] | None = None, *,
