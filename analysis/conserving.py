@@ -31,7 +31,7 @@ exactly its window bytes; a request touching a segment whose bytes are unknown (
 gap of readings) gets NaN (never a guess); an unknown segment's bytes are in neither the idle/other
 part nor the total (``unknown_segments`` counts them). Assumptions: one model (one bytes-per-
 token), FCFS admission, the same tokens per step for every decoding request, traffic not from
-requests (keep- alives, other jobs) shows up in whatever phase is active when it is sent.
+requests (keep-alives, other jobs) shows up in whatever phase is active when it is sent.
 """
 
 from __future__ import annotations
