@@ -188,7 +188,7 @@ LAYERS = [
     ("engine", {"links", "intervals", "curve", "overline", "windows", "stream", "overline_pass",
                 "series"}),
     ("views", {"peaks", "bursts", "verify", "quality", "envelope", "metrics", "ranges", "nccl"}),
-    ("request logs and attribution", {"requestlogs", "attribute", "conserving", "compare",
+    ("request logs and attribution", {"requestlogs", "attribute", "conserving", "cellstats", "compare",
                                       "estimate", "cluster", "cluster_align", "cluster_map",
                                       "cluster_ray", "cluster_reduce"}),
     ("report, figures and exports", {"figures", "timeline", "report", "cluster_report",
