@@ -16,6 +16,7 @@ from rdmascope.sampler.faketree import build_device
 
 from rdmascope.capture import (
     STATUS_OK,
+    CaptureExistsError,
     CaptureWriteError,
     CaptureWriter,
     make_batch,
@@ -159,6 +160,22 @@ def test_failed_start_on_a_full_disk_leaves_nothing_that_blocks_the_retry(tmp_pa
         w = CaptureWriter.create(target, FIELDS)  # the retry, without --force
         w.close()
         assert read_capture(target).clean_end
+
+
+def test_force_retries_over_what_an_older_failed_start_left(tmp_path):
+    """An empty segments/ and nothing else (no manifest, no readings), as a failed start of an
+    older version left it: --force records over it; a segments/ holding files is refused."""
+    d = tmp_path / "cap"
+    (d / "segments").mkdir(parents=True)
+    w = CaptureWriter.create(d, FIELDS, force=True)
+    w.close()
+    assert read_capture(d).clean_end
+    e = tmp_path / "other"
+    (e / "segments").mkdir(parents=True)
+    (e / "segments" / "notes.txt").write_text("x")
+    with pytest.raises(CaptureExistsError, match="not an rdmascope capture"):
+        CaptureWriter.create(e, FIELDS, force=True)
+    assert (e / "segments" / "notes.txt").read_text() == "x"
 
 
 def test_record_host_placeholder_is_sanitised_and_said(tmp_path):

@@ -717,6 +717,14 @@ def check_output(path: str | os.PathLike, *, force: bool = False) -> None:
 def _remove_capture_files(p: Path) -> None:
     """Remove a capture's own files (used by --force); refuse to wipe a directory that is not one."""
     manifest = p / MANIFEST_NAME
+    rest = [c for c in p.iterdir() if c.name != LOCK_NAME]
+    if not manifest.exists() and rest and all(
+            c.name == SEGMENT_DIR and c.is_dir() and not c.is_symlink() and not any(c.iterdir())
+            for c in rest):
+        # what a start that failed before its first manifest left (older versions did not
+        # clean up): an empty segments/ and nothing else holds no readings; --force retries
+        (p / SEGMENT_DIR).rmdir()
+        return
     if not manifest.exists():
         raise CaptureExistsError(
             p, "exists, is not empty and is not an rdmascope capture; refusing to overwrite it")
