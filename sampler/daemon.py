@@ -493,15 +493,19 @@ class _WriterThread(threading.Thread):
         status_write(self.status_out, line, self.status_tty)
 
 
-def _start_metrics(address: str | None, counters, interval_ns: int):
-    """Start the --metrics endpoint (metrics.py) or return None; ``RecordError`` if it cannot."""
+def _start_metrics(address: str | None, counters, interval_ns: int, meta=None):
+    """Start the --metrics endpoint (metrics.py) or return None; ``RecordError`` if it cannot.
+    ``meta``: the manifest's fields (its devices give each device's line rate, the peak gauges'
+    over-line rule: ``plausibility.line_ceilings``)."""
     if not address:
         return None
+    from rdmascope.plausibility import line_ceilings
     from rdmascope.sampler.metrics import MetricsError, MetricsServer, SamplerMetrics, parse_address
 
     try:
         host, port = parse_address(address)
-        return MetricsServer(SamplerMetrics(counters, interval_ns), host, port)
+        line = {d: c.gbps for d, c in line_ceilings(meta).items()} if meta else None
+        return MetricsServer(SamplerMetrics(counters, interval_ns, line_gbps=line), host, port)
     except MetricsError as exc:
         raise RecordError(str(exc)) from exc
 
@@ -717,7 +721,7 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     }
     if opts.host:
         fields["host"] = str(opts.host)
-    server = _start_metrics(opts.metrics, counters, interval_ns)
+    server = _start_metrics(opts.metrics, counters, interval_ns, fields)
     try:
         writer = CaptureWriter.create(opts.output, fields, force=opts.force,
                                       private=opts.private)

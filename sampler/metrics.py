@@ -4,19 +4,33 @@ A per-second exporter cannot see a 3 ms prefill burst at line rate. This endpoin
 the 1 ms sampler sees, through ``prometheus_client`` (an optional extra, imported only when
 ``--metrics`` is given; the lean sampler install does not need it):
 
-- ``rdmascope_bytes_total{device,port,direction,source}`` (counter): bytes moved since the
-  recording started, the counter's raw steps x its ``bytes_per_unit`` (4 for port_xmit_data /
-  port_rcv_data, never x lanes). A step that goes backwards (a counter reset) adds nothing and is
-  counted in ``rdmascope_counter_resets_total``; unavailable readings add nothing and are counted
-  in ``rdmascope_unavailable_readings_total``.
-- ``rdmascope_peak_gbps{...,window="1ms"|"5ms"}`` (gauge): the highest rate over one (1 ms) or
-  five (5 ms) consecutive sampling intervals among the readings of the last ``recent_s`` seconds
-  (60 by default, so a scrape every minute misses no burst). Rates are bytes x 8 / the time between
-  the readings' instants (the middle of each read bracket), in Gb/s (10^9 bit/s); windows that
-  span missed sweeps (longer than (k + 0.5) intervals) are left out. These windows follow the
-  readings; `rdmascope peaks` re-bins onto a fixed grid and can differ by a few percent.
-- ``rdmascope_rate_1ms_gbps{...}`` (histogram): every single-interval rate since the start, in
-  Gb/s buckets: how much of the time the link spends near line rate.
+Names and units follow Prometheus' naming guide (base units: bytes, seconds; ``promtool check
+metrics`` passes, ``tests/test_metrics.py``). Labels: an RDMA port's series carry
+``device`` (the RDMA device), ``port``, ``direction``, ``source="infiniband"`` and ``counter``; a
+netdev's series (``record --netdev-stats``) carry ``netdev`` (e.g. ``enp1s0f1np1``) and the RDMA
+device it belongs to in ``rdma_device``, never ``device``, so ``sum by (device)`` over RDMA
+ports never mixes in a netdev's bytes.
+
+- ``rdmascope_bytes_total`` (counter): bytes moved since the recording started, the counter's raw
+  steps x its ``bytes_per_unit`` (4 for port_xmit_data / port_rcv_data, never x lanes). A step
+  that goes backwards (a counter reset) adds nothing and is counted in ``rdmascope_resets_total``;
+  unavailable readings add nothing and are counted in ``rdmascope_unavailable_readings_total``.
+- ``rdmascope_peak_bytes_per_second{...,window="1ms"|"5ms"}`` (gauge): the highest rate over one
+  (1 ms) or five (5 ms) consecutive sampling intervals among the readings of the last
+  ``recent_s`` seconds (60 by default, so a scrape every minute misses no burst), by the headline
+  rule of ``rdmascope peaks``: only windows of regular readings count (every interval within
+  25 % of the sampling interval and read brackets of at most a quarter of it: a short interval
+  after a late sweep, or one spanning missed sweeps, sets the rate's timing, not the traffic),
+  and a window whose rate exceeds the device's line rate (``plausibility.line_ceilings``: port
+  rate, record --emulated, PCIe link) by more than its timing uncertainty allows (each reading's
+  instant +-``INSTANT_UNC_NS`` plus half its read bracket) is kept out and counted in
+  ``rdmascope_over_line_windows_total{...,window}``. Rates are bytes / the time between the
+  readings' instants (the middle of each read bracket); in Gb/s (10^9 bit/s) they are x 8 / 10^9
+  (the dashboard's panels; a Gb/s name fails promtool's base-unit lint). These windows follow
+  the readings; ``rdmascope peaks`` re-bins onto a fixed grid.
+- ``rdmascope_interval_rate_bytes_per_second{...}`` (histogram): every regular single-interval
+  rate since the start, in bytes/s buckets (``RATE_BUCKETS_GBPS`` x 1.25e8): how much of the time
+  the link spends near line rate.
 - Sampler health: ``rdmascope_sweeps_taken_total``, ``rdmascope_sweeps_missed_total`` (deadlines
   passed without a sweep), ``rdmascope_sweep_lateness_seconds`` (histogram of sweep start -
   deadline), ``rdmascope_last_sweep`` (the last sweep index exposed), ``rdmascope_sampler_info``.
@@ -48,6 +62,16 @@ RATE_BUCKETS_GBPS = (0.1, 1.0, 5.0, 10.0, 25.0, 50.0, 75.0, 100.0, 125.0, 150.0,
 LATENESS_BUCKETS_S = (1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3, 0.05)
 #: Default span of the peak gauges, seconds.
 RECENT_S = 60.0
+#: Bytes/s of 1 Gb/s (10^9 bit/s).
+BYTES_PER_S_PER_GBPS = 1e9 / 8
+#: Timing uncertainty of each reading's instant beyond its read bracket, ns (the adapter updates
+#: its counter files only every ~0.1-0.2 ms; analysis.curve.INSTANT_UNC_NS, the same value).
+INSTANT_UNC_NS = 100_000
+#: An interval is regular within this fraction of the sampling interval, a read bracket when at
+#: most this fraction of it (the "stalled sampler" rule of analysis.overline.over_line_causes).
+REGULAR_FRACTION = 0.25
+#: Label names of every per-counter series (unused ones are empty, i.e. absent in Prometheus).
+LABELS = ["device", "port", "rdma_device", "netdev", "direction", "source", "counter"]
 
 
 class MetricsError(Exception):
@@ -83,20 +107,23 @@ class SamplerMetrics:
 
     ``counters``: the capture's counter descriptors (manifest order = column order of a sweep);
     ``start_ns``: the schedule start (deadline of sweep 0, CLOCK_MONOTONIC ns); ``interval_ns``.
-    ``update(buf)`` once per flush batch; ``collect()`` is called by the HTTP thread.
+    ``line_gbps``: device -> its line rate in Gb/s (``plausibility.line_ceilings``); a device
+    without one is never judged over line rate. ``update(buf)`` once per flush batch;
+    ``collect()`` is called by the HTTP thread.
     """
 
     def __init__(self, counters: list[dict[str, Any]], interval_ns: int, *,
-                 start_ns: int | None = None, recent_s: float = RECENT_S):
+                 start_ns: int | None = None, recent_s: float = RECENT_S,
+                 line_gbps: dict[str, float | None] | None = None):
         self.n = len(counters)
         self.interval_ns = int(interval_ns)
         self.start_ns = start_ns
         self.recent_ns = int(recent_s * 1e9)
         self.recent_s = recent_s
-        self.labels = [(str(c.get("device")), str(c.get("port") if c.get("port") is not None
-                                                    else ""),
-                        str(c.get("direction") or ""), str(c.get("source") or ""),
-                        str(c.get("name"))) for c in counters]
+        self.labels = [_labels(c) for c in counters]
+        lg = line_gbps or {}
+        self.line_gbps = np.array([float(lg.get(str(c.get("device"))) or np.nan)
+                                   for c in counters], np.float64)
         self.bpu = np.array([int(c.get("bytes_per_unit") or 0) for c in counters], np.int64)
         self.rated = [i for i, c in enumerate(counters)
                       if c.get("bytes_per_unit") and c.get("direction") in ("tx", "rx")]
@@ -110,10 +137,12 @@ class SamplerMetrics:
         self.late_sum = 0.0
         self.taken = 0
         self.last_sweep = -1
-        # per counter: last valid (instant ns, raw value) and the last 4 intervals (dt, dbytes)
-        # so 5-interval windows continue across batches
-        self._last: list[tuple[int, int] | None] = [None] * self.n
-        self._tail: list[list[tuple[int, float]]] = [[] for _ in range(self.n)]
+        self.over_line = np.zeros((self.n, 2), np.int64)  # windows kept out: 1 ms, 5 ms
+        # per counter: last valid (instant ns, raw value, read bracket ns) and the last 4
+        # intervals (dt, dbytes, regular, end-instant uncertainty) so 5-interval windows continue
+        # across batches
+        self._last: list[tuple[int, int, int] | None] = [None] * self.n
+        self._tail: list[list[tuple]] = [[] for _ in range(self.n)]
         self._peaks: deque = deque()  # (batch end ns, peak1 array, peak5 array)
 
     # -- the writer thread, once per flush batch ------------------------------------------
@@ -142,23 +171,29 @@ class SamplerMetrics:
             unav = int((~ok).sum())
             t = inst[ok, i]
             v = vals[ok, i]
+            brk = dur[ok, i].astype(np.int64)  # read brackets, ns
             last = self._last[i]
             if last is not None:
                 t = np.concatenate([[last[0]], t])
                 v = np.concatenate([np.array([last[1]], np.uint64), v])
+                brk = np.concatenate([[last[2]], brk])
             if len(t) == 0:
-                upd[i] = (unav, 0.0, 0, None, None, None)
+                upd[i] = (unav, 0.0, 0, None, None, None, None, None)
                 continue
-            new_last = (int(t[-1]), int(v[-1]))
+            new_last = (int(t[-1]), int(v[-1]), int(brk[-1]))
             if len(t) < 2:
-                upd[i] = (unav, 0.0, 0, new_last, None, None)
+                upd[i] = (unav, 0.0, 0, new_last, None, None, None, None)
                 continue
             up = v[1:] >= v[:-1]  # a step down is a reset: no bytes, no rate
             dv = (np.where(up, v[1:], v[:-1]) - v[:-1]).astype(np.float64)
             dbytes = dv * float(self.bpu[i])
             dt = np.diff(t).astype(np.float64)
+            frac = REGULAR_FRACTION * self.interval_ns
+            regular = ((np.abs(dt - self.interval_ns) <= frac) & (brk[1:] <= frac)
+                       & (brk[:-1] <= frac))
+            unc = INSTANT_UNC_NS + brk / 2.0  # per reading instant, ns
             upd[i] = (unav, float(dbytes.sum()), int((~up).sum()), new_last, dt,
-                      np.where(up, dbytes, np.nan))
+                      np.where(up, dbytes, np.nan), regular, unc)
         with self._lock:
             self.taken += nsw
             self.last_sweep = int(sweeps[-1])
@@ -166,7 +201,7 @@ class SamplerMetrics:
                 self.late_hist += np.bincount(np.searchsorted(LATENESS_BUCKETS_S, late),
                                               minlength=len(LATENESS_BUCKETS_S) + 1)
                 self.late_sum += float(late.sum())
-            for i, (unav, add, resets, new_last, dt, db) in upd.items():
+            for i, (unav, add, resets, new_last, dt, db, regular, unc) in upd.items():
                 self.unavailable[i] += unav
                 self.bytes_total[i] += add
                 self.resets[i] += resets
@@ -177,24 +212,42 @@ class SamplerMetrics:
                 tail = self._tail[i]
                 dts = np.concatenate([[x[0] for x in tail], dt])
                 dbs = np.concatenate([[x[1] for x in tail], db])
-                one = (dt <= 1.5 * self.interval_ns) & ~np.isnan(db)
+                regs = np.concatenate([np.array([x[2] for x in tail], bool), regular])
+                # uncertainty of each interval's start and end instant
+                u0 = np.concatenate([[x[3] for x in tail], unc[:-1]])
+                u1 = np.concatenate([[x[4] for x in tail], unc[1:]])
+                line = self.line_gbps[i]
+                one = regular & ~np.isnan(db)
                 r1 = db[one] * 8 / dt[one]  # bits per ns = Gb/s
-                self.rate_hist[i] += np.bincount(np.searchsorted(RATE_BUCKETS_GBPS, r1),
+                # over line rate beyond the timing uncertainty: even the longest duration the
+                # instants allow gives a rate above the line
+                low1 = db[one] * 8 / (dt[one] + unc[:-1][one] + unc[1:][one])
+                over1 = low1 > line if np.isfinite(line) else np.zeros(r1.size, bool)
+                self.over_line[i, 0] += int(over1.sum())
+                kept = r1[~over1]
+                self.rate_hist[i] += np.bincount(np.searchsorted(RATE_BUCKETS_GBPS, kept),
                                                  minlength=len(RATE_BUCKETS_GBPS) + 1)
-                self.rate_sum[i] += float(r1.sum())
-                if r1.size:
-                    peak1[i] = float(r1.max())
+                self.rate_sum[i] += float(kept.sum()) * BYTES_PER_S_PER_GBPS
+                if kept.size:
+                    peak1[i] = float(kept.max())
                 if len(dts) >= 5:
                     cs_t = np.concatenate([[0.0], np.cumsum(dts)])
-                    nan = np.isnan(dbs)  # a reset inside a window makes it unknown
-                    cs_b = np.concatenate([[0.0], np.cumsum(np.where(nan, 0.0, dbs))])
-                    cs_n = np.concatenate([[0], np.cumsum(nan)])
+                    bad = np.isnan(dbs) | ~regs  # a reset or an irregular interval: left out
+                    cs_b = np.concatenate([[0.0], np.cumsum(np.where(np.isnan(dbs), 0.0, dbs))])
+                    cs_n = np.concatenate([[0], np.cumsum(bad)])
                     span = cs_t[5:] - cs_t[:-5]
                     b5 = cs_b[5:] - cs_b[:-5]
-                    k = (span <= 5.5 * self.interval_ns) & (cs_n[5:] == cs_n[:-5])
+                    k = cs_n[5:] == cs_n[:-5]
                     if k.any():
-                        peak5[i] = float((b5[k] * 8 / span[k]).max())
-                self._tail[i] = list(zip(dts[-4:].tolist(), dbs[-4:].tolist(), strict=True))
+                        r5 = b5[k] * 8 / span[k]
+                        low5 = b5[k] * 8 / (span[k] + u0[:-4][k] + u1[4:][k])
+                        over5 = low5 > line if np.isfinite(line) else np.zeros(r5.size, bool)
+                        self.over_line[i, 1] += int(over5.sum())
+                        if (~over5).any():
+                            peak5[i] = float(r5[~over5].max())
+                self._tail[i] = list(zip(dts[-4:].tolist(), dbs[-4:].tolist(),
+                                         regs[-4:].tolist(), u0[-4:].tolist(),
+                                         u1[-4:].tolist(), strict=True))
             now = int(starts[-1])
             self._peaks.append((now, peak1, peak5))
             while self._peaks and self._peaks[0][0] < now - self.recent_ns:
@@ -216,11 +269,12 @@ class SamplerMetrics:
             late_hist, late_sum = self.late_hist.copy(), self.late_sum
             taken, last_sweep = self.taken, self.last_sweep
             peaks = list(self._peaks)
-        names = ["device", "port", "direction", "source", "counter"]
+            over_line = self.over_line.copy()
+        names = LABELS
         b = CounterMetricFamily("rdmascope_bytes", "Bytes moved since the recording started "
                                 "(counter steps x bytes_per_unit; x4 for port_*_data).",
-                                labels=names)
-        r = CounterMetricFamily("rdmascope_counter_resets", "Counter steps that went backwards "
+                                labels=names, unit="bytes")
+        r = CounterMetricFamily("rdmascope_resets", "Steps of a byte counter that went backwards "
                                 "(a reset; they add no bytes).", labels=names)
         u = CounterMetricFamily("rdmascope_unavailable_readings", "Readings that failed or did "
                                 "not parse (they add no bytes).", labels=names)
@@ -232,23 +286,33 @@ class SamplerMetrics:
         yield b
         yield r
         yield u
+        rule = ("regular readings only, windows over line rate beyond their timing uncertainty "
+                "kept out (the headline rule of rdmascope peaks)")
         pk = GaugeMetricFamily(
-            "rdmascope_peak_gbps", f"Highest rate over 1 or 5 consecutive sampling intervals "
-            f"among the readings of the last {self.recent_s:g} s, Gb/s (10^9 bit/s).",
+            "rdmascope_peak_bytes_per_second", f"Highest rate over 1 or 5 consecutive sampling "
+            f"intervals among the readings of the last {self.recent_s:g} s, bytes/s; {rule}.",
             labels=[*names, "window"])
-        h = HistogramMetricFamily("rdmascope_rate_1ms_gbps", "Rate over each single sampling "
-                                  "interval since the start, Gb/s.", labels=names)
+        ol = CounterMetricFamily(
+            "rdmascope_over_line_windows", "Windows of 1 or 5 sampling intervals whose rate "
+            "exceeds the device's line rate by more than their timing uncertainty allows: kept "
+            "out of the peak gauges.", labels=[*names, "window"])
+        h = HistogramMetricFamily("rdmascope_interval_rate_bytes_per_second", "Rate over each "
+                                  "regular single sampling interval since the start, bytes/s "
+                                  f"({rule}).", labels=names)
         for i in self.rated:
             lab = list(self.labels[i])
             for w, col in (("1ms", 1), ("5ms", 2)):
                 vals = [p[col][i] for p in peaks if not np.isnan(p[col][i])]
                 if vals:
-                    pk.add_metric([*lab, w], float(max(vals)))
+                    pk.add_metric([*lab, w], float(max(vals)) * BYTES_PER_S_PER_GBPS)
+                ol.add_metric([*lab, w], float(over_line[i, col - 1]))
             cum = np.cumsum(rate_hist[i])
-            bk = [(f"{ub:g}", float(c)) for ub, c in zip(RATE_BUCKETS_GBPS, cum, strict=False)]
+            bk = [(f"{ub * BYTES_PER_S_PER_GBPS:g}", float(c))
+                  for ub, c in zip(RATE_BUCKETS_GBPS, cum, strict=False)]
             bk.append(("+Inf", float(cum[-1])))
             h.add_metric(lab, bk, float(rate_sum[i]))
         yield pk
+        yield ol
         yield h
         yield CounterMetricFamily("rdmascope_sweeps_taken", "Sweeps taken.", value=float(taken))
         yield CounterMetricFamily("rdmascope_sweeps_missed", "Deadlines that passed without a "
@@ -267,6 +331,18 @@ class SamplerMetrics:
                                  labels=["interval_ns", "peak_over_s"])
         info.add_metric([str(self.interval_ns), f"{self.recent_s:g}"], 1.0)
         yield info
+
+
+def _labels(c: dict[str, Any]) -> tuple[str, ...]:
+    """The ``LABELS`` values of one counter descriptor: an RDMA port's in ``device``/``port``, a
+    netdev's in ``netdev`` with its RDMA device in ``rdma_device``."""
+    direction, source, name = (str(c.get("direction") or ""), str(c.get("source") or ""),
+                               str(c.get("name")))
+    if source == "netdev":
+        return ("", "", str(c.get("device") or ""), str(c.get("netdev") or ""), direction,
+                source, name)
+    port = str(c.get("port")) if c.get("port") is not None else ""
+    return (str(c.get("device")), port, "", "", direction, source, name)
 
 
 #: connections served at once; one beyond is closed unanswered (a scraper needs one)

@@ -3,8 +3,9 @@ real recorder runs, its values checked against the capture it writes.
 
 The expected values are recomputed here from the capture's readings with plain Python loops (a
 second implementation): bytes since the start = (value at the last exposed sweep - first value)
-x 4; the 1 ms peak = the highest single-interval rate, the 5 ms peak the highest over five
-consecutive intervals, both between reading instants (middle of each read bracket).
+x 4; the 1 ms peak = the highest regular single-interval rate (within 25 % of the sampling
+interval, read brackets at most a quarter of it), the 5 ms peak the highest over five consecutive
+regular intervals, both between reading instants (middle of each read bracket), in bytes/s.
 """
 
 from __future__ import annotations
@@ -101,29 +102,33 @@ def test_scraped_metrics_match_the_capture(tmp_path):
                                          t["read_duration_ns"], t["value"], t["status"],
                                          strict=True):
         if sw <= last and st == 0:
-            by_counter.setdefault(cid, []).append((sw, tb + dur // 2, val))
+            by_counter.setdefault(cid, []).append((sw, tb + dur // 2, val, dur))
     interval = raw.manifest["interval_ns"]
     checked_peak = False
     for cid, c in enumerate(counters):
         lab = {"device": c["device"], "port": str(c["port"]), "direction": c["direction"],
-               "source": c["source"], "counter": c["name"]}
+               "source": c["source"], "counter": c["name"], "netdev": "", "rdma_device": ""}
         rows = sorted(by_counter[cid])
         exp_bytes = (rows[-1][2] - rows[0][2]) * 4
         assert c["bytes_per_unit"] == 4
         assert _get(m, "rdmascope_bytes_total", **lab) == exp_bytes
-        ivs = [(b[1] - a[1], (b[2] - a[2]) * 4) for a, b in zip(rows[:-1], rows[1:], strict=True)]
-        r1 = [db * 8 / dt for dt, db in ivs if dt <= 1.5 * interval]
-        assert _get(m, "rdmascope_rate_1ms_gbps_count", **lab) == len(r1)
-        assert _get(m, "rdmascope_rate_1ms_gbps_sum", **lab) == pytest.approx(sum(r1), rel=1e-9)
-        assert _get(m, "rdmascope_rate_1ms_gbps_bucket", **lab, le="0.1") == \
-            sum(1 for r in r1 if r <= 0.1)
+        ivs = [(b[1] - a[1], (b[2] - a[2]) * 4,
+                abs(b[1] - a[1] - interval) <= interval / 4 and a[3] <= interval / 4
+                and b[3] <= interval / 4)
+               for a, b in zip(rows[:-1], rows[1:], strict=True)]
+        r1 = [db / dt * 1e9 for dt, db, reg in ivs if reg]  # bytes/s
+        assert _get(m, "rdmascope_interval_rate_bytes_per_second_count", **lab) == len(r1)
+        assert _get(m, "rdmascope_interval_rate_bytes_per_second_sum", **lab) == \
+            pytest.approx(sum(r1), rel=1e-9)
+        assert _get(m, "rdmascope_interval_rate_bytes_per_second_bucket", **lab,
+                    le="1.25e+07") == sum(1 for r in r1 if r <= 1.25e7)
+        assert _get(m, "rdmascope_over_line_windows_total", **lab, window="1ms") == 0
         if max(r1) > 0:
-            assert _get(m, "rdmascope_peak_gbps", **lab, window="1ms") == \
+            assert _get(m, "rdmascope_peak_bytes_per_second", **lab, window="1ms") == \
                 pytest.approx(max(r1), rel=1e-9)
-            r5 = [sum(db for _, db in ivs[k:k + 5]) * 8 / sum(dt for dt, _ in ivs[k:k + 5])
-                  for k in range(len(ivs) - 4)
-                  if sum(dt for dt, _ in ivs[k:k + 5]) <= 5.5 * interval]
-            assert _get(m, "rdmascope_peak_gbps", **lab, window="5ms") == \
+            r5 = [sum(db for _, db, _ in ivs[k:k + 5]) / sum(dt for dt, _, _ in ivs[k:k + 5])
+                  * 1e9 for k in range(len(ivs) - 4) if all(x[2] for x in ivs[k:k + 5])]
+            assert _get(m, "rdmascope_peak_bytes_per_second", **lab, window="5ms") == \
                 pytest.approx(max(r5), rel=1e-9)
             checked_peak = checked_peak or c["device"] == "mlx5_0"
     assert checked_peak  # the bursty counter was really checked
@@ -215,3 +220,131 @@ def test_grafana_dashboard_queries_only_exposed_metrics_and_labels():
         for label in re.findall(r"by \(([^)]*)\)", e):
             for lab in (x.strip() for x in label.split(",")):
                 assert lab == "instance" or any(lab in ls for ls in exposed.values()), (lab, e)
+
+
+def _sm(counters, readings, interval=1_000_000, **kw):
+    """A SamplerMetrics fed one batch: ``readings`` = per sweep, per counter (t_before_ns,
+    read_duration_ns, value)."""
+    from rdmascope.sampler.metrics import SamplerMetrics
+    from rdmascope.sampler.reader import SweepBuffers
+
+    sm = SamplerMetrics(counters, interval, start_ns=0, **kw)
+    buf = SweepBuffers()
+    for k, sweep in enumerate(readings):
+        buf.sweep_start_ns.append(sweep[0][0])
+        for i, (tb, dur, val) in enumerate(sweep):
+            for col, v in ((buf.counter_id, i), (buf.sweep, k), (buf.t_before_ns, tb),
+                           (buf.read_duration_ns, dur), (buf.value, val), (buf.status, 0)):
+                col.append(v)
+    sm.update(buf)
+    return sm
+
+
+def _samples(sm):
+    out = {}
+    for fam in sm.collect():
+        for s in fam.samples:
+            out[(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if v)))] = s.value
+    return out
+
+
+TX = {"source": "infiniband", "device": "rocep1s0f1", "port": 1, "name": "port_xmit_data",
+      "bytes_per_unit": 4, "direction": "tx"}
+
+
+def test_peak_gauges_apply_the_headline_rule():
+    """A 59.9 us interval holding 4.43 MB read 592 Gb/s on the 1 ms gauge (any interval <= 1.5 ms
+    counted); windows of irregular readings are left out and one over the line rate beyond its
+    timing uncertainty is kept out and counted, as `peaks` does."""
+    ms = 1_000_000
+    t, v, rows = 0, 0, []
+    steps = [12_500] * 20  # 50 kB per ms: 0.4 Gb/s
+    for k, units in enumerate(steps):
+        rows.append([(t, 1_000, v)])
+        t += ms
+        v += units
+    # a late sweep, then one 59.9 us later holding 4.43 MB (1,107,500 units)
+    t += 500_000
+    rows.append([(t, 1_000, v)])
+    t += 59_900
+    v += 1_107_500
+    rows.append([(t, 1_000, v)])
+    # back on schedule; then one regular 1 ms interval at 150 Gb/s (18.75 MB... 4,687,500 units)
+    for units in [12_500] * 10 + [4_687_500] + [12_500] * 10:
+        t += ms
+        v += units
+        rows.append([(t, 1_000, v)])
+    sm = _sm([TX], rows, line_gbps={"rocep1s0f1": 100.0})
+    m = _samples(sm)
+    lab = (("counter", "port_xmit_data"), ("device", "rocep1s0f1"), ("direction", "tx"),
+           ("port", "1"), ("source", "infiniband"))
+    peak1 = m[("rdmascope_peak_bytes_per_second", tuple(sorted(lab + (("window", "1ms"),))))]
+    assert peak1 == pytest.approx(50_000 / 1e-3)  # the regular 50 kB per ms, by hand
+    over = m[("rdmascope_over_line_windows_total", tuple(sorted(lab + (("window", "1ms"),))))]
+    assert over == 1  # the 150 Gb/s interval: 18.75 MB over 1 ms + 2 x 0.1005 ms > 100 Gb/s
+    peak5 = m[("rdmascope_peak_bytes_per_second", tuple(sorted(lab + (("window", "5ms"),))))]
+    # five regular intervals holding the 18.75 MB one: 18.8 MB / 5 ms = 30 Gb/s, under the line
+    assert peak5 == pytest.approx((4_687_500 + 4 * 12_500) * 4 / 5e-3)
+    # without a line rate nothing is judged over it: the 150 Gb/s interval is the 1 ms peak
+    m = _samples(_sm([TX], rows))
+    assert m[("rdmascope_peak_bytes_per_second", tuple(sorted(lab + (("window", "1ms"),))))] \
+        == pytest.approx(4_687_500 * 4 / 1e-3)
+
+
+def test_netdev_series_are_labelled_as_netdevs():
+    nd = {"source": "netdev", "device": "rocep1s0f1", "netdev": "enp1s0f1np1", "port": None,
+          "name": "tx_bytes", "bytes_per_unit": 1, "direction": "tx"}
+    rows = [[(k * 1_000_000, 1_000, 1000 * k), (k * 1_000_000, 1_000, 10 * k)]
+            for k in range(10)]
+    m = _samples(_sm([TX, nd], rows))
+    series = [dict(k[1]) for k in m if k[0] == "rdmascope_bytes_total"]
+    rdma = [s for s in series if s["source"] == "infiniband"]
+    net = [s for s in series if s["source"] == "netdev"]
+    assert rdma == [{"counter": "port_xmit_data", "device": "rocep1s0f1", "direction": "tx",
+                     "port": "1", "source": "infiniband"}]
+    assert net == [{"counter": "tx_bytes", "netdev": "enp1s0f1np1", "rdma_device": "rocep1s0f1",
+                    "direction": "tx", "source": "netdev"}]
+
+
+def _exposition():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    nd = {"source": "netdev", "device": "rocep1s0f1", "netdev": "enp1s0f1np1", "port": None,
+          "name": "tx_bytes", "bytes_per_unit": 1, "direction": "tx"}
+    rows = [[(k * 1_000_000, 1_000, 1000 * k), (k * 1_000_000, 1_000, 10 * k)]
+            for k in range(10)]
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(_sm([TX, nd], rows, line_gbps={"rocep1s0f1": 200.0}))
+    return generate_latest(reg).decode()
+
+
+def test_promtool_check_metrics_passes():
+    import shutil
+    import subprocess
+
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (apt-get install prometheus)")
+    r = subprocess.run([promtool, "check", "metrics"], input=_exposition(), text=True,
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_dashboard_bucket_bound_matches_prometheus_2_and_3():
+    """The share-above-100-Gb/s panel matched le="100", which Prometheus 3 writes "100.0"; its
+    bound (1.25e10 bytes/s) must match as the exporter writes it and as either server stores it."""
+    import json
+    import re
+    from pathlib import Path
+
+    dash = json.loads((Path(__file__).resolve().parents[1] / "dashboards" /
+                       "grafana-rdmascope.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"] if "le=" in t["expr"]]
+    assert exprs
+    written = set(re.findall(r'le="([^"]+)"', _exposition()))
+    assert "1.25e+10" in written
+    for e in exprs:
+        (rx,) = re.findall(r'le=~"([^"]+)"', e)
+        for stored in ("1.25e+10", "12500000000", "12500000000.0"):  # Prometheus 2 / 3 forms
+            assert re.fullmatch(rx, stored), (rx, stored)
+        assert not re.fullmatch(rx, "1.5e+10") and not re.fullmatch(rx, "1.25e+09")
