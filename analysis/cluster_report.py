@@ -70,6 +70,10 @@ def build_cluster_report(res: C.ClusterResult, *, title: str | None = None) -> R
             "fail" if res.verdict == "FAIL" else "warn",
             " ".join(f"{h}: {res.verdicts[h].message}" for h in res.failing)
             + f" ({res.expect_reason})"))
+    from rdmascope.analysis.nccl.report import cluster_witness_lines
+
+    for line in cluster_witness_lines(res):  # each node's NCCL log in <capture>/nccl/, if any
+        content.verdicts.append(Verdict(*line))
     nodes = res.nodes
     if "flag" in nodes:
         flagged = nodes[nodes["flag"] != ""]

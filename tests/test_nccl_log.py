@@ -312,6 +312,14 @@ def test_cluster_per_node(tmp_path):
     assert w["spark-01"]["status"] == "pass" and w["spark-02"]["status"] == "fail"
     assert sorted(w["spark-02"]["log_hcas"]) == sorted(TWINS)
     assert r.exit_code == 1 and meta["verdict"] == "FAIL"
+    # the cluster report: one line per node, the not-emulated one named as such
+    r = CliRunner().invoke(main, ["report", str(out / "spark-01"), str(out / "spark-02"), "-o",
+                                  str(tmp_path / "rep")])
+    assert r.exit_code in (0, 1) and "Traceback" not in r.output, r.output  # 1: a node FAILs
+    html = (tmp_path / "rep" / "report.html").read_text()
+    # (the report takes the expectation from the set: 1 of 2 emulated; each node is judged
+    # beside its own log under it)
+    assert "spark-01: NCCL&#39;s log" in html and "spark-02: NCCL&#39;s log" in html
 
 
 def test_writer_lines_are_nccls_format_strings():

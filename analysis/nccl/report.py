@@ -32,9 +32,13 @@ def witness_line(capture, verdict, label: str) -> tuple[str, str, str] | None:
     except NcclLogError as exc:
         return f"{label}: NCCL's log was not read", "warn", str(exc)
     status = {"pass": "ok", "fail": "fail"}.get(w.status, "warn")
-    head = {"ok": "NCCL's log and the counters agree",
-            "fail": "NCCL's log and the counters disagree" if w.network != "Socket"
-            else "NCCL's log says it used TCP sockets (NET/Socket), not RDMA",
+    fail = ("NCCL's log says it used TCP sockets (NET/Socket), not RDMA" if w.network == "Socket"
+            else "NCCL's log and the counters agree: not emulated"
+            if w.message.startswith("both witnesses say")
+            else "NCCL's log agrees with the counters, whose own check failed"
+            if w.message.startswith("the log agrees")
+            else "NCCL's log and the counters disagree")
+    head = {"ok": "NCCL's log and the counters agree", "fail": fail,
             "warn": "NCCL's log cannot witness this capture"}[status]
     return f"{label}: {head}", status, w.message.removeprefix("cannot judge: ")
 
@@ -68,3 +72,19 @@ def collectives_tables(capture) -> list[dict]:
             "uncertainty. " + " ".join(notes))
     return [{"frame": classes, "title": "NCCL collectives per size class: wire vs expected bytes",
              "note": note, "name": "nccl-collectives"}]
+
+
+def cluster_witness_lines(res) -> list[tuple[str, str, str]]:
+    """``witness_line`` for every node of a ``cluster.ClusterResult`` whose capture directory
+    holds ``nccl/`` (node order; the node's own emulation verdict beside its log)."""
+    from ..stream import open_capture
+
+    out = []
+    for n in res.run_set.nodes:
+        v = res.verdicts.get(n.host)
+        if v is None or not (Path(n.path) / LOG_DIR).is_dir():
+            continue
+        line = witness_line(open_capture(n.path), v, n.host)
+        if line is not None:
+            out.append(line)
+    return out

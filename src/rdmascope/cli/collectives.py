@@ -1,6 +1,6 @@
 """``rdmascope collectives CAPTURE --inspector DIR``: NCCL Inspector collectives beside the wire.
 
-Exit codes: 0 done; 1 an error (a file that is not an Inspector record, a future format
+Exit codes (rdmascope.exitcodes): 0 done; 4 an error (a file that is not an Inspector record, a future format
 version, no record of the capture's host inside the capture: the message names file and line).
 """
 

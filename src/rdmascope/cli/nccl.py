@@ -1,6 +1,6 @@
 """``rdmascope nccl LOG...``: what NCCL's INFO log says, per host and process.
 
-Exit codes: 0 the log(s) were read; 1 a file is not an NCCL log (binary, another tool's log,
+Exit codes (rdmascope.exitcodes): 0 the log(s) were read; 4 a file is not an NCCL log (binary, another tool's log,
 unreadable: the message names the file and line).
 """
 
