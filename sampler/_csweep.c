@@ -104,21 +104,24 @@ PyDoc_STRVAR(run_doc,
 "len(starts). Per counter, for the last sweep: errnos (int32, 0 = none), t1s (int64, clock\n"
 "after the read), raw (n * 64 bytes read) and rawlen (int32). n_deadlines < 0: unbounded.\n"
 "check_at: int64[1], read before every sweep (another thread may lower it): return R_CHECK\n"
-"before a sweep whose start is at or after it.");
+"before a sweep whose start is at or after it. progress (optional int64[1]): the rows stored\n"
+"so far, updated after every reading, so another thread can take the readings of a call\n"
+"whose read hangs.");
 
 static PyObject *run(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *o[15];
+    PyObject *o[16];
     long long start, interval, k, n_deadlines, until, spin;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOLLLLLOL", &o[0], &o[1], &o[2], &o[3], &o[4],
+    o[15] = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOLLLLLOL|O", &o[0], &o[1], &o[2], &o[3], &o[4],
                           &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12], &o[13],
-                          &start, &interval, &k, &n_deadlines, &until, &o[14], &spin))
+                          &start, &interval, &k, &n_deadlines, &until, &o[14], &spin, &o[15]))
         return NULL;
     if (interval <= 0) {
         PyErr_SetString(PyExc_ValueError, "interval_ns must be > 0");
         return NULL;
     }
-    buf_t bt[15];
+    buf_t bt[16];
     memset(bt, 0, sizeof bt);
     PyObject *result = NULL;
     Py_ssize_t n, cap;
@@ -139,6 +142,9 @@ static PyObject *run(PyObject *self, PyObject *args) {
             if (get_buf(o[j], &bt[j], isz[j], cnt[j], j != 1 && j != 14, names[j]) < 0)
                 goto done;
         }
+        if (o[15] != NULL && o[15] != Py_None &&
+            get_buf(o[15], &bt[15], 8, 1, 1, "progress") < 0)
+            goto done;
     }
     {
         const int32_t *fds = bt[0].b.buf;
@@ -156,6 +162,8 @@ static PyObject *run(PyObject *self, PyObject *args) {
         int32_t *rawlen = bt[13].b.buf;
         /* another thread may lower it while this runs (a renamed device to re-open at once) */
         const int64_t *check_at = bt[14].b.buf;
+        /* rows stored so far, for a thread that takes the readings of a call whose read hangs */
+        int64_t *progress = bt[15].held ? (int64_t *)bt[15].b.buf : NULL;
         int reason = R_END;
         long long taken = 0, missed = 0, n_bad = 0;
         Py_ssize_t pos = 0, stored = 0;
@@ -229,6 +237,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
                 o_st[pos] = (uint8_t)st;
                 if (st) n_bad++;
                 pos++;
+                if (progress) __atomic_store_n(progress, (int64_t)pos, __ATOMIC_RELEASE);
             }
             stored++;
             taken++;
@@ -239,7 +248,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
         result = Py_BuildValue("iLLLnL", reason, k, taken, missed, stored, n_bad);
     }
 done:
-    for (int j = 0; j < 15; j++)
+    for (int j = 0; j < 16; j++)
         if (bt[j].held) PyBuffer_Release(&bt[j].b);
     return result;
 }
@@ -259,6 +268,7 @@ PyMODINIT_FUNC PyInit__csweep(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "READ_SIZE", READ_SIZE) < 0 ||
+        PyModule_AddIntConstant(m, "HAS_PROGRESS", 1) < 0 ||
         PyModule_AddIntConstant(m, "R_UNTIL", R_UNTIL) < 0 ||
         PyModule_AddIntConstant(m, "R_END", R_END) < 0 ||
         PyModule_AddIntConstant(m, "R_CHECK", R_CHECK) < 0 ||

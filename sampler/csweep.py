@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import threading
 import time
 from array import array
 from types import ModuleType
@@ -32,9 +33,10 @@ from rdmascope.capture import STATUS_OK
 
 #: Set to anything but "" or "0" to run the pure-Python sweep even when the extension is built.
 ENV_DISABLE = "RDMASCOPE_NO_CEXT"
-#: The compiled loop comes back to Python at least this often (ns) so ``should_stop`` and signal
-#: handlers run (a stop request waits at most this long plus one interval).
-POLL_NS = 250_000_000
+#: The compiled loop comes back to Python at least this often (ns) so ``should_stop`` runs (a stop
+#: request waits at most this long plus one interval; the sampling runs in its own thread, so a
+#: signal no longer interrupts the compiled wait itself).
+POLL_NS = 50_000_000
 #: Rows held by one compiled call at most (capacity in sweeps = this // counters).
 MAX_ROWS = 1 << 18
 
@@ -105,6 +107,15 @@ class CompiledSweeper:
                        (self.cid, self.sweep, self.t_before, self.dur, self.value, self.status)]
         self._starts_b = memoryview(self.starts).cast("B")
         self._never = array("q", [(1 << 63) - 1])  # "no check due" for the sweep after checks
+        #: rows stored so far by the running call (builds with ``HAS_PROGRESS``): what
+        #: ``salvage`` takes when a read hangs and the recorder stops without it
+        self.progress = array("q", [0])
+        self._has_progress = bool(getattr(module, "HAS_PROGRESS", 0))
+        #: taken by the sampling thread around each call's hand-over of rows, and by the
+        #: recorder when it stops without a call whose read hangs (``abandon``)
+        self.lock = threading.Lock()
+        self.in_call = False
+        self.abandoned = False
 
     def run(self, k: int, buf: SweepBuffers, *, start_ns: int, interval_ns: int,
             n_deadlines: int | None, until_ns: int, spin_ns: int, stats) -> int:
@@ -138,19 +149,29 @@ class CompiledSweeper:
             check_at = r.check_at
             with r._check_lock:
                 check_at[0] = min(r.next_check_ns)
+        with self.lock:
+            if self.abandoned:
+                return self.m.R_END
+            self.in_call = True
         reason, k2, taken, missed, stored, n_bad = self.m.run(
             fds, state, self.skipped, self.cid, self.sweep, self.t_before, self.dur,
             self.value, self.status, self.starts, self.errnos, self.t1s, self.raw, self.rawlen,
             start_ns, interval_ns, k, -1 if n_deadlines is None else n_deadlines, until_ns,
-            check_at, spin_ns)
+            check_at, spin_ns, *((self.progress,) if self._has_progress else ()))
         n = self.n
+        with self.lock:
+            self.in_call = False
+            if self.abandoned:  # the recorder stopped without this call and took its rows
+                return self.m.R_END
+            if stored:
+                rows = stored * n
+                for dst, (src, size) in zip(buf_columns(buf), self._views, strict=True):
+                    dst.frombytes(src[:rows * size])
+                buf.sweep_start_ns.frombytes(self._starts_b[:8 * stored])
+                buf.n_bad += n_bad
+                r.n_reads += taken * n
         if stored:
-            rows = stored * n
-            for dst, (src, size) in zip(buf_columns(buf), self._views, strict=True):
-                dst.frombytes(src[:rows * size])
-            buf.sweep_start_ns.frombytes(self._starts_b[:8 * stored])
-            buf.n_bad += n_bad
-            r.n_reads += taken * n
+            self._slow_reads(stored * n)
         if paused:
             sk = r.skipped
             for i, c in enumerate(self.skipped):
@@ -163,6 +184,33 @@ class CompiledSweeper:
         if reason == self.m.R_ATTENTION:
             self._decide(fds, (stored - 1) * n)
         return reason
+
+    def _slow_reads(self, rows: int) -> None:
+        """Report the reads of this call slower than the reader's ``slow_ns`` (one vector max
+        per call; the rows are looked at only when there is one)."""
+        import numpy as np
+
+        dur = np.frombuffer(self.dur, dtype=np.uint32, count=rows)
+        if int(dur.max()) <= self.reader.slow_ns:
+            return
+        for j in np.flatnonzero(dur > self.reader.slow_ns):
+            j = int(j)
+            self.reader.slow_read(int(self.cid[j]), int(self.t_before[j]) + int(dur[j]),
+                                  int(dur[j]))
+
+    def abandon(self) -> tuple[array, ...] | None:
+        """Stop taking this sweeper's rows (the recorder stops while a read of the running call
+        hangs) and return the rows that call has stored so far (columns as ``buf_columns``,
+        plus the sweep starts; a sweep cut short included); None when no call is running or
+        the build cannot tell (no ``HAS_PROGRESS``). Call with ``lock`` held."""
+        self.abandoned = True
+        if not self.in_call or not self._has_progress:
+            return None
+        rows = int(self.progress[0])
+        n_sweeps = -(-rows // self.n)
+        cols = tuple(array(a.typecode, a[:rows]) for a in
+                     (self.cid, self.sweep, self.t_before, self.dur, self.value, self.status))
+        return (*cols, array("q", self.starts[:n_sweeps]))
 
     def _decide(self, fds: array, base: int) -> None:
         """Apply the reader's policy to the last sweep's readings, counter by counter, as

@@ -83,6 +83,15 @@ CLOCK_PAIR_INTERVAL_S = 5.0
 #: handoffs). A writer further behind (a hung or very slow disk) stops the recording with an
 #: error that says so; the buffers already taken are still written before the capture closes.
 WRITER_BACKLOG_S = 10.0
+#: A read slower than this many sampling intervals is a slow read (counted, named: audit,
+#: inspect, status line); on mlx5 each read is a firmware command (command timeout 60 s).
+SLOW_READ_FACTOR = 5
+#: A read still running this long (s) is said live, while it lasts.
+HUNG_SAY_S = 1.0
+#: How long (ns) past the end (the last deadline of --duration, or a stop request) the recorder
+#: waits for the sampling thread before it stops without it (a read that hangs): the rows taken
+#: are kept, the read in progress is marked unavailable.
+STOP_GRACE_NS = 60_000_000
 MIN_INTERVAL_NS = 100_000
 MAX_INTERVAL_NS = 1_000_000_000
 
@@ -226,6 +235,8 @@ class _WriterThread(threading.Thread):
         #: per counter: the distinct problems reported (the stop summary names them)
         self.problems: list[list[str]] = [[] for _ in counters]
         self.counter_state: list[str] = ["ok"] * len(counters)
+        #: per counter: the last slow read said (status line: "slow read <who> <dir>")
+        self.slow: dict[int, str] = {}
         #: ``metrics.SamplerMetrics`` with --metrics: updated once per flush batch, here
         self.metrics = None
         self.clock = time.perf_counter_ns  # an emulated node's clocks replace these (record)
@@ -395,6 +406,9 @@ class _WriterThread(threading.Thread):
             elif kind == "recovered":
                 self.counter_state[cid] = "ok"
                 self.say(f"rdmascope record: {who} {c['name']} readable again")
+            elif kind == "slow_read":
+                self.slow[cid] = msg
+                self.say(f"rdmascope record: {who} {c['name']} slow read: {msg}")
 
     def _handle(self, buf: SweepBuffers | None, events: list) -> None:
         self.note_events(events)
@@ -484,6 +498,15 @@ class _WriterThread(threading.Thread):
                 c = self.counters[i]
                 who = c.get("netdev") or c["device"]
                 bad.setdefault(who, []).append(c.get("direction") or c["name"])
+        if self.slow:
+            slow: dict[str, list[str]] = {}
+            for i in self.slow:
+                c = self.counters[i]
+                slow.setdefault(c.get("netdev") or c["device"], []).append(
+                    c.get("direction") or c["name"])
+            note = " | slow read " + " ".join(f"{k} {','.join(v)}" for k, v in slow.items())
+            if len(line) + len(note) <= width - 1:
+                line += note
         if bad:
             note = " | unreadable " + " ".join(f"{k} {','.join(v)}" for k, v in bad.items())
             if len(line) + len(note) <= width - 1:
@@ -585,6 +608,8 @@ def _run_compiled(module, reader: CounterReader, state: dict, wt: _WriterThread,
     signal); buffers are handed to ``wt`` every ``handoff_ns`` as with the Python sweep.
     """
     sweeper = CompiledSweeper(reader, module, handoff_ns // interval_ns + 8)
+    sweeper.lock = state["lock"]  # one lock with the recorder's stop (_Sampling.abandon)
+    state["sweeper"] = sweeper
     clock = time.perf_counter_ns
     stats.start_ns = start_ns
     stats.next_k = 0
@@ -596,11 +621,178 @@ def _run_compiled(module, reader: CounterReader, state: dict, wt: _WriterThread,
                              spin_ns=spin_ns, stats=stats)
         now = clock()
         if now >= state["next_handoff"] or reason == module.R_FULL:
-            wt.put(state["buf"], reader.drain_events())
-            state["buf"] = SweepBuffers()
-            state["next_handoff"] = now + handoff_ns
+            with state["lock"]:
+                if state["abandoned"]:
+                    break
+                wt.put(state["buf"], reader.drain_events())
+                state["buf"] = SweepBuffers()
+                state["next_handoff"] = now + handoff_ns
         if reason == module.R_END:
             break
+
+
+class _Sampling:
+    """Run the sampling schedule in its own thread and stop on time even when a read hangs.
+
+    The calling thread supervises: it waits for the sampling thread, runs the signal handlers
+    (SIGINT/SIGTERM are blocked in the sampling thread), says a read that has lasted more than
+    ``HUNG_SAY_S`` while it lasts, and at the end (``end_ns``, the last deadline of
+    ``--duration``, or ``stop_requested()``) gives the sampling thread ``STOP_GRACE_NS`` (at
+    least one interval) to finish. If it has not (a read hangs: an mlx5 firmware command can
+    take up to its 60 s timeout), the recorder stops without it (``abandon``): every reading
+    taken so far is kept, the read in progress and the rest of its sweep become rows marked
+    unavailable (so that time is unknown, never zero), and the hung read's thread is left to
+    finish on its own (its result is dropped).
+    """
+
+    def __init__(self, target, state: dict, reader: CounterReader, wt: _WriterThread,
+                 stats: ScheduleStats, *, clock, interval_ns: int, end_ns: int | None,
+                 stop_requested, n_deadlines: int | None = None):
+        self.target, self.state, self.reader, self.wt, self.stats = target, state, reader, wt, stats
+        self.clock, self.interval_ns, self.end_ns = clock, int(interval_ns), end_ns
+        self.stop_requested = stop_requested
+        self.n_deadlines = n_deadlines
+        self.grace_ns = max(int(interval_ns), STOP_GRACE_NS)
+        self.error: BaseException | None = None
+        self.abandoned = False
+        self.abandoned_read: dict[str, Any] | None = None
+        self.events: list = []
+        self.thread = threading.Thread(target=self._run_target, name="rdmascope-sampler",
+                                       daemon=True)
+
+    def _run_target(self) -> None:
+        if hasattr(signal, "pthread_sigmask"):  # the stop signals go to the calling thread
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM,
+                                                      signal.SIGHUP})
+        try:
+            self.target()
+        except BaseException as exc:  # re-raised in the calling thread
+            self.error = exc
+
+    def _progress(self) -> tuple[int, int]:
+        """(sweeps taken, rows stored by a running compiled call): changes with every reading
+        of the compiled sweep, with every sweep of the Python one."""
+        sw = self.state.get("sweeper")
+        return self.stats.taken, (int(sw.progress[0]) if sw is not None and sw.in_call else -1) \
+            + len(self.state["buf"].sweep)
+
+    def run(self) -> dict | None:
+        """Sample until the end; return None, or the buffer to write when stopped without the
+        sampling thread (``abandon``). Re-raises the sampling thread's exception."""
+        self.thread.start()
+        stop_at = None
+        last, since, said = self._progress(), self.clock(), False
+        while True:
+            self.thread.join(0.02)
+            if not self.thread.is_alive():
+                break
+            now = self.clock()
+            p = self._progress()
+            if p != last:
+                last, since, said = p, now, False
+            elif not said and now - since > HUNG_SAY_S * 1e9:
+                said = True
+                self._say_hung(now - since)
+            if stop_at is None:
+                if self.end_ns is not None and now >= self.end_ns:
+                    stop_at = self.end_ns
+                elif self.stop_requested():
+                    stop_at = now
+            if stop_at is not None and now >= stop_at + self.grace_ns:
+                buf = self.abandon_if_running(now)
+                if buf is not None:
+                    return buf
+        if self.error is not None:
+            raise self.error
+        return None
+
+    def _counter_in_progress(self, rows: int) -> int:
+        return rows % len(self.reader.paths)
+
+    def _say_hung(self, d_ns: int) -> None:
+        rows = self._rows_of_running_sweep()
+        i = self._counter_in_progress(rows)
+        msg = (f"{self.reader.paths[i]}: no counter read for {d_ns / 1e9:.1f} s, waiting on this "
+               "read (a slow firmware command?); the readings of that time are unknown")
+        self.wt.put(SweepBuffers(), [(self.clock(), i, "slow_read", msg)])
+
+    def _rows_of_running_sweep(self) -> int:
+        sw = self.state.get("sweeper")
+        if sw is not None and sw.in_call:
+            return int(sw.progress[0])
+        return len(self.state["buf"].sweep)
+
+    def drain_events(self) -> list:
+        ev, self.events = self.events, []
+        return ev
+
+    def abandon_if_running(self, now: int) -> SweepBuffers | None:
+        """Stop without the sampling thread if it is still running; return the buffer of the
+        readings it took that are not handed off yet (a sweep cut short completed with rows
+        marked unavailable), or None when it has finished."""
+        if not self.thread.is_alive() or self.abandoned:
+            return None
+        st = self.state
+        with st["lock"]:
+            st["abandoned"] = True
+            self.abandoned = True
+            old = st["buf"]
+            sw = st.get("sweeper")
+            extra = sw.abandon() if sw is not None else None
+        n = len(self.reader.paths)
+        buf = SweepBuffers()
+        cols = (old.counter_id, old.sweep, old.t_before_ns, old.read_duration_ns, old.value,
+                old.status)
+        copies = [type(c)(c.typecode, c) for c in cols]  # the thread may still append: copy
+        m = min(len(c) for c in copies)
+        for dst, src in zip((buf.counter_id, buf.sweep, buf.t_before_ns, buf.read_duration_ns,
+                             buf.value, buf.status), copies, strict=True):
+            dst.extend(src[:m])
+        buf.sweep_start_ns.extend(old.sweep_start_ns[:-(-m // n)] if m else [])
+        if extra is not None:
+            *xcols, xstarts = extra
+            for dst, src in zip((buf.counter_id, buf.sweep, buf.t_before_ns,
+                                 buf.read_duration_ns, buf.value, buf.status), xcols,
+                                strict=True):
+                dst.extend(src)
+            buf.sweep_start_ns.extend(xstarts)
+        buf.n_bad = sum(1 for x in buf.status if x)
+        rows = len(buf.sweep)
+        cut = rows % n
+        # the sweeps of the running call (never returned) were taken; a sweep cut short too
+        self.stats.taken += len(extra[-1]) if extra is not None else (1 if cut else 0)
+        if self.n_deadlines is not None:  # the deadlines left were missed (the read hung)
+            self.stats.missed = max(0, self.n_deadlines - self.stats.taken)
+            self.stats.next_k = self.n_deadlines
+        if cut:  # a sweep cut short by the read in progress: complete it, unknown
+            from rdmascope.capture import STATUS_MISSING, STATUS_READ_ERROR
+
+            k = buf.sweep[-1]
+            hung = cut
+            t0 = buf.t_before_ns[-1] + buf.read_duration_ns[-1]
+            for i in range(cut, n):
+                buf.counter_id.append(i)
+                buf.sweep.append(k)
+                buf.t_before_ns.append(now if i != hung else t0)
+                buf.read_duration_ns.append(min(now - t0, 4294967295) if i == hung else 0)
+                buf.value.append(0)
+                buf.status.append(STATUS_READ_ERROR if i == hung else STATUS_MISSING)
+                buf.n_bad += 1
+            c = self.wt.counters[hung]
+            self.abandoned_read = {"counter_id": hung, "device": c["device"], "port": c["port"],
+                                   "netdev": c.get("netdev"), "name": c["name"],
+                                   "path": self.reader.paths[hung], "sweep": int(k),
+                                   "running_ns": int(now - t0)}
+            self.events.append((now, hung, "unavailable",
+                                f"read_error: {self.reader.paths[hung]}: read still running "
+                                f"after {(now - t0) / 1e9:.3f} s when the recording ended; "
+                                "stopped without it (the rest of its sweep is unknown too)"))
+        else:
+            self.abandoned_read = {"counter_id": None, "sweep": None,
+                                   "running_ns": None, "path": None,
+                                   "note": "the sampling thread had not finished; no read of "
+                                           "a sweep was in progress"}
+        return buf
 
 
 def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) -> RecordResult:
@@ -609,7 +801,7 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     Discovers the devices under ``opts.sysfs_root`` (all, or ``opts.devices``), samples
     ``opts.counters`` of every port (+ netdev tx/rx bytes with ``netdev_stats``) every
     ``opts.interval_ns`` and writes ``opts.output``. ``should_stop`` (optional callable) is
-    polled once per sweep with the Python sweep, at least every ``csweep.POLL_NS`` (0.25 s) with
+    polled once per sweep with the Python sweep, at least every ``csweep.POLL_NS`` (0.05 s) with
     the compiled one (``csweep.load`` says which runs). Messages go to ``log`` (default stderr).
 
     Returns a ``RecordResult`` (``error`` set when a write error stopped it; what was written is
@@ -744,7 +936,8 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
             return rt + rt_off, mo + mono_off
     else:
         clock, pair_now = time.perf_counter_ns, clock_pair
-    reader = CounterReader([c["path"] for c in counters], clock=clock)
+    reader = CounterReader([c["path"] for c in counters], clock=clock,
+                           slow_ns=SLOW_READ_FACTOR * int(opts.interval_ns))
 
     stop_reason: list[str] = []
 
@@ -792,7 +985,8 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
         n_sweeps = int(round(opts.duration_s * 1e9 / interval_ns)) + 1
     stats = ScheduleStats()
     handoff_ns = int(HANDOFF_INTERVAL_S * 1e9)
-    state = {"buf": SweepBuffers(), "next_handoff": pair[1] + handoff_ns}
+    state = {"buf": SweepBuffers(), "next_handoff": pair[1] + handoff_ns,
+             "lock": threading.Lock(), "abandoned": False, "sweeper": None}
     read_sweep = reader.read_sweep
 
     def sweep(k: int) -> None:
@@ -800,18 +994,22 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
         read_sweep(k, buf)
         now = clock()
         if now >= state["next_handoff"]:
-            wt.put(buf, reader.drain_events())
-            state["buf"] = SweepBuffers()
-            state["next_handoff"] = now + handoff_ns
+            with state["lock"]:
+                if state["abandoned"]:
+                    return
+                wt.put(buf, reader.drain_events())
+                state["buf"] = SweepBuffers()
+                state["next_handoff"] = now + handoff_ns
 
     def stop_now() -> bool:
-        if stop_reason or wt.error is not None or wt.behind is not None:
+        if stop_reason or wt.error is not None or wt.behind is not None or \
+                state["abandoned"]:
             return True
         if n_sweeps is not None and stats.next_k >= n_sweeps:
             return True
         return should_stop is not None and should_stop()
 
-    try:
+    def sample() -> None:
         if csweep_mod is None:
             run_schedule(sweep, interval_ns, should_stop=stop_now, start_ns=pair[1],
                          clock=clock, spin_ns=opts.spin_ns, n_deadlines=n_sweeps, stats=stats)
@@ -819,10 +1017,26 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
             _run_compiled(csweep_mod, reader, state, wt, stats, interval_ns=interval_ns,
                           start_ns=pair[1], spin_ns=opts.spin_ns, n_deadlines=n_sweeps,
                           handoff_ns=handoff_ns, should_stop=stop_now)
+
+    sampling = _Sampling(sample, state, reader, wt, stats, clock=clock, interval_ns=interval_ns,
+                         end_ns=(pair[1] + (n_sweeps - 1) * interval_ns
+                                 if n_sweeps is not None else None),
+                         stop_requested=lambda: bool(stop_reason) or wt.error is not None or (
+                             wt.behind is not None) or (
+                             should_stop is not None and should_stop()), n_deadlines=n_sweeps)
+    abandoned = None
+    try:
+        abandoned = sampling.run()
     finally:
         t_stop = clock()
-        wt.finish(state["buf"], reader.drain_events())
-        reader.close()
+        if abandoned is None:
+            abandoned = sampling.abandon_if_running(t_stop)
+        if abandoned is None:
+            wt.finish(state["buf"], reader.drain_events())
+        else:  # the readings taken, the read in progress marked unavailable (never zero)
+            wt.finish(abandoned, reader.drain_events() + sampling.drain_events())
+        if not sampling.abandoned:
+            reader.close()  # (a hung read still holds its descriptor: left to the exit)
         if server is not None:
             server.close()
         cpu1 = proc.cpu_times()
@@ -872,6 +1086,15 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
         "sweeps_not_written": stats.taken - writer.rows_written // len(counters),
         "stopped_by": stopped_by,
         "sweep": sweep_impl,
+        # reads slower than the slow-read bound (5 x the interval), per counter, and a read the
+        # recorder stopped without (it hung past the end): coverage, said with names
+        "slow_read_bound_ns": reader.slow_ns,
+        "slow_reads": [
+            {"counter_id": i, "device": c["device"], "port": c["port"], "netdev": c.get("netdev"),
+             "name": c["name"], "path": reader.paths[i], "count": reader.slow_reads[i],
+             "max_ns": reader.slow_max_ns[i]}
+            for i, c in enumerate(counters) if reader.slow_reads[i]],
+        "abandoned_read": sampling.abandoned_read,
     }
     error = wt.error.message if wt.error is not None else wt.behind
     disk_full = wt.error is not None and is_enospc(wt.error)
@@ -922,6 +1145,20 @@ def format_audit(audit: dict[str, Any]) -> str:
                      f"p99 {us(r.get('p99'))}{bad}")
         for why in r.get("problems") or []:  # audits before this key: no reasons stored
             lines.append(f"  unavailable: {why}")
+    bound = audit.get("slow_read_bound_ns")
+    for r in audit.get("slow_reads") or []:  # audits before this key: not counted
+        where = r.get("netdev") or (
+            f"{r['device']}" + (f"/{r['port']}" if r.get("port") is not None else ""))
+        lines.append(f"slow reads {where} {r['name']}: {r['count']} over "
+                     f"{(bound or 0) / 1e6:g} ms, longest {r['max_ns'] / 1e9:.3f} s "
+                     f"({r.get('path')}); no counter was read meanwhile: unknown, not zero")
+    ab = audit.get("abandoned_read")
+    if ab and ab.get("path"):
+        lines.append(f"stopped without a hung read: {ab['path']} (running "
+                     f"{ab['running_ns'] / 1e9:.3f} s at the end, sweep {ab['sweep']}); that "
+                     "reading and the rest of its sweep are marked unavailable")
+    elif ab:
+        lines.append(f"stopped without the sampling thread: {ab.get('note')}")
     if audit.get("cpu_s") is not None:
         lines.append(f"cpu: {audit['cpu_s']:.2f} s over {audit.get('wall_s', 0):.1f} s "
                      f"({audit.get('cpu_pct_one_core')} % of one core), "

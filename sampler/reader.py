@@ -9,6 +9,13 @@ that is not an unsigned integer STATUS_PARSE_ERROR, a file that is gone (ENOENT/
 read, or unlinked while open) STATUS_MISSING; a missing file is re-opened at most once per
 ``reopen_interval_ns`` so a device that comes back is resumed. Each distinct problem of a counter is
 reported once as an event, and so is its recovery; the other counters go on.
+
+A read slower than ``slow_ns`` (the recorder passes 5 x the sampling interval: on mlx5 each read
+is a firmware command whose timeout is 60 s) is counted per counter (``slow_reads``,
+``slow_max_ns``) and reported once per counter as a "slow_read" event naming the file and the
+duration (later slow reads of that counter are counted, and reported again only when one takes
+more than twice the longest reported). Its reading is kept: the value is exact, only its instant
+is uncertain (by the bracket, as for every reading).
 """
 
 from __future__ import annotations
@@ -72,8 +79,11 @@ class CounterReader:
 
     def __init__(self, paths: Sequence[str], *, clock: Callable[[], int] = time.perf_counter_ns,
                  reopen_interval_ns: int = 1_000_000_000,
-                 backoff_min_ns: int = 2_000_000, backoff_max_ns: int = 1_000_000_000):
+                 backoff_min_ns: int = 2_000_000, backoff_max_ns: int = 1_000_000_000,
+                 slow_ns: int = 5_000_000):
         self.paths = [str(p) for p in paths]
+        #: a read taking longer than this (ns) is a slow read (counted, reported)
+        self.slow_ns = int(slow_ns)
         self.clock = clock
         self.reopen_interval_ns = int(reopen_interval_ns)
         self.backoff_min_ns = int(backoff_min_ns)
@@ -90,6 +100,9 @@ class CounterReader:
         self.next_check_ns: list[int] = [0] * n     # next re-open attempt / liveness check
         self.events: list[tuple[int, int, str, str]] = []
         self.n_reads = 0
+        self.slow_reads: list[int] = [0] * n    # reads slower than slow_ns, per counter
+        self.slow_max_ns: list[int] = [0] * n   # the longest of them
+        self._slow_said: list[int] = [0] * n    # the longest one reported as an event
         #: min(next_check_ns) for the compiled sweep (csweep.py), which reads it before every
         #: sweep; ``request_check`` lowers both under ``_check_lock`` from another thread
         self.check_at = array("q", [0])
@@ -160,6 +173,20 @@ class CounterReader:
         self.state[i] = STATUS_OK
         self.reason[i] = None
         self.backoff_ns[i] = 0
+
+    def slow_read(self, i: int, t1: int, d: int) -> None:
+        """Counter ``i``'s read took ``d`` ns (> ``slow_ns``), ending at ``t1``: count it; report
+        it once (again only when one takes more than twice the longest reported)."""
+        self.slow_reads[i] += 1
+        if d > self.slow_max_ns[i]:
+            self.slow_max_ns[i] = d
+        if d > 2 * self._slow_said[i]:
+            self._slow_said[i] = d
+            self.events.append((t1, i, "slow_read",
+                                f"{self.paths[i]}: one read took {d / 1e9:.3f} s (bound "
+                                f"{self.slow_ns / 1e6:g} ms, 5 x the interval); every counter "
+                                "after it in that sweep was read late, and no counter was read "
+                                "while it lasted (that time is unknown, not zero)"))
 
     def _back_off(self, i: int, now: int, repeated: bool) -> None:
         """After a failed read: skip this counter's reads for a while (a failing read is a
@@ -278,6 +305,8 @@ class CounterReader:
             sw_a(k)
             tb_a(t0)
             d = t1 - t0
+            if d > self.slow_ns:
+                self.slow_read(i, t1, d)
             rd_a(d if d < 4294967295 else 4294967295)  # uint32 column; a >4 s read saturates
             v_a(v)
             st_a(st)
