@@ -75,6 +75,7 @@ from rdmascope.plausibility import (
     counter_cap_gbps,
     implausible,
     line_ceilings,
+    port_line_ceilings,
 )
 
 from .load import Capture
@@ -387,6 +388,7 @@ def line_attr_dict(meta: dict, cdf: pd.DataFrame, ids) -> dict[str, Any]:
     ``pcie_gbps``, ``pcie_key``: twins on one cable share the port, functions on one PCIe
     link share that link), its source (``line_source``) and the cable (``link_key``)."""
     ceil = line_ceilings(meta)
+    per_port = port_line_ceilings(meta)  # each port of a multi-port device: its own rate
     keys = link_keys(meta, cdf)
     out: dict[str, dict] = {k: {} for k in ("line_gbps", "port_gbps", "pcie_gbps", "pcie_key",
                                             "line_source", "line_kind")}
@@ -394,7 +396,10 @@ def line_attr_dict(meta: dict, cdf: pd.DataFrame, ids) -> dict[str, Any]:
         sname = str(cdf.at[c, "series"])
         if cdf.at[c, "source"] != "infiniband":
             continue
-        lc = ceil.get(str(cdf.at[c, "device"]))
+        pn = cdf.at[c, "port"]
+        lc = per_port.get((str(cdf.at[c, "device"]), int(pn))) if isinstance(
+            pn, (int, np.integer, float)) and pn == pn else None
+        lc = lc or ceil.get(str(cdf.at[c, "device"]))
         out["line_gbps"][sname] = lc.gbps if lc else None
         out["port_gbps"][sname] = lc.port_gbps if lc else None
         out["pcie_gbps"][sname] = lc.pcie_gbps if lc else None

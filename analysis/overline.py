@@ -51,7 +51,23 @@ def line_gbps_of(intervals: pd.DataFrame, by: str | None = "series", *,
     pkeys = attrs.get("pcie_key") or {}
     members = members_of(intervals, by, groups)
 
+    def direction_of(sname: str):
+        k = keys.get(sname)
+        return k[-1] if isinstance(k, tuple) and k else None
+
     def one(series: list[str]) -> float | None:
+        # each direction has its own line (and PCIe) bandwidth: a group holding tx and rx
+        # (``--by device``) is judged against the sum of both directions' bounds, never tx + rx
+        # against one direction's
+        dirs: dict = {}
+        for sname in series:
+            dirs.setdefault(direction_of(sname), []).append(sname)
+        if len(dirs) > 1:
+            parts = [one_direction(ms) for ms in dirs.values()]
+            return None if any(p is None for p in parts) else float(sum(parts))
+        return one_direction(series)
+
+    def one_direction(series: list[str]) -> float | None:
         per_key: dict = {}
         for sname in series:
             if rates.get(sname) is None:

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .intervals import default_origin
+from .links import cable_key
 from .load import Capture
 from .overline_pass import OverLineFlagger
 from .peaks import PeakAcc, peak_table
@@ -121,8 +122,9 @@ def missing_twins(capture: Capture) -> tuple[list[dict[str, Any]], list[str]] | 
     Reads the manifest key ``discovered_devices`` (every RDMA device found at record time, as
     {name, pci, netdevs}); None when the capture has no such key (older captures). Returns
     (twins, others): ``twins`` are the unrecorded devices that may share a port with a recorded
-    one, as dicts {name, pci, twin_of}: same PCI bus/device/function ignoring the domain
-    (DGX Spark: 0000:01:00.1 and 0002:01:00.1), else the same ``node_guid``/``sys_image_guid``;
+    one, as dicts {name, pci, twin_of}: the same cable (``links.cable_key``: the same
+    ``sys_image_guid`` and bus:device.function in another PCI domain, DGX Spark 0000:01:00.1
+    and 0002:01:00.1; captures without sys_image_guid: the address without its domain);
     a device whose kinship cannot be told (no PCI address or guid on either side) counts as a
     twin (``twin_of`` None), since its traffic could belong to the link. ``others``: names of
     unrecorded devices that are clearly on another port. Raises ``ValueError`` naming the
@@ -141,34 +143,73 @@ def missing_twins(capture: Capture) -> tuple[list[dict[str, Any]], list[str]] | 
             if isinstance(d, dict)}
     for d in disc:  # the discovery record also knows the recorded devices' addresses
         info.setdefault(d["name"], d)
-    by_bdf = {_bdf(info[r]["pci"]): r for r in recorded
-              if isinstance(info.get(r, {}).get("pci"), str)}
-    by_guid = {}
-    for r in recorded:
-        for key in ("sys_image_guid", "node_guid"):
-            g = info.get(r, {}).get(key)
-            if g:
-                by_guid[g] = r
+    # a discovered device is a twin of a recorded one when its port 1 sits on the same cable
+    # (links.cable_key: one adapter by sys_image_guid and the same function on its PCIe links;
+    # captures without sys_image_guid: the PCI address without its domain)
+    def key(d):
+        return cable_key({"name": d.get("name"), **d}, 1)
+
+    by_cable = {key(info.get(r, {"name": r})): r for r in recorded}
     twins, others = [], []
     for d in disc:
         name = str(d["name"])
         if name in recorded:
             continue
         pci = d.get("pci") if isinstance(d.get("pci"), str) else None
-        guids = [d.get(k) for k in ("sys_image_guid", "node_guid") if d.get(k)]
-        if pci and by_bdf:
-            twin_of = by_bdf.get(_bdf(pci))
-            known = True
-        elif guids and by_guid:
-            twin_of = next((by_guid[g] for g in guids if g in by_guid), None)
-            known = True
-        else:
-            twin_of, known = None, False
+        k = key(d)
+        known = k[0] != "all" and bool(by_cable)
+        twin_of = by_cable.get(k) if known else None
         if twin_of is not None or not known:
             twins.append({"name": name, "pci": pci, "twin_of": twin_of})
         else:
             others.append(name)
     return twins, others
+
+
+def _check_expect(expect: str, rails: int | None, rail_balance: float) -> None:
+    if expect not in ("single", "both", "rails"):
+        raise ValueError(f"expect must be 'single', 'both' or 'rails', got {expect!r}")
+    if expect == "rails":
+        if not isinstance(rails, int) or rails < 1:
+            raise ValueError(f"expect='rails' needs rails >= 1, got {rails!r}")
+        if not 0.0 <= rail_balance < 1.0:
+            raise ValueError(f"rail_balance must be >= 0 and < 1, got {rail_balance!r}")
+
+
+def rail_groups(capture, devices: list[str]) -> dict[str, list[str]]:
+    """The rails among recorded ``devices``: {rail name: its devices}. A rail is one cable
+    (``links.cable_key`` of port 1: twins of one adapter form one rail, separate adapters are
+    separate rails); its name joins its devices' names with "+"."""
+    info = {d.get("name"): d for d in capture.meta.get("devices") or [] if isinstance(d, dict)}
+    by: dict[tuple, list[str]] = {}
+    for d in devices:
+        by.setdefault(cable_key(info.get(d, {"name": d}), 1), []).append(d)
+    return {"+".join(ds): ds for ds in by.values()}
+
+
+def appeared_devices(capture, before_ns: int | None = None) -> list[dict[str, Any]]:
+    """The RDMA devices the recorder saw appear after the start (manifest ``device_changes``,
+    kind "appeared"), before ``before_ns`` when given: {name, pci, sys_image_guid, t_ns}.
+    Empty for captures without the key."""
+    out = []
+    for ch in capture.meta.get("device_changes") or []:
+        if isinstance(ch, dict) and ch.get("kind") == "appeared" and ch.get("name") and \
+                isinstance(ch.get("t_ns"), int) and (before_ns is None or ch["t_ns"] < before_ns):
+            out.append(ch)
+    return out
+
+
+def _ib_link_layer_devices(meta: dict) -> set[str]:
+    """The recorded devices whose ports are all native InfiniBand (their netdevs are IPoIB)."""
+    out = set()
+    for d in meta.get("devices") or []:
+        if not isinstance(d, dict):
+            continue
+        lls = {str(p.get("link_layer") or "") for p in d.get("ports") or []
+               if isinstance(p, dict)}
+        if lls == {"InfiniBand"}:
+            out.add(str(d.get("name")))
+    return out
 
 
 def counter_problems(capture: Capture, counter_ids) -> list[str]:
@@ -198,20 +239,43 @@ def unknown_time(intervals: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
     of it inside [lo, hi). Unknown is never zero: these spans are what a verdict cannot see.
     """
     flags = ["reset", "saturated", "unavailable", "implausible"]
+    cols = flags + ["not_covered"]
     rows = {}
     if len(intervals):
-        t0 = np.clip(intervals["t0_ns"].to_numpy(np.int64), lo, hi)
-        t1 = np.clip(intervals["t1_ns"].to_numpy(np.int64), lo, hi)
+        t0r = intervals["t0_ns"].to_numpy(np.int64)
+        t1r = intervals["t1_ns"].to_numpy(np.int64)
+        t0 = np.clip(t0r, lo, hi)
+        t1 = np.clip(t1r, lo, hi)
         dur = t1 - t0
         fl = intervals["flag"].astype(str).to_numpy()
         ser = intervals["series"].astype(str).to_numpy()
         for s in dict.fromkeys(ser):
             m = ser == s
             rows[s] = {f: int(dur[m & (fl == f)].sum()) for f in flags}
-    df = pd.DataFrame.from_dict(rows, orient="index", columns=flags, dtype="int64")
+            rows[s]["not_covered"] = not_covered_ns(int(t0r[m].min()), int(t1r[m].max()),
+                                                    lo, hi)
+    df = pd.DataFrame.from_dict(rows, orient="index", columns=cols, dtype="int64")
     df.index.name = "series"
-    df["total"] = df[flags].sum(axis=1)
+    df["total"] = df[cols].sum(axis=1)
     return df
+
+
+#: A series' readings may start and end this far (ns) inside the range without that edge
+#: counting as not covered (sweep 0 reads its counters one after another, the last sweep is at
+#: most one interval before the stop record).
+EDGE_SLACK_NS = 2 * MS
+
+
+def not_covered_ns(first_ns: int, last_ns: int, lo: int, hi: int) -> int:
+    """The ns of [lo, hi) outside a series' readings [first_ns, last_ns] (before its first
+    reading, after its last one): no reading says what it carried then, so its bytes there are
+    unknown (a read that hung to the end of the recording, a device that appeared late), never
+    zero. Edges shorter than ``EDGE_SLACK_NS`` are the sweep's own spread, not counted."""
+    if hi <= lo:
+        return 0
+    before = min(max(first_ns, lo), hi) - lo
+    after = hi - max(min(last_ns, hi), lo)
+    return sum(x for x in (before, after) if x > EDGE_SLACK_NS)
 
 
 def _bytes_by(capture: Capture, source: str, by: str, start_ns, end_ns, width_ns,
@@ -381,10 +445,15 @@ class MeasureStream:
 
         def unknown(lo_, hi_):
             flags = list(_UNKNOWN_FLAGS.values())
-            df = pd.DataFrame.from_dict({s: unk[s] for s in spans if s in unk},
-                                        orient="index", columns=flags, dtype="int64")
+            rows = {}
+            for s in spans:
+                if s in unk:
+                    rows[s] = {**unk[s], "not_covered": not_covered_ns(
+                        int(spans[s][0]), int(spans[s][1]), int(lo_), int(hi_))}
+            cols = flags + ["not_covered"]
+            df = pd.DataFrame.from_dict(rows, orient="index", columns=cols, dtype="int64")
             df.index.name = "series"
-            df["total"] = df[flags].sum(axis=1)
+            df["total"] = df[cols].sum(axis=1)
             return df
 
         return {"lo": lo, "hi": hi, "peak_of": peak_of, "series": series, "unknown": unknown,
@@ -466,7 +535,8 @@ def verify_emulation(capture, *, start_ns: int | None = None, end_ns: int | None
                      expect: str = "single", single_share: float = 0.99,
                      both_min_share: float = 0.25, min_bytes: float = 1e6,
                      tcp_min_bytes: float = 10e6, tcp_ratio: float = 1.0,
-                     max_unknown_share: float = 0.01) -> Verdict:
+                     max_unknown_share: float = 0.01, rails: int | None = None,
+                     rail_balance: float = 0.5) -> Verdict:
     """Check which RDMA interfaces carried the traffic of a capture over [start_ns, end_ns).
 
     ``capture``: a loaded ``Capture``, or a capture directory / ``stream.CaptureInfo``, which is
@@ -496,8 +566,7 @@ def verify_emulation(capture, *, start_ns: int | None = None, end_ns: int | None
     (``FAIL``). Without that manifest key and with one recorded device, the message says the
     verdict rests on the recorded devices only.
     """
-    if expect not in ("single", "both"):
-        raise ValueError(f"expect must be 'single' or 'both', got {expect!r}")
+    _check_expect(expect, rails, rail_balance)
     check_shares(single_share, both_min_share)
     if not isinstance(capture, Capture):
         capture = capture_info(capture)  # a path: read segment by segment (bounded memory)
@@ -509,19 +578,20 @@ def verify_emulation(capture, *, start_ns: int | None = None, end_ns: int | None
     return judge_emulation(capture, m, expect=expect, single_share=single_share,
                            both_min_share=both_min_share, min_bytes=min_bytes,
                            tcp_min_bytes=tcp_min_bytes, tcp_ratio=tcp_ratio,
-                           max_unknown_share=max_unknown_share)
+                           max_unknown_share=max_unknown_share, rails=rails,
+                           rail_balance=rail_balance)
 
 
 def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
                     single_share: float = 0.99, both_min_share: float = 0.25,
                     min_bytes: float = 1e6, tcp_min_bytes: float = 10e6, tcp_ratio: float = 1.0,
-                    max_unknown_share: float = 0.01) -> Verdict:
+                    max_unknown_share: float = 0.01, rails: int | None = None,
+                    rail_balance: float = 0.5) -> Verdict:
     """The verdict of ``verify_emulation`` from a measurement already made (``_measure`` or
     ``MeasureStream.result``), so that both expectations can be judged from one pass.
     ``capture``: the loaded ``Capture`` or ``stream.CaptureInfo`` measured. Parameters and
     errors as ``verify_emulation``."""
-    if expect not in ("single", "both"):
-        raise ValueError(f"expect must be 'single' or 'both', got {expect!r}")
+    _check_expect(expect, rails, rail_balance)
     check_shares(single_share, both_min_share)
     c = capture.counters
     lo, hi = m["lo"], m["hi"]
@@ -574,7 +644,24 @@ def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
                                "rdma_bytes": df["bytes"].reindex(list(kern)).fillna(0.0)})
         kernel.index.name = "device"
         k_total = float(kernel["kernel_bytes"].sum())
-        tcp = k_total >= tcp_min_bytes and k_total >= tcp_ratio * total
+        # On native InfiniBand the port counters include IPoIB (sockets over ib0), so the
+        # port's bytes are always a little above its IPoIB netdev's: there the kernel bytes are
+        # judged against the port's bytes *without* them (IPoIB close to the port = TCP)
+        ib_devs = _ib_link_layer_devices(capture.meta)
+        rdma_only = float(sum(
+            max(float(kernel.at[d, "rdma_bytes"]) - float(kernel.at[d, "kernel_bytes"]), 0.0)
+            if d in ib_devs else float(kernel.at[d, "rdma_bytes"]) for d in kernel.index))
+        rdma_only += float(df["bytes"].drop(list(kernel.index), errors="ignore").sum())
+        tcp = k_total >= tcp_min_bytes and k_total >= tcp_ratio * rdma_only
+        nd_of = {}
+        for _, r in c[c["source"] == "netdev"].iterrows():
+            nd_of.setdefault(r["device"], [])
+            if isinstance(r.get("netdev"), str) and r["netdev"] not in nd_of[r["device"]]:
+                nd_of[r["device"]].append(r["netdev"])
+        where = [f"{'+'.join(nd_of.get(d) or [d])} {kernel.at[d, 'kernel_bytes'] / 1e6:,.1f} MB"
+                 + (" (IPoIB)" if d in ib_devs else "")
+                 for d in kernel.sort_values("kernel_bytes", ascending=False).index
+                 if kernel.at[d, "kernel_bytes"] >= 1e6]
 
     def share_text(d):
         if not np.isfinite(df.at[d, "bytes"]):
@@ -596,6 +683,24 @@ def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
                f"NOT a single interface: traffic is spread over {(df['share'] > 0.001).sum()} "
                f"devices (largest {main} {df['share'].max() * 100:.2f} %, needs >= "
                f"{single_share * 100:g} %)") + f"; {shares}"
+    elif expect == "rails":
+        groups = rail_groups(capture, list(df.index))
+        sh = {r: float(df.loc[ds, "share"].sum()) for r, ds in groups.items()}
+        lo_s, hi_s = (1 - rail_balance) / rails, (1 + rail_balance) / rails
+        off = [r for r, v in sh.items() if not lo_s <= v <= hi_s]
+        ok = len(groups) == rails and not off
+        rail_text = ", ".join(f"{r} {v * 100:.1f} %" for r, v in sh.items())
+        want = (f"{rails} rails each carrying {lo_s * 100:.1f} .. {hi_s * 100:.1f} % "
+                f"(1/{rails} within a balance of {rail_balance:g})")
+        if ok:
+            msg = f"traffic on all {rails} rails, balanced: {rail_text}"
+        elif len(groups) != rails:
+            msg = (f"NOT {rails} rails: the capture has {len(groups)} ({rail_text}); expected "
+                   + want)
+        else:
+            msg = (f"rails NOT balanced: {', '.join(off)} outside the expected share "
+                   f"({rail_text}); expected " + want)
+        msg += f"; {shares}"
     else:
         n_big = int((df["share"] >= both_min_share).sum())
         ok = n_big >= 2
@@ -634,17 +739,26 @@ def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
         share_u = float(df.at[dev, "unknown_share"])
         if share_u > max_unknown_share:
             ids = list(ser.index[ser["device"] == dev])
-            kinds = [f for f in ("unavailable", "reset", "saturated", "implausible")
+            kinds = [f for f in ("unavailable", "reset", "saturated", "implausible",
+                                 "not_covered")
                      if any(s in unk.index and unk.at[s, f] > 0
                             for s in ser.loc[ser["device"] == dev, "series"])]
             why = counter_problems(capture, ids)
             reason = "; ".join(why[:2]) + (f" (+{len(why) - 2} more)" if len(why) > 2 else "")
             what = {"unavailable": "unreadable", "reset": "reset", "saturated": "saturated",
-                    "implausible": "implausible steps"}
+                    "implausible": "implausible steps",
+                    "not_covered": "no reading for part of the range"}
             detail = ", ".join(what[k] for k in kinds) + (f": {reason}" if reason else "")
             # no interval flagged at all: the range holds fewer than two readings to difference
             blind.append(f"{dev} bytes unknown for {share_u * 100:.1f} % of the range ("
                          + (detail or "no byte interval: fewer than two readings") + ")")
+    # devices that appeared while recording (a PCI rescan after an AER error, a cable
+    # inserted) were present but not recorded: whatever they carried is unknown
+    for ch in appeared_devices(capture, hi):
+        if ch["name"] not in devices:
+            at = (ch["t_ns"] - capture.t_start_ns) / 1e9
+            blind.append(f"{ch['name']} bytes unknown (it appeared {at:.1f} s after the start, "
+                         f"PCI {ch.get('pci') or 'unknown'}, and was not recorded)")
     if blind:
         ok, status = False, CANNOT_JUDGE
         unknown_devs = [b.split(" ", 1)[0] for b in blind]
@@ -662,8 +776,9 @@ def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
         # the finding leads; what RDMA alone showed follows (without its own 'cannot judge: ',
         # which under a FAIL read as 'FAIL: cannot judge: ...')
         msg = (f"TCP SUSPECTED: the kernel network stack moved "
-               f"{kernel['kernel_bytes'].sum() / 1e6:,.1f} MB against {total / 1e6:,.1f} MB "
-               "over RDMA (did NCCL fall back to sockets?); RDMA alone: "
+               f"{kernel['kernel_bytes'].sum() / 1e6:,.1f} MB ({', '.join(where)}) against "
+               f"{rdma_only / 1e6:,.1f} MB over RDMA (did NCCL fall back to sockets?); "
+               "RDMA alone: "
                + msg.removeprefix("cannot judge: "))
     return Verdict(ok=bool(ok), status=status, missing_devices=missing,
                    unknown_devices=unknown_devs,

@@ -40,9 +40,12 @@ from rdmascope.sampler.discovery import (
     available_counters,
     counter_descriptors,
     counter_exists,
+    default_route_netdevs,
     discover,
     discovered_devices,
+    extra_netdev_descriptors,
     infiniband_dir,
+    netdev_exists,
     sysfs_root_hint,
 )
 from rdmascope.sampler.loop import (
@@ -109,6 +112,9 @@ class RecordOptions:
     devices: list[str] | None = None
     counters: tuple[str, ...] | list[str] = DEFAULT_COUNTERS
     netdev_stats: bool = False
+    #: with ``netdev_stats``: more interfaces to sample (``--netdev NAME``), beside the RDMA
+    #: devices' own netdevs and the default-route interface(s)
+    netdevs: list[str] = field(default_factory=list)
     sysfs_root: str | os.PathLike = "/sys"
     duration_s: float | None = None
     cpu: int | None = None
@@ -341,6 +347,7 @@ class _WriterThread(threading.Thread):
         self.ib_dir = infiniband_dir(root)
         self.pci_of = dict(pci_of)
         self.current = {d: d for d in pci_of}  # recorded device -> its name now
+        self.known_at_start: set[str] = set(pci_of)  # + every discovered one (record sets it)
         self.missing: set[str] = set()          # recorded devices with a missing counter
         self.last_scan = 0.0
 
@@ -386,6 +393,50 @@ class _WriterThread(threading.Thread):
             self.writer.add_event(self.clock(), None, "renamed", msg, save=False)
             self.say(f"rdmascope record: {msg}")
 
+    def _watch_devices(self, now: float) -> None:
+        """About once a second, list ``class/infiniband`` (names and ``device`` links only, in
+        this thread, never the sampler's) and record each RDMA device that appeared or vanished
+        since the start: one event and one line each, and an entry in the manifest's
+        ``device_changes`` ({name, pci, sys_image_guid, kind "appeared" | "vanished", t_ns}).
+        A device that appears after the start is not sampled (the counter set is fixed at the
+        start); the verdicts over a range it was present in say CANNOT JUDGE, naming it."""
+        if getattr(self, "ib_dir", None) is None or now - getattr(self, "last_watch", 0.0) < 1:
+            return
+        self.last_watch = now
+        try:
+            names = set(os.listdir(self.ib_dir))
+        except OSError:
+            return
+        if not hasattr(self, "present"):
+            self.present = set(self.known_at_start)
+        followed = set(getattr(self, "current", {}).values())
+        changes = self.writer.manifest.setdefault("device_changes", [])
+        t = self.clock()
+        for n in sorted(names - self.present - followed):
+            d = self.ib_dir / n
+            try:
+                pci = os.path.basename(os.readlink(d / "device").rstrip("/")) or None
+            except OSError:
+                pci = None
+            try:
+                guid = (d / "sys_image_guid").read_text().strip() or None
+            except (OSError, UnicodeDecodeError):
+                guid = None
+            changes.append({"name": n, "pci": pci, "sys_image_guid": guid, "kind": "appeared",
+                            "t_ns": int(t)})
+            msg = (f"RDMA device {n} (PCI {pci or 'unknown'}) appeared after the start; it is "
+                   "not sampled (restart record to include it): verdicts over this time cannot "
+                   "judge it")
+            self.writer.add_event(t, None, "device_appeared", msg, save=False)
+            self.say(f"rdmascope record: {msg}")
+        for n in sorted(self.present - names - set(getattr(self, "current", {}))):
+            changes.append({"name": n, "pci": None, "sys_image_guid": None, "kind": "vanished",
+                            "t_ns": int(t)})
+            msg = f"RDMA device {n} vanished from {self.ib_dir}"
+            self.writer.add_event(t, None, "device_vanished", msg, save=False)
+            self.say(f"rdmascope record: {msg}")
+        self.present = (names - followed) | (self.present & set(getattr(self, "current", {})))
+
     def note_events(self, events: list) -> None:
         """Keep each counter's problems for the stop summary and say each one once, live."""
         for _t, cid, kind, msg in events:
@@ -416,6 +467,7 @@ class _WriterThread(threading.Thread):
             self.writer.add_event(t_ns, cid, kind, msg, save=False)
         n_ev = len(self.writer.manifest.get("events") or [])
         self._rescan(time.monotonic())
+        self._watch_devices(time.monotonic())
         dirty = bool(events) or len(self.writer.manifest.get("events") or []) != n_ev
         if buf is not None and len(buf):
             self.writer.write_batch(_to_batch(buf))
@@ -840,6 +892,28 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     _check_requested_counters(devices, opts.counters)
     counters = counter_descriptors(devices, list(opts.counters), netdev_stats=opts.netdev_stats,
                                    sysfs_root=root)
+    if opts.netdevs or opts.netdev_stats:
+        # TCP can go elsewhere than the RDMA devices' own netdevs: the default route's
+        # interface (sampled with --netdev-stats) and any named with --netdev
+        own = {c.get("netdev") for c in counters if c.get("source") == "netdev"}
+        own |= {nd for d in devices for nd in d.netdevs}
+        extra: dict[str, str] = {}
+        for nd in opts.netdevs:
+            if not netdev_exists(root, nd):
+                have = sorted(os.listdir(root / "class" / "net")) if (
+                    root / "class" / "net").is_dir() else []
+                raise RecordError(f"--netdev {nd}: no {root / 'class' / 'net' / nd / 'statistics'}"
+                                  f" (interfaces: {', '.join(have) or 'none'})")
+            if nd not in own:
+                extra[nd] = "--netdev"
+        if opts.netdev_stats:
+            for nd in default_route_netdevs(root):
+                if nd not in own and nd not in extra and netdev_exists(root, nd):
+                    extra[nd] = "default route"
+        counters += extra_netdev_descriptors(root, extra)
+        for nd, role in extra.items():
+            print(f"rdmascope record: note: also sampling {nd} tx/rx_bytes ({role}): a "
+                  "collective that falls back to sockets may use it", file=log)
     no_bytes = [f"{d.name}/{p.port}: {p.byte_note}" for d in devices for p in d.ports
                 if p.byte_source is None]
     for line in no_bytes:
@@ -963,6 +1037,7 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     wt = _WriterThread(writer, counters, status_out, log)
     wt.clock, wt.pair = clock, pair_now
     wt.follow_renames(reader, root, {d.name: d.pci for d in devices})
+    wt.known_at_start |= {d.name for d in found}  # devices present at the start
     wt.note_events(reader.events)  # problems found when opening: said now, stored with the rest
     wt.start()  # waits for the first buffer before touching the manifest
     pair = pair_now()

@@ -657,6 +657,59 @@ def netdev_stats_path(sysfs_root: str | os.PathLike, dev: DeviceInfo, netdev: st
     return Path(dev.path) / "device" / "net" / netdev / "statistics" / stat
 
 
+def default_route_netdevs(sysfs_root: str | os.PathLike = "/sys") -> list[str]:
+    """The interfaces of the default route(s) (IPv4 ``proc/net/route``, IPv6
+    ``proc/net/ipv6_route``) of the proc tree beside ``sysfs_root`` (``/sys`` -> ``/proc``): where
+    a collective falls back to sockets when it does not use the RDMA devices' own netdevs.
+    Empty when there is no such file or no default route. Never raises."""
+    proc = Path(sysfs_root).resolve().parent / "proc" / "net"
+    out: list[str] = []
+    try:
+        with open(proc / "route") as f:
+            next(f, None)
+            for line in f:
+                cols = line.split()
+                # Iface Destination Gateway Flags ...: destination 0 and RTF_UP (0x1)
+                if len(cols) > 3 and cols[1] == "00000000" and int(cols[3], 16) & 1:
+                    out.append(cols[0])
+    except (OSError, ValueError):
+        pass
+    try:
+        with open(proc / "ipv6_route") as f:
+            for line in f:
+                cols = line.split()
+                # dest, dest prefix len ... iface last: ::/0 with RTF_UP
+                if len(cols) >= 10 and cols[0] == "0" * 32 and cols[1] == "00" and \
+                        int(cols[8], 16) & 1 and cols[9] != "lo":
+                    out.append(cols[9])
+    except (OSError, ValueError):
+        pass
+    return list(dict.fromkeys(out))
+
+
+def netdev_exists(sysfs_root: str | os.PathLike, netdev: str) -> bool:
+    """True when ``<root>/class/net/<netdev>/statistics`` exists."""
+    return (Path(sysfs_root) / "class" / "net" / netdev / "statistics").is_dir()
+
+
+def extra_netdev_descriptors(sysfs_root: str | os.PathLike, netdevs: dict[str, str]
+                             ) -> list[dict[str, Any]]:
+    """tx/rx_bytes descriptors of netdevs that belong to no sampled RDMA device (the
+    default-route interface, ``record --netdev NAME``): ``netdevs`` maps name -> why it is
+    sampled ("default route", "--netdev"). ``device`` is the netdev's own name, ``role`` says
+    why; 64-bit (``COUNTER_WIDTHS``)."""
+    out = []
+    for nd, role in netdevs.items():
+        for stat in NETDEV_STATS:
+            out.append({
+                "source": "netdev", "device": nd, "netdev": nd, "port": None, "name": stat,
+                "path": str(Path(sysfs_root) / "class" / "net" / nd / "statistics" / stat),
+                "unit": "bytes", "bytes_per_unit": 1, "width_bits": netdev_width_bits(),
+                "direction": _direction(stat), "role": role,
+            })
+    return out
+
+
 def counter_descriptors(devices: list[DeviceInfo], counters: tuple[str, ...] | list[str] =
                         DEFAULT_COUNTERS, *, netdev_stats: bool = False,
                         sysfs_root: str | os.PathLike | None = None,
@@ -743,9 +796,11 @@ def counter_exists(dev: DeviceInfo, port: PortInfo, name: str) -> bool:
 
 
 def discovered_devices(devices: list[DeviceInfo]) -> list[dict[str, Any]]:
-    """Return ``[{name, pci, netdevs}]`` of ``devices``: the manifest's ``discovered_devices``.
+    """Return ``[{name, pci, netdevs, sys_image_guid}]`` of ``devices``: the manifest's
+    ``discovered_devices`` (the guid tells which adapter a device belongs to, docs/sysfs.md).
 
     Pass every device found under ``class/infiniband`` (``discover(root)`` without ``devices=``),
     not only the sampled ones: the key says which devices existed (capture.py, MANIFEST KEYS).
     """
-    return [{"name": d.name, "pci": d.pci, "netdevs": list(d.netdevs)} for d in devices]
+    return [{"name": d.name, "pci": d.pci, "netdevs": list(d.netdevs),
+             "sys_image_guid": d.sys_image_guid} for d in devices]

@@ -21,11 +21,13 @@ MLX5_COUNTERS = ("port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_r
 def build_device(root: str | os.PathLike, name: str, *, pci: str, netdev: str | None = None,
                  ports: int = 1, rate: str = "200 Gb/sec (4X HDR)", link_layer: str = "Ethernet",
                  counters: tuple[str, ...] = MLX5_COUNTERS, start_value: int = 1000,
-                 node_guid: str = "0a7f:bc12:45ef:d23b", fw_ver: str = "28.45.1020"
-                 ) -> Path:
+                 node_guid: str = "0a7f:bc12:45ef:d23b", fw_ver: str = "28.45.1020",
+                 sys_image_guid: str | None = "0a7f:bc12:45ef:d200") -> Path:
     """Create one RDMA device under ``<root>/class/infiniband/<name>``; return its path.
 
     Counter files hold ``start_value`` (+ port number) followed by a newline.
+    ``sys_image_guid`` (the adapter; the same default for every device built, as the functions
+    of one card): None writes no file.
     """
     root = Path(root)
     pci_dir = root / "devices" / "pci0000:00" / pci
@@ -33,6 +35,8 @@ def build_device(root: str | os.PathLike, name: str, *, pci: str, netdev: str | 
     dev = root / "class" / "infiniband" / name
     dev.mkdir(parents=True, exist_ok=True)
     (dev / "node_guid").write_text(node_guid)
+    if sys_image_guid is not None:
+        (dev / "sys_image_guid").write_text(sys_image_guid + "\n")
     (dev / "fw_ver").write_text(fw_ver + "\n")
     (dev / "hca_type").write_text("MT4129\n")
     link = dev / "device"

@@ -253,8 +253,10 @@ def test_discovered_devices_names_pci_and_netdevs(tmp_path):
     build_device(root, "rocep1s0f1", pci="0000:01:00.1", netdev="enp1s0f1np1")
     build_device(root, "roceP2p1s0f1", pci="0002:01:00.1", netdev="enP2p1s0f1np1")
     assert discovered_devices(discover(root)) == [
-        {"name": "roceP2p1s0f1", "pci": "0002:01:00.1", "netdevs": ["enP2p1s0f1np1"]},
-        {"name": "rocep1s0f1", "pci": "0000:01:00.1", "netdevs": ["enp1s0f1np1"]},
+        {"name": "roceP2p1s0f1", "pci": "0002:01:00.1", "netdevs": ["enP2p1s0f1np1"],
+         "sys_image_guid": "0a7f:bc12:45ef:d200"},
+        {"name": "rocep1s0f1", "pci": "0000:01:00.1", "netdevs": ["enp1s0f1np1"],
+         "sys_image_guid": "0a7f:bc12:45ef:d200"},
     ]
 
 

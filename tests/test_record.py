@@ -449,8 +449,10 @@ def test_device_selection_and_status_line(tree, tmp_path):
     assert [d["name"] for d in cap.manifest["devices"]] == ["rocep1s0f1"]
     # the twin was not selected but existed: the manifest says so (the tree fixture's values)
     assert cap.manifest["discovered_devices"] == [
-        {"name": "roceP2p1s0f1", "pci": "0002:01:00.1", "netdevs": ["enP2p1s0f1np1"]},
-        {"name": "rocep1s0f1", "pci": "0000:01:00.1", "netdevs": ["enp1s0f1np1"]},
+        {"name": "roceP2p1s0f1", "pci": "0002:01:00.1", "netdevs": ["enP2p1s0f1np1"],
+         "sys_image_guid": "0a7f:bc12:45ef:d200"},
+        {"name": "rocep1s0f1", "pci": "0000:01:00.1", "netdevs": ["enp1s0f1np1"],
+         "sys_image_guid": "0a7f:bc12:45ef:d200"},
     ]
     s = rdmascope("inspect", out)
     assert ("devices present at record time: 2; not recorded: roceP2p1s0f1 (pci 0002:01:00.1, "

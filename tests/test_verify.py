@@ -238,3 +238,48 @@ def test_a_capture_with_one_reading_per_counter_says_why_its_bytes_are_unknown(t
             "two readings)") in v.message, v.message
     assert v.message.endswith("readable bytes only: only 0.000 MB of RDMA traffic in the range "
                               "(need >= 1 MB)"), v.message
+
+
+def test_a_series_without_readings_for_part_of_the_range_is_unknown_not_zero(tmp_path):
+    """Coverage: twin B has no reading after 500 ms (a read that hung to the end of the
+    recording): its bytes there are unknown, so --expect-both cannot judge (it said FAIL with
+    0 % unknown, as if B had carried nothing). Same verdict loaded and streamed."""
+    unit = 2_500_000  # units per ms on each twin: 10 MB/ms = 80 Gb/s
+    rd = {0: [(T0 + k * MS - 1000, 2000, unit * k, STATUS_OK) for k in range(1001)],
+          1: [(T0 + k * MS - 1000, 2000, unit * k, STATUS_OK) for k in range(501)]}
+    path = write_capture(tmp_path / "c", [ib("rocep1s0f1", "tx"), ib("roceP2p1s0f1", "tx")], rd)
+    for cap in (load_capture(path), path):
+        v = verify_emulation(cap, expect="both")
+        assert v.status == CANNOT_JUDGE, v.message
+        assert "roceP2p1s0f1 bytes unknown for 50.0 %" in v.message
+        assert "no reading for part of the range" in v.message
+        assert v.unknown_devices == ["roceP2p1s0f1"]
+
+
+def _rails_cap(tmp_path, units_per_ms):
+    """Eight separate HCAs (Azure ND: own PCI domain, own sys_image_guid), tx counters whose
+    units per ms are ``units_per_ms[i]``."""
+    devs = [{"name": f"mlx5_ib{i}", "pci": f"01{i + 1:02d}:00:00.0",
+             "sys_image_guid": f"0015:5dff:fe33:ee{i:02x}", "netdevs": [],
+             "ports": [{"port": 1, "rate_gbps": 400.0, "link_layer": "InfiniBand"}]}
+            for i in range(len(units_per_ms))]
+    counters = [ib(d["name"], "tx") for d in devs]
+    rd = {i: [(T0 + k * MS - 1000, 2000, u * k, STATUS_OK) for k in range(201)]
+          for i, u in enumerate(units_per_ms)}
+    return load_capture(write_capture(tmp_path, counters, rd, devices=devs))
+
+
+def test_expect_rails_every_rail_balanced(tmp_path):
+    even = _rails_cap(tmp_path / "even", [100_000] * 8)
+    v = verify_emulation(even, expect="rails", rails=8)
+    assert v.status == PASS, v.message
+    assert "traffic on all 8 rails, balanced" in v.message
+    # one idle rail: the traffic did not use every rail (12.5 % expected each, 6.2 .. 18.8 %)
+    idle = _rails_cap(tmp_path / "idle", [100_000] * 7 + [0])
+    v = verify_emulation(idle, expect="rails", rails=8)
+    assert v.status == FAIL and "mlx5_ib7 0.0 %" in v.message, v.message
+    # the eight are never one link: --expect-both would be judged device by device
+    r = CliRunner().invoke(main, ["verify-emulation", str(tmp_path / "even"),
+                                  "--expect-rails", "8", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["meta"]["status"] == PASS

@@ -32,7 +32,7 @@ import numpy as np
 __all__ = ["PLAUSIBLE_FACTOR", "DEFAULT_MAX_GBPS", "port_rates_gbps", "cap_gbps",
            "counter_cap_gbps", "DEFAULT_LIFESPAN_MS",
            "implausible", "link_gbps_override", "set_link_gbps", "current_link_gbps",
-           "LineCeiling", "line_ceilings", "pcie_link_key"]
+           "LineCeiling", "line_ceilings", "port_line_ceilings", "pcie_link_key"]
 
 #: Plausibility cap = this many times the highest link rate of a counter's device.
 PLAUSIBLE_FACTOR = 4.0
@@ -148,39 +148,65 @@ def line_ceilings(meta: dict[str, Any]) -> dict[str, LineCeiling]:
     record is no bound (never 0); a device with neither a port rate nor a PCIe bound has
     ``gbps`` None.
     """
-    from rdmascope.models import recorded_setup
-    from rdmascope.pcie import record_bound
-
-    override = _LINK_GBPS.get()
     ports = port_rates_gbps(meta)
-    real = recorded_setup(meta).get("emulated_real_gbps")
     out: dict[str, LineCeiling] = {}
     for d in meta.get("devices") or []:
         if not isinstance(d, dict):
             continue
         name = str(d.get("name"))
-        key = pcie_link_key(d)
-        if override is not None:
-            out[name] = LineCeiling(override, "--link-gbps", override, None, key,
-                                    f"{override:g} Gb/s: --link-gbps")
-            continue
-        port = ports.get(name)
-        src, text = ("port rate", f"{port:g} Gb/s: port rate") if port is not None else (None, "")
-        if port is not None and real is not None and real < port:
-            port, src = float(real), "record --emulated"
-            text = f"{port:g} Gb/s: record --emulated (what the emulated link really carries)"
-        pb = record_bound(d.get("pcie"))
-        pcie = pb[0] if pb else None
-        gbps = port
-        if pcie is not None and (port is None or pcie < port):
-            gbps, src = pcie, "PCIe link"
-            text = f"{pcie:.1f} Gb/s: {pb[1]}" + (
-                f", below the {port:g} Gb/s " + ("port rate" if ports.get(name) == port
-                                                 else "emulated link") if port else "")
-        if gbps is None:
-            text = "unknown (no port rate, no PCIe link recorded): never judged"
-        out[name] = LineCeiling(gbps, src, port, pcie, key, text)
+        out[name] = _ceiling(meta, d, ports.get(name))
     return out
+
+
+def port_line_ceilings(meta: dict[str, Any]) -> dict[tuple[str, int], LineCeiling]:
+    """Return {(device, port): LineCeiling}: the rule of ``line_ceilings`` with each port's own
+    rate (its ``rate_gbps`` and its netdev's ``speed_gbps``, the higher), so each port of a
+    multi-port device is judged against its own link (a ConnectX-3 VPI's RoCE 40 port is not
+    judged at its IB FDR port's 56 Gb/s). Ports without a rate of their own are left out (the
+    device's ceiling applies)."""
+    out: dict[tuple[str, int], LineCeiling] = {}
+    for d in meta.get("devices") or []:
+        if not isinstance(d, dict):
+            continue
+        for p in d.get("ports") or []:
+            if not isinstance(p, dict) or not isinstance(p.get("port"), int):
+                continue
+            rates = [r for r in (_num(p.get("rate_gbps")), _num(p.get("speed_gbps")))
+                     if r is not None]
+            if not rates and _LINK_GBPS.get() is None:
+                continue
+            out[(str(d.get("name")), p["port"])] = _ceiling(meta, d, max(rates) if rates
+                                                            else None)
+    return out
+
+
+def _ceiling(meta: dict[str, Any], d: dict[str, Any], port: float | None) -> LineCeiling:
+    """One ceiling (``line_ceilings``' rule) for device record ``d`` with port rate ``port``."""
+    from rdmascope.models import recorded_setup
+    from rdmascope.pcie import record_bound
+
+    override = _LINK_GBPS.get()
+    real = recorded_setup(meta).get("emulated_real_gbps")
+    key = pcie_link_key(d)
+    if override is not None:
+        return LineCeiling(override, "--link-gbps", override, None, key,
+                           f"{override:g} Gb/s: --link-gbps")
+    port_rate = port
+    src, text = ("port rate", f"{port:g} Gb/s: port rate") if port is not None else (None, "")
+    if port is not None and real is not None and real < port:
+        port, src = float(real), "record --emulated"
+        text = f"{port:g} Gb/s: record --emulated (what the emulated link really carries)"
+    pb = record_bound(d.get("pcie"))
+    pcie = pb[0] if pb else None
+    gbps = port
+    if pcie is not None and (port is None or pcie < port):
+        gbps, src = pcie, "PCIe link"
+        text = f"{pcie:.1f} Gb/s: {pb[1]}" + (
+            f", below the {port:g} Gb/s " + ("port rate" if port_rate == port
+                                             else "emulated link") if port else "")
+    if gbps is None:
+        text = "unknown (no port rate, no PCIe link recorded): never judged"
+    return LineCeiling(gbps, src, port, pcie, key, text)
 
 
 def cap_gbps(meta: dict[str, Any], device: str | None = None, *,

@@ -101,3 +101,105 @@ def test_a_read_hanging_3s_on_one_twin_ends_on_time_and_cannot_judge(tmp_path):
     v = run_cli("verify-emulation", tmp_path / "cap", "--expect-both", "--json")
     meta = json.loads(v.output)["meta"]
     assert meta["status"] == "cannot judge", meta["message"]
+
+
+def _route(root, iface):
+    """A proc/net/route beside ``root`` (sys) with the default route on ``iface``."""
+    proc = root.parent / "proc" / "net"
+    proc.mkdir(parents=True, exist_ok=True)
+    (proc / "route").write_text(
+        "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
+        f"{iface}\t00000000\t0102A8C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n"
+        f"{iface}\t0002A8C0\t00000000\t0001\t0\t0\t100\t00FFFFFF\t0\t0\t0\n")
+
+
+def test_tcp_over_the_default_route_interface_is_seen_and_named(tmp_path):
+    """Cross-node collectives that fall back to sockets over eth0 (not the RDMA devices' own
+    netdevs): --netdev-stats samples the default-route interface and the verdict names it."""
+    root = tmp_path / "sys"
+    _spark(root)
+    stats = root / "class" / "net" / "eth0" / "statistics"
+    stats.mkdir(parents=True)
+    for s in ("tx_bytes", "rx_bytes"):
+        (stats / s).write_text("0\n")
+    _route(root, "eth0")
+    tcp_bps = 12 * GB / 8
+    w = RateWriter({netdev_stat(root, "eth0", "tx_bytes"): (7_000_000_000, tcp_bps),
+                    port_counter(root, SPARK_TWINS[0][0]): (10_000, 1e6 / 4)})
+    w.start()
+    try:
+        rec = Recorder(tmp_path / "cap", root, "--duration", "1s", "--netdev-stats")
+        assert rec.wait() == 0, rec.stderr
+    finally:
+        w.stop()
+    assert "also sampling eth0 tx/rx_bytes (default route)" in rec.stderr
+    cap = load_capture(tmp_path / "cap")
+    nd = cap.counters[cap.counters["source"] == "netdev"]
+    assert "eth0" in set(nd["netdev"])
+    v = json.loads(run_cli("verify-emulation", tmp_path / "cap", "--json").output)["meta"]
+    assert v["tcp_suspected"] and "eth0 " in v["message"], v["message"]
+    # --netdev NAME adds an interface by hand (here the same one, said once)
+    bad = run_cli("record", "-o", tmp_path / "cap2", "--sysfs-root", root, "--duration", "0.1s",
+                  "--netdev", "nosuch0")
+    assert bad.exit_code != 0 and "--netdev nosuch0" in bad.output
+
+
+def test_native_ib_tcp_over_ipoib_is_suspected(tmp_path):
+    """On native InfiniBand the port counts IPoIB too: with NCCL over sockets on ib0 at 12 Gb/s
+    (and a little RDMA), the port's bytes are slightly above ib0's; IPoIB close to the port's
+    bytes is TCP, named as IPoIB on ib0."""
+    import shutil
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "fixtures" / "hosts" / "ib-ipoib" / "sys"
+    root = tmp_path / "sys"
+    shutil.copytree(src, root, symlinks=True)
+    tcp_bps = 12 * GB / 8
+    rdma_bps = 0.2 * GB / 8
+    port = root / "class/infiniband/mlx5_0/ports/1/counters/port_xmit_data"
+    w = RateWriter({netdev_stat(root, "ib0", "tx_bytes"): (52_000_000_000, tcp_bps),
+                    port: (10_000_000_000, (tcp_bps + rdma_bps) / 4)})
+    w.start()
+    try:
+        rec = Recorder(tmp_path / "cap", root, "--duration", "1s", "--netdev-stats")
+        assert rec.wait() == 0, rec.stderr
+    finally:
+        w.stop()
+    v = json.loads(run_cli("verify-emulation", tmp_path / "cap", "--json").output)["meta"]
+    assert v["tcp_suspected"] is True, v["message"]
+    assert "ib0" in v["message"] and "(IPoIB)" in v["message"]
+
+
+def test_twins_appearing_after_the_start_are_said_and_make_the_verdict_unknown(tmp_path):
+    """A Spark rescans its CX-7 functions (AER error, cable insertion): the twins appear 1 s
+    after record starts and then carry the traffic. The recorder says so and records when;
+    verify-emulation says CANNOT JUDGE naming them (it said PASS "100 % on one interface")."""
+    root = tmp_path / "sys"
+    build_device(root, "mlx5_0", pci="0000:03:00.0", netdev="enp3s0f0np0",
+                 sys_image_guid="0a7f:bc12:45ef:0300")
+    w = RateWriter({port_counter(root, "mlx5_0"): (10_000, 2e6 / 4)})  # 2 MB/s
+    w.start()
+    try:
+        rec = Recorder(tmp_path / "cap", root, "--duration", "3s")
+        rec.wait_sampling()
+        time.sleep(1.0)
+        _spark(root)  # the two twins appear
+        for name, _, _ in SPARK_TWINS:
+            w.add(port_counter(root, name), 10_000, 40 * GB / 8 / 4)
+        rc = rec.wait()
+    finally:
+        w.stop()
+    assert rc == 0, rec.stderr
+    for name, _, _ in SPARK_TWINS:
+        assert f"RDMA device {name} (PCI" in rec.stderr and "appeared after the start" in \
+            rec.stderr
+        assert rec.stderr.count(f"RDMA device {name} ") == 1  # said once, not per sweep
+    cap = load_capture(tmp_path / "cap")
+    ch = cap.meta["device_changes"]
+    assert sorted(c["name"] for c in ch if c["kind"] == "appeared") == sorted(
+        n for n, _, _ in SPARK_TWINS)
+    ins = run_cli("inspect", tmp_path / "cap")
+    assert "appeared" in ins.output and SPARK_TWINS[0][0] in ins.output
+    v = json.loads(run_cli("verify-emulation", tmp_path / "cap", "--json").output)["meta"]
+    assert v["status"] == "cannot judge", v["message"]
+    assert set(v["unknown_devices"]) >= {n for n, _, _ in SPARK_TWINS}

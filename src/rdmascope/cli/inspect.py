@@ -181,6 +181,8 @@ def summarize_capture(path: str) -> dict[str, Any]:
         ],
         # every RDMA device present at record time (None: the capture predates the key)
         "discovered_devices": m.get("discovered_devices"),
+        # RDMA devices that appeared / vanished while recording (not sampled when new)
+        "device_changes": m.get("device_changes") or [],
         "files": [str(f.relative_to(p)) for f in rep.get("files", [])],
         "live_rows": rep.get("live_rows", 0),
         "truncated_live": [str(f) for f in rep.get("truncated_live", [])],
@@ -352,6 +354,16 @@ def _print(s: dict[str, Any]) -> None:
                    for d in found if d.get("name") not in recorded]
         e(f"devices present at record time: {len(found)}; not recorded: "
           f"{'; '.join(skipped) or 'none'}")
+    t0 = (s.get("start") or {}).get("monotonic_ns")
+    for ch in s.get("device_changes") or []:
+        at = ((ch.get("t_ns") - t0) / 1e9) if isinstance(t0, int) and isinstance(
+            ch.get("t_ns"), int) else None
+        when = f"{at:.1f} s after the start" if at is not None else "while recording"
+        if ch.get("kind") == "appeared":
+            e(f"device {ch.get('name')} (pci {ch.get('pci') or 'unknown'}) appeared {when}: "
+              "not recorded, its traffic is unknown")
+        else:
+            e(f"device {ch.get('name')} vanished {when}")
     e("counters:")
     for c in s["counters"]:
         where = _where(c)

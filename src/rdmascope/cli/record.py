@@ -72,7 +72,11 @@ def safe_host_name(host: str) -> str:
                    "and port_rcv_data (e.g. port_xmit_packets,port_xmit_wait, "
                    "hw_counters/out_of_sequence).")
 @click.option("--netdev-stats", is_flag=True,
-              help="Also sample each device's netdev tx_bytes/rx_bytes (kernel-stack traffic).")
+              help="Also sample tx_bytes/rx_bytes (kernel-stack traffic) of each device's "
+                   "netdevs and of the default-route interface (where sockets fall back to).")
+@click.option("--netdev", "netdevs", multiple=True, metavar="NAME",
+              help="Also sample this interface's tx_bytes/rx_bytes (repeatable), e.g. the "
+                   "interface a cross-node collective could fall back to.")
 @click.option("--sysfs-root", default="/sys", show_default=True, type=click.Path(),
               help="Root of the sysfs tree (an emulated tree for tests).")
 @click.option("--cpu", type=int, default=None, help="Pin the sampler to this CPU.")
@@ -112,9 +116,9 @@ def safe_host_name(host: str) -> str:
 @click.option("--tp", type=click.IntRange(min=1), default=None, help="Tensor-parallel size.")
 @click.option("--nodes", type=click.IntRange(min=1), default=None,
               help="Nodes the run spans.")
-def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, sysfs_root, cpu,
-            rt_priority, force, private, status, label, note, link_gbps, emulated_gbps, preset,
-            config, tp, nodes, metrics) -> None:
+def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, netdevs,
+            sysfs_root, cpu, rt_priority, force, private, status, label, note, link_gbps,
+            emulated_gbps, preset, config, tp, nodes, metrics) -> None:
     """Sample RDMA port counters into a capture, in the foreground, until stopped.
 
     Stops cleanly on SIGINT/SIGTERM/SIGHUP or after --duration, then prints the self-audit (sweeps
@@ -192,7 +196,8 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, s
                 names.append(c)
     opts = RecordOptions(
         output=output, interval_ns=interval_ns, devices=list(devices) or None,
-        counters=names, netdev_stats=netdev_stats, sysfs_root=sysfs_root,
+        counters=names, netdev_stats=netdev_stats or bool(netdevs), netdevs=list(netdevs),
+        sysfs_root=sysfs_root,
         duration_s=None if duration_ns is None else duration_ns / 1e9, cpu=cpu,
         rt_priority=rt_priority, force=force, private=private, status=status, extra=extra,
         metrics=metrics, host=node["host"] if node else None,

@@ -46,6 +46,14 @@ from rdmascope.exitcodes import EXIT_CANNOT_JUDGE, EXIT_FAIL, EXIT_PASS
               help="--expect-single: the share one device must carry, > 0.5 and <= 1.")
 @click.option("--min-share", type=float, default=0.25, show_default=True,
               help="--expect-both: the share each of two devices must carry, > 0 and <= 0.5.")
+@click.option("--expect-rails", "expect_rails", type=click.IntRange(min=1), default=None,
+              metavar="N",
+              help="Expect N independent rails (e.g. 8 HCAs per node), every one carrying "
+                   "traffic, each within --rail-balance of 1/N of it (twins of one adapter "
+                   "are one rail). Replaces --expect-single/--expect-both.")
+@click.option("--rail-balance", type=click.FloatRange(min=0.0, max=1.0, max_open=True),
+              default=0.5, show_default=True,
+              help="--expect-rails: each rail's share must be within (1 +- this) / N.")
 @click.option("--nccl-log", "nccl_log", multiple=True, type=click.Path(exists=True),
               help="NCCL_DEBUG=INFO log(s) of the run (a file or a directory, repeatable): put "
                    "NCCL's own witness beside the counters. The exit code is then the two "
@@ -54,7 +62,8 @@ from rdmascope.exitcodes import EXIT_CANNOT_JUDGE, EXIT_FAIL, EXIT_PASS
                    "outside the capture, no network line) or the counters cannot judge.")
 @link_gbps_option
 @output_options
-def command(capture, t_from, t_to, origin_s, single, share, min_share, out, nccl_log=()):
+def command(capture, t_from, t_to, origin_s, single, share, min_share, out, nccl_log=(),
+            expect_rails=None, rail_balance=0.5):
     if len(capture) > 1:  # several hosts of one run: once per node (cli.runset)
         from rdmascope.cli.runset import for_each_node
 
@@ -77,8 +86,10 @@ def command(capture, t_from, t_to, origin_s, single, share, min_share, out, nccl
         with cli_errors(str(capture)):
             v = verify_emulation(cap, start_ns=start, end_ns=end,
                                  origin_ns=grid_origin(cap.t_start_ns, origin_s),
-                                 expect="single" if single else "both", single_share=share,
-                                 both_min_share=min_share)
+                                 expect=("rails" if expect_rails else
+                                         "single" if single else "both"), single_share=share,
+                                 both_min_share=min_share, rails=expect_rails,
+                                 rail_balance=rail_balance)
     except ValueError as exc:
         raise click.ClickException(f"{capture}: {exc}") from exc
     from rdmascope.analysis.series import line_rate_lines, line_rates
@@ -91,7 +102,8 @@ def command(capture, t_from, t_to, origin_s, single, share, min_share, out, nccl
     def human():
         click.echo(f"{capture}: {(v.start_ns - cap.t_start_ns) / 1e9:.3f} s to "
                    f"{(v.end_ns - cap.t_start_ns) / 1e9:.3f} s after capture start, "
-                   f"expecting {'one interface' if single else 'both interfaces'}")
+                   "expecting " + (f"{expect_rails} rails" if expect_rails else
+                                   'one interface' if single else 'both interfaces'))
         click.echo(format_table(v.devices, floatfmt="{:,.2f}",
                                 formats={"share": "{:.2%}", "unknown_share": "{:.2%}",
                                          "tx_bytes": "{:,.0f}",
