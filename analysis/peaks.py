@@ -28,7 +28,7 @@ from .curve import (
 )
 from .intervals import DEFAULT_GAP_FACTOR, default_origin, intervals_frame
 from .links import group_links
-from .overline import flag_over_line, members_of, over_line_causes
+from .overline import flag_over_line, line_gbps_of, members_of, over_line_causes
 from .overline_pass import OverLineFlagger
 from .stream import FAR_NS, WindowGrid, capture_info, iter_intervals, iter_windows
 from .windows import rebin_with_quality, to_gbps
@@ -180,7 +180,7 @@ def _whole_range_row(col: str, mean: float, qq: int, lo: int, hi: int, t_ref: in
            "n_nan_windows": int(bool(qq & QUALITY_INVALID)),
            "n_gap_windows": int(bool(qq & QUALITY_GAP)),
            "n_over_line_windows": int(bool(qq & QUALITY_OVER_LINE)),
-           "over_line_causes": ""}
+           "over_line_causes": "", "bound_gbps": np.nan, "at_line_rate": False}
     for p in percentiles:
         row[f"p{p:g}_gbps"] = mean
     return row
@@ -216,8 +216,12 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
 
     Rates in Gb/s (1e9 bit/s). Returns a long DataFrame: series, window, window_ns, peak_gbps,
     peak_t_ns, peak_t_s, mean_gbps, p.._gbps, n_windows, n_nan_windows, n_gap_windows,
-    raw_max_gbps, raw_max_t_ns, n_over_line_windows, over_line_causes [, peak_low_gbps,
-    peak_high_gbps]. ``line_gbps`` overrides the line rates (``series.line_gbps_of``). Raises ``ValueError`` on an empty range or no intervals.
+    raw_max_gbps, raw_max_t_ns, n_over_line_windows, over_line_causes, bound_gbps,
+    at_line_rate [, peak_low_gbps, peak_high_gbps]. The headline never exceeds the lowest
+    physical bound of its path (``bound_gbps``: ``overline.line_gbps_of``, the port rate or
+    the PCIe link, the lower): a window above it by more than the timing uncertainty is kept
+    out (over line rate), one above it within the uncertainty is reported as the bound itself
+    with ``at_line_rate`` True ("at line rate"). ``line_gbps`` overrides the line rates (``series.line_gbps_of``). Raises ``ValueError`` on an empty range or no intervals.
     """
     lo, hi = _range(intervals, start_ns, end_ns)
     origin = default_origin(intervals, lo) if origin_ns is None else int(origin_ns)
@@ -226,6 +230,8 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
     whole_b, whole_q = rebin_view(intervals, hi - lo, origin_ns=lo, start_ns=lo, end_ns=hi,
                                   by=by, groups=groups, keep=keep)
     rows = []
+    # the lowest physical bound of each column's path (port rate, PCIe link; line_gbps_of)
+    phys = line_gbps_of(intervals, by, groups=groups, line_gbps=line_gbps)
     for w in windows_ns:
         w = int(w)
         b, q = rebin_view(intervals, w, origin_ns=origin, start_ns=lo, end_ns=hi, by=by,
@@ -253,10 +259,17 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
                    "n_over_line_windows": int(over.sum()), "over_line_causes": ""}
             starts_all = b.index.to_numpy()
             head, raw = headline_peak(gbps[col].to_numpy(), qq)
+            bound = phys.get(col)
+            row["bound_gbps"] = np.nan if bound is None else float(bound)
+            row["at_line_rate"] = False
             if head is not None:
                 t_peak = int(starts_all[head])
-                row.update(peak_gbps=float(gbps[col].to_numpy()[head]), peak_t_ns=t_peak,
-                           peak_t_s=(t_peak - t_ref) / 1e9)
+                pk = float(gbps[col].to_numpy()[head])
+                if bound is not None and pk > bound:
+                    # above the bound, but within what the readings' timing allows (else it
+                    # would be over line rate and kept out): at line rate, never above it
+                    pk, row["at_line_rate"] = float(bound), True
+                row.update(peak_gbps=pk, peak_t_ns=t_peak, peak_t_s=(t_peak - t_ref) / 1e9)
             else:
                 row.update(peak_gbps=np.nan, peak_t_ns=None, peak_t_s=np.nan)
             if raw is not None:
@@ -305,7 +318,7 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
     cols = ["series", "window", "window_ns", "peak_gbps", "peak_t_ns", "peak_t_s", "mean_gbps",
             *[f"p{p:g}_gbps" for p in percentiles], "n_windows", "n_nan_windows",
             "n_gap_windows", "raw_max_gbps", "raw_max_t_ns", "n_over_line_windows",
-            "over_line_causes"]
+            "over_line_causes", "bound_gbps", "at_line_rate"]
     if uncertainty:
         cols += ["peak_low_gbps", "peak_high_gbps"]
     out = out[cols].reset_index(drop=True)
@@ -478,8 +491,14 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
             row = {"series": col, "window": window_label(w), "window_ns": w,
                    "n_windows": acc.n, "n_nan_windows": acc.n_nan, "n_gap_windows": acc.n_gap,
                    "n_over_line_windows": acc.n_over, "over_line_causes": ""}
+            bound = flag.lines.get(col)  # the lowest physical bound (as peak_table)
+            row["bound_gbps"] = np.nan if bound is None else float(bound)
+            row["at_line_rate"] = False
             if acc.t_peak is not None:
-                row.update(peak_gbps=acc.peak, peak_t_ns=acc.t_peak,
+                pk = float(acc.peak)
+                if bound is not None and pk > bound:
+                    pk, row["at_line_rate"] = float(bound), True
+                row.update(peak_gbps=pk, peak_t_ns=acc.t_peak,
                            peak_t_s=(acc.t_peak - t_ref) / 1e9)
             else:
                 row.update(peak_gbps=np.nan, peak_t_ns=None, peak_t_s=np.nan)
@@ -513,7 +532,7 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
     names = ["series", "window", "window_ns", "peak_gbps", "peak_t_ns", "peak_t_s", "mean_gbps",
              *[f"p{p:g}_gbps" for p in percentiles], "n_windows", "n_nan_windows",
              "n_gap_windows", "raw_max_gbps", "raw_max_t_ns", "n_over_line_windows",
-             "over_line_causes"]
+             "over_line_causes", "bound_gbps", "at_line_rate"]
     out = out[names].reset_index(drop=True)
     out["peak_t_ns"] = out["peak_t_ns"].astype("Int64")
     out["raw_max_t_ns"] = out["raw_max_t_ns"].astype("Int64")

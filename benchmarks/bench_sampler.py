@@ -103,6 +103,22 @@ def _scrape_every_second(port: int, proc: subprocess.Popen, count: dict) -> None
             count["failed" if count["ok"] else "before_start"] += 1
 
 
+def _baseline(rev: str) -> Path:
+    """Unpack revision ``rev`` as an importable package (bench_attribute.baseline_package) and
+    build its compiled sweep in place; return the directory to put first on PYTHONPATH."""
+    import sysconfig
+
+    sys.path.insert(0, str(HERE))
+    from bench_attribute import baseline_package
+
+    pkg = baseline_package(rev, Path(tempfile.mkdtemp(prefix="rdmascope-bench-base-")))
+    sdir = pkg / "rdmascope" / "sampler"
+    out = sdir / ("_csweep" + sysconfig.get_config_var("EXT_SUFFIX"))
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", f"-I{sysconfig.get_paths()['include']}",
+                    "-o", str(out), str(sdir / "_csweep.c")], check=True)
+    return pkg
+
+
 def _has_cext() -> bool:
     from rdmascope.sampler.csweep import load
 
@@ -142,6 +158,8 @@ def _recorder_result(cap: Path) -> dict:
 def _print_run(res: dict, args, interval_ns: int, rss: list) -> None:
     c, py, cx = res["c"], res["py"], res.get("cx")
     cols = [("python sweep", py)] + ([("compiled sweep", cx)] if cx else [])
+    cols += [(name, res[k]) for k, name in (("py0", "python before"), ("cx0", "compiled before"))
+             if k in res]
     c_cpu = 100.0 * c["cpu_s"] / c["wall_s"]
     c_late = {"p50": c["late_p50_ns"], "p99": c["late_p99_ns"], "p999": c["late_p999_ns"],
               "max": c["late_max_ns"]}
@@ -188,7 +206,7 @@ def _print_run(res: dict, args, interval_ns: int, rss: list) -> None:
             ("longest gap <= 2x the C loop's", gap_ratio <= 2.0),
             ("<= 8 bytes on disk per reading", r["bytes"] / r["rows"] <= 8.0),
         ]
-        if name == "compiled sweep":
+        if name.startswith("compiled"):
             checks.append(("CPU <= 1.3x the C loop (issue 13)", ratio <= 1.3))
         print(f"  {name}: " + "; ".join(f"[{'PASS' if ok else 'FAIL'}] {what}"
                                          for what, ok in checks))
@@ -253,9 +271,15 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the tree and the capture")
     ap.add_argument("--no-metrics", action="store_true",
                     help="do not run the extra recorder with --metrics")
+    ap.add_argument("--baseline", metavar="REV",
+                    help="also run a git revision's recorder (both sweeps) in the same run: "
+                         "columns 'before' (its compiled sweep built here with cc)")
     args = ap.parse_args()
     if args.fsync_cost:
         return bench_fsync(args.seconds, args.fsync_dir)
+    args.baseline_pkg = None
+    if args.baseline:
+        args.baseline_pkg = _baseline(args.baseline)
     if args.quick:
         args.seconds, args.repeat, args.no_metrics = 30.0, 3, True
     has_cext = _has_cext()
@@ -326,6 +350,14 @@ def run_once(args, has_cext: bool) -> dict | None:
         py_proc = recorder(cap, {"RDMASCOPE_NO_CEXT": "1"})
         cx_cap = out_dir / "cap-cext"
         cx_proc = recorder(cx_cap, {"RDMASCOPE_NO_CEXT": ""}) if has_cext else None
+        before = {}
+        if args.baseline_pkg is not None:  # the revision before, in the same run
+            pp = {"PYTHONPATH": os.pathsep.join([str(args.baseline_pkg),
+                                                 env.get("PYTHONPATH", "")])}
+            before = {"py0": (out_dir / "cap-py0", recorder(out_dir / "cap-py0",
+                                                             {**pp, "RDMASCOPE_NO_CEXT": "1"})),
+                      "cx0": (out_dir / "cap-cx0", recorder(out_dir / "cap-cx0",
+                                                             {**pp, "RDMASCOPE_NO_CEXT": ""}))}
         m_proc, scrapes = None, {"ok": 0, "failed": 0, "before_start": 0}
         if not args.no_metrics and _has_prometheus_client():
             port = _free_port()
@@ -372,6 +404,12 @@ def run_once(args, has_cext: bool) -> dict | None:
         res = {"c": c, "py": _recorder_result(cap)}
         if cx_proc is not None:
             res["cx"] = _recorder_result(cx_cap)
+        for key, (bcap, proc) in before.items():
+            err = proc.communicate()[1]
+            if proc.returncode != 0:
+                print(err, file=sys.stderr)
+                return None
+            res[key] = _recorder_result(bcap)
         for key, snaps in threads.items():
             if key in res and len(snaps) >= 2:
                 (ta, a, pid), (tb, b, _) = snaps[0], snaps[-1]

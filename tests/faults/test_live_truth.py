@@ -203,3 +203,30 @@ def test_twins_appearing_after_the_start_are_said_and_make_the_verdict_unknown(t
     v = json.loads(run_cli("verify-emulation", tmp_path / "cap", "--json").output)["meta"]
     assert v["status"] == "cannot judge", v["message"]
     assert set(v["unknown_devices"]) >= {n for n, _, _ in SPARK_TWINS}
+
+
+@pytest.mark.usefixtures("sweep_impl")
+def test_a_slow_read_is_counted_and_named_with_its_duration(tmp_path):
+    """One read taking 0.3 s (> 5 x the 1 ms interval) that then returns: the recording goes on,
+    the audit and inspect name the counter and how long it took, said once live."""
+    root = tmp_path / "sys"
+    _spark(root)
+    (a, _, _) = SPARK_TWINS[0]
+    shim = failread_shim(tmp_path)
+    trigger = tmp_path / "slow-now"
+    env = dict(__import__("os").environ, LD_PRELOAD=str(shim),
+               RDMASCOPE_HANG_MATCH=f"/{a}/ports/1/counters/port_rcv_data",
+               RDMASCOPE_HANG_MS="300", RDMASCOPE_HANG_WHILE=str(trigger),
+               RDMASCOPE_HANG_ONCE="1")
+    rec = Recorder(tmp_path / "cap", root, "--duration", "1.5s", env=env)
+    rec.wait_sampling()
+    trigger.touch()
+    assert rec.wait() == 0, rec.stderr
+    cap = load_capture(tmp_path / "cap")
+    slow = cap.meta["audit"]["slow_reads"]
+    assert len(slow) == 1 and slow[0]["device"] == a and slow[0]["name"] == "port_rcv_data"
+    assert slow[0]["count"] == 1 and 0.29e9 <= slow[0]["max_ns"] < 1.5e9
+    assert cap.meta["audit"]["abandoned_read"] is None
+    assert rec.stderr.count("slow read:") == 1, rec.stderr
+    ins = run_cli("inspect", tmp_path / "cap")
+    assert f"slow reads {a}/1 port_rcv_data: 1 over 5 ms" in ins.output, ins.output

@@ -156,21 +156,29 @@ def command(capture, t_from, t_to, origin_s, windows, percentiles, group, uncert
     def human():
         click.echo(f"{capture}: {(lo - cap.t_start_ns) / 1e9:.3f} s to "
                    f"{(hi - cap.t_start_ns) / 1e9:.3f} s after capture start; rates in Gb/s")
-        cols = ["series", "window", "peak_gbps", "peak_t_s"]
+        cols = ["series", "window", "peak_gbps", "bound_gbps", "peak_t_s"]
         if uncertainty:
             cols += ["peak_low_gbps", "peak_high_gbps"]
         cols += [c for c in tab.columns if c.startswith("p") and c.endswith("_gbps")
                  and c not in cols] + ["mean_gbps", "n_windows", "n_nan_windows",
                                        "n_gap_windows", "raw_max_gbps", "n_over_line_windows",
                                        "over_line_causes"]
-        click.echo(format_table(tab[cols], floatfmt="{:,.2f}", formats={"peak_t_s": "{:.4f}"}))
+        shown = tab[cols].copy()
+        if "at_line_rate" in tab.columns:  # at the bound within the timing uncertainty
+            at = tab["at_line_rate"].fillna(False).astype(bool)
+            shown["peak_gbps"] = shown["peak_gbps"].astype(object)
+            shown.loc[at, "peak_gbps"] = [f"at line rate ({v:,.2f})"
+                                          for v in tab.loc[at, "peak_gbps"]]
+        click.echo(format_table(shown, floatfmt="{:,.2f}", formats={"peak_t_s": "{:.4f}"}))
         for line in impl_lines:
             click.echo(line)
         for line in line_rate_lines(lrates):
             click.echo(line)
         n_over = int(tab.loc[tab.window != "whole range", "n_over_line_windows"].sum())
         click.echo("peak_gbps: the highest window consistent with physics (never gap-spread, "
-                   "partly covered or over line rate); raw_max_gbps: the highest of all. "
+                   "partly covered or over line rate, never above bound_gbps, the lowest "
+                   "physical bound of its path: 'at line rate' where the window sits at it "
+                   "within its timing uncertainty); raw_max_gbps: the highest of all. "
                    + (f"{n_over} window(s) exceed the line rate by more than their timing "
                       "uncertainty allows (over_line_causes: the likely cause)." if n_over
                       else "No window exceeds the line rate beyond its timing uncertainty."))
