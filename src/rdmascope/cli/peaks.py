@@ -166,9 +166,9 @@ def command(capture, t_from, t_to, origin_s, windows, percentiles, group, uncert
         shown = tab[cols].copy()
         if "at_line_rate" in tab.columns:  # at the bound within the timing uncertainty
             at = tab["at_line_rate"].fillna(False).astype(bool)
-            shown["peak_gbps"] = shown["peak_gbps"].astype(object)
-            shown.loc[at, "peak_gbps"] = [f"at line rate ({v:,.2f})"
-                                          for v in tab.loc[at, "peak_gbps"]]
+            if at.any():
+                shown["peak_gbps"] = [f"at line rate ({v:,.2f})" if a else f"{v:,.2f}"
+                                      for v, a in zip(tab["peak_gbps"], at, strict=True)]
         click.echo(format_table(shown, floatfmt="{:,.2f}", formats={"peak_t_s": "{:.4f}"}))
         for line in impl_lines:
             click.echo(line)
