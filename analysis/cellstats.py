@@ -58,36 +58,45 @@ def pct_name(p: float) -> str:
 
 
 def _population_stats(x: np.ndarray, percentiles) -> dict[str, float]:
-    x = np.asarray(x, dtype=float)
     x = x[np.isfinite(x)]
     if not len(x):
         return {"mean": np.nan, "std": np.nan, **{pct_name(p): np.nan for p in percentiles},
                 "max": np.nan}
+    q = np.percentile(x, list(percentiles)) if len(percentiles) else []
     return {"mean": float(np.mean(x)), "std": float(np.std(x)),
-            **{pct_name(p): float(np.percentile(x, p)) for p in percentiles},
+            **{pct_name(p): float(v) for p, v in zip(percentiles, q, strict=True)},
             "max": float(np.max(x))}
 
 
-def _one_cell(rows: pd.DataFrame, chunks: pd.Series, percentiles) -> dict[str, float]:
-    send = rows["t_send_ns"].to_numpy(np.int64)
-    last = rows["t_last_ns"].to_numpy(np.int64)
-    dur = (int(last.max()) - int(send.min())) / 1e9 if len(rows) else np.nan
-    pt = rows["prompt_tokens"].to_numpy(dtype=float, na_value=np.nan)
-    ot = rows["output_tokens"].to_numpy(dtype=float, na_value=np.nan)
-    out: dict[str, float] = {"n_requests": len(rows), "duration_s": dur}
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ok = dur > 0
-        out["request_throughput_rps"] = len(rows) / dur if ok else np.nan
-        # unknown token counts make the throughput unknown, never a smaller number
-        out["output_throughput_tps"] = float(ot.sum()) / dur if ok else np.nan
-        out["total_token_throughput_tps"] = float(pt.sum() + ot.sum()) / dur if ok else np.nan
+class _Columns:
+    """The requests' columns as arrays, read once (a cell is a set of row positions)."""
+
+    def __init__(self, requests: pd.DataFrame, chunk_times: pd.Series):
+        self.send = requests["t_send_ns"].to_numpy(np.int64)
+        self.last = requests["t_last_ns"].to_numpy(np.int64)
+        self.pt = requests["prompt_tokens"].to_numpy(dtype=float, na_value=np.nan)
+        self.ot = requests["output_tokens"].to_numpy(dtype=float, na_value=np.nan)
+        self.per = {name: requests[col].to_numpy(dtype=float)
+                    for name, col in METRICS.items() if col is not None}
+        self.gaps = [np.diff(np.asarray(ch, dtype=np.int64)) / 1e9
+                     if ch is not None and len(ch) > 1 else None for ch in chunk_times]
+
+
+def _one_cell(c: _Columns, pos: np.ndarray, percentiles) -> dict[str, float]:
+    dur = (int(c.last[pos].max()) - int(c.send[pos].min())) / 1e9 if len(pos) else np.nan
+    pt, ot = c.pt[pos], c.ot[pos]
+    out: dict[str, float] = {"n_requests": len(pos), "duration_s": dur}
+    ok = dur > 0
+    out["request_throughput_rps"] = len(pos) / dur if ok else np.nan
+    # unknown token counts make the throughput unknown, never a smaller number
+    out["output_throughput_tps"] = float(ot.sum()) / dur if ok else np.nan
+    out["total_token_throughput_tps"] = float(pt.sum() + ot.sum()) / dur if ok else np.nan
     for name, col in METRICS.items():
         if col is None:
-            gaps = [np.diff(np.asarray(ch, dtype=np.int64)) / 1e9 for ch in chunks
-                    if ch is not None and len(ch) > 1]
+            gaps = [c.gaps[i] for i in pos if c.gaps[i] is not None]
             x = np.concatenate(gaps) if gaps else np.zeros(0)
         else:
-            x = rows[col].to_numpy(dtype=float)
+            x = c.per[name][pos]
         for k, v in _population_stats(x, percentiles).items():
             out[f"{name}_{k}_s"] = v
     return out
@@ -105,20 +114,25 @@ def cell_stats(requests: pd.DataFrame, chunk_times: pd.Series,
     output_throughput_tps, total_token_throughput_tps`` and for each metric m of ttft, tpot,
     itl, e2e: ``m_mean_s, m_std_s, m_p<P>_s`` for each percentile, ``m_max_s`` (seconds; NaN
     where the population is empty). Warm-up requests are left out; a round of warm-up only has
-    no row.
+    no row. Cost: one pass over the requests plus the cells' populations.
     """
     ps = tuple(float(p) for p in percentiles)
     keep = ~requests["warmup"].to_numpy(dtype=bool) if "warmup" in requests.columns else \
         np.ones(len(requests), bool)
-    req = requests[keep]
-    ch = chunk_times[keep]
+    req = requests[keep].reset_index(drop=True)
+    cols = _Columns(req, chunk_times[keep].reset_index(drop=True))
     rows = []
-    for test, g in req.groupby("test", sort=False):
+    by_test = req.groupby("test", sort=False).indices
+    by_round = req.groupby(["test", "round"], sort=True).indices
+    rounds_of: dict = {}
+    for (test, rnd), pos in by_round.items():
+        rounds_of.setdefault(test, []).append((rnd, pos))
+    for test, pos in by_test.items():
         rows.append({"scope": "test", "test": test, "round": pd.NA,
-                     **_one_cell(g, ch.loc[g.index], ps)})
-        for rnd, gr in g.groupby("round", sort=True):
+                     **_one_cell(cols, np.asarray(pos), ps)})
+        for rnd, rpos in rounds_of.get(test, []):
             rows.append({"scope": "round", "test": test, "round": int(rnd),
-                         **_one_cell(gr, ch.loc[gr.index], ps)})
+                         **_one_cell(cols, np.asarray(rpos), ps)})
     df = pd.DataFrame(rows)
     if len(df):
         df["round"] = df["round"].astype("Int64")
