@@ -369,6 +369,15 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
 
     pcts = tuple(DEFAULT_PERCENTILES if percentiles is None else percentiles)
     cells = cell_stats(out, req["chunk_times"], pcts)
+    if "source" in out.columns and out["source"].nunique() > 1 and len(cells):
+        # several logs: the merged cells, then each log's own per-test cells
+        parts = [cells.assign(source="all")]
+        for src, sub in out.groupby("source", sort=False):
+            c = cell_stats(sub, req.loc[sub.index, "chunk_times"], pcts)
+            if len(c):
+                parts.append(c[c["scope"] == "test"].assign(scope="log", source=src))
+        cells = pd.concat(parts, ignore_index=True)
+        cells.insert(1, "source", cells.pop("source"))
     tests = _tests(rounds[~rounds["warmup"]] if len(rounds) else rounds)
     if len(tests):
         n_warm = rounds.groupby("test", sort=False)["warmup"].sum()
@@ -531,6 +540,8 @@ def _log_columns(req: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(index=req.index)
     for c, default in (("run", 1), ("token_source", ""), ("check", ""), ("flag", "")):
         out[c] = req[c] if c in req.columns else default
+    if "source" in req.columns:  # several logs merged (requestlogs.merge_logs)
+        out["source"] = req["source"]
     out["ttft_reasoning_s"] = since_send("t_first_reasoning_ns")
     out["ttft_answer_s"] = since_send("t_first_answer_ns")
     fixes = req["fix"] if "fix" in req.columns else pd.Series([None] * len(req), index=req.index)

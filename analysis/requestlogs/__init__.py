@@ -95,6 +95,7 @@ from .detector import detect_format
 from .formats import FORMATS, TABLE, Format
 from .guidellm import GUIDELLM_LAYOUTS
 from .jsonwalk import _json_sequence
+from .merge import merge_logs
 from .reader import read_request_log
 from .sse import EVENT_KINDS, classify_event, sse_events
 
@@ -103,5 +104,5 @@ __all__ = [
     "EVENT_KINDS", "FIRST_ITL_RATIO", "FORMATS", "GUIDELLM_LAYOUTS", "MAX_CHECK_NOTES", "TABLE",
     "Format", "RequestLog", "RequestLogError", "align", "apply_fixes", "check_itls",
     "classify_event", "detect_format", "first_burst_start_ns", "read_request_log",
-    "short_reason", "sse_events", "_json_sequence",
+    "short_reason", "sse_events", "_json_sequence", "merge_logs",
 ]

@@ -61,7 +61,7 @@ def _percentiles(ctx, param, value):
 def cell_cols(percentiles) -> list[str]:
     from rdmascope.analysis.cellstats import pct_name
 
-    cols = ["scope", "test", "round", "n_requests"]
+    cols = ["scope", "source", "test", "round", "n_requests"]
     for m in ("ttft", "tpot", "itl", "e2e"):
         cols += [f"{m}_mean_s"] + [f"{m}_{pct_name(p)}_s" for p in percentiles] + [f"{m}_max_s"]
     return cols + ["output_throughput_tps", "total_token_throughput_tps",
@@ -70,9 +70,12 @@ def cell_cols(percentiles) -> list[str]:
 
 @click.command("attribute", short_help="Split traffic per request into prefill and decode.")
 @click.argument("capture", nargs=-1, type=click.Path(exists=True, file_okay=False))
-@click.option("--requests", "requests_log", type=click.Path(dir_okay=False),
+@click.option("--requests", "requests_log", type=click.Path(dir_okay=False), multiple=True,
               help="Request log (default: CAPTURE/requests.jsonl; for several hosts' captures "
-                   "of one run: the one in a capture directory, whose host's clock it is).")
+                   "of one run: the one in a capture directory, whose host's clock it is). "
+                   "Give it several times for several logs of one run (one per rank API "
+                   "server or client): each is aligned on its own, requests are merged with "
+                   "their source named, statistics per log and merged.")
 @click.option("--format", "fmt", type=click.Choice(
     ["native", "vllm", "guidellm", "genai-perf", "aiperf", "inference-perf", "sglang",
      "llmperf"]),
@@ -116,12 +119,24 @@ def command(capture, requests_log, fmt, offset, run, use_corrected, arrival_wind
     capture's time split into prefill / decode-only / idle.
     """
     from rdmascope.analysis.attribute import attribute
-    from rdmascope.analysis.requestlogs import RequestLogError, align, read_request_log
+    from rdmascope.analysis.requestlogs import (
+        RequestLogError,
+        align,
+        merge_logs,
+        read_request_log,
+    )
     from rdmascope.analysis.stream import open_capture
     from rdmascope.capture import CaptureError
 
+    logs = (requests_log,) if isinstance(requests_log, str) else tuple(requests_log or ())
     if len(capture) > 1:  # several hosts of one run: the client's log on every node
-        return _run_set(command, capture, dict(locals()))
+        if len(logs) > 1:
+            raise click.UsageError("several --requests logs work with one capture; with "
+                                   "several hosts' captures give the client's one log")
+        params = dict(locals())
+        params["requests_log"] = logs[0] if logs else None
+        return _run_set(command, capture, params)
+    requests_log = logs[0] if len(logs) == 1 else None
     capture = capture[0] if capture else None
     if capture is None:
         if definitions:
@@ -129,15 +144,18 @@ def command(capture, requests_log, fmt, offset, run, use_corrected, arrival_wind
             return
         raise click.UsageError("Missing argument 'CAPTURE' (only --definitions works without "
                                "one).")
-    log_path = default_log(capture, requests_log, "--requests")
+    paths = list(logs) if len(logs) > 1 else [default_log(capture, requests_log, "--requests")]
     try:
         cap = open_capture(capture)  # intervals made segment by segment
-        log = read_request_log(log_path, fmt, run=run)
-        if len(offset) > 1 and len(offset) != len(log.runs):
-            raise click.UsageError(f"--offset given {len(offset)} times but {log_path} holds "
-                                   f"{len(log.runs)} run(s): give it once (every run) or once "
-                                   "per run")
-        log = align(log, cap, list(offset) or None)
+        aligned = []
+        for log_path in paths:
+            log = read_request_log(log_path, fmt, run=run)
+            if len(offset) > 1 and len(offset) != len(log.runs):
+                raise click.UsageError(f"--offset given {len(offset)} times but {log_path} "
+                                       f"holds {len(log.runs)} run(s): give it once (every "
+                                       "run) or once per run")
+            aligned.append(align(log, cap, list(offset) or None))
+        log = merge_logs(aligned)
         att = attribute(cap, log, arrival_window_s=arrival_window, link_capacity_gbps=capacity,
                         warmup_rounds=warmup_rounds, use_corrected=use_corrected,
                         origin_ns=grid_origin(cap.t_start_ns, origin_s), percentiles=percentiles)
