@@ -75,6 +75,16 @@ def _cases() -> dict[str, list[str]]:
     c[f"verify-{BUILT}-range"] = ["verify-emulation", BUILT, "--from", "3", "--to", "10"]
     c[f"attribute-{_P4}-warmup"] = ["attribute", _P4, "--warmup-rounds", "0",
                                     "--arrival-window", "0.5"]
+    # a line rate below the bursts' rate: windows over line rate, their causes, the flagger
+    # judging them from the intervals around them
+    low = ["--link-gbps", "100"]
+    c[f"peaks-{BUILT}-overline"] = ["peaks", BUILT, *low]
+    c[f"bursts-{BUILT}-overline"] = ["bursts", BUILT, "--json", *low]
+    c[f"rates-{BUILT}-overline"] = ["rates", BUILT, "--window", "5ms", "--csv", *low]
+    c[f"rates-{BUILT}-overline-twins"] = ["rates", BUILT, "--window", "2ms", "--group", "twins",
+                                          "--from", "1", "--to", "4", *low]
+    c[f"verify-{BUILT}-overline"] = ["verify-emulation", BUILT, "--json", *low]
+    c[f"attribute-{BUILT}-overline"] = ["attribute", BUILT, "--json", *low]
     c[f"compare-{_P2}"] = ["compare", _P2, _P2E]
     c[f"compare-{_P4}-json"] = ["compare", _P4, _P4E, "--json"]
     return c
