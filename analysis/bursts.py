@@ -18,7 +18,7 @@ import pandas as pd
 
 from .curve import HEADLINE_EXCLUDE, QUALITY_OVER_LINE
 from .intervals import default_origin
-from .overline_pass import OverLineFlagger
+from .overline_pass import OverLineFlagger, pass_hooks
 from .peaks import link_view, rebin_view
 from .stream import WindowGrid, capture_info, iter_windows
 from .windows import to_gbps
@@ -408,7 +408,8 @@ def burst_analysis_capture(capture, *, capacity_gbps: float, start_ns: int | Non
                          source=source, groups=groups, keep=keep, enter_frac=enter_frac,
                          leave_frac=leave_frac)
     for _, b, q in iter_windows(info, [WindowGrid(int(width_ns), origin, start_ns, end_ns)],
-                                by=by, source=source, progress=progress, state=state):
+                                by=by, source=source, progress=progress, state=state,
+                                **pass_hooks([acc.flag])):
         acc.add(b, q)
     return acc.result(state.get("spans", {}), start_ns=start_ns, end_ns=end_ns,
                       expected_allreduce=expected_allreduce, t_ref_ns=t_ref_ns)

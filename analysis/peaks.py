@@ -29,7 +29,7 @@ from .curve import (
 from .intervals import DEFAULT_GAP_FACTOR, default_origin, intervals_frame
 from .links import group_links
 from .overline import flag_over_line, line_gbps_of, members_of, over_line_causes
-from .overline_pass import OverLineFlagger
+from .overline_pass import OverLineFlagger, pass_hooks
 from .stream import FAR_NS, WindowGrid, capture_info, iter_intervals, iter_windows
 from .windows import rebin_with_quality, to_gbps
 
@@ -444,7 +444,7 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
     for i, b, q in iter_windows(capture, grids, by=by, source=source,
                                 gap_factor=DEFAULT_GAP_FACTOR if gap_factor is None
                                 else gap_factor, max_gbps=max_gbps, progress=progress,
-                                state=state):
+                                state=state, **pass_hooks([flag])):
         if i == len(widths):
             whole.append((b, q))
             continue

@@ -18,7 +18,7 @@ import pandas as pd
 
 from .curve import HEADLINE_EXCLUDE, QUALITY_OVER_LINE, CounterCurve, combine_windows
 from .load import port_rates_gbps
-from .overline_pass import OverLineFlagger
+from .overline_pass import OverLineFlagger, pass_hooks
 from .stream import WindowGrid, capture_info, edge_spans, iter_windows
 from .windows import integrate, rebin_with_quality
 
@@ -331,7 +331,7 @@ class RangeQueries:
         """Answer every recorded query in one pass over the capture."""
         rr = self.consumer()
         for _, bb, qq in iter_windows(self.info, [rr.grid], by="direction", source=self.source,
-                                      on_parts=rr.on_parts):
+                                      **pass_hooks([rr.flag], on_parts=rr.on_parts)):
             rr.add(bb, qq)
         rr.finish()
 

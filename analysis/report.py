@@ -525,6 +525,7 @@ def capture_pass(cfg: Configuration, *, capacity_gbps: float,
     from .bursts import BurstStreamAcc
     from .envelope import MinMaxEnvelope, bucket_windows
     from .figures import MAX_TIMELINE_POINTS
+    from .overline_pass import pass_hooks
     from .stream import WindowGrid, iter_windows
     from .verify import MeasureStream, judge_emulation
 
@@ -579,9 +580,10 @@ def capture_pass(cfg: Configuration, *, capacity_gbps: float,
 
     state: dict = {}
     grids = [WindowGrid(MS_NS, origin), WindowGrid(int(devices_width_ns), origin, tx_lo, tx_hi)]
+    hooks = pass_hooks([ms.flagger, bursts.flag, rr.flag if rr is not None else None],
+                       on_parts=on_parts)
     for gi, b, q in iter_windows(info, grids, by="series", source="infiniband", state=state,
-                                 on_parts=on_parts,
-                                 extra_counters=kern.ids if kern is not None else ()):
+                                 extra_counters=kern.ids if kern is not None else (), **hooks):
         if gi == 1:
             dev_blocks.append(b[tx_series])
             continue

@@ -115,7 +115,7 @@ def iter_rebin_capture(path: str | os.PathLike, width_ns: int, *, origin_ns: int
                        by: str | None = "series", source: str | None = "infiniband",
                        gap_factor: float = DEFAULT_GAP_FACTOR, max_gbps: float | None = None,
                        batch_rows: int = 1 << 20, progress: Callable[[int], None] | None = None,
-                       ) -> Iterator[tuple[pd.DataFrame, pd.DataFrame]]:
+                       **hooks) -> Iterator[tuple[pd.DataFrame, pd.DataFrame]]:
     """Re-bin a capture segment by segment, yielding finished windows in bounded memory.
 
     Same result as ``rebin_with_quality(byte_intervals(load_capture(path)), ...)`` with the
@@ -125,7 +125,9 @@ def iter_rebin_capture(path: str | os.PathLike, width_ns: int, *, origin_ns: int
     windows overlapping this range, reading only the segments around it (``--from/--to``). ``origin_ns``
     defaults to the capture's start (manifest); ``gap_factor`` and ``max_gbps`` as
     ``byte_intervals``. ``progress`` is called with the intervals settled per segment (about
-    its readings). Yields (bytes_df, quality_df) blocks in time order; concatenate them, or reduce
+    its readings). ``hooks``: consumers registered on the pass (``on_parts``, ``on_final``,
+    ``on_horizon``, ``hold_files`` of ``stream.iter_windows``; e.g.
+    ``overline_pass.pass_hooks([flagger])``). Yields (bytes_df, quality_df) blocks in time order; concatenate them, or reduce
     each (e.g. a running maximum) for a day at 1 ms.
     Raises the loader errors of ``load_capture`` and ``ValueError`` as ``rebin`` does.
     """
@@ -135,7 +137,8 @@ def iter_rebin_capture(path: str | os.PathLike, width_ns: int, *, origin_ns: int
     origin = info.t_start_ns if origin_ns is None else int(origin_ns)
     grid = WindowGrid(int(width_ns), origin, start_ns, end_ns)
     for _, b, q in iter_windows(info, [grid], by=by, source=source,
-                                gap_factor=gap_factor, max_gbps=max_gbps, progress=progress):
+                                gap_factor=gap_factor, max_gbps=max_gbps, progress=progress,
+                                **hooks):
         yield b, q
 
 

@@ -85,6 +85,8 @@ class CaptureInfo(CaptureFacts):
     rows: int
     clean_end: bool
     clock_pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
+    #: ``edge_spans`` already found, by source (the two ends are read once per capture)
+    spans_memo: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 def open_capture(path: str | os.PathLike) -> CaptureInfo:
@@ -473,7 +475,7 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
                  counters=None, source: str | None = "infiniband",
                  gap_factor: float = DEFAULT_GAP_FACTOR, max_gbps: float | None = None,
                  progress=None, state: dict | None = None, on_parts=None,
-                 extra_counters=()
+                 extra_counters=(), on_final=None, on_horizon=None, hold_files: int = 0
                  ) -> Iterator[tuple[int, pd.DataFrame, pd.DataFrame]]:
     """Re-bin a capture to several window grids in one pass, yielding final windows in order.
 
@@ -491,9 +493,68 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
     ``on_parts`` (not re-binned, no column; e.g. the netdev counters beside the RDMA ones).
     A grid with its own ``counters`` reads them in the same pass too (their intervals also go
     to ``on_parts``; they take no part in ``spans`` or the default range).
+    Consumers registered on the pass: ``on_final()`` is called once every interval has gone to
+    ``on_parts``; ``hold_files``: each block is yielded only after the intervals of that many
+    more files have gone to ``on_parts`` (or all of them), so a consumer judging a window
+    from the intervals around it (``overline_pass.OverLineFlagger``) has them without reading
+    again; ``on_horizon(t_ns)``: called before each block is yielded, no window yielded from
+    then on starts before ``t_ns`` (what a consumer keeping intervals may drop).
     Raises ``ValueError`` as ``rebin``
     (no intervals at all) and ``byte_intervals``.
     """
+    if not hold_files and on_horizon is None:
+        yield from _windows(capture, grids, by=by, counters=counters, source=source,
+                            gap_factor=gap_factor, max_gbps=max_gbps, progress=progress,
+                            state=state, on_parts=on_parts, extra_counters=extra_counters,
+                            on_final=on_final)
+        return
+    files = 0
+    done = False
+
+    def count(parts):
+        nonlocal files
+        files += 1
+        if on_parts is not None:
+            on_parts(parts)
+
+    def finished():
+        nonlocal done
+        done = True
+        if on_final is not None:
+            on_final()
+
+    pending: list[tuple[int, int, pd.DataFrame, pd.DataFrame]] = []
+    nxt: dict[int, int] = {}  # grid -> start of its next window (after the last one yielded)
+
+    def release(everything: bool):
+        while pending and (everything or done or pending[0][0] + hold_files <= files):
+            _, i, b, q = pending.pop(0)
+            if len(b):
+                nxt[i] = int(b.index[-1]) + int(grids[i].width_ns)
+            if on_horizon is not None:
+                # no window still to come starts before the earliest pending one, nor before
+                # any grid's next window (a grid that has yielded nothing yet, e.g. one window
+                # over the whole range, is not counted: a consumer judging it at the end reads
+                # its neighbourhood again)
+                firsts = [int(x[2].index[0]) for x in pending if len(x[2])]
+                if len(b):
+                    firsts.append(int(b.index[0]))
+                on_horizon(min([*firsts, *nxt.values()]))
+            yield i, b, q
+
+    for i, b, q in _windows(capture, grids, by=by, counters=counters, source=source,
+                            gap_factor=gap_factor, max_gbps=max_gbps, progress=progress,
+                            state=state, on_parts=count, extra_counters=extra_counters,
+                            on_final=finished):
+        yield from release(False)
+        pending.append((files, i, b, q))
+    yield from release(True)
+
+
+def _windows(capture, grids: list[WindowGrid], *, by, counters, source, gap_factor, max_gbps,
+             progress, state, on_parts, extra_counters, on_final
+             ) -> Iterator[tuple[int, pd.DataFrame, pd.DataFrame]]:
+    """The pass of ``iter_windows`` (its arguments), blocks yielded as soon as they are final."""
     info = capture_info(capture)
     cdf = info.counters
     ids = select_counters(cdf, counters, source)
@@ -577,6 +638,8 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
                          grid_by[i])
             if out is not None:
                 yield i, *out
+    if on_final is not None:
+        on_final()
     if first_t0 is None:
         raise ValueError("no intervals to re-bin (the capture holds fewer than two valid "
                          "readings of any selected counter)")
@@ -637,8 +700,12 @@ def edge_spans(info: CaptureInfo, source) -> dict[int, list[int]]:
 
     A counter's first interval starts at its first reading (a leading unreadable run is an
     "unavailable" interval) and its last ends at its last reading (or one interval after its
-    last valid one): the segments at the two ends decide both.
+    last valid one): the segments at the two ends decide both. Found once per ``CaptureInfo``
+    and source (``spans_memo``); each call returns its own copy.
     """
+    memo = getattr(info, "spans_memo", None)
+    if memo is not None and source in memo:
+        return {c: list(v) for c, v in memo[source].items()}
     spans: dict[int, list[int]] = {}
     for at in (info.t_start_ns, info.t_end_ns):
         for parts, _ in iter_intervals(info, source=source, start_ns=at, end_ns=at):
@@ -648,4 +715,6 @@ def edge_spans(info: CaptureInfo, source) -> dict[int, list[int]]:
                 sp = spans.setdefault(c, [int(iv["t0_ns"][0]), int(iv["t1_ns"][-1])])
                 sp[0] = min(sp[0], int(iv["t0_ns"][0]))
                 sp[1] = max(sp[1], int(iv["t1_ns"][-1]))
+    if memo is not None:
+        memo[source] = {c: list(v) for c, v in spans.items()}
     return spans

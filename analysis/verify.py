@@ -28,7 +28,7 @@ import pandas as pd
 from .intervals import default_origin
 from .links import cable_key
 from .load import Capture
-from .overline_pass import OverLineFlagger
+from .overline_pass import OverLineFlagger, pass_hooks
 from .peaks import PeakAcc, peak_table
 from .series import byte_intervals
 from .stream import WindowGrid, capture_info, edge_spans, iter_windows
@@ -365,6 +365,14 @@ class MeasureStream:
         self.clip = (-(1 << 62) if start_ns is None else int(start_ns),
                      (1 << 62) if end_ns is None else int(end_ns))
 
+    @property
+    def flagger(self):
+        """The ``OverLineFlagger`` of the 1 ms windows (made when first asked for): register it
+        on the pass (``overline_pass.pass_hooks``) so it judges windows without reading again."""
+        if self._flag is None:
+            self._flag = self._flag_cls(self.info, source="infiniband")
+        return self._flag
+
     def grid(self):
         """The ``stream.WindowGrid`` the caller's pass must sum for ``add``: 1 ms windows on
         this measurement's origin, clipped to its range."""
@@ -391,10 +399,8 @@ class MeasureStream:
         qa = q.to_numpy()
         if not flagged:
             # whole 1 ms windows only: over line rate judged as everywhere (flag_over_line)
-            if self._flag is None:
-                self._flag = self._flag_cls(self.info, source="infiniband")
             whole = on_grid.all()
-            got = self._flag(b if whole else b.iloc[on_grid], q if whole else q.iloc[on_grid],
+            got = self.flagger(b if whole else b.iloc[on_grid], q if whole else q.iloc[on_grid],
                              MS).to_numpy()
             if whole:
                 qa = got
@@ -510,7 +516,7 @@ def _measure_stream(capture, start_ns, end_ns, origin_ns) -> dict[str, Any]:
     state: dict = {}
     try:
         for gi, b, q in iter_windows(info, grids, source="infiniband", state=state,
-                                     on_parts=ms.on_parts):
+                                     **pass_hooks([ms.flagger], on_parts=ms.on_parts)):
             if gi == 1:  # kernel bytes, summed block by block as kernel_bytes_reread does
                 for d in b.columns:
                     k_acc[d] = k_acc.get(d, 0.0) + float(np.nansum(b[d].to_numpy()))

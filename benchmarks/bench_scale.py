@@ -20,8 +20,14 @@ counter (``lag`` over each counter's sweeps), summed per 1 ms window of the read
 with the peak and p50/p90/p99 per counter (what ``peaks`` answers at 1 ms, without the exact
 spreading of an interval over the windows it overlaps).
 
-Targets (issue 13), per hour of capture: peaks / bursts / verify-emulation / attribute <= 3 s,
-report <= 10 s; memory flat from the short to the long capture; never slower than DuckDB.
+Beside them too, the floor: reading exactly the columns the commands need (``counter_id, sweep,
+t_before_ns, read_duration_ns, value, status``) with pyarrow, segment by segment, plus one numpy
+pass (per counter: the reading instants, the counter deltas, their sum per 1 ms window, the
+peak), what no analysis of the readings can do much faster. Each command's CPU time is shown as a
+multiple of the floor's and of DuckDB's, side by side in the same run.
+
+Targets per hour of capture: peaks / bursts / verify-emulation / attribute within 2x the floor,
+report within 4x; memory flat from the short to the long capture; never slower than DuckDB.
 """
 
 from __future__ import annotations
@@ -49,6 +55,40 @@ w as (select counter_id, (t - {t0}) // 1000000 as k, sum(dv) * 4 as b from d gro
 select counter_id, max(b) * 8 / 1e6 as peak_gbps,
        quantile_cont(b * 8 / 1e6, [0.5, 0.9, 0.99]) as p from w group by counter_id
 """
+
+
+#: the floor (see the module docstring), run as ``python -c FLOOR_CODE SEGMENTS_DIR T0_NS``
+FLOOR_CODE = """
+import sys, glob
+import numpy as np, pyarrow.parquet as pq
+seg, t0 = sys.argv[1], int(sys.argv[2])
+cols = ["counter_id", "sweep", "t_before_ns", "read_duration_ns", "value", "status"]
+peak = {}
+for f in sorted(glob.glob(seg + "/*.parquet")):
+    t = pq.read_table(f, columns=cols)
+    cid = t["counter_id"].to_numpy()
+    order = np.argsort(cid, kind="stable")
+    cid = cid[order]
+    ts = (t["t_before_ns"].to_numpy() + t["read_duration_ns"].to_numpy() // 2)[order]
+    v = t["value"].to_numpy(zero_copy_only=False).astype(np.float64)[order]
+    ok = (t["status"].to_numpy() == 0)[order]
+    cuts = np.flatnonzero(np.diff(cid)) + 1
+    for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(cid)]):
+        k = (ts[a + 1:b] - t0) // 1_000_000
+        dv = np.where(ok[a + 1:b] & ok[a:b - 1], np.diff(v[a:b]), 0.0)
+        w = np.bincount(k - k.min(), weights=dv) if len(k) else np.zeros(1)
+        c = int(cid[a])
+        peak[c] = max(peak.get(c, 0.0), float(w.max()) * 8 / 1e6)
+print(len(peak))
+"""
+
+
+FLOOR = "floor: pyarrow columns + numpy"
+DUCK = "DuckDB naive 1 ms peaks"
+
+
+def floor_argv(cap: Path, t0: int) -> list[str]:
+    return [sys.executable, "-c", FLOOR_CODE, str(cap / "segments"), str(t0)]
 
 
 def commands(cap: Path, out: Path) -> list[tuple[str, list[str]]]:
@@ -132,6 +172,8 @@ def main() -> None:
                     help="the interpreter whose rdmascope runs the commands (e.g. another "
                          "checkout's venv, for a before/after table in one run)")
     ap.add_argument("--no-duckdb", action="store_true", help="skip the DuckDB baseline")
+    ap.add_argument("--minutes", type=float, nargs="*",
+                    help="capture lengths in minutes (a short run on a loaded machine)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="run each command N times and keep the run with the least CPU time")
     args = ap.parse_args()
@@ -153,7 +195,8 @@ def main() -> None:
             secs = (m["stop"]["monotonic_ns"] - m["start"]["monotonic_ns"]) / 1e9
             caps.append((round(secs / 3600, 2), Path(d)))
     else:
-        hours = args.hours or ([5 / 60, 0.5] if args.quick else [1.0, 6.0])
+        hours = (args.hours or ([m / 60 for m in args.minutes] if args.minutes else None)
+                 or ([5 / 60, 0.5] if args.quick else [1.0, 6.0]))
         caps = [(h, root / f"cap-{h:g}h") for h in hours]
     hours = [h for h, _ in caps]
     limit = int(args.limit_gb * 2**30)
@@ -170,8 +213,9 @@ def main() -> None:
             t0 = json.loads((cap / "manifest.json").read_text())["start"]["monotonic_ns"]
             rows = [(name, rd + argv) for name, argv in commands(cap, out)
                     if not args.only or any(name.startswith(o) for o in args.only)]
+            rows.append((FLOOR, floor_argv(cap, t0)))
             if have_duckdb and not args.no_duckdb:
-                rows.append(("DuckDB naive 1 ms peaks", duckdb_argv(cap, t0)))
+                rows.append((DUCK, duckdb_argv(cap, t0)))
             for name, argv in rows:
                 runs = [run(argv, limit, args.timeout) for _ in range(max(1, args.repeat))]
                 dt, cpu, mb, st = min(runs, key=lambda r: (r[3] != "ok", r[1]))
@@ -182,11 +226,13 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     # the table (markdown): wall / CPU / peak RSS per length, per hour of capture, vs DuckDB
-    duck = results.get("DuckDB naive 1 ms peaks", {})
+    duck = results.get(DUCK, {})
+    floor = results.get(FLOOR, {})
     head = " | ".join(f"{h:g} h (wall / CPU / RSS)" for h in hours)
     print(f"\n| command | {head} | wall, CPU s per hour ({hours[-1]:g} h) "
-          f"| vs DuckDB, wall ({hours[-1]:g} h) |")
-    print("|---|" + "---|" * len(hours) + "---|---|")
+          f"| vs DuckDB, wall ({hours[-1]:g} h) | x floor, CPU ({hours[-1]:g} h) "
+          f"| x DuckDB, CPU ({hours[-1]:g} h) |")
+    print("|---|" + "---|" * len(hours) + "---|---|---|---|")
     for name, per in results.items():
         cells = []
         for h in hours:
@@ -199,10 +245,18 @@ def main() -> None:
         dt, cpu, _, st = per.get(hours[-1], (float("nan"), float("nan"), 0, "not run"))
         d = duck.get(hours[-1])
         ratio = (f"{dt / d[0]:.2f}x" if d is not None and d[3] == "ok" and st == "ok"
-                 and name != "DuckDB naive 1 ms peaks"
+                 and name != DUCK
                  else "DuckDB failed" if d is not None and d[3] != "ok" else "")
+
+        def times(base):
+            b = base.get(hours[-1])
+            if b is None or b[3] != "ok" or st != "ok" or not b[1] > 0:
+                return ""
+            return f"{cpu / b[1]:.2f}x"
+
         print(f"| `{name}` | " + " | ".join(cells)
-              + f" | {dt / hours[-1]:.1f}, {cpu / hours[-1]:.1f} | {ratio} |")
+              + f" | {dt / hours[-1]:.1f}, {cpu / hours[-1]:.1f} | {ratio} | {times(floor)} "
+              f"| {times(duck)} |")
     import platform
 
     print(f"\n{platform.node()}: {os.cpu_count()} CPUs, Python {platform.python_version()}, "

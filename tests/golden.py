@@ -12,6 +12,12 @@ and say why in the commit message)::
     python tests/golden.py
 
 ``python tests/golden.py --check`` only compares and prints the cases that differ.
+
+A long capture (an hour: too slow for the suite) is compared the same way between two
+checkouts: ``python tests/golden.py --capture CAP --save DIR`` (each checkout with its own venv)
+writes every command's output on CAP into DIR, and ``diff -r DIR_BEFORE DIR_AFTER`` must be
+empty (``benchmarks/scale_capture.py`` builds such a capture: ``python -c "import sys;
+sys.path.insert(0, 'benchmarks'); from scale_capture import build; build('/tmp/cap1h', 3600)"``).
 """
 
 from __future__ import annotations
@@ -137,7 +143,38 @@ def outputs(names=None) -> Iterator[tuple[str, str]]:
                 yield name, render(argv, built)
 
 
+#: the commands of ``--capture`` (a capture of any length; ``CAP`` is replaced by its path)
+LONG_CASES = {
+    "rates-100ms": ["rates", "CAP", "--window", "100ms", "--csv"],
+    "peaks": ["peaks", "CAP", "--json"],
+    "peaks-overline": ["peaks", "CAP", "--json", "--link-gbps", "100"],
+    "bursts": ["bursts", "CAP"],
+    "verify": ["verify-emulation", "CAP", "--json"],
+    "attribute": ["attribute", "CAP", "--json"],
+    "inspect": ["inspect", "CAP", "--json"],
+}
+
+
+def save_long(cap: Path, out: Path) -> None:
+    """Every ``LONG_CASES`` command's output on ``cap`` into ``out/<case>.txt``."""
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main as cli
+
+    out.mkdir(parents=True, exist_ok=True)
+    cap = Path(cap).resolve()
+    with _cwd(cap.parent):
+        for name, argv in LONG_CASES.items():
+            argv = [cap.name if a == "CAP" else a for a in argv]
+            r = CliRunner().invoke(cli, argv, prog_name="rdmascope", catch_exceptions=False)
+            (out / f"{name}.txt").write_text(f"exit {r.exit_code}\n{r.stdout}")
+            print(f"{name}: exit {r.exit_code}", file=sys.stderr)
+
+
 def main(argv: list[str]) -> int:
+    if "--capture" in argv:
+        save_long(Path(argv[argv.index("--capture") + 1]), Path(argv[argv.index("--save") + 1]))
+        return 0
     check = "--check" in argv
     GOLDEN.mkdir(parents=True, exist_ok=True)
     bad = 0

@@ -89,6 +89,7 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
     import pyarrow.parquet as pq
 
     from rdmascope.analysis import QUALITY_EMPTY, OverLineFlagger, iter_rebin_capture
+    from rdmascope.analysis.overline_pass import pass_hooks
     from rdmascope.analysis.peaks import link_view
 
     # windows over line rate: the same rule as every command (series.flag_over_line)
@@ -143,7 +144,8 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
             for b, q in iter_rebin_capture(capture, width_ns, origin_ns=origin, by=by,
                                            start_ns=start, end_ns=end,
                                            source=src, gap_factor=gap_factor,
-                                           progress=lambda n: bar.update(n)):
+                                           progress=lambda n: bar.update(n),
+                                           **pass_hooks([flag])):
                 b, q = _in_range(b, q, start, end, width_ns)
                 if not len(b):
                     continue
@@ -222,11 +224,12 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
         QUALITY_INVALID,
         QUALITY_OVER_LINE,
         QUALITY_PARTIAL,
-        flag_over_line_capture,
-        group_links,
+        OverLineFlagger,
         iter_rebin_capture,
         twin_links,
     )
+    from rdmascope.analysis.overline_pass import pass_hooks
+    from rdmascope.analysis.peaks import link_view
     from rdmascope.analysis.load import counters_frame
     from rdmascope.capture import estimate_size, read_manifest
 
@@ -271,15 +274,25 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
             _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, links,
                         with_bytes, t0, total, out)
             return
+        if group == "twins" and not links:
+            raise click.ClickException(f"{capture}: no twin devices found to group")
+        # windows over line rate by more than their timing uncertainty allows (the same rule
+        # as every command: series.flag_over_line), judged block by block on the pass
+        flag = OverLineFlagger(capture, by=by, groups=links or None, source=src,
+                               gap_factor=gap_factor)
         blocks_b, blocks_q = [], []
         with progress(length=max(total, 1), label="re-binning") as bar:
             for b, q in iter_rebin_capture(capture, width_ns, origin_ns=origin, by=by,
                                            start_ns=start, end_ns=end,
                                            source=src, gap_factor=gap_factor,
-                                           progress=lambda n: bar.update(n)):
+                                           progress=lambda n: bar.update(n),
+                                           **pass_hooks([flag])):
                 b, q = _in_range(b, q, start, end, width_ns)
+                # twin links (each source grouped apart: netdev twins get their own
+                # "(netdev)" label) beside their members, their over-line bit their own
+                b, q = link_view(b, q, links, True)
                 blocks_b.append(b)
-                blocks_q.append(q)
+                blocks_q.append(flag(b, q, width_ns))
     if not blocks_b or sum(len(x) for x in blocks_b) == 0:
         raise click.ClickException(f"{capture}: no windows in the requested range")
     b = pd.concat(blocks_b)
@@ -288,20 +301,6 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
     has = ((q & QUALITY_EMPTY) == 0).any(axis=1).to_numpy()
     lo, hi = int(np.argmax(has)), len(has) - int(np.argmax(has[::-1]))
     b, q = b.iloc[lo:hi], q.iloc[lo:hi]
-    if group == "twins":
-        # each source grouped apart: netdev (kernel) twins get their own "(netdev)" link label
-        if not links:
-            raise click.ClickException(f"{capture}: no twin devices found to group")
-        with cli_errors(str(capture)):
-            b = group_links(b, links)
-        for link, members in links.items():
-            q[link] = np.bitwise_or.reduce(q[members].to_numpy(), axis=1) \
-                & ~np.int8(QUALITY_OVER_LINE)
-    # windows over line rate by more than their timing uncertainty allows (the same rule as
-    # every command: series.flag_over_line), judged on the few windows above the line rate
-    with cli_errors(str(capture)):
-        q = flag_over_line_capture(capture, b, q, width_ns, by=by, groups=links or None,
-                                   source=src, gap_factor=gap_factor)
     table = _table(b, q, t0, width_ns, with_bytes)
     flags = np.bitwise_or.reduce(q.to_numpy(), axis=1) if len(q) else np.zeros(0, int)
     impl_lines, impl = [], []
