@@ -735,7 +735,15 @@ class _Sampling:
         stop_at = None
         last, since, said = self._progress(), self.clock(), False
         while True:
-            self.thread.join(0.02)
+            # wake rarely (a signal interrupts the wait at once: handlers run in this thread),
+            # but on time for the end and its grace
+            wait = 0.25
+            now = self.clock()
+            if stop_at is not None:
+                wait = min(wait, max(stop_at + self.grace_ns - now, 0) / 1e9 + 0.005)
+            elif self.end_ns is not None:
+                wait = min(wait, max(self.end_ns - now, 0) / 1e9 + 0.005)
+            self.thread.join(wait)
             if not self.thread.is_alive():
                 break
             now = self.clock()
