@@ -33,3 +33,25 @@ def test_sysfs_strings_reach_the_terminal_escaped(tmp_path):
     out = r.stdout + r.stderr
     assert "\x1b" not in out and "\x07" not in out, repr(out)
     assert "\\x1b]52;c;ZXZpbA==\\x07" in out or "\\x1b[2J" in out, out
+
+
+def test_manifest_strings_reach_the_terminal_escaped(tmp_path):
+    """A manifest (an outside file once copied around) whose host and note carry escapes:
+    `rdmascope inspect` shows them escaped."""
+    from rdmascope.capture import STATUS_OK, CaptureWriter, make_batch
+
+    c = {"source": "infiniband", "device": f"mlx5_0{CLEAR}", "port": 1,
+         "name": "port_xmit_data", "path": "/x", "unit": "4 bytes", "bytes_per_unit": 4,
+         "width_bits": 64, "direction": "tx"}
+    w = CaptureWriter.create(tmp_path / "cap", {"interval_ns": 1_000_000, "counters": [c],
+                                                "host": f"node{OSC52}",
+                                                "extra": {"note": f"x{CLEAR}"}})
+    w.write_batch(make_batch([0, 0], [0, 1], [10, 1_000_010], [5, 5], [1, 2],
+                             [STATUS_OK, STATUS_OK]))
+    w.close()
+    r = subprocess.run([sys.executable, "-m", "rdmascope", "inspect", str(tmp_path / "cap")],
+                       capture_output=True, text=True, timeout=120)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "\x1b" not in out and "\x07" not in out, repr(out)
+    assert "node\\x1b]52;c;ZXZpbA==\\x07" in out
