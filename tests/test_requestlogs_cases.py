@@ -479,3 +479,38 @@ def test_appended_runs_bad_input_names_the_run_line(tmp_path):
     with pytest.raises(RequestLogError, match="expected a JSON object per run") as ei:
         read_request_log(p)
     assert ei.value.row == 2
+
+
+def test_vllm_multiturn_raw_csv_gives_the_reference(cap, ref, tmp_path):
+    """vLLM's multi-turn benchmark raw data (RequestStats rows, CLOCK_MONOTONIC ms): written as
+    its process_statistics does, P1 with a 3-token first chunk (its TTFT moved back by 2 x
+    tpot_ms, as the benchmark does); the rebuilt first and last tokens are the reference's."""
+    rows = [json.loads(x) for x in (CAP / "requests.jsonl").read_text().splitlines() if x]
+    lines = ["ttft_ms,tpot_ms,latency_ms,start_time_ms,input_num_turns,input_num_tokens,"
+             "output_num_tokens,output_num_chunks,output_num_first_chunk_tokens,"
+             "approx_cached_percent,conversation_id,client_id,end_time_ms"]
+    for k, r in enumerate(rows):
+        ttft = (r["t_first_token"] - r["t_send"]) * 1e3
+        lat = (r["t_last_token"] - r["t_send"]) * 1e3
+        tpot = (lat - ttft) / (r["output_tokens"] - 1)
+        first_k = 3 if k == 0 else 1
+        shown = max(0.1, ttft - (first_k - 1) * tpot)
+        lines.append(f"{shown!r},{tpot!r},{lat!r},{r['t_send'] * 1e3!r},1,{r['prompt_tokens']},"
+                     f"{r['output_tokens']},{r['output_tokens'] - first_k},{first_k},0.0,"
+                     f"conv{k},0,{(r['t_send'] * 1e3 + lat)!r}")
+    p = tmp_path / "raw_data.csv"
+    p.write_text("\n".join(lines) + "\n")
+    log = read_request_log(p)
+    assert log.format == "vllm-multiturn" and log.clock == "CLOCK_MONOTONIC"
+    att = attribute(cap, align(log, cap))
+    got = att.requests.set_index("request_id")
+    for k, r in enumerate(rows):
+        g, w = got.loc[f"conv{k}-t1"], ref[r["test"]]
+        assert g["ttft_s"] == pytest.approx(w["ttft_s"], abs=2e-6)
+        assert g["e2e_s"] == pytest.approx(w["e2e_s"], abs=2e-6)
+        assert g["prefill_tx_bytes"] == pytest.approx(w["prefill_tx_bytes"], rel=1e-4)
+    # the xlsx is refused naming the CSV
+    x = tmp_path / "statistics_1_clients.xlsx"
+    x.write_bytes(b"PK\x03\x04" + b"\0" * 40)
+    with pytest.raises(RequestLogError, match="export its 'Raw data' sheet as CSV"):
+        read_request_log(x)

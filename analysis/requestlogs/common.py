@@ -303,6 +303,11 @@ def _read_text(p: Path) -> str:
         raise RequestLogError(p, "no such file") from exc
     except OSError as exc:
         raise RequestLogError(p, f"cannot read ({exc.strerror or exc})") from exc
+    if data[:4] == b"PK\x03\x04":
+        raise RequestLogError(p, "is a zip/Excel file (the vLLM multi-turn benchmark's xlsx?): "
+                                 "no xlsx reader is a dependency; export its 'Raw data' sheet "
+                                 "as CSV (columns start_time_ms, ttft_ms, latency_ms, "
+                                 "input_num_tokens, output_num_tokens, ...) and read that")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

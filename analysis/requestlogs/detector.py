@@ -10,6 +10,7 @@ from typing import Any
 from . import jsonwalk
 from .common import RequestLogError, _read_text
 from .formats import FORMATS
+from . import vllm_multiturn
 from .jsonwalk import _json_sequence, _top_keys
 from .sglang import _is_sglang
 from .vllm import _details, _is_bench_summary, _no_details_message
@@ -98,6 +99,8 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
     cols = [c.strip() for c in header.split(",")]
     if "t_send" in cols or "t_send_ns" in cols:
         return "native"
+    if vllm_multiturn.looks_like(cols):
+        return "vllm-multiturn"
     raise RequestLogError(p, f"unknown format (first line {header[:80]!r}); expected one of "
                              f"{', '.join(FORMATS)} (or give --format)")
 

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import aiperf, genai_perf, guidellm, inference_perf, llmperf, native, sglang, vllm
+from . import (aiperf, genai_perf, guidellm, inference_perf, llmperf, native, sglang, vllm,
+               vllm_multiturn)
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ TABLE: dict[str, Format] = {f.name: f for f in (
            "chunk); rdmascope's ITL is per chunk"),
     Format("sglang", sglang.read, "",
            "SGLang's ITL spreads a chunk's gap over its tokens and its E2E ends at [DONE]"),
+    Format("vllm-multiturn", vllm_multiturn.read, "",
+           "the multi-turn benchmark's 'tpot_ms' is per token after the first chunk and its "
+           "TTFT is moved back for a multi-token first chunk"),
     Format("llmperf", llmperf.read, "",
            "llmperf's 'inter_token_latency_s' includes the TTFT (it is no TPOT or ITL)"),
 )}
