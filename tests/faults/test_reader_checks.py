@@ -151,3 +151,13 @@ def test_inspect_says_when_fewer_readings_exist_than_the_audit_says(tmp_path):
 def test_version_1_captures_still_read(fixtures_dir):
     cap = read_capture(fixtures_dir / "v1-capture")
     assert cap.manifest["format_version"] == 1 and cap.table.num_rows > 0
+
+
+def test_analysis_commands_say_the_shortfall_too(tmp_path):
+    cap = _capture(tmp_path / "a")
+    (cap / "segments" / "seg-000001.parquet").unlink()
+    _edit(cap, lambda m: m.__setitem__("segments", m["segments"][:1]))
+    for cmd in ("peaks", "verify-emulation"):
+        r = CliRunner().invoke(main, [cmd, str(cap)])
+        assert ("the audit says 400 readings were written but the capture holds 200: 200 "
+                "readings are missing") in r.output, (cmd, r.output)

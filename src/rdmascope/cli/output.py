@@ -399,7 +399,9 @@ def load_or_fail(path: str):
     from rdmascope.analysis import load_capture
 
     with cli_errors(str(path)):
-        return load_capture(path)
+        cap = load_capture(path)
+    say_audit_shortfall(cap, path)
+    return cap
 
 
 def open_or_fail(path: str):
@@ -408,7 +410,25 @@ def open_or_fail(path: str):
     from rdmascope.analysis.stream import open_capture
 
     with cli_errors(str(path)):
-        return open_capture(path)
+        info = open_capture(path)
+    say_audit_shortfall(info, path)
+    return info
+
+
+def say_audit_shortfall(cap, path) -> None:
+    """Say on stderr when a cleanly ended capture holds fewer readings than its audit says were
+    written (a segment or live file lost, a directory replaced while recording): the audit is
+    never taken over the rows. ``cap``: a loaded ``Capture`` or a ``stream.CaptureInfo``."""
+    meta = getattr(cap, "meta", None) or {}
+    audit = meta.get("audit") if isinstance(meta, dict) else None
+    said = audit.get("rows_written") if isinstance(audit, dict) else None
+    if not isinstance(said, int) or isinstance(said, bool) or meta.get("stop") is None:
+        return
+    rows = cap.rows if hasattr(cap, "rows") else len(cap.readings)
+    if rows < said:
+        click.echo(f"rdmascope: warning: {path}: the audit says {said} readings were written but "
+                   f"the capture holds {rows}: {said - rows} readings are missing; these results "
+                   "cover only the readings present", err=True)
 
 
 def require_readings(cap, path) -> None:
