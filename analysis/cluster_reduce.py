@@ -368,6 +368,28 @@ def _summarize(paths, *, requests=None, request_format: str | None = None,
     return res
 
 
+def refined_offsets(paths, *, reference: str | None = None, jobs: int | None = None,
+                    max_lag_ns: int = C.DEFAULT_MAX_LAG_NS) -> C.RunSet:
+    """The run set of ``paths`` with its offsets refined from the nodes' summaries (one
+    streamed map per node, on the local pool; no request log): for exports placing every node
+    on the reference's clock. Raises ``RunSetError`` as ``open_run_set`` (captures that cannot
+    be placed are named, not set aside: an export must hold every capture asked for)."""
+    rs = C.open_run_set(paths, reference=reference)
+    ref = open_capture(rs.ref.path)
+    rates = port_rates_gbps(ref.meta)
+    plan, grids = make_plan(rs, capacity_gbps=max(rates.values()) if rates else 200.0,
+                            max_lag_ns=max_lag_ns)
+    plan.expect = "single"
+    sums = run_maps(rs, plan, jobs=jobs)
+    bad = [s.error for s in sums if s.error]
+    if bad:
+        raise C.RunSetError("; ".join(bad))
+    for n, s in zip(rs.nodes, sums, strict=True):
+        n.t_end_ns = s.t_end_ns
+    return align_summaries(rs, [SummaryView(s) for s in sums], sums, grids,
+                           max_lag_ns=max_lag_ns)
+
+
 def summary_info(res) -> dict[str, Any]:
     """Sizes of what the maps sent back (for benchmarks): nodes, bytes per summary."""
     sums = getattr(res, "summaries", None) or []

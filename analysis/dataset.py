@@ -16,6 +16,7 @@ statistics alike), self-describing so DuckDB, polars and Spark read it as it is:
 | bytes_per_unit | int32 | the counter's unit in bytes (4 for port_xmit_data/port_rcv_data) |
 | bytes | float64 | bytes in the interval (counter step x bytes_per_unit); null when unknown |
 | flag | string | ok, gap (missed sweeps: bytes exact, spread over a longer interval), reset, saturated, unavailable, implausible (the last four: bytes null) |
+| ref_offset_ns | int64 | add to t0_ns/t1_ns to place them on the run set's reference host's CLOCK_MONOTONIC (the offset ``rdmascope cluster`` refines from the traffic); null for a capture exported alone |
 
 The partition columns ``host`` and ``capture`` come from the directory names (values limited to
 letters, digits and ``._-``; the original names are in the file's key-value metadata under
@@ -56,6 +57,7 @@ DATASET_SCHEMA = pa.schema([
     pa.field("bytes_per_unit", pa.int32()),
     pa.field("bytes", pa.float64()),
     pa.field("flag", pa.string(), nullable=False),
+    pa.field("ref_offset_ns", pa.int64()),
 ])
 PART_NAME = "part-0.parquet"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -82,13 +84,15 @@ def _int_or_none(v):
     return None if v is None or v != v else int(v)
 
 
-def iter_capture_tables(info) -> Iterator[tuple[pa.Table, list[str]]]:
+def iter_capture_tables(info, ref_offset_ns: int | None = None
+                        ) -> Iterator[tuple[pa.Table, list[str]]]:
     """Yield ``DATASET_SCHEMA`` tables for one capture, one per capture file, in bounded memory.
 
     ``info``: a ``stream.CaptureInfo`` (``stream.open_capture(path)``). The rows are the
     intervals of ``series.byte_intervals(capture, source=None)`` (``stream.iter_intervals``: the
-    same rows, flags and bytes, segment by segment). Yields (table, notes). Raises as
-    ``stream.iter_intervals``.
+    same rows, flags and bytes, segment by segment). ``ref_offset_ns``: the host's offset to
+    the run set's reference (the ``ref_offset_ns`` column; None: null). Yields (table, notes).
+    Raises as ``stream.iter_intervals``.
     """
     from .stream import iter_intervals
 
@@ -146,13 +150,16 @@ def iter_capture_tables(info) -> Iterator[tuple[pa.Table, list[str]]]:
             "bytes_per_unit": col("bytes_per_unit", _int_or_none, pa.int32()),
             "bytes": pa.array(b, pa.float64(), mask=np.isnan(b)),
             "flag": pa.array(flag_names.tolist(), pa.string()),
+            "ref_offset_ns": pa.array(np.full(n, ref_offset_ns or 0, np.int64), pa.int64(),
+                                      mask=np.full(n, ref_offset_ns is None)),
         }, schema=DATASET_SCHEMA)
         yield table, notes
         notes = []
 
 
 def write_dataset(paths: list[str | os.PathLike], out_dir: str | os.PathLike, *,
-                  force: bool = False) -> tuple[list[tuple[Path, int]], list[str]]:
+                  force: bool = False, offsets: dict[str, int] | None = None,
+                  reference: str | None = None) -> tuple[list[tuple[Path, int]], list[str]]:
     """Write each capture's partition under ``out_dir``; return ([(file, rows)], notes).
 
     ``paths``: capture directories, read segment by segment (memory bounded by one segment
@@ -161,6 +168,9 @@ def write_dataset(paths: list[str | os.PathLike], out_dir: str | os.PathLike, *,
     or a partition exists and ``force`` is False (with ``force`` only that partition is
     replaced); the ``rdmascope.capture`` errors for a bad capture; ``OSError`` on write. A
     partition is written to a hidden temporary directory and renamed into place when complete.
+    ``offsets``: {host: ns to add to its monotonic times to be on ``reference``'s} (the
+    refined offsets of a run set, ``cluster_reduce.refined_offsets``): the ``ref_offset_ns``
+    column and the metadata's ``reference``/``ref_offset_ns``.
     """
     from .stream import open_capture
 
@@ -184,6 +194,10 @@ def write_dataset(paths: list[str | os.PathLike], out_dir: str | os.PathLike, *,
                 "capture_id": info.meta.get("capture_id"),
                 "start": info.meta.get("start"), "counters": info.meta.get("counters"),
                 "writer": "rdmascope export dataset"}
+        off = (offsets or {}).get(_host(info))
+        if off is not None:
+            meta.update(reference=reference, ref_offset_ns=int(off),
+                        ref_offset_note="refined from the traffic (rdmascope cluster)")
         schema = DATASET_SCHEMA.with_metadata(
             {b"rdmascope.dataset": json.dumps(meta, default=str).encode()})
         tmp = d.with_name("." + d.name + ".tmp")  # hidden: engines skip it if left behind
@@ -193,7 +207,7 @@ def write_dataset(paths: list[str | os.PathLike], out_dir: str | os.PathLike, *,
         rows = 0
         try:
             with pq.ParquetWriter(tmp / PART_NAME, schema, compression="zstd") as w:
-                for table, n in iter_capture_tables(info):
+                for table, n in iter_capture_tables(info, off):
                     notes += n
                     w.write_table(table.replace_schema_metadata(schema.metadata))
                     rows += table.num_rows

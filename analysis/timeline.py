@@ -55,7 +55,7 @@ class NoIntervalsError(ValueError):
         self.path = path
 
 #: Perfetto's builtin clock ids (protos/perfetto/common/builtin_clock.proto).
-CLOCK_IDS = {"realtime": 1, "monotonic": 3}
+CLOCK_IDS = {"realtime": 1, "monotonic": 3, "reference": 3}
 
 
 @dataclass
@@ -87,6 +87,8 @@ class Timeline:
     width_ns: int
     clock_pairs: list[tuple[int, int]]  # (realtime_ns, monotonic_ns), single-host traces only
     notes: list[str] = field(default_factory=list)
+    #: the time axis said in the trace ("reference": the run set's host and offsets per host)
+    axis: dict[str, Any] = field(default_factory=dict)
 
 
 def _host(cap: Capture) -> str:
@@ -121,7 +123,8 @@ def build_timeline(captures: list[Capture], *, width_ns: int = MS, log=None,
                    clock: str = "monotonic", capacity_gbps: float | None = None,
                    enter_frac: float = 0.25, leave_frac: float = 0.10,
                    from_s: float | None = None, to_s: float | None = None,
-                   origin_s: float | None = None) -> Timeline:
+                   origin_s: float | None = None, offsets: dict[str, int] | None = None,
+                   reference: str | None = None) -> Timeline:
     """Build the tracks of ``captures`` (a list of ``Capture``; one process each).
 
     ``log``: a ``RequestLog`` already aligned (``requestlogs.align``) to ``captures[0]``'s
@@ -129,7 +132,10 @@ def build_timeline(captures: list[Capture], *, width_ns: int = MS, log=None,
     to (default: each capture's highest port rate, else 200). ``from_s``/``to_s``: only this
     range, seconds after each capture's start (windows stay on the capture-start grid; requests
     overlapping the range are kept whole). ``origin_s``: the grid's origin, seconds after each
-    capture's start (default: the capture start). Raises ``ValueError`` for an
+    capture's start (default: the capture start). ``clock="reference"``: a run set on its
+    reference host's CLOCK_MONOTONIC, each host's times plus ``offsets[host]`` (ns; the
+    offsets ``rdmascope cluster`` refines from the traffic), said in ``Timeline.axis``.
+    Raises ``ValueError`` for an
     unknown clock, for ``clock="monotonic"`` with captures of several hosts (their monotonic
     clocks are unrelated: use "realtime"), for a capture without clock pairs under "realtime",
     and as ``rebin``/``burst_analysis``; ``NoIntervalsError`` (a ``ValueError``) for a capture
@@ -140,6 +146,8 @@ def build_timeline(captures: list[Capture], *, width_ns: int = MS, log=None,
     if clock not in CLOCK_IDS:
         raise ValueError(f"clock must be 'monotonic' or 'realtime', got {clock!r}")
     hosts = sorted({_host(c) for c in captures})
+    if clock == "reference" and (offsets is None or any(h not in offsets for h in hosts)):
+        raise ValueError("clock='reference' needs every host's offset to the reference")
     if clock == "monotonic" and len(hosts) > 1:
         raise ValueError(f"captures of several hosts ({', '.join(hosts)}): each host's "
                          "CLOCK_MONOTONIC counts from its own boot, so they share no time axis; "
@@ -150,6 +158,8 @@ def build_timeline(captures: list[Capture], *, width_ns: int = MS, log=None,
     for i, cap in enumerate(captures):
         def conv(t, cap=cap):
             t = np.asarray(t, dtype=np.int64)
+            if clock == "reference":
+                return t + int(offsets[_host(cap)])
             return monotonic_to_realtime(cap, t) if clock == "realtime" else t
 
         proc = Process(name=f"{_host(cap)} {os.path.basename(os.path.normpath(str(cap.path)))}",
@@ -219,10 +229,19 @@ def build_timeline(captures: list[Capture], *, width_ns: int = MS, log=None,
                                                         (r.t_last_ns - r.t_first_ns) / 1e9})]))
         procs.append(proc)
     pairs = []
-    if clock == "monotonic":
-        cp = np.asarray(captures[0].clock_pairs, dtype=np.int64).reshape(-1, 2)
+    axis: dict[str, Any] = {}
+    if clock in ("monotonic", "reference"):
+        ref_cap = captures[0] if clock == "monotonic" else next(
+            (c for c in captures if _host(c) == reference), captures[0])
+        cp = np.asarray(ref_cap.clock_pairs, dtype=np.int64).reshape(-1, 2)
         pairs = [(int(a), int(m)) for a, m in cp]
-    return Timeline(procs, clock, width_ns, pairs, notes)
+    if clock == "reference":
+        axis = {"time_axis": f"CLOCK_MONOTONIC of {reference}",
+                "aligned": "every host's times plus its offset to the reference, refined from "
+                           "the traffic (rdmascope cluster: burst ends matched across hosts)",
+                "reference": reference,
+                "offsets_ns": {h: int(offsets[h]) for h in hosts}}
+    return Timeline(procs, clock, width_ns, pairs, notes, axis)
 
 
 def _finite_or_none(v):
@@ -286,7 +305,16 @@ def write_perfetto(tl: Timeline, path: str | os.PathLike) -> int:
                 c.clock_id, c.timestamp = cid, 0
             put(p)
         uuid = 1
-        for proc in tl.processes:
+        procs = list(tl.processes)
+        if tl.axis:  # the time axis, said in the trace: a slice whose arguments name it
+            t0 = min((int(tr.t_ns[0]) for p_ in procs for tr in p_.tracks
+                      if tr.kind == "counter" and len(tr.t_ns)), default=0)
+            args = {"time_axis": tl.axis["time_axis"], "aligned": tl.axis["aligned"],
+                    **{f"offset_ns {h}": v for h, v in tl.axis["offsets_ns"].items()}}
+            procs.append(Process(name="rdmascope time axis", pid=len(procs) + 1, tracks=[
+                Track(name="time axis", kind="slices",
+                      slices=[(t0, t0 + 1, f"time axis: {tl.axis['time_axis']}", args)])]))
+        for proc in procs:
             puuid = uuid
             uuid += 1
             p = packet()
@@ -364,9 +392,11 @@ def write_chrome_json(tl: Timeline, path: str | os.PathLike) -> int:
                        "dur": (t1 - t0) / 1e3,
                        "args": {k: v for k, v in args.items() if v is not None}}
                       for t0, t1, name, args in tr.slices)
+    clock = (tl.axis.get("time_axis") if tl.clock == "reference"
+             else f"CLOCK_{tl.clock.upper()}")
     doc = {"displayTimeUnit": "ns", "traceEvents": ev,
-           "otherData": {"clock": f"CLOCK_{tl.clock.upper()}", "window_ns": tl.width_ns,
-                         "writer": "rdmascope export perfetto"}}
+           "otherData": {"clock": clock, "window_ns": tl.width_ns,
+                         "writer": "rdmascope export perfetto", **tl.axis}}
     text = json.dumps(doc, allow_nan=False)  # before the file is touched: never half a trace
     with open(path, "w") as f:
         f.write(text)

@@ -177,18 +177,19 @@ def test_realtime_clock_shifts_every_track_by_the_clock_pair(capture, tmp_path):
     assert first == pytest.approx((T0 + off) / 1e3, abs=1.0)
 
 
-def test_several_hosts_need_the_realtime_clock(tmp_path, capture):
+def test_several_hosts_need_the_realtime_clock_unless_they_are_one_run(tmp_path, capture):
     import shutil
 
+    from rdmascope.emulator.cluster import REALTIME_ZERO_NS
+    from rdmascope.emulator.model import make_scenario, simulate
+    from rdmascope.emulator.simcapture import simulate_capture
+
     cap, _ = capture
-    other = tmp_path / "other"
-    shutil.copytree(cap, other)
-    m = json.loads((other / "manifest.json").read_text())
-    m["host"] = "node-b"
-    (other / "manifest.json").write_text(json.dumps(m))
+    other = simulate_capture(tmp_path / "other", simulate(make_scenario("single4k")),
+                             host="node-b", start_realtime_ns=REALTIME_ZERO_NS + 7200 * 10**9)
     r = CliRunner().invoke(main, ["export", "perfetto", str(cap), str(other), "-o",
                                   str(tmp_path / "t.json")])
-    assert r.exit_code == 4
+    assert r.exit_code == 4  # not one run (no overlap): no shared axis but the wall clock
     assert r.output.startswith("Error:") and "--clock realtime" in r.output
     r = CliRunner().invoke(main, ["export", "perfetto", str(cap), str(other), "--clock",
                                   "realtime", "-o", str(tmp_path / "t.json")])
@@ -196,6 +197,7 @@ def test_several_hosts_need_the_realtime_clock(tmp_path, capture):
     doc = json.loads((tmp_path / "t.json").read_text())
     procs = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"}
     assert len(procs) == 2 and any(p.startswith("node-b ") for p in procs)
+    del shutil
 
 
 def test_missing_output_directory_is_a_usage_error(capture, tmp_path):
@@ -242,3 +244,52 @@ def test_capture_with_one_reading_is_refused_as_peaks_refuses_it(tmp_path, name)
     assert errors == [f"Error: capture {path} has no RDMA byte intervals (fewer than two valid "
                       "readings per counter)"], r.output
     assert "Traceback" not in r.output and not (tmp_path / name).exists()
+
+
+def test_a_run_set_is_placed_on_the_references_clock_with_the_refined_offsets(tmp_path):
+    """Three hosts of one run, wall clocks 30 ms apart: the trace puts every host on the first
+    host's CLOCK_MONOTONIC with the offsets cluster refines (said in the metadata), and the
+    dataset carries each host's offset as a column; both match the emulator's truth."""
+    import pyarrow.dataset as ds
+
+    from rdmascope.emulator.cluster import ClusterSpec, simulate_cluster
+    from rdmascope.emulator.model import TrafficConfig, link_config, make_scenario, simulate
+
+    tr = simulate(make_scenario("demo"), TrafficConfig(link=link_config("emulated100")), seed=3)
+    truth = simulate_cluster(tmp_path / "run", tr, ClusterSpec(nodes=3, clock_error_ns=30 * MS,
+                                                               seed=5))
+    paths = [str(tmp_path / "run" / n["host"]) for n in truth["nodes"]]
+    want = {n["host"]: n["offset_to_reference_ns"] for n in truth["nodes"]}
+    walls = [n["wall_clock_error_ns"] for n in truth["nodes"]]
+    assert max(walls) - min(walls) > 5 * MS  # the wall clocks alone would be visibly off
+    out = tmp_path / "t.json"
+    r = CliRunner().invoke(main, ["export", "perfetto", *paths, "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    meta = doc["otherData"]
+    assert meta["clock"] == "CLOCK_MONOTONIC of spark-01" and meta["reference"] == "spark-01"
+    for h, off in meta["offsets_ns"].items():
+        assert abs(off - want[h]) < 0.2 * MS, h
+    # each host's counter samples sit at its own window starts plus its offset
+    pid = {e["args"]["name"].split()[0]: e["pid"] for e in doc["traceEvents"]
+           if e["name"] == "process_name"}
+    from rdmascope.analysis.load import load_capture
+
+    for k, h in enumerate(["spark-01", "spark-02", "spark-03"]):
+        first = min(e["ts"] for e in doc["traceEvents"] if e["ph"] == "C"
+                    and e["pid"] == pid[h])
+        t0 = load_capture(paths[k]).t_start_ns
+        assert abs(first * 1e3 - (t0 + meta["offsets_ns"][h])) < 2 * MS, h
+    d = tmp_path / "ds"
+    r = CliRunner().invoke(main, ["export", "dataset", *paths, "-o", str(d)])
+    assert r.exit_code == 0, r.output
+    t = ds.dataset(d, format="parquet", partitioning="hive").to_table(
+        columns=["host", "ref_offset_ns"]).to_pandas()
+    got = t.groupby("host")["ref_offset_ns"].agg(["min", "max"])
+    for h in want:
+        assert got.loc[h, "min"] == got.loc[h, "max"] == meta["offsets_ns"][h]
+    # a capture exported alone has no reference: the column is null
+    r = CliRunner().invoke(main, ["export", "dataset", paths[1], "-o", str(tmp_path / "one")])
+    assert r.exit_code == 0, r.output
+    one = ds.dataset(tmp_path / "one", format="parquet", partitioning="hive").to_table()
+    assert one.column("ref_offset_ns").null_count == one.num_rows

@@ -32,6 +32,27 @@ def command() -> None:
     """Export captures for other tools: a Perfetto timeline, a Parquet dataset."""
 
 
+def run_set_offsets(captures) -> tuple[dict[str, int] | None, str | None, str]:
+    """For captures of several hosts of one run: ({host: refined offset ns to the reference},
+    reference host, a note saying so); else (None, None, ""). The offsets are those of
+    ``rdmascope cluster`` (one streamed pass per node; ``cluster_reduce.refined_offsets``)."""
+    from rdmascope.analysis.cluster import RunSetError
+    from rdmascope.analysis.cluster_reduce import refined_offsets
+    from rdmascope.analysis.cluster_report import is_run_set
+
+    if len(captures) < 2 or not is_run_set(list(captures)):
+        return None, None, ""
+    try:
+        rs = refined_offsets(list(captures))
+    except (RunSetError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    offs = {n.host: int(n.offset_ns) for n in rs.nodes}
+    return offs, rs.ref.host, (
+        f"a run set of {len(rs.nodes)} hosts: every host placed on {rs.ref.host}'s "
+        "CLOCK_MONOTONIC with the offsets refined from the traffic (as rdmascope cluster)"
+        + (f"; {'; '.join(rs.warnings)}" if rs.warnings else ""))
+
+
 @command.command("perfetto")
 @click.argument("captures", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False),
@@ -44,10 +65,14 @@ def command() -> None:
               help="Seconds added to the request log's times (logs without a shared clock).")
 @click.option("--window", "width_ns", type=WINDOW, default="1ms", show_default=True,
               help="Window of the Gb/s counter tracks.")
-@click.option("--clock", type=click.Choice(["monotonic", "realtime"]), default="monotonic",
-              show_default=True,
-              help="Time axis: the capture's CLOCK_MONOTONIC, or CLOCK_REALTIME through its "
-                   "clock pairs (needed for captures of several hosts).")
+@click.option("--clock", type=click.Choice(["monotonic", "realtime", "reference"]),
+              default=None,
+              help="Time axis: the capture's CLOCK_MONOTONIC; CLOCK_REALTIME through its clock "
+                   "pairs (as good as the hosts' wall clocks agree); or, for captures of "
+                   "several hosts of one run, the first host's CLOCK_MONOTONIC with every "
+                   "host's offset refined from the traffic as rdmascope cluster does "
+                   "('reference', said in the trace's metadata) [default: reference for a run "
+                   "set, else monotonic].")
 @click.option("--capacity", type=POSITIVE, default=None,
               help="Link capacity for burst detection, Gb/s (default: the port rate).")
 @click.option("--format", "fmt", type=click.Choice(["auto", "proto", "json"]), default="auto",
@@ -94,6 +119,15 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
     from rdmascope.analysis.load import load_capture
     from rdmascope.analysis.requestlogs import align, read_request_log
 
+    offsets = ref = None
+    if clock in (None, "reference"):
+        offsets, ref, note = run_set_offsets(captures)
+        if offsets is None and clock == "reference":
+            raise click.UsageError("--clock reference needs the captures of several hosts of "
+                                   "one run (a run set)")
+        clock = "reference" if offsets is not None else "monotonic"
+        if note:
+            click.echo(f"note: {note}", err=True)
     caps = []
     for c in captures:
         with cli_errors(str(c)):
@@ -109,7 +143,8 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
             log = align(read_request_log(log_path), caps[0], offset)
     with cli_errors():
         try:
-            tl = build_timeline(caps, width_ns=width_ns, log=log, clock=clock,
+            tl = build_timeline(caps, width_ns=width_ns, log=log, clock=clock, offsets=offsets,
+                                reference=ref,
                                 capacity_gbps=capacity, from_s=t_from, to_s=t_to,
                                 origin_s=origin_s)
         except NoIntervalsError as exc:  # as peaks/rates/bursts: nothing to trace is an error
@@ -117,14 +152,16 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
         if inspector:  # the collectives beside the counters (rdmascope.analysis.nccl)
             from rdmascope.cli.collectives import add_collective_tracks
 
-            add_collective_tracks(tl, caps, inspector, clock)
+            add_collective_tracks(tl, caps, inspector,
+                                  "monotonic" if clock == "reference" else clock)
         n = write_perfetto(tl, out) if fmt == "proto" else write_chrome_json(tl, out)
     for note in tl.notes + ([link_gbps_note()] if link_gbps_note() else []):
         click.echo(f"note: {note}", err=True)
     tracks = sum(len(p.tracks) for p in tl.processes)
     click.echo(f"{out}: {'Perfetto protobuf' if fmt == 'proto' else 'Chrome JSON'} trace, "
                f"{len(tl.processes)} process(es), {tracks} tracks, {n:,} "
-               f"{'packets' if fmt == 'proto' else 'events'}; times on CLOCK_{clock.upper()} "
+               f"{'packets' if fmt == 'proto' else 'events'}; times on "
+               f"{tl.axis['time_axis'] if clock == 'reference' else 'CLOCK_' + clock.upper()} "
                f"(ns); counters in Gb/s per {width_ns / 1e6:g} ms window"
                + (f"; {log_path}: {int(log.requests['ok'].sum())} requests" if log else ""))
 
@@ -146,8 +183,12 @@ def dataset(captures, out, force):
     from rdmascope.analysis.dataset import write_dataset
 
     require_parent_dir(out)
+    offsets, ref, note = run_set_offsets(captures)
     with cli_errors(str(out)):
-        written, notes = write_dataset(list(captures), out, force=force)
+        written, notes = write_dataset(list(captures), out, force=force, offsets=offsets,
+                                       reference=ref)
+    if note:
+        click.echo(f"note: {note}", err=True)
     for note in list(notes) + ([link_gbps_note()] if link_gbps_note() else []):
         click.echo(f"note: {note}", err=True)
     for path, rows in written:
