@@ -390,6 +390,52 @@ def refined_offsets(paths, *, reference: str | None = None, jobs: int | None = N
                            max_lag_ns=max_lag_ns)
 
 
+def worst_first(res: C.ClusterResult) -> list[str]:
+    """The hosts of ``res`` worst first: not passing the emulation check, then stragglers or
+    slow paths, then by how far their bytes per request and burst starts are off the set's
+    median (the order the fleet-size figures keep when they fold or band nodes)."""
+    nodes = res.nodes.set_index("host")
+    strag = res.stragglers.set_index("host") if len(res.stragglers) else pd.DataFrame()
+
+    def key(h):
+        bad = h in res.failing
+        found = bool(len(strag) and h in strag.index and strag.at[h, "finding"])
+        off = abs(float(nodes.at[h, "vs_median_pct"])) if "vs_median_pct" in nodes and \
+            pd.notna(nodes.at[h, "vs_median_pct"]) else 0.0
+        late = abs(float(strag.at[h, "late_ms"])) if len(strag) and h in strag.index and \
+            pd.notna(strag.at[h, "late_ms"]) else 0.0
+        return (not bad, not found, -off, -late)
+
+    return sorted(nodes.index.astype(str), key=key)
+
+
+def heatmap_rates(res: C.ClusterResult, *, bins: int = 4000) -> tuple[pd.DataFrame, str]:
+    """Every node's tx rate on the reference's clock for the nodes x time heatmap, and a
+    sentence saying what a value is. 1 ms windows (``cluster.aligned_rates``) when every
+    node's summary holds the common span at 1 ms (or the whole-series method ran); else each
+    node's coarse grid: the highest 1 ms tx rate of each bin (the bin's start moved by the
+    node's offset, rounded to the bin), on up to ``bins`` bins."""
+    rates = C.aligned_rates(res, width_ns=MS, which="tx")
+    if not res.summaries or not rates.isna().any().any():
+        return rates, "the 1 ms tx rate"
+    lo, hi = res.span_ns
+    s0 = res.summaries[0]
+    cw = s0.coarse_k * s0.width_ns
+    grid = np.arange(lo - lo % cw, hi, cw, dtype=np.int64)
+    out = {}
+    for n, s in zip(res.run_set.nodes, res.summaries, strict=True):
+        t = s.series_start_ns + np.arange(len(s.coarse_max_tx), dtype=np.int64) * (
+            s.coarse_k * s.width_ns) + n.offset_ns
+        k = np.round((t - grid[0]) / cw).astype(np.int64)
+        v = np.full(len(grid), np.nan)
+        ok = (k >= 0) & (k < len(grid))
+        v[k[ok]] = s.coarse_max_tx[ok] * 8 / s.width_ns
+        out[n.host] = v
+    return (pd.DataFrame(out, index=pd.Index(grid, name="t_ns")),
+            f"the highest 1 ms tx rate of each {cw / MS:g} ms bin (the run is longer than "
+            "the summaries keep at 1 ms)")
+
+
 def summary_info(res) -> dict[str, Any]:
     """Sizes of what the maps sent back (for benchmarks): nodes, bytes per summary."""
     sums = getattr(res, "summaries", None) or []

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 from rdmascope.analysis import cluster as C
-from rdmascope.analysis.cluster_reduce import cluster_summary
+from rdmascope.analysis.cluster_reduce import cluster_summary, heatmap_rates, worst_first
 from rdmascope.analysis.report import (
     ReportContent,
     ReportFigure,
@@ -120,23 +120,42 @@ def build_cluster_report(res: C.ClusterResult, *, title: str | None = None) -> R
         ("requests", "none" if res.requests is None else str(len(res.requests)),
          "one log, on the client's clock"),
     ]
-    rates = C.aligned_rates(res, width_ns=MS, which="tx")
+    order = worst_first(res)
+    many = len(rs.nodes) > 40
+    rates, what = heatmap_rates(res)
     if len(rates):
-        ax = plot_cluster_heatmap(rates, requests=res.requests, origin_ns=lo)
+        ax = plot_cluster_heatmap(rates, requests=res.requests, origin_ns=lo, order=order)
+        folded = getattr(ax, "rdmascope_folded", 0)
         content.figures.append(ReportFigure(
-            "cluster-heatmap", "Every node's 1 ms tx rate, on one time axis",
-            figure_of(ax), "Rows are nodes; colour is the 1 ms tx rate (the highest 1 ms rate "
-            "of each pixel column when the run is longer than the figure is wide). The strip "
-            "above marks each request's prefill (grey) and decode (blue)."))
+            "cluster-heatmap", "Every node's tx rate, on one time axis",
+            figure_of(ax), f"Rows are nodes; colour is {what} (the highest of each pixel "
+            "column when the run is longer than the figure is wide). The strip above marks "
+            "each request's prefill (grey) and decode (blue)."
+            + (f" Nodes worst first (not passing, stragglers, furthest off the median); the "
+               f"last row is the median of the {folded} other nodes." if folded else "")))
     zw = C.zoom_window(res)
+    z = None
     if zw is not None:
         z = C.aligned_rates(res, start_ns=zw[0], end_ns=zw[1], width_ns=MS, which="tx")
-        if len(z):
-            ax = plot_cluster_zoom(z, origin_ns=zw[0])
-            content.figures.append(ReportFigure(
-                "cluster-zoom", "Zoom: the nodes' bursts line up", figure_of(ax),
-                "60 ms around the longest all-reduce burst, 1 ms tx rate of every node after "
-                "the clock alignment."))
+        if z.isna().any().any() and len(res.timing):  # outside the 1 ms the summaries keep
+            med = res.timing.groupby("burst")[["start_ns", "end_ns"]].median()
+            for b in (med["end_ns"] - med["start_ns"]).sort_values(ascending=False).index[:200]:
+                mid = int((med.loc[b, "start_ns"] + med.loc[b, "end_ns"]) / 2)
+                zz = C.aligned_rates(res, start_ns=mid - 30 * MS, end_ns=mid + 30 * MS,
+                                     width_ns=MS, which="tx")
+                if len(zz) and not zz.isna().any().any():
+                    zw, z = (mid - 30 * MS, mid + 30 * MS), zz
+                    break
+    if z is not None and len(z):
+        ax = plot_cluster_zoom(z, origin_ns=zw[0], order=order)
+        content.figures.append(ReportFigure(
+            "cluster-zoom", "Zoom: the nodes' bursts line up", figure_of(ax),
+            "60 ms around one of the longest all-reduce bursts, 1 ms tx rate of every node "
+            "after the clock alignment."
+            + (f" {len(rs.nodes)} nodes: the grey band spans every node's rate per window "
+               "(lowest to highest), the dark line is their median, the coloured lines the "
+               "worst nodes (not passing, stragglers, furthest off the median)."
+               if many or len(rs.nodes) > 8 else "")))
     t = nodes.copy()
     keep = ["host", "offset_unc_ms", "clock_residual_ms", "tx_bytes", "rx_bytes", "share",
             "verdict", "peak_1ms_gbps", "peak_5ms_gbps", "peak_100ms_gbps", "peak_1s_gbps",

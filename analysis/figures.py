@@ -744,8 +744,18 @@ def plot_cluster_heatmap(
     vmax_gbps: float | None = None,
     title: str | None = None,
     ax: Axes | None = None,
+    order: Sequence[str] | None = None,
+    max_rows: int = 40,
 ) -> Axes:
     """Draw a nodes x time heatmap of 1 ms rates, with the requests' prefill and decode marked.
+
+    Fleet size: ``order`` (hosts, worst first: failing, stragglers, furthest off the median)
+    sorts the rows; with more than ``max_rows`` nodes the first ``max_rows - 1`` of that order
+    get a row each and the rest are folded into one last row, the **median** of their rates
+    per window ("median of N other nodes"), so 256 nodes stay a readable figure (the axis label
+    says so; ``ax.rdmascope_folded`` holds the number folded). The index may be coarser than
+    1 ms (each value then the highest 1 ms rate of its bin): the pooled label counts in the
+    index's step.
 
     ``rates_gbps``: Gb/s per 1 ms window on one time axis (the run set's reference clock),
     indexed by window start (int64 ns), one column per host. Longer than ``max_columns``
@@ -759,6 +769,24 @@ def plot_cluster_heatmap(
     from matplotlib.colors import Normalize
 
     rates = _as_frame(rates_gbps, "plot_cluster_heatmap rates_gbps")
+    if order is not None:
+        rates = rates[[h for h in order if h in rates.columns]
+                      + [h for h in rates.columns if h not in set(order)]]
+    folded = 0
+    if rates.shape[1] > max_rows:
+        keep = list(rates.columns[: max_rows - 1])
+        rest = rates.columns[max_rows - 1:]
+        folded = len(rest)
+        with np.errstate(all="ignore"):
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                med = np.nanmedian(rates[rest].to_numpy(dtype=float), axis=1)
+        rates = rates[keep].copy()
+        rates[f"median of {folded} other nodes"] = med
+    step_ms = (float(np.median(np.diff(rates.index.to_numpy(np.int64)))) / 1e6
+               if len(rates) > 1 else 1.0)
     if ax is None:
         fig, grid = _new_figure(2, 1, figsize=(11, 1.2 + 0.32 * rates.shape[1]),
                                 sharex=True, height_ratios=[1, max(3, rates.shape[1])])
@@ -772,7 +800,10 @@ def plot_cluster_heatmap(
     width_s = float(np.median(np.diff(t))) if len(t) > 1 else 1e-3
     k = max(1, int(np.ceil(v.shape[1] / max_columns)))
     # said under the x axis: on the colour bar (a few rows tall) the long label was cut off
-    pooled = "" if k == 1 else f"; each column: the highest 1 ms rate of {k} ms"
+    pooled = "" if k == 1 and step_ms <= 1.0 else \
+        f"; each column: the highest 1 ms rate of {k * step_ms:g} ms"
+    if folded:
+        pooled += f"; rows: worst first, the last the median of {folded} nodes"
     if k > 1:
         n = v.shape[1] // k * k
         blocks = v[:, :n].reshape(v.shape[0], -1, k)
@@ -810,6 +841,7 @@ def plot_cluster_heatmap(
                                           Patch(color=PALETTE[0], alpha=0.35, label="decode")])
     elif title:
         ax.set_title(title, loc="left")
+    ax.rdmascope_folded = folded
     return ax
 
 
@@ -826,12 +858,18 @@ def plot_cluster_zoom(
     link_gbps=None,
     title: str | None = None,
     ax: Axes | None = None,
+    order: Sequence[str] | None = None,
+    max_lines: int = 8,
 ) -> Axes:
     """Overlay every node's rate over a short stretch (a zoom where the bursts line up).
 
     ``rates_gbps``: Gb/s per window, indexed by window start (int64 ns, one time axis), one
     column per host, already cut to the stretch to show. Time in ms from ``origin_ns`` (default
-    the first window). Returns the Axes. Raises ValueError for a frame without columns.
+    the first window). With more than ``max_lines`` nodes, the first ``max_lines`` of ``order``
+    (worst first; default the columns' order) are drawn as lines and every node as a band
+    (lowest to highest per window) with the median, so the legend stays one or two rows under
+    the title (``ax.rdmascope_banded``: nodes in the band). Returns the Axes. Raises ValueError
+    for a frame without columns.
     """
     rates = _as_frame(rates_gbps, "plot_cluster_zoom rates_gbps")
     if ax is None:
@@ -840,6 +878,28 @@ def plot_cluster_zoom(
     if origin_ns is None:
         origin_ns = int(rates.index.min()) if len(rates) else 0
     peak = 0.0
+    banded = 0
+    if rates.shape[1] > max_lines:
+        banded = rates.shape[1]
+        v = rates.to_numpy(dtype=float)
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            lo_, hi_, med = (np.nanmin(v, axis=1), np.nanmax(v, axis=1),
+                             np.nanmedian(v, axis=1))
+        x, y_lo = _step_xy(rates.index, lo_, origin_ns, scale=1e-3)
+        _, y_hi = _step_xy(rates.index, hi_, origin_ns, scale=1e-3)
+        _, y_md = _step_xy(rates.index, med, origin_ns, scale=1e-3)
+        ax.fill_between(x, y_lo, y_hi, step="post", color="0.8",
+                        label=f"all {banded} nodes (lowest to highest)")
+        ax.plot(x, y_md, drawstyle="steps-post", lw=1.2, color="0.3",
+                label=f"median of {banded} nodes")
+        if np.isfinite(y_hi).any():
+            peak = float(np.nanmax(y_hi))
+        pick = [h for h in (order or []) if h in rates.columns][:max_lines] or \
+            list(rates.columns[:max_lines])
+        rates = rates[pick]
     for i, c in enumerate(rates.columns):
         x, y = _step_xy(rates.index, rates[c].to_numpy(dtype=float), origin_ns, scale=1e-3)
         ax.plot(x, y, drawstyle="steps-post", lw=1.0, alpha=0.8, label=str(c),
@@ -850,9 +910,17 @@ def plot_cluster_zoom(
     _headroom(ax, [peak], link_gbps)
     ax.set_xlabel("time (ms) on the reference host's clock")
     ax.set_ylabel(RATE_LABEL)
-    ax.set_title(title or "Every node's bursts, aligned", loc="left", pad=20)
-    _legend_above(ax, ncols=min(len(rates.columns), 8))
+    ax.set_title(title or ("Every node's bursts, aligned" if not banded else
+                           f"{banded} nodes' bursts, aligned: the band holds every node, "
+                           f"lines the {rates.shape[1]} worst"), loc="left", pad=20)
+    n_items = rates.shape[1] + (2 if banded else 0)
+    ncols = min(n_items, 8 if not banded else 5)
+    rows = -(-n_items // ncols)
+    ax.title.set_y(1.0)
+    ax.set_title(ax.get_title(loc="left"), loc="left", pad=20 + 13 * (rows - 1))
+    _legend_above(ax, ncols=ncols)
     _style(ax)
+    ax.rdmascope_banded = banded
     return ax
 
 

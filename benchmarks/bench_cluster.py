@@ -19,8 +19,9 @@ workers are not children: their RSS is read with psutil while it runs) and, up t
 ``--series-max`` minutes, the whole-series method (``method="series"``, every node's 1 ms series
 held: today's path). Prints a table per set, CPU/wall of the pool (target >= 1.6 on 2 cores for 8
 nodes), the memory ratio of the longest set to the shortest (target <= 1.25x), a least-squares fit
-``RSS = a + b x node-hours`` and ``CPU = c x node-hours`` and their value at 64 x 24 h (target:
-fits in 4 GB). The temporary directory is removed at the end.
+``RSS = a + b x node-hours`` and ``CPU = c x node-hours`` through the two longest sets (the
+marginal cost once the summaries have filled up: give three or more sets, the longest ones at
+least 15 min) and their value at 64 x 24 h (target: fits in 4 GB). The temporary directory is removed at the end.
 """
 
 from __future__ import annotations
@@ -106,12 +107,14 @@ def run(spec: dict, *, watch_ray: bool = False) -> dict:
 
 
 def _fit(x: list[float], y: list[float]) -> tuple[float, float]:
-    import numpy as np
-
+    """(a, b) of y = a + b x through the two longest sets: the marginal cost per node-hour
+    where the summaries have filled up (their 1 ms pieces and burst slots are bounded: a fit
+    through the short sets would extrapolate their filling-up)."""
     if len(x) < 2:
         return 0.0, (y[0] / x[0]) if x else 0.0
-    b, a = np.polyfit(np.asarray(x), np.asarray(y), 1)
-    return float(a), float(b)
+    (x1, y1), (x2, y2) = sorted(zip(x, y))[-2:]
+    b = (y2 - y1) / (x2 - x1) if x2 > x1 else 0.0
+    return float(y2 - b * x2), float(b)
 
 
 def main() -> int:
@@ -191,7 +194,7 @@ def main() -> int:
                       + (f" (Ray's processes: {got['ray_rss_mb']:.0f} MB)" if ray_ else ""))
                 rows.append({"set": r, "node_hours": nh, "step": name, "mem_mb": mem, **got})
             shutil.rmtree(d, ignore_errors=True)
-        print("\nper step over the sweep:")
+        print("\nper step over the sweep (marginal cost between the two longest sets):")
         for name in dict.fromkeys(x["step"] for x in rows):
             sel = [x for x in rows if x["step"] == name]
             nhs = [x["node_hours"] for x in sel]
