@@ -213,3 +213,28 @@ def test_compare_of_two_ep_rail_runs_reads_the_layout_from_the_manifests(tmp_pat
     assert row["estimate_arch_s"] == pytest.approx(8192 * per_token * 8 / 1e9 * (1 / 400 - 1 / 800))
     assert row["per_token_a_bytes"] == pytest.approx(per_token, rel=0.005)
     assert 0 < row["extra_prefill_s"] <= row["estimate_arch_s"] * 1.02
+
+
+def test_the_resize_capture_is_judged_by_expect_rails(tmp_path):
+    """After the 4 new rails came up, verify-emulation --expect-rails 8 passes (every rail 1/8);
+    over the whole capture it cannot judge, naming the rails that had no reading before they
+    appeared (unknown is not zero)."""
+    out = tmp_path / "cap"
+    r = CliRunner().invoke(main, [
+        "simulate", "capture", "-o", str(out), "--preset", "deepseek-v2-lite", "--layout", "ep",
+        "--tp", "8", "--dp", "4", "--rails", "8", "--rails-before", "4", "--resize-at", "3",
+        "--scenario", "prompt=2048,concurrency=2,requests=12,output=8,gap=0"])
+    assert r.exit_code == 0, r.output
+    after = CliRunner().invoke(main, ["verify-emulation", str(out), "--expect-rails", "8",
+                                      "--from", "4s"])
+    assert after.exit_code == 0, after.output
+    assert "PASS: traffic on all 8 rails, balanced" in after.output
+    assert after.output.count("12.5 %") >= 8
+    whole = CliRunner().invoke(main, ["verify-emulation", str(out), "--expect-rails", "8"])
+    assert whole.exit_code != 0 and "CANNOT JUDGE" in whole.output
+    for k in range(4, 8):
+        assert f"mlx5_{k} bytes unknown" in whole.output
+    assert "mlx5_0 bytes unknown" not in whole.output
+    four = CliRunner().invoke(main, ["verify-emulation", str(out), "--expect-rails", "4",
+                                     "--from", "4s"])
+    assert four.exit_code != 0 and "NOT 4 rails: the capture has 8" in four.output
