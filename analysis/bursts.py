@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rdmascope.quantiles import ExactPercentiles
+
 from .curve import HEADLINE_EXCLUDE, QUALITY_OVER_LINE
 from .intervals import default_origin
 from .overline_pass import OverLineFlagger, pass_hooks
@@ -131,10 +133,28 @@ class BurstResult:
 
 def _summary_row(col, bt: pd.DataFrame, *, nvalid: int, nansum: float, nan_windows: int,
                  width_ns: int, capacity_gbps: float, enter_frac: float, leave_frac: float,
-                 over_line_windows: int = 0) -> dict[str, Any]:
-    """One series' burst summary from its burst table and window counts (see BurstResult)."""
+                 over_line_windows: int = 0, stats: dict[str, Any] | None = None
+                 ) -> dict[str, Any]:
+    """One series' burst summary from its burst table and window counts (see BurstResult).
+    ``stats``: the sums of every burst when ``bt`` holds only the first ones
+    (``_BurstStream.stats``)."""
     # no known window at all (an unreadable counter): its bytes are unknown, never 0
     total = nansum if nvalid else np.nan
+    if stats is not None:
+        return {
+            "series": col, "n_bursts": int(stats["n"]),
+            "duty_cycle": float(stats["duration_s"] * 1e9 / (nvalid * width_ns))
+            if nvalid else np.nan,
+            "burst_bytes": float(stats["bytes"]) if nvalid else np.nan,
+            "total_bytes": total,
+            "burst_share": float(stats["bytes"] / total) if total > 0 else np.nan,
+            "mean_gap_s": float(stats["mean_gap"]), "median_gap_s": float(stats["median_gap"]),
+            "min_gap_s": float(stats["min_gap"]),
+            "nan_windows": int(nan_windows),
+            "over_line_windows": int(over_line_windows),
+            "capacity_gbps": float(capacity_gbps),
+            "enter_gbps": enter_frac * capacity_gbps, "leave_gbps": leave_frac * capacity_gbps,
+        }
     gaps = bt["gap_before_s"].dropna()
     return {
         "series": col, "n_bursts": len(bt),
@@ -218,8 +238,18 @@ class _BurstStream:
     rule): a run of windows at or above ``leave`` that reaches the block's end is carried as
     (burst start or None, bytes, peak) and continued by the next block."""
 
-    def __init__(self, width_ns: int, enter_gbps: float, leave_gbps: float):
+    def __init__(self, width_ns: int, enter_gbps: float, leave_gbps: float,
+                 keep_rows: int | None = None):
         self.w = int(width_ns)
+        # ``keep_rows``: keep only the first bursts (a table view shows that many) and fold
+        # every burst into the summary's sums and gap statistics instead (memory flat in the
+        # capture's length: the gaps' median from ``ExactPercentiles``, spilled to a file)
+        self.keep = keep_rows
+        self.n_rows = self.n_kept = 0
+        self.dur_ns = 0
+        self.sum_bytes = 0.0
+        self.gap_sum, self.gap_n, self.gap_min = 0.0, 0, np.inf
+        self.gaps = ExactPercentiles() if keep_rows is not None else None
         self.enter, self.leave = enter_gbps, leave_gbps
         self.open: list | None = None  # [start_ns or None, bytes, peak, end_ns]
         self.prev_end: int | None = None
@@ -244,9 +274,40 @@ class _BurstStream:
     def _flush(self) -> None:
         if self._pending:
             cols = zip(*self._pending, strict=True)
-            self._chunks.append(tuple(np.array(c, dt) for c, dt in zip(cols, self._DTYPES,
-                                                                       strict=True)))
+            self._store(tuple(np.array(c, dt) for c, dt in zip(cols, self._DTYPES,
+                                                               strict=True)))
             self._pending = []
+
+    def _store(self, chunk: tuple[np.ndarray, ...]) -> None:
+        """Keep a chunk of finished bursts (``keep_rows``: fold it into the sums and keep only
+        the first rows)."""
+        if self.keep is None:
+            self._chunks.append(chunk)
+            return
+        start, end, byt, _, _, _, gap = chunk
+        self.n_rows += len(start)
+        self.dur_ns += int((end - start).sum())
+        self.sum_bytes += float(byt.sum())
+        g = gap[~np.isnan(gap)]
+        if len(g):
+            self.gap_sum += float(g.sum())
+            self.gap_n += len(g)
+            self.gap_min = min(self.gap_min, float(g.min()))
+            self.gaps.add(g)
+        room = self.keep - self.n_kept
+        if room > 0:
+            self._chunks.append(tuple(c[:room] for c in chunk))
+            self.n_kept += min(room, len(start))
+
+    def stats(self) -> dict[str, Any] | None:
+        """With ``keep_rows``: what the summary needs of every burst (``_summary_row``)."""
+        if self.keep is None:
+            return None
+        median = self.gaps.percentiles([50])[0] if self.gap_n else np.nan
+        self.gaps.close()
+        return {"n": self.n_rows, "duration_s": self.dur_ns / 1e9, "bytes": self.sum_bytes,
+                "mean_gap": self.gap_sum / self.gap_n if self.gap_n else np.nan,
+                "median_gap": float(median), "min_gap": self.gap_min if self.gap_n else np.nan}
 
     def _emit_many(self, start: np.ndarray, end: np.ndarray, byt: np.ndarray, peak: np.ndarray,
                    raw: np.ndarray, n_over: np.ndarray) -> None:
@@ -258,7 +319,7 @@ class _BurstStream:
         gap = np.empty(len(start), np.float64)  # integer ns differences, then seconds
         gap[0] = np.nan if self.prev_end is None else (int(start[0]) - self.prev_end) / 1e9
         gap[1:] = (start[1:] - end[:-1]) / 1e9
-        self._chunks.append(tuple(np.asarray(c, dt) for c, dt in zip(
+        self._store(tuple(np.asarray(c, dt) for c, dt in zip(
             (start, end, byt, peak, raw, n_over, gap), self._DTYPES, strict=True)))
         self.prev_end = int(end[-1])
 
@@ -387,7 +448,8 @@ def burst_analysis_capture(capture, *, capacity_gbps: float, start_ns: int | Non
                            groups: dict[str, list[str]] | None = None, keep: bool = True,
                            enter_frac: float = 0.25, leave_frac: float = 0.10,
                            expected_allreduce: float | None = None,
-                           t_ref_ns: int | None = None, progress=None) -> BurstResult:
+                           t_ref_ns: int | None = None, progress=None,
+                           keep_rows: int | None = None) -> BurstResult:
     """``burst_analysis`` of a capture on disk, one segment at a time (bounded memory).
 
     ``capture``: a capture directory or ``stream.CaptureInfo``. The same result as
@@ -395,7 +457,9 @@ def burst_analysis_capture(capture, *, capacity_gbps: float, start_ns: int | Non
     arguments (windows on the one grid: ``origin_ns``, default the capture start): the windows
     stream from ``stream.iter_windows`` and a run of windows above the leave threshold that
     crosses a segment edge is carried on, so bursts spanning segments are whole. Only the burst
-    table and per-series counters are kept. Raises ``ValueError`` as ``burst_analysis``.
+    table and per-series counters are kept. ``keep_rows``: keep only each series' first bursts
+    in ``table`` (the summary still counts every burst; memory then stays flat in the capture's
+    length, as a table view needs). Raises ``ValueError`` as ``burst_analysis``.
     """
     if capacity_gbps <= 0:
         raise ValueError(f"link capacity must be positive, got {capacity_gbps} Gb/s")
@@ -406,7 +470,7 @@ def burst_analysis_capture(capture, *, capacity_gbps: float, start_ns: int | Non
     state: dict = {}
     acc = BurstStreamAcc(info, capacity_gbps=capacity_gbps, width_ns=width_ns, by=by,
                          source=source, groups=groups, keep=keep, enter_frac=enter_frac,
-                         leave_frac=leave_frac)
+                         leave_frac=leave_frac, keep_rows=keep_rows)
     for _, b, q in iter_windows(info, [WindowGrid(int(width_ns), origin, start_ns, end_ns)],
                                 by=by, source=source, progress=progress, state=state,
                                 **pass_hooks([acc.flag])):
@@ -425,8 +489,10 @@ class BurstStreamAcc:
     def __init__(self, info, *, capacity_gbps: float, width_ns: int = MS,
                  by: str | None = "series", source: str | None = "infiniband",
                  groups: dict[str, list[str]] | None = None, keep: bool = True,
-                 enter_frac: float = 0.25, leave_frac: float = 0.10):
+                 enter_frac: float = 0.25, leave_frac: float = 0.10,
+                 keep_rows: int | None = None):
         self.capacity_gbps, self.width_ns = capacity_gbps, int(width_ns)
+        self.keep_rows = keep_rows
         self.groups, self.keep = groups, keep
         self.enter_frac, self.leave_frac = enter_frac, leave_frac
         self.det: dict[str, _BurstStream] = {}
@@ -443,7 +509,8 @@ class BurstStreamAcc:
             d = det.get(col)
             if d is None:
                 d = det[col] = _BurstStream(self.width_ns, self.enter_frac * self.capacity_gbps,
-                                            self.leave_frac * self.capacity_gbps)
+                                            self.leave_frac * self.capacity_gbps,
+                                            keep_rows=self.keep_rows)
             qq = q[col].to_numpy(np.int64)
             n_over[col] = n_over.get(col, 0) + int(((qq & QUALITY_OVER_LINE) != 0).sum())
             d.add(t, b[col].to_numpy(np.float64), qq)
@@ -470,7 +537,8 @@ class BurstStreamAcc:
                                         nan_windows=d.nnan, width_ns=width_ns,
                                         capacity_gbps=capacity_gbps, enter_frac=enter_frac,
                                         leave_frac=leave_frac,
-                                        over_line_windows=self.n_over.get(col, 0)))
+                                        over_line_windows=self.n_over.get(col, 0),
+                                        stats=d.stats()))
         return _result(tables, summary, capacity_gbps=capacity_gbps, enter_frac=enter_frac,
                        leave_frac=leave_frac, width_ns=width_ns, lo=lo, hi=hi,
                        expected_allreduce=expected_allreduce)

@@ -82,3 +82,30 @@ def test_burst_analysis_summary_and_allreduce_ratio():
     assert s.burst_share == pytest.approx(275 * 125_000 / total)
     assert s.mean_gap_s == pytest.approx(0.002)
     assert s.enter_gbps == 50 and s.leave_gbps == 20
+
+
+def test_table_view_keeps_only_the_first_bursts_and_counts_them_all(tmp_path):
+    """``keep_rows`` (the bursts command's table view): only each series' first bursts are held,
+    the summary still counts every burst (flat memory in the capture's length): counts and the
+    minimum gap exactly, sums, mean and median gap to float rounding (summed as they pass)."""
+    import sys
+    from pathlib import Path
+
+    from rdmascope.analysis.bursts import burst_analysis_capture
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from scale_capture import build
+
+    cap = build(tmp_path / "cap", 20, segment_s=4)
+    full = burst_analysis_capture(cap, capacity_gbps=200.0)
+    some = burst_analysis_capture(cap, capacity_gbps=200.0, keep_rows=7)
+    assert len(full.table) > 20
+    for s, t in some.table.groupby("series", sort=False):
+        pd.testing.assert_frame_equal(t.reset_index(drop=True),
+                                      full.table[full.table.series == s].head(7)
+                                      .reset_index(drop=True))
+    a, b = full.summary.set_index("series"), some.summary.set_index("series")
+    for c in ("n_bursts", "nan_windows", "over_line_windows", "min_gap_s", "total_bytes"):
+        pd.testing.assert_series_equal(a[c], b[c])
+    for c in ("duty_cycle", "burst_bytes", "burst_share", "mean_gap_s", "median_gap_s"):
+        np.testing.assert_allclose(b[c].to_numpy(float), a[c].to_numpy(float), rtol=1e-12)

@@ -109,7 +109,10 @@ def command(capture, t_from, t_to, origin_s, capacity_gbps, enter_frac, leave_fr
                     width_ns=width_ns, groups=groups,
                     origin_ns=grid_origin(cap.t_start_ns, origin_s), enter_frac=enter_frac,
                     leave_frac=leave_frac, expected_allreduce=expected,
-                    t_ref_ns=cap.t_start_ns, progress=lambda n: bar.update(n))
+                    t_ref_ns=cap.t_start_ns, progress=lambda n: bar.update(n),
+                    # the table view shows the first bursts: hold no more (flat memory)
+                    keep_rows=(limit if out.human and not out.parquet and not inspector
+                               else None))
             except ValueError as exc:
                 if "no intervals" in str(exc):
                     raise no_intervals_error(capture) from exc
@@ -135,12 +138,18 @@ def command(capture, t_from, t_to, origin_s, capacity_gbps, enter_frac, leave_fr
                                 formats={"duty_cycle": "{:.2%}", "burst_share": "{:.2%}",
                                          "burst_bytes": "{:,.0f}", "total_bytes": "{:,.0f}"}))
         click.echo("")
-        t = res.table.drop(columns=["start_ns", "end_ns"]) if len(res.table) else res.table
-        if len(t):
-            click.echo(format_table(t, max_rows=limit, floatfmt="{:,.3f}",
-                                    formats={"bytes": "{:,.0f}", "t_start_s": "{:.4f}",
-                                             "duration_s": "{:.4f}", "gap_before_s": "{:.4f}",
-                                             "expected_allreduce_bytes": "{:,.0f}"}))
+        t = res.table.drop(columns=["start_ns", "end_ns"], errors="ignore")
+        n_all = int(res.summary["n_bursts"].sum()) if len(res.summary) else len(t)
+        if n_all:
+            more = n_all - min(len(t), limit)
+            text = format_table(t.head(limit), floatfmt="{:,.3f}",
+                                formats={"bytes": "{:,.0f}", "t_start_s": "{:.4f}",
+                                         "duration_s": "{:.4f}", "gap_before_s": "{:.4f}",
+                                         "expected_allreduce_bytes": "{:,.0f}"})
+            if more > 0:  # as format_table(max_rows=limit) says it, of every burst
+                text += (f"\n... {more} more rows (use --csv, --json or --parquet "
+                         "for all)")
+            click.echo(text)
         else:
             click.echo("no bursts")
         for line in line_rate_lines(lrates):
