@@ -275,9 +275,13 @@ def test_report_tables_as_csv_named_by_content_and_round_trip(sim_runs, tmp_path
     tables = tmp_path / "rep" / "tables"
     names = sorted(p.name for p in tables.glob("*.csv"))
     per_config = ("per-request", "per-test", "per-cell", "peaks", "bursts", "devices")
-    assert names == sorted(["comparison.csv"] + [f"{c}_{t}.csv" for c in
-                                                 ("200-gb-s", "emulated-100-gb-s")
-                                                 for t in per_config])
+    # simulate capture also writes NCCL Inspector records: their per size class table
+    nccl = [f"{c}_nccl-collectives.csv" for c, link in (("200-gb-s", "200"),
+                                                         ("emulated-100-gb-s", "emulated100"))
+            if (sim_runs / link / "nccl-inspector").is_dir()]
+    assert names == sorted(["comparison.csv"] + nccl + [f"{c}_{t}.csv" for c in
+                                                        ("200-gb-s", "emulated-100-gb-s")
+                                                        for t in per_config])
     # the same names from the content model, and every table's values read back unchanged
     shown = {}
     for sec in content.sections:
