@@ -514,3 +514,32 @@ def test_vllm_multiturn_raw_csv_gives_the_reference(cap, ref, tmp_path):
     x.write_bytes(b"PK\x03\x04" + b"\0" * 40)
     with pytest.raises(RequestLogError, match="export its 'Raw data' sheet as CSV"):
         read_request_log(x)
+
+
+def test_trtllm_bench_request_records_give_the_reference(cap, ref, tmp_path):
+    """trtllm-bench per-request records (RequestRecord.model_dump + output_tokens, times
+    perf_counter_ns = CLOCK_MONOTONIC): the demo's two requests, one not streamed (no first
+    token: failed with the reason), one with error responses (failed)."""
+    rows = [json.loads(x) for x in (CAP / "requests.jsonl").read_text().splitlines() if x]
+    recs = []
+    for k, r in enumerate(rows):
+        s, f, la = (int(round(r[c] * 1e9)) for c in ("t_send", "t_first_token", "t_last_token"))
+        recs.append({"id": k, "num_input_tokens": r["prompt_tokens"], "error_tokens": 0,
+                     "start_timestamp": s, "first_token_timestamp": f, "end_timestamp": la,
+                     "decode_iteration": r["output_tokens"] - 1, "output": "...",
+                     "output_tokens": r["output_tokens"], "time_to_first_token": f - s,
+                     "end_to_end_latency": la - s})
+    recs.append({**recs[0], "id": 7, "first_token_timestamp": -1})
+    recs.append({**recs[0], "id": 8, "error_tokens": 2})
+    p = tmp_path / "request_info.json"
+    p.write_text(json.dumps(recs))
+    log = read_request_log(p)
+    assert log.format == "trtllm-bench" and log.n_failed == 2
+    bad = log.requests[~log.requests["ok"]].set_index("request_id")["error"]
+    assert "--streaming" in bad["7"] and "error_tokens" in bad["8"]
+    att = attribute(cap, align(log, cap))
+    got = att.requests.set_index("request_id")
+    for k, r in enumerate(rows):
+        g, w = got.loc[str(k)], ref[r["test"]]
+        assert g["ttft_s"] == pytest.approx(w["ttft_s"], abs=1e-9)
+        assert g["prefill_tx_bytes"] == pytest.approx(w["prefill_tx_bytes"], rel=1e-9)

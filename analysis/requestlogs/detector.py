@@ -10,7 +10,7 @@ from typing import Any
 from . import jsonwalk
 from .common import RequestLogError, _read_text
 from .formats import FORMATS
-from . import vllm_multiturn
+from . import trtllm_bench, vllm_multiturn
 from .jsonwalk import _json_sequence, _top_keys
 from .sglang import _is_sglang
 from .vllm import _details, _is_bench_summary, _no_details_message
@@ -74,6 +74,8 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
             return "inference-perf"
         if "ttft_s" in first and "end_to_end_latency_s" in first:
             return "llmperf"
+        if trtllm_bench.looks_like(first):
+            return "trtllm-bench"
         raise RequestLogError(p, "unknown format: a JSON list of objects with keys "
                                  f"{', '.join(list(first)[:8])}; expected one of "
                                  f"{', '.join(FORMATS)} (or give --format)")
@@ -89,6 +91,8 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
                 return "aiperf"
             if "t_send" in d or "t_send_ns" in d:
                 return "native"
+            if trtllm_bench.looks_like(d):
+                return "trtllm-bench"
             run_fmt = _run_format(p, d)
             if run_fmt:
                 return run_fmt

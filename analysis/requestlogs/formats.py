@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import (aiperf, genai_perf, guidellm, inference_perf, llmperf, native, sglang, vllm,
-               vllm_multiturn)
+               trtllm_bench, vllm_multiturn)
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,8 @@ TABLE: dict[str, Format] = {f.name: f for f in (
     Format("vllm-multiturn", vllm_multiturn.read, "",
            "the multi-turn benchmark's 'tpot_ms' is per token after the first chunk and its "
            "TTFT is moved back for a multi-token first chunk"),
+    Format("trtllm-bench", trtllm_bench.read, "",
+           "trtllm-bench's 'intertoken_latency' is rdmascope's TPOT"),
     Format("llmperf", llmperf.read, "",
            "llmperf's 'inter_token_latency_s' includes the TTFT (it is no TPOT or ITL)"),
 )}
