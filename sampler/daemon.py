@@ -95,6 +95,8 @@ HUNG_SAY_S = 1.0
 #: waits for the sampling thread before it stops without it (a read that hangs): the rows taken
 #: are kept, the read in progress is marked unavailable.
 STOP_GRACE_NS = 60_000_000
+#: ... and at most this long (ns) for a sampling thread that is late but still reading.
+STOP_WAIT_MAX_NS = 2_000_000_000
 MIN_INTERVAL_NS = 100_000
 MAX_INTERVAL_NS = 1_000_000_000
 
@@ -740,7 +742,7 @@ class _Sampling:
             wait = 0.25
             now = self.clock()
             if stop_at is not None:
-                wait = min(wait, max(stop_at + self.grace_ns - now, 0) / 1e9 + 0.005)
+                wait = min(wait, max(stop_at + self.grace_ns - now, 0) / 1e9 + 0.005, 0.02)
             elif self.end_ns is not None:
                 wait = min(wait, max(self.end_ns - now, 0) / 1e9 + 0.005)
             self.thread.join(wait)
@@ -758,7 +760,10 @@ class _Sampling:
                     stop_at = self.end_ns
                 elif self.stop_requested():
                     stop_at = now
-            if stop_at is not None and now >= stop_at + self.grace_ns:
+            # stop without the sampling thread only when it is stuck (no reading for the
+            # grace): one that is merely late (a loaded machine) is waited for, up to 2 s
+            if stop_at is not None and now >= stop_at + self.grace_ns and (
+                    now - since >= self.grace_ns or now >= stop_at + STOP_WAIT_MAX_NS):
                 buf = self.abandon_if_running(now)
                 if buf is not None:
                     return buf
