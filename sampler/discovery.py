@@ -17,6 +17,9 @@ Public API::
     discovered_devices(devices) -> list[dict]   # [{name, pci, netdevs}] (manifest key)
     parse_rate(text) -> float | None            # "200 Gb/sec (4X HDR)" -> 200.0 (Gb/s)
     parse_state(text) -> tuple[int, str] | None # "4: ACTIVE" -> (4, "ACTIVE")
+    default_route_netdevs(sysfs_root) -> list[str]   # the default route's interfaces
+    extra_netdev_descriptors(sysfs_root, {netdev: role}) -> list[dict]  # TCP elsewhere
+    COUNTER_WIDTHS / NARROW_SOURCES             # the width table, with its kernel sources
 """
 
 from __future__ import annotations
