@@ -34,6 +34,14 @@ DEFINITIONS: dict[str, str] = {
                         "the request's prefill window [send, first token]; intervals spread "
                         "by overlap. Concurrent windows overlap: each includes all traffic in it",
     "decode_tx_bytes": "bytes sent inside the decode window [first token, last token]",
+    "prefill_tx_split_bytes": "the conserving split: every byte given to exactly one request's "
+                              "prefill or decode or to idle/other, each engine step's bytes in "
+                              "proportion to its scheduled tokens (docs/method.md); the "
+                              "requests' split bytes plus idle/other add up to the counters",
+    "decode_tx_split_bytes": "the decode part of the conserving split (see prefill_tx_split_bytes)",
+    "cells": "per test and round: TTFT, TPOT, E2E per request and ITL every chunk gap pooled; "
+             "mean, std, percentiles (np.percentile, linear) and max, as vLLM's "
+             "calculate_metrics; throughputs over first send to last token; warm-up left out",
     "prefill_per_token_bytes": "prefill tx bytes / prompt tokens (bytes per prompt token)",
     "prefill_peak_tx_gbps": "highest 1 ms window (aligned on the capture start) fully inside "
                             "the window and consistent with physics (never gap-spread, "
