@@ -35,12 +35,16 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+
+from rdmascope.capture import SAMPLE_SCHEMA, iter_capture_tables, read_manifest
 
 from .bursts import MS, burst_analysis
-from .load import Capture, monotonic_to_realtime
+from .load import Capture, counters_frame, monotonic_to_realtime, readings_frame
 from .peaks import rebin_view
 from .series import byte_intervals, to_gbps, twin_links
 
@@ -89,6 +93,33 @@ class Timeline:
     notes: list[str] = field(default_factory=list)
     #: the time axis said in the trace ("reference": the run set's host and offsets per host)
     axis: dict[str, Any] = field(default_factory=dict)
+
+
+def load_capture_range(path: str | os.PathLike, start_ns: int | None, end_ns: int | None
+                       ) -> Capture:
+    """A ``Capture`` holding only the readings of [start_ns, end_ns] (CLOCK_MONOTONIC ns) and
+    the segments bracketing its edges (``rdmascope.capture.iter_capture_tables``: the other
+    segments are skipped by their footer statistics, never read), with the capture's own start
+    and end: memory of the range, not of the capture (a 1-minute range of a day-long capture
+    holds about one minute). Errors as ``load.load_capture``, naming the file."""
+    p = os.fspath(path)
+    m = read_manifest(p)
+    tables = [t.cast(SAMPLE_SCHEMA) if t.schema != SAMPLE_SCHEMA else t
+              for _f, t in iter_capture_tables(p, start_ns=start_ns, end_ns=end_ns, manifest=m)]
+    table = pa.concat_tables(tables) if tables else SAMPLE_SCHEMA.empty_table()
+    if table.num_rows:
+        table = table.sort_by([("counter_id", "ascending"), ("sweep", "ascending")])
+    readings = readings_frame(table)
+    pairs = np.asarray(m.get("clock_pairs") or [], dtype=np.int64).reshape(-1, 2)
+    start = (m.get("start") or {}).get("monotonic_ns")
+    first = int(readings["t_before_ns"].min()) if len(readings) else 0
+    stop = (m.get("stop") or {}).get("monotonic_ns") if isinstance(m.get("stop"), dict) else None
+    last = int((readings["t_before_ns"] + readings["read_duration_ns"].astype(np.int64)).max()) \
+        if len(readings) else first
+    return Capture(path=Path(p), meta=m, counters=counters_frame(m, Path(p) / "manifest.json"),
+                   readings=readings, clean_end=stop is not None, clock_pairs=pairs,
+                   t_start_ns=int(start if start is not None else first),
+                   t_end_ns=int(max(stop, last) if stop is not None else last))
 
 
 def _host(cap: Capture) -> str:

@@ -293,3 +293,30 @@ def test_a_run_set_is_placed_on_the_references_clock_with_the_refined_offsets(tm
     assert r.exit_code == 0, r.output
     one = ds.dataset(tmp_path / "one", format="parquet", partitioning="hive").to_table()
     assert one.column("ref_offset_ns").null_count == one.num_rows
+
+
+def test_a_range_reads_only_its_segments_and_gives_the_whole_loads_trace(tmp_path, monkeypatch):
+    from rdmascope.analysis.load import load_capture
+    from rdmascope.emulator import simcapture
+    from rdmascope.analysis.timeline import build_timeline, load_capture_range, write_chrome_json
+    from rdmascope.emulator.model import TrafficConfig, link_config, plan_scenario, simulate
+    from rdmascope.emulator.simcapture import simulate_capture
+
+    tr = simulate(plan_scenario(["P2"], rounds=3, warmup=False),
+                  TrafficConfig(link=link_config("emulated100")))
+    monkeypatch.setattr(simcapture, "ROLL_INTERVAL_S", 20)  # 10 segments of 20 s
+    cap = simulate_capture(tmp_path / "long", tr, host="spark-01")
+    whole = load_capture(cap)
+    t0 = whole.t_start_ns
+    part = load_capture_range(cap, t0 + 60 * 10**9 - 2 * 10**9, t0 + 70 * 10**9 + 2 * 10**9)
+    assert 0 < len(part.readings) <= 0.45 * len(whole.readings)  # 4 of 10 segments  # segments skipped unread
+    assert part.t_start_ns == whole.t_start_ns  # the grid's origin: the capture's start
+    assert abs(part.t_end_ns - whole.t_end_ns) < 10 * MS  # the manifest's stop
+    r = CliRunner().invoke(main, ["export", "perfetto", str(cap), "--from", "60", "--to", "70",
+                                  "-o", str(tmp_path / "range.json")])
+    assert r.exit_code == 0, r.output
+    write_chrome_json(build_timeline([whole], from_s=60, to_s=70), tmp_path / "whole.json")
+    write_chrome_json(build_timeline([part], from_s=60, to_s=70), tmp_path / "part.json")
+    got = json.loads((tmp_path / "part.json").read_text())["traceEvents"]
+    want = json.loads((tmp_path / "whole.json").read_text())["traceEvents"]
+    assert got == want

@@ -131,7 +131,18 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
     caps = []
     for c in captures:
         with cli_errors(str(c)):
-            caps.append(load_capture(c))
+            if t_from is None and t_to is None:
+                caps.append(load_capture(c))
+                continue
+            # a range: only the segments holding it are read (memory of the range)
+            from rdmascope.analysis.timeline import load_capture_range
+            from rdmascope.capture import read_manifest
+
+            t0 = int((read_manifest(c).get("start") or {}).get("monotonic_ns") or 0)
+            pad = 2 * 10**9  # the readings bracketing the range's edges
+            caps.append(load_capture_range(
+                c, None if t_from is None else t0 + int(t_from * 1e9) - pad,
+                None if t_to is None else t0 + int(t_to * 1e9) + pad))
     if t_from is not None and len(caps) == 1:  # as rates/peaks: a range after the end is refused
         time_range(caps[0].t_start_ns, t_from, t_to, t_end_ns=caps[0].t_end_ns)
     log = None
