@@ -114,6 +114,7 @@ def _fit(x: list[float], y: list[float]) -> tuple[float, float]:
         return 0.0, (y[0] / x[0]) if x else 0.0
     (x1, y1), (x2, y2) = sorted(zip(x, y))[-2:]
     b = (y2 - y1) / (x2 - x1) if x2 > x1 else 0.0
+    b = max(b, 0.0)  # flat within the noise of a shared machine: no negative cost
     return float(y2 - b * x2), float(b)
 
 
