@@ -41,6 +41,7 @@ from rdmascope.capture import (
     listed_segments,
     read_manifest,
     segment_time_range,
+    live_time_range,
 )
 from rdmascope.quantiles import ExactPercentiles
 
@@ -116,6 +117,14 @@ def open_capture(path: str | os.PathLike) -> CaptureInfo:
     if segs:
         r = segment_time_range(segs[-1])
         last = r[1] if r is not None else None
+    for f in reversed([f for f in lives if f.name.startswith(LIVE_PREFIX)]):
+        # a capture being recorded or left by a kill: its newest readings are in the live
+        # segment, which has no footer; without it the span would end at the last closed
+        # segment (or at the start) and requests in the tail would read as outside the capture
+        r = live_time_range(f)
+        if r is not None:
+            last = r[1] if last is None else max(last, r[1])
+            break
     rows += sum(f.stat().st_size // 40 for f in lives if f.name.startswith(LIVE_PREFIX))
     t0 = int(m["start"]["monotonic_ns"])
     stop = m.get("stop")

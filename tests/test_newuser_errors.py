@@ -382,3 +382,40 @@ def test_rates_parquet_is_not_left_short_when_a_later_segment_is_corrupt(tmp_pat
     assert not out2.exists()
     assert out.read_bytes() == good  # the earlier, complete result is untouched
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cap", "r.parquet"]  # no .part left
+
+
+def _killed_capture(path, roll_every=None):
+    """A capture as a recorder leaves it while still writing or after kill -9: no stop record,
+    the newest readings only in the live Arrow IPC segment. 40 ms of a 4 MB/ms link."""
+    from capture_builders import MS, STATUS_OK, T0, ib, write_capture
+
+    counters = [ib("rocep1s0f1", "tx"), ib("rocep1s0f1", "rx")]
+    readings = {c: [(T0 + k * MS, 2000, 1_000_000 * k, STATUS_OK) for k in range(41)]
+                for c in (0, 1)}
+    return write_capture(path, counters, readings, close=False, roll_every=roll_every)
+
+
+@pytest.mark.parametrize("roll_every", [None, 10])
+def test_a_live_or_killed_capture_spans_its_live_segment(tmp_path, roll_every):
+    """Before, a capture without a stop record ended at its last closed segment (or at its
+    start): attribute refused every request in the live tail as 'outside the capture'."""
+    from capture_builders import MS, T0
+    from rdmascope.analysis import load_capture, stream
+
+    cap = _killed_capture(tmp_path / "c", roll_every)
+    assert list(cap.glob("live-*.arrow"))
+    info = stream.open_capture(cap)
+    assert not info.clean_end
+    assert info.t_end_ns == T0 + 40 * MS  # the last reading's t_before
+    assert load_capture(cap).t_end_ns >= info.t_end_ns
+    log = tmp_path / "requests.jsonl"
+    log.write_text(json.dumps({"request_id": "r0", "t_send": (T0 + 30 * MS) / 1e9,
+                               "t_first_token": (T0 + 35 * MS) / 1e9,
+                               "t_last_token": (T0 + 38 * MS) / 1e9,
+                               "prompt_tokens": 100, "output_tokens": 4}) + "\n")
+    r = CliRunner().invoke(main, ["attribute", str(cap), "--requests", str(log), "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output[r.output.index("{"):])
+    (row,) = out["requests"]
+    # 4 MB per ms (1e6 units x 4 bytes), readings mid-bracket: prefill 5 ms = 20 MB
+    assert row["prefill_tx_bytes"] == pytest.approx(20e6, rel=1e-6)

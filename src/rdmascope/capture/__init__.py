@@ -106,6 +106,7 @@ from rdmascope.capture.reader import (
     _prepare,
     _read_live,
     segment_time_range,
+    live_time_range,
     _sorted_by_counter,
     estimate_size,
     iter_capture_batches,

@@ -378,6 +378,28 @@ def segment_time_range(s: Path) -> tuple[int, int] | None:
         return None
 
 
+def live_time_range(f: Path) -> tuple[int, int] | None:
+    """Return (min, max) ``t_before_ns`` of a live Arrow IPC segment, or None when it holds none.
+
+    A live segment has no footer statistics, so its readings are read (at most one segment's
+    worth, ~60 s); a cut-off tail (a recorder killed mid-write, or one still writing) yields the
+    complete batches before it. An unreadable file gives None (its reader names the problem).
+    """
+    try:
+        batches, _ = _read_live(Path(f))
+    except (CorruptSegmentError, OSError, ValueError):
+        return None
+    lo = hi = None
+    for b in batches:
+        if b.num_rows == 0:
+            continue
+        t = b.column(b.schema.get_field_index("t_before_ns")).to_numpy(zero_copy_only=False)
+        bmin, bmax = int(t.min()), int(t.max())
+        lo = bmin if lo is None else min(lo, bmin)
+        hi = bmax if hi is None else max(hi, bmax)
+    return None if lo is None else (int(lo), int(hi))
+
+
 def _sorted_by_counter(t: pa.Table) -> bool:
     """True when a table's rows are sorted by (counter_id, sweep) (as the writer stores them)."""
     if t.num_rows < 2:
