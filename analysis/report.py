@@ -1303,6 +1303,21 @@ def _per_token_note(*caps) -> str:
     return " " + EMULATED_PER_TOKEN_NOTE if any(emulated_capture(c.meta) for c in caps) else ""
 
 
+def _unclean_text(path) -> str:
+    """The report's "clean end" value of a capture without a stop record, as ``inspect`` says it:
+    being recorded (a recorder holds its lock) or an unclean end; read to the last flushed
+    reading either way."""
+    from rdmascope.capture import recording_pid
+
+    pid = recording_pid(path)
+    if pid is not None:
+        who = f"pid {pid}" if pid > 0 else "a running process"
+        return (f"NO: being recorded by {who}; this report covers the readings flushed to disk "
+                "so far")
+    return ("NO: unclean end (no stop record: killed, or the host went down); read to the last "
+            "flushed reading")
+
+
 def _capture_fields(cfg: Configuration) -> list[tuple[str, str]]:
     cap, m = cfg.capture, cfg.capture.meta
     audit = m.get("audit") or {}
@@ -1317,7 +1332,7 @@ def _capture_fields(cfg: Configuration) -> list[tuple[str, str]]:
         ("port rate", f"{cfg.port_gbps:g} Gb/s" if cfg.port_gbps else "unknown"),
         ("line rates (over-line flag)", "; ".join(_line_rate_items(cfg)) or "unknown"),
         ("counters", ", ".join(sorted(set(cap.counters["name"].astype(str))))),
-        ("clean end", "yes" if cap.clean_end else "NO (no stop record: killed or still running)"),
+        ("clean end", "yes" if cap.clean_end else _unclean_text(cap.path)),
     ]
     if audit:
         taken, missed = audit.get("sweeps_taken"), audit.get("sweeps_missed")

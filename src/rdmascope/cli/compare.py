@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from rdmascope.cli.output import (
+    say_capture_state,
     NONNEG_SECONDS,
     OFFSET,
     emit,
@@ -169,6 +170,7 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
     for cap_path in (capture_a, capture_b):
         try:
             caps.append(open_capture(cap_path))  # intervals made segment by segment
+            say_capture_state(cap_path, caps[-1].meta)
         except (CaptureError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
     id_a, id_b = (c.meta.get("capture_id") for c in caps)

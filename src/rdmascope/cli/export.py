@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from rdmascope.cli.output import (
+    say_capture_state,
     NONNEG_SECONDS,
     OFFSET,
     POSITIVE,
@@ -133,6 +134,7 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
         with cli_errors(str(c)):
             if t_from is None and t_to is None:
                 caps.append(load_capture(c))
+                say_capture_state(c, caps[-1].meta)
                 continue
             # a range: only the segments holding it are read (memory of the range)
             from rdmascope.analysis.timeline import load_capture_range
@@ -143,6 +145,7 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
             caps.append(load_capture_range(
                 c, None if t_from is None else t0 + int(t_from * 1e9) - pad,
                 None if t_to is None else t0 + int(t_to * 1e9) + pad))
+            say_capture_state(c, caps[-1].meta)
     if t_from is not None and len(caps) == 1:  # as rates/peaks: a range after the end is refused
         time_range(caps[0].t_start_ns, t_from, t_to, t_end_ns=caps[0].t_end_ns)
     log = None

@@ -49,7 +49,8 @@ __all__ = ["OutputSpec", "output_options", "time_range_options", "emit", "format
            "POSITIVE", "NONNEG_SECONDS", "OFFSET", "FiniteFloat", "MAX_SECONDS",
            "MAX_OFFSET_SECONDS", "DURATION_NS", "parse_ns", "WINDOW", "MIN_WINDOW_NS", "MAX_WINDOW_VALUES", "check_window_count",
            "parse_windows", "require_readings", "no_intervals_error", "format_duration", "require_parent_dir",
-           "origin_option", "grid_origin", "link_gbps_option", "link_gbps_note"]
+           "origin_option", "grid_origin", "link_gbps_option", "link_gbps_note",
+           "capture_state_note", "say_capture_state"]
 
 #: The narrowest window the analysis commands accept (1 us; readings are 1 ms apart).
 MIN_WINDOW_NS = 1_000
@@ -394,13 +395,44 @@ def require_parent_dir(path: str, option: str = "'-o' / '--output'") -> None:
                                  "read-only file system); choose another path", param_hint=option)
 
 
+def capture_state_note(path, meta: dict | None = None) -> str | None:
+    """The note ``inspect`` gives for a capture without a stop record: "being recorded by pid N"
+    while a recorder holds its lock, else "unclean end" (killed, or the host went down); None for
+    a cleanly stopped capture. Either way the results cover the readings flushed to disk (every
+    reader reads to the last flushed reading, the live files included)."""
+    from rdmascope.capture import read_manifest, recording_pid
+
+    try:
+        m = meta if meta is not None else read_manifest(path)
+    except Exception:  # noqa: BLE001 (the command's own read names a bad capture)
+        return None
+    if isinstance(m.get("stop"), dict):
+        return None
+    pid = recording_pid(Path(path))
+    if pid is not None:
+        who = f"pid {pid}" if pid > 0 else "a running process"
+        return (f"note: {path} is being recorded by {who} (no stop record yet): the results "
+                "cover the readings flushed to disk so far")
+    return (f"note: {path} had an unclean end (no stop record: the recorder was killed or the "
+            "host went down): read to its last flushed reading")
+
+
+def say_capture_state(path, meta: dict | None = None) -> None:
+    """Print ``capture_state_note`` on stderr (never into machine output on stdout)."""
+    note = capture_state_note(path, meta)
+    if note:
+        click.echo(note, err=True)
+
+
 def load_or_fail(path: str):
-    """Load a capture with ``rdmascope.analysis.load_capture``; loader errors -> ClickException."""
+    """Load a capture with ``rdmascope.analysis.load_capture``; loader errors -> ClickException.
+    A capture being recorded or killed is said on stderr (``say_capture_state``)."""
     from rdmascope.analysis import load_capture
 
     with cli_errors(str(path)):
         cap = load_capture(path)
     say_audit_shortfall(cap, path)
+    say_capture_state(path, cap.meta)
     return cap
 
 
@@ -412,6 +444,7 @@ def open_or_fail(path: str):
     with cli_errors(str(path)):
         info = open_capture(path)
     say_audit_shortfall(info, path)
+    say_capture_state(path, info.meta)
     return info
 
 

@@ -213,6 +213,9 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
 
         return for_each_node(command, capture, dict(locals()))
     capture = capture[0]
+    from rdmascope.cli.output import say_capture_state
+
+    say_capture_state(capture)  # being recorded / unclean end: read to the last flushed reading
     import types
 
     import numpy as np
