@@ -17,6 +17,10 @@ statistics alike), self-describing so DuckDB, polars and Spark read it as it is:
 | bytes | float64 | bytes in the interval (counter step x bytes_per_unit); null when unknown |
 | flag | string | ok, gap (missed sweeps: bytes exact, spread over a longer interval), reset, saturated, unavailable, implausible (the last four: bytes null) |
 | ref_offset_ns | int64 | add to t0_ns/t1_ns to place them on the run set's reference host's CLOCK_MONOTONIC (the offset ``rdmascope cluster`` refines from the traffic); null for a capture exported alone |
+| t0_unc_ns, t1_unc_ns | int64 | half the read bracket of each instant, ns (its timing uncertainty is this plus the adapter's update lag, ``INSTANT_UNC_NS``: 0.1 ms) |
+| line_gbps | float64 | the device's line rate, Gb/s (``plausibility.line_ceilings``: --link-gbps, port rate, record --emulated, PCIe link); null when unknown |
+| bound_gbps | float64 | the lowest rate the interval's bytes allow: bytes x 8 / (duration_ns + t0_unc_ns + t1_unc_ns + 2 x INSTANT_UNC_NS); above line_gbps the interval is over line rate beyond its timing uncertainty |
+| quality | string | ok; gap (bytes spread over missed sweeps); over_line (bound_gbps > line_gbps: kept out of headline peaks); unknown (bytes null). The headline rule of ``rdmascope peaks``: a window touching a gap or unknown interval, or over the line beyond its timing uncertainty, is no headline |
 
 The partition columns ``host`` and ``capture`` come from the directory names (values limited to
 letters, digits and ``._-``; the original names are in the file's key-value metadata under
@@ -40,6 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .load import monotonic_to_realtime
+from .curve import INSTANT_UNC_NS
 from .series import FLAGS
 
 DATASET_SCHEMA = pa.schema([
@@ -58,6 +63,11 @@ DATASET_SCHEMA = pa.schema([
     pa.field("bytes", pa.float64()),
     pa.field("flag", pa.string(), nullable=False),
     pa.field("ref_offset_ns", pa.int64()),
+    pa.field("t0_unc_ns", pa.int64()),
+    pa.field("t1_unc_ns", pa.int64()),
+    pa.field("line_gbps", pa.float64()),
+    pa.field("bound_gbps", pa.float64()),
+    pa.field("quality", pa.string(), nullable=False),
 ])
 PART_NAME = "part-0.parquet"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -105,8 +115,11 @@ def iter_capture_tables(info, ref_offset_ns: int | None = None
         has_pairs = False
         notes.append(f"{info.path}: no clock pairs; the time column is null (t0_ns/t1_ns are set)")
     start = int(info.t_start_ns)
+    from rdmascope.plausibility import line_ceilings
+
+    lines = {d: c.gbps for d, c in line_ceilings(info.meta).items()}
     for parts, _bound in iter_intervals(info, source=None):
-        cols: dict[str, list] = {k: [] for k in ("t0", "t1", "b", "flag", "cid")}
+        cols: dict[str, list] = {k: [] for k in ("t0", "t1", "b", "flag", "cid", "u0", "u1")}
         for cid, a in parts.items():
             if not len(a["t0_ns"]):
                 continue
@@ -115,11 +128,14 @@ def iter_capture_tables(info, ref_offset_ns: int | None = None
             cols["b"].append(np.asarray(a["bytes"], np.float64))
             cols["flag"].append(np.asarray(a["flag"]))
             cols["cid"].append(np.full(len(a["t0_ns"]), cid, np.int64))
+            cols["u0"].append(np.asarray(a["t0_unc_ns"], np.int64))
+            cols["u1"].append(np.asarray(a["t1_unc_ns"], np.int64))
         if not cols["t0"]:
             continue
         t0, t1 = np.concatenate(cols["t0"]), np.concatenate(cols["t1"])
         b, cid = np.concatenate(cols["b"]), np.concatenate(cols["cid"])
         flag = np.concatenate(cols["flag"])
+        u0, u1 = np.concatenate(cols["u0"]), np.concatenate(cols["u1"])
         n = len(t0)
         if has_pairs:
             time = pa.array(monotonic_to_realtime(info, t0) // 1000, pa.timestamp("us", tz="UTC"))
@@ -136,6 +152,15 @@ def iter_capture_tables(info, ref_offset_ns: int | None = None
 
         flag_names = np.asarray(FLAGS, dtype=object)[flag.astype(np.int64)] \
             if flag.dtype.kind in "iu" else flag.astype(object)
+        dev_line = np.array([lines.get(str(r.get("device"))) if r.get("device") is not None
+                             else None for r in rows], dtype=object)
+        line = np.array([np.nan if v is None else float(v) for v in dev_line[pos]], np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bound = b * 8.0 / (t1 - t0 + u0 + u1 + 2 * INSTANT_UNC_NS).astype(np.float64)
+        over = np.isfinite(line) & (bound > line)
+        quality = np.where(np.isnan(b), "unknown",
+                           np.where(over, "over_line",
+                                    np.where(flag_names == "gap", "gap", "ok"))).astype(object)
         table = pa.table({
             "time": time,
             "t0_ns": pa.array(t0, pa.int64()), "t1_ns": pa.array(t1, pa.int64()),
@@ -152,6 +177,10 @@ def iter_capture_tables(info, ref_offset_ns: int | None = None
             "flag": pa.array(flag_names.tolist(), pa.string()),
             "ref_offset_ns": pa.array(np.full(n, ref_offset_ns or 0, np.int64), pa.int64(),
                                       mask=np.full(n, ref_offset_ns is None)),
+            "t0_unc_ns": pa.array(u0, pa.int64()), "t1_unc_ns": pa.array(u1, pa.int64()),
+            "line_gbps": pa.array(line, pa.float64(), mask=np.isnan(line)),
+            "bound_gbps": pa.array(bound, pa.float64(), mask=~np.isfinite(bound)),
+            "quality": pa.array(quality.tolist(), pa.string()),
         }, schema=DATASET_SCHEMA)
         yield table, notes
         notes = []

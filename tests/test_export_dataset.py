@@ -4,6 +4,7 @@ PySpark version too where PySpark runs."""
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from pathlib import Path
@@ -181,3 +182,48 @@ def test_the_printed_duckdb_query_has_one_slash_for_an_output_with_a_trailing_on
     assert r.exit_code == 0, r.output
     assert f"read_parquet('{tmp_path / 'ds2'}/**/*.parquet'" in r.output, r.output
     assert "//**" not in r.output
+
+
+def test_line_rate_bound_and_quality_columns_carry_the_headline_rule(tmp_path):
+    """SQL users got raw maxima only; each interval now carries its device's line rate, the
+    lowest rate its bytes allow within the timing uncertainty, and a quality that says whether
+    it may be part of a headline peak. By hand on a 100 Gb/s port: 1 ms intervals of 1 MB (8
+    Gb/s) and one of 20 MB (160 Gb/s: its bound 20e6 x 8 / (1 ms + 2 x 0.1005 ms) = 133 Gb/s >
+    100: over line)."""
+    import duckdb
+    from capture_builders import MS, T0, ib, write_capture
+
+    from rdmascope.capture import STATUS_OK
+
+    units = [250_000] * 50
+    units[20] = 5_000_000  # 20 MB in one interval
+    vals = np.concatenate([[0], np.cumsum(units)])
+    rd = {0: [(T0 + k * MS, 1_000, int(v), STATUS_OK) for k, v in enumerate(vals)]}
+    dev = [{"name": "rocep1s0f1", "pci": "0000:01:00.1",
+            "ports": [{"port": 1, "rate": "100 Gb/sec (4X EDR)", "rate_gbps": 100.0}]}]
+    cap = write_capture(tmp_path / "c", [ib("rocep1s0f1", "tx")], rd, devices=dev)
+    out = tmp_path / "ds"
+    r = CliRunner().invoke(main, ["export", "dataset", str(cap), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    rows = duckdb.sql(f"SELECT t0_ns, bytes, duration_ns, t0_unc_ns, t1_unc_ns, line_gbps, "
+                      f"bound_gbps, quality FROM read_parquet('{out}/**/*.parquet', "
+                      "hive_partitioning = true) ORDER BY t0_ns").fetchall()
+    assert len(rows) == 50
+    for t0, b, d, u0, u1, line, bound, q in rows:
+        assert line == 100.0
+        assert u0 == u1 == 500  # half of the 1 us read bracket
+        assert bound == pytest.approx(b * 8 / (d + u0 + u1 + 2 * 100_000))  # + INSTANT_UNC_NS
+        assert q == ("over_line" if b == 20e6 else "ok"), (b, bound, q)
+    assert [r[7] for r in rows].count("over_line") == 1
+    assert rows[20][6] == pytest.approx(20e6 * 8 / (1e6 + 201_000))  # 133.2 Gb/s
+    # README's headline query keeps the over-line window out of the peak, as peaks: the window
+    # after it holds 0.5 us of it (8.076 Gb/s) and is no headline violation
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    sql = readme.split("-- the headline 1 ms peak per series", 1)[1].split("```", 1)[0]
+    sql = "-- the headline 1 ms peak per series" + sql.replace("ds/**/*.parquet", f"{out}/**/*.parquet")
+    got = duckdb.sql(sql).fetchall()
+    assert len(got) == 1 and got[0][2] == pytest.approx(8.0 + 152e-3 * 0.5, rel=1e-6), got
+    peaks = CliRunner().invoke(main, ["peaks", str(cap), "--windows", "1ms", "--json"])
+    pk = json.loads(peaks.output)["peaks"][0]
+    assert pk["peak_gbps"] == pytest.approx(got[0][2], rel=1e-3)
+    assert pk["raw_max_gbps"] > 100 and pk["n_over_line_windows"] >= 1
