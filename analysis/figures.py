@@ -464,7 +464,12 @@ def plot_windows(
         label = window_label(width)
         peak = float(peaks_gbps[width]) if peaks_gbps and width in peaks_gbps else float(s.max())
         peaks.append(peak)
-        x, y = _step_xy(s.index, s.to_numpy(), origin_ns)
+        # windows above the headline peak (over line rate beyond their timing uncertainty, or
+        # gap-spread: the text says "kept out") are not drawn at their height, which set the
+        # scale's maximum and squashed the real bursts: clipped at the axis, marked, labelled
+        kept_out = (s > peak * (1 + 1e-9)) if np.isfinite(peak) else s.isna() & False
+        drawn = s.where(~kept_out)
+        x, y = _step_xy(s.index, drawn.to_numpy(), origin_ns)
         # a step line; filled only for 1 ms (single bursts) and wide windows: a filled 5 ms panel
         # of a long prefill turns the beat between the window and the ~20 ms burst period into
         # a moire that reads as a drawing bug
@@ -475,11 +480,22 @@ def plot_windows(
         if not beat:
             ax.fill_between(x, np.nan_to_num(y), step="post", color=color, alpha=0.3,
                             linewidth=0)
-        if s.notna().any():  # an all-unknown series (unreadable counters) has no peak
-            t_peak = (int(s.idxmax()) + width / 2 - origin_ns) / 1e9
-            ax.plot([t_peak], [float(s.max())], marker="o", markersize=5, color=color,
+        if drawn.notna().any():  # an all-unknown series (unreadable counters) has no peak
+            # the marker sits at the value its label gives: the headline window, not a raw one
+            t_peak = (int(drawn.idxmax()) + width / 2 - origin_ns) / 1e9
+            ax.plot([t_peak], [float(drawn.max())], marker="o", markersize=5, color=color,
                     markeredgecolor="black", markeredgewidth=0.6, zorder=10, gid="peak_marker",
                     linestyle="none", label="_peak")
+        if kept_out.any():
+            xs = (s.index[kept_out].to_numpy(np.int64) + width / 2 - origin_ns) / 1e9
+            ax.plot(xs, np.ones(len(xs)), transform=ax.get_xaxis_transform(), marker="^",
+                    markersize=6, color="#c0392b", linestyle="none", clip_on=False, zorder=11,
+                    gid="kept_out_marker", label="_kept_out")
+            ax.annotate(f"{int(kept_out.sum())} window(s) kept out (up to "
+                        f"{float(s[kept_out].max()):.0f} Gb/s: over line rate or gap-spread; "
+                        "clipped)", xy=(1.0, 1.0), xycoords="axes fraction", xytext=(-4, -3),
+                        textcoords="offset points", ha="right", va="top", fontsize=8,
+                        color="#c0392b", gid="kept_out_label")
         ax.axhline(peak, color="black", linestyle=":", linewidth=1.0, zorder=1.6, gid="peak_line")
         peak_text = f"peak {peak:.0f} Gb/s" if np.isfinite(peak) else "unknown (no readable window)"
         text = f"{label} windows, {peak_text}"

@@ -385,3 +385,22 @@ def test_axis_top_of_an_unreadable_series_is_none_without_a_warning():
         assert F._finite_max(np.full((3, 2), np.nan)) == []
         assert F._finite_max(np.array([[np.nan, 2.5], [np.inf, 1.0]])) == [2.5]
         assert F._finite_max(np.zeros(0)) == []
+
+
+def test_kept_out_windows_are_clipped_marked_and_the_marker_sits_at_its_label():
+    """Figure 3's emulated 5 ms marker said "peak 71" but sat at the raw 140, and the kept-out
+    windows (344 and 673 Gb/s) set the y-axis to 700, squashing the 109 Gb/s bursts."""
+    vals = [50.0, 109.0, 673.0, 80.0, 344.0, 60.0]
+    s = rates_frame(vals)
+    fig = F.plot_windows({MS: s}, peaks_gbps={MS: 109.0}, link_gbps={"line": 126.0})
+    ax = fig.axes[0]
+    (mk,) = gid_artists(ax, "peak_marker")
+    assert mk.get_ydata()[0] == 109.0 and mk.get_xdata()[0] == pytest.approx(0.0015)
+    assert ax.get_ylim()[1] < 200  # the scale follows the headline and the capacity, not 673
+    (ko,) = gid_artists(ax, "kept_out_marker")
+    np.testing.assert_allclose(ko.get_xdata(), [0.0025, 0.0045])
+    labels = [t.get_text() for t in ax.texts if t.get_gid() == "kept_out_label"]
+    assert labels == ["2 window(s) kept out (up to 673 Gb/s: over line rate or gap-spread; "
+                      "clipped)"]
+    (line,) = data_lines(ax)
+    assert np.nanmax(line.get_ydata()) == 109.0  # the kept-out windows are not drawn at height
