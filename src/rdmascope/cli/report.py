@@ -171,10 +171,10 @@ def _check_counts(captures, request_logs, labels, runs) -> None:
     if n > 1 and is_run_set(captures):
         return
     if request_logs and len(request_logs) != n:
-        raise click.UsageError(f"give one --requests per capture ({n} capture(s), "
+        raise click.UsageError(f"give one request log (--requests) per capture ({n} capture(s), "
                                f"{len(request_logs)} log(s))")
     if labels and len(labels) != n:
-        raise click.UsageError(f"give one --label per capture ({n} capture(s), "
+        raise click.UsageError(f"give one label per capture (--label; {n} capture(s), "
                                f"{len(labels)} label(s))")
     if len(runs) not in (0, 1, n):
         raise click.UsageError(f"give one --run for every capture or one per capture "
