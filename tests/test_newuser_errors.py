@@ -419,3 +419,19 @@ def test_a_live_or_killed_capture_spans_its_live_segment(tmp_path, roll_every):
     (row,) = out["requests"]
     # 4 MB per ms (1e6 units x 4 bytes), readings mid-bracket: prefill 5 ms = 20 MB
     assert row["prefill_tx_bytes"] == pytest.approx(20e6, rel=1e-6)
+
+
+@pytest.mark.parametrize("cmd", [["attribute", "{a}", "--requests", "{log}"],
+                                 ["compare", "{a}", "{b}", "--requests-a", "{log}"],
+                                 ["compare", "{a}", "{b}", "--requests-b", "{log}"],
+                                 ["report", "{a}", "--requests", "{log}", "-o", "{out}"],
+                                 ["export", "perfetto", "{a}", "--requests", "{log}",
+                                  "-o", "{out}/t.json"]])
+def test_a_missing_request_log_is_a_usage_error_everywhere(tmp_path, cmd):
+    """The README: a missing path is a usage error (exit 2). attribute and compare said exit 4
+    for a --requests file that does not exist, report/export/plot exit 2."""
+    log = tmp_path / "nope.jsonl"
+    args = [c.format(a=SIM, b=SIM, log=log, out=tmp_path) for c in cmd]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 2, r.output
+    assert str(log) in r.output and "does not exist" in r.output

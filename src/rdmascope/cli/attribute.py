@@ -71,7 +71,8 @@ def cell_cols(percentiles) -> list[str]:
 
 @click.command("attribute", short_help="Split traffic per request into prefill and decode.")
 @click.argument("capture", nargs=-1, type=click.Path(exists=True, file_okay=False))
-@click.option("--requests", "requests_log", type=click.Path(dir_okay=False), multiple=True,
+@click.option("--requests", "requests_log", type=click.Path(exists=True, dir_okay=False),
+              multiple=True,
               help="Request log (default: CAPTURE/requests.jsonl; for several hosts' captures "
                    "of one run: the one in a capture directory, whose host's clock it is). "
                    "Give it several times for several logs of one run (one per rank API "

@@ -71,9 +71,9 @@ def _open_set(name: str, path, caps, reference):
               help="Run sets: the benchmark client's host (its capture carries the timing; "
                    "the set's time axis) [default: the host whose capture holds the request "
                    "log, else the first capture's].")
-@click.option("--requests-a", type=click.Path(dir_okay=False),
+@click.option("--requests-a", type=click.Path(exists=True, dir_okay=False),
               help="Request log of A (default: CAPTURE_A/requests.jsonl).")
-@click.option("--requests-b", type=click.Path(dir_okay=False),
+@click.option("--requests-b", type=click.Path(exists=True, dir_okay=False),
               help="Request log of B (default: CAPTURE_B/requests.jsonl).")
 @click.option("--format-a", type=click.Choice(FORMATS), default=None)
 @click.option("--format-b", type=click.Choice(FORMATS), default=None)
