@@ -90,26 +90,6 @@ class CaptureInfo(CaptureFacts):
     spans_memo: dict = field(default_factory=dict, repr=False, compare=False)
 
 
-def _live_end_ns(lives, manifest) -> int | None:
-    """The end (``t_before_ns + read_duration_ns``, as ``load.load_capture``) of the last reading
-    flushed to the newest live file holding one; None without any. Reads one live file (at
-    most one segment's readings): a capture being recorded or left by ``kill -9`` ends at its
-    last flushed reading, not at its last rolled segment (its start when none was rolled)."""
-    import pyarrow.compute as pc
-
-    from rdmascope.capture.reader import _read_live
-
-    for f in reversed([f for f in lives if f.name.startswith(LIVE_PREFIX)]):
-        batches, _ = _read_live(f, manifest)
-        ends = [pc.max(pc.add(b.column("t_before_ns"),
-                              pc.cast(b.column("read_duration_ns"), "int64"))).as_py()
-                for b in batches if b.num_rows]
-        ends = [e for e in ends if e is not None]
-        if ends:
-            return int(max(ends))
-    return None
-
-
 def open_capture(path: str | os.PathLike) -> CaptureInfo:
     """Read a capture's manifest and segment footers (no readings); return a ``CaptureInfo``.
 
@@ -146,10 +126,6 @@ def open_capture(path: str | os.PathLike) -> CaptureInfo:
             last = r[1] if last is None else max(last, r[1])
             break
     rows += sum(f.stat().st_size // 40 for f in lives if f.name.startswith(LIVE_PREFIX))
-    if not isinstance(m.get("stop"), dict):  # being recorded, or killed: read to the last flush
-        live_last = _live_end_ns(lives, m)
-        if live_last is not None:
-            last = live_last if last is None else max(last, live_last)
     t0 = int(m["start"]["monotonic_ns"])
     stop = m.get("stop")
     if isinstance(stop, dict):
