@@ -18,6 +18,7 @@ import pandas as pd
 
 from .curve import HEADLINE_EXCLUDE, QUALITY_OVER_LINE, CounterCurve, combine_windows
 from .load import port_rates_gbps
+from .overline import line_gbps_of
 from .overline_pass import OverLineFlagger, pass_hooks
 from .stream import WindowGrid, capture_info, edge_spans, iter_windows
 from .windows import integrate, rebin_with_quality
@@ -61,7 +62,19 @@ class MemoryRanges:
         return integrate(self.iv, a, b, by=by, allow_partial=allow_partial)
 
     def window_stats(self, a, b) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return window_stats(a, b, self.fine_tx, self.width_ns, self.capacity, self.fine_q)
+        return at_bound(window_stats(a, b, self.fine_tx, self.width_ns, self.capacity,
+                                     self.fine_q), line_gbps_of(self.iv, "direction").get("tx"))
+
+
+def at_bound(result, bound: float | None):
+    """``window_stats``' result with each headline above ``bound`` (Gb/s, the lowest physical
+    bound of the node's tx path: ``overline.line_gbps_of``) given as the bound: such a window
+    is over the bound by no more than its timing uncertainty (else it was kept out as over line
+    rate), so it is "at line rate", never above it (the headline rule of ``peaks``)."""
+    peak, nb, n_over = result
+    if bound is not None and np.isfinite(bound):
+        peak = np.where(np.asarray(peak) > bound, float(bound), peak)
+    return peak, nb, n_over
 
 
 def capacity_gbps(capture) -> float:
@@ -406,7 +419,7 @@ class _RangeRun:
         first, last, acc = self.first, self.last, self.acc
         answers: list = [None] * len(rq.queries)
         for k, st in self.rstats.items():
-            answers[k] = st.result()
+            answers[k] = at_bound(st.result(), self.flag.lines.get("tx"))
         for k, (_, a, b, by, allow_partial) in self.integ:
             width = b - a
 
