@@ -199,6 +199,22 @@ def appeared_devices(capture, before_ns: int | None = None) -> list[dict[str, An
     return out
 
 
+def series_begins(capture, ser: pd.DataFrame) -> dict[str, int]:
+    """{series: appeared_ns} of the counters in ``ser`` (rows of ``capture.counters``, index
+    counter_id) that the recorder added after the start (a device that appeared: descriptor key
+    ``appeared_ns``, the time of the first reading). Before that time the device was absent, so
+    the span is neither bytes nor unknown for it. Empty for captures without the key."""
+    meta = getattr(capture, "meta", None)
+    descs = (meta.get("counters") if isinstance(meta, dict) else None) or []
+    out: dict[str, int] = {}
+    for cid, s in zip(ser.index, ser["series"], strict=True):
+        d = descs[int(cid)] if 0 <= int(cid) < len(descs) else None
+        b = d.get("appeared_ns") if isinstance(d, dict) else None
+        if isinstance(b, int) and not isinstance(b, bool):
+            out[str(s)] = max(out.get(str(s), b), b)
+    return out
+
+
 def _ib_link_layer_devices(meta: dict) -> set[str]:
     """The recorded devices whose ports are all native InfiniBand (their netdevs are IPoIB)."""
     out = set()
@@ -606,6 +622,14 @@ def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
     hi = capture.t_end_ns if hi is None else hi
     ser = c[c["data"] & (c["source"] == "infiniband")]
     unk = m["unknown"](int(lo), int(hi))
+    begins = series_begins(capture, ser)
+    if begins and len(unk):
+        unk = unk.copy()
+        for s, b in begins.items():
+            if s in unk.index and b > lo:  # before its first reading the device was absent
+                cut = min(int(unk.at[s, "not_covered"]), min(b, hi) - lo)
+                unk.at[s, "not_covered"] -= cut
+                unk.at[s, "total"] -= cut
     dev_of = dict(zip(ser["series"], ser["device"], strict=True))
     dir_of = dict(zip(ser["series"], ser["direction"], strict=True))
     devices = list(dict.fromkeys(ser["device"]))
@@ -614,10 +638,11 @@ def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
         row = {"tx_bytes": 0.0, "rx_bytes": 0.0, "peak_1ms_gbps": np.nan, "nan_windows": 0,
                "over_line_windows": 0, "unknown_share": 0.0}
         for s in ser.loc[ser["device"] == dev, "series"]:
-            if s in unk.index and hi > lo:
+            span = hi - max(lo, begins.get(s, lo))  # the part of the range it was present
+            if s in unk.index and span > 0:
                 row["unknown_share"] = max(row["unknown_share"],
-                                           unk.at[s, "total"] / float(hi - lo))
-            elif hi > lo:  # no interval at all: fewer than two readings, nothing known
+                                           unk.at[s, "total"] / float(span))
+            elif span > 0:  # no interval at all: fewer than two readings, nothing known
                 row["unknown_share"] = 1.0
         for s, (byt, nan_w) in m["series"].items():
             if dev_of.get(s) != dev:

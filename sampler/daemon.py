@@ -249,6 +249,10 @@ class _WriterThread(threading.Thread):
         self.metrics = None
         self.clock = time.perf_counter_ns  # an emulated node's clocks replace these (record)
         self.pair = clock_pair
+        #: sweeps written to the capture (the counter set may grow, so not rows // counters)
+        self.sweeps_written = 0
+        #: set by ``record``: how to build the counters of a device that appears (``grow``)
+        self.grow: dict[str, Any] | None = None
 
     def put(self, buf: SweepBuffers | None, events: list) -> None:
         """Hand a buffer to the writer from the sampling thread, never blocking it.
@@ -293,6 +297,7 @@ class _WriterThread(threading.Thread):
             self._fail(exc)
             while True:  # keep taking handoffs so the sampler's last puts never block
                 buf, _events = self.q.get()
+                self._take_growth(_events)
                 if buf is None:
                     return
 
@@ -312,6 +317,7 @@ class _WriterThread(threading.Thread):
         first = True
         while True:
             buf, events = self.q.get()
+            events = self._take_growth(events)
             if self.error is None:
                 try:
                     if first:  # the real start record (taken just before sweep 0)
@@ -395,13 +401,42 @@ class _WriterThread(threading.Thread):
             self.writer.add_event(self.clock(), None, "renamed", msg, save=False)
             self.say(f"rdmascope record: {msg}")
 
+    def _take_growth(self, events: list) -> list:
+        """Apply the counters the sampling thread added (a device that appeared; ``record``'s
+        ``add_pending``), handed over in order before the first buffer that reads them: the
+        manifest's counter list (shared with ``self.counters``), its ``devices`` and this
+        thread's per-counter bookkeeping grow, so those readings are never written before
+        their descriptors. Returns the other events."""
+        if not any(e[2] == "_counters_added" for e in events):
+            return events
+        rest = []
+        for e in events:
+            if e[2] != "_counters_added":
+                rest.append(e)
+                continue
+            item = e[3]
+            for c in item["counters"]:
+                self.counters.append(c)
+                self.read_hist.append(LogHistogram())
+                self.bad_rows.append(0)
+                self.problems.append([])
+                self.counter_state.append("ok")
+            if item.get("device") is not None:
+                self.writer.manifest.setdefault("devices", []).append(item["device"])
+            self.grew = True  # _handle saves the manifest before the next buffer is written
+        return rest
+
     def _watch_devices(self, now: float) -> None:
         """About once a second, list ``class/infiniband`` (names and ``device`` links only, in
         this thread, never the sampler's) and record each RDMA device that appeared or vanished
         since the start: one event and one line each, and an entry in the manifest's
         ``device_changes`` ({name, pci, sys_image_guid, kind "appeared" | "vanished", t_ns}).
-        A device that appears after the start is not sampled (the counter set is fixed at the
-        start); the verdicts over a range it was present in say CANNOT JUDGE, naming it."""
+        A device that appears after the start is sampled from then on: its counters are built
+        by the same discovery as at the start (``discover``, ``counter_descriptors``) and handed
+        to the sampling thread (``grow["add"]``), which adds them at its next sweep; each
+        descriptor gets ``appeared_ns``, the time of its first reading. Where none can be built
+        (no byte counter, discovery failed, ``--device`` chose devices) it is not sampled, and
+        the verdicts over a range it was present in say CANNOT JUDGE, naming it."""
         if getattr(self, "ib_dir", None) is None or now - getattr(self, "last_watch", 0.0) < 1:
             return
         self.last_watch = now
@@ -414,7 +449,14 @@ class _WriterThread(threading.Thread):
         followed = set(getattr(self, "current", {}).values())
         changes = self.writer.manifest.setdefault("device_changes", [])
         t = self.clock()
+        probing = getattr(self, "probing", None)
+        if probing is None:
+            probing = self.probing = {}
+        deferred = set()
         for n in sorted(names - self.present - followed):
+            if self._still_probing(n, now, probing):
+                deferred.add(n)  # looked at again at the next rescan
+                continue
             d = self.ib_dir / n
             try:
                 pci = os.path.basename(os.readlink(d / "device").rstrip("/")) or None
@@ -426,9 +468,18 @@ class _WriterThread(threading.Thread):
                 guid = None
             changes.append({"name": n, "pci": pci, "sys_image_guid": guid, "kind": "appeared",
                             "t_ns": int(t)})
-            msg = (f"RDMA device {n} (PCI {pci or 'unknown'}) appeared after the start; it is "
-                   "not sampled (restart record to include it): verdicts over this time cannot "
-                   "judge it")
+            added, why = self._counters_of_new(n)
+            if added < 0:  # it was recorded before it vanished: its files are re-opened
+                msg = (f"RDMA device {n} (PCI {pci or 'unknown'}) appeared again; its counters "
+                       "are read again from its files (the time it was away is unknown)")
+            elif added:
+                changes[-1]["counters"] = added
+                msg = (f"RDMA device {n} (PCI {pci or 'unknown'}) appeared after the start; "
+                       f"sampled from now on ({added} counters; before, it was absent)")
+            else:
+                msg = (f"RDMA device {n} (PCI {pci or 'unknown'}) appeared after the start; it "
+                       f"is not sampled ({why}; restart record to include it): verdicts over "
+                       "this time cannot judge it")
             self.writer.add_event(t, None, "device_appeared", msg, save=False)
             self.say(f"rdmascope record: {msg}")
         for n in sorted(self.present - names - set(getattr(self, "current", {}))):
@@ -437,7 +488,57 @@ class _WriterThread(threading.Thread):
             msg = f"RDMA device {n} vanished from {self.ib_dir}"
             self.writer.add_event(t, None, "device_vanished", msg, save=False)
             self.say(f"rdmascope record: {msg}")
-        self.present = (names - followed) | (self.present & set(getattr(self, "current", {})))
+        self.present = (names - followed - deferred) | (
+            self.present & set(getattr(self, "current", {})))
+
+    #: A device seen without its ports or counter files yet (the driver is still probing it)
+    #: is looked at again at each rescan for up to this long (s) before it is said.
+    PROBE_WAIT_S = 5.0
+
+    def _still_probing(self, name: str, now: float, probing: dict[str, float]) -> bool:
+        """True while a new device's counter files are not all there yet (sysfs fills in while
+        the driver probes it), for up to ``PROBE_WAIT_S``: it is then said and added whole,
+        instead of with counters that read as missing for a second."""
+        g = self.grow
+        if g is None or g.get("selected"):
+            return False
+        first = probing.setdefault(name, now)
+        if now - first >= self.PROBE_WAIT_S:
+            return False
+        try:
+            devs = discover(g["root"], devices=[name])
+            descs = counter_descriptors(devs, list(g["counters"]),
+                                        netdev_stats=g["netdev_stats"], sysfs_root=g["root"])
+        except Exception:  # noqa: BLE001 - half-probed: try again next time
+            return True
+        return not descs or not all(os.path.exists(c["path"]) for c in descs)
+
+    def _counters_of_new(self, name: str) -> tuple[int, str]:
+        """Build the counter descriptors of device ``name`` that appeared (the discovery of the
+        start) and hand them to the sampling thread; return (how many, why none)."""
+        g = self.grow
+        if g is None:
+            return 0, "the counter set of this recording is fixed"
+        if g.get("selected"):
+            return 0, "--device chose the devices to record"
+        if any(c.get("device") == name and c.get("source") != "netdev" for c in self.counters):
+            return -1, ""
+        try:
+            devs = discover(g["root"], devices=[name])
+            descs = counter_descriptors(devs, list(g["counters"]),
+                                        netdev_stats=g["netdev_stats"], sysfs_root=g["root"])
+        except Exception as exc:  # noqa: BLE001 - a device half-probed: said, never fatal
+            return 0, f"its counters could not be listed ({type(exc).__name__}: {exc})"
+        sampled = {c.get("netdev") for c in self.counters if c.get("source") == "netdev"}
+        descs = [c for c in descs if c.get("source") != "netdev" or c.get("netdev") not in sampled]
+        if not descs:
+            return 0, "no counter file to read"
+        if len(self.counters) + len(descs) > 65535:
+            return 0, "at most 65535 counters"
+        for w in devs[0].warnings if devs else ():
+            self.say(f"rdmascope record: warning: {w}")
+        g["add"](descs, devs[0].to_dict() if devs else None)
+        return len(descs), ""
 
     def note_events(self, events: list) -> None:
         """Keep each counter's problems for the stop summary and say each one once, live."""
@@ -470,9 +571,12 @@ class _WriterThread(threading.Thread):
         n_ev = len(self.writer.manifest.get("events") or [])
         self._rescan(time.monotonic())
         self._watch_devices(time.monotonic())
-        dirty = bool(events) or len(self.writer.manifest.get("events") or []) != n_ev
+        dirty = bool(events) or len(self.writer.manifest.get("events") or []) != n_ev or \
+            getattr(self, "grew", False)
+        self.grew = False
         if buf is not None and len(buf):
             self.writer.write_batch(_to_batch(buf))
+            self.sweeps_written += len(buf.sweep_start_ns)
             self._audit(buf)
             if self.metrics is not None:
                 self.metrics.update(buf)
@@ -524,10 +628,10 @@ class _WriterThread(threading.Thread):
             else:
                 interval_hist.add(np.diff(starts))
             last_start = int(starts[-1])
-        n = len(read_hist)
-        dur = np.frombuffer(buf.read_duration_ns, dtype=np.uint32).reshape(-1, n)
-        st = np.frombuffer(buf.status, dtype=np.uint8).reshape(-1, n)
-        for i in range(n):
+        w = buf.width(len(read_hist))  # counters added after the start: see _take_growth
+        dur = np.frombuffer(buf.read_duration_ns, dtype=np.uint32).reshape(-1, w)
+        st = np.frombuffer(buf.status, dtype=np.uint8).reshape(-1, w)
+        for i in range(min(w, len(read_hist))):
             ok = st[:, i] == 0
             read_hist[i].add(dur[ok, i])
             bad_rows[i] += int((~ok).sum())
@@ -654,12 +758,16 @@ def _ensure_open_files(n_counters: int, log: TextIO) -> None:
 
 def _run_compiled(module, reader: CounterReader, state: dict, wt: _WriterThread,
                   stats: ScheduleStats, *, interval_ns: int, start_ns: int, spin_ns: int,
-                  n_deadlines: int | None, handoff_ns: int, should_stop) -> None:
+                  n_deadlines: int | None, handoff_ns: int, should_stop, grow=None) -> None:
     """The schedule of ``loop.run_schedule`` with the compiled sweep (``csweep``): the same
     deadlines, missed-deadline rule and ``n_deadlines`` end, but many sweeps per call into C.
 
     ``should_stop`` is polled between calls, at least every ``csweep.POLL_NS`` (and after a
     signal); buffers are handed to ``wt`` every ``handoff_ns`` as with the Python sweep.
+    ``grow`` (optional, returns True when it added counters: a device appeared) is called
+    between calls when ``state["pending"]`` holds counters; the compiled sweep is then rebuilt
+    for the new counter set (its buffers are a few rows per counter: cheap) and goes on at the
+    next deadline.
     """
     sweeper = CompiledSweeper(reader, module, handoff_ns // interval_ns + 8)
     sweeper.lock = state["lock"]  # one lock with the recorder's stop (_Sampling.abandon)
@@ -683,6 +791,10 @@ def _run_compiled(module, reader: CounterReader, state: dict, wt: _WriterThread,
                 state["next_handoff"] = now + handoff_ns
         if reason == module.R_END:
             break
+        if grow is not None and state["pending"] and grow():
+            sweeper = CompiledSweeper(reader, module, handoff_ns // interval_ns + 8)
+            sweeper.lock = state["lock"]
+            state["sweeper"] = sweeper
 
 
 class _Sampling:
@@ -843,7 +955,8 @@ class _Sampling:
                 buf.value.append(0)
                 buf.status.append(STATUS_READ_ERROR if i == hung else STATUS_MISSING)
                 buf.n_bad += 1
-            c = self.wt.counters[hung]
+            c = self.wt.counters[hung] if hung < len(self.wt.counters) else {
+                "device": None, "port": None, "name": self.reader.paths[hung]}
             self.abandoned_read = {"counter_id": hung, "device": c["device"], "port": c["port"],
                                    "netdev": c.get("netdev"), "name": c["name"],
                                    "path": self.reader.paths[hung], "sweep": int(k),
@@ -1074,10 +1187,43 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     stats = ScheduleStats()
     handoff_ns = int(HANDOFF_INTERVAL_S * 1e9)
     state = {"buf": SweepBuffers(), "next_handoff": pair[1] + handoff_ns,
-             "lock": threading.Lock(), "abandoned": False, "sweeper": None}
+             "lock": threading.Lock(), "abandoned": False, "sweeper": None,
+             # counters of devices that appeared, from the writer thread (_watch_devices)
+             "pending": []}
     read_sweep = reader.read_sweep
 
+    def add_pending(descs: list[dict[str, Any]], device: dict[str, Any] | None) -> None:
+        with state["lock"]:  # the writer thread: taken by the sampling thread between sweeps
+            state["pending"].append((descs, device))
+
+    wt.grow = {"root": root, "counters": list(opts.counters), "netdev_stats": opts.netdev_stats,
+               "selected": bool(opts.devices), "add": add_pending}
+
+    def grow() -> bool:
+        """In the sampling thread, between sweeps: hand over the buffer so far (every buffer
+        has one counter set), then add the pending counters to the reader; they are read from
+        the next sweep on, and their descriptors (``appeared_ns``: now) reach the writer
+        thread before any buffer that reads them."""
+        with state["lock"]:
+            if state["abandoned"] or not state["pending"]:
+                return False
+            items, state["pending"] = state["pending"], []
+            now = clock()
+            grown = []
+            for descs, dev in items:
+                for d in descs:
+                    d["appeared_ns"] = int(now)
+                grown.append((now, None, "_counters_added", {"counters": descs, "device": dev}))
+            wt.put(state["buf"], reader.drain_events() + grown)
+            state["buf"] = SweepBuffers()
+            state["next_handoff"] = now + handoff_ns
+            for descs, _dev in items:
+                reader.add([d["path"] for d in descs])
+        return True
+
     def sweep(k: int) -> None:
+        if state["pending"]:
+            grow()
         buf = state["buf"]
         read_sweep(k, buf)
         now = clock()
@@ -1104,7 +1250,7 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
         else:
             _run_compiled(csweep_mod, reader, state, wt, stats, interval_ns=interval_ns,
                           start_ns=pair[1], spin_ns=opts.spin_ns, n_deadlines=n_sweeps,
-                          handoff_ns=handoff_ns, should_stop=stop_now)
+                          handoff_ns=handoff_ns, should_stop=stop_now, grow=grow)
 
     sampling = _Sampling(sample, state, reader, wt, stats, clock=clock, interval_ns=interval_ns,
                          end_ns=(pair[1] + (n_sweeps - 1) * interval_ns
@@ -1170,8 +1316,8 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
         "rows_written": writer.rows_written,
         # every sweep reads every counter, so rows come in whole sweeps; after a write error the
         # sweeps still taken are audited but not stored: say both numbers
-        "sweeps_written": writer.rows_written // len(counters),
-        "sweeps_not_written": stats.taken - writer.rows_written // len(counters),
+        "sweeps_written": wt.sweeps_written,
+        "sweeps_not_written": stats.taken - wt.sweeps_written,
         "stopped_by": stopped_by,
         "sweep": sweep_impl,
         # reads slower than the slow-read bound (5 x the interval), per counter, and a read the

@@ -153,12 +153,13 @@ class SamplerMetrics:
         if not nsw or not self.n:
             return
         n = self.n
-        sweeps = np.frombuffer(buf.sweep, dtype=np.int64).reshape(-1, n)[:, 0]
+        w = buf.width(n)  # counters added after the start: not served (the first n are)
+        sweeps = np.frombuffer(buf.sweep, dtype=np.int64).reshape(-1, w)[:, 0]
         starts = np.frombuffer(buf.sweep_start_ns, dtype=np.int64)
-        vals = np.frombuffer(buf.value, dtype=np.uint64).reshape(-1, n)
-        st = np.frombuffer(buf.status, dtype=np.uint8).reshape(-1, n)
-        tb = np.frombuffer(buf.t_before_ns, dtype=np.int64).reshape(-1, n)
-        dur = np.frombuffer(buf.read_duration_ns, dtype=np.uint32).reshape(-1, n)
+        vals = np.frombuffer(buf.value, dtype=np.uint64).reshape(-1, w)[:, :n]
+        st = np.frombuffer(buf.status, dtype=np.uint8).reshape(-1, w)[:, :n]
+        tb = np.frombuffer(buf.t_before_ns, dtype=np.int64).reshape(-1, w)[:, :n]
+        dur = np.frombuffer(buf.read_duration_ns, dtype=np.uint32).reshape(-1, w)[:, :n]
         inst = tb + (dur // 2).astype(np.int64)
         late = None
         if self.start_ns is not None:

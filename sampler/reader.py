@@ -65,6 +65,13 @@ class SweepBuffers:
         self.sweep_start_ns = array("q")  # one per sweep: t_before of its first read
         self.n_bad = 0
 
+    def width(self, default: int) -> int:
+        """Rows per sweep in this buffer (every sweep of a buffer reads the same counters; the
+        counter set only grows between buffers, when a device appears): ``default`` when empty.
+        Consumers with fewer counters take the first columns of ``reshape(-1, width)``."""
+        nsw = len(self.sweep_start_ns)
+        return len(self.sweep) // nsw if nsw else default
+
     def __len__(self) -> int:
         return len(self.sweep)
 
@@ -111,6 +118,25 @@ class CounterReader:
         for i in range(n):
             self._open(i, now)
             self.next_check_ns[i] = now + self.reopen_interval_ns
+
+    def add(self, paths: Sequence[str]) -> list[int]:
+        """Add counters (files ``paths``) after the start (a device that appeared): they get
+        the next counter ids, are opened now and read from the next sweep on. Call it only from
+        the sampling thread between sweeps (it grows the per-counter lists the sweep walks).
+        Returns the new counter ids."""
+        first = len(self.paths)
+        now = self.clock()
+        for p in paths:
+            i = len(self.paths)
+            self.paths.append(str(p))
+            for lst, v in ((self.fds, -1), (self.parked, -1), (self.backoff_ns, 0),
+                           (self.skipped, 0), (self.state, STATUS_OK), (self.reason, None),
+                           (self.next_check_ns, 0), (self.slow_reads, 0),
+                           (self.slow_max_ns, 0), (self._slow_said, 0)):
+                lst.append(v)
+            self._open(i, now)
+            self.next_check_ns[i] = now + self.reopen_interval_ns
+        return list(range(first, len(self.paths)))
 
     def request_check(self, i: int) -> None:
         """Have counter ``i`` checked (re-opened if missing) at its next read: safe from another

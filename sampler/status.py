@@ -333,10 +333,12 @@ class StatusMeter:
             self.rate_counters[i] = (key, direction, int(bpu))
 
     def _latest(self, buf: SweepBuffers) -> dict[int, tuple[int, int]]:
-        """Last valid (t_before_ns, bytes) of each rate counter in ``buf``."""
-        vals = np.frombuffer(buf.value, dtype=np.uint64).reshape(-1, self.n)
-        st = np.frombuffer(buf.status, dtype=np.uint8).reshape(-1, self.n)
-        tb = np.frombuffer(buf.t_before_ns, dtype=np.int64).reshape(-1, self.n)
+        """Last valid (t_before_ns, bytes) of each rate counter in ``buf`` (a buffer with
+        counters added after the start: the first ``self.n`` of each sweep)."""
+        w = buf.width(self.n)
+        vals = np.frombuffer(buf.value, dtype=np.uint64).reshape(-1, w)[:, :self.n]
+        st = np.frombuffer(buf.status, dtype=np.uint8).reshape(-1, w)[:, :self.n]
+        tb = np.frombuffer(buf.t_before_ns, dtype=np.int64).reshape(-1, w)[:, :self.n]
         latest = {}
         for i, (_key, _d, bpu) in self.rate_counters.items():
             ok = np.flatnonzero(st[:, i] == 0)

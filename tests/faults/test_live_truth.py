@@ -11,6 +11,7 @@ import time
 import pytest
 from livetree import RateWriter, netdev_stat, port_counter
 from rdmascope.analysis import byte_intervals, load_capture
+from rdmascope.capture import segment_counters
 from rdmascope.sampler.faketree import build_device
 
 from .conftest import SPARK_TWINS, Recorder, failread_shim, run_cli
@@ -170,20 +171,88 @@ def test_native_ib_tcp_over_ipoib_is_suspected(tmp_path):
     assert "ib0" in v["message"] and "(IPoIB)" in v["message"]
 
 
-def test_twins_appearing_after_the_start_are_said_and_make_the_verdict_unknown(tmp_path):
+@pytest.mark.usefixtures("sweep_impl")
+def test_twins_appearing_after_the_start_are_sampled_and_judged(tmp_path):
     """A Spark rescans its CX-7 functions (AER error, cable insertion): the twins appear 1 s
-    after record starts and then carry the traffic. The recorder says so and records when;
-    verify-emulation says CANNOT JUDGE naming them (it said PASS "100 % on one interface")."""
+    after record starts and NCCL then uses both. The recorder says so once, records when, and
+    samples them from then on (both sweeps): their bytes after they appeared match the truth,
+    and verify-emulation judges them: FAIL for the emulation, both carried traffic (it said
+    PASS "100 % on one interface" when they were not seen, CANNOT JUDGE when seen only)."""
     root = tmp_path / "sys"
     build_device(root, "mlx5_0", pci="0000:03:00.0", netdev="enp3s0f0np0",
                  sys_image_guid="0a7f:bc12:45ef:0300")
     w = RateWriter({port_counter(root, "mlx5_0"): (10_000, 2e6 / 4)})  # 2 MB/s
+    # 10 Gb/s on each twin, in 4-byte units per second (far below the 126 Gb/s PCIe bound of a
+    # Spark twin, so a late update of the writer thread on a loaded machine stays plausible)
+    units = 10 * GB / 8 / 4
     w.start()
     try:
-        rec = Recorder(tmp_path / "cap", root, "--duration", "3s")
+        # segments rolled every 0.4 s: some hold the counters of the start only
+        rec = Recorder(tmp_path / "cap", root, "--duration", "3s", fast_roll=0.4)
         rec.wait_sampling()
         time.sleep(1.0)
         _spark(root)  # the two twins appear
+        for name, _, _ in SPARK_TWINS:
+            w.add(port_counter(root, name), 10_000, units)
+        rc = rec.wait()
+    finally:
+        w.stop()
+    assert rc == 0, rec.stderr
+    for name, _, _ in SPARK_TWINS:
+        assert f"RDMA device {name} (PCI" in rec.stderr and "appeared after the start; " \
+            "sampled from now on" in rec.stderr, rec.stderr
+        assert rec.stderr.count(f"RDMA device {name} ") == 1  # said once, not per sweep
+    cap = load_capture(tmp_path / "cap")
+    ch = cap.meta["device_changes"]
+    assert sorted(c["name"] for c in ch if c["kind"] == "appeared") == sorted(
+        n for n, _, _ in SPARK_TWINS)
+    descs = cap.meta["counters"]
+    start = cap.t_start_ns
+    # the capture format takes counters that begin mid-capture: segments written before they
+    # appeared store fewer descriptors than the manifest (a prefix of it) and still read
+    stored = [len(segment_counters(f)) for f in sorted((tmp_path / "cap").glob("segments/*"))]
+    assert min(stored) < len(descs) == max(stored), stored
+    iv = byte_intervals(cap)
+    for name, _, _ in SPARK_TWINS:
+        ids = [i for i, d in enumerate(descs) if d["device"] == name]
+        assert ids and ids[0] > 0 and all("appeared_ns" in descs[i] for i in ids)
+        appeared = descs[ids[0]]["appeared_ns"]
+        assert appeared - start >= 0.9e9, (appeared - start) / 1e9  # not there before
+        r = cap.readings[cap.readings["counter_id"].isin(ids)]
+        assert int(r["t_before_ns"].min()) >= appeared
+        tx = iv[iv["counter_id"] == next(i for i in ids if descs[i]["direction"] == "tx")]
+        t0, t1 = int(tx["t0_ns"].min()), int(tx["t1_ns"].max())
+        assert t1 - t0 > 0.3e9 and not tx["bytes"].isna().any()  # seen within ~1 s
+        # exact truth: the units the writer put there between its first and last reading,
+        # to the writer's 1 ms step and the reading brackets
+        truth = 4 * w.units_between(port_counter(root, name), t0, t1)
+        assert abs(tx["bytes"].sum() - truth) <= 2 * 4 * units * 0.001 + 4 * 4 * units * 0.002
+    ins = run_cli("inspect", tmp_path / "cap")
+    assert "appeared" in ins.output and SPARK_TWINS[0][0] in ins.output
+    v = json.loads(run_cli("verify-emulation", tmp_path / "cap", "--json").output)["meta"]
+    assert v["status"] == "fail", v["message"]
+    assert not v["unknown_devices"], v["message"]
+    for name, _, _ in SPARK_TWINS:
+        assert name in v["message"]
+    both = json.loads(run_cli("verify-emulation", tmp_path / "cap", "--expect-both",
+                              "--json").output)["meta"]
+    assert both["status"] == "pass", both["message"]
+
+
+def test_a_device_appearing_under_device_selection_is_said_and_makes_the_verdict_unknown(
+        tmp_path):
+    """With --device choosing what to record, a device that appears is not added: said once,
+    and verify-emulation over the time it was present says CANNOT JUDGE, naming it."""
+    root = tmp_path / "sys"
+    build_device(root, "mlx5_0", pci="0000:03:00.0", netdev="enp3s0f0np0",
+                 sys_image_guid="0a7f:bc12:45ef:0300")
+    w = RateWriter({port_counter(root, "mlx5_0"): (10_000, 2e6 / 4)})
+    w.start()
+    try:
+        rec = Recorder(tmp_path / "cap", root, "--duration", "2.5s", "--device", "mlx5_0")
+        rec.wait_sampling()
+        time.sleep(0.5)
+        _spark(root)
         for name, _, _ in SPARK_TWINS:
             w.add(port_counter(root, name), 10_000, 40 * GB / 8 / 4)
         rc = rec.wait()
@@ -191,15 +260,10 @@ def test_twins_appearing_after_the_start_are_said_and_make_the_verdict_unknown(t
         w.stop()
     assert rc == 0, rec.stderr
     for name, _, _ in SPARK_TWINS:
-        assert f"RDMA device {name} (PCI" in rec.stderr and "appeared after the start" in \
-            rec.stderr
-        assert rec.stderr.count(f"RDMA device {name} ") == 1  # said once, not per sweep
+        assert f"RDMA device {name} (PCI" in rec.stderr and "it is not sampled" in rec.stderr
+        assert rec.stderr.count(f"RDMA device {name} ") == 1
     cap = load_capture(tmp_path / "cap")
-    ch = cap.meta["device_changes"]
-    assert sorted(c["name"] for c in ch if c["kind"] == "appeared") == sorted(
-        n for n, _, _ in SPARK_TWINS)
-    ins = run_cli("inspect", tmp_path / "cap")
-    assert "appeared" in ins.output and SPARK_TWINS[0][0] in ins.output
+    assert {d["device"] for d in cap.meta["counters"]} == {"mlx5_0"}
     v = json.loads(run_cli("verify-emulation", tmp_path / "cap", "--json").output)["meta"]
     assert v["status"] == "cannot judge", v["message"]
     assert set(v["unknown_devices"]) >= {n for n, _, _ in SPARK_TWINS}
