@@ -42,3 +42,21 @@ def test_sampler_commands_work_on_lean_install(fixtures_dir):
     res = _run("inspect", str(fixtures_dir / "v1-capture"))
     assert res.returncode == 0, res.stderr
     assert "sweeps" in res.stdout
+
+
+def test_top_level_help_imports_no_subcommand_module():
+    """`rdmascope --help` lists every command from the command table: no subcommand module
+    (nor pandas) is imported to print it, so it is fast and works on a lean install."""
+    code = ("import sys\n"
+            "from rdmascope.cli import main, COMMANDS\n"
+            "try:\n"
+            "    main(['--help'])\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "mods = sorted(m for m in sys.modules if m.startswith('rdmascope.cli.')\n"
+            "              and m.split('.')[2] in {v[0] for v in COMMANDS.values()})\n"
+            "print('IMPORTED', mods, 'pandas' in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("IMPORTED")]
+    assert line == ["IMPORTED [] False"], r.stdout[-2000:] + r.stderr[-2000:]
+    assert "Commands:" in r.stdout and "record" in r.stdout

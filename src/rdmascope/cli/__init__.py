@@ -84,6 +84,12 @@ class LazyGroup(click.Group):
                 exc.exit_code = EXIT_ERROR
             raise
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Short help from the table, so `rdmascope --help` imports no subcommand module.
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # the exit-code table, as rdmascope.exitcodes defines it (one meaning per code)
         with formatter.section("Exit codes (every command)"):
@@ -101,12 +107,6 @@ def _is_extra(exc: ModuleNotFoundError) -> bool:
 def _needs_extras(exc: ModuleNotFoundError) -> str:
     return (f"needs the analysis extras ({exc.name} is not installed): "
             "pip install 'rdmascope[analysis]'")
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        # Short help from the table, so `rdmascope --help` imports no subcommand module.
-        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
 
 
 #: Options holding a comma-separated list of durations (parsed by the command, typed str).
