@@ -435,3 +435,13 @@ def test_a_missing_request_log_is_a_usage_error_everywhere(tmp_path, cmd):
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 2, r.output
     assert str(log) in r.output and "does not exist" in r.output
+
+
+def test_collectives_names_an_empty_inspector_file(tmp_path):
+    """An empty --inspector file was refused naming the capture ('CAPTURE: no collective record
+    in the Inspector files'), not the file that held nothing."""
+    empty = tmp_path / "rank0.log"
+    empty.write_text("")
+    r = CliRunner().invoke(main, ["collectives", str(SIM), "--inspector", str(empty)])
+    assert r.exit_code == 4, r.output
+    assert f"{empty}: no NCCL Inspector record" in r.output and "Traceback" not in r.output

@@ -50,6 +50,11 @@ def command(capture, inspector, max_rows, out):
         emit({"prometheus": prom}, out, human=human_prom,
              meta={"capture": str(capture), "inspector": list(inspector), "notes": [note]})
         return
+    if recs.empty:  # name what was given, not the capture: the files are what is wrong
+        raise click.ClickException(
+            f"{', '.join(str(i) for i in inspector)}: no NCCL Inspector record in it (empty, or "
+            "no line of it is a collective); expected the JSON lines NCCL's Inspector plugin "
+            "writes (one record per collective)")
     with cli_errors(str(capture)):
         cap = load_capture(capture)
     try:
