@@ -445,3 +445,19 @@ def test_collectives_names_an_empty_inspector_file(tmp_path):
     r = CliRunner().invoke(main, ["collectives", str(SIM), "--inspector", str(empty)])
     assert r.exit_code == 4, r.output
     assert f"{empty}: no NCCL Inspector record" in r.output and "Traceback" not in r.output
+
+
+def test_inspect_of_a_capture_being_recorded_does_not_call_it_an_unclean_end(tmp_path):
+    """inspect said 'BEING RECORDED by pid N' and, lines below, 'sampling quality (computed from
+    readings (no audit: unclean end))' for the same capture."""
+    from capture_builders import MS, STATUS_OK, T0, ib, write_capture
+    from rdmascope.capture import recording_pid
+
+    rd = {0: [(T0 + k * MS, 1000, 250 * k, STATUS_OK) for k in range(50)]}
+    cap = write_capture(tmp_path / "live", [ib("rocep1s0f1", "tx")], rd, close=False)
+    if recording_pid(cap) is None:
+        pytest.skip("the test writer released the capture's lock")
+    r = CliRunner().invoke(main, ["inspect", str(cap)])
+    assert r.exit_code == 0, r.output
+    assert "BEING RECORDED" in r.output and "unclean end" not in r.output.lower(), r.output
+    assert "still being recorded" in r.output

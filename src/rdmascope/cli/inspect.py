@@ -226,7 +226,9 @@ def summarize_capture(path: str) -> dict[str, Any]:
         n_dead = int(carry[0] - first_sweep + 1)
         p50, p99 = iv_pct.percentiles([50, 99])
         out["quality"] = {
-            "source": "computed from readings (no audit: unclean end)",
+            "source": ("computed from readings (no audit yet: still being recorded)"
+                       if out.get("recording_pid") is not None
+                       else "computed from readings (no audit: unclean end)"),
             "sweeps_taken": n_sweeps,
             "sweeps_missed": n_dead - n_sweeps,
             "sweeps_taken_pct": 100.0 * n_sweeps / n_dead if n_dead else None,
