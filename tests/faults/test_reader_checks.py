@@ -157,7 +157,12 @@ def test_analysis_commands_say_the_shortfall_too(tmp_path):
     cap = _capture(tmp_path / "a")
     (cap / "segments" / "seg-000001.parquet").unlink()
     _edit(cap, lambda m: m.__setitem__("segments", m["segments"][:1]))
-    for cmd in ("peaks", "verify-emulation"):
-        r = CliRunner().invoke(main, [cmd, str(cap)])
+    out = tmp_path / "out"
+    out.mkdir()
+    for cmd in (["peaks"], ["verify-emulation"], ["bursts"], ["rates"],
+                ["export", "dataset", "-o", str(out / "ds")],
+                ["export", "perfetto", "-o", str(out / "t.json")],
+                ["report", "-o", str(out / "rep")]):
+        r = CliRunner().invoke(main, [*cmd, str(cap)])
         assert ("the audit says 400 readings were written but the capture holds 200: 200 "
                 "readings are missing") in r.output, (cmd, r.output)

@@ -149,7 +149,7 @@ def command(capture, requests_log, fmt, offset, run, use_corrected, arrival_wind
     paths = list(logs) if len(logs) > 1 else [default_log(capture, requests_log, "--requests")]
     try:
         cap = open_capture(capture)  # intervals made segment by segment
-        say_capture_state(capture, cap.meta)
+        say_capture_state(capture, cap.meta, cap)
         aligned = []
         for log_path in paths:
             log = read_request_log(log_path, fmt, run=run)

@@ -170,7 +170,7 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
     for cap_path in (capture_a, capture_b):
         try:
             caps.append(open_capture(cap_path))  # intervals made segment by segment
-            say_capture_state(cap_path, caps[-1].meta)
+            say_capture_state(cap_path, caps[-1].meta, caps[-1])
         except (CaptureError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
     id_a, id_b = (c.meta.get("capture_id") for c in caps)

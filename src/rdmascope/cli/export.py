@@ -134,7 +134,7 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
         with cli_errors(str(c)):
             if t_from is None and t_to is None:
                 caps.append(load_capture(c))
-                say_capture_state(c, caps[-1].meta)
+                say_capture_state(c, caps[-1].meta, caps[-1])
                 continue
             # a range: only the segments holding it are read (memory of the range)
             from rdmascope.analysis.timeline import load_capture_range
@@ -197,6 +197,8 @@ def dataset(captures, out, force):
     from rdmascope.analysis.dataset import write_dataset
 
     require_parent_dir(out)
+    for c in captures:  # being recorded / unclean end / readings missing against the audit
+        say_capture_state(c)
     offsets, ref, note = run_set_offsets(captures)
     with cli_errors(str(out)):
         written, notes = write_dataset(list(captures), out, force=force, offsets=offsets,

@@ -417,11 +417,22 @@ def capture_state_note(path, meta: dict | None = None) -> str | None:
             "host went down): read to its last flushed reading")
 
 
-def say_capture_state(path, meta: dict | None = None) -> None:
-    """Print ``capture_state_note`` on stderr (never into machine output on stdout)."""
+def say_capture_state(path, meta: dict | None = None, cap=None) -> None:
+    """Print on stderr (never into machine output on stdout) ``capture_state_note`` (being
+    recorded, unclean end) and ``say_audit_shortfall`` (fewer readings than the audit says were
+    written). ``cap``: the whole capture as the command opened it (a loaded ``Capture`` or a
+    ``stream.CaptureInfo``), else its manifest and footers are opened here to count the rows."""
     note = capture_state_note(path, meta)
     if note:
         click.echo(note, err=True)
+    if cap is None:
+        from rdmascope.analysis.stream import open_capture
+
+        try:
+            cap = open_capture(path)
+        except Exception:  # noqa: BLE001 - the command itself reports an unreadable capture
+            return
+    say_audit_shortfall(cap, path)
 
 
 def load_or_fail(path: str):
@@ -431,8 +442,7 @@ def load_or_fail(path: str):
 
     with cli_errors(str(path)):
         cap = load_capture(path)
-    say_audit_shortfall(cap, path)
-    say_capture_state(path, cap.meta)
+    say_capture_state(path, cap.meta, cap)
     return cap
 
 
@@ -443,8 +453,7 @@ def open_or_fail(path: str):
 
     with cli_errors(str(path)):
         info = open_capture(path)
-    say_audit_shortfall(info, path)
-    say_capture_state(path, info.meta)
+    say_capture_state(path, info.meta, info)
     return info
 
 

@@ -11,6 +11,7 @@ from rdmascope.cli.output import (
     link_gbps_option,
     origin_option,
     require_parent_dir,
+    say_capture_state,
 )
 from rdmascope.cli.setup_options import resolve_kwargs, setup_options
 
@@ -71,6 +72,8 @@ def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, 
     require_parent_dir(out_dir)  # DIR itself may be new, its parent must exist
     _check_counts(captures, request_logs, labels, runs)
     check_report_dir(out_dir, force)
+    for c in captures:  # being recorded / unclean end / readings missing against the audit
+        say_capture_state(c)
     t0 = time.monotonic()
 
     def progress(msg: str) -> None:
