@@ -18,3 +18,17 @@ def test_ci_runs_the_readme_commands():
     head = readme[: readme.find("\n## ", readme.find("\n## ") + 1)]
     for cmd in cmds:
         assert cmd in head, f".ci/run command not at the top of README.md: {cmd}"
+
+
+def test_readme_is_short_and_tells_users_not_history():
+    """The README is for users: under 450 lines, and no issue references ('#21', 'issue 2',
+    'issues 13'); development history and dated runs live in docs/ (benchmarks.md)."""
+    import re
+
+    readme = (REPO / "README.md").read_text()
+    n = len(readme.splitlines())
+    assert n < 450, f"README.md has {n} lines (at most ~400 wanted)"
+    refs = re.findall(r"(?<![\w/&])#\d+\b|\bissues? \d+|\bPR \d+", readme, re.I)
+    assert not refs, f"issue references in README.md: {refs}"
+    dated = re.findall(r"\b20\d\d-\d\d-\d\d\b", readme)
+    assert not dated, f"dated runs in README.md (move them to docs/benchmarks.md): {dated}"
