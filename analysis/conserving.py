@@ -54,7 +54,8 @@ class Split:
     ``decode_tx``, ``decode_rx`` (bytes, NaN where a touched segment's bytes are unknown);
     ``idle_tx``/``idle_rx`` (bytes in the known segments no request computes in),
     ``total_tx``/``total_rx`` (the known segments' bytes: the counters over the span),
-    ``unknown_segments`` (count of segments whose bytes are unknown: in neither sum) and
+    ``unknown_segments`` (count of segments whose tx or rx bytes are unknown: in neither sum;
+    a direction with no known segment has NaN totals, never 0) and
     ``segments`` (count)."""
 
     prefill_tx: np.ndarray
@@ -192,8 +193,14 @@ def split(send, first, last, prompt_tokens, output_tokens, integrate, t_lo: int,
         # a request touching an unknown segment is unknown (a NaN in the sum says so)
         out[name] = per
     idle = col <= 0
+
+    def known_sum(v):
+        # the known segments' bytes; unknown (NaN), never 0, when no segment of v is known
+        return float(np.nansum(v)) if np.isfinite(v).any() else float("nan")
+
     return Split(prefill_tx=out["tx"][:n], prefill_rx=out["rx"][:n],
                  decode_tx=out["tx"][n:], decode_rx=out["rx"][n:],
-                 idle_tx=float(np.nansum(tx[idle])), idle_rx=float(np.nansum(rx[idle])),
-                 total_tx=float(np.nansum(tx)), total_rx=float(np.nansum(rx)),
-                 unknown_segments=int((~known).sum()), segments=S)
+                 idle_tx=known_sum(tx[idle]) if idle.any() else 0.0,
+                 idle_rx=known_sum(rx[idle]) if idle.any() else 0.0,
+                 total_tx=known_sum(tx), total_rx=known_sum(rx),
+                 unknown_segments=int((~(known & np.isfinite(rx))).sum()), segments=S)

@@ -56,3 +56,87 @@ def sweep_impl(request, monkeypatch) -> str:
     else:
         monkeypatch.setenv(ENV_DISABLE, "1")
     return request.param
+
+
+#: Relative tolerance of the conservation check (float rounding of sums over many segments).
+CONSERVATION_RTOL = 1e-6
+
+
+def check_conservation(at) -> None:
+    """Assert the conserving split of one ``Attribution`` (analysis/conserving.py).
+
+    Per direction: the per-request ``prefill_*_split_bytes`` + ``decode_*_split_bytes`` +
+    ``split_idle_*_bytes`` equal ``split_total_*_bytes``, and that total equals the bytes of the
+    attribution's ``timeline`` (the same span cut at other points and integrated separately, a
+    second sum of what the counters saw). Unknown stays unknown: a request whose inclusive window
+    bytes are NaN has a NaN split (never 0); a NaN split only with an unknown segment, and then
+    the known values plus idle/other stay within the known total (NaN when none is known)."""
+    import numpy as np
+
+    s, r = at.summary, at.requests
+    if "split_total_tx_bytes" not in s:
+        return
+    for d in ("tx", "rx"):
+        total, idle = float(s[f"split_total_{d}_bytes"]), float(s[f"split_idle_{d}_bytes"])
+        # idle/other is NaN when every idle segment is unknown: its known part is then 0
+        idle = 0.0 if np.isnan(idle) else idle
+        tol = CONSERVATION_RTOL * max(abs(total), 1.0)
+        cols = [f"prefill_{d}_split_bytes", f"decode_{d}_split_bytes"]
+        vals = np.concatenate([r[c].to_numpy(dtype=float, na_value=np.nan) for c in cols]) \
+            if len(r) else np.zeros(0)
+        for w in ("prefill", "decode"):
+            inc = r[f"{w}_{d}_bytes"].to_numpy(dtype=float, na_value=np.nan) if len(r) else []
+            spl = r[f"{w}_{d}_split_bytes"].to_numpy(dtype=float, na_value=np.nan) \
+                if len(r) else []
+            # an empty window (last token at the first token's instant) holds 0 bytes in the
+            # split; only a window with time in it can be unknown
+            a, b = (("t_send_ns", "t_first_ns") if w == "prefill"
+                    else ("t_first_ns", "t_last_ns"))
+            span = ((r[b] - r[a]).to_numpy(dtype=float, na_value=np.nan) > 0
+                    if len(r) and a in r and b in r else np.ones(len(r), bool))
+            bad = np.isnan(inc) & ~np.isnan(spl) & span
+            assert not bad.any(), (
+                f"{w} {d}: {int(bad.sum())} request(s) with unknown window bytes got a known "
+                f"split (unknown must stay NaN): {list(r.loc[bad, 'request_id'])[:5]}")
+        if not np.isnan(vals).any():
+            given = float(vals.sum()) + idle
+            assert abs(given - total) <= tol, (
+                f"{d}: per-request split {vals.sum():,.0f} + idle/other {idle:,.0f} = "
+                f"{given:,.0f} B, counters over the span {total:,.0f} B")
+            tl = at.timeline
+            if (s.get("split_unknown_segments", 0) == 0 and len(tl) and f"{d}_bytes" in tl
+                    and not tl[f"{d}_bytes"].isna().any()):
+                seen = float(tl[f"{d}_bytes"].sum())
+                assert abs(seen - total) <= tol, (
+                    f"{d}: split total {total:,.0f} B, timeline of the same span {seen:,.0f} B")
+        else:
+            # a NaN split only where some segment's bytes are unknown; the known part stays
+            # within the known total (NaN total: nothing in that direction is known)
+            assert s.get("split_unknown_segments", 0) > 0, (
+                f"{d}: NaN split with no unknown segment")
+            if np.isfinite(total):
+                assert float(np.nansum(vals)) + idle <= total + tol, (
+                    f"{d}: known split + idle/other exceed the known counters' total")
+            else:
+                # no known segment: a request touching one is NaN, one touching none has 0
+                assert (vals[np.isfinite(vals)] == 0).all(), (
+                    f"{d}: counters unknown, yet bytes were split")
+
+
+@pytest.fixture(autouse=True)
+def _conservation_checked(monkeypatch):
+    """Every attribution any test makes (``attribute``, the CLI, the report, several logs: all
+    build an ``Attribution``) is checked by ``check_conservation`` as it is made."""
+    try:
+        from rdmascope.analysis.attribute import Attribution
+    except Exception:  # the sampler-only install: no analysis to check
+        yield
+        return
+    orig = Attribution.__init__
+
+    def init(self, *a, **k):
+        orig(self, *a, **k)
+        check_conservation(self)
+
+    monkeypatch.setattr(Attribution, "__init__", init)
+    yield
