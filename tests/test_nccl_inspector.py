@@ -84,10 +84,21 @@ def test_bad_inspector_input(tmp_path, run):
     f.write_text(src[0] + "\n" + json.dumps(future) + "\n")
     with pytest.raises(InspectorError, match=r"future.log: line 2: inspector_output_format_version 'v9.0'"):
         read_inspector([f])
+    # a file that ends inside its last record (a rank killed mid-write): that record alone is
+    # skipped and said; the records before it are read
     cut = tmp_path / "cut.log"
-    cut.write_text(src[0] + "\n" + src[1][:40])
-    with pytest.raises(InspectorError, match=r"cut.log: line 2: truncated"):
-        read_inspector([cut])
+    cut.write_text(src[0] + "\n" + src[1] + "\n" + src[2][:40])
+    recs = read_inspector([cut])
+    assert len(recs) == 2 and recs["line"].tolist() == [1, 2]
+    assert recs.attrs["notes"] == [f"{cut}: line 3: truncated (the file ends inside it): that "
+                                   "record skipped, the 2 lines before it read"]
+    r = CliRunner().invoke(main, ["collectives", str(run), "--inspector", str(cut)])
+    assert r.exit_code == 0 and "line 3: truncated" in r.output, r.output
+    # a record that is not JSON in the middle is an error naming the line
+    mid = tmp_path / "mid.log"
+    mid.write_text(src[0] + "\n" + src[1][:40] + "\n" + src[2] + "\n")
+    with pytest.raises(InspectorError, match=r"mid.log: line 2: not JSON"):
+        read_inspector([mid])
     other = tmp_path / "other.log"
     other.write_text('{"level": "info", "msg": "not NCCL"}\n')
     with pytest.raises(InspectorError, match=r"other.log: line 1: no 'header'"):

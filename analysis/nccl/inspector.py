@@ -95,10 +95,13 @@ def read_inspector(paths: Iterable[str | os.PathLike], *, dump_slack_us: float =
     placement ("kernel" or "dump"), uncertainty_us. P2P records are kept with coll = their
     operation. ``.prom`` files are skipped here (see ``read_prometheus``).
 
-    Raises ``InspectorError`` naming file and line for a line that is not JSON, a record
+    A last line the file ends inside (no newline: a rank killed mid-write) is skipped and said in
+    ``attrs["notes"]``, once records were read before it. Raises ``InspectorError`` naming file
+    and line for a line that is not JSON, a record
     without the fields above, or a format version this reader does not know (a future one).
     """
     rows = []
+    notes: list[str] = []
     for f in _files(paths):
         if f.suffix == ".prom":
             continue
@@ -118,15 +121,22 @@ def read_inspector(paths: Iterable[str | os.PathLike], *, dump_slack_us: float =
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as exc:
-                last = no == len(lines) and not text.endswith("\n")
+                if no == len(lines) and not text.endswith("\n") and rows:
+                    # the file ends inside its last record (a rank killed mid-write, or a
+                    # file copied while NCCL wrote it): that record alone is lost, not the file
+                    notes.append(f"{f}: line {no}: truncated (the file ends inside it): that "
+                                 f"record skipped, the {no - 1:,} lines before it read")
+                    continue
                 raise InspectorError(
-                    f"{f}: line {no}: {'truncated (the file ends inside it)' if last else 'not JSON'}"
-                    f" ({exc.msg}); expected one Inspector record per line") from exc
+                    f"{f}: line {no}: not JSON ({exc.msg}); expected one Inspector record per "
+                    "line") from exc
             rows.append(_row(f, no, rec, dump_slack_us))
     cols = ["file", "line", "host", "pid", "comm", "comm_name", "rank", "nranks", "nnodes", "coll",
             "sn", "size_bytes", "exec_us", "algobw_gbs", "busbw_gbs", "timing_source", "start_us",
             "end_us", "placement", "uncertainty_us"]
-    return pd.DataFrame(rows, columns=cols)
+    df = pd.DataFrame(rows, columns=cols)
+    df.attrs["notes"] = notes
+    return df
 
 
 def _row(f: Path, no: int, rec, slack: float) -> dict:

@@ -59,6 +59,7 @@ def command(capture, inspector, max_rows, out):
         cap = load_capture(capture)
     try:
         table, notes = collectives_table(cap, recs)
+        notes = [*recs.attrs.get("notes", []), *notes]
     except InspectorError as exc:
         raise click.ClickException(f"{capture}: {exc}") from exc
     classes = size_class_table(table)
