@@ -105,6 +105,11 @@ class RecordError(Exception):
     """An expected failure that stops (or prevents) a recording; the message says what to do."""
 
 
+class RecordUsageError(RecordError):
+    """A ``RecordError`` caused by an option value that names nothing (a ``--sysfs-root`` that
+    does not exist, a ``--device`` that is not there): the CLI exits 2, as for a usage error."""
+
+
 @dataclass
 class RecordOptions:
     """Options of ``rdmascope record`` (see ``record``)."""
@@ -995,6 +1000,8 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     except CaptureError as exc:
         raise RecordError(str(exc)) from exc
     root = Path(opts.sysfs_root)
+    if not root.is_dir():
+        raise RecordUsageError(f"--sysfs-root {root}: no such directory")
     ib = infiniband_dir(root)
     if not ib.is_dir():
         hint = sysfs_root_hint(root)
@@ -1007,7 +1014,7 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     if opts.devices:
         unknown = [d for d in opts.devices if d not in available]
         if unknown:
-            raise RecordError(f"unknown device(s) {', '.join(unknown)} under {ib} "
+            raise RecordUsageError(f"--device: unknown device(s) {', '.join(unknown)} under {ib} "
                               f"(available: {', '.join(available) or 'none'})")
     devices = discover(root, devices=opts.devices or None)
     if not devices:

@@ -353,7 +353,15 @@ def test_missing_counter_marked_unavailable_others_go_on(tree, tmp_path):
 def test_bad_arguments(tree, tmp_path, args, msg):
     r = rdmascope("record", "-o", tmp_path / "cap", "--sysfs-root", tree, "--duration", "0.1s",
                   *args)
-    assert r.returncode != 0 and msg in r.stderr
+    assert r.returncode == 2 and msg in r.stderr  # a usage error (rdmascope.exitcodes)
+    assert not (tmp_path / "cap").exists()
+
+
+def test_a_sysfs_root_that_does_not_exist_is_a_usage_error(tmp_path):
+    r = rdmascope("record", "-o", tmp_path / "cap", "--sysfs-root", tmp_path / "nowhere",
+                  "--duration", "0.1s")
+    assert r.returncode == 2 and f"--sysfs-root {tmp_path / 'nowhere'}: no such directory" \
+        in r.stderr, r.stderr
     assert not (tmp_path / "cap").exists()
 
 

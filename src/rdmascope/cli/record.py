@@ -151,6 +151,7 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, n
     from rdmascope import models
     from rdmascope.sampler.daemon import (
         RecordError,
+        RecordUsageError,
         RecordOptions,
         format_audit,
         record,
@@ -207,6 +208,8 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, n
     )
     try:
         result = record(opts)
+    except RecordUsageError as exc:  # an option value that names nothing: exit 2
+        raise click.UsageError(str(exc)) from exc
     except RecordError as exc:
         raise click.ClickException(str(exc)) from exc
     try:
