@@ -13,6 +13,8 @@ Never a traceback. The number of examples is fixed (no time budget that a busy m
 from __future__ import annotations
 
 import copy
+import csv
+import io
 import json
 from pathlib import Path
 
@@ -40,6 +42,8 @@ SEEDS = [
     ("kinds/llmperf_individual_responses.json", "llmperf"),
     ("cases/M4.json", "genai-perf"),
     ("cases/M6.json", "inference-perf"),
+    ("kinds/vllm_multiturn_raw_data.csv", "vllm-multiturn"),
+    ("kinds/trtllm_bench_request_info.json", "trtllm-bench"),
 ]
 
 SETTINGS = settings(max_examples=100, deadline=None, derandomize=True,
@@ -57,10 +61,27 @@ def _load(name: str):
     text = (DATA / name).read_text()
     if name.endswith(".jsonl"):
         return [json.loads(x) for x in text.splitlines() if x.strip()], True
+    if name.endswith(".csv"):
+        # a CSV is mutated as a list of rows (dicts of cells) and written back as CSV
+        return [dict(r) for r in csv.DictReader(io.StringIO(text))], "csv"
     return json.loads(text), False
 
 
-def _dump(value, lines: bool) -> str:
+def _cell(v) -> str:
+    return "" if v is None else v if isinstance(v, str) else json.dumps(v)
+
+
+def _dump(value, lines) -> str:
+    if lines == "csv":
+        rows = value if isinstance(value, list) else []
+        cols = list(dict.fromkeys(k for r in rows if isinstance(r, dict) for k in r))
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(cols)
+        for r in rows:
+            r = r if isinstance(r, dict) else {}
+            w.writerow([_cell(r.get(c)) for c in cols])
+        return buf.getvalue()
     if lines:
         return "".join(json.dumps(v) + "\n" for v in value)
     return json.dumps(value)

@@ -197,6 +197,45 @@ def llmperf_two(R) -> list:
     return [one, dict(one), bad]
 
 
+def _rows() -> list:
+    return [json.loads(x) for x in (CAP / "requests.jsonl").read_text().splitlines() if x]
+
+
+def vllm_multiturn() -> str:
+    """vLLM benchmarks/multi_turn raw data CSV (RequestStats rows, CLOCK_MONOTONIC ms); P1 with a
+    3-token first chunk, its TTFT moved back by 2 x tpot_ms as process_statistics does."""
+    lines = ["ttft_ms,tpot_ms,latency_ms,start_time_ms,input_num_turns,input_num_tokens,"
+             "output_num_tokens,output_num_chunks,output_num_first_chunk_tokens,"
+             "approx_cached_percent,conversation_id,client_id,end_time_ms"]
+    for k, r in enumerate(_rows()):
+        ttft = (r["t_first_token"] - r["t_send"]) * 1e3
+        lat = (r["t_last_token"] - r["t_send"]) * 1e3
+        tpot = (lat - ttft) / (r["output_tokens"] - 1)
+        first_k = 3 if k == 0 else 1
+        shown = max(0.1, ttft - (first_k - 1) * tpot)
+        lines.append(f"{shown!r},{tpot!r},{lat!r},{r['t_send'] * 1e3!r},1,{r['prompt_tokens']},"
+                     f"{r['output_tokens']},{r['output_tokens'] - first_k},{first_k},0.0,"
+                     f"conv{k},0,{(r['t_send'] * 1e3 + lat)!r}")
+    return "\n".join(lines) + "\n"
+
+
+def trtllm_bench() -> list:
+    """trtllm-bench per-request records (RequestRecord.model_dump + output_tokens, ns on
+    perf_counter_ns = CLOCK_MONOTONIC): P1, P2, one not streamed (first token -1), one with
+    error tokens."""
+    recs = []
+    for k, r in enumerate(_rows()):
+        s, f, la = (int(round(r[c] * 1e9)) for c in ("t_send", "t_first_token", "t_last_token"))
+        recs.append({"id": k, "num_input_tokens": r["prompt_tokens"], "error_tokens": 0,
+                     "start_timestamp": s, "first_token_timestamp": f, "end_timestamp": la,
+                     "decode_iteration": r["output_tokens"] - 1, "output": "...",
+                     "output_tokens": r["output_tokens"], "time_to_first_token": f - s,
+                     "end_to_end_latency": la - s})
+    recs.append({**recs[0], "id": 7, "first_token_timestamp": -1})
+    recs.append({**recs[0], "id": 8, "error_tokens": 2})
+    return recs
+
+
 def main() -> None:
     R = ref()
     man = json.loads((CAP / "manifest.json").read_text())
@@ -206,6 +245,8 @@ def main() -> None:
         "genai_perf_error_event.json": json.dumps(genai_perf_error(R), indent=1),
         "vllm_bench_serve_inconsistent.json": json.dumps(vllm_inconsistent(R)),
         "native_bad_rows.csv": native_bad_rows(R, cap_end_s),
+        "vllm_multiturn_raw_data.csv": vllm_multiturn(),
+        "trtllm_bench_request_info.json": json.dumps(trtllm_bench(), indent=1),
         "native_epoch_noclock.jsonl": native_epoch(R),
         "sglang_bench_serving_two_runs.jsonl": sglang_runs(R),
         "llmperf_individual_responses.json": json.dumps(llmperf(R), indent=4),
