@@ -245,7 +245,7 @@ def test_streamed_json_and_csv_equal_the_whole_dump(monkeypatch, capsys):
     meta = {"k": [1, {"z": np.nan}], "n": np.int64(4), "e": {}}
     O.emit(tables, O.OutputSpec(json=True, csv=False, parquet=None), meta=meta)
     got = capsys.readouterr().out
-    whole = {"meta": meta}
+    whole = {"schema_version": O.JSON_SCHEMA_VERSION, "meta": meta}
     for name, df in tables.items():
         whole[name] = O.to_records(df.reset_index() if df.index.name is not None else df)
     want = json.dumps(O._nan_to_none(whole), indent=1, default=O._json_default) + "\n"
