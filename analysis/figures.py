@@ -147,23 +147,149 @@ def _capacities(link_gbps) -> list[tuple[str, float]]:
     return [(f"{float(v):g} Gb/s link", float(v)) for v in link_gbps]
 
 
+def _panel_capacities(link_gbps) -> list[tuple[str, float]]:
+    """The bound lines that matter for one panel: the highest (the port rate: the most the
+    node's path carries) and the lowest (the lowest physical bound of that path, e.g. one PCIe
+    x4 path), each once (a second line at the same rate is dropped). Lines in between (a twin's
+    PCIe link bound between the path and the port) are left out: they cluttered the panel with
+    overlapping labels and bound nothing the two others do not."""
+    caps = sorted(_capacities(link_gbps), key=lambda c: c[1])
+    if len(caps) <= 2:
+        out = caps
+    else:
+        out = [caps[0], caps[-1]]
+    seen, keep = set(), []
+    for label, g in sorted(out, key=lambda c: -c[1]):
+        if g in seen:
+            continue
+        seen.add(g)
+        keep.append((label, g))
+    return keep
+
+
 def _draw_capacities(ax: Axes, link_gbps) -> list:
-    """Draw link capacities as dashed reference lines with a label at the right edge."""
+    """Draw the panel's bound lines (``_panel_capacities``) dashed, each labelled once at the
+    right edge: the highest above its line, the lower one below its own, so the two labels
+    never print over each other (``_declutter`` moves any that still touch another label)."""
     lines = []
-    caps = _capacities(link_gbps)
-    for label, gbps in caps:
+    caps = _panel_capacities(link_gbps)
+    for i, (label, gbps) in enumerate(caps):
         line = ax.axhline(gbps, color=CAPACITY_COLOR, linestyle=(0, (5, 3)), linewidth=0.9,
                           zorder=1.5)
         line.set_gid("capacity")
         line.set_label("_" + label)  # kept off the legend; the text below names it
-        # a line with another just above it (109 and 126 Gb/s) is labelled below itself, so
-        # that the two labels do not print over each other
-        below = any(gbps < g <= gbps * 1.25 for _, g in caps)
+        below = i > 0  # caps run from the highest down: only the highest is labelled above
         ax.annotate(label, xy=(1.0, gbps), xycoords=("axes fraction", "data"),
                     xytext=(-3, -2 if below else 2), textcoords="offset points", ha="right",
-                    va="top" if below else "bottom", fontsize=8, color=CAPACITY_COLOR)
+                    va="top" if below else "bottom", fontsize=8, color=CAPACITY_COLOR,
+                    gid="capacity_label")
         lines.append(line)
     return lines
+
+
+#: Labels ``_declutter`` never moves.
+_FIXED_LABELS = ("kept_out_label", "peak_label")
+
+
+def _declutter(fig: Figure) -> None:
+    """Move each axes' small labels (bound lines, "zoom below", rounds) down until none
+    overlaps another label text.
+
+    Measured on the laid-out figure (``get_window_extent`` with the canvas' renderer); the
+    kept-out label and figure 3's peak label stay where they are (at the clipped top), the
+    others give way, the highest first.
+    """
+    get_renderer = getattr(getattr(fig, "canvas", None), "get_renderer", None)
+    if fig is None or get_renderer is None:
+        return
+    fig.draw_without_rendering()  # the layout engine places the axes first
+    renderer = get_renderer()
+    px_per_pt = fig.dpi / 72.0
+    for ax in fig.axes:
+        texts = [t for t in ax.texts if t.get_visible() and t.get_text()]
+        fixed = [t for t in texts if t.get_gid() in _FIXED_LABELS]
+        movable = sorted((t for t in texts if t.get_gid() not in _FIXED_LABELS),
+                         key=lambda t: -t.get_window_extent(renderer).y1)
+        placed = [t.get_window_extent(renderer) for t in fixed]
+        for t in movable:
+            for _ in range(20):
+                box = t.get_window_extent(renderer)
+                hit = [bb for bb in placed if box.overlaps(bb)]
+                if not hit:
+                    break
+                dy = box.y1 - min(bb.y0 for bb in hit) + 1.0  # pixels to move down
+                x, y = t.get_position()
+                t.set_position((x, y - dy / px_per_pt))
+            placed.append(t.get_window_extent(renderer))
+
+
+#: Shown beside the markers of windows kept out of the headline (``_draw_kept_out``).
+KEPT_OUT_COLOR = "#c0392b"
+
+
+def kept_out_mask(values, ceiling_gbps: float | None, width_ns: int, *,
+                  instant_unc_ns: int | None = None) -> np.ndarray:
+    """Return a boolean array: which windows a figure draws as kept out of the headline.
+
+    ``values``: Gb/s per window (array-like, any shape) of ``width_ns`` windows;
+    ``ceiling_gbps``: the most the drawn path carries (the port rate of the node's cable,
+    ``_panel_capacities``' highest line); None or NaN: nothing is kept out. The rule of
+    ``overline.flag_over_line`` on rates alone: a window is over line rate when even its fewest
+    possible bytes -- its rate over the window less the readings' instant uncertainty at each
+    edge (``curve.INSTANT_UNC_NS``, 0.1 ms, by default) -- exceed what the line carries in the
+    whole window. A window above the ceiling within that uncertainty stays drawn (``peaks``
+    headlines it "at line rate"). Raises nothing; NaN windows are never kept out.
+    """
+    from .curve import INSTANT_UNC_NS
+
+    v = np.asarray(values, dtype=float)
+    if ceiling_gbps is None or not np.isfinite(float(ceiling_gbps)) or width_ns <= 0:
+        return np.zeros(v.shape, dtype=bool)
+    u = INSTANT_UNC_NS if instant_unc_ns is None else int(instant_unc_ns)
+    low_share = max(float(width_ns) - 2.0 * u, 0.0) / float(width_ns)
+    with np.errstate(invalid="ignore"):
+        return np.nan_to_num(v * low_share, nan=-np.inf) > float(ceiling_gbps)
+
+
+def kept_out_text(n: int, raw_max_gbps: float, why: str = "over line rate") -> str:
+    """The label beside kept-out markers: how many, the highest raw value, why, clipped."""
+    return f"{int(n)} window(s) kept out (up to {float(raw_max_gbps):.0f} Gb/s: {why}; clipped)"
+
+
+def _draw_kept_out(ax: Axes, x, raw_gbps, *, why: str = "over line rate") -> None:
+    """Mark kept-out windows at the axis top: a red marker per window at ``x`` (data units)
+    clipped at the top of the rate axis (never drawn at its height, which set the scale's
+    maximum), and one label saying how many were kept out, up to which raw Gb/s, and why."""
+    x = np.asarray(x, dtype=float)
+    raw = np.asarray(raw_gbps, dtype=float)
+    if not len(x):
+        return
+    ax.plot(x, np.ones(len(x)), transform=ax.get_xaxis_transform(), marker="^",
+            markersize=6, color=KEPT_OUT_COLOR, linestyle="none", clip_on=False, zorder=11,
+            gid="kept_out_marker", label="_kept_out")
+    ax.annotate(kept_out_text(len(x), float(np.nanmax(raw)), why), xy=(1.0, 1.0),
+                xycoords="axes fraction", xytext=(-4, -3), textcoords="offset points",
+                ha="right", va="top", fontsize=8, color=KEPT_OUT_COLOR, gid="kept_out_label")
+
+
+def _clip_kept_out(rates: pd.DataFrame, width_ns: int, link_gbps):
+    """(drawn, kept) of a Gb/s frame: kept-out windows (``kept_out_mask`` against the panel's
+    highest bound line) NaN in ``drawn``; ``kept`` the mask frame."""
+    caps = _panel_capacities(link_gbps)
+    ceiling = caps[0][1] if caps else None
+    mask = kept_out_mask(rates.to_numpy(), ceiling, width_ns)
+    kept = pd.DataFrame(mask, index=rates.index, columns=rates.columns)
+    return rates.where(~kept), kept
+
+
+def _width_of(index_ns) -> int:
+    """The window width of a regular int64-ns index (its smallest step), 0 when unknown."""
+    t = np.asarray(index_ns, dtype=np.int64)
+    if len(t) < 2:
+        return 0
+    d = np.diff(t)
+    d = d[d > 0]
+    return int(d.min()) if len(d) else 0
 
 
 def _finite_max(a) -> list[float]:
@@ -177,7 +303,7 @@ def _finite_max(a) -> list[float]:
 def _headroom(ax: Axes, values: Sequence[float], link_gbps) -> None:
     """Set the rate axis from 0 to a bit above the highest value or capacity."""
     top = max([0.0] + [float(v) for v in values if np.isfinite(v)]
-              + [g for _, g in _capacities(link_gbps)])
+              + [g for _, g in _panel_capacities(link_gbps)])
     ax.set_ylim(0, top * 1.12 if top > 0 else 1.0)
 
 
@@ -266,10 +392,19 @@ def plot_request(
 
     origin = t_send_ns
     multi = rates.shape[1] > 1
+    width = _width_of(rates.index)
+    # windows over line rate beyond their timing uncertainty (kept out of every headline) are
+    # clipped at the axis top with a marker and a label, as in figure 3: drawn at their height
+    # (344, 673 Gb/s on a 200 Gb/s link) they set the scale and squashed the real bursts
+    drawn_all, kept = _clip_kept_out(rates, width, link_gbps)
     for i, col in enumerate(rates.columns):
-        x, y = _step_xy(rates.index, rates[col], origin)
+        x, y = _step_xy(rates.index, drawn_all[col], origin)
         ax.plot(x, y, drawstyle="steps-post", linewidth=0.6, color=PALETTE[i % len(PALETTE)],
                 label=str(col) if multi else f"{col} (1 ms windows)")
+    any_kept = kept.any(axis=1).to_numpy()
+    if any_kept.any():
+        _draw_kept_out(ax, (rates.index[any_kept].to_numpy(np.int64) + width / 2 - origin) / 1e9,
+                       rates.to_numpy(dtype=float)[kept.to_numpy()])
     prefill_s = (t_first_ns - t_send_ns) / 1e9
     ax.axvspan(0.0, prefill_s, color=PREFILL_COLOR, alpha=PREFILL_ALPHA, linewidth=0,
                label=f"prefill (TTFT {prefill_s:.2f} s)", gid="prefill")
@@ -279,7 +414,7 @@ def plot_request(
         ax.axvline((int(t_last_ns) - origin) / 1e9, color=FIRST_TOKEN_COLOR, linewidth=0.9,
                    linestyle=":", label="last token", gid="last_token")
     _draw_capacities(ax, link_gbps)
-    _headroom(ax, _finite_max(rates.to_numpy()), link_gbps)
+    _headroom(ax, _finite_max(drawn_all.to_numpy()), link_gbps)
     ax.set_xlabel("time since request sent (s)")
     ax.set_ylabel(RATE_LABEL)
     ax.set_title(title or "One request: prefill bursts, first token, steady decode", loc="left", pad=20)
@@ -301,7 +436,9 @@ def plot_request(
                    edgecolor="black", linewidth=1.0, gid="zoom_extent", label="_zoom")
         ax.annotate("zoom below", xy=((z1 - origin) / 1e9, 1.0), xycoords=("data", "axes fraction"),
                     xytext=(3, -2), textcoords="offset points", ha="left", va="top", fontsize=8)
-        sel = rates[(rates.index >= z0) & (rates.index < z1)]
+        inside = (rates.index >= z0) & (rates.index < z1)
+        sel = drawn_all[inside]
+        sel_kept = kept[inside]
         for i, col in enumerate(sel.columns):
             x, y = _step_xy(sel.index, sel[col], origin, scale=1e-3)
             zoom_ax.plot(x, y, drawstyle="steps-post", linewidth=1.0,
@@ -311,6 +448,10 @@ def plot_request(
         if z0 < t_first_ns <= z1:
             zoom_ax.axvline((t_first_ns - origin) / 1e6, color=FIRST_TOKEN_COLOR, linewidth=1.2,
                             gid="first_token")
+        zk = sel_kept.any(axis=1).to_numpy()
+        if zk.any():
+            _draw_kept_out(zoom_ax, (sel.index[zk].to_numpy(np.int64) + width / 2 - origin) / 1e6,
+                           rates[inside].to_numpy(dtype=float)[sel_kept.to_numpy()])
         _draw_capacities(zoom_ax, link_gbps)
         _headroom(zoom_ax, _finite_max(sel.to_numpy()), link_gbps)
         zoom_ax.set_xlim((z0 - origin) / 1e6, (z1 - origin) / 1e6)
@@ -319,6 +460,7 @@ def plot_request(
         zoom_ax.set_title(f"Zoom: {(z1 - z0) / 1e6:.0f} ms inside the prefill, 1 ms windows "
                           "(each burst is one all-reduce)", loc="left", fontsize=10)
         _style(zoom_ax)
+    _declutter(fig)
     return fig
 
 
@@ -371,6 +513,13 @@ def plot_comparison(
             raise ValueError(f"plot_comparison requests[{label!r}]: no requests")
         origin = int(req["t_send_ns"].min())
         color = PALETTE[i % len(PALETTE)]
+        width = _width_of(rates.index)
+        raw = rates
+        rates, kept = _clip_kept_out(rates, width, link_gbps.get(label))
+        any_kept = kept.any(axis=1).to_numpy()
+        if any_kept.any():
+            _draw_kept_out(ax, (raw.index[any_kept].to_numpy(np.int64) + width / 2 - origin) / 1e9,
+                           raw.to_numpy(dtype=float)[kept.to_numpy()])
         for j, col in enumerate(rates.columns):
             x, y = _step_xy(rates.index, rates[col], origin)
             ax.plot(x, y, drawstyle="steps-post", linewidth=0.6,
@@ -401,7 +550,7 @@ def plot_comparison(
         ax.set_ylabel(RATE_LABEL)
         ax.set_title(label, loc="left", fontsize=10, fontweight="bold")
         _style(ax)
-    caps = [g for lbl in labels for _, g in _capacities(link_gbps.get(lbl))]
+    caps = [g for lbl in labels for _, g in _panel_capacities(link_gbps.get(lbl))]
     _headroom(axes[0], top_values + caps, None)
     axes[-1].set_xlabel("time since the test's first request was sent (s)")
     # A proxy legend once, on the top panel: grey = prefill, red = first token.
@@ -410,6 +559,7 @@ def plot_comparison(
 
     _legend_above(axes[0], handles=[Patch(color=PREFILL_COLOR, alpha=0.4, label="prefill"),
                                     Line2D([], [], color=FIRST_TOKEN_COLOR, label="first token")])
+    _declutter(fig)
     if title:
         fig.suptitle(title, x=0.01, ha="left", fontsize=11)
     return fig
@@ -468,6 +618,12 @@ def plot_windows(
         # gap-spread: the text says "kept out") are not drawn at their height, which set the
         # scale's maximum and squashed the real bursts: clipped at the axis, marked, labelled
         kept_out = (s > peak * (1 + 1e-9)) if np.isfinite(peak) else s.isna() & False
+        if np.isfinite(peak) and any(abs(g - peak) <= 1e-9 * peak
+                                     for _, g in _capacities(link_gbps)):
+            # a peak at a bound line is "at line rate": the windows above the bound within
+            # their timing uncertainty are the headline's (drawn); beyond it, kept out
+            kept_out = kept_out & pd.Series(kept_out_mask(s.to_numpy(), peak, width),
+                                            index=s.index)
         drawn = s.where(~kept_out)
         x, y = _step_xy(s.index, drawn.to_numpy(), origin_ns)
         # a step line; filled only for 1 ms (single bursts) and wide windows: a filled 5 ms panel
@@ -487,15 +643,8 @@ def plot_windows(
                     markeredgecolor="black", markeredgewidth=0.6, zorder=10, gid="peak_marker",
                     linestyle="none", label="_peak")
         if kept_out.any():
-            xs = (s.index[kept_out].to_numpy(np.int64) + width / 2 - origin_ns) / 1e9
-            ax.plot(xs, np.ones(len(xs)), transform=ax.get_xaxis_transform(), marker="^",
-                    markersize=6, color="#c0392b", linestyle="none", clip_on=False, zorder=11,
-                    gid="kept_out_marker", label="_kept_out")
-            ax.annotate(f"{int(kept_out.sum())} window(s) kept out (up to "
-                        f"{float(s[kept_out].max()):.0f} Gb/s: over line rate or gap-spread; "
-                        "clipped)", xy=(1.0, 1.0), xycoords="axes fraction", xytext=(-4, -3),
-                        textcoords="offset points", ha="right", va="top", fontsize=8,
-                        color="#c0392b", gid="kept_out_label")
+            _draw_kept_out(ax, (s.index[kept_out].to_numpy(np.int64) + width / 2 - origin_ns)
+                           / 1e9, s[kept_out].to_numpy(), why="over line rate or gap-spread")
         ax.axhline(peak, color="black", linestyle=":", linewidth=1.0, zorder=1.6, gid="peak_line")
         peak_text = f"peak {peak:.0f} Gb/s" if np.isfinite(peak) else "unknown (no readable window)"
         text = f"{label} windows, {peak_text}"
@@ -513,6 +662,7 @@ def plot_windows(
     _headroom(axes[0], peaks, link_gbps)
     axes[-1].set_xlabel(xlabel)
     axes[0].set_title(title or "The averaging window decides the peak", loc="left")
+    _declutter(fig)
     return fig
 
 
@@ -979,6 +1129,23 @@ def timeline_html(rates: Mapping[str, pd.Series | pd.DataFrame], *, origin_ns: i
 
     fig = go.Figure()
     note = ""
+    caps = _panel_capacities(dict(link_gbps or {}))
+    ceiling = caps[0][1] if caps else None
+    top_values: list[float] = []
+    kept_x: list[float] = []
+    kept_raw: list[float] = []
+
+    def clip(x, v):
+        # the figures' rule (kept_out_mask): windows over line rate beyond their timing
+        # uncertainty are not drawn at their height (which set the scale) but marked at the top
+        m = kept_out_mask(v, ceiling, int(width_ns))
+        if m.any():
+            kept_x.extend(np.asarray(x)[m].tolist())
+            kept_raw.extend(np.asarray(v)[m].tolist())
+            v = np.where(m, np.nan, v)
+        top_values.extend(_finite_max(v))
+        return v
+
     for i, (label, s) in enumerate(rates.items()):
         if isinstance(s, pd.Series) and len(s) > MAX_TIMELINE_POINTS:
             t = s.index.to_numpy(np.int64)
@@ -992,8 +1159,8 @@ def timeline_html(rates: Mapping[str, pd.Series | pd.DataFrame], *, origin_ns: i
         if isinstance(s, pd.DataFrame):
             bucket = int(s.attrs.get("bucket_ns", width_ns))
             x = (s.index.to_numpy(np.int64) - np.int64(origin_ns)) / 1e9
-            hi = s["max"].to_numpy(np.float64)
-            lo = s["min"].to_numpy(np.float64)
+            hi = clip(x, s["max"].to_numpy(np.float64))
+            lo = np.where(np.isnan(hi), np.nan, s["min"].to_numpy(np.float64))
             fig.add_trace(go.Scatter(x=x, y=lo, mode="lines", showlegend=False,
                                      line={"shape": "hv", "width": 0, "color": color},
                                      hoverinfo="skip", name=f"{label} (lowest)"))
@@ -1012,12 +1179,26 @@ def timeline_html(rates: Mapping[str, pd.Series | pd.DataFrame], *, origin_ns: i
         t = s.index.to_numpy(np.int64)
         v = s.to_numpy(np.float64)
         x = (t - np.int64(origin_ns)) / 1e9
+        v = clip(x, v)
         fig.add_trace(go.Scatter(x=x, y=v, mode="lines", line={"shape": "hv", "width": 1},
                                  name=label,
                                  hovertemplate="%{x:.4f} s: %{y:.1f} Gb/s<extra></extra>"))
-    for name, gbps in (link_gbps or {}).items():
+    for j, (name, gbps) in enumerate(caps):  # the highest labelled above, the lower below
         fig.add_hline(y=float(gbps), line={"dash": "dash", "width": 1, "color": "#555"},
-                      annotation_text=name, annotation_position="top right")
+                      annotation_text=name,
+                      annotation_position="top right" if j == 0 else "bottom right")
+    top = max([0.0] + top_values + [g for _, g in caps])
+    y_top = top * 1.12 if top > 0 else 1.0
+    if kept_x:
+        fig.add_trace(go.Scatter(
+            x=kept_x, y=[0.985] * len(kept_x), yaxis="y2", mode="markers",
+            marker={"symbol": "triangle-up", "size": 9, "color": KEPT_OUT_COLOR},
+            name="kept out (over line rate)", customdata=kept_raw,
+            hovertemplate="%{x:.4f} s: kept out, raw %{customdata:.1f} Gb/s<extra></extra>"))
+        fig.add_annotation(text=kept_out_text(len(kept_x), max(kept_raw)), xref="paper",
+                           yref="paper", x=1.0, y=1.0, xanchor="right", yanchor="bottom",
+                           showarrow=False, font={"size": 11, "color": KEPT_OUT_COLOR},
+                           name="kept_out_label")
     if len(spans_s):
         # one trace of rectangles on a hidden [0, 1] axis: one shape per span (add_vrect) took
         # minutes for a few thousand requests and bloated the page
@@ -1032,7 +1213,7 @@ def timeline_html(rates: Mapping[str, pd.Series | pd.DataFrame], *, origin_ns: i
                       margin={"l": 60, "r": 20, "t": 50, "b": 50}, dragmode="zoom",
                       xaxis={"title": {"text": "time since capture start (s)"}},
                       yaxis={"title": {"text": RATE_LABEL}, "fixedrange": True,
-                             "rangemode": "tozero"},
+                             "range": [0, y_top]},
                       yaxis2={"overlaying": "y", "range": [0, 1], "visible": False,
                               "fixedrange": True},
                       legend={"orientation": "h", "y": -0.2}, template="plotly_white")

@@ -404,3 +404,107 @@ def test_kept_out_windows_are_clipped_marked_and_the_marker_sits_at_its_label():
                       "clipped)"]
     (line,) = data_lines(ax)
     assert np.nanmax(line.get_ydata()) == 109.0  # the kept-out windows are not drawn at height
+
+
+# ------------------------------------------------------------------------------------------------
+# One rule for a peak in every figure: kept-out windows clipped, bound lines that matter
+# ------------------------------------------------------------------------------------------------
+
+#: 1 ms windows of a node's tx on a 200 Gb/s port: real bursts at 109 Gb/s and two windows over
+#: line rate beyond the timing uncertainty (a counter updated late: 344 and 673 Gb/s), which
+#: ``peaks`` keeps out of every headline. 0.8 ms of a 1 ms window at 200 Gb/s is at most 160 of
+#: the window's 200 Gb/s, so 344 * 0.8 = 275 > 200 and 673 * 0.8 = 538 > 200: kept out; 230
+#: * 0.8 = 184 <= 200 is within the uncertainty (``peaks`` says "at line rate"): drawn.
+OVER = [0.0, 109.0, 20.0, 673.0, 109.0, 0.0, 344.0, 109.0, 230.0, 5.0]
+SPARK_LINES = {"port 200 Gb/s": 200.0, "one PCIe x4 path ~109 Gb/s": 109.0,
+               "twin PCIe link bound 126 Gb/s": 126.0}
+
+
+def assert_texts_do_not_overlap(fig):
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        texts = [t for t in ax.texts if t.get_visible() and t.get_text()]
+        boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in texts]
+        for i, (ta, a) in enumerate(boxes):
+            for tb, b in boxes[i + 1:]:
+                assert not a.overlaps(b), f"labels overlap: {ta!r} and {tb!r}"
+
+
+def test_kept_out_mask_is_the_over_line_rule_on_rates():
+    m = F.kept_out_mask(OVER + [np.nan], 200.0, MS)
+    assert list(np.flatnonzero(m)) == [3, 6]
+    # a 0.2 ms window cannot rule anything out from its rate alone (all of it is uncertain)
+    assert not F.kept_out_mask([673.0], 200.0, 200_000).any()
+    assert not F.kept_out_mask([673.0], None, MS).any()
+
+
+def test_request_figure_clips_kept_out_windows_at_the_axis_with_a_label():
+    """Figures 1/2 drew the kept-out 344 and 673 Gb/s windows at full height, unlabelled: the
+    y-axis reached 700 and squashed the real 109 Gb/s bursts."""
+    r = rates_frame(OVER, start_ns=0)
+    fig = F.plot_request(r, t_send_ns=0, t_first_ns=9 * MS, zoom_ms=5, zoom_start_ns=2 * MS,
+                         link_gbps={"port 200 Gb/s": 200.0})
+    ax, zoom = fig.axes[0], fig.axes[1]
+    assert 200 < ax.get_ylim()[1] < 300  # the port line and the 230 window, never 673
+    (line,) = data_lines(ax)
+    assert np.nanmax(line.get_ydata()) == 230.0
+    (ko,) = gid_artists(ax, "kept_out_marker")
+    np.testing.assert_allclose(ko.get_xdata(), [0.0035, 0.0065])  # window centres, s
+    labels = [t.get_text() for t in ax.texts if t.get_gid() == "kept_out_label"]
+    assert labels == ["2 window(s) kept out (up to 673 Gb/s: over line rate; clipped)"]
+    # the zoom (2-7 ms) holds both, in ms
+    (kz,) = gid_artists(zoom, "kept_out_marker")
+    np.testing.assert_allclose(kz.get_xdata(), [3.5, 6.5])
+    assert zoom.get_ylim()[1] < 300
+    assert_texts_do_not_overlap(fig)
+
+
+def test_comparison_figure_clips_kept_out_windows_per_panel():
+    r1 = rates_frame(OVER, start_ns=0)
+    r2 = rates_frame([0.0, 100.0, 0.0, 90.0, 0.0, 0, 0, 0, 0, 0], start_ns=0)
+    reqs = {k: pd.DataFrame({"t_send_ns": [0], "t_first_ns": [8 * MS]}) for k in ("a", "b")}
+    fig = F.plot_comparison({"a": r1, "b": r2}, reqs,
+                            link_gbps={"a": {"port 200 Gb/s": 200.0},
+                                       "b": {"port 200 Gb/s": 200.0}})
+    a, b = fig.axes[:2]
+    assert a.get_ylim()[1] < 300
+    (ko,) = gid_artists(a, "kept_out_marker")
+    np.testing.assert_allclose(ko.get_xdata(), [0.0035, 0.0065])
+    assert not gid_artists(b, "kept_out_marker")
+    assert [t.get_text() for t in a.texts if t.get_gid() == "kept_out_label"] == \
+        ["2 window(s) kept out (up to 673 Gb/s: over line rate; clipped)"]
+    assert_texts_do_not_overlap(fig)
+
+
+@pytest.mark.parametrize("plot", ["request", "windows"])
+def test_bound_lines_are_the_port_and_the_lowest_bound_labelled_once_without_overlap(plot):
+    """The old figures drew every bound (port, PCIe path, twin PCIe link) dashed with labels
+    printed over each other and over the kept-out label."""
+    r = rates_frame(OVER, start_ns=0)
+    if plot == "request":
+        fig = F.plot_request(r, t_send_ns=0, t_first_ns=9 * MS, zoom_ms=None,
+                             link_gbps=SPARK_LINES)
+    else:
+        fig = F.plot_windows({MS: r}, peaks_gbps={MS: 200.0}, link_gbps=SPARK_LINES)
+    ax = fig.axes[0]
+    assert capacity_ys(ax) == [109.0, 200.0]
+    texts = [t.get_text() for t in ax.texts]
+    assert texts.count("port 200 Gb/s") == 1 and texts.count("one PCIe x4 path ~109 Gb/s") == 1
+    assert "twin PCIe link bound 126 Gb/s" not in texts
+    assert_texts_do_not_overlap(fig)
+
+
+def test_timeline_clips_kept_out_windows_and_scales_to_the_headline():
+    pytest.importorskip("plotly")
+    import re
+
+    s = rates_frame(OVER, start_ns=0).iloc[:, 0]
+    html, _ = F.timeline_html({"tx": s}, origin_ns=0, width_ns=MS, title="t",
+                              link_gbps=SPARK_LINES)
+    html = html.replace("\\u002f", "/")  # plotly's JSON escapes "/"
+    assert "2 window(s) kept out (up to 673 Gb/s: over line rate; clipped)" in html
+    tops = [float(v) for v in re.findall(r'"range":\[0(?:\.0)?,([0-9.e+]+)\]', html)]
+    assert tops and max(tops) == pytest.approx(230.0 * 1.12)  # not 673 * 1.12
+    assert "twin PCIe link bound 126 Gb/s" not in html
+    assert "port 200 Gb/s" in html and "one PCIe x4 path ~109 Gb/s" in html
