@@ -24,7 +24,7 @@ from rdmascope.analysis import (
     verify_emulation,
 )
 from rdmascope.analysis.attribute import attribute
-from rdmascope.analysis.report import _capture_fields, load_configuration
+from rdmascope.analysis.report import capture_fields, load_configuration
 from rdmascope.analysis.requestlogs import align, read_request_log
 from requestlog_helpers import MS, build_capture
 
@@ -111,5 +111,5 @@ def test_attribute_and_report(glitch_path, tmp_path):
     assert any("prefill window(s) overlap" in n for n in att.notes)
     # the report's capture facts count the flag
     cfg = load_configuration(glitch_path, [log_path])
-    fields = dict(_capture_fields(cfg))
+    fields = dict(capture_fields(cfg))
     assert "implausible 1" in fields["intervals by flag"]

@@ -191,8 +191,9 @@ LAYERS = [
     ("request logs and attribution", {"requestlogs", "attribute", "conserving", "cellstats", "compare",
                                       "estimate", "cluster", "cluster_align", "cluster_map",
                                       "cluster_ray", "cluster_reduce"}),
-    ("report, figures and exports", {"figures", "timeline", "report", "cluster_report",
-                                     "dataset"}),
+    ("report, figures and exports", {"figures", "timeline", "report", "report_tables",
+                                     "report_pass", "report_figures", "report_cards",
+                                     "cluster_report", "dataset"}),
 ]
 
 

@@ -91,7 +91,7 @@ def test_one_pass_equals_the_separate_passes(fixtures_dir, scale_capture, monkey
         pd.testing.assert_frame_equal(cp.devices, dev, check_exact=True, check_names=False)
         # flag counts, counted by a pass of their own
         fresh = R.load_configuration(run, R.default_request_logs(run))
-        pd.testing.assert_series_equal(cp.flags, R._flag_counts(fresh), check_exact=True)
+        pd.testing.assert_series_equal(cp.flags, R.flag_counts(fresh), check_exact=True)
         # the attribution's ranges answered by the same pass
         if len(cfg.requests) and not envelope:
             from rdmascope.analysis.attribute import attribute
@@ -143,7 +143,7 @@ def test_devices_figure_window_grows_with_the_capture_only_past_its_limit():
 
 def test_report_cells_never_show_minus_zero():
     # a value that rounds to zero at the column's decimals shows without a sign
-    assert R._cell(-0.0001, 3) == ("0.000", True)
-    assert R._cell(-0.0, 2) == ("0.00", True)
-    assert R._cell(-0.0006, 3) == ("-0.001", True)
-    assert R._cell(-1000.0, 0) == ("-1,000", True)
+    assert R.format_cell(-0.0001, 3) == ("0.000", True)
+    assert R.format_cell(-0.0, 2) == ("0.00", True)
+    assert R.format_cell(-0.0006, 3) == ("-0.001", True)
+    assert R.format_cell(-1000.0, 0) == ("-1,000", True)

@@ -1,0 +1,431 @@
+"""The report's figure glue: from configurations to the data each figure draws (node rates,
+envelopes, capacity lines, the request and window figures, devices, comparison, TP projection);
+the computing is done by the analysis modules and the drawing by :mod:`figures`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .report_pass import DEFAULT_WINDOWS_NS, MS_NS, Configuration, info_of, window_origin
+
+ONE_MS_UNCERTAINTY = ("A single 1 ms value carries about ±15–25 % timing uncertainty (each "
+                      "reading's instant is known only to about ±0.1–0.2 ms, docs/method.md "
+                      "'The sampler'), which is why a 1 ms peak can exceed line rate; averages over "
+                      "5 ms or longer are accurate to a few percent.")
+
+
+#: Put where a 1 ms peak is shown instead of repeating ``ONE_MS_UNCERTAINTY``: the report says
+#: the note once (id ``one-ms-note``) and renders this as a link to it.
+ONE_MS_REF = "(1 ms values: ±15–25 %, see the note on 1 ms values)"
+ONE_MS_LINK = '<a class="onems" href="#one-ms-note">1 ms values: ±15–25 %, see the note</a>'
+
+
+
+def node_gbps(cfg: Configuration, width_ns: int, start_ns: int, end_ns: int, *,
+              direction: str = "tx", by: str = "direction", whole: bool = False
+              ) -> pd.DataFrame:
+    """Re-bin one node's traffic of ``direction`` to Gb/s windows over [start_ns, end_ns).
+
+    ``by="direction"`` sums every device (the twins of one port: the node's total), one column
+    named after the direction; ``by="series"`` keeps one column per device. Windows are aligned
+    on the capture start (``window_origin``), as everywhere in the report; the windows
+    overlapping the range are returned, or with ``whole`` only those lying wholly inside it (as
+    ``peaks.peak_table`` and ``attribute`` count them). Uses ``series.rebin`` and
+    ``series.to_gbps``.
+    """
+    from .series import rebin, to_gbps
+
+    origin = window_origin(cfg)
+    lo, hi = cfg.data_span(direction)
+    start_ns = max(int(start_ns), lo)
+    end_ns = min(int(end_ns), hi)
+    if cfg.streamed:  # only the segments around the range are read
+        from .stream import WindowGrid, iter_windows
+
+        cdf = cfg.capture.counters
+        ids = [int(c) for c in cdf.index[cdf["data"] & (cdf["source"] == "infiniband")
+                                         & (cdf["direction"] == direction)]]
+        state: dict = {}
+        blocks = [(bb, qq) for _, bb, qq in iter_windows(
+            info_of(cfg.capture), [WindowGrid(int(width_ns), origin, start_ns, end_ns)],
+            by=by, counters=ids, state=state)]
+        b = pd.concat([x[0] for x in blocks])
+        b = b[[c for c in b.columns if c in state.get("spans", {})]]
+    else:
+        iv = cfg.intervals[cfg.intervals["direction"] == direction]
+        b = rebin(iv, int(width_ns), origin_ns=origin, start_ns=start_ns, end_ns=end_ns, by=by)
+    if whole:
+        t = b.index.to_numpy()
+        b = b[(t >= start_ns) & (t + int(width_ns) <= end_ns)]
+    out = to_gbps(b, width_ns)
+    if by == "direction":
+        out.columns = [f"{direction}, all devices"]
+    return out
+
+
+def node_envelope(cfg: Configuration, width_ns: int, start_ns: int, end_ns: int, *, k: int,
+                  direction: str = "tx") -> pd.DataFrame:
+    """Return the min/max envelope of ``node_gbps(cfg, width_ns, start_ns, end_ns)``.
+
+    Per bucket of ``k`` consecutive windows (``envelope.MinMaxEnvelope``): the highest and the
+    lowest known rate in Gb/s, columns ``max`` and ``min``, indexed by the bucket's first window
+    start (int64 ns); a bucket without a known window is NaN. The windows are those
+    ``node_gbps`` returns (same grid, same values: every 1 ms peak is a bucket's max), streamed
+    segment by segment and folded in as they pass, so memory holds the buckets only, whatever
+    the range's length. ``attrs["bucket_ns"]`` is the time one bucket spans. Raises ValueError
+    as ``node_gbps``.
+    """
+    from .envelope import MinMaxEnvelope
+
+    origin = window_origin(cfg)
+    lo, hi = cfg.data_span(direction)
+    start_ns = max(int(start_ns), lo)
+    end_ns = min(int(end_ns), hi)
+    env = MinMaxEnvelope(start_ns=start_ns, end_ns=end_ns, width_ns=int(width_ns),
+                         origin_ns=origin, k=int(k))
+    if cfg.streamed:
+        from .stream import WindowGrid, iter_windows
+
+        cdf = cfg.capture.counters
+        ids = [int(c) for c in cdf.index[cdf["data"] & (cdf["source"] == "infiniband")
+                                         & (cdf["direction"] == direction)]]
+        for _, bb, _qq in iter_windows(info_of(cfg.capture),
+                                       [WindowGrid(int(width_ns), origin, start_ns, end_ns)],
+                                       by="direction", counters=ids):
+            if direction in bb.columns:
+                env.add(bb.index.to_numpy(), bb[direction].to_numpy(np.float64) * 8.0
+                        / float(width_ns))
+    else:
+        r = node_gbps(cfg, width_ns, start_ns, end_ns, direction=direction)
+        env.add(r.index.to_numpy(), r.iloc[:, 0].to_numpy(np.float64))
+    out = env.frame()
+    out.attrs["bucket_ns"] = env.bucket_ns
+    return out
+
+
+def pick_request(cfg: Configuration, request_id: str | None = None) -> pd.Series:
+    """Return the request to show in figure 1: ``request_id``, else the longest lone prefill.
+
+    "Lone": no other request is in flight between its send and its first token, so its traffic
+    is its own; among those the one with the longest TTFT (most bursts). Raises ValueError when
+    the configuration has no requests or the id is unknown.
+    """
+    r = cfg.requests
+    if not len(r):
+        raise ValueError(f"{cfg.label}: no request log given (needed to place the prefill)")
+    if request_id is not None:
+        hit = r[r["request_id"].astype(str) == str(request_id)]
+        if not len(hit):
+            raise ValueError(f"{cfg.label}: no successful request {request_id!r}; known: "
+                             f"{', '.join(map(str, r['request_id'][:10]))}")
+        return hit.iloc[0]
+    send, first, last = (r[c].to_numpy() for c in ("t_send_ns", "t_first_ns", "t_last_ns"))
+    lone = np.array([not np.any((send < first[i]) & (last > send[i]) & (np.arange(len(r)) != i))
+                     for i in range(len(r))])
+    cand = r[lone] if lone.any() else r
+    return cand.loc[(cand["t_first_ns"] - cand["t_send_ns"]).idxmax()]
+
+
+def line_rate_items(cfg: Configuration) -> list[str]:
+    """What each device's and link's windows are judged against (the over-line flag and the
+    headline peaks) and where that ceiling came from (``series.line_rates``), e.g.
+    "rocep1s0f1: 126.0 Gb/s: PCIe link 32 GT/s x4 ..."."""
+    from .series import line_rate_lines, line_rates, twin_links
+
+    lines = line_rate_lines(line_rates(cfg.capture, groups=twin_links(cfg.capture) or None))
+    return [ln.removeprefix("line rate ") for ln in lines]
+
+
+def line_rate_note(cfg: Configuration) -> str:
+    items = line_rate_items(cfg)
+    return ("Line rates (windows above them beyond their timing uncertainty are flagged over "
+            "line rate and never a headline): " + "; ".join(items) + ".") if items else ""
+
+
+def capacity_lines(cfg: Configuration) -> dict[str, float]:
+    """Reference lines for a configuration: the port rate and, with twin devices, one PCIe path.
+
+    The path value is what the manifest's recorded setup says one twin carries
+    (``record --emulated GBPS``), else, on a 200 Gb/s port (a DGX Spark's), the study's measured
+    ~109 Gb/s (``estimate.LINK_EMULATED_GBPS``); on other ports without a record, no path line.
+    When the manifest records the twins' PCIe link (one bound below the port rate, e.g. 126 Gb/s
+    for Gen5 x4: ``plausibility.line_ceilings``), that bound is a line too.
+    """
+    from rdmascope.models import recorded_setup
+    from rdmascope.plausibility import current_link_gbps
+
+    from .estimate import LINK_EMULATED_GBPS
+
+    lines = {}
+    port = cfg.port_gbps
+    if current_link_gbps() is not None:  # --link-gbps replaces every other ceiling
+        return {f"--link-gbps {current_link_gbps():g} Gb/s": current_link_gbps()}
+    if port:
+        lines[f"port {port:g} Gb/s"] = port
+    if len(cfg.devices) >= 2:
+        path = recorded_setup(cfg.capture.meta).get("emulated_real_gbps")
+        if path is None and port in (None, 200.0):
+            path = LINK_EMULATED_GBPS
+        if path:
+            lines[f"one PCIe x4 path ~{path:g} Gb/s"] = path
+    from rdmascope.plausibility import line_ceilings
+
+    bounds = {c.pcie_gbps for c in line_ceilings(cfg.capture.meta).values()
+              if c.pcie_gbps is not None and (not port or c.pcie_gbps < port)}
+    if len(bounds) == 1:  # the recorded PCIe link of the twins: a bound, not a throughput
+        b = bounds.pop()
+        lines[f"twin PCIe link bound {b:.0f} Gb/s"] = b
+    return lines
+
+
+def figure_request(cfg: Configuration, request_id: str | None = None, *,
+                   zoom_ms: float | None = 200.0, zoom_start_s: float | None = None,
+                   pad_s: float = 0.5):
+    """Draw figure 1 for one request of a configuration (1 ms windows of the node's tx)."""
+    from . import figures
+
+    req = pick_request(cfg, request_id)
+    send, first, last = int(req["t_send_ns"]), int(req["t_first_ns"]), int(req["t_last_ns"])
+    pad = int(pad_s * 1e9)
+    rates = node_gbps(cfg, MS_NS, send - pad, last + pad)
+    zoom_start = None if zoom_start_s is None else send + int(zoom_start_s * 1e9)
+    title = (f"{cfg.label}: request {req['request_id']}"
+             + (f", {int(req['prompt_tokens']):,} prompt tokens"
+                if pd.notna(req.get("prompt_tokens")) else ""))
+    return figures.plot_request(rates, t_send_ns=send, t_first_ns=first, t_last_ns=last,
+                                zoom_ms=zoom_ms, zoom_start_ns=zoom_start,
+                                link_gbps=capacity_lines(cfg), title=title)
+
+
+def figure_windows(cfg: Configuration, request_id: str | None = None, *,
+                   windows_ns=DEFAULT_WINDOWS_NS, peaks: Mapping[int, float] | None = None):
+    """Draw figure 3: one request's prefill at several windows, each panel's peak labelled.
+
+    Windows are aligned on the capture start (``window_origin``, as the tables); the windows
+    lying wholly inside the prefill [send, first token) are drawn (as ``peaks.peak_table``
+    counts them). Each panel's label is the table's headline peak (``peaks`` if given, else
+    ``peaks.peak_table`` here): the highest window consistent with physics, so a window over
+    line rate or gap-spread is drawn but never labelled as the peak. A width with no whole window
+    inside the prefill is left out. The time axis is seconds since the send. Raises ValueError
+    when the prefill is shorter than every width.
+    """
+    from . import figures
+
+    req = pick_request(cfg, request_id)
+    send, first = int(req["t_send_ns"]), int(req["t_first_ns"])
+    by_w = {int(w): node_gbps(cfg, int(w), send, first, whole=True) for w in windows_ns}
+    by_w = {w: r for w, r in by_w.items() if len(r)}
+    if not by_w:
+        raise ValueError(f"{cfg.label}: request {req['request_id']}'s prefill "
+                         f"({(first - send) / 1e6:.3f} ms) holds no whole window of any width")
+    if peaks is None:
+        from .peaks import peak_table
+
+        pk = peak_table(cfg.intervals[cfg.intervals["direction"] == "tx"], start_ns=send,
+                        end_ns=first, by="direction", origin_ns=window_origin(cfg),
+                        windows_ns=tuple(by_w), percentiles=())
+        peaks = {int(r.window_ns): float(r.peak_gbps) for r in pk.itertuples()
+                 if r.window != "whole range" and r.series == "tx"}
+    peaks = {w: v for w, v in peaks.items() if w in by_w}
+    return figures.plot_windows(by_w, peaks_gbps=peaks, origin_ns=send,
+                                xlabel="time since request sent (s)",
+                                link_gbps=capacity_lines(cfg),
+                                title=f"{cfg.label}: request {req['request_id']}'s prefill "
+                                      "averaged over different windows")
+
+
+#: The per-device figure of the whole capture draws at most this many windows (a stacked area of
+#: 40,000 steps is already finer than its pixels): 100 ms windows up to about an hour of capture,
+#: then the next width of ``DEVICE_WIDTHS_MS`` that fits (1 s at 6 h, 5 s at 24 h), so the
+#: figure's memory and time do not grow with the capture.
+DEVICE_MAX_WINDOWS = 40_000
+DEVICE_WIDTHS_MS = (100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 30_000, 60_000,
+                    120_000, 300_000, 600_000)
+
+
+def report_window_label(width_ns: int) -> str:
+    from .figures import window_label
+
+    return window_label(width_ns)
+
+
+def devices_width_ns(duration_s: float) -> int:
+    """The per-device figure's window (ns) for a capture of ``duration_s`` seconds: the
+    narrowest of ``DEVICE_WIDTHS_MS`` giving at most ``DEVICE_MAX_WINDOWS`` windows (the widest
+    one beyond). Each window is the mean rate over it, said in the figure's title."""
+    for w in DEVICE_WIDTHS_MS:
+        if float(duration_s) * 1000.0 / w <= DEVICE_MAX_WINDOWS:
+            return w * MS_NS
+    return DEVICE_WIDTHS_MS[-1] * MS_NS
+
+
+def figure_devices(cfg: Configuration, *, width_ns: int = 100 * MS_NS, direction: str = "tx",
+                   verdict: str | None = None, rates: pd.DataFrame | None = None):
+    """Draw the per-device stacked traffic of a configuration over the whole capture.
+
+    100 ms windows by default: wide enough that the periodic bursts do not alias into moire
+    patterns over a whole capture, narrow enough to separate the requests. ``rates``: those
+    windows already made (Gb/s per series, as ``node_gbps(by="series")``; the report's
+    ``capture_pass``), else they are made here.
+    """
+    from . import figures
+
+    if rates is None:
+        lo, hi = cfg.data_span()
+        rates = node_gbps(cfg, width_ns, lo, hi, direction=direction, by="series")
+    ax = figures.plot_devices(
+        rates, link_gbps=capacity_lines(cfg), verdict=verdict,
+        title=f"{cfg.label}: {direction} per RDMA device, stacked "
+              f"({figures.window_label(width_ns)} windows)")
+    return figures.figure_of(ax)
+
+
+#: Pixel columns of a figure's time axis (a 10 in figure is 1,100 px at the report's 110 dpi,
+#: 1,500 at ``plot``'s 150): a series longer than ``FIGURE_MAX_WINDOWS`` is drawn as its
+#: min/max envelope per column.
+FIGURE_COLUMNS = 2_000
+#: Up to this many windows (a minute of 1 ms) figure 2 draws every window, as the study did.
+FIGURE_MAX_WINDOWS = 60_000
+
+
+def _test_ranges(configs: Sequence[Configuration], test: str | None, pad_s: float,
+                 start_s: float | None = None, end_s: float | None = None
+                 ) -> dict[str, tuple[pd.DataFrame, int, int]]:
+    """Per configuration: (the test's requests, range start, range end) of figure 2; with
+    ``start_s``/``end_s`` (seconds since the test's first send) only that stretch."""
+    out = {}
+    for cfg in configs:
+        r = cfg.requests
+        if not len(r):
+            raise ValueError(f"{cfg.label}: no request log given")
+        if test is not None:
+            r = r[r["test"].astype(str) == str(test)]
+            if not len(r):
+                raise ValueError(f"{cfg.label}: no request of test {test!r}")
+        pad = int(pad_s * 1e9)
+        t0 = int(r["t_send_ns"].min())
+        a, b = t0 - pad, int(r["t_last_ns"].max()) + pad
+        if start_s is not None:
+            a = max(a, t0 + int(round(start_s * 1e9)))
+        if end_s is not None:
+            b = min(b, t0 + int(round(end_s * 1e9)))
+        if b <= a:
+            raise ValueError(f"{cfg.label}: nothing of test {test!r} lies in the range "
+                             f"{start_s} s to {end_s} s after its first send "
+                             f"(it spans {(a - t0) / 1e9:g} to {(b - t0) / 1e9:g} s)")
+        out[cfg.label] = (r, a, b)
+    return out
+
+
+def comparison_bucket(configs: Sequence[Configuration], test: str | None = None, *,
+                      width_ns: int = MS_NS, pad_s: float = 1.0,
+                      columns: int = FIGURE_COLUMNS,
+                      max_windows: int = FIGURE_MAX_WINDOWS, start_s: float | None = None,
+                      end_s: float | None = None) -> int:
+    """Return k, the windows of ``width_ns`` per drawn column of figure 2: 1 (every window
+    drawn) when the longest configuration's range holds at most ``max_windows`` windows, else the bucket of ``envelope.bucket_windows`` (each column then
+    shows the highest and lowest window of k)."""
+    from .envelope import bucket_windows
+
+    spans = [b - a for _, a, b in _test_ranges(configs, test, pad_s, start_s, end_s).values()]
+    n = -(-max(spans) // int(width_ns))
+    return 1 if n <= max_windows else bucket_windows(n, columns)
+
+
+def figure_comparison(configs: Sequence[Configuration], test: str | None = None, *,
+                      width_ns: int = MS_NS, pad_s: float = 1.0,
+                      columns: int = FIGURE_COLUMNS, max_windows: int = FIGURE_MAX_WINDOWS,
+                      start_s: float | None = None, end_s: float | None = None):
+    """Draw figure 2: the configurations of one test stacked on a shared time axis.
+
+    ``test`` selects the requests by their ``test`` column (all requests when None). Rates are the
+    node's tx at ``width_ns`` (1 ms by default, as in the study: the bursts' height, ~180 vs
+    ~105 Gb/s, is what differs; wider windows average it away and alias with the burst period).
+    A test longer than ``max_windows`` windows is drawn as its min/max envelope in ``columns``
+    columns (``node_envelope``, k = ``comparison_bucket``): per column the highest window (the
+    line: every burst keeps its 1 ms height) and a band down to the lowest; the title says "the
+    highest 1 ms window per N ms". That streams the capture: memory holds the columns, not the
+    test's windows. ``start_s``/``end_s``: draw only that stretch, in seconds since each test's
+    first send (the figure's time axis), e.g. a few seconds of a long test at every 1 ms window.
+    Raises ValueError when a configuration has no request of ``test`` or nothing in the range.
+    """
+    from . import figures
+
+    k = comparison_bucket(configs, test, width_ns=width_ns, pad_s=pad_s, columns=columns,
+                          max_windows=max_windows, start_s=start_s, end_s=end_s)
+    rates, lows, reqs, caps = {}, {}, {}, {}
+    for cfg in configs:
+        r, a, b = _test_ranges([cfg], test, pad_s, start_s, end_s)[cfg.label]
+        if k == 1:
+            rates[cfg.label] = node_gbps(cfg, width_ns, a, b)
+        else:
+            env = node_envelope(cfg, width_ns, a, b, k=k)
+            rates[cfg.label] = env["max"].rename("tx, all devices")
+            lows[cfg.label] = env["min"]
+        reqs[cfg.label] = r
+        caps[cfg.label] = capacity_lines(cfg)
+    what = (f"{figures.window_label(width_ns)} windows" if k == 1 else
+            f"the highest {figures.window_label(width_ns)} window per "
+            f"{figures.window_label(width_ns * k)}, band down to the lowest")
+    fig = figures.plot_comparison(
+        rates, reqs, link_gbps=caps, lows_gbps=lows or None,
+        title=(f"Test {test}: " if test else "") + " vs ".join(rates)
+        + f" ({what}, tx of one node)")
+    if start_s is not None or end_s is not None:
+        lo, hi = fig.axes[0].get_xlim()
+        fig.axes[0].set_xlim(lo if start_s is None else start_s, hi if end_s is None else end_s)
+    return fig
+
+def tp_projection_frame(*, prompt_tokens: float, ttft_s: float, model=None, tp: int = 8,
+                        tp_sizes=(2, 4, 8, 16), links_gbps=((200.0, 100.0),)) -> pd.DataFrame:
+    """Return the projected TTFT increase (%) by TP size, one column per link change.
+
+    From ``estimate.tp_projection`` (method.md, "Effect of TP size"): one measured TTFT at TP
+    ``tp`` for ``prompt_tokens`` (at the old link speed) projected to ``tp_sizes``. ``model``
+    defaults to the study's model (``estimate.STUDY_MODEL``). Index: TP size; columns like
+    "8,192 prompt tokens, 200 → 100 Gb/s". Raises ``EstimateError`` as the estimate does.
+    """
+    from . import estimate as E
+
+    model = model or E.STUDY_MODEL
+    cols = {}
+    for old, new in links_gbps:
+        rows = E.tp_projection(model, tp_sizes, prompt_tokens=prompt_tokens, ttft_ref_s=ttft_s,
+                               ref_tp=tp, link_old_gbps=old, link_new_gbps=new)
+        cols[f"{int(prompt_tokens):,} prompt tokens, {old:g} → {new:g} Gb/s"] = \
+            pd.Series({int(r["tp"]): r["increase_pct"] for r in rows})
+    out = pd.DataFrame(cols)
+    out.index.name = "tp"
+    return out
+
+
+def figure_tp(**kwargs):
+    """Draw figure 6 from ``tp_projection_frame(**kwargs)`` (same arguments); return the Figure.
+
+    Like every ``figure_*`` function here it returns a matplotlib Figure (ready for
+    ``figures.save_figure``, or to display in a notebook)."""
+    from . import estimate as E
+    from . import figures
+
+    frame = tp_projection_frame(**kwargs)
+    return figures.figure_of(figures.plot_tp_projection(
+        frame, title=f"Projected TTFT increase vs TP size, {(kwargs.get('model') or E.STUDY_MODEL).name}"
+                     f"\n(upper bound, from a measured TTFT of "
+                     f"{kwargs['ttft_s']:.2f} s at TP{kwargs.get('tp', 8)})"))
+
+
+# ----------------------------------------------------------------------------------------------
+# The whole report
+# ----------------------------------------------------------------------------------------------
+
+
+def default_request_logs(capture_path: str | os.PathLike) -> list[Path]:
+    """Return the request log stored beside a capture (``requests.jsonl``, as the emulator and
+    ``rdmascope demo`` write it), or an empty list."""
+    p = Path(capture_path) / "requests.jsonl"
+    return [p] if p.is_file() else []
