@@ -23,15 +23,8 @@ from rdmascope.emulator.simcapture import simulate_capture
 
 def _cumulative(raw, device):
     """(reading instants in ns, cumulative bytes) of a device's port_xmit_data."""
-    t = raw.table
-    (cid,) = [i for i, c in enumerate(raw.counters)
-              if c["device"] == device and c["name"] == "port_xmit_data"]
-    m = t["counter_id"].to_numpy() == cid
-    ok = t["status"].to_numpy()[m] == 0
-    tb = t["t_before_ns"].to_numpy()[m][ok]
-    du = t["read_duration_ns"].to_numpy()[m][ok].astype(np.int64)
-    v = t["value"].to_numpy(zero_copy_only=False)[m][ok].astype(np.int64) * 4
-    return tb + du // 2, v
+    tb, du, v = _readings(raw, device)
+    return tb + du // 2, v * 4
 
 
 PLAYER_PERIOD_NS = 250_000  # the player's tick (emulator.tree.play, tick_hz=4000)

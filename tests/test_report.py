@@ -231,7 +231,7 @@ def test_report_command_prints_progress_and_the_path(sim_runs, tmp_path):
     assert "attributing" in res.stderr
     bad = CliRunner().invoke(main, ["report", str(sim_runs / "200"), "--label", "a", "--label",
                                     "b", "-o", str(tmp_path / "r2")])
-    assert bad.exit_code != 0 and "one --label per capture" in bad.output
+    assert bad.exit_code == 2 and "one label per capture" in bad.output
 
 
 def test_report_flags_a_tcp_fallback(fixtures_dir, tmp_path):
