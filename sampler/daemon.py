@@ -101,6 +101,19 @@ MIN_INTERVAL_NS = 100_000
 MAX_INTERVAL_NS = 1_000_000_000
 
 
+class DeviceChanges(list):
+    """The manifest's ``device_changes`` list, put into the manifest at its first entry."""
+
+    def __init__(self, manifest: dict):
+        super().__init__()
+        self._manifest = manifest
+
+    def append(self, item) -> None:
+        if not self:
+            self._manifest["device_changes"] = self
+        super().append(item)
+
+
 class RecordError(Exception):
     """An expected failure that stops (or prevents) a recording; the message says what to do."""
 
@@ -452,7 +465,11 @@ class _WriterThread(threading.Thread):
         if not hasattr(self, "present"):
             self.present = set(self.known_at_start)
         followed = set(getattr(self, "current", {}).values())
-        changes = self.writer.manifest.setdefault("device_changes", [])
+        # the manifest gets device_changes with its first change (as ``simulate capture`` writes
+        # it), so a capture without one has the same keys whatever its length
+        changes = self.writer.manifest.get("device_changes")
+        if changes is None:
+            changes = DeviceChanges(self.writer.manifest)
         t = self.clock()
         probing = getattr(self, "probing", None)
         if probing is None:

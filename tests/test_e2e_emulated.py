@@ -2,7 +2,7 @@
 
 The capture's bytes per twin must match the model's within 0.1 %, and every reading must lie
 between the model's values at the edges of the window the player and the recorder guarantee (the
-recorder's read bracket, widened by the player's own longest tick gap): a band this run derives
+recorder's read bracket, widened by twice the player's own longest tick gap): a band this run derives
 from what it achieved, so a busy machine widens it instead of failing it. Everything is computed
 here from the raw readings with numpy, independently of the analysis package. ~12 s of real time (two ~4 s scenarios plus process start-up).
 """
@@ -73,7 +73,7 @@ def test_real_recorder_on_the_live_tree(tmp_path):
         # base + floor(C(now - t0 + period/2) / 4) at each tick (C: the model's cumulative bytes),
         # at most G apart (its own longest tick gap), and the recorder read the file somewhere
         # inside its stamped bracket [t_before, t_before + read_duration]. So each value is
-        # between the writes due at t_before - G and at t_before + read_duration. The band is
+        # between the writes due at t_before - 2 G and at t_before + read_duration. The band is
         # derived from what this run achieved, however loaded the machine was: no rate band.
         gap_ns = _player_gap_ns(run.player)
         t0 = truth["t0_monotonic_ns"]
@@ -87,12 +87,17 @@ def test_real_recorder_on_the_live_tree(tmp_path):
                 tm = np.clip(t_ns - t0 + PLAYER_PERIOD_NS // 2, 0, traffic.duration_ns)
                 return np.floor(traffic.cumulative_bytes(tm, [key])[0] / 4).astype(np.int64)
 
-            lo = base + due(tb - gap_ns)
-            hi = base + due(tb + du)
-            bad = (v < lo) | (v > hi)
-            assert not bad.any(), (link, d, int(bad.sum()), gap_ns)
+            # the file may still hold the tick before the last one: a tick writes its files one
+            # after another, and a player descheduled between two writes starts its next tick
+            # only after the last write, so that delay is itself under G: at most 2 G stale.
+            # +-1 counter unit: the player adds its collective and idle shares before flooring
+            lo = base + due(tb - 2 * gap_ns) - 1
+            top = base + due(tb + du)
+            hi = top + 1
+            low, high = int((v < lo).sum()), int((v > hi).sum())
+            assert low == high == 0, (link, d, low, high, gap_ns)
             # and the band is not empty of content: the bursts moved the counters inside it
-            assert (hi[-1] - base) * 4 == pytest.approx(truth["totals_bytes"][key], rel=1e-3)
+            assert (top[-1] - base) * 4 == pytest.approx(truth["totals_bytes"][key], rel=1e-3)
     # the emulated link's bursts are capped at its 109 Gb/s; the real one's are not
     burst = {link: simulate(make_scenario("single4k"), TrafficConfig(link=link_config(link))
                             ).max_rate_gbps() for link in runs}
