@@ -32,6 +32,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from .report_cards import (
     EMULATED_PER_TOKEN_NOTE,
     MAX_TEST_CARDS,
@@ -113,6 +116,37 @@ __all__ = [
     "format_table",
     "render_report",
 ]
+
+
+def cell_tables(cells, percentiles) -> list[ReportTable]:
+    """The per-cell statistics as two tables a page can hold: latencies in long form (one row
+    per cell and metric: mean, the percentiles, max, in s) and throughput per cell. ``cells``:
+    ``Attribution.cells`` (one row per scope/test/round, columns ``<metric>_<stat>_s``)."""
+    from .cellstats import pct_name
+
+    key = ["scope", "test", "round", "n_requests"]
+    stats = ("mean", *map(pct_name, percentiles), "max")
+    base = cells[[k for k in key if k in cells.columns]].reset_index(drop=True)
+    parts = []
+    for j, m in enumerate(("ttft", "tpot", "itl", "e2e")):
+        part = base.copy()
+        part["metric"] = m.upper()
+        for k in stats:
+            part[f"{k}_s"] = cells[f"{m}_{k}_s"].to_numpy() if f"{m}_{k}_s" in cells else np.nan
+        part["_order"] = np.arange(len(part)) * 4 + j  # each cell's four metrics together
+        parts.append(part)
+    lat = (pd.concat(parts, ignore_index=True).sort_values("_order", kind="stable")
+           .drop(columns="_order").reset_index(drop=True))
+    thr = pick_columns(cells, key + ["output_throughput_tps", "total_token_throughput_tps",
+                                     "request_throughput_rps"])
+    return [ReportTable(lat, title="Per cell: latency percentiles",
+                        note="Per test (all its measured rounds) and per round, as vLLM's "
+                             "calculate_metrics: TTFT and E2E per request, TPOT per request with "
+                             "more than one output token, ITL every chunk gap pooled. Warm-up "
+                             "left out.", name="per-cell"),
+            ReportTable(thr, title="Per cell: throughput",
+                        note="Output tokens, all tokens and requests per second, over first send "
+                             "to last token.", name="per-cell-throughput")]
 
 
 def render_report(content: ReportContent, out_dir: str | os.PathLike, *, embed: bool = True,
@@ -353,20 +387,7 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                         "counted." if warmup_rounds else "") + per_token_note(cfg.capture),
                 name="per-test"))
             if len(att.cells):
-                from .cellstats import pct_name
-
-                cols = ["scope", "test", "round", "n_requests"] + [
-                    f"{m}_{k}_s" for m in ("ttft", "tpot", "itl", "e2e")
-                    for k in ("mean", *map(pct_name, att.percentiles), "max")] + [
-                    "output_throughput_tps", "total_token_throughput_tps",
-                    "request_throughput_rps"]
-                tables.append(ReportTable(
-                    pick_columns(att.cells, cols), title="Per cell: latency percentiles and throughput",
-                    note="Per test (all its measured rounds) and per round, as vLLM's "
-                         "calculate_metrics: TTFT and E2E per request, TPOT per request with "
-                         "more than one output token, ITL every chunk gap pooled; throughput "
-                         "over first send to last token. Warm-up left out.",
-                    name="per-cell"))
+                tables.extend(cell_tables(att.cells, att.percentiles))
             tables.append(ReportTable(pick_columns(att.requests, REQUEST_COLUMNS
                                             + (("warmup",) if warmup_rounds else ())),
                                       title="Per request",

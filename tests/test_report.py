@@ -274,7 +274,8 @@ def test_report_tables_as_csv_named_by_content_and_round_trip(sim_runs, tmp_path
     html = R.render_report(content, tmp_path / "rep", embed=False)
     tables = tmp_path / "rep" / "tables"
     names = sorted(p.name for p in tables.glob("*.csv"))
-    per_config = ("per-request", "per-test", "per-cell", "peaks", "bursts", "devices")
+    per_config = ("per-request", "per-test", "per-cell", "per-cell-throughput", "peaks", "bursts",
+                  "devices")
     # simulate capture also writes NCCL Inspector records: their per size class table
     nccl = [f"{c}_nccl-collectives.csv" for c, link in (("200-gb-s", "200"),
                                                          ("emulated-100-gb-s", "emulated100"))
@@ -561,3 +562,24 @@ def test_the_page_is_written_as_rendered_with_the_same_text(tmp_path, monkeypatc
     monkeypatch.undo()
     assert html.read_text(encoding="utf-8") == calls["whole"]
     assert "r2499" in calls["whole"]
+
+
+def test_per_cell_tables_hold_every_statistic_of_the_cells(sim_runs):
+    """The page shows the per-cell statistics in long form (a row per cell and metric) and the
+    throughput apart, so the table fits the page (31 columns ran 500 px past it at 1,400 px):
+    every value of ``Attribution.cells`` is in one of them, unchanged."""
+    from rdmascope.analysis.attribute import attribute
+
+    cfg = R.load_configuration(sim_runs / "200", R.default_request_logs(sim_runs / "200"))
+    att = attribute(cfg.capture, cfg.log, intervals=cfg.intervals)
+    lat, thr = R.cell_tables(att.cells, att.percentiles)
+    assert len(lat.frame) == 4 * len(att.cells) and len(thr.frame) == len(att.cells)
+    stats = ["mean", *[f"p{p:g}" for p in att.percentiles], "max"]
+    for i, (_, c) in enumerate(att.cells.iterrows()):
+        for j, m in enumerate(("ttft", "tpot", "itl", "e2e")):
+            row = lat.frame.iloc[4 * i + j]
+            assert (row["test"], row["round"], row["metric"]) == (c["test"], c["round"], m.upper())
+            for k in stats:
+                np.testing.assert_equal(row[f"{k}_s"], c[f"{m}_{k}_s"])
+        assert thr.frame.iloc[i]["request_throughput_rps"] == c["request_throughput_rps"]
+    assert len(lat.frame.columns) <= 12
