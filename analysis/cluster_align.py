@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
 from rdmascope.analysis.cluster import (
     DEFAULT_MAX_LAG_NS,
     DEFAULT_WARN_NS,

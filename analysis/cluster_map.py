@@ -35,11 +35,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
 from rdmascope.analysis.bursts import detect_bursts
 from rdmascope.analysis.cluster import node_pass
 from rdmascope.analysis.stream import open_capture
 from rdmascope.analysis.verify import judge_emulation
+
 from rdmascope.capture import CaptureError
 
 MS = 1_000_000

@@ -25,6 +25,7 @@ from typing import Any
 
 from rdmascope.analysis.cluster_map import NodeSummary, map_node
 from rdmascope.analysis.stream import open_capture
+
 from rdmascope.capture import CaptureError
 
 HOW_TO_GET_RAY = ("--engine ray needs Ray, an optional extra: pip install 'rdmascope[ray]' "

@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
 from rdmascope.analysis import cluster as C
 from rdmascope.analysis.cluster_align import (
     align_summaries,
@@ -41,6 +40,7 @@ from rdmascope.analysis.load import port_rates_gbps
 from rdmascope.analysis.requestlogs import align, read_request_log
 from rdmascope.analysis.stream import open_capture
 from rdmascope.analysis.verify import CANNOT_JUDGE, FAIL, PASS, Verdict
+
 from rdmascope.capture import CaptureError, read_manifest
 
 MS = C.MS

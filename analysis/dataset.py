@@ -43,8 +43,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .load import monotonic_to_realtime
 from .curve import INSTANT_UNC_NS
+from .load import monotonic_to_realtime
 from .series import FLAGS
 
 DATASET_SCHEMA = pa.schema([

@@ -78,8 +78,8 @@ from rdmascope.plausibility import (
     port_line_ceilings,
 )
 
-from .load import Capture
 from .links import link_keys
+from .load import Capture
 
 __all__ = ["FLAGS", "FLAG_OK", "FLAG_RESET", "FLAG_SATURATED", "FLAG_GAP", "FLAG_UNAVAILABLE",
            "FLAG_IMPLAUSIBLE", "NAN_FLAGS", "IS_NAN_FLAG", "DEFAULT_GAP_FACTOR", "DEFAULT_MAX_GBPS",

@@ -24,6 +24,8 @@ tell), then to one link for all when they recorded no address either.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 __all__ = ["link_key", "link_keys", "group_links", "twin_links", "cable_key", "adapter_guid",

@@ -38,8 +38,8 @@ from .intervals import (
     default_origin,
     plausible_gbps,
 )
-from .load import Capture
 from .links import group_links, twin_links
+from .load import Capture
 from .overline import (
     OVER_LINE_CAUSES,
     flag_over_line,

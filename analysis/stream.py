@@ -39,13 +39,12 @@ from rdmascope.capture import (
     iter_capture_tables,
     list_capture_files,
     listed_segments,
+    live_time_range,
     read_manifest,
     segment_time_range,
-    live_time_range,
 )
 from rdmascope.quantiles import ExactPercentiles
 
-from .load import CaptureFacts, counters_frame
 from .curve import QUALITY_EMPTY, CounterCurve, combine_windows
 from .intervals import (
     DEFAULT_GAP_FACTOR,
@@ -57,6 +56,7 @@ from .intervals import (
     line_attrs,
     select_counters,
 )
+from .load import CaptureFacts, counters_frame
 
 __all__ = ["CaptureInfo", "open_capture", "capture_info", "iter_intervals", "WindowGrid",
            "iter_windows", "drop_empty_edges", "byte_intervals_streamed", "edge_spans", "FAR_NS",

@@ -112,7 +112,7 @@ def _fit(x: list[float], y: list[float]) -> tuple[float, float]:
     through the short sets would extrapolate their filling-up)."""
     if len(x) < 2:
         return 0.0, (y[0] / x[0]) if x else 0.0
-    (x1, y1), (x2, y2) = sorted(zip(x, y))[-2:]
+    (x1, y1), (x2, y2) = sorted(zip(x, y, strict=False))[-2:]
     b = (y2 - y1) / (x2 - x1) if x2 > x1 else 0.0
     b = max(b, 0.0)  # flat within the noise of a shared machine: no negative cost
     return float(y2 - b * x2), float(b)
@@ -134,6 +134,7 @@ def main() -> int:
     rounds = [int(x) for x in (a.rounds or ("1,4" if a.quick else "1,4,14")).split(",")]
 
     from rdmascope.analysis.cluster_reduce import default_jobs
+
     from rdmascope.emulator.cluster import ClusterSpec, simulate_cluster
     from rdmascope.emulator.model import TrafficConfig, link_config, plan_scenario, simulate
 

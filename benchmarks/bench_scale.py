@@ -248,7 +248,7 @@ def main() -> None:
                  and name != DUCK
                  else "DuckDB failed" if d is not None and d[3] != "ok" else "")
 
-        def times(base):
+        def times(base, st=st, cpu=cpu):
             b = base.get(hours[-1])
             if b is None or b[3] != "ok" or st != "ok" or not b[1] > 0:
                 return ""

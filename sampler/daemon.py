@@ -702,8 +702,9 @@ def _start_metrics(address: str | None, counters, interval_ns: int, meta=None):
     over-line rule: ``plausibility.line_ceilings``)."""
     if not address:
         return None
-    from rdmascope.plausibility import line_ceilings
     from rdmascope.sampler.metrics import MetricsError, MetricsServer, SamplerMetrics, parse_address
+
+    from rdmascope.plausibility import line_ceilings
 
     try:
         host, port = parse_address(address)

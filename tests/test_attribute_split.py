@@ -19,6 +19,7 @@ from rdmascope.analysis import series
 from rdmascope.analysis.attribute import attribute
 from rdmascope.analysis.load import load_capture
 from rdmascope.analysis.requestlogs import align, read_request_log
+
 from rdmascope.emulator.model import scenario_from_spec, simulate
 from rdmascope.emulator.simcapture import simulate_capture
 

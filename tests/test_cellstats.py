@@ -17,7 +17,7 @@ from rdmascope.analysis.attribute import attribute
 from rdmascope.analysis.cellstats import parse_percentiles
 from rdmascope.analysis.load import load_capture
 from rdmascope.analysis.requestlogs import align, read_request_log
-from requestlog_helpers import MS, build_capture
+from requestlog_helpers import build_capture
 
 T0 = 5_000 * 10**9
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from rdmascope.analysis import cluster_align
-from rdmascope.analysis.cluster_reduce import cluster_summary
 from rdmascope.analysis.cluster_map import SummaryView
+from rdmascope.analysis.cluster_reduce import cluster_summary
 
 from rdmascope.cli import main
 from rdmascope.emulator.cluster import REALTIME_ZERO_NS, ClusterSpec, simulate_cluster

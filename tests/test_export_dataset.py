@@ -212,7 +212,7 @@ def test_line_rate_bound_and_quality_columns_carry_the_headline_rule(tmp_path):
                       f"bound_gbps, quality FROM read_parquet('{out}/**/*.parquet', "
                       "hive_partitioning = true) ORDER BY t0_ns").fetchall()
     assert len(rows) == 50
-    for t0, b, d, u0, u1, line, bound, q in rows:
+    for _t0, b, d, u0, u1, line, bound, q in rows:
         assert line == 100.0
         assert u0 == u1 == 500  # half of the 1 us read bracket
         assert bound == pytest.approx(b * 8 / (d + u0 + u1 + 2 * 100_000))  # + INSTANT_UNC_NS

@@ -297,8 +297,9 @@ def test_a_run_set_is_placed_on_the_references_clock_with_the_refined_offsets(tm
 
 def test_a_range_reads_only_its_segments_and_gives_the_whole_loads_trace(tmp_path, monkeypatch):
     from rdmascope.analysis.load import load_capture
-    from rdmascope.emulator import simcapture
     from rdmascope.analysis.timeline import build_timeline, load_capture_range, write_chrome_json
+
+    from rdmascope.emulator import simcapture
     from rdmascope.emulator.model import TrafficConfig, link_config, plan_scenario, simulate
     from rdmascope.emulator.simcapture import simulate_capture
 

@@ -259,7 +259,7 @@ def test_peak_gauges_apply_the_headline_rule():
     ms = 1_000_000
     t, v, rows = 0, 0, []
     steps = [12_500] * 20  # 50 kB per ms: 0.4 Gb/s
-    for k, units in enumerate(steps):
+    for _k, units in enumerate(steps):
         rows.append([(t, 1_000, v)])
         t += ms
         v += units

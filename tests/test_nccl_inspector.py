@@ -8,8 +8,13 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from rdmascope.analysis.nccl.inspector import (
+    InspectorError,
+    expected_wire_bytes,
+    read_inspector,
+    read_prometheus,
+)
 
-from rdmascope.analysis.nccl.inspector import InspectorError, expected_wire_bytes, read_inspector, read_prometheus
 from rdmascope.cli import main
 
 

@@ -11,8 +11,8 @@ import json
 
 import pytest
 from click.testing import CliRunner
-
 from rdmascope.analysis.nccl import NcclLogError, read_logs
+
 from rdmascope.cli import main
 from rdmascope.emulator.nccl_log import NCCL_VERSIONS, NodeLog, format_nccl_log, write_nccl_log
 
@@ -290,7 +290,7 @@ def test_a_rank_without_nccl_ib_hca_on_the_emulated_host(tmp_path, captures):
     b = format_nccl_log(NodeLog(host=m["host"], pid=12, hcas=TWINS, timestamps=True,
                                 t_realtime_ns=t, rank=1))
     f = tmp_path / "ranks.log"
-    f.write_text("\n".join(x for pair in zip(a, b) for x in pair) + "\n")
+    f.write_text("\n".join(x for pair in zip(a, b, strict=False) for x in pair) + "\n")
     r = _verify(emu, f)
     w = json.loads(r.output)["meta"]["nccl_witness"]
     assert r.exit_code == 1 and sorted(w["processes"]) == [f"{m['host']}:11", f"{m['host']}:12"]

@@ -451,6 +451,7 @@ def test_inspect_of_a_capture_being_recorded_does_not_call_it_an_unclean_end(tmp
     """inspect said 'BEING RECORDED by pid N' and, lines below, 'sampling quality (computed from
     readings (no audit: unclean end))' for the same capture."""
     from capture_builders import MS, STATUS_OK, T0, ib, write_capture
+
     from rdmascope.capture import recording_pid
 
     rd = {0: [(T0 + k * MS, 1000, 250 * k, STATUS_OK) for k in range(50)]}

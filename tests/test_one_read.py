@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from rdmascope.analysis import stream
+
 from rdmascope.cli import main
 
 REPO = Path(__file__).resolve().parents[1]

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from rdmascope.analysis.attribute import attribute
 from rdmascope.analysis.load import load_capture
 from rdmascope.analysis.requestlogs import RequestLogError, align, merge_logs, read_request_log
+
 from rdmascope.cli import main
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sim-p4-200"

@@ -63,7 +63,7 @@ def place_records(capture, records: pd.DataFrame) -> pd.DataFrame:
                                              .astype(np.int64))
     mine["end_ns"] = mine["start_ns"] + np.rint(mine["exec_us"].to_numpy() * 1000).astype(np.int64)
     mine["expected_bytes"] = [expected_wire_bytes(c, sz, n) for c, sz, n in
-                              zip(mine["coll"], mine["size_bytes"], mine["nranks"])]
+                              zip(mine["coll"], mine["size_bytes"], mine["nranks"], strict=False)]
     return mine.sort_values("start_ns", kind="stable").reset_index(drop=True)
 
 
@@ -79,7 +79,7 @@ def annotate_bursts(bursts: pd.DataFrame, placed: pd.DataFrame) -> pd.DataFrame:
     e = placed["end_ns"].to_numpy()
     emax = np.maximum.accumulate(e) if len(e) else e
     counts, texts, exp = [], [], []
-    for b0, b1 in zip(out["start_ns"].to_numpy(), out["end_ns"].to_numpy()):
+    for b0, b1 in zip(out["start_ns"].to_numpy(), out["end_ns"].to_numpy(), strict=False):
         hi = int(np.searchsorted(s, b1, side="left"))  # starts before the burst ends
         lo = int(np.searchsorted(emax, b0, side="right"))  # first whose running end passes b0
         idx = [i for i in range(lo, hi) if e[i] > b0]
@@ -145,7 +145,7 @@ def collectives_table(capture, records: pd.DataFrame) -> tuple[pd.DataFrame, lis
         "busbw_gbs": mine["busbw_gbs"], "t_start_s": (start_ns - t0) / 1e9,
         "t_end_s": (end_ns - t0) / 1e9, "placement": mine["placement"]})
     out["expected_bytes"] = [expected_wire_bytes(c, s, n) for c, s, n in
-                             zip(mine["coll"], mine["size_bytes"], mine["nranks"])]
+                             zip(mine["coll"], mine["size_bytes"], mine["nranks"], strict=False)]
     for dev in exact.columns:
         out[f"tx_{dev}"] = exact[dev].to_numpy()
     out["wire_bytes"] = exact.sum(axis=1, min_count=len(exact.columns)).to_numpy()

@@ -43,10 +43,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable
 
 __all__ = ["NcclLog", "NcclLogError", "Process", "Comm", "Channel", "read_logs", "parse_lines",
            "ANSI_RE"]

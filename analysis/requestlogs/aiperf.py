@@ -8,7 +8,6 @@ import numpy as np
 
 from .common import CLOCK_REALTIME, RequestLogError, _int, _jsonl_objects, _num, _obj, _record
 
-
 _UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
             "sec": 1_000_000_000}
 

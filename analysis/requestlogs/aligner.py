@@ -9,8 +9,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .common import (CLOCK_MONOTONIC, CLOCK_REALTIME, RequestLog, RequestLogError, _join_flag,
-                     _s_to_ns, _TIME_COLUMNS)
+from .common import (
+    _TIME_COLUMNS,
+    CLOCK_MONOTONIC,
+    CLOCK_REALTIME,
+    RequestLog,
+    RequestLogError,
+    _join_flag,
+    _s_to_ns,
+)
 
 
 def _shift(df: pd.DataFrame, offset_ns) -> pd.DataFrame:

@@ -11,7 +11,6 @@ import pandas as pd
 
 from .common import RequestLog, RequestLogError, _join_flag
 
-
 #: The longest a request can take, send to last token (ns): one day. A longer one is a time of
 #: 0, a wrong unit or another clock, never a request (a 56-year TTFT from ``start_time: 0``).
 MAX_REQUEST_NS = 86_400 * 1_000_000_000

@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-
 CLOCK_MONOTONIC = "CLOCK_MONOTONIC"
 
 

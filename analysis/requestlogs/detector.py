@@ -7,10 +7,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import jsonwalk
+from . import jsonwalk, trtllm_bench, vllm_multiturn
 from .common import RequestLogError, _read_text
 from .formats import FORMATS
-from . import trtllm_bench, vllm_multiturn
 from .jsonwalk import _json_sequence, _top_keys
 from .sglang import _is_sglang
 from .vllm import _details, _is_bench_summary, _no_details_message

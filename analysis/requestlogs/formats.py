@@ -6,8 +6,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import (aiperf, genai_perf, guidellm, inference_perf, llmperf, native, sglang, vllm,
-               trtllm_bench, vllm_multiturn)
+from . import (
+    aiperf,
+    genai_perf,
+    guidellm,
+    inference_perf,
+    llmperf,
+    native,
+    sglang,
+    trtllm_bench,
+    vllm,
+    vllm_multiturn,
+)
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import (CLOCK_REALTIME, RequestLogError, _arr, _get, _int, _load_json, _num, _record,
-                     _s_to_ns)
-
+from .common import (
+    CLOCK_REALTIME,
+    RequestLogError,
+    _arr,
+    _get,
+    _int,
+    _load_json,
+    _num,
+    _record,
+    _s_to_ns,
+)
 
 #: The guidellm ``benchmarks.json`` shapes read (checked against guidellm's own models).
 GUIDELLM_LAYOUTS = (

@@ -4,8 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import (CLOCK_MONOTONIC, RequestLogError, _arr, _get, _int, _load_json, _num, _obj,
-                     _record, _s_to_ns)
+from .common import (
+    CLOCK_MONOTONIC,
+    RequestLogError,
+    _arr,
+    _get,
+    _int,
+    _load_json,
+    _num,
+    _obj,
+    _record,
+    _s_to_ns,
+)
 
 
 def _read_inference_perf(path: Path, data: list):

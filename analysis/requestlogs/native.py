@@ -7,8 +7,17 @@ import io
 import json
 from pathlib import Path
 
-from .common import (CLOCK_MONOTONIC, RequestLogError, _arr, _clock, _int, _jsonl_objects, _num,
-                     _record, _s_to_ns)
+from .common import (
+    CLOCK_MONOTONIC,
+    RequestLogError,
+    _arr,
+    _clock,
+    _int,
+    _jsonl_objects,
+    _num,
+    _record,
+    _s_to_ns,
+)
 
 
 def _native_rows(path: Path, text: str) -> list[tuple[int, dict]]:

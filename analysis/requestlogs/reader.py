@@ -9,11 +9,9 @@ from pathlib import Path
 import pandas as pd
 
 from .checks import MAX_CHECK_NOTES, _validate
-from .common import (RequestLog, RequestLogError, UnexpectedShape, _frame, _read_text,
-                     short_reason)
+from .common import RequestLog, RequestLogError, UnexpectedShape, _frame, _read_text, short_reason
 from .detector import detect_format
 from .formats import FORMATS, TABLE
-
 
 #: What a reader raises when a value of a type no edge check expected reaches it.
 _UNEXPECTED = (TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError,

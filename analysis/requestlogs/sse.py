@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-
 #: Kinds of SSE event ``sse_events`` tells apart; only "answer" and "reasoning" carry tokens.
 EVENT_KINDS = ("answer", "reasoning", "role", "empty", "usage", "finish", "keep-alive", "done",
                "error", "other")

@@ -11,10 +11,17 @@ from typing import Any
 import numpy as np
 
 from .checks import check_itls
-from .common import (CLOCK_MONOTONIC, CLOCK_RELATIVE, RequestLogError, _arr, _int, _num, _record,
-                     _s_to_ns)
+from .common import (
+    CLOCK_MONOTONIC,
+    CLOCK_RELATIVE,
+    RequestLogError,
+    _arr,
+    _int,
+    _num,
+    _record,
+    _s_to_ns,
+)
 from .jsonwalk import _json_sequence
-
 
 #: Run metadata shown per run, as the tools name it (vLLM ``bench serve``; SGLang
 #: ``bench_serving``); the first present are shown.

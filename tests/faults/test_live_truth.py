@@ -11,8 +11,9 @@ import time
 import pytest
 from livetree import RateWriter, netdev_stat, port_counter
 from rdmascope.analysis import byte_intervals, load_capture
-from rdmascope.capture import segment_counters
 from rdmascope.sampler.faketree import build_device
+
+from rdmascope.capture import segment_counters
 
 from .conftest import SPARK_TWINS, Recorder, failread_shim, run_cli
 

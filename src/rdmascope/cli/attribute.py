@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-
 import click
 
 from rdmascope.cli.output import (
-    say_capture_state,
     NONNEG_SECONDS,
     OFFSET,
     POSITIVE,
@@ -15,9 +13,9 @@ from rdmascope.cli.output import (
     link_gbps_option,
     origin_option,
     output_options,
+    say_capture_state,
 )
 from rdmascope.cli.shared import default_log, echo_table, find_request_log
-
 
 REQ_COLS = ["request_id", "test", "round", "prompt_tokens", "output_tokens", "ttft_s",
             "decode_speed_tps", "tpot_s", "itl_mean_s", "prefill_tx_bytes",

@@ -18,7 +18,6 @@ from rdmascope.cli.output import (
     output_options,
 )
 from rdmascope.cli.shared import find_request_log, run_set_dir
-
 from rdmascope.exitcodes import VERDICT_EXIT as EXIT
 
 

@@ -28,9 +28,7 @@ from rdmascope.cli.output import cli_errors, emit, format_table, output_options
 def command(capture, inspector, max_rows, out):
     from rdmascope.analysis import load_capture
     from rdmascope.analysis.nccl.collectives import collectives_table, size_class_table
-    from rdmascope.analysis.nccl.inspector import InspectorError, read_inspector
-
-    from rdmascope.analysis.nccl.inspector import read_prometheus
+    from rdmascope.analysis.nccl.inspector import InspectorError, read_inspector, read_prometheus
 
     try:
         recs = read_inspector(inspector)
@@ -104,7 +102,7 @@ def add_collective_tracks(tl, caps, inspector, clock: str) -> None:
         recs = read_inspector(inspector)
     except InspectorError as exc:
         raise click.ClickException(str(exc)) from exc
-    for proc, cap in zip(tl.processes, caps):
+    for proc, cap in zip(tl.processes, caps, strict=False):
         try:
             placed = place_records(cap, recs)
         except InspectorError as exc:

@@ -7,16 +7,16 @@ from pathlib import Path
 import click
 
 from rdmascope.cli.output import (
-    say_capture_state,
     NONNEG_SECONDS,
     OFFSET,
     emit,
     link_gbps_note,
     link_gbps_option,
     output_options,
+    say_capture_state,
 )
-from rdmascope.cli.shared import default_log, echo_table, find_request_log, run_set_dir
 from rdmascope.cli.setup_options import describe_sources, resolve, setup_options
+from rdmascope.cli.shared import default_log, echo_table, find_request_log, run_set_dir
 
 FORMATS = ["native", "vllm", "guidellm", "genai-perf", "aiperf", "inference-perf", "sglang",
            "llmperf", "vllm-multiturn", "trtllm-bench"]

@@ -13,7 +13,6 @@ from pathlib import Path
 import click
 
 from rdmascope.cli.output import (
-    say_capture_state,
     NONNEG_SECONDS,
     OFFSET,
     POSITIVE,
@@ -24,6 +23,7 @@ from rdmascope.cli.output import (
     no_intervals_error,
     origin_option,
     require_parent_dir,
+    say_capture_state,
     time_range,
 )
 

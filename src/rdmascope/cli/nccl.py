@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from rdmascope.cli.output import emit, format_table, output_options
+from rdmascope.cli.output import emit, output_options
 
 
 @click.command(help="Summarise NCCL_DEBUG=INFO logs (files, or directories of NCCL_DEBUG_FILE=%h.%p "

@@ -231,9 +231,9 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
         iter_rebin_capture,
         twin_links,
     )
+    from rdmascope.analysis.load import counters_frame
     from rdmascope.analysis.overline_pass import pass_hooks
     from rdmascope.analysis.peaks import link_view
-    from rdmascope.analysis.load import counters_frame
     from rdmascope.capture import estimate_size, read_manifest
 
     if group == "twins" and by != "series":

@@ -151,8 +151,8 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, n
     from rdmascope import models
     from rdmascope.sampler.daemon import (
         RecordError,
-        RecordUsageError,
         RecordOptions,
+        RecordUsageError,
         format_audit,
         record,
     )

@@ -25,7 +25,6 @@ from rdmascope.cli.output import (
     time_range,
     time_range_options,
 )
-
 from rdmascope.exitcodes import EXIT_CANNOT_JUDGE, EXIT_FAIL, EXIT_PASS
 
 

@@ -992,7 +992,7 @@ def simulate(scenario: Scenario, config: TrafficConfig | None = None, *, seed: i
         unsent = list(reqs)
         sent: list[_Req] = []  # sent, not yet schedulable (in arrival order)
 
-        def send(t: int, n: int) -> None:
+        def send(t: int, n: int, unsent=unsent, sent=sent, overhead=overhead) -> None:
             for r in unsent[:n]:
                 r.t_send, r.t_arrive = t, t + overhead
                 sent.append(r)
