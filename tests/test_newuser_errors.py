@@ -240,10 +240,14 @@ def test_close_capacity_labels_do_not_overlap(top):
     ax.set_ylim(0, top)
     fig.canvas.draw()
     r = fig.canvas.get_renderer()
+    # only the bounds that matter are drawn: the port rate and the lowest bound of the path
+    # (the twin PCIe bound between them is left out), each labelled once
+    texts = [t.get_text() for t in ax.texts]
+    assert len(texts) == 2 and any("200" in t for t in texts) and any("109" in t for t in texts), \
+        texts
     boxes = [t.get_window_extent(r) for t in ax.texts]
-    assert len(boxes) == 3
-    for i in range(3):
-        for j in range(i + 1, 3):
+    for i in range(len(boxes)):
+        for j in range(i + 1, len(boxes)):
             assert not boxes[i].overlaps(boxes[j]), (ax.texts[i].get_text(),
                                                      ax.texts[j].get_text())
     plt.close(fig)
