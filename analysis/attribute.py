@@ -430,6 +430,7 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
         "split_total_tx_bytes": split.total_tx, "split_idle_tx_bytes": split.idle_tx,
         "split_total_rx_bytes": split.total_rx, "split_idle_rx_bytes": split.idle_rx,
         "split_unknown_segments": split.unknown_segments,
+        "split_pairs_over_budget": split.pairs_over_budget,
         "window_sum_tx_bytes": float(np.nansum(out["prefill_tx_bytes"])
                                      + np.nansum(out["decode_tx_bytes"])),
     }
@@ -508,6 +509,13 @@ OVERLAP_NOTE_RATIO = 1.01
 def split_notes(summary: dict[str, Any]) -> list[str]:
     """The note that tells the two views apart when requests overlap (window bytes counted once
     per request add up to more than the counters saw)."""
+    over = summary.get("split_pairs_over_budget") or 0
+    if over:
+        from .conserving import MAX_PAIRS
+
+        return [f"requests overlap too densely for the conserving split ({over:,} request-"
+                f"segment pairs, more than {MAX_PAIRS:,}): the *_split_bytes columns are unknown "
+                "(NaN); a shorter --from/--to range, or fewer requests at once, gives them"]
     tot, win = summary.get("split_total_tx_bytes"), summary.get("window_sum_tx_bytes")
     if not tot or not np.isfinite(tot) or win is None or win <= OVERLAP_NOTE_RATIO * tot:
         return []

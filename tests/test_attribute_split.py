@@ -101,3 +101,29 @@ def test_alone_the_split_is_the_window_view_and_overlap_is_said(run):
         per_tok = r["prefill_per_token_split_bytes"] / (bpt * ib_share)
         assert per_tok.between(0.9, 1.1).all()
         assert (r["prefill_per_token_bytes"] / (bpt * ib_share)).max() > 0.5 * c
+
+
+def test_a_split_too_dense_to_hold_is_unknown_and_said(monkeypatch):
+    """Past MAX_PAIRS request-segment pairs the per-request split is not computed: NaN (unknown,
+    never 0), the totals still the counters', and attribute says why and what fits."""
+    from rdmascope.analysis import attribute as A
+    from rdmascope.analysis import conserving
+
+    n = 50
+    send = np.arange(n, dtype=np.int64) * 1_000
+    first, last = send + 500_000, send + 900_000  # every request overlaps every other
+
+    def integ(a, b):
+        return (b - a).astype(float), np.zeros(len(a))
+
+    full = conserving.split(send, first, last, np.full(n, 10.0), np.full(n, 5.0), integ,
+                            0, 2_000_000)
+    assert full.pairs_over_budget == 0 and np.isfinite(full.prefill_tx).all()
+    monkeypatch.setattr(conserving, "MAX_PAIRS", 100)
+    sp = conserving.split(send, first, last, np.full(n, 10.0), np.full(n, 5.0), integ,
+                          0, 2_000_000)
+    assert sp.pairs_over_budget > 100 and np.isnan(sp.prefill_tx).all()
+    assert np.isnan(sp.decode_rx).all() and np.isnan(sp.idle_tx)
+    assert sp.total_tx == full.total_tx == 2_000_000.0
+    (note,) = A.split_notes({"split_pairs_over_budget": sp.pairs_over_budget})
+    assert "too densely" in note and "--from/--to" in note
