@@ -94,6 +94,11 @@ def _int_or_none(v):
     return None if v is None or v != v else int(v)
 
 
+#: Rows of one table the dataset writer builds at a time (a 60 s segment of 8 counters at 1 ms
+#: is 480,000 intervals).
+DATASET_CHUNK_ROWS = 100_000
+
+
 def iter_capture_tables(info, ref_offset_ns: int | None = None
                         ) -> Iterator[tuple[pa.Table, list[str]]]:
     """Yield ``DATASET_SCHEMA`` tables for one capture, one per capture file, in bounded memory.
@@ -136,54 +141,65 @@ def iter_capture_tables(info, ref_offset_ns: int | None = None
         b, cid = np.concatenate(cols["b"]), np.concatenate(cols["cid"])
         flag = np.concatenate(cols["flag"])
         u0, u1 = np.concatenate(cols["u0"]), np.concatenate(cols["u1"])
-        n = len(t0)
-        if has_pairs:
-            time = pa.array(monotonic_to_realtime(info, t0) // 1000, pa.timestamp("us", tz="UTC"))
-        else:
-            time = pa.nulls(n, pa.timestamp("us", tz="UTC"))
-        ids = np.unique(cid)
-        pos = np.searchsorted(ids, cid)
-        rows = [c.loc[int(i)] for i in ids]
+        whole = (t0, t1, b, cid, flag, u0, u1)
+        # a segment's rows in slices: the Arrow table of one slice is all that is held at once
+        for s0 in range(0, len(whole[0]), DATASET_CHUNK_ROWS):
+            t0, t1, b, cid, flag, u0, u1 = (x[s0:s0 + DATASET_CHUNK_ROWS] for x in whole)
+            n = len(t0)
+            if has_pairs:
+                time = pa.array(monotonic_to_realtime(info, t0) // 1000, pa.timestamp("us", tz="UTC"))
+            else:
+                time = pa.nulls(n, pa.timestamp("us", tz="UTC"))
+            ids = np.unique(cid)
+            pos = np.searchsorted(ids, cid)
+            rows = [c.loc[int(i)] for i in ids]
 
-        def col(key, conv, typ, pos=pos, rows=rows):
-            vals = np.empty(len(rows), dtype=object)
-            vals[:] = [conv(r.get(key)) for r in rows]
-            return pa.array(vals[pos], typ)
+            take = pa.array(pos)
 
-        flag_names = np.asarray(FLAGS, dtype=object)[flag.astype(np.int64)] \
-            if flag.dtype.kind in "iu" else flag.astype(object)
-        dev_line = np.array([lines.get(str(r.get("device"))) if r.get("device") is not None
-                             else None for r in rows], dtype=object)
-        line = np.array([np.nan if v is None else float(v) for v in dev_line[pos]], np.float64)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            bound = b * 8.0 / (t1 - t0 + u0 + u1 + 2 * INSTANT_UNC_NS).astype(np.float64)
-        over = np.isfinite(line) & (bound > line)
-        quality = np.where(np.isnan(b), "unknown",
-                           np.where(over, "over_line",
-                                    np.where(flag_names == "gap", "gap", "ok"))).astype(object)
-        table = pa.table({
-            "time": time,
-            "t0_ns": pa.array(t0, pa.int64()), "t1_ns": pa.array(t1, pa.int64()),
-            "duration_ns": pa.array(t1 - t0, pa.int64()),
-            "capture_start_ns": pa.array(np.full(n, start, np.int64), pa.int64()),
-            "series": col("series", str, pa.string()),
-            "device": col("device", _str_or_none, pa.string()),
-            "port": col("port", _int_or_none, pa.int32()),
-            "direction": col("direction", _str_or_none, pa.string()),
-            "source": col("source", _str_or_none, pa.string()),
-            "counter": col("name", _str_or_none, pa.string()),
-            "bytes_per_unit": col("bytes_per_unit", _int_or_none, pa.int32()),
-            "bytes": pa.array(b, pa.float64(), mask=np.isnan(b)),
-            "flag": pa.array(flag_names.tolist(), pa.string()),
-            "ref_offset_ns": pa.array(np.full(n, ref_offset_ns or 0, np.int64), pa.int64(),
-                                      mask=np.full(n, ref_offset_ns is None)),
-            "t0_unc_ns": pa.array(u0, pa.int64()), "t1_unc_ns": pa.array(u1, pa.int64()),
-            "line_gbps": pa.array(line, pa.float64(), mask=np.isnan(line)),
-            "bound_gbps": pa.array(bound, pa.float64(), mask=~np.isfinite(bound)),
-            "quality": pa.array(quality.tolist(), pa.string()),
-        }, schema=DATASET_SCHEMA)
-        yield table, notes
-        notes = []
+            def col(key, conv, typ, rows=rows, take=take):
+                # one value per counter, spread to the rows by Arrow (no Python object per row)
+                return pa.array([conv(r.get(key)) for r in rows], typ).take(take)
+
+            if flag.dtype.kind in "iu":
+                fcode = flag.astype(np.int64)
+                flags = pa.array(list(FLAGS), pa.string()).take(pa.array(fcode))
+                is_gap = fcode == list(FLAGS).index("gap")
+            else:
+                flags = pa.array(flag.astype(object).tolist(), pa.string())
+                is_gap = flag.astype(object) == "gap"
+            dev_line = np.array([np.nan if lines.get(str(r.get("device"))) is None
+                                 or r.get("device") is None else float(lines[str(r.get("device"))])
+                                 for r in rows], np.float64)
+            line = dev_line[pos]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                bound = b * 8.0 / (t1 - t0 + u0 + u1 + 2 * INSTANT_UNC_NS).astype(np.float64)
+            over = np.isfinite(line) & (bound > line)
+            qcode = np.where(np.isnan(b), 0, np.where(over, 1, np.where(is_gap, 2, 3)))
+            quality = pa.array(["unknown", "over_line", "gap", "ok"], pa.string()).take(
+                pa.array(qcode.astype(np.int64)))
+            table = pa.table({
+                "time": time,
+                "t0_ns": pa.array(t0, pa.int64()), "t1_ns": pa.array(t1, pa.int64()),
+                "duration_ns": pa.array(t1 - t0, pa.int64()),
+                "capture_start_ns": pa.array(np.full(n, start, np.int64), pa.int64()),
+                "series": col("series", str, pa.string()),
+                "device": col("device", _str_or_none, pa.string()),
+                "port": col("port", _int_or_none, pa.int32()),
+                "direction": col("direction", _str_or_none, pa.string()),
+                "source": col("source", _str_or_none, pa.string()),
+                "counter": col("name", _str_or_none, pa.string()),
+                "bytes_per_unit": col("bytes_per_unit", _int_or_none, pa.int32()),
+                "bytes": pa.array(b, pa.float64(), mask=np.isnan(b)),
+                "flag": flags,
+                "ref_offset_ns": pa.array(np.full(n, ref_offset_ns or 0, np.int64), pa.int64(),
+                                          mask=np.full(n, ref_offset_ns is None)),
+                "t0_unc_ns": pa.array(u0, pa.int64()), "t1_unc_ns": pa.array(u1, pa.int64()),
+                "line_gbps": pa.array(line, pa.float64(), mask=np.isnan(line)),
+                "bound_gbps": pa.array(bound, pa.float64(), mask=~np.isfinite(bound)),
+                "quality": quality,
+            }, schema=DATASET_SCHEMA)
+            yield table, notes
+            notes = []
 
 
 def write_dataset(paths: list[str | os.PathLike], out_dir: str | os.PathLike, *,
