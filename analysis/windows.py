@@ -1,15 +1,8 @@
 """Re-binning intervals in memory: windows of any width, and bytes in arbitrary ranges.
 
-Window origin (one rule everywhere, ``default_origin``): windows are [origin + k x width,
-origin + (k+1) x width). Unless given, the origin is the capture start
-(``manifest["start"]["monotonic_ns"]`` = ``Capture.t_start_ns``), which ``byte_intervals``
-records in ``intervals.attrs["t_start_ns"]`` (pandas keeps ``attrs`` through selections, copies
-and sorting). A range (``start_ns``/``end_ns``, the CLI's ``--from/--to``) only selects windows of
-that grid; it never moves it. So ``rebin(byte_intervals(cap), w)``, ``rebin_capture``,
-``peaks.peak_table``, ``bursts.burst_analysis``, ``verify.verify_emulation``, ``attribute`` and
-every ``rdmascope`` command give the same windows, and windows of two widths that divide one
-another nest. Intervals without that attribute (built by hand, or concatenated from two
-captures) fall back to the first interval's start.
+Windows are [origin + k x width, origin + (k+1) x width) on the one origin rule that
+``intervals`` states and ``default_origin`` applies (the capture start unless given; a range
+selects windows of that grid, never moves it).
 """
 
 from __future__ import annotations
