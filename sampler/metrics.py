@@ -15,22 +15,22 @@ ports never mixes in a netdev's bytes.
   steps x its ``bytes_per_unit`` (4 for port_xmit_data / port_rcv_data, never x lanes). A step
   that goes backwards (a counter reset) adds nothing and is counted in ``rdmascope_resets_total``;
   unavailable readings add nothing and are counted in ``rdmascope_unavailable_readings_total``.
-- ``rdmascope_peak_bytes_per_second{...,window="1ms"|"5ms"}`` (gauge): the highest rate over one
-  (1 ms) or five (5 ms) consecutive sampling intervals among the readings of the last
-  ``recent_s`` seconds (60 by default, so a scrape every minute misses no burst), by the headline
-  rule of ``rdmascope peaks``: only windows of regular readings count (every interval within
-  25 % of the sampling interval and read brackets of at most a quarter of it: a short interval
-  after a late sweep, or one spanning missed sweeps, sets the rate's timing, not the traffic),
-  and a window whose rate exceeds the device's line rate (``plausibility.line_ceilings``: port
-  rate, record --emulated, PCIe link) by more than its timing uncertainty allows (each reading's
-  instant +-``INSTANT_UNC_NS`` plus half its read bracket) is kept out and counted in
-  ``rdmascope_over_line_windows_total{...,window}``. Rates are bytes / the time between the
-  readings' instants (the middle of each read bracket); in Gb/s (10^9 bit/s) they are x 8 / 10^9
-  (the dashboard's panels; a Gb/s name fails promtool's base-unit lint). These windows follow
-  the readings; ``rdmascope peaks`` re-bins onto a fixed grid.
-- ``rdmascope_interval_rate_bytes_per_second{...}`` (histogram): every regular single-interval
-  rate since the start, in bytes/s buckets (``RATE_BUCKETS_GBPS`` x 1.25e8): how much of the time
-  the link spends near line rate.
+- ``rdmascope_peak_bytes_per_second{...,window="1ms"|"5ms"}`` (gauge): the highest rate of a
+  1 ms (5 ms) window among the windows of the last ``recent_s`` seconds (60 by default, so a
+  scrape every minute misses no burst), by the rule of ``rdmascope peaks`` on the same grid
+  (``gridpeaks``): windows [start + k x width, start + (k+1) x width) from the recording's
+  start, bytes from the piecewise-linear cumulative curve through the readings; a window that
+  holds an unknown span (an unreadable reading, a reset), has a gap of missed sweeps across an
+  edge, or whose fewest possible bytes (each reading's instant moved by ``INSTANT_UNC_NS`` plus
+  half its read bracket) exceed the device's line rate (``plausibility.line_ceilings``: port
+  rate, record --emulated, PCIe link) is kept out, the last counted in
+  ``rdmascope_over_line_windows_total{...,window}``; a window above the line rate within that
+  uncertainty counts at the line rate. So ``max_over_time`` of the gauge and ``rdmascope peaks
+  --windows 1ms,5ms`` of the same span agree. In Gb/s (10^9 bit/s) the gauge is x 8 / 10^9 (the
+  dashboard's panels; a Gb/s name fails promtool's base-unit lint).
+- ``rdmascope_window_rate_bytes_per_second{...}`` (histogram): the rate of every 1 ms window
+  counted by that rule since the start, in bytes/s buckets (``RATE_BUCKETS_GBPS`` x 1.25e8):
+  how much of the time the link spends near line rate, as ``rates --window 1ms`` would count it.
 - Sampler health: ``rdmascope_sweeps_taken_total``, ``rdmascope_sweeps_missed_total`` (deadlines
   passed without a sweep), ``rdmascope_sweep_lateness_seconds`` (histogram of sweep start -
   deadline), ``rdmascope_last_sweep`` (the last sweep index exposed), ``rdmascope_sampler_info``.
@@ -53,6 +53,7 @@ from collections import deque
 from typing import Any
 
 import numpy as np
+from rdmascope.sampler.gridpeaks import GridWindows
 from rdmascope.sampler.reader import SweepBuffers
 
 #: Bucket upper bounds of the 1 ms rate histogram, Gb/s (a 400 Gb/s port fits).
@@ -64,12 +65,8 @@ LATENESS_BUCKETS_S = (1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3, 0.05)
 RECENT_S = 60.0
 #: Bytes/s of 1 Gb/s (10^9 bit/s).
 BYTES_PER_S_PER_GBPS = 1e9 / 8
-#: Timing uncertainty of each reading's instant beyond its read bracket, ns (the adapter updates
-#: its counter files only every ~0.1-0.2 ms; analysis.curve.INSTANT_UNC_NS, the same value).
-INSTANT_UNC_NS = 100_000
-#: An interval is regular within this fraction of the sampling interval, a read bracket when at
-#: most this fraction of it (the "stalled sampler" rule of analysis.overline.over_line_causes).
-REGULAR_FRACTION = 0.25
+#: The peak gauges' window widths, ns (their ``window`` label: "1ms", "5ms").
+WINDOWS_NS = (1_000_000, 5_000_000)
 #: Label names of every per-counter series (unused ones are empty, i.e. absent in Prometheus).
 LABELS = ["device", "port", "rdma_device", "netdev", "direction", "source", "counter"]
 
@@ -138,12 +135,17 @@ class SamplerMetrics:
         self.taken = 0
         self.last_sweep = -1
         self.over_line = np.zeros((self.n, 2), np.int64)  # windows kept out: 1 ms, 5 ms
-        # per counter: last valid (instant ns, raw value, read bracket ns) and the last 4
-        # intervals (dt, dbytes, regular, end-instant uncertainty) so 5-interval windows continue
-        # across batches
-        self._last: list[tuple[int, int, int] | None] = [None] * self.n
-        self._tail: list[list[tuple]] = [[] for _ in range(self.n)]
+        self._last: list[int | None] = [None] * self.n  # last valid raw value per counter
+        self._grids: list[tuple[GridWindows, GridWindows]] | None = None  # 1 ms, 5 ms
         self._peaks: deque = deque()  # (batch end ns, peak1 array, peak5 array)
+
+    def _grid(self, i: int, origin_ns: int) -> tuple[GridWindows, GridWindows]:
+        if self._grids is None:
+            self._grids = [None] * self.n  # type: ignore[list-item]
+        if self._grids[i] is None:
+            self._grids[i] = tuple(GridWindows(origin_ns, w, self.interval_ns, int(self.bpu[i]),
+                                               self.line_gbps[i]) for w in WINDOWS_NS)
+        return self._grids[i]
 
     # -- the writer thread, once per flush batch ------------------------------------------
     def update(self, buf: SweepBuffers) -> None:
@@ -160,41 +162,31 @@ class SamplerMetrics:
         st = np.frombuffer(buf.status, dtype=np.uint8).reshape(-1, w)[:, :n]
         tb = np.frombuffer(buf.t_before_ns, dtype=np.int64).reshape(-1, w)[:, :n]
         dur = np.frombuffer(buf.read_duration_ns, dtype=np.uint32).reshape(-1, w)[:, :n]
-        inst = tb + (dur // 2).astype(np.int64)
+        inst = tb + (dur // 2).astype(np.int64)  # each reading's instant (analysis.load)
+        half = (dur.astype(np.int64) + 1) // 2  # its half read bracket
         late = None
         if self.start_ns is not None:
             late = (starts - (self.start_ns + sweeps * self.interval_ns)) / 1e9
+        origin = int(self.start_ns) if self.start_ns is not None else int(inst.min())
         peak1 = np.full(n, np.nan)
         peak5 = np.full(n, np.nan)
         upd: dict[int, tuple] = {}
         for i in range(n):
             ok = st[:, i] == 0
             unav = int((~ok).sum())
-            t = inst[ok, i]
             v = vals[ok, i]
-            brk = dur[ok, i].astype(np.int64)  # read brackets, ns
             last = self._last[i]
             if last is not None:
-                t = np.concatenate([[last[0]], t])
-                v = np.concatenate([np.array([last[1]], np.uint64), v])
-                brk = np.concatenate([[last[2]], brk])
-            if len(t) == 0:
-                upd[i] = (unav, 0.0, 0, None, None, None, None, None)
-                continue
-            new_last = (int(t[-1]), int(v[-1]), int(brk[-1]))
-            if len(t) < 2:
-                upd[i] = (unav, 0.0, 0, new_last, None, None, None, None)
-                continue
-            up = v[1:] >= v[:-1]  # a step down is a reset: no bytes, no rate
-            dv = (np.where(up, v[1:], v[:-1]) - v[:-1]).astype(np.float64)
-            dbytes = dv * float(self.bpu[i])
-            dt = np.diff(t).astype(np.float64)
-            frac = REGULAR_FRACTION * self.interval_ns
-            regular = ((np.abs(dt - self.interval_ns) <= frac) & (brk[1:] <= frac)
-                       & (brk[:-1] <= frac))
-            unc = INSTANT_UNC_NS + brk / 2.0  # per reading instant, ns
-            upd[i] = (unav, float(dbytes.sum()), int((~up).sum()), new_last, dt,
-                      np.where(up, dbytes, np.nan), regular, unc)
+                v = np.concatenate([np.array([last], np.uint64), v])
+            new_last = int(v[-1]) if len(v) else last
+            up = v[1:] >= v[:-1]  # a step down is a reset: no bytes
+            add = float((np.where(up, v[1:], v[:-1]) - v[:-1]).astype(np.float64).sum()
+                        * float(self.bpu[i]))
+            res = [None, None]
+            if i in self.rated:
+                for g, grid in enumerate(self._grid(i, origin)):
+                    res[g] = grid.feed(inst[:, i], vals[:, i], half[:, i], ok)
+            upd[i] = (unav, add, int((~up).sum()), new_last, res)
         with self._lock:
             self.taken += nsw
             self.last_sweep = int(sweeps[-1])
@@ -202,53 +194,23 @@ class SamplerMetrics:
                 self.late_hist += np.bincount(np.searchsorted(LATENESS_BUCKETS_S, late),
                                               minlength=len(LATENESS_BUCKETS_S) + 1)
                 self.late_sum += float(late.sum())
-            for i, (unav, add, resets, new_last, dt, db, regular, unc) in upd.items():
+            for i, (unav, add, resets, new_last, res) in upd.items():
                 self.unavailable[i] += unav
                 self.bytes_total[i] += add
                 self.resets[i] += resets
-                if new_last is not None:
-                    self._last[i] = new_last
-                if dt is None or i not in self.rated:
+                self._last[i] = new_last
+                if res[0] is None:
                     continue
-                tail = self._tail[i]
-                dts = np.concatenate([[x[0] for x in tail], dt])
-                dbs = np.concatenate([[x[1] for x in tail], db])
-                regs = np.concatenate([np.array([x[2] for x in tail], bool), regular])
-                # uncertainty of each interval's start and end instant
-                u0 = np.concatenate([[x[3] for x in tail], unc[:-1]])
-                u1 = np.concatenate([[x[4] for x in tail], unc[1:]])
-                line = self.line_gbps[i]
-                one = regular & ~np.isnan(db)
-                r1 = db[one] * 8 / dt[one]  # bits per ns = Gb/s
-                # over line rate beyond the timing uncertainty: even the longest duration the
-                # instants allow gives a rate above the line
-                low1 = db[one] * 8 / (dt[one] + unc[:-1][one] + unc[1:][one])
-                over1 = low1 > line if np.isfinite(line) else np.zeros(r1.size, bool)
-                self.over_line[i, 0] += int(over1.sum())
-                kept = r1[~over1]
-                self.rate_hist[i] += np.bincount(np.searchsorted(RATE_BUCKETS_GBPS, kept),
+                (r1, over1), (r5, over5) = res
+                self.over_line[i, 0] += over1
+                self.over_line[i, 1] += over5
+                self.rate_hist[i] += np.bincount(np.searchsorted(RATE_BUCKETS_GBPS, r1),
                                                  minlength=len(RATE_BUCKETS_GBPS) + 1)
-                self.rate_sum[i] += float(kept.sum()) * BYTES_PER_S_PER_GBPS
-                if kept.size:
-                    peak1[i] = float(kept.max())
-                if len(dts) >= 5:
-                    cs_t = np.concatenate([[0.0], np.cumsum(dts)])
-                    bad = np.isnan(dbs) | ~regs  # a reset or an irregular interval: left out
-                    cs_b = np.concatenate([[0.0], np.cumsum(np.where(np.isnan(dbs), 0.0, dbs))])
-                    cs_n = np.concatenate([[0], np.cumsum(bad)])
-                    span = cs_t[5:] - cs_t[:-5]
-                    b5 = cs_b[5:] - cs_b[:-5]
-                    k = cs_n[5:] == cs_n[:-5]
-                    if k.any():
-                        r5 = b5[k] * 8 / span[k]
-                        low5 = b5[k] * 8 / (span[k] + u0[:-4][k] + u1[4:][k])
-                        over5 = low5 > line if np.isfinite(line) else np.zeros(r5.size, bool)
-                        self.over_line[i, 1] += int(over5.sum())
-                        if (~over5).any():
-                            peak5[i] = float(r5[~over5].max())
-                self._tail[i] = list(zip(dts[-4:].tolist(), dbs[-4:].tolist(),
-                                         regs[-4:].tolist(), u0[-4:].tolist(),
-                                         u1[-4:].tolist(), strict=True))
+                self.rate_sum[i] += float(r1.sum()) * BYTES_PER_S_PER_GBPS
+                if r1.size:
+                    peak1[i] = float(r1.max())
+                if r5.size:
+                    peak5[i] = float(r5.max())
             now = int(starts[-1])
             self._peaks.append((now, peak1, peak5))
             while self._peaks and self._peaks[0][0] < now - self.recent_ns:
@@ -287,18 +249,18 @@ class SamplerMetrics:
         yield b
         yield r
         yield u
-        rule = ("regular readings only, windows over line rate beyond their timing uncertainty "
-                "kept out (the headline rule of rdmascope peaks)")
+        rule = ("windows on the capture's grid; unknown, gap-crossed and over-line windows kept "
+                "out (the headline rule of rdmascope peaks)")
         pk = GaugeMetricFamily(
-            "rdmascope_peak_bytes_per_second", f"Highest rate over 1 or 5 consecutive sampling "
-            f"intervals among the readings of the last {self.recent_s:g} s, bytes/s; {rule}.",
+            "rdmascope_peak_bytes_per_second", f"Highest rate of a 1 ms or 5 ms window "
+            f"among the windows of the last {self.recent_s:g} s, bytes/s; {rule}.",
             labels=[*names, "window"])
         ol = CounterMetricFamily(
-            "rdmascope_over_line_windows", "Windows of 1 or 5 sampling intervals whose rate "
+            "rdmascope_over_line_windows", "Windows of 1 ms or 5 ms whose rate "
             "exceeds the device's line rate by more than their timing uncertainty allows: kept "
             "out of the peak gauges.", labels=[*names, "window"])
-        h = HistogramMetricFamily("rdmascope_interval_rate_bytes_per_second", "Rate over each "
-                                  "regular single sampling interval since the start, bytes/s "
+        h = HistogramMetricFamily("rdmascope_window_rate_bytes_per_second", "Rate of each 1 ms "
+                                  "window since the start, bytes/s "
                                   f"({rule}).", labels=names)
         for i in self.rated:
             lab = list(self.labels[i])

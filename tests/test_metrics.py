@@ -1,11 +1,11 @@
 """``rdmascope record --metrics``: the Prometheus endpoint scraped over HTTP on loopback while the
 real recorder runs, its values checked against the capture it writes.
 
-The expected values are recomputed here from the capture's readings with plain Python loops (a
-second implementation): bytes since the start = (value at the last exposed sweep - first value)
-x 4; the 1 ms peak = the highest regular single-interval rate (within 25 % of the sampling
-interval, read brackets at most a quarter of it), the 5 ms peak the highest over five consecutive
-regular intervals, both between reading instants (middle of each read bracket), in bytes/s.
+The expected values are recomputed here from the capture's readings: bytes since the start =
+(value at the last exposed sweep - first value) x 4 with plain Python; the 1 ms / 5 ms peaks and
+the 1 ms window histogram from the analysis' own windows of the same readings (``rebin_view``
+on the capture's grid, the windows ``peaks`` headlines), a second implementation of the rule
+the gauges apply as the readings arrive.
 """
 
 from __future__ import annotations
@@ -18,6 +18,10 @@ import urllib.request
 import pytest
 from faults.conftest import Recorder, Ticker, make_tree
 
+from rdmascope.analysis.curve import HEADLINE_EXCLUDE
+from rdmascope.analysis.intervals import byte_intervals
+from rdmascope.analysis.load import load_capture
+from rdmascope.analysis.peaks import rebin_view
 from rdmascope.capture import read_capture
 
 prom = pytest.importorskip("prometheus_client")
@@ -103,7 +107,8 @@ def test_scraped_metrics_match_the_capture(tmp_path):
                                          strict=True):
         if sw <= last and st == 0:
             by_counter.setdefault(cid, []).append((sw, tb + dur // 2, val, dur))
-    interval = raw.manifest["interval_ns"]
+    t_start = raw.manifest["start"]["monotonic_ns"]
+    iv = byte_intervals(load_capture(out))
     checked_peak = False
     for cid, c in enumerate(counters):
         lab = {"device": c["device"], "port": str(c["port"]), "direction": c["direction"],
@@ -112,25 +117,28 @@ def test_scraped_metrics_match_the_capture(tmp_path):
         exp_bytes = (rows[-1][2] - rows[0][2]) * 4
         assert c["bytes_per_unit"] == 4
         assert _get(m, "rdmascope_bytes_total", **lab) == exp_bytes
-        ivs = [(b[1] - a[1], (b[2] - a[2]) * 4,
-                abs(b[1] - a[1] - interval) <= interval / 4 and a[3] <= interval / 4
-                and b[3] <= interval / 4)
-               for a, b in zip(rows[:-1], rows[1:], strict=True)]
-        r1 = [db / dt * 1e9 for dt, db, reg in ivs if reg]  # bytes/s
-        assert _get(m, "rdmascope_interval_rate_bytes_per_second_count", **lab) == len(r1)
-        assert _get(m, "rdmascope_interval_rate_bytes_per_second_sum", **lab) == \
-            pytest.approx(sum(r1), rel=1e-9)
-        assert _get(m, "rdmascope_interval_rate_bytes_per_second_bucket", **lab,
-                    le="1.25e+07") == sum(1 for r in r1 if r <= 1.25e7)
-        assert _get(m, "rdmascope_over_line_windows_total", **lab, window="1ms") == 0
-        if max(r1) > 0:
-            assert _get(m, "rdmascope_peak_bytes_per_second", **lab, window="1ms") == \
-                pytest.approx(max(r1), rel=1e-9)
-            r5 = [sum(db for _, db, _ in ivs[k:k + 5]) / sum(dt for dt, _, _ in ivs[k:k + 5])
-                  * 1e9 for k in range(len(ivs) - 4) if all(x[2] for x in ivs[k:k + 5])]
-            assert _get(m, "rdmascope_peak_bytes_per_second", **lab, window="5ms") == \
-                pytest.approx(max(r5), rel=1e-9)
-            checked_peak = checked_peak or c["device"] == "mlx5_0"
+        # the analysis' windows of the same readings (a second implementation of the rule):
+        # the gauge has evaluated the windows ending by the second-last reading it was given
+        end = rows[-2][1]
+        cut = iv[(iv["counter_id"] == cid) & (iv["t1_ns"] <= rows[-1][1])]
+        for w, label in ((1_000_000, "1ms"), (5_000_000, "5ms")):
+            b, q = rebin_view(cut, w, origin_ns=t_start, start_ns=t_start, end_ns=end)
+            col = f"{c['device']}/{c['direction']}"
+            inside = (b.index.to_numpy() + w <= end)
+            counted = inside & ((q[col].to_numpy() & HEADLINE_EXCLUDE) == 0)
+            gbps = b[col].to_numpy()[counted] * 8 / w
+            assert _get(m, "rdmascope_over_line_windows_total", **lab, window=label) == 0
+            if w == 1_000_000:
+                assert _get(m, "rdmascope_window_rate_bytes_per_second_count", **lab) == \
+                    len(gbps)
+                assert _get(m, "rdmascope_window_rate_bytes_per_second_sum", **lab) == \
+                    pytest.approx(gbps.sum() * 1.25e8, rel=1e-9)
+                assert _get(m, "rdmascope_window_rate_bytes_per_second_bucket", **lab,
+                            le="1.25e+07") == int((gbps <= 0.1).sum())
+            if gbps.max() > 0:
+                assert _get(m, "rdmascope_peak_bytes_per_second", **lab, window=label) == \
+                    pytest.approx(gbps.max() * 1.25e8, rel=1e-9)
+                checked_peak = checked_peak or c["device"] == "mlx5_0"
     assert checked_peak  # the bursty counter was really checked
     lat = _get(m, "rdmascope_sweep_lateness_seconds_count")
     assert lat == len(sweeps)
@@ -253,13 +261,14 @@ TX = {"source": "infiniband", "device": "rocep1s0f1", "port": 1, "name": "port_x
 
 
 def test_peak_gauges_apply_the_headline_rule():
-    """A 59.9 us interval holding 4.43 MB read 592 Gb/s on the 1 ms gauge (any interval <= 1.5 ms
-    counted); windows of irregular readings are left out and one over the line rate beyond its
-    timing uncertainty is kept out and counted, as `peaks` does."""
+    """The gauges re-bin onto peaks' fixed grid from the start (origin 0 here): a 59.9 us
+    interval holding 4.43 MB read 592 Gb/s on the old per-interval 1 ms gauge; on the grid its
+    bytes sit in one 1 ms window with their neighbours' (35.7 Gb/s). A 15 MB interval inside one
+    window is over the 100 Gb/s line rate beyond its timing uncertainty: kept out and counted.
+    Readings' instants are t_before + 500 ns (a 1 us read bracket)."""
     ms = 1_000_000
     t, v, rows = 0, 0, []
-    steps = [12_500] * 20  # 50 kB per ms: 0.4 Gb/s
-    for _k, units in enumerate(steps):
+    for units in [12_500] * 20:  # 50 kB per ms: 0.4 Gb/s
         rows.append([(t, 1_000, v)])
         t += ms
         v += units
@@ -269,26 +278,48 @@ def test_peak_gauges_apply_the_headline_rule():
     t += 59_900
     v += 1_107_500
     rows.append([(t, 1_000, v)])
-    # back on schedule; then one regular 1 ms interval at 150 Gb/s (18.75 MB... 4,687,500 units)
+    # back on schedule; one regular 1 ms interval holds 18.75 MB (4,687,500 units)
     for units in [12_500] * 10 + [4_687_500] + [12_500] * 10:
         t += ms
         v += units
         rows.append([(t, 1_000, v)])
+    # two late sweeps: 15 MB (3,750,000 units) between instants 42.2005 and 42.8005 ms
+    for tb, units in [(42_200_000, 12_500), (42_800_000, 3_750_000)] + \
+            [(43_559_900 + k * ms, 12_500) for k in range(8)]:
+        v += units
+        rows.append([(tb, 1_000, v)])
     sm = _sm([TX], rows, line_gbps={"rocep1s0f1": 100.0})
     m = _samples(sm)
     lab = (("counter", "port_xmit_data"), ("device", "rocep1s0f1"), ("direction", "tx"),
            ("port", "1"), ("source", "infiniband"))
-    peak1 = m[("rdmascope_peak_bytes_per_second", tuple(sorted(lab + (("window", "1ms"),))))]
-    assert peak1 == pytest.approx(50_000 / 1e-3)  # the regular 50 kB per ms, by hand
-    over = m[("rdmascope_over_line_windows_total", tuple(sorted(lab + (("window", "1ms"),))))]
-    assert over == 1  # the 150 Gb/s interval: 18.75 MB over 1 ms + 2 x 0.1005 ms > 100 Gb/s
-    peak5 = m[("rdmascope_peak_bytes_per_second", tuple(sorted(lab + (("window", "5ms"),))))]
-    # five regular intervals holding the 18.75 MB one: 18.8 MB / 5 ms = 30 Gb/s, under the line
-    assert peak5 == pytest.approx((4_687_500 + 4 * 12_500) * 4 / 5e-3)
-    # without a line rate nothing is judged over it: the 150 Gb/s interval is the 1 ms peak
+
+    def gauge(m, name, w):
+        return m[(name, tuple(sorted(lab + (("window", w),))))]
+
+    # window [31, 32) ms: the 18.75 MB interval runs 30.5604 -> 31.5604 ms, so 0.5604 of it,
+    # plus 0.4396 of the next 50 kB
+    peak1 = (0.5604 * 18_750_000 + 0.4396 * 50_000) * 8 / 1e6  # Gb/s
+    assert gauge(m, "rdmascope_peak_bytes_per_second", "1ms") * 8 / 1e9 == \
+        pytest.approx(peak1, rel=1e-9)
+    # window [42, 43) ms: the whole 15 MB plus 0.2005/0.6401 and 0.1995/0.7599 of the 50 kB
+    # intervals either side = 120.23 Gb/s; its fewest bytes (edges moved in by 0.1 ms + 500 ns)
+    # still hold the 15 MB: 120 Gb/s > 100, kept out
+    assert gauge(m, "rdmascope_over_line_windows_total", "1ms") == 1
+    # 5 ms: [30, 35) holds the 18.75 MB and 0.4396 + 3 + 0.5604 of 50 kB intervals -> 30.32 Gb/s
+    # ([40, 45) holds 15.25 MB: 24.4 Gb/s)
+    assert gauge(m, "rdmascope_peak_bytes_per_second", "5ms") * 8 / 1e9 == \
+        pytest.approx((18_750_000 + 4 * 50_000) * 8 / 5e6, rel=1e-9)
+    assert gauge(m, "rdmascope_over_line_windows_total", "5ms") == 0
+    # without a line rate nothing is judged over it: the 15 MB window is the 1 ms peak
     m = _samples(_sm([TX], rows))
-    assert m[("rdmascope_peak_bytes_per_second", tuple(sorted(lab + (("window", "1ms"),))))] \
-        == pytest.approx(4_687_500 * 4 / 1e-3)
+    over = (15_000_000 + 50_000 * (200_500 / 640_100 + 199_500 / 759_900)) * 8 / 1e6
+    assert gauge(m, "rdmascope_peak_bytes_per_second", "1ms") * 8 / 1e9 == \
+        pytest.approx(over, rel=1e-9)
+    # the 59.9 us interval's window [20, 21) ms: 1/3 of the 1.5 ms interval before it (50 kB),
+    # the 4.43 MB, and 0.4396 of the next 50 kB: 35.7 Gb/s, counted in the 25-50 Gb/s bucket
+    hist = {dict(k[1]).get("le"): val for k, val in m.items()
+            if k[0] == "rdmascope_window_rate_bytes_per_second_bucket"}
+    assert hist["6.25e+09"] - hist["3.125e+09"] == 1  # (25, 50] Gb/s: the 35.7 Gb/s window alone
 
 
 def test_netdev_series_are_labelled_as_netdevs():
