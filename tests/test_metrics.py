@@ -17,11 +17,11 @@ import urllib.request
 
 import pytest
 from faults.conftest import Recorder, Ticker, make_tree
-
 from rdmascope.analysis.curve import HEADLINE_EXCLUDE
 from rdmascope.analysis.intervals import byte_intervals
 from rdmascope.analysis.load import load_capture
 from rdmascope.analysis.peaks import rebin_view
+
 from rdmascope.capture import read_capture
 
 prom = pytest.importorskip("prometheus_client")
