@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from capture_builders import MS, STATUS_OK, STATUS_READ_ERROR, T0, ib, write_capture
-
 from rdmascope.analysis.intervals import byte_intervals
 from rdmascope.analysis.load import load_capture
 from rdmascope.analysis.peaks import peak_table
