@@ -229,7 +229,11 @@ def test_twins_appearing_after_the_start_are_sampled_and_judged(tmp_path):
         truth = 4 * w.units_between(port_counter(root, name), t0, t1)
         assert abs(tx["bytes"].sum() - truth) <= 2 * 4 * units * 0.001 + 4 * 4 * units * 0.002
     ins = run_cli("inspect", tmp_path / "cap")
-    assert "appeared" in ins.output and SPARK_TWINS[0][0] in ins.output
+    for name, pci, _ in SPARK_TWINS:  # sampled from the moment it appeared: not "unknown"
+        at = (next(c["t_ns"] for c in ch if c["name"] == name) - start) / 1e9
+        assert f"device {name} (pci {pci}) appeared at {at:.1f} s, sampled from then on" \
+            in ins.output, ins.output
+    assert "traffic is unknown" not in ins.output
     v = json.loads(run_cli("verify-emulation", tmp_path / "cap", "--json").output)["meta"]
     assert v["status"] == "fail", v["message"]
     assert not v["unknown_devices"], v["message"]
@@ -265,6 +269,10 @@ def test_a_device_appearing_under_device_selection_is_said_and_makes_the_verdict
         assert rec.stderr.count(f"RDMA device {name} ") == 1
     cap = load_capture(tmp_path / "cap")
     assert {d["device"] for d in cap.meta["counters"]} == {"mlx5_0"}
+    ins = run_cli("inspect", tmp_path / "cap").output
+    for name, _, _ in SPARK_TWINS:
+        assert f"device {name} " in ins and "not recorded, its traffic is unknown" in ins, ins
+        assert "sampled from then on" not in ins
     v = json.loads(run_cli("verify-emulation", tmp_path / "cap", "--json").output)["meta"]
     assert v["status"] == "cannot judge", v["message"]
     assert set(v["unknown_devices"]) >= {n for n, _, _ in SPARK_TWINS}

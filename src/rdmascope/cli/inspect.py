@@ -181,7 +181,8 @@ def summarize_capture(path: str) -> dict[str, Any]:
         ],
         # every RDMA device present at record time (None: the capture predates the key)
         "discovered_devices": m.get("discovered_devices"),
-        # RDMA devices that appeared / vanished while recording (not sampled when new)
+        # RDMA devices that appeared / vanished while recording (an appeared one is sampled
+        # from then on unless --device chose the devices: see _device_change_line)
         "device_changes": m.get("device_changes") or [],
         "files": [str(f.relative_to(p)) for f in rep.get("files", [])],
         "live_rows": rep.get("live_rows", 0),
@@ -300,6 +301,22 @@ def _start_times(start: dict[str, Any] | None) -> dict[str, Any]:
             "start_realtime_iso": iso}
 
 
+def _device_change_line(ch: dict[str, Any], at: float | None, recorded: set) -> str:
+    """One line of ``inspect`` for a ``device_changes`` entry: when, and whether its traffic
+    was sampled. ``at``: seconds after the start (None: unknown); ``recorded``: the RDMA
+    devices with counters in the capture (a device that appeared and was added is one)."""
+    name = ch.get("name")
+    when = f"at {at:.1f} s" if at is not None else "while recording"
+    kind = ch.get("kind")
+    if kind == "appeared":
+        pci = ch.get("pci") or "unknown"
+        if name in recorded:
+            return f"device {name} (pci {pci}) appeared {when}, sampled from then on"
+        return (f"device {name} (pci {pci}) appeared {when}: not recorded, its traffic is "
+                "unknown")
+    return f"device {name} vanished {when}"
+
+
 def _where(c: dict[str, Any]) -> str:
     """Name a counter's source: the netdev for netdev statistics, else device/port."""
     if c.get("netdev"):
@@ -360,12 +377,8 @@ def _print(s: dict[str, Any]) -> None:
     for ch in s.get("device_changes") or []:
         at = ((ch.get("t_ns") - t0) / 1e9) if isinstance(t0, int) and isinstance(
             ch.get("t_ns"), int) else None
-        when = f"{at:.1f} s after the start" if at is not None else "while recording"
-        if ch.get("kind") == "appeared":
-            e(f"device {ch.get('name')} (pci {ch.get('pci') or 'unknown'}) appeared {when}: "
-              "not recorded, its traffic is unknown")
-        else:
-            e(f"device {ch.get('name')} vanished {when}")
+        e(_device_change_line(ch, at, {c["device"] for c in s["counters"]
+                                       if c.get("netdev") is None}))
     e("counters:")
     for c in s["counters"]:
         where = _where(c)
