@@ -6,6 +6,11 @@
 recorder's clock). Rates are piecewise constant (``set_rate``), so the bytes between any two
 instants are known exactly (``units_between``), whatever the recorder read and when.
 
+Every write is logged with the instants its call began and returned (``writes``), so a reading
+taken in the bracket [t_before, t_after] can be checked against exactly the values that were in
+the file then (``possible``, ``check_readings``): no band a busy machine could push a late write
+out of, only what the file held while the recorder read it.
+
 Faults the tests inject around it (see tests/faults/): a read that hangs (the LD_PRELOAD shim
 ``failread.c``, ``RDMASCOPE_HANG_*``), a device that appears after the start or vanishes (build or
 remove its folder while the writer runs: a file that is gone is skipped), a renamed netdev.
@@ -13,6 +18,7 @@ remove its folder while the writer runs: a file that is gone is skipped), a rena
 
 from __future__ import annotations
 
+import bisect
 import os
 import threading
 import time
@@ -38,6 +44,8 @@ class RateWriter(threading.Thread):
         self._halt = threading.Event()
         self.t0_ns: int | None = None
         self.writes = 0
+        # per path: the writes as (call began ns, call returned ns, value), in order
+        self.log: dict[str, list[tuple[int, int, int]]] = {}
 
     def start(self) -> None:
         self.t0_ns = time.monotonic_ns()
@@ -48,8 +56,13 @@ class RateWriter(threading.Thread):
 
     def add(self, path: str | os.PathLike, v0: int, units_per_s: float) -> None:
         """Start writing one more counter (a device that appeared) from now."""
+        p = str(path)
+        try:  # what the file held before the writer took it over (built before the add)
+            self.log.setdefault(p, []).append((0, 0, int(Path(p).read_text())))
+        except (OSError, ValueError):
+            pass
         with self._lock:
-            self._pieces[str(path)] = [(time.monotonic_ns(), float(v0), float(units_per_s))]
+            self._pieces[p] = [(time.monotonic_ns(), float(v0), float(units_per_s))]
 
     def set_rate(self, path: str | os.PathLike, units_per_s: float) -> None:
         """From now on, ``path`` grows at ``units_per_s`` (its value stays continuous)."""
@@ -76,9 +89,38 @@ class RateWriter(threading.Thread):
         with self._lock:
             return self._value(str(path), b_ns) - self._value(str(path), a_ns)
 
+    def possible(self, path: str | os.PathLike, t_before_ns: int, t_after_ns: int
+                 ) -> tuple[int, int]:
+        """(lowest, highest) value a read of ``path`` in [t_before_ns, t_after_ns] can return.
+
+        Lowest: the value of the last write that had returned before the read began (any earlier
+        one was overwritten by it). Highest: the value of the last write that had begun by the
+        time the read returned. From the writer's own logged write times, not from its period.
+        """
+        log = self.log[str(path)]
+        ends = [e for _, e, _ in log]
+        begins = [b for b, _, _ in log]
+        i = bisect.bisect_right(ends, t_before_ns) - 1
+        j = bisect.bisect_right(begins, t_after_ns) - 1
+        return log[max(i, 0)][2], log[max(j, 0)][2]
+
+    def check_readings(self, path: str | os.PathLike, readings) -> list[str]:
+        """Readings (a frame: value, t_before_ns, read_duration_ns) whose value was not in the
+        file during its read bracket, described; [] when every one was."""
+        bad = []
+        for v, tb, d in zip(readings["value"].astype("int64"), readings["t_before_ns"],
+                            readings["read_duration_ns"].astype("int64"), strict=True):
+            lo, hi = self.possible(path, int(tb), int(tb) + int(d))
+            if not lo <= int(v) <= hi:
+                bad.append(f"read {int(v)} in [{int(tb)}, {int(tb) + int(d)}] ns; the file held "
+                           f"{lo} .. {hi} then")
+        return bad
+
     def _write(self, p: str, v: int) -> None:
         try:
+            t0 = time.monotonic_ns()
             write_in_place(p, v)
+            self.log.setdefault(p, []).append((t0, time.monotonic_ns(), int(v)))
             self.writes += 1
         except OSError:
             pass  # the device vanished on purpose
