@@ -58,7 +58,10 @@ def test_closed_stderr_pipe_turns_status_off_and_every_sweep_is_written(tree, tm
     assert a["stopped_by"] == "duration"
     assert cap.clean_end
     on_disk = _sweeps_on_disk(cap)
-    assert on_disk == a["sweeps_taken"] == a["sweeps_written"] > 2000  # 3001 deadlines
+    # every one of the 3001 deadlines is taken or missed (a loaded machine misses some: counted,
+    # never a share asserted), and every sweep taken is on disk
+    assert a["sweeps_taken"] + a["sweeps_missed"] == 3001, a
+    assert on_disk == a["sweeps_taken"] == a["sweeps_written"] > 0
     assert cap.table.num_rows == 4 * on_disk == a["rows_written"]
     off = _events(cap, "status_off")
     assert len(off) == 1, cap.manifest["events"]
