@@ -12,6 +12,9 @@
  *                         after a signal, like an uninterruptible firmware command
  *   RDMASCOPE_HANG_WHILE  optional: hang only while this file exists
  *   RDMASCOPE_HANG_ONCE   optional: if set, only the first matching read hangs
+ *   RDMASCOPE_READ_CLOCK  optional: a file whose first 8 bytes (mapped shared, so they survive
+ *                         a kill -9) hold the CLOCK_MONOTONIC ns at which the last pread of
+ *                         any file returned: when the recorder last took a reading
  * Build: cc -shared -fPIC -O2 -o failread.so failread.c -ldl
  */
 #define _GNU_SOURCE
@@ -22,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <stdint.h>
+#include <sys/mman.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -81,6 +86,30 @@ static void maybe_hang(int fd) {
     }
 }
 
+static int64_t *clock_slot;
+static int clock_tried;
+
+static void stamp(void) {
+    if (!clock_tried) {
+        clock_tried = 1;
+        const char *p = getenv("RDMASCOPE_READ_CLOCK");
+        if (p && *p) {
+            int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+            if (fd >= 0) {
+                if (ftruncate(fd, 8) == 0) {
+                    void *m = mmap(NULL, 8, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+                    if (m != MAP_FAILED) clock_slot = (int64_t *)m;
+                }
+                close(fd);
+            }
+        }
+    }
+    if (!clock_slot) return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    __atomic_store_n(clock_slot, (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec, __ATOMIC_RELEASE);
+}
+
 static ssize_t fake(int fd, void *buf, size_t n, off_t off) {
     if (!real_pread) real_pread = (pread_fn)dlsym(RTLD_NEXT, "pread");
     maybe_hang(fd);
@@ -89,9 +118,12 @@ static ssize_t fake(int fd, void *buf, size_t n, off_t off) {
         int err = (e && *e) ? atoi(e) : EINVAL;
         count();
         errno = err;
+        stamp();
         return -1;
     }
-    return real_pread(fd, buf, n, off);
+    ssize_t r = real_pread(fd, buf, n, off);
+    stamp();
+    return r;
 }
 
 ssize_t pread(int fd, void *buf, size_t n, off_t off) { return fake(fd, buf, n, off); }

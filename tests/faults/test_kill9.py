@@ -8,11 +8,14 @@ capture's creation (its first manifest) for one run in three, so kills also land
 creation-time one). Half the runs roll the live segment into Parquet every 0.3 s, so kills also
 land inside a roll (temporary Parquet written, renamed, live file unlinked).
 
-"At most the last second is lost" is checked from the capture's own start clock: sweep k's
-deadline is ``start.monotonic_ns + k * interval_ns`` (capture.py), so the sweeps elapsed until
-the kill are ``(t_kill - start) / interval``; the last sweep on disk must be within 1000 sweeps
-(1 s at 1 ms) of that. Recorders run 4 at a time (2 cores): contention makes the test harder, not
-easier. CI: 20 kills; ``--soak``: 200.
+"At most the last second is lost" counts what the recorder *took* and did not store, not the
+deadlines it missed because a loaded machine did not run it (those are missed, not lost): the
+LD_PRELOAD shim (failread.c, ``RDMASCOPE_READ_CLOCK``) keeps, in a shared page that survives the
+kill, the CLOCK_MONOTONIC instant its last read returned. The last reading on disk must be within
+1 s of that, and the sweeps up to that read's deadline (sweep k's deadline is
+``start.monotonic_ns + k * interval_ns``, capture.py) within 1000 of the last sweep on disk.
+Recorders run 4 at a time (2 cores): contention makes the test harder, not easier. CI: 20 kills;
+``--soak``: 200.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import struct
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -28,16 +32,27 @@ import pytest
 from rdmascope.analysis.load import load_capture
 from rdmascope.analysis.series import byte_intervals
 
-from .conftest import Recorder, Ticker, inspect_json, make_tree, manifest, run_cli
+from .conftest import Recorder, Ticker, failread_shim, inspect_json, make_tree, manifest, run_cli
 
 LOSS_BOUND_NS = 1_000_000_000  # the guarantee: at most the last second is lost
 INTERVAL_NS = 1_000_000
 
 
-def _kill_once(tmp_path, tree, i: int, rng: random.Random) -> dict:
+def _last_read_ns(path) -> int:
+    """When the recorder's last read returned (CLOCK_MONOTONIC ns; 0: it read nothing)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return 0
+    return struct.unpack("<q", data[:8])[0] if len(data) >= 8 else 0
+
+
+def _kill_once(tmp_path, tree, i: int, rng: random.Random, shim) -> dict:
     fast_roll = 0.3 if i % 2 else None
     out = tmp_path / f"cap{i:03d}"
-    rec = Recorder(out, tree.root, "--duration", "60s", fast_roll=fast_roll)
+    clock = tmp_path / f"cap{i:03d}.lastread"
+    env = dict(os.environ, LD_PRELOAD=str(shim), RDMASCOPE_READ_CLOCK=str(clock))
+    rec = Recorder(out, tree.root, "--duration", "60s", fast_roll=fast_roll, env=env)
     try:
         rec.wait_manifest()
         sampling = i % 3 != 0
@@ -53,7 +68,7 @@ def _kill_once(tmp_path, tree, i: int, rng: random.Random) -> dict:
         rec.kill()
     assert rc == -signal.SIGKILL, f"run {i}: exit {rc}, expected SIGKILL; {rec.stderr}"
     return {"i": i, "out": out, "t_kill": t_kill, "delay": delay, "fast_roll": fast_roll,
-            "sampling": sampling}
+            "sampling": sampling, "t_read": _last_read_ns(clock)}
 
 
 def _check(run: dict, tree) -> dict:
@@ -64,16 +79,22 @@ def _check(run: dict, tree) -> dict:
     cap = load_capture(out)  # every capture loads
     assert not cap.clean_end, where
     start = int(manifest(out)["start"]["monotonic_ns"])
+    t_read = run["t_read"]  # the recorder's last read: what it took ends there
     elapsed_sweeps = (t_kill - start) // INTERVAL_NS
     r = cap.readings
     if len(r):
+        assert t_read > 0, f"{where}: the read clock shim recorded no read"
+        # sweep k's reads are at or after its deadline, so the last read belongs to a sweep at
+        # most this one: deadlines after it were missed (the recorder did not run), not lost
+        read_sweeps = (t_read - start) // INTERVAL_NS + 1
         last_sweep = int(r["sweep"].max())
-        lost_sweeps = elapsed_sweeps - (last_sweep + 1)
+        lost_sweeps = read_sweeps - (last_sweep + 1)
         assert lost_sweeps <= LOSS_BOUND_NS // INTERVAL_NS, \
-            f"{where}: {lost_sweeps} sweeps lost (elapsed {elapsed_sweeps}, last on disk {last_sweep})"
+            f"{where}: {lost_sweeps} sweeps lost (read up to {read_sweeps - 1}, last on disk " \
+            f"{last_sweep}; {elapsed_sweeps - read_sweeps} deadlines missed before the kill)"
         # the same bound from the readings' own timestamps
         last_t = int((r["t_before_ns"] + r["read_duration_ns"].astype(np.int64)).max())
-        assert t_kill - last_t <= LOSS_BOUND_NS, where
+        assert t_read - last_t <= LOSS_BOUND_NS, where
         assert int(r["t_before_ns"].min()) >= start, f"{where}: a reading before the start record"
         # every sweep on disk is complete (one row per counter) and valid
         per_sweep = r.groupby("sweep").size()
@@ -84,10 +105,11 @@ def _check(run: dict, tree) -> dict:
         assert set(iv["flag"].astype(str)) <= {"ok", "gap"}, where
         assert (iv["bytes"] >= 0).all(), where
     elif run["sampling"]:
-        lost_sweeps = elapsed_sweeps
-        assert t_kill - start <= LOSS_BOUND_NS, \
-            f"{where}: no readings on disk but sampling started {(t_kill - start) / 1e9:.3f} s " \
-            "before the kill"
+        # reads after the start record are sweeps taken; none on disk: all of them were lost
+        lost_sweeps = max(0, (t_read - start) // INTERVAL_NS + 1) if t_read > start else 0
+        assert t_read - start <= LOSS_BOUND_NS, \
+            f"{where}: no readings on disk but the recorder read {(t_read - start) / 1e9:.3f} s " \
+            "after the start record"
     else:  # killed during start-up: the start record may still be the creation-time one
         lost_sweeps = 0
     s = inspect_json(out)
@@ -100,6 +122,7 @@ def _check(run: dict, tree) -> dict:
 
 def _run_kills(tmp_path, n: int, seed: int, parallel: int = 4) -> list[dict]:
     tree = make_tree(tmp_path / "sys")
+    shim = failread_shim(tmp_path)
     ticker = Ticker(tree, {(d, c): 1 + j for j, (d, c) in enumerate(
         (d, c) for d, _, _ in tree.devices for c in ("port_xmit_data", "port_rcv_data"))})
     ticker.start()
@@ -107,7 +130,8 @@ def _run_kills(tmp_path, n: int, seed: int, parallel: int = 4) -> list[dict]:
     seeds = [rng.random() for _ in range(n)]
     try:
         with ThreadPoolExecutor(parallel) as ex:
-            runs = list(ex.map(lambda i: _kill_once(tmp_path, tree, i, random.Random(seeds[i])),
+            runs = list(ex.map(lambda i: _kill_once(tmp_path, tree, i, random.Random(seeds[i]),
+                                                     shim),
                                range(n)))
     finally:
         ticker.stop()
