@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .intervals import default_origin
+from .intervals import FLAG_GAP, default_origin
 from .links import cable_key
 from .load import Capture
 from .overline_pass import OverLineFlagger, pass_hooks
@@ -35,7 +35,7 @@ from .stream import WindowGrid, capture_info, edge_spans, iter_windows
 from .windows import integrate
 
 __all__ = ["Verdict", "verify_emulation", "judge_emulation", "MeasureStream", "missing_twins", "check_shares", "counter_problems",
-           "unknown_time", "PASS", "FAIL", "CANNOT_JUDGE"]
+           "unknown_time", "gap_across_edges_ns", "PASS", "FAIL", "CANNOT_JUDGE"]
 
 #: ``Verdict.status`` values (``rdmascope verify-emulation`` exits 0, 1, 2 respectively).
 PASS, FAIL, CANNOT_JUDGE = "pass", "fail", "cannot judge"
@@ -251,11 +251,16 @@ def unknown_time(intervals: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
     """Return, per series, the ns of [lo, hi) whose bytes are unknown, by flag.
 
     Shape: one row per series of ``intervals`` (index ``series``), one int64 column per NaN flag
-    (reset, saturated, unavailable, implausible) plus ``total``. An interval counts for the part
-    of it inside [lo, hi). Unknown is never zero: these spans are what a verdict cannot see.
+    (reset, saturated, unavailable, implausible), ``gap``, ``not_covered`` plus ``total``. An
+    interval counts for the part of it inside [lo, hi). ``gap``: the part inside the range of a
+    gap interval (missed sweeps, a hung read: no reading for a while) that one of the range's
+    edges falls inside (``gap_across_edges_ns``): how much of its exact bytes fell on this side
+    of the edge is known only by assumption (spread uniformly); a gap wholly inside the range
+    keeps its exact bytes and is not counted. Unknown is never zero: these spans are what a
+    verdict cannot see.
     """
     flags = ["reset", "saturated", "unavailable", "implausible"]
-    cols = flags + ["not_covered"]
+    cols = flags + ["gap", "not_covered"]
     rows = {}
     if len(intervals):
         t0r = intervals["t0_ns"].to_numpy(np.int64)
@@ -268,12 +273,30 @@ def unknown_time(intervals: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
         for s in dict.fromkeys(ser):
             m = ser == s
             rows[s] = {f: int(dur[m & (fl == f)].sum()) for f in flags}
+            g = m & (fl == "gap")
+            rows[s]["gap"] = gap_across_edges_ns(t0r[g], t1r[g], lo, hi)
             rows[s]["not_covered"] = not_covered_ns(int(t0r[m].min()), int(t1r[m].max()),
                                                     lo, hi)
     df = pd.DataFrame.from_dict(rows, orient="index", columns=cols, dtype="int64")
     df.index.name = "series"
     df["total"] = df[cols].sum(axis=1)
     return df
+
+
+def gap_across_edges_ns(t0: np.ndarray, t1: np.ndarray, lo: int, hi: int) -> int:
+    """The ns of [lo, hi) inside the gap intervals [t0, t1) that ``lo`` or ``hi`` falls strictly
+    inside (both, for a range wholly inside one gap). No reading was taken there, so the share of
+    the gap's exact bytes on the range's side of the edge is an assumption (spread uniformly):
+    unknown time, as the window GAP flag marks a window that a gap crosses an edge of. Gaps
+    wholly inside the range count nothing (their bytes are exact)."""
+    if hi <= lo or not len(t0):
+        return 0
+    t0 = np.asarray(t0, np.int64)
+    t1 = np.asarray(t1, np.int64)
+    across = ((t0 < lo) & (t1 > lo)) | ((t0 < hi) & (t1 > hi))
+    if not across.any():
+        return 0
+    return int((np.minimum(t1[across], hi) - np.maximum(t0[across], lo)).sum())
 
 
 #: A series' readings may start and end this far (ns) inside the range without that edge
@@ -396,14 +419,21 @@ class MeasureStream:
 
     def on_parts(self, parts) -> None:
         """One file's intervals ({counter_id: interval arrays}): sums each RDMA series' unknown
-        time (reset, saturated, unavailable, implausible) inside the range, in ns."""
+        time (reset, saturated, unavailable, implausible, and gaps across an edge of the range:
+        ``gap_across_edges_ns``) inside the range, in ns."""
         for cid, iv in parts.items():
             if not len(iv["t0_ns"]) or cid not in self.ib:
                 continue
-            row = self.unk.setdefault(self.ib[cid], dict.fromkeys(_UNKNOWN_FLAGS.values(), 0))
+            row = self.unk.setdefault(self.ib[cid], dict.fromkeys(
+                [*_UNKNOWN_FLAGS.values(), "gap"], 0))
             dur = np.clip(iv["t1_ns"], *self.clip) - np.clip(iv["t0_ns"], *self.clip)
             for code, name in _UNKNOWN_FLAGS.items():
                 row[name] += int(dur[iv["flag"] == code].sum())
+            # a gap interval across an edge of the range (without a range: none can be, the
+            # range is then the readings' own span)
+            g = iv["flag"] == FLAG_GAP
+            if g.any():
+                row["gap"] += gap_across_edges_ns(iv["t0_ns"][g], iv["t1_ns"][g], *self.clip)
 
     def add(self, b: pd.DataFrame, q: pd.DataFrame, *, flagged: bool = False) -> None:
         """One block of 1 ms windows of ``grid()`` (columns: RDMA series). ``flagged``: the
@@ -466,7 +496,7 @@ class MeasureStream:
         unk = self.unk
 
         def unknown(lo_, hi_):
-            flags = list(_UNKNOWN_FLAGS.values())
+            flags = [*_UNKNOWN_FLAGS.values(), "gap"]
             rows = {}
             for s in spans:
                 if s in unk:
@@ -577,7 +607,9 @@ def verify_emulation(capture, *, start_ns: int | None = None, end_ns: int | None
     ``series.default_origin``), as every command's; the range only selects windows.
 
     ``status`` is also ``CANNOT_JUDGE`` when the bytes of any recorded device are unknown
-    (unreadable, reset, saturated or implausible intervals) for more than ``max_unknown_share``
+    (unreadable, reset, saturated or implausible intervals, no reading for part of the range, or
+    the part of a gap in the readings that an edge of the range falls inside:
+    ``unknown_time``) for more than ``max_unknown_share``
     (1 %) of the range, in either direction: the message names the device, the share and the
     sampler's reason (``counter_problems``), and the device is listed in ``missing_devices``.
     ``devices["unknown_share"]`` holds that share per device.
@@ -770,7 +802,7 @@ def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
         share_u = float(df.at[dev, "unknown_share"])
         if share_u > max_unknown_share:
             ids = list(ser.index[ser["device"] == dev])
-            kinds = [f for f in ("unavailable", "reset", "saturated", "implausible",
+            kinds = [f for f in ("unavailable", "reset", "saturated", "implausible", "gap",
                                  "not_covered")
                      if any(s in unk.index and unk.at[s, f] > 0
                             for s in ser.loc[ser["device"] == dev, "series"])]
@@ -778,6 +810,8 @@ def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
             reason = "; ".join(why[:2]) + (f" (+{len(why) - 2} more)" if len(why) > 2 else "")
             what = {"unavailable": "unreadable", "reset": "reset", "saturated": "saturated",
                     "implausible": "implausible steps",
+                    "gap": "no reading across an edge of the range (missed sweeps or a hung "
+                           "read: its bytes on either side are spread by assumption)",
                     "not_covered": "no reading for part of the range"}
             detail = ", ".join(what[k] for k in kinds) + (f": {reason}" if reason else "")
             # no interval flagged at all: the range holds fewer than two readings to difference

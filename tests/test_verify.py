@@ -283,3 +283,46 @@ def test_expect_rails_every_rail_balanced(tmp_path):
                                   "--expect-rails", "8", "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["meta"]["status"] == PASS
+
+
+def _gap_cap(tmp_path):
+    """Twins A and B, tx, read every 1 ms from 0 to 1000 ms and from 4000 to 5000 ms, none in
+    between (a hung read stalled every sweep for 3 s). A carries 2,500,000 units/ms (10 MB/ms)
+    while read; across the gap A's counter rose by 3,000 x 2,500,000 units, B's by 3,000 x
+    2,500,000 too: the gap's bytes are exact, their timing inside it is not."""
+    unit = 2_500_000
+    ks = [*range(0, 1001), *range(4000, 5001)]
+    rd = {i: [(T0 + k * MS - 1000, 2000, unit * k, STATUS_OK) for k in ks] for i in (0, 1)}
+    return write_capture(tmp_path / "c", [ib("rocep1s0f1", "tx"), ib("roceP2p1s0f1", "tx")], rd)
+
+
+def test_a_range_inside_a_gap_of_readings_cannot_judge(tmp_path):
+    """No reading of either twin from 1000 to 4000 ms: a range wholly inside that gap has bytes
+    only by spreading (it said PASS 50/50): both twins are unknown for 100 % of it, CANNOT
+    JUDGE naming each with the reason. A range with one edge in the gap: the part of the gap
+    inside it (1000 of 1500 ms = 66.7 %) is unknown. A range holding the gap whole keeps its
+    exact bytes: PASS. Same verdicts loaded and streamed."""
+    path = _gap_cap(tmp_path)
+    for cap in (load_capture(path), path):
+        v = verify_emulation(cap, expect="both", start_ns=T0 + 1500 * MS, end_ns=T0 + 3500 * MS)
+        assert v.status == CANNOT_JUDGE, v.message
+        assert v.unknown_devices == ["rocep1s0f1", "roceP2p1s0f1"], v.message
+        for d in ("rocep1s0f1", "roceP2p1s0f1"):
+            assert f"{d} bytes unknown for 100.0 % of the range (no reading across an edge " \
+                "of the range" in v.message, v.message
+            assert v.devices.at[d, "unknown_share"] == pytest.approx(1.0)
+        # one edge in the gap: [500, 2000) ms holds 1000 ms of it
+        v = verify_emulation(cap, expect="both", start_ns=T0 + 500 * MS, end_ns=T0 + 2000 * MS)
+        assert v.status == CANNOT_JUDGE, v.message
+        assert v.devices.at["rocep1s0f1", "unknown_share"] == pytest.approx(1000 / 1500)
+        assert "rocep1s0f1 bytes unknown for 66.7 % of the range" in v.message, v.message
+        # the gap wholly inside [500, 4500) ms: exact bytes, 4000 ms x 10 MB each, not unknown
+        v = verify_emulation(cap, expect="both", start_ns=T0 + 500 * MS, end_ns=T0 + 4500 * MS)
+        assert v.status == PASS, v.message
+        assert v.devices.at["rocep1s0f1", "unknown_share"] == 0.0
+        assert v.devices.at["rocep1s0f1", "bytes"] == pytest.approx(4000 * 10e6)
+    # the unknown time by flag, by hand: 2000 ms of the gap across both edges of the first range
+    from rdmascope.analysis.series import byte_intervals
+    from rdmascope.analysis.verify import unknown_time
+    u = unknown_time(byte_intervals(load_capture(path)), T0 + 1500 * MS, T0 + 3500 * MS)
+    assert len(u) == 2 and (u["gap"] == 2000 * MS).all() and (u["total"] == 2000 * MS).all()
