@@ -158,3 +158,15 @@ def test_readme_table_is_the_modules():
             if r.startswith("| ") and r[2].isdigit()]
     got = [tuple(c.strip() for c in r.strip("|").split("|")) for r in rows]
     assert got == [(str(c), n, m) for c, n, m in X.TABLE]
+
+
+@pytest.mark.parametrize("args", [["attribute"], ["plot", "windows", "-o", "{tmp}/w.png"],
+                                  ["plot", "request", "-o", "{tmp}/r.png"]])
+def test_no_request_log_is_a_usage_error_for_attribute_and_plot_alike(args, tmp_path):
+    """A capture without a request log, given to a command that needs one: the command line is
+    missing --requests (2), not a data error (4), for ``attribute`` and ``plot`` alike."""
+    cap = tmp_path / "cap"
+    shutil.copytree(SIM, cap, ignore=shutil.ignore_patterns("requests.jsonl"))
+    r = run(*[str(a).format(tmp=tmp_path) for a in args], cap)
+    assert r.exit_code == X.EXIT_USAGE, (args, r.output)
+    assert "--requests" in r.output and "Traceback" not in r.output

@@ -72,7 +72,7 @@ def test_closed_stderr_pipe_turns_status_off_and_every_sweep_is_written(tree, tm
 def test_failing_writer_stops_the_recording_with_the_error_in_the_capture(tree, tmp_path,
                                                                           monkeypatch):
     """An unexpected error inside the writer thread (here: building the third batch) stops the
-    sampler at once: exit 1 naming the error, audit stopped_by write_error, a write_error event
+    sampler at once: exit 4 naming the error, audit stopped_by write_error, a write_error event
     naming it, and the capture holds exactly the readings the audit says were written."""
     real = daemon._to_batch
     calls = {"n": 0}

@@ -141,8 +141,9 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
         for i, cap in enumerate(captures):
             logs = [request_logs[i]] if request_logs else R.default_request_logs(cap)
             if needs_log and not logs:
-                raise click.ClickException(f"{cap}: `plot {kind}` needs a request log; give "
-                                           "--requests LOG")
+                # the command line lacks --requests: a usage error (2), as in `attribute`
+                raise click.UsageError(f"{cap}: `plot {kind}` needs a request log; give "
+                                       "--requests LOG")
             click.echo(f"loading {cap} ...", err=True)
             configs.append(R.load_configuration(cap, logs, label=labels[i] if labels else None,
                                                 offset_s=offset_s, origin_s=origin_s))
