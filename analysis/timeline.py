@@ -11,7 +11,12 @@
   and holds until the next sample, so consecutive equal values are written once (lossless).
   Windows whose bytes are unknown (reset, saturated, unavailable, implausible, outside the
   readings: NaN) get no value: they are listed as slices ``no valid data`` on the track
-  ``"<series> no data"``, never drawn as zeros;
+  ``"<series> no data"``, never drawn as zeros. ``peaks``' headline rule applies: a window over
+  its line rate beyond its timing uncertainty is drawn at the line rate (never its raw rate,
+  e.g. 320 Gb/s on a 100 Gb/s port) and marked by a slice ``over line rate (kept out)`` (with
+  the raw maximum) on the track ``"<series> kept out"``; a window above the line rate by less
+  is at line rate and drawn at it; gap-spread windows (bytes split over missed sweeps by
+  assumption) keep their value and get a ``gap: bytes spread (kept out)`` slice there;
 - slice tracks ``"bursts <series>"``: each burst ``burst_analysis`` detects on the 1 ms series
   (hysteresis relative to the link capacity, ``analysis.bursts``), with its bytes, peak and mean;
 - with a request log (aligned to the first capture), one slice track per request,
@@ -44,7 +49,9 @@ import pyarrow as pa
 from rdmascope.capture import SAMPLE_SCHEMA, iter_capture_tables, read_manifest
 
 from .bursts import MS, burst_analysis
+from .curve import QUALITY_GAP, QUALITY_OVER_LINE
 from .load import Capture, counters_frame, monotonic_to_realtime, readings_frame
+from .overline import line_gbps_of
 from .peaks import rebin_view
 from .series import byte_intervals, to_gbps, twin_links
 
@@ -142,6 +149,45 @@ def _counter_samples(t: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return t[change], v[change]
 
 
+#: Slice names of the windows ``peaks`` keeps out of a headline, on the track "<series> kept out"
+OVER_LINE_SLICE = "over line rate (kept out)"
+GAP_SLICE = "gap: bytes spread (kept out)"
+
+
+def _headline_values(raw: np.ndarray, quality: np.ndarray, line_gbps: float | None
+                     ) -> tuple[np.ndarray, list[tuple[int, int, str, dict[str, Any]]]]:
+    """Apply ``peaks``' rule to one series' windows: (values to draw, kept-out runs).
+
+    A window over its line rate beyond its timing uncertainty (``QUALITY_OVER_LINE``) is drawn
+    at the line rate, never at its raw rate (a 320 Gb/s window on a 100 Gb/s port reads 100);
+    a window above the line rate by less (at line rate, as ``peaks`` says it) is drawn at the
+    line rate too. Unknown windows stay NaN (no value: a "no data" slice, never a zero). A
+    gap-spread window (``QUALITY_GAP``: bytes split over a gap by assumption) keeps its value.
+    Each run of consecutive over-line or gap-spread windows is returned as (first index, end
+    index, slice name, args) with the number of windows, the raw maximum and the line rate.
+    """
+    v = raw.copy()
+    qq = np.asarray(quality, dtype=np.int64)
+    over = (qq & QUALITY_OVER_LINE) != 0
+    gap = ((qq & QUALITY_GAP) != 0) & ~over & np.isfinite(raw)
+    if line_gbps is not None and np.isfinite(line_gbps):
+        v = np.where(np.isfinite(v), np.minimum(v, line_gbps), v)
+    kind = np.where(over, 2, np.where(gap, 1, 0)).astype(np.int8)
+    runs = []
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], kind, [0]])) != 0)
+    for a, e in zip(edges[:-1], edges[1:], strict=True):
+        k = int(kind[a])
+        if k == 0:
+            continue
+        seg = raw[a:e]
+        args: dict[str, Any] = {"windows": int(e - a),
+                                "raw_max_gbps": _finite_or_none(np.nanmax(seg))
+                                if np.isfinite(seg).any() else None,
+                                "line_gbps": _finite_or_none(line_gbps)}
+        runs.append((int(a), int(e), OVER_LINE_SLICE if k == 2 else GAP_SLICE, args))
+    return v, runs
+
+
 def _nan_runs(t: np.ndarray, v: np.ndarray, width_ns: int) -> list[tuple[int, int, int]]:
     """Runs of NaN windows as (t0_ns, t1_ns, n_windows)."""
     bad = np.isnan(v).astype(np.int8)
@@ -209,11 +255,13 @@ def build_timeline(captures: list[Capture], *, width_ns: int = MS, log=None,
                 procs.append(proc)
                 continue
         origin = cap.t_start_ns + (0 if origin_s is None else int(round(origin_s * 1e9)))
-        b, _q = rebin_view(iv, width_ns, origin_ns=origin, start_ns=lo, end_ns=hi,
-                           groups=groups)
+        b, q = rebin_view(iv, width_ns, origin_ns=origin, start_ns=lo, end_ns=hi,
+                          groups=groups)
+        line = line_gbps_of(iv, "series", groups=groups)
         t = conv(b.index.to_numpy(np.int64))
         for col in b.columns:
-            v = to_gbps(b[col].to_numpy(np.float64), width_ns)
+            raw = to_gbps(b[col].to_numpy(np.float64), width_ns)
+            v, kept_out = _headline_values(raw, q[col].to_numpy(), line.get(col))
             ts, vs = _counter_samples(t, v)
             proc.tracks.append(Track(name=f"{col} Gb/s", kind="counter", unit="Gb/s",
                                      t_ns=ts, values=vs))
@@ -221,6 +269,10 @@ def build_timeline(captures: list[Capture], *, width_ns: int = MS, log=None,
             if holes:
                 proc.tracks.append(Track(name=f"{col} no data", kind="slices", slices=[
                     (a, e, "no valid data", {"windows": n}) for a, e, n in holes]))
+            if kept_out:
+                proc.tracks.append(Track(name=f"{col} kept out", kind="slices", slices=[
+                    (int(t[a]), int(t[e - 1]) + width_ns, name, args)
+                    for a, e, name, args in kept_out]))
         cap_gbps = capacity_gbps or max(port_rates_gbps(cap.meta).values(), default=None) or 200.0
         bursts = burst_analysis(iv, capacity_gbps=cap_gbps, width_ns=MS, origin_ns=origin,
                                 start_ns=lo, end_ns=hi, groups=groups, enter_frac=enter_frac,

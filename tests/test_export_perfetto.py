@@ -321,3 +321,52 @@ def test_a_range_reads_only_its_segments_and_gives_the_whole_loads_trace(tmp_pat
     got = json.loads((tmp_path / "part.json").read_text())["traceEvents"]
     want = json.loads((tmp_path / "whole.json").read_text())["traceEvents"]
     assert got == want
+
+
+def test_counter_tracks_apply_peaks_rule_over_line_at_line_gap_and_unknown(tmp_path):
+    """A 320 Gb/s window on a 100 Gb/s port read 319.8 on the counter track with no flag. Now,
+    as ``peaks``: the over-line window is drawn at the line rate (100) and marked by an
+    "over line rate (kept out)" slice naming its raw rate; a window above the line rate by less
+    than its timing uncertainty (100.8 Gb/s) is at line rate, 100; gap-spread windows keep their
+    value and are marked; an unknown window (reset) has no value (a "no data" slice), never 0."""
+    n = 200
+    units = np.full(n - 1, 250_000, np.int64)   # 1 MB per ms = 8 Gb/s
+    units[50] = 10_000_000                      # 40 MB in 1 ms = 320 Gb/s: over line
+    units[60] = 3_150_000                       # 12.6 MB = 100.8 Gb/s: at line rate
+    vals = np.concatenate([[0], np.cumsum(units)])
+    vals[150:] = vals[150:] - vals[150] + 1     # a reset at reading 150: window 149 unknown
+    skip = {80, 81, 82}                         # missed sweeps: a 4 ms interval (gap)
+    rd = {0: [(T0 + k * MS, 0, int(vals[k]), STATUS_OK) for k in range(n) if k not in skip]}
+    dev = [{"name": "rocep1s0f1", "pci": "0000:01:00.1",
+            "ports": [{"port": 1, "rate": "100 Gb/sec (4X EDR)", "rate_gbps": 100.0}]}]
+    cap = write_capture(tmp_path / "c", [ib("rocep1s0f1", "tx")], rd, devices=dev)
+    out = tmp_path / "t.json"
+    r = CliRunner().invoke(main, ["export", "perfetto", str(cap), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in doc["traceEvents"]
+               if e["ph"] == "M" and e["name"] == "thread_name"}
+    ts, vs, slices = [], [], {}
+    for e in doc["traceEvents"]:
+        if e["ph"] == "C" and e["name"] == "rocep1s0f1/tx Gb/s":
+            ts.append(round(e["ts"] * 1e3))
+            vs.append(e["args"]["Gb/s"])
+        elif e["ph"] == "X":
+            slices.setdefault(threads[(e["pid"], e["tid"])], []).append(
+                (round(e["ts"] * 1e3), round((e["ts"] + e["dur"]) * 1e3), e["name"], e["args"]))
+    ts, vs = np.asarray(ts), np.asarray(vs)
+    at = _step_values(ts, vs, T0 + np.arange(n - 1) * MS)
+    assert max(vs) == 100.0, max(vs)                 # nothing drawn above the line rate
+    assert at[50] == 100.0 and at[60] == 100.0       # over line, and at line rate
+    assert at[10] == pytest.approx(8.0) and at[100] == pytest.approx(8.0)
+    kept = slices["rocep1s0f1/tx kept out"]
+    over = [s for s in kept if s[2] == "over line rate (kept out)"]
+    assert [(s[0], s[1]) for s in over] == [(T0 + 50 * MS, T0 + 51 * MS)], kept
+    assert over[0][3]["raw_max_gbps"] == pytest.approx(320.0) and over[0][3]["line_gbps"] == 100
+    gaps = [s for s in kept if s[2] == "gap: bytes spread (kept out)"]
+    assert gaps and all(T0 + 78 * MS <= s[0] and s[1] <= T0 + 84 * MS for s in gaps), kept
+    assert not any(s[0] <= T0 + 60 * MS < s[1] for s in kept)  # at line rate: not kept out
+    # the unknown window: no sample in it, a "no data" slice, never a zero
+    assert not np.isin(ts, [T0 + 149 * MS]).any() and 0.0 not in vs
+    assert [(h[0], h[1]) for h in slices["rocep1s0f1/tx no data"]] == \
+        [(T0 + 149 * MS, T0 + 150 * MS)]
