@@ -125,7 +125,9 @@ class RunSet:
         return lo, hi
 
 
-def _end_ns(m: dict[str, Any]) -> int | None:
+def manifest_end_ns(m: dict[str, Any]) -> int | None:
+    """A capture's end on its monotonic clock from its manifest ``m`` alone: the stop record,
+    else the latest clock pair (a capture still recording or killed), else None."""
     stop = m.get("stop") or {}
     if isinstance(stop, dict) and stop.get("monotonic_ns") is not None:
         return int(stop["monotonic_ns"])
@@ -169,7 +171,7 @@ def open_run_set(paths, *, reference: str | None = None, t_end_ns: dict | None =
         diffs = sorted(int(r) - int(mo) for r, mo in pairs)
         rm = diffs[len(diffs) // 2]  # exact integer median (float64 loses ~256 ns here)
         start = int((m.get("start") or {}).get("monotonic_ns") or min(pp[1] for pp in pairs))
-        end = (t_end_ns or {}).get(os.fspath(p)) or _end_ns(m) or start
+        end = (t_end_ns or {}).get(os.fspath(p)) or manifest_end_ns(m) or start
         nodes.append(Node(path=p, host=host, t_start_ns=start, t_end_ns=int(end),
                           realtime_minus_monotonic_ns=rm, interval_ns=int(m["interval_ns"])))
     ref = 0

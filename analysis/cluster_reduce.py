@@ -112,7 +112,7 @@ def open_run_set_lenient(paths, *, reference: str | None = None, opened: dict | 
         diffs = sorted(int(r) - int(mo) for r, mo in pairs)
         rm = diffs[len(diffs) // 2]
         start = int((m.get("start") or {}).get("monotonic_ns") or min(x[1] for x in pairs))
-        end = C._end_ns(m) or start
+        end = C.manifest_end_ns(m) or start
         probe.append((p, str(m.get("host") or Path(p).name), start + rm, end + rm))
     ref_i = 0
     if reference is not None:

@@ -4,8 +4,8 @@ The graph is built from the source with ``ast`` over ``src/rdmascope``, ``sample
 ``analysis/``: every ``import``/``from ... import`` anywhere in a module (inside functions too: an
 import moved into a function to dodge a cycle is still the cycle) is an edge to the module it
 names. A cycle fails (strongly connected components of more than one module, or a module importing
-itself), and so does ``from m import _name`` with ``m`` another of our modules (rename it
-public or move it: a private name is private to its module). ``__future__``-style dunders are
+itself), and so does ``from m import _name`` or ``m._name`` (an attribute of a module imported
+whole) with ``m`` another of our modules (rename it public or move it: a private name is private to its module). ``__future__``-style dunders are
 not private names. One exception, ``SPLIT_PACKAGES``: a module split into a package (the capture
 format, the request-log readers) shares its helpers among its own parts as the one module did;
 outside that package they stay private.
@@ -58,10 +58,15 @@ def import_graph(mods: dict[str, Path]):
     private = []
     for m, f in mods.items():
         is_pkg = f.name == "__init__.py"
-        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+        tree = ast.parse(f.read_text(), str(f))
+        aliases: dict[str, str] = {}  # a name bound to one of our modules -> that module
+        for node in ast.walk(tree):
             targets: list[tuple[str, str | None]] = []
             if isinstance(node, ast.Import):
                 targets = [(a.name, None) for a in node.names]
+                for a in node.names:
+                    if a.asname and a.name in mods:
+                        aliases[a.asname] = a.name
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
                     base = m.split(".") if is_pkg else m.split(".")[:-1]
@@ -72,6 +77,8 @@ def import_graph(mods: dict[str, Path]):
                 for a in node.names:
                     full = f"{mod}.{a.name}"
                     targets.append((full, None) if full in mods else (mod, a.name))
+                    if full in mods:
+                        aliases[a.asname or a.name] = full
             for t, name in targets:
                 owner = _owner(t, mods)
                 if owner is None:
@@ -82,6 +89,16 @@ def import_graph(mods: dict[str, Path]):
                     if (name and name.startswith("_") and not name.startswith("__")
                             and not shared):
                         private.append((m, node.lineno, owner, name))
+        # ``mod._name`` on a module imported whole (``from . import cluster as C``;
+        # ``C._end_ns(m)``) is a private name used across modules too
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in aliases and node.attr.startswith("_")
+                    and not node.attr.startswith("__")):
+                owner = aliases[node.value.id]
+                shared = any(_inside(p, m) and _inside(p, owner) for p in SPLIT_PACKAGES)
+                if owner != m and not shared:
+                    private.append((m, node.lineno, owner, node.attr))
     return edges, private
 
 
@@ -149,13 +166,16 @@ def test_the_checks_find_what_they_look_for(tmp_path):
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "low.py").write_text("def f():\n    from .high import g\n    return g\n")
-    (pkg / "high.py").write_text("from pkg.low import f\nfrom .mid import _hidden\n")
-    (pkg / "mid.py").write_text("_hidden = 1\nfrom . import low\n")
+    (pkg / "high.py").write_text("from pkg.low import f\nfrom .mid import _hidden\n"
+                                 "from . import mid as M\nimport pkg.low as L\n"
+                                 "x = M._hidden + L._g + M.public + M.__name__\n")
+    (pkg / "mid.py").write_text("_hidden = 1\npublic = 2\nfrom . import low\n")
     mods = modules({"pkg": pkg})
     edges, private = import_graph(mods)
     assert edges["pkg.low"] == {"pkg.high"}
     assert cycles(edges) == [["pkg.high", "pkg.low", "pkg.mid"]]
-    assert private == [("pkg.high", 2, "pkg.mid", "_hidden")]
+    assert private == [("pkg.high", 2, "pkg.mid", "_hidden"), ("pkg.high", 5, "pkg.mid", "_hidden"),
+                       ("pkg.high", 5, "pkg.low", "_g")]
 
 
 def test_a_split_package_shares_helpers_only_inside(monkeypatch, tmp_path):
