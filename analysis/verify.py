@@ -199,18 +199,48 @@ def appeared_devices(capture, before_ns: int | None = None) -> list[dict[str, An
     return out
 
 
+def _int(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
 def series_begins(capture, ser: pd.DataFrame) -> dict[str, int]:
-    """{series: appeared_ns} of the counters in ``ser`` (rows of ``capture.counters``, index
-    counter_id) that the recorder added after the start (a device that appeared: descriptor key
-    ``appeared_ns``, the time of the first reading). Before that time the device was absent, so
-    the span is neither bytes nor unknown for it. Empty for captures without the key."""
+    """{series: the time its device appeared} for the counters in ``ser`` (rows of
+    ``capture.counters``, index counter_id) of a device that was absent at the start and
+    appeared while recording. Before that time the device was absent (no traffic possible), so
+    the span is neither bytes nor unknown for it; from then until its first reading it was
+    present but unread: unknown (``not_covered_ns``'s ``present_from``).
+
+    The time it appeared is the manifest's ``device_changes`` entry (kind "appeared": the
+    rescan that saw it, or ``seen_ns``, when the recorder first saw it still probing), the
+    latest one at or before the series' first reading (descriptor key ``appeared_ns``) when the
+    recorder added it; a capture whose entries say nothing of a device before it appeared
+    (``simulate capture``) takes its first entry. Without an entry (older captures) it is the
+    descriptor's ``appeared_ns`` (the first reading). Empty when neither is there."""
     meta = getattr(capture, "meta", None)
-    descs = (meta.get("counters") if isinstance(meta, dict) else None) or []
+    meta = meta if isinstance(meta, dict) else {}
+    descs = meta.get("counters") or []
+    seen: dict[str, list[tuple[int, str]]] = {}  # device -> [(t, kind)] in time order
+    for ch in meta.get("device_changes") or []:
+        if not isinstance(ch, dict) or not isinstance(ch.get("name"), str):
+            continue
+        t = _int(ch.get("t_ns"))
+        if t is None:
+            continue
+        if ch.get("kind") == "appeared" and _int(ch.get("seen_ns")) is not None:
+            t = min(t, int(ch["seen_ns"]))
+        seen.setdefault(ch["name"], []).append((t, str(ch.get("kind"))))
     out: dict[str, int] = {}
-    for cid, s in zip(ser.index, ser["series"], strict=True):
+    for cid, dev, s in zip(ser.index, ser["device"], ser["series"], strict=True):
         d = descs[int(cid)] if 0 <= int(cid) < len(descs) else None
-        b = d.get("appeared_ns") if isinstance(d, dict) else None
-        if isinstance(b, int) and not isinstance(b, bool):
+        first = _int(d.get("appeared_ns")) if isinstance(d, dict) else None
+        ev = sorted(seen.get(str(dev), []))
+        b = None
+        if ev and ev[0][1] == "appeared":  # absent until its first change, which is appearing
+            b = ev[0][0] if first is None else max(
+                (t for t, k in ev if k == "appeared" and t <= first), default=first)
+        elif first is not None:
+            b = first
+        if b is not None:
             out[str(s)] = max(out.get(str(s), b), b)
     return out
 
@@ -247,7 +277,8 @@ def counter_problems(capture: Capture, counter_ids) -> list[str]:
     return out
 
 
-def unknown_time(intervals: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
+def unknown_time(intervals: pd.DataFrame, lo: int, hi: int,
+                 present_from: dict[str, int] | None = None) -> pd.DataFrame:
     """Return, per series, the ns of [lo, hi) whose bytes are unknown, by flag.
 
     Shape: one row per series of ``intervals`` (index ``series``), one int64 column per NaN flag
@@ -256,8 +287,9 @@ def unknown_time(intervals: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
     gap interval (missed sweeps, a hung read: no reading for a while) that one of the range's
     edges falls inside (``gap_across_edges_ns``): how much of its exact bytes fell on this side
     of the edge is known only by assumption (spread uniformly); a gap wholly inside the range
-    keeps its exact bytes and is not counted. Unknown is never zero: these spans are what a
-    verdict cannot see.
+    keeps its exact bytes and is not counted. ``present_from``: {series: when its device
+    appeared} (``series_begins``): before then it was absent, not unread (``not_covered_ns``).
+    Unknown is never zero: these spans are what a verdict cannot see.
     """
     flags = ["reset", "saturated", "unavailable", "implausible"]
     cols = flags + ["gap", "not_covered"]
@@ -276,7 +308,7 @@ def unknown_time(intervals: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
             g = m & (fl == "gap")
             rows[s]["gap"] = gap_across_edges_ns(t0r[g], t1r[g], lo, hi)
             rows[s]["not_covered"] = not_covered_ns(int(t0r[m].min()), int(t1r[m].max()),
-                                                    lo, hi)
+                                                    lo, hi, (present_from or {}).get(s))
     df = pd.DataFrame.from_dict(rows, orient="index", columns=cols, dtype="int64")
     df.index.name = "series"
     df["total"] = df[cols].sum(axis=1)
@@ -305,14 +337,18 @@ def gap_across_edges_ns(t0: np.ndarray, t1: np.ndarray, lo: int, hi: int) -> int
 EDGE_SLACK_NS = 2 * MS
 
 
-def not_covered_ns(first_ns: int, last_ns: int, lo: int, hi: int) -> int:
+def not_covered_ns(first_ns: int, last_ns: int, lo: int, hi: int,
+                   present_from: int | None = None) -> int:
     """The ns of [lo, hi) outside a series' readings [first_ns, last_ns] (before its first
     reading, after its last one): no reading says what it carried then, so its bytes there are
-    unknown (a read that hung to the end of the recording, a device that appeared late), never
-    zero. Edges shorter than ``EDGE_SLACK_NS`` are the sweep's own spread, not counted."""
+    unknown (a read that hung to the end of the recording, a device that appeared and was not
+    read at once), never zero. ``present_from``: when the series' device appeared (absent
+    before: no traffic possible, so that time is not counted). Edges shorter than
+    ``EDGE_SLACK_NS`` are the sweep's own spread, not counted."""
     if hi <= lo:
         return 0
-    before = min(max(first_ns, lo), hi) - lo
+    from_ = lo if present_from is None else min(max(int(present_from), lo), hi)
+    before = max(min(max(first_ns, lo), hi) - from_, 0)
     after = hi - max(min(last_ns, hi), lo)
     return sum(x for x in (before, after) if x > EDGE_SLACK_NS)
 
@@ -368,7 +404,8 @@ def _measure(capture: Capture, start_ns, end_ns, origin_ns) -> dict[str, Any]:
         return {} if kb is None else {d: float(np.nansum(kb[d].to_numpy())) for d in kb}
 
     return {"lo": lo, "hi": hi, "peak_of": peak_of, "series": series, "over_of": over_of,
-            "unknown": lambda lo_, hi_: unknown_time(iv, lo_, hi_), "kernel": kernel}
+            "unknown": lambda lo_, hi_, begins=None: unknown_time(iv, lo_, hi_, begins),
+            "kernel": kernel}
 
 
 _UNKNOWN_FLAGS = {1: "reset", 2: "saturated", 4: "unavailable", 5: "implausible"}
@@ -495,13 +532,14 @@ class MeasureStream:
                 peak_of[s] = pk.peak if pk.t_peak is not None else np.nan
         unk = self.unk
 
-        def unknown(lo_, hi_):
+        def unknown(lo_, hi_, begins=None):
             flags = [*_UNKNOWN_FLAGS.values(), "gap"]
             rows = {}
             for s in spans:
                 if s in unk:
                     rows[s] = {**unk[s], "not_covered": not_covered_ns(
-                        int(spans[s][0]), int(spans[s][1]), int(lo_), int(hi_))}
+                        int(spans[s][0]), int(spans[s][1]), int(lo_), int(hi_),
+                        (begins or {}).get(s))}
             cols = flags + ["not_covered"]
             df = pd.DataFrame.from_dict(rows, orient="index", columns=cols, dtype="int64")
             df.index.name = "series"
@@ -653,15 +691,10 @@ def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
     lo = capture.t_start_ns if lo is None else lo
     hi = capture.t_end_ns if hi is None else hi
     ser = c[c["data"] & (c["source"] == "infiniband")]
-    unk = m["unknown"](int(lo), int(hi))
+    # a device that appeared while recording was absent before (not unknown), present but
+    # unread from then to its first reading (unknown)
     begins = series_begins(capture, ser)
-    if begins and len(unk):
-        unk = unk.copy()
-        for s, b in begins.items():
-            if s in unk.index and b > lo:  # before its first reading the device was absent
-                cut = min(int(unk.at[s, "not_covered"]), min(b, hi) - lo)
-                unk.at[s, "not_covered"] -= cut
-                unk.at[s, "total"] -= cut
+    unk = m["unknown"](int(lo), int(hi), begins) if begins else m["unknown"](int(lo), int(hi))
     dev_of = dict(zip(ser["series"], ser["device"], strict=True))
     dir_of = dict(zip(ser["series"], ser["direction"], strict=True))
     devices = list(dict.fromkeys(ser["device"]))

@@ -448,7 +448,9 @@ class _WriterThread(threading.Thread):
         """About once a second, list ``class/infiniband`` (names and ``device`` links only, in
         this thread, never the sampler's) and record each RDMA device that appeared or vanished
         since the start: one event and one line each, and an entry in the manifest's
-        ``device_changes`` ({name, pci, sys_image_guid, kind "appeared" | "vanished", t_ns}).
+        ``device_changes`` ({name, pci, sys_image_guid, kind "appeared" | "vanished", t_ns;
+        ``seen_ns`` when it was first seen still probing, earlier than ``t_ns``). The analysis
+        takes it as absent before it appeared and unknown from then to its first reading.
         A device that appears after the start is sampled from then on: its counters are built
         by the same discovery as at the start (``discover``, ``counter_descriptors``) and handed
         to the sampling thread (``grow["add"]``), which adds them at its next sweep; each
@@ -475,10 +477,15 @@ class _WriterThread(threading.Thread):
         if probing is None:
             probing = self.probing = {}
         deferred = set()
+        first_seen = getattr(self, "first_seen", None)
+        if first_seen is None:
+            first_seen = self.first_seen = {}
         for n in sorted(names - self.present - followed):
+            seen = first_seen.setdefault(n, int(t))  # present from this rescan on
             if self._still_probing(n, now, probing):
                 deferred.add(n)  # looked at again at the next rescan
                 continue
+            del first_seen[n]
             d = self.ib_dir / n
             try:
                 pci = os.path.basename(os.readlink(d / "device").rstrip("/")) or None
@@ -490,6 +497,8 @@ class _WriterThread(threading.Thread):
                 guid = None
             changes.append({"name": n, "pci": pci, "sys_image_guid": guid, "kind": "appeared",
                             "t_ns": int(t)})
+            if seen < t:  # first seen still probing: present (and unread) since then
+                changes[-1]["seen_ns"] = seen
             added, why = self._counters_of_new(n)
             if added < 0:  # it was recorded before it vanished: its files are re-opened
                 msg = (f"RDMA device {n} (PCI {pci or 'unknown'}) appeared again; its counters "
@@ -1220,6 +1229,7 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     def add_pending(descs: list[dict[str, Any]], device: dict[str, Any] | None) -> None:
         with state["lock"]:  # the writer thread: taken by the sampling thread between sweeps
             state["pending"].append((descs, device))
+        reader.wake()  # a compiled sweep comes back to add them at its next sweep
 
     wt.grow = {"root": root, "counters": list(opts.counters), "netdev_stats": opts.netdev_stats,
                "selected": bool(opts.devices), "add": add_pending}

@@ -146,6 +146,15 @@ class CounterReader:
             self.next_check_ns[i] = 0
             self.check_at[0] = 0
 
+    def wake(self) -> None:
+        """Have a compiled sweep that is running come back to Python before its next sweep (as
+        for a check due; nothing is checked that is not): safe from another thread. The writer
+        thread calls this when it hands the sampling thread counters to add (a device that
+        appeared), so they are read from the next sweep or so on, not up to ``csweep.POLL_NS``
+        later (that time would be present but unread: unknown)."""
+        with self._check_lock:
+            self.check_at[0] = 0
+
     def run_checks(self, now: int) -> None:
         """Run every check due at ``now`` (what ``read_sweep`` does per counter at its read):
         the compiled sweep calls this before the sweep at which checks fall due."""

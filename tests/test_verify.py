@@ -326,3 +326,67 @@ def test_a_range_inside_a_gap_of_readings_cannot_judge(tmp_path):
     from rdmascope.analysis.verify import unknown_time
     u = unknown_time(byte_intervals(load_capture(path)), T0 + 1500 * MS, T0 + 3500 * MS)
     assert len(u) == 2 and (u["gap"] == 2000 * MS).all() and (u["total"] == 2000 * MS).all()
+
+
+def _late_twin_cap(tmp_path, *, appeared_ms=300, first_ms=500, seen_ms=None,
+                   descriptor=True):
+    """Twin A read every 1 ms from 0 to 1000 ms at 2,500,000 units/ms; twin B absent at the
+    start, seen by the recorder's rescan at ``appeared_ms`` (``device_changes``; ``seen_ms``:
+    first seen still probing), read from ``first_ms`` on (``appeared_ns`` of its descriptor,
+    as ``record`` writes it; ``descriptor=False``: as ``simulate capture`` writes it), idle."""
+    unit = 2_500_000
+    b = ib("roceP2p1s0f1", "tx")
+    if descriptor:
+        b["appeared_ns"] = T0 + first_ms * MS
+    rd = {0: [(T0 + k * MS - 1000, 2000, unit * k, STATUS_OK) for k in range(1001)],
+          1: [(T0 + k * MS - 1000, 2000, 7, STATUS_OK) for k in range(first_ms, 1001)]}
+    path = write_capture(tmp_path / "c", [ib("rocep1s0f1", "tx"), b], rd)
+    m = json.loads((path / "manifest.json").read_text())
+    ch = {"name": "roceP2p1s0f1", "pci": "0002:01:00.1", "sys_image_guid": None,
+          "kind": "appeared", "t_ns": T0 + appeared_ms * MS}
+    if seen_ms is not None:
+        ch["seen_ns"] = T0 + seen_ms * MS
+    m["device_changes"] = [ch]
+    (path / "manifest.json").write_text(json.dumps(m))
+    return path
+
+
+def test_a_device_is_absent_before_it_appeared_and_unknown_until_its_first_reading(tmp_path):
+    """Twin B appeared (the recorder's rescan saw it) at 300 ms and was first read at 500 ms:
+    before 300 ms it was absent (no traffic possible: not unknown), from 300 to 500 ms it was
+    present but unread (unknown, never 0: the verdict said PASS 'A 100 %' over it)."""
+    path = _late_twin_cap(tmp_path)
+    for cap in (load_capture(path), path):
+        # [0, 1000) ms: B unknown for 200 of the 700 ms it was present (28.6 %)
+        v = verify_emulation(cap, end_ns=T0 + 1000 * MS)
+        assert v.status == CANNOT_JUDGE and v.unknown_devices == ["roceP2p1s0f1"], v.message
+        assert "roceP2p1s0f1 bytes unknown for 28.6 % of the range (no reading for part of " \
+            "the range)" in v.message, v.message
+        assert v.devices.at["roceP2p1s0f1", "unknown_share"] == pytest.approx(200 / 700)
+        # [0, 300) ms: B was absent all along: A carried everything, PASS
+        v = verify_emulation(cap, end_ns=T0 + 300 * MS)
+        assert v.status == PASS and v.devices.at["roceP2p1s0f1", "unknown_share"] == 0.0, \
+            v.message
+        # [100, 400) ms: absent 100-300 ms, unknown 300-400: 100 % of its 100 ms present
+        v = verify_emulation(cap, start_ns=T0 + 100 * MS, end_ns=T0 + 400 * MS)
+        assert v.status == CANNOT_JUDGE, v.message
+        assert v.devices.at["roceP2p1s0f1", "unknown_share"] == pytest.approx(1.0)
+        # [600, 1000) ms: both read: A 100 %
+        v = verify_emulation(cap, start_ns=T0 + 600 * MS, end_ns=T0 + 1000 * MS)
+        assert v.status == PASS, v.message
+
+
+def test_device_appearance_seen_while_probing_and_without_a_descriptor_time(tmp_path):
+    """First seen still probing at 100 ms (``seen_ns``), said at 300 ms: present and unread from
+    100 ms (400 of 900 ms). A capture whose descriptor has no ``appeared_ns`` (simulate
+    capture): absent until its ``device_changes`` entry, unknown from then to its first
+    reading; a first reading at the appearance itself (within the sweep's spread) is PASS."""
+    v = verify_emulation(load_capture(_late_twin_cap(tmp_path / "a", seen_ms=100)),
+                         end_ns=T0 + 1000 * MS)
+    assert v.devices.at["roceP2p1s0f1", "unknown_share"] == pytest.approx(400 / 900)
+    v = verify_emulation(load_capture(_late_twin_cap(tmp_path / "b", descriptor=False)),
+                         end_ns=T0 + 1000 * MS)
+    assert v.devices.at["roceP2p1s0f1", "unknown_share"] == pytest.approx(200 / 700)
+    v = verify_emulation(load_capture(_late_twin_cap(tmp_path / "c", appeared_ms=500,
+                                                     descriptor=False)), end_ns=T0 + 1000 * MS)
+    assert v.status == PASS and v.devices.at["roceP2p1s0f1", "unknown_share"] == 0.0, v.message
