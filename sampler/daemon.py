@@ -448,7 +448,8 @@ class _WriterThread(threading.Thread):
         """About once a second, list ``class/infiniband`` (names and ``device`` links only, in
         this thread, never the sampler's) and record each RDMA device that appeared or vanished
         since the start: one event and one line each, and an entry in the manifest's
-        ``device_changes`` ({name, pci, sys_image_guid, kind "appeared" | "vanished", t_ns;
+        ``device_changes`` ({name, pci, sys_image_guid, kind "appeared" | "vanished" |
+        "returned" (a recorded device back; ``as``: its name now when followed), t_ns;
         ``seen_ns`` when it was first seen still probing, earlier than ``t_ns``). The analysis
         takes it as absent before it appeared and unknown from then to its first reading.
         A device that appears after the start is sampled from then on: its counters are built
@@ -519,6 +520,31 @@ class _WriterThread(threading.Thread):
             msg = f"RDMA device {n} vanished from {self.ib_dir}"
             self.writer.add_event(t, None, "device_vanished", msg, save=False)
             self.say(f"rdmascope record: {msg}")
+        # recorded devices (followed through renames): said once when they vanish and once when
+        # they return, each with a device_changes entry; the time away is unknown (their
+        # counters read as missing then)
+        away = getattr(self, "away", None)
+        if away is None:
+            away = self.away = set()
+        for dev, now_as in sorted(getattr(self, "current", {}).items()):
+            as_ = {} if now_as == dev else {"as": now_as}
+            if now_as not in names and dev not in away:
+                away.add(dev)
+                changes.append({"name": dev, "pci": self.pci_of.get(dev), "sys_image_guid": None,
+                                "kind": "vanished", "t_ns": int(t), **as_})
+                msg = (f"RDMA device {dev} (recorded) vanished from {self.ib_dir}"
+                       + (f" (as {now_as})" if as_ else "") + "; its counters read as missing "
+                       "until it returns: that time is unknown, never zero")
+                self.writer.add_event(t, None, "device_vanished", msg, save=False)
+                self.say(f"rdmascope record: {msg}")
+            elif now_as in names and dev in away:
+                away.discard(dev)
+                changes.append({"name": dev, "pci": self.pci_of.get(dev), "sys_image_guid": None,
+                                "kind": "returned", "t_ns": int(t), **as_})
+                msg = (f"RDMA device {dev} returned" + (f" as {now_as}" if as_ else "")
+                       + "; read again from its files")
+                self.writer.add_event(t, None, "device_returned", msg, save=False)
+                self.say(f"rdmascope record: {msg}")
         self.present = (names - followed - deferred) | (
             self.present & set(getattr(self, "current", {})))
 

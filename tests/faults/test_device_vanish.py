@@ -23,7 +23,13 @@ from rdmascope.sampler.reader import CounterReader, SweepBuffers
 
 from rdmascope.capture import STATUS_MISSING, STATUS_OK, STATUS_READ_ERROR
 
-from .conftest import Recorder, Ticker, inspect_json, make_tree
+from .conftest import Recorder, Ticker, inspect_json, make_tree, run_cli
+
+
+def inspect_text(path) -> str:
+    r = run_cli("inspect", path)
+    assert r.exit_code == 0, r.output
+    return r.output
 
 
 @pytest.mark.usefixtures("sweep_impl")
@@ -91,6 +97,17 @@ def test_device_vanishes_and_comes_back(tmp_path):
     summary = inspect_json(tmp_path / "cap")
     listed = {(e["counter_id"], e["kind"]) for e in summary["unavailable"]}
     assert {(cid, k) for cid in gone_ids for k in ("unavailable", "recovered")} <= listed
+
+    # the recorded device's vanishing and return: one device_changes entry each, said once
+    # (the rescan runs about once a second: each is seen within ~1 s of happening)
+    ch = [x for x in cap.meta["device_changes"] if x["name"] == "mlx5_1"]
+    assert [x["kind"] for x in ch] == ["vanished", "returned"], ch
+    assert t_gone < ch[0]["t_ns"] < t_back < ch[1]["t_ns"] < t_back + 1_500_000_000, ch
+    assert not [x for x in cap.meta["device_changes"] if x["name"] == "mlx5_0"]
+    assert rec.stderr.count("RDMA device mlx5_1 (recorded) vanished") == 1, rec.stderr
+    assert rec.stderr.count("RDMA device mlx5_1 returned") == 1, rec.stderr
+    text = inspect_text(tmp_path / "cap")
+    assert "device mlx5_1 vanished at " in text and "device mlx5_1 returned at " in text, text
 
 
 def test_reader_keeps_the_others_when_reads_fail(tmp_path, monkeypatch):

@@ -314,7 +314,11 @@ def _device_change_line(ch: dict[str, Any], at: float | None, recorded: set) -> 
             return f"device {name} (pci {pci}) appeared {when}, sampled from then on"
         return (f"device {name} (pci {pci}) appeared {when}: not recorded, its traffic is "
                 "unknown")
-    return f"device {name} vanished {when}"
+    as_ = f" (as {ch['as']})" if ch.get("as") else ""
+    if kind == "returned":
+        return (f"device {name} returned{as_} {when}, sampled again (the time it was away is "
+                "unknown)")
+    return f"device {name}{as_} vanished {when}"
 
 
 def _where(c: dict[str, Any]) -> str:
