@@ -638,10 +638,12 @@ def test_record_refuses_a_missing_parent(tmp_path):
 
 @pytest.mark.usefixtures("sweep_impl")
 def test_duration_is_the_span_recorded(tree, tmp_path):
-    """`--interval 1s --duration 3s` records 3 s: readings at 0, 1, 2 and 3 s (4 deadlines)."""
+    """`--interval 200ms --duration 600ms` records 0.6 s: readings at 0, 0.2, 0.4 and 0.6 s (4
+    deadlines; the span is the duration at any interval, so a short one proves it as well)."""
     out = tmp_path / "cap"
-    r = rdmascope("record", "-o", out, "--sysfs-root", tree, "--interval", "1s",
-                  "--duration", "3s")
+    step = 200_000_000
+    r = rdmascope("record", "-o", out, "--sysfs-root", tree, "--interval", "200ms",
+                  "--duration", "600ms")
     assert r.returncode == 0, r.stderr
     cap = read_capture(out)
     a = cap.manifest["audit"]
@@ -650,12 +652,12 @@ def test_duration_is_the_span_recorded(tree, tmp_path):
     sweeps = np.unique(t["sweep"].to_numpy())
     tb = t["t_before_ns"].to_numpy()
     start = cap.manifest["start"]["monotonic_ns"]
-    # every sweep taken is stored, none beyond the last deadline (3 s), and no reading of sweep
-    # k before its deadline start + k s (loop.py): so with sweep 3 taken the span is 3 s; a busy
-    # machine may miss a deadline (counted in the audit), never shift one
+    # every sweep taken is stored, none beyond the last deadline (0.6 s), and no reading of
+    # sweep k before its deadline start + k x 200 ms (loop.py): so with sweep 3 taken the span
+    # is the duration; a busy machine may miss a deadline (counted in the audit), never shift one
     assert sweeps.size == a["sweeps_taken"] and set(sweeps.tolist()) <= {0, 1, 2, 3}
-    deadline = start + t["sweep"].to_numpy().astype(np.int64) * 1_000_000_000
+    deadline = start + t["sweep"].to_numpy().astype(np.int64) * step
     assert (tb >= deadline).all(), (tb - deadline).min()
     if a["sweeps_missed"] == 0:
         assert sweeps.tolist() == [0, 1, 2, 3]
-        assert tb.max() - start >= 3_000_000_000
+        assert tb.max() - start >= 3 * step
