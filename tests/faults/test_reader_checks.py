@@ -127,10 +127,10 @@ def test_wrong_typed_manifest_values_are_refused_naming_the_key(tmp_path, edit, 
     cap = _capture(tmp_path / "a")
     _edit(cap, edit)
     r = _inspect(cap)
-    assert r.exit_code != 0 and named in r.output, r.output
+    assert r.exit_code == 4 and named in r.output, r.output  # bad content: a data error
     assert "Traceback" not in r.output
     r = CliRunner().invoke(main, ["rates", str(cap)])
-    assert r.exit_code != 0 and named in r.output and "Traceback" not in r.output, r.output
+    assert r.exit_code == 4 and named in r.output and "Traceback" not in r.output, r.output
 
 
 def test_inspect_says_when_fewer_readings_exist_than_the_audit_says(tmp_path):
