@@ -55,3 +55,25 @@ def test_manifest_strings_reach_the_terminal_escaped(tmp_path):
     assert r.returncode == 0, out
     assert "\x1b" not in out and "\x07" not in out, repr(out)
     assert "node\\x1b]52;c;ZXZpbA==\\x07" in out
+
+
+def test_request_log_fields_reach_the_terminal_escaped(tmp_path):
+    """A request log's ids and test names carrying OSC 52 and CSI 2J (a log is an outside
+    file): `rdmascope attribute` prints them escaped in its tables, never raw."""
+    import json
+    from pathlib import Path
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "sim-p2-200"
+    rows = [json.loads(line) for line in (fixture / "requests.jsonl").read_text().splitlines()
+            if line.strip()]
+    for r in rows:
+        r["request_id"] = f"{r['request_id']}{OSC52}"
+        r["test"] = f"{r['test']}{CLEAR}"
+    log = tmp_path / "requests.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    r = subprocess.run([sys.executable, "-m", "rdmascope", "attribute", str(fixture),
+                        "--requests", str(log)], capture_output=True, text=True, timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "\x1b" not in out and "\x07" not in out, repr(out)
+    assert "\\x1b]52;c;ZXZpbA==\\x07" in out  # the request id, shown visibly
