@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import jsonwalk, trtllm_bench, vllm_multiturn
+from . import fmperf, jsonwalk, trtllm_bench, vllm_multiturn
 from .common import RequestLogError, _read_text
 from .formats import FORMATS
 from .jsonwalk import _json_sequence, _top_keys
@@ -57,6 +57,8 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
             return "aiperf"
         if "t_send" in whole or "t_send_ns" in whole:
             return "native"
+        if fmperf.looks_like_file(whole):
+            return "fmperf"
         raise RequestLogError(p, "unknown format: a JSON object with keys "
                                  f"{', '.join(list(whole)[:8]) or '(none)'}; expected one of "
                                  f"{', '.join(FORMATS)} (or give --format)")
@@ -75,6 +77,8 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
             return "llmperf"
         if trtllm_bench.looks_like(first):
             return "trtllm-bench"
+        if fmperf.looks_like(first):
+            return "fmperf"
         raise RequestLogError(p, "unknown format: a JSON list of objects with keys "
                                  f"{', '.join(list(first)[:8])}; expected one of "
                                  f"{', '.join(FORMATS)} (or give --format)")

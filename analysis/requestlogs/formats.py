@@ -8,6 +8,7 @@ from pathlib import Path
 
 from . import (
     aiperf,
+    fmperf,
     genai_perf,
     guidellm,
     inference_perf,
@@ -54,6 +55,10 @@ TABLE: dict[str, Format] = {f.name: f for f in (
            "TTFT is moved back for a multi-token first chunk"),
     Format("trtllm-bench", trtllm_bench.read, "",
            "trtllm-bench's 'intertoken_latency' is rdmascope's TPOT"),
+    Format("fmperf", fmperf.read, "",
+           "fmperf's 'latency_prefill_ms' is rdmascope's TTFT; its 'latency_nexttoken_ms' is "
+           "pooled over response records (vLLM: per token, 0 inside a chunk, a token-weighted "
+           "TPOT; TGIS: per message)"),
     Format("llmperf", llmperf.read, "",
            "llmperf's 'inter_token_latency_s' includes the TTFT (it is no TPOT or ITL)"),
 )}

@@ -119,19 +119,24 @@ def read_request_log(path: str | os.PathLike, format: str | None = None, *,
 
 
 def _drop_warmup(p: Path, records: list[dict]) -> tuple[list[dict], str]:
-    """The records without the warm-up ones a tool marked (key ``warmup``: why), and the note
+    """The records without the warm-up ones a tool marked (key ``warmup``: why) nor the ones it
+    measured outside its run (key ``outside``: why, e.g. fmperf's ``exclude``), and the note
     naming how many were kept out and why ("" when none)."""
-    warm = [r for r in records if r.get("warmup")]
-    if not warm:
-        return records, ""
-    kept = [r for r in records if not r.get("warmup")]
-    why = "; ".join(f"{n} {k}" for k, n in
-                    {w["warmup"]: sum(1 for x in warm if x["warmup"] == w["warmup"])
-                     for w in warm}.items())
-    if not kept:
-        raise RequestLogError(p, f"holds only warm-up requests ({len(warm)}: {why}); nothing "
-                                 "measured to attribute")
-    return kept, (f"{len(warm)} warm-up request(s) kept out of every number ({why})")
+    notes = []
+    kept = records
+    for key, what in (("warmup", "warm-up request(s)"),
+                      ("outside", "request(s) outside the tool's measured run")):
+        warm = [r for r in kept if r.get(key)]
+        if not warm:
+            continue
+        kept = [r for r in kept if not r.get(key)]
+        why = "; ".join(f"{n} {k}" for k, n in
+                        {w[key]: sum(1 for x in warm if x[key] == w[key]) for w in warm}.items())
+        if not kept:
+            raise RequestLogError(p, f"holds only {what.replace('(s)', 's')} ({len(warm)}: "
+                                     f"{why}); nothing measured to attribute")
+        notes.append(f"{len(warm)} {what} kept out of every number ({why})")
+    return kept, "; ".join(notes)
 
 
 def _suggest_format(p: Path, text: str, fmt: str, exc: RequestLogError) -> RequestLogError:

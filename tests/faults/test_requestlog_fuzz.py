@@ -44,6 +44,7 @@ SEEDS = [
     ("cases/M6.json", "inference-perf"),
     ("kinds/vllm_multiturn_raw_data.csv", "vllm-multiturn"),
     ("kinds/trtllm_bench_request_info.json", "trtllm-bench"),
+    ("kinds/fmperf_results_vllm.json", "fmperf"),
 ]
 
 SETTINGS = settings(max_examples=100, deadline=None, derandomize=True,

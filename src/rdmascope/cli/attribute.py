@@ -78,7 +78,7 @@ def cell_cols(percentiles) -> list[str]:
                    "their source named, statistics per log and merged.")
 @click.option("--format", "fmt", type=click.Choice(
     ["native", "vllm", "guidellm", "genai-perf", "aiperf", "inference-perf", "sglang",
-     "llmperf", "vllm-multiturn", "trtllm-bench"]),
+     "llmperf", "vllm-multiturn", "trtllm-bench", "fmperf"]),
               help="Request log format (default: detected from the content).")
 @click.option("--offset", type=OFFSET, multiple=True,
               help="Seconds added to the log's times (places a relative log on the capture). "

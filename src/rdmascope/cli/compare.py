@@ -19,7 +19,7 @@ from rdmascope.cli.setup_options import describe_sources, resolve, setup_options
 from rdmascope.cli.shared import default_log, echo_table, find_request_log, run_set_dir
 
 FORMATS = ["native", "vllm", "guidellm", "genai-perf", "aiperf", "inference-perf", "sglang",
-           "llmperf", "vllm-multiturn", "trtllm-bench"]
+           "llmperf", "vllm-multiturn", "trtllm-bench", "fmperf"]
 
 TABLE_COLS = ["test", "n_requests", "prompt_tokens", "ttft_a_s", "ttft_b_s", "ttft_change_s",
               "ttft_change_pct", "ttlft_a_s", "ttlft_b_s", "ttlft_change_s", "ttlft_change_pct",

@@ -236,6 +236,50 @@ def trtllm_bench() -> list:
     return recs
 
 
+def fmperf_record(wid, ridx, k, t_s, prev_s, n, *, users=2, ok=True, error=None, text="x",
+                  finish=None, exclude=False) -> dict:
+    """One fmperf response record as fmperf/loadgen/run.py writes it (vLLM target: ``response``
+    is the token's choice dict; ``timestamp`` time.time_ns(); ``duration_ms`` since the previous
+    record of the request, the first since the send; ``error`` is str(None) when ok)."""
+    return {"response": None if not ok else {"index": 0, "text": text, "logprobs": None,
+                                              "finish_reason": finish, "stop_reason": None},
+            "ok": ok, "error": str(error), "timestamp": ns(t_s), "exp_num_users": users,
+            "exp_duration": 60.0, "duration_ms": (ns(t_s) - ns(prev_s)) / 1000.0 / 1000.0,
+            "exclude": exclude, "worker_idx": wid, "request_idx": ridx, "sample_idx": 3 * wid + ridx,
+            "response_idx": k, "n_tokens": n, "consistent": ok}
+
+
+def fmperf_vllm(R) -> dict:
+    """fmperf ``run()`` results file ({"results", "energy"}), vLLM target (one record per token, a
+    chunk's tokens at its time with duration 0): P1 (worker 0) with a 3-token first chunk, P2
+    (worker 1), a request whose stream broke after 2 tokens (worker 0, failed) and one that ran
+    past duration + grace (worker 1, its last 2 records exclude)."""
+    out = []
+
+    def request(wid, ridx, send, chunks, exclude_from=None):
+        prev, k = send, 0
+        for t, n in chunks:
+            for i in range(n):
+                last = (t, n) == chunks[-1] and i == n - 1
+                out.append(fmperf_record(wid, ridx, k, t, prev, 1, text="" if i < n - 1 else "w",
+                                         finish="length" if last else None,
+                                         exclude=exclude_from is not None and k >= exclude_from))
+                prev, k = t, k + 1
+        return prev, k
+
+    p1, p2 = R["P1"], R["P2"]
+    request(0, 0, p1["t_send"], [(p1["tokens"][0], 3)] + [(t, 1) for t in p1["tokens"][3:]])
+    request(1, 0, p2["t_send"], [(t, 1) for t in p2["tokens"]])
+    end1 = p1["tokens"][-1]
+    prev, k = request(0, 1, end1 + 0.001, [(end1 + 0.2, 1), (end1 + 0.25, 1)])
+    out.append(fmperf_record(0, 1, k, end1 + 0.3, prev, 0, ok=False,
+                             error="('Connection broken: IncompleteRead(0 bytes read)', "
+                                   "IncompleteRead(0 bytes read))"))
+    end2 = p2["tokens"][-1]
+    request(1, 1, end2 + 0.001, [(end2 + 0.3 + 0.02 * i, 1) for i in range(4)], exclude_from=2)
+    return {"results": out, "energy": {}}
+
+
 def main() -> None:
     R = ref()
     man = json.loads((CAP / "manifest.json").read_text())
@@ -247,6 +291,7 @@ def main() -> None:
         "native_bad_rows.csv": native_bad_rows(R, cap_end_s),
         "vllm_multiturn_raw_data.csv": vllm_multiturn(),
         "trtllm_bench_request_info.json": json.dumps(trtllm_bench(), indent=1),
+        "fmperf_results_vllm.json": json.dumps(fmperf_vllm(R)),
         "native_epoch_noclock.jsonl": native_epoch(R),
         "sglang_bench_serving_two_runs.jsonl": sglang_runs(R),
         "llmperf_individual_responses.json": json.dumps(llmperf(R), indent=4),
