@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rdmascope.capture import device_change_texts
+
 from .report_figures import line_rate_items
 from .report_pass import Configuration, flag_counts
 
@@ -122,6 +124,9 @@ def capture_fields(cfg: Configuration) -> list[tuple[str, str]]:
         ("counters", ", ".join(sorted(set(cap.counters["name"].astype(str))))),
         ("clean end", "yes" if cap.clean_end else _unclean_text(cap.path)),
     ]
+    changes = device_change_texts(m)  # devices that appeared / vanished while recording
+    if changes:
+        fields.append(("devices that came and went", "; ".join(changes)))
     if audit:
         taken, missed = audit.get("sweeps_taken"), audit.get("sweeps_missed")
         if taken is not None:

@@ -73,6 +73,12 @@ MANIFEST KEYS (``manifest.json``, a JSON object):
   devices' port records (``devices``) then also hold ``byte_source``, ``byte_files``,
   ``byte_unit``, ``byte_width_bits`` and ``byte_note`` (why that source, or why the port has
   no byte counter, e.g. soft iWARP).
+- ``device_changes`` (optional, added without a version change; present from the first
+  change): RDMA devices that appeared, vanished or returned while recording, each
+  {``name``, ``pci``, ``sys_image_guid``, ``kind`` ("appeared" | "vanished" | "returned"),
+  ``t_ns``; ``seen_ns`` when first seen still probing; ``as``: a followed device's name now;
+  ``counters``: how many were added}. A device that appeared and was added has descriptors
+  with ``appeared_ns`` (its first reading). Said by ``device_change_texts``.
 - ``events``: list of {``t_ns``, ``counter_id`` (or null), ``kind``, ``message``}: unavailable
   counters (said once, with the reason), recoveries, write errors.
 - ``segments``: one record per closed Parquet segment, {``name``, ``rows``, ``bytes``,
@@ -156,6 +162,7 @@ from rdmascope.capture.schema import (
     check_counter_descriptors,
     check_origin,
     clock_pair,
+    device_change_texts,
     empty_table,
     host_metadata,
     is_enospc,

@@ -393,6 +393,40 @@ def _check_schema(path: Path, schema: pa.Schema) -> None:
             path, f"segment format version {int(fv)} is newer than supported ({FORMAT_VERSION})")
 
 
+def device_change_texts(manifest: dict[str, Any]) -> list[str]:
+    """One phrase per entry of the manifest's ``device_changes`` (RDMA devices that appeared,
+    vanished or returned while recording), in order, with its time after the start: "mlx5_4
+    (pci 0000:05:00.0) appeared at 3.0 s, sampled from then on" when the capture holds its
+    counters (the recorder added it), "... not recorded, its traffic is unknown" when not
+    (``--device`` chose the devices). Empty without the key. What ``inspect``,
+    ``verify-emulation``, ``cluster`` and the report say."""
+    changes = manifest.get("device_changes") or []
+    if not isinstance(changes, list):
+        return []
+    t0 = (manifest.get("start") or {}).get("monotonic_ns")
+    recorded = {c.get("device") for c in manifest.get("counters") or []
+                if isinstance(c, dict) and c.get("source") != "netdev"}
+    out = []
+    for ch in changes:
+        if not isinstance(ch, dict):
+            continue
+        name, kind, t = ch.get("name"), ch.get("kind"), ch.get("t_ns")
+        when = (f"at {(t - t0) / 1e9:.1f} s" if _is_int(t) and _is_int(t0)
+                else "while recording")
+        as_ = f" (as {ch['as']})" if ch.get("as") else ""
+        if kind == "appeared":
+            pci = ch.get("pci") or "unknown"
+            out.append(f"{name} (pci {pci}) appeared {when}, sampled from then on"
+                       if name in recorded else
+                       f"{name} (pci {pci}) appeared {when}: not recorded, its traffic is unknown")
+        elif kind == "returned":
+            out.append(f"{name} returned{as_} {when}, sampled again (the time it was away is "
+                       "unknown)")
+        else:
+            out.append(f"{name}{as_} {kind or 'changed'} {when}")
+    return out
+
+
 def is_enospc(exc: BaseException) -> bool:
     """True when an exception chain contains an ENOSPC (disk full) OSError."""
     while exc is not None:

@@ -30,6 +30,22 @@ def _progress():
     return lambda k, n, host: click.echo(f"read {k}/{n}: {host}", err=True)
 
 
+def _device_changes(rs) -> dict[str, list[str]]:
+    """{host: what its manifest's device_changes say} for the nodes that have any (devices that
+    appeared, vanished or returned while recording; ``capture.device_change_texts``)."""
+    from rdmascope.capture import CaptureError, device_change_texts, read_manifest
+
+    out = {}
+    for n in rs.nodes:
+        try:
+            texts = device_change_texts(read_manifest(n.path))
+        except (CaptureError, OSError):
+            continue
+        if texts:
+            out[n.host] = texts
+    return out
+
+
 @click.command(help="Summarise the captures of several hosts of one run (one capture per "
                     "host, or the one directory holding them): clock offsets, per-node bytes, "
                     "twin shares and emulation verdicts "
@@ -165,6 +181,8 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
 
         witnesses, verdict = cluster_witnesses(rs, res, nccl_log, verdict)
 
+    changes = _device_changes(rs)
+
     def human():
         click.echo(f"run set: {len(rs.nodes)} hosts, time axis: {rs.ref.host}'s CLOCK_MONOTONIC; "
                    f"all captures overlap for {(hi - lo) / 1e9:.3f} s")
@@ -180,6 +198,8 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
             click.echo(f"warning: {w}")
         for h, why in res.failed.items():
             click.echo(f"not judged: {h}: {why}")
+        for h, texts in changes.items():
+            click.echo(f"devices that came and went, {h}: " + "; ".join(texts))
         t = nodes.copy()
         t["tx_MB"] = t.pop("tx_bytes") / 1e6
         t["rx_MB"] = t.pop("rx_bytes") / 1e6
@@ -236,7 +256,7 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
                "unmatched": res.unmatched, "failing": res.failing, "expect": res.expect,
                "expect_reason": res.expect_reason, "warnings": res.warnings,
                "requests": requests_path, "span_ns": [lo, hi], "line_rate": link_gbps_note(),
-               "failed": res.failed, "engine": engine,
+               "failed": res.failed, "engine": engine, "device_changes": changes,
                "maps": {s.host: s.cost for s in (res.summaries or []) if s.cost},
                **({"nccl_witness": {h: w.to_dict() for h, w in witnesses.items()}}
                   if witnesses else {})})

@@ -301,26 +301,6 @@ def _start_times(start: dict[str, Any] | None) -> dict[str, Any]:
             "start_realtime_iso": iso}
 
 
-def _device_change_line(ch: dict[str, Any], at: float | None, recorded: set) -> str:
-    """One line of ``inspect`` for a ``device_changes`` entry: when, and whether its traffic
-    was sampled. ``at``: seconds after the start (None: unknown); ``recorded``: the RDMA
-    devices with counters in the capture (a device that appeared and was added is one)."""
-    name = ch.get("name")
-    when = f"at {at:.1f} s" if at is not None else "while recording"
-    kind = ch.get("kind")
-    if kind == "appeared":
-        pci = ch.get("pci") or "unknown"
-        if name in recorded:
-            return f"device {name} (pci {pci}) appeared {when}, sampled from then on"
-        return (f"device {name} (pci {pci}) appeared {when}: not recorded, its traffic is "
-                "unknown")
-    as_ = f" (as {ch['as']})" if ch.get("as") else ""
-    if kind == "returned":
-        return (f"device {name} returned{as_} {when}, sampled again (the time it was away is "
-                "unknown)")
-    return f"device {name}{as_} vanished {when}"
-
-
 def _where(c: dict[str, Any]) -> str:
     """Name a counter's source: the netdev for netdev statistics, else device/port."""
     if c.get("netdev"):
@@ -337,6 +317,7 @@ def _pcts(values, top) -> dict[str, float | None]:
 
 
 def _print(s: dict[str, Any]) -> None:
+    from rdmascope.capture import device_change_texts
     from rdmascope.sampler.daemon import format_audit
 
     e = click.echo
@@ -377,12 +358,11 @@ def _print(s: dict[str, Any]) -> None:
                    for d in found if d.get("name") not in recorded]
         e(f"devices present at record time: {len(found)}; not recorded: "
           f"{'; '.join(skipped) or 'none'}")
-    t0 = (s.get("start") or {}).get("monotonic_ns")
-    for ch in s.get("device_changes") or []:
-        at = ((ch.get("t_ns") - t0) / 1e9) if isinstance(t0, int) and isinstance(
-            ch.get("t_ns"), int) else None
-        e(_device_change_line(ch, at, {c["device"] for c in s["counters"]
-                                       if c.get("netdev") is None}))
+    for text in device_change_texts(
+            {"device_changes": s.get("device_changes"), "start": s.get("start"),
+             "counters": [{"device": c["device"], "source": "netdev" if c.get("netdev")
+                           else "infiniband"} for c in s["counters"]]}):
+        e(f"device {text}")
     e("counters:")
     for c in s["counters"]:
         where = _where(c)

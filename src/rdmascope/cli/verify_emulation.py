@@ -94,6 +94,9 @@ def command(capture, t_from, t_to, origin_s, single, share, min_share, out, nccl
     from rdmascope.analysis.series import line_rate_lines, line_rates
 
     lrates = line_rates(cap)  # what each device's over_line_windows are judged against
+    from rdmascope.capture import device_change_texts
+
+    changes = device_change_texts(cap.meta)  # devices that appeared / vanished while recording
     tables = {"devices": v.devices}
     if v.kernel is not None:
         tables["kernel"] = v.kernel
@@ -109,6 +112,8 @@ def command(capture, t_from, t_to, origin_s, single, share, min_share, out, nccl
                                          "rx_bytes": "{:,.0f}", "bytes": "{:,.0f}"}))
         for line in line_rate_lines(lrates):
             click.echo(line)
+        if changes:
+            click.echo("devices that came and went: " + "; ".join(changes))
         if v.kernel is not None:
             click.echo("\nRDMA vs kernel network stack (netdev statistics), bytes:")
             click.echo(format_table(v.kernel, floatfmt="{:,.0f}"))
@@ -118,6 +123,7 @@ def command(capture, t_from, t_to, origin_s, single, share, min_share, out, nccl
         click.echo(f"\n{v.status.upper()}: {msg}")
 
     meta = {k: val for k, val in v.to_dict().items() if k not in ("devices", "kernel")}
+    meta["device_changes"] = changes
     w = None
     if nccl_log:
         from rdmascope.cli.nccl import witness_or_fail
