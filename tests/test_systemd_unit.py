@@ -89,3 +89,68 @@ def test_netdev_stats_finding_no_netdev_is_said_and_the_tcp_check_cannot_judge(t
     v = subprocess.run([sys.executable, "-m", "rdmascope", "verify-emulation", str(out)],
                        capture_output=True, text=True, timeout=120)
     assert "the TCP check could not judge" in v.stdout + v.stderr, v.stdout + v.stderr
+
+
+def _systemd_runs_here() -> str | None:
+    """Why the unit cannot be started here, or None where it can (systemd is PID 1, root)."""
+    try:
+        comm = Path("/proc/1/comm").read_text().strip()
+    except OSError:
+        comm = "?"
+    if comm != "systemd":
+        return f"PID 1 is {comm!r}, not systemd: the unit cannot be started here"
+    if os.geteuid() != 0:
+        return "starting a system unit needs root"
+    if shutil.which("systemctl") is None:
+        return "systemctl not installed"
+    return None
+
+
+@pytest.mark.skipif(_systemd_runs_here() is not None, reason=str(_systemd_runs_here()))
+def test_the_unit_starts_records_and_stops_cleanly(tmp_path):
+    """The shipped unit, with only the executable's path, a test sysfs tree and a duration
+    added, started by systemd: StateDirectory creates the parent, the DynamicUser writes the
+    capture there, and it ends clean (stopped by its duration)."""
+    import json
+    import socket
+    import time
+    import uuid
+
+    from rdmascope.sampler.faketree import build_device
+
+    exe = Path(sys.executable).with_name("rdmascope")
+    if not exe.exists():
+        pytest.skip(f"no rdmascope console script beside {sys.executable}")
+    tag = uuid.uuid4().hex[:8]
+    run = Path("/run") / f"rdmascope-test-{tag}"  # outside PrivateTmp, readable by any user
+    build_device(run / "sys", "mlx5_0", pci="0000:01:00.0")
+    subprocess.run(["chmod", "-R", "a+rX", str(run)], check=True)
+    name = f"rdmascope-record-test-{tag}@"
+    text = UNIT.read_text().replace(
+        "/opt/rdmascope/.venv/bin/rdmascope record",
+        f"{exe} record --sysfs-root {run / 'sys'} --duration 1s")
+    unit = Path("/run/systemd/system") / f"{name}.service"
+    unit.write_text(text)
+    inst = f"{name}t1.service"
+    state = Path("/var/lib/rdmascope") / "t1"
+    try:
+        subprocess.run(["systemctl", "daemon-reload"], check=True, timeout=60)
+        subprocess.run(["systemctl", "start", inst], check=True, timeout=60)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            r = subprocess.run(["systemctl", "is-active", inst], capture_output=True, text=True)
+            if r.stdout.strip() in ("inactive", "failed"):
+                break
+            time.sleep(0.5)
+        shown = subprocess.run(["systemctl", "show", inst, "-p", "Result", "-p",
+                                "ExecMainStatus"], capture_output=True, text=True).stdout
+        assert "Result=success" in shown and "ExecMainStatus=0" in shown, shown
+        cap = state / socket.gethostname()
+        m = json.loads((cap / "manifest.json").read_text())
+        assert m["audit"]["stopped_by"] == "duration", m.get("audit")
+    finally:
+        subprocess.run(["systemctl", "stop", inst], timeout=60)
+        unit.unlink(missing_ok=True)
+        subprocess.run(["systemctl", "daemon-reload"], timeout=60)
+        shutil.rmtree(run, ignore_errors=True)
+        shutil.rmtree(state, ignore_errors=True)
