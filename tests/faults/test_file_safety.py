@@ -219,3 +219,26 @@ def test_record_stops_when_its_directory_is_swapped(tmp_path):
     cap = read_capture(tmp_path / "moved")
     assert cap.clean_end and cap.manifest["audit"]["stopped_by"] == "write_error"
     assert cap.table.num_rows == cap.manifest["audit"]["rows_written"] > 0
+
+
+def test_record_says_when_its_directory_was_deleted(tmp_path):
+    """A live recording whose directory is deleted: it stops with exit 4, says the capture
+    directory was deleted and what was taken, and never claims that anything 'is kept and
+    loads'."""
+    import shutil
+
+    root = tmp_path / "sys"
+    build_device(root, "rocep1s0f1", pci="0000:01:00.1", netdev="enp1s0f1np1")
+    out = tmp_path / "cap"
+    p = subprocess.Popen([sys.executable, "-m", "rdmascope", "record", "-o", str(out),
+                          "--sysfs-root", str(root), "--duration", "60s", "--no-status"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    t_end = time.monotonic() + 60
+    while time.monotonic() < t_end and not list(out.glob("live-*.arrow")):
+        time.sleep(0.05)
+    shutil.rmtree(out)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 4, err
+    assert "the capture directory was deleted: what was written is lost" in err, err
+    assert "kept and loads" not in err
+    assert not out.exists()
