@@ -39,6 +39,38 @@ def fixtures_dir() -> Path:
     return FIXTURES
 
 
+def shadowing_folder(parent: Path) -> Path:
+    """A folder holding a directory named ``rdmascope`` (a clone's parent, say) that breaks
+    any import of ``rdmascope`` looked up from it."""
+    here = parent / "here"
+    (here / "rdmascope").mkdir(parents=True)
+    (here / "rdmascope" / "__init__.py").write_text(
+        "raise ImportError('the folder rdmascope in the working directory was imported')\n")
+    return here
+
+
+@pytest.fixture(scope="session")
+def live_single4k(tmp_path_factory) -> dict:
+    """The demo's live step, once per session: ``single4k`` served on the live emulated tree and
+    recorded by the real ``rdmascope record`` (``emulator.demo.play_and_record``: server and
+    recorder both children), at the 200 and emulated100 links, started from a folder holding a
+    directory named ``rdmascope``. {link: DemoRun}; the tests that use it only read it
+    (tests/test_e2e_emulated.py, tests/test_demo.py). ~4 s of real time per link."""
+    import os
+
+    from rdmascope.emulator.demo import play_and_record
+
+    base = tmp_path_factory.mktemp("live-single4k")
+    here = shadowing_folder(base)
+    old = os.getcwd()
+    os.chdir(here)
+    try:
+        return {link: play_and_record(base / link, link, scenario="single4k")
+                for link in ("200", "emulated100")}
+    finally:
+        os.chdir(old)
+
+
 @pytest.fixture(params=["compiled", "python"])
 def sweep_impl(request, monkeypatch) -> str:
     """Run a test under each sweep of ``rdmascope record`` (sampler/csweep.py): the compiled

@@ -12,6 +12,7 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
+from conftest import shadowing_folder
 
 from rdmascope.cli import main
 from rdmascope.emulator.demo import (
@@ -187,16 +188,6 @@ def test_the_emulated_run_is_recorded_as_emulated_at_the_twins_real_rate(tmp_pat
     assert "--emulated" not in record_args("200", tmp_path / "f", tmp_path / "sys")
 
 
-def _shadowing_folder(tmp_path):
-    """A folder holding a directory named ``rdmascope`` (a clone's parent, say) that breaks
-    any import of ``rdmascope`` looked up from it."""
-    here = tmp_path / "here"
-    (here / "rdmascope").mkdir(parents=True)
-    (here / "rdmascope" / "__init__.py").write_text(
-        "raise ImportError('the folder rdmascope in the working directory was imported')\n")
-    return here
-
-
 def test_children_run_the_parents_package_from_any_folder(tmp_path):
     """`demo` started its server and recorder as `python -m rdmascope`, which imported a
     `rdmascope` folder of the working directory (ImportError); rdmascope.child.command() runs
@@ -206,7 +197,7 @@ def test_children_run_the_parents_package_from_any_folder(tmp_path):
 
     from rdmascope import __version__, child
 
-    here = _shadowing_folder(tmp_path)
+    here = shadowing_folder(tmp_path)
     bare = subprocess.run([sys.executable, "-m", "rdmascope", "--version"], cwd=here,
                           capture_output=True, text=True, timeout=60)
     assert bare.returncode != 0 and "was imported" in bare.stderr  # the setup shadows -m
@@ -216,13 +207,11 @@ def test_children_run_the_parents_package_from_any_folder(tmp_path):
 
 
 @pytest.mark.slow
-def test_demo_records_from_a_folder_holding_rdmascope(tmp_path, monkeypatch):
-    """The demo's live step (server + real recorder, both children) from such a folder."""
+def test_demo_records_from_a_folder_holding_rdmascope(live_single4k):
+    """The demo's live step (server + real recorder, both children) from such a folder: the
+    session's live recording (conftest.live_single4k) is started from one."""
     from rdmascope.capture import read_capture
-    from rdmascope.emulator.demo import play_and_record
 
-    here = _shadowing_folder(tmp_path)
-    monkeypatch.chdir(here)
-    run = play_and_record(tmp_path / "run", "200", scenario="single4k")
-    raw = read_capture(run.capture)
-    assert raw.manifest["writer"] == "sampler" and raw.clean_end and len(raw.table) > 1000
+    for run in live_single4k.values():
+        raw = read_capture(run.capture)
+        assert raw.manifest["writer"] == "sampler" and raw.clean_end and len(raw.table) > 1000

@@ -4,19 +4,22 @@ The capture's bytes per twin must match the model's within 0.1 %, and every read
 between the model's values at the edges of the window the player and the recorder guarantee (the
 recorder's read bracket, widened by twice the player's own longest tick gap): a band this run derives
 from what it achieved, so a busy machine widens it instead of failing it. Everything is computed
-here from the raw readings with numpy, independently of the analysis package. ~12 s of real time (two ~4 s scenarios plus process start-up).
+here from the raw readings with numpy, independently of the analysis package. The live runs
+(two ~4 s scenarios) are the session's ``live_single4k`` (tests/conftest.py), shared with
+tests/test_demo.py.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import numpy as np
 import pytest
 
 from rdmascope.capture import read_capture
-from rdmascope.emulator.demo import _check_outdir, play_and_record
+from rdmascope.emulator.demo import _check_outdir
 from rdmascope.emulator.model import TWINS, TrafficConfig, link_config, make_scenario, simulate
 from rdmascope.emulator.simcapture import simulate_capture
 
@@ -51,9 +54,8 @@ def _player_gap_ns(player_line: str) -> int:
 
 
 @pytest.mark.slow
-def test_real_recorder_on_the_live_tree(tmp_path):
-    runs = {link: play_and_record(tmp_path / link, link, scenario="single4k")
-            for link in ("200", "emulated100")}
+def test_real_recorder_on_the_live_tree(tmp_path, live_single4k):
+    runs = live_single4k  # the session's live recording (conftest), read only
     for link, run in runs.items():
         raw = read_capture(run.capture)
         assert raw.manifest["writer"] == "sampler" and raw.clean_end
@@ -115,6 +117,9 @@ def test_real_recorder_on_the_live_tree(tmp_path):
         json.dumps(sim["devices"]).replace(root_sim, "ROOT")
 
     # `rdmascope demo --force` recognises what the real recorder and the emulator wrote as the
-    # demo's own run directories (and nothing else: tests/test_demo.py)
+    # demo's own run directories (and nothing else: tests/test_demo.py); on copies, as it
+    # removes them and the session's recording is shared
+    for link, run in runs.items():
+        shutil.copytree(run.capture, tmp_path / link, symlinks=True)
     _check_outdir(tmp_path, force=True)
     assert [p.name for p in tmp_path.iterdir()] == ["sim"]  # not a demo output name: left alone
