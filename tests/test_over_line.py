@@ -209,3 +209,26 @@ def test_an_emulated_link_is_judged_against_what_it_really_carries(tmp_path):
     row = _one_ms(load_capture(tmp_path / "c"))
     assert row.n_over_line_windows == 1 and row.raw_max_t_ns == T0 + 8 * MS
     assert row.peak_gbps == pytest.approx(_gbps(12.0))
+
+
+def test_rates_by_device_states_the_two_direction_bound(tmp_path):
+    """A --by device column is tx + rx, judged against both directions' bounds: its footer says
+    so ("400 Gb/s (tx+rx), each direction 200 Gb/s: port rate"), never one direction's 200 Gb/s
+    beside a two-direction column; by series it stays the one direction's."""
+    devs = [{"name": "mlx5_0", "pci": "0000:03:00.0", "netdevs": [],
+             "ports": [{"port": 1, "rate": "200 Gb/sec (4X HDR)", "rate_gbps": 200.0,
+                        "link_layer": "Ethernet"}]}]
+    rd = {i: [(T0 + k * MS - 1000, 2000, 100_000 * k, STATUS_OK) for k in range(101)]
+          for i in (0, 1)}
+    path = write_capture(tmp_path / "c", [ib("mlx5_0", "tx"), ib("mlx5_0", "rx")], rd,
+                         devices=devs)
+    r = CliRunner().invoke(main, ["rates", str(path), "--by", "device", "--window", "10ms"])
+    assert r.exit_code == 0, r.output
+    foot = [ln for ln in r.output.splitlines() if ln.startswith("line rate")]
+    assert foot == ["line rate mlx5_0: 400 Gb/s (tx+rx), each direction 200 Gb/s: port rate"], \
+        r.output
+    j = CliRunner().invoke(main, ["rates", str(path), "--by", "device", "--window", "10ms",
+                                  "--json"])
+    assert json.loads(j.output)["meta"]["line_rates"]["mlx5_0"]["gbps"] == 400.0
+    s = CliRunner().invoke(main, ["rates", str(path), "--window", "10ms"])
+    assert "line rate mlx5_0: 200 Gb/s: port rate" in s.output, s.output

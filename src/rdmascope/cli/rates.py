@@ -74,6 +74,33 @@ def _table(b, q, t0: int, width_ns: int, with_bytes: bool):
     return table
 
 
+def _two_direction_rates(lrates: dict) -> dict:
+    """``line_rates`` ({"<device>/<dir>": {gbps, source}}) as the bound of a ``--by device``
+    column, which holds tx + rx: {device: {gbps: tx's + rx's, source: "400 Gb/s (tx+rx), each
+    direction 200 Gb/s: port rate"}}, the sum the over-line flag judges it against
+    (``overline.line_gbps_of``), never one direction's rate beside a two-direction column."""
+    by_dev: dict[str, dict] = {}
+    for col, r in lrates.items():
+        dev, _, d = col.rpartition("/")
+        by_dev.setdefault(dev or col, {})[d] = r
+    out = {}
+    for dev, dirs in by_dev.items():
+        g = [r.get("gbps") for r in dirs.values()]
+        if any(x is None for x in g):
+            out[dev] = {"gbps": None, "source": "unknown (a direction's rate is unknown): "
+                        "never judged"}
+            continue
+        total = float(sum(g))
+        srcs = [str(r.get("source") or "") for r in dirs.values()]
+        if len(dirs) == 2 and len(set(srcs)) == 1:
+            what = f"each direction {srcs[0]}"
+        else:
+            what = "; ".join(f"{d} {s}" for d, s in zip(dirs, srcs, strict=True))
+        out[dev] = {"gbps": total,
+                    "source": f"{round(total, 1):g} Gb/s ({'+'.join(dirs)}), {what}"}
+    return out
+
+
 def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, links, with_bytes,
                 t0, total, out) -> None:
     """Write the rates as CSV (stdout) and/or Parquet block by block (pyarrow's writers).
@@ -321,6 +348,8 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
     # what the O flag judges each series and link against, and where it came from
     lrates = (line_rates(types.SimpleNamespace(meta=m, counters=cdf), groups=links or None)
               if src != "netdev" else {})
+    if by == "device":  # a device's column is tx + rx: its bound is both directions'
+        lrates = _two_direction_rates(lrates)
 
     def human():
         h = table[[c for c in table.columns if not c.endswith("_quality")]].copy()
