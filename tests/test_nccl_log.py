@@ -394,3 +394,44 @@ def test_a_channel_through_an_unlogged_device_gives_no_verdict(tmp_path, capture
     r = _verify(emu, f)
     w = json.loads(r.output)["meta"]["nccl_witness"]
     assert r.exit_code == 3 and "NET/IB/5" in w["message"]
+
+
+LAUNCHER_PREFIXES = {
+    "torchrun": "[default0]:",          # torchrun --tee 3: [<role><local rank>]:
+    "mpirun": "[1,0]<stdout>:",          # mpirun --tag-output: [jobid,rank]<stream>:
+    "srun": "0: ",                       # srun -l: task number, colon, blank
+}
+
+
+@pytest.mark.parametrize("launcher", sorted(LAUNCHER_PREFIXES))
+def test_launcher_prefixes(tmp_path, captures, launcher):
+    # torchrun and mpirun glue their tag to NCCL's host with a ':' ('[default0]:spark-01:42:42
+    # [0] NCCL INFO ...'): every line was skipped, so the file read as 'no NCCL log line'
+    pre = LAUNCHER_PREFIXES[launcher]
+    emu = captures["emulated100"]
+    m = json.loads((emu / "manifest.json").read_text())
+    lines = format_nccl_log(NodeLog(host=m["host"], pid=31, hcas=TWINS[:1],
+                                    ib_hca_env="rocep1s0f1", timestamps=False))
+    assert lines[0].startswith(f"{m['host']}:31:31 [0] NCCL INFO")
+    f = tmp_path / f"{launcher}.log"
+    f.write_text("".join(f"{pre}{ln}\n" for ln in lines))
+    r = CliRunner().invoke(main, ["nccl", str(f), "--json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)["processes"]
+    assert len(rows) == 1 and rows[0]["host"] == m["host"] and rows[0]["pid"] == 31, rows
+    assert rows[0]["network"] == "IB" and rows[0]["hcas_opened"] == "rocep1s0f1:1/RoCE"
+    r = _verify(emu, f)
+    w = json.loads(r.output)["meta"]["nccl_witness"]
+    assert r.exit_code == 0 and w["status"] == "pass", r.output
+    assert w["log_hcas"] == ["rocep1s0f1"] == w["counter_hcas"]
+    # with NCCL's own timestamp (2.26+) between the launcher's tag and the host: the times count
+    t = m["start"]["realtime_ns"] + 200_000_000
+    both = format_nccl_log(NodeLog(host=m["host"], pid=32, hcas=TWINS, timestamps=True,
+                                   t_realtime_ns=t))
+    g = tmp_path / f"{launcher}-ts.log"
+    g.write_text("".join(f"{pre}{ln}\n" for ln in both))
+    log = read_logs([g])
+    assert [p.pid for p in log.processes] == [32] and log.processes[0].times
+    r = _verify(emu, g)
+    w = json.loads(r.output)["meta"]["nccl_witness"]
+    assert r.exit_code == 1 and "disagreement" in w["message"], r.output

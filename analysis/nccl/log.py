@@ -4,8 +4,10 @@ The formats are NCCL's own ``INFO()`` format strings (NVIDIA/nccl, Apache-2.0/BS
 their shape is reproduced here, no code), per version:
 
 - prefix, ``src/debug.cc``: ``"%s:%d:%d [%d] NCCL INFO "`` = host (cut at the first ``.``), pid,
-  tid, CUDA device; 2.26+ may put ``[%F %T] `` (local time, ``NCCL_DEBUG_TIMESTAMP_FORMAT``)
-  in front, by default on WARN lines only (``NCCL_DEBUG_TIMESTAMP_LEVELS``). WARN lines carry
+  tid, CUDA device, after whatever a launcher puts in front (``[default0]:``, ``[1,0]<stdout>:``,
+  ``0: ``, a container's name or timestamp); 2.26+ may put ``[%F %T] `` (local time,
+  ``NCCL_DEBUG_TIMESTAMP_FORMAT``) in front, by default on WARN lines only
+  (``NCCL_DEBUG_TIMESTAMP_LEVELS``). WARN lines carry
   ``file.cc:line`` between ``[dev]`` and ``NCCL WARN``.
 - ``NCCL version 2.27.3+cuda12.9`` (``src/init.cc`` ``VERSION_STRING``); 2.20 printed it to
   stdout without a prefix as well, 2.24+ unprefixed at NCCL_DEBUG=VERSION/WARN.
@@ -59,8 +61,11 @@ class NcclLogError(ValueError):
 #: ANSI colour / cursor escape sequences (``ls --color``, rich, some launchers colour whole lines)
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 
+#: NCCL's prefix, wherever it starts: a launcher's tag may be glued to the host with a ':'
+#: (torchrun --tee ``[default0]:host:...``, mpirun --tag-output ``[1,0]<stdout>:host:...``) or
+#: a blank (srun -l ``0: host:...``, docker compose ``worker-1  | host:...``)
 _PREFIX = re.compile(
-    r"(?<![\w.\-:])(?P<host>[A-Za-z0-9][\w.\-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
+    r"(?<![\w.\-])(?P<host>[A-Za-z0-9][\w.\-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
     r"(?:[\w./\-]+:\d+ (?:\([^)]*\) )?)?NCCL (?P<level>INFO|WARN)(?: (?P<msg>.*))?$")
 #: NCCL 2.26+ own timestamp just before the host, ``[%F %T] `` by default (local time)
 _NCCL_TS = re.compile(r"\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\] ?$")
