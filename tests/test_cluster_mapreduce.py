@@ -3,7 +3,9 @@ method holding every node's whole 1 ms series (``method="series"``), the local p
 against the serial map, Ray against the pool, and captures that cannot be judged."""
 
 import json
+import os
 import shutil
+import time
 
 import numpy as np
 import pytest
@@ -185,13 +187,33 @@ def test_ray_gives_the_pools_results(cset, local_ray):
     assert all(getattr(s, "ran_on", None) for s in res.summaries)
 
 
-def test_a_failing_ray_task_is_retried_once_then_that_nodes_failure(cset, local_ray):
+def test_a_failing_ray_task_is_retried_once_then_that_nodes_failure(cset, local_ray,
+                                                                     tmp_path):
     from rdmascope.analysis.cluster_ray import run_maps_ray
 
     _, _, paths, _, _ = cset
-    # a plan that makes the map raise (not a capture problem: an exception in the task)
-    out = run_maps_ray([(str(paths[0]), None, 0, "spark-01", 0)], timeout_s=300)
-    assert out[0].error and "retried once" in out[0].error and "spark-01" in out[0].error
+    log = tmp_path / "attempts"
+
+    class Boom:
+        """A plan that makes the map raise (not a capture problem: an exception in the task)
+        and counts the attempts: each one appends a line (defined here, so Ray's cloudpickle
+        sends the class by value to its workers)."""
+
+        def __init__(self, path):
+            self.path = str(path)
+
+        @property
+        def capacity_gbps(self):
+            with open(self.path, "a") as f:
+                f.write(f"{os.getpid()}\n")
+            raise RuntimeError("planted failure")
+
+    t = time.monotonic()
+    out = run_maps_ray([(str(paths[0]), Boom(log), 0, "spark-01", 0)], timeout_s=300)
+    assert time.monotonic() - t < 300  # reported, never a hang
+    attempts = log.read_text().splitlines()
+    assert len(attempts) == 2, attempts  # the first try and exactly one retry
+    assert out[0].error and "planted failure" in out[0].error and "spark-01" in out[0].error
 
 
 def test_ray_finds_the_captures_on_its_nodes_and_names_a_missing_one(cset, local_ray, tmp_path):
