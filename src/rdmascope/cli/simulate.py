@@ -301,12 +301,13 @@ def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, s
                        f"{traffic.duration_ns / 1e9 / speed:.1f} s", err=True)
         sys.stdout.flush()
 
+    played = None  # serve --nodes: {host: the traffic the node played}
     try:
         if spec is not None:
-            stats, log, truth = _serve_cluster(root, traffic, spec, out=out, speed=speed,
-                                               start_delay=start_delay, wait_for=wait_for,
-                                               stop=stop, on_event=on_event,
-                                               rate=_rate(model_kw.get("port_gbps")))
+            stats, log, truth, played = _serve_cluster(
+                root, traffic, spec, out=out, speed=speed, start_delay=start_delay,
+                wait_for=wait_for, stop=stop, on_event=on_event,
+                rate=_rate(model_kw.get("port_gbps")))
             raise _Served()
         tree = None
         if model_kw.get("port_gbps") is not None and not model_kw.get("rails"):
@@ -337,8 +338,8 @@ def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, s
     click.echo(f"truth: {truth}")
     if spec is None and truth is not None:  # one node: its NCCL witnesses beside the truth
         _witnesses(Path(truth).parent, traffic, out_dir=Path(truth).parent)
-    elif truth is not None:  # a live cluster: each node's log on its emulated name and clocks
-        _live_cluster_logs(Path(truth))
+    elif truth is not None:  # a live cluster: each node's witnesses on its emulated name and clocks
+        _live_cluster_logs(Path(truth), played)
     click.echo(f"player: {stats.ticks} ticks at {stats.tick_hz:.0f} Hz, longest gap "
                f"{stats.max_tick_gap_ns / 1e6:.2f} ms, {stats.late_ticks} gaps > 1 ms, "
                f"priority {stats.priority}, "
@@ -419,8 +420,9 @@ def _witnesses(path, traffic=None, *, rank: int = 0, out_dir=None) -> None:
                                            if "inspector" in w else ""))
 
 
-def _live_cluster_logs(truth_path) -> None:
-    """Write each live node's NCCL log into its ``out/<host>/`` (``truth.json`` nodes: host,
+def _live_cluster_logs(truth_path, played: dict | None = None) -> None:
+    """Write each live node's NCCL log, and its Inspector records from the traffic it played
+    (``played``: {host: traffic}), into its ``out/<host>/`` (``truth.json`` nodes: host,
     monotonic_offset_ns, wall_clock_error_ns on this machine's clocks)."""
     import json
     import time
@@ -430,14 +432,18 @@ def _live_cluster_logs(truth_path) -> None:
     try:
         nodes = json.loads(truth_path.read_text()).get("nodes") or []
         off = time.time_ns() - time.monotonic_ns()
+        ins = False
         for rank, n in enumerate(nodes):
             node_off = off + int(n.get("wall_clock_error_ns") or 0) - int(n.get("monotonic_offset_ns") or 0)
-            write_witnesses(truth_path.parent / n["host"], rank=rank, host=n["host"],
-                            realtime_offset_ns=node_off)
+            w = write_witnesses(truth_path.parent / n["host"], (played or {}).get(n["host"]),
+                                rank=rank, host=n["host"], realtime_offset_ns=node_off)
+            ins = ins or "inspector" in w
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        click.echo(f"warning: NCCL logs of the live nodes not written: {exc}", err=True)
+        click.echo(f"warning: NCCL witnesses of the live nodes not written: {exc}", err=True)
         return
-    click.echo(f"NCCL logs: {truth_path.parent}/<host>/nccl/")
+    click.echo(f"NCCL logs: {truth_path.parent}/<host>/nccl/"
+               + (f"; Inspector records: {truth_path.parent}/<host>/nccl-inspector/"
+                  if ins else ""))
 
 
 class _Served(Exception):
@@ -464,7 +470,8 @@ def _spec(nodes, clock_error, not_emulated, straggler, straggle, seed):
 def _serve_cluster(root, traffic, spec, *, out, speed, start_delay, wait_for, stop, on_event,
                    rate):
     """serve --nodes: one tree per node under ROOT/<host>/, played by one loop; the truth of
-    every node and of the cluster into OUT (default: the root)."""
+    every node and of the cluster into OUT (default: the root). Returns (stats, request log,
+    truth path, {host: the traffic the node played})."""
     import time
     from dataclasses import replace
     from pathlib import Path
@@ -509,7 +516,7 @@ def _serve_cluster(root, traffic, spec, *, out, speed, start_delay, wait_for, st
                                 extra={"live": {"completed": stats.completed,
                                                 "sysfs_root": str(r)}})
     on_event("done", stats)
-    return stats, dest / "requests.jsonl", truth
+    return stats, dest / "requests.jsonl", truth, {h: node for h, node, _r, _c in played}
 
 
 def _cluster(output, traffic, nodes, clock_error, not_emulated, straggler, straggle, seed,
@@ -527,9 +534,10 @@ def _cluster(output, traffic, nodes, clock_error, not_emulated, straggler, strag
             for child in _P(output).iterdir():
                 if child.is_dir() and not child.is_symlink():
                     remove_earlier_witnesses(child)
+    played: dict = {}  # each node's traffic: its Inspector records
     try:
         truth = simulate_cluster(output, traffic, spec, force=force, netdev_stats=netdev_stats,
-                                 command_line=argv)
+                                 command_line=argv, node_traffic=played)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     except CaptureError as exc:
@@ -539,13 +547,18 @@ def _cluster(output, traffic, nodes, clock_error, not_emulated, straggler, strag
 
     from rdmascope.emulator.nccl_log import write_witnesses
 
-    for rank, h in enumerate(hosts):  # each node's NCCL log, from its own truth (its link)
-        try:
-            write_witnesses(Path(output) / h, rank=rank)
+    wrote = []
+    for rank, h in enumerate(hosts):  # each node's NCCL log (from its own truth: its link) and
+        try:                          # Inspector records (from the traffic it played)
+            wrote.append(write_witnesses(Path(output) / h, played.get(h), rank=rank))
         except (OSError, ValueError) as exc:
-            click.echo(f"warning: {h}: NCCL log not written: {exc}", err=True)
+            click.echo(f"warning: {h}: NCCL witnesses not written: {exc}", err=True)
     click.echo(f"cluster: {output}/{{{hosts[0]}..{hosts[-1]}}} ({len(hosts)} captures, "
                f"{traffic.duration_ns / 1e9:.1f} s, {len(traffic.requests)} requests, "
                f"{link_text(traffic.config.link)})")
     click.echo(f"request log: {output}/requests.jsonl (the client's, on {hosts[0]}'s clock)")
     click.echo(f"truth: {output}/truth.json")
+    if wrote:
+        ins = any("inspector" in w for w in wrote)
+        click.echo(f"NCCL logs: {output}/<host>/nccl/"
+                   + (f"; Inspector records: {output}/<host>/nccl-inspector/" if ins else ""))

@@ -145,7 +145,8 @@ def shift(traffic, lead_ns: int, tail_ns: int):
 
 def simulate_cluster(outdir: str | os.PathLike, traffic, spec: ClusterSpec | None = None, *,
                      force: bool = False, netdev_stats: bool = True,
-                     command_line: list[str] | None = None) -> dict[str, Any]:
+                     command_line: list[str] | None = None,
+                     node_traffic: dict | None = None) -> dict[str, Any]:
     """Write one capture per node of ``spec`` playing ``traffic`` into ``outdir/<host>/``.
 
     Also writes ``outdir/requests.jsonl`` (the client's log on the first node's CLOCK_MONOTONIC)
@@ -154,6 +155,8 @@ def simulate_cluster(outdir: str | os.PathLike, traffic, spec: ClusterSpec | Non
     (``emulation_not_applied``: [host], ``straggler``: {host, late_ns}), ``reference``.
     Raises ``ValueError`` for a misconfigured node on a link that is not ``emulated100`` and
     ``rdmascope.capture.CaptureError`` (e.g. ``CaptureExistsError`` without ``force``).
+    ``node_traffic``: a dict filled with {host: the traffic its capture played} (on the model
+    time of the node's truth.json: what its NCCL Inspector records are written from).
     """
     from rdmascope.emulator.simcapture import REQUEST_LOG_NAME, simulate_capture
 
@@ -191,6 +194,8 @@ def simulate_cluster(outdir: str | os.PathLike, traffic, spec: ClusterSpec | Non
         simulate_capture(path, node, seed=spec.seed * 1000 + i, start_monotonic_ns=start_mono,
                          start_realtime_ns=start_real, netdev_stats=netdev_stats, force=force,
                          host=host, command_line=command_line)
+        if node_traffic is not None:
+            node_traffic[host] = node
         nodes.append({"host": host, "capture": host, "boot_monotonic_ns": boot,
                       "lead_ns": lead, "wall_clock_error_ns": wall,
                       "start_monotonic_ns": start_mono, "start_realtime_ns": start_real,
