@@ -750,10 +750,19 @@ def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
         rdma_only += float(df["bytes"].drop(list(kernel.index), errors="ignore").sum())
         tcp = k_total >= tcp_min_bytes and k_total >= tcp_ratio * rdma_only
         nd_of = {}
-        for _, r in c[c["source"] == "netdev"].iterrows():
+        descs = capture.meta.get("counters") or []
+        for cid, r in c[c["source"] == "netdev"].iterrows():
             nd_of.setdefault(r["device"], [])
-            if isinstance(r.get("netdev"), str) and r["netdev"] not in nd_of[r["device"]]:
-                nd_of[r["device"]].append(r["netdev"])
+            name = r.get("netdev")
+            if not isinstance(name, str):
+                continue
+            # a netdev renamed while recording (record follows it): its name now, and then
+            was = descs[int(cid)].get("netdev_was") if 0 <= int(cid) < len(descs) and \
+                isinstance(descs[int(cid)], dict) else None
+            if isinstance(was, list) and was:
+                name += f" (was {', '.join(str(w) for w in was)})"
+            if name not in nd_of[r["device"]]:
+                nd_of[r["device"]].append(name)
         where = [f"{'+'.join(nd_of.get(d) or [d])} {kernel.at[d, 'kernel_bytes'] / 1e6:,.1f} MB"
                  + (" (IPoIB)" if d in ib_devs else "")
                  for d in kernel.sort_values("kernel_bytes", ascending=False).index

@@ -101,6 +101,14 @@ MIN_INTERVAL_NS = 100_000
 MAX_INTERVAL_NS = 1_000_000_000
 
 
+def _read_ifindex(d: Path) -> int | None:
+    """A netdev's ``ifindex`` (``class/net/<name>/ifindex``), or None when unreadable."""
+    try:
+        return int((d / "ifindex").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
 class DeviceChanges(list):
     """The manifest's ``device_changes`` list, put into the manifest at its first entry."""
 
@@ -371,6 +379,7 @@ class _WriterThread(threading.Thread):
         """
         self.reader = reader
         self.ib_dir = infiniband_dir(root)
+        self.net_dir = Path(root) / "class" / "net"
         self.pci_of = dict(pci_of)
         self.current = {d: d for d in pci_of}  # recorded device -> its name now
         self.known_at_start: set[str] = set(pci_of)  # + every discovered one (record sets it)
@@ -548,6 +557,61 @@ class _WriterThread(threading.Thread):
         self.present = (names - followed - deferred) | (
             self.present & set(getattr(self, "current", {})))
 
+    def _watch_netdevs(self, now: float) -> None:
+        """About once a second, check that each sampled netdev still has its name: its
+        ``ifindex`` (``class/net/<name>/ifindex``, read at the first check) is still under that
+        name. A netdev renamed while recording (``ip link set eth0 name ens1``, a udev rule)
+        keeps its ifindex: found under the new name, it is followed (the counters' paths and
+        ``netdev`` in the manifest take the new name, ``netdev_was`` keeps the old ones), said
+        once, and recorded in ``device_changes`` (kind "renamed", ``as`` the new name,
+        ``netdev`` true). The reader was still reading the same statistics through its open
+        descriptor, so no byte is lost; the verdicts name the interface as it is called now.
+        One small file per sampled netdev a second, in this thread, never the sampler's."""
+        net = getattr(self, "net_dir", None)
+        if net is None or now - getattr(self, "last_netdev_watch", 0.0) < 1:
+            return
+        self.last_netdev_watch = now
+        idx = getattr(self, "nd_ifindex", None)
+        if idx is None:
+            idx = self.nd_ifindex = {}
+            for nd in dict.fromkeys(c.get("netdev") for c in self.counters
+                                    if c.get("source") == "netdev" and c.get("netdev")):
+                ix = _read_ifindex(net / nd)
+                if ix is not None:  # without one the name cannot be followed
+                    idx[nd] = ix
+            return
+        by_ix = None
+        for nd, ix in list(idx.items()):
+            if _read_ifindex(net / nd) == ix:
+                continue
+            if by_ix is None:
+                try:
+                    by_ix = {_read_ifindex(net / n): n for n in sorted(os.listdir(net))}
+                except OSError:
+                    return
+            new = by_ix.get(ix)
+            if new is None or new == nd:
+                continue  # gone (its counters read as missing, said by the reader) or back
+            for i, c in enumerate(self.counters):
+                if c.get("source") == "netdev" and c.get("netdev") == nd:
+                    self.reader.paths[i] = self.reader.paths[i].replace(f"/{nd}/", f"/{new}/")
+                    c["path"] = str(c.get("path", "")).replace(f"/{nd}/", f"/{new}/")
+                    c["netdev_was"] = [*c.get("netdev_was", []), nd]
+                    c["netdev"] = new
+                    self.reader.request_check(i)
+            del idx[nd]
+            idx[new] = ix
+            t = self.clock()
+            changes = self.writer.manifest.get("device_changes")
+            if changes is None:
+                changes = DeviceChanges(self.writer.manifest)
+            changes.append({"name": nd, "pci": None, "sys_image_guid": None, "kind": "renamed",
+                            "as": new, "netdev": True, "ifindex": ix, "t_ns": int(t)})
+            msg = (f"netdev {nd} was renamed {new} (ifindex {ix}); following it: its statistics "
+                   f"are read from {net / new} (no byte lost: the same interface)")
+            self.writer.add_event(t, None, "netdev_renamed", msg, save=False)
+            self.say(f"rdmascope record: {msg}")
+
     #: A device seen without its ports or counter files yet (the driver is still probing it)
     #: is looked at again at each rescan for up to this long (s) before it is said.
     PROBE_WAIT_S = 5.0
@@ -628,6 +692,7 @@ class _WriterThread(threading.Thread):
         n_ev = len(self.writer.manifest.get("events") or [])
         self._rescan(time.monotonic())
         self._watch_devices(time.monotonic())
+        self._watch_netdevs(time.monotonic())
         dirty = bool(events) or len(self.writer.manifest.get("events") or []) != n_ev or \
             getattr(self, "grew", False)
         self.grew = False

@@ -125,6 +125,17 @@ class RateWriter(threading.Thread):
         except OSError:
             pass  # the device vanished on purpose
 
+    def rename(self, old_dir: str | os.PathLike, new_dir: str | os.PathLike) -> None:
+        """Rename a directory of the tree (``ip link set eth0 name ens1`` renames
+        ``class/net/eth0``): its files keep their inodes and go on growing under the new path
+        (the truth of each is then looked up by its new path)."""
+        a, b = str(old_dir).rstrip("/") + "/", str(new_dir).rstrip("/") + "/"
+        with self._lock:
+            os.rename(old_dir, new_dir)
+            for d in (self._pieces, self.log):
+                for p in [p for p in d if p.startswith(a)]:
+                    d[b + p[len(a):]] = d.pop(p)
+
     def run(self) -> None:
         while not self._halt.wait(self.period_s):
             now = time.monotonic_ns()

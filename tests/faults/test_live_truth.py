@@ -339,3 +339,53 @@ def test_a_slow_read_is_counted_and_named_with_its_duration(tmp_path):
     ins = run_cli("inspect", tmp_path / "cap")
     assert f"slow reads {a}/1 port_rcv_data: {ours[0]['count']} over 5 ms" in ins.output, \
         ins.output
+
+
+@pytest.mark.usefixtures("sweep_impl")
+def test_a_netdev_renamed_while_recording_is_followed_and_named(tmp_path):
+    """eth0 (the default-route interface, NCCL over sockets at 12 Gb/s) is renamed ens1 while
+    recording (``ip link set eth0 name ens1``: same ifindex). The recorder notices it on its
+    ~1 s rescan, says it once, records it in device_changes, reads on under the new name
+    (no byte lost), and the TCP verdict names the interface as it is called now."""
+    root = tmp_path / "sys"
+    _spark(root)
+    net = root / "class" / "net"
+    (net / "eth0" / "statistics").mkdir(parents=True)
+    for s in ("tx_bytes", "rx_bytes"):
+        (net / "eth0" / "statistics" / s).write_text("0\n")
+    for i, n in enumerate(sorted(p.name for p in net.iterdir())):
+        (net / n / "ifindex").write_text(f"{i + 2}\n")
+    eth0_ix = int((net / "eth0" / "ifindex").read_text())
+    _route(root, "eth0")
+    tcp_bps = 12 * GB / 8
+    w = RateWriter({netdev_stat(root, "eth0", "tx_bytes"): (7_000_000_000, tcp_bps),
+                    port_counter(root, SPARK_TWINS[0][0]): (10_000, 1e6 / 4)})
+    w.start()
+    try:
+        rec = Recorder(tmp_path / "cap", root, "--duration", "3s", "--netdev-stats")
+        rec.wait_sampling()
+        time.sleep(0.8)
+        w.rename(net / "eth0", net / "ens1")
+        assert rec.wait() == 0, rec.stderr
+    finally:
+        w.stop()
+    said = f"netdev eth0 was renamed ens1 (ifindex {eth0_ix})"
+    assert rec.stderr.count(said) == 1, rec.stderr
+    cap = load_capture(tmp_path / "cap")
+    ch = [c for c in cap.meta["device_changes"] if c["kind"] == "renamed"]
+    assert len(ch) == 1 and ch[0]["name"] == "eth0" and ch[0]["as"] == "ens1", ch
+    descs = [d for d in cap.meta["counters"] if d.get("netdev_was")]
+    assert {d["netdev"] for d in descs} == {"ens1"} and len(descs) == 2, descs
+    assert all(d["path"].endswith(f"/ens1/statistics/{d['name']}") for d in descs)
+    # read on through the rename: every reading valid, the bytes conserved under either name
+    cid = next(i for i, d in enumerate(cap.meta["counters"])
+               if d.get("netdev") == "ens1" and d["name"] == "tx_bytes")
+    r = cap.readings[cap.readings["counter_id"] == cid]
+    assert r["valid"].all() and len(r) == cap.readings["sweep"].nunique()
+    tx = byte_intervals(cap, source="netdev")
+    _assert_conserved(w, netdev_stat(root, "ens1", "tx_bytes"), cap.readings, cid,
+                      tx[tx["counter_id"] == cid], unit=1)
+    ins = run_cli("inspect", tmp_path / "cap").output
+    assert "netdev eth0 renamed ens1 at " in ins, ins
+    v = json.loads(run_cli("verify-emulation", tmp_path / "cap", "--json").output)["meta"]
+    assert v["tcp_suspected"] and "ens1 (was eth0) " in v["message"], v["message"]

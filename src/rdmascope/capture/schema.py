@@ -419,6 +419,9 @@ def device_change_texts(manifest: dict[str, Any]) -> list[str]:
             out.append(f"{name} (pci {pci}) appeared {when}, sampled from then on"
                        if name in recorded else
                        f"{name} (pci {pci}) appeared {when}: not recorded, its traffic is unknown")
+        elif kind == "renamed" and ch.get("netdev"):
+            out.append(f"netdev {name} renamed {ch.get('as')} {when}, followed (read on under "
+                       "its new name)")
         elif kind == "returned":
             out.append(f"{name} returned{as_} {when}, sampled again (the time it was away is "
                        "unknown)")
