@@ -144,10 +144,11 @@ def test_live_reader_sees_monotonic_values_that_track_the_model(tmp_path):
             proc.kill()
         remove_tree(root)
     # the player's own longest gap between ticks (a busy machine can deschedule it for longer
-    # than any fixed bound; without SCHED_FIFO it shares the cores with everyone)
+    # than any fixed bound; without SCHED_FIFO it shares the cores with everyone), printed to
+    # 0.01 ms: rounded up
     gap = re.search(r"longest gap ([\d.]+) ms, \d+ gaps > 1 ms, priority (\w+)", err)
     assert gap, err
-    max_gap_ns, priority = int(float(gap[1]) * 1e6), gap[2]
+    max_gap_ns, priority = int((float(gap[1]) + 0.01) * 1e6), gap[2]
     v = np.asarray(vals, dtype=np.int64)
     tb = np.asarray(tb) - t0
     ta = np.asarray(ta) - t0
@@ -157,19 +158,18 @@ def test_live_reader_sees_monotonic_values_that_track_the_model(tmp_path):
     model = lambda t: np.floor(traffic.cumulative_bytes(t, [f"{TWINS[0]}/tx"])[0] / 4)  # noqa: E731
     got = v - base_value
     assert got[-1] == model([traffic.duration_ns])[0]  # every byte arrived
-    lo = model(tb - 500_000)  # the value of some instant within 0.5 ms of the read
-    hi = model(ta + 500_000)
-    within = (got >= lo) & (got <= hi)
-    # the 2-core machine is shared: allow rare scheduling hiccups, never a gross error
-    # measured: 98-99 % of reads within 0.5 ms while other jobs load the 2 cores (load average 3);
-    # the misses are ticks where the player was descheduled (PlayStats.max_tick_gap_ns)
-    assert within.mean() > 0.95, (f"{(~within).sum()} of {within.size} reads off by > 0.5 ms; "
-                                  f"player priority {priority}, longest gap {max_gap_ns} ns")
-    # every read: the model's value at an instant no further back than the player's longest
-    # gap between ticks (at least 20 ms, as before), never more than 20 ms ahead of the read
-    slack = max(20_000_000, max_gap_ns + 1_000_000)
-    lo10, hi10 = model(tb - slack), model(ta + 20_000_000)
-    assert ((got >= lo10) & (got <= hi10)).all(), (priority, max_gap_ns)
+    # every read, with no rate or share band: the player writes, at each tick, the model's value
+    # half a tick ahead, its ticks at most G apart (its own longest gap), and a tick writes its
+    # files one after another, so a read in [tb, ta] sees the value due at an instant in
+    # [tb - 2 G, ta + half a tick] (the tick before the last one if the player was descheduled
+    # mid-tick: tests/test_e2e_emulated.py), +-1 unit for the player's flooring
+    lo = model(tb - 2 * max_gap_ns) - 1
+    hi = model(ta + 1e9 / PLAYER_TICK_HZ / 2) + 1
+    bad = (got < lo) | (got > hi)
+    near = (got >= model(tb - 500_000)) & (got <= model(ta + 500_000))  # for the record only
+    assert not bad.any(), (f"{bad.sum()} of {bad.size} reads outside the player's own window; "
+                           f"player priority {priority}, longest gap {max_gap_ns} ns, "
+                           f"{100 * near.mean():.1f} % of reads within 0.5 ms")
 
 
 PLAYER_TICK_HZ = 4000  # tree.play's default tick_hz
