@@ -88,3 +88,24 @@ def test_connectx3_vpi_two_ports_are_two_links(tmp_path):
 def test_other_layouts_record(tmp_path, layout):
     cap = _record(tmp_path, layout)
     assert len(cap.counters) > 0 and twin_links(cap) == {}
+
+
+def test_connectx8_xdr_rates_and_pcie_bound(tmp_path):
+    """ConnectX-8 XDR: "800 Gb/sec (4X XDR)" and "200 Gb/sec (1X XDR)" parse to 800 and 200 Gb/s,
+    each port judged at its own rate; its PCIe Gen6 x16 link (64 GT/s, FLIT 242/256) bounds a
+    direction at 968 Gb/s, above both ports, so the port rate is the line rate."""
+    from rdmascope.analysis.series import line_rates
+
+    from rdmascope.pcie import record_bound
+
+    cap = _record(tmp_path, "cx8-xdr")
+    got = {d["name"]: d for d in cap.meta["devices"]}
+    assert [p["rate_gbps"] for p in got["mlx5_0"]["ports"]] == [800.0]
+    assert [p["rate_gbps"] for p in got["mlx5_1"]["ports"]] == [200.0]
+    for d in got.values():
+        bound, why = record_bound(d["pcie"])
+        assert bound == pytest.approx(968.0, abs=0.05) and "64 GT/s x16" in why, why
+    rates = line_rates(cap)
+    assert {k: v["gbps"] for k, v in rates.items()} == {
+        "mlx5_0/tx": 800.0, "mlx5_0/rx": 800.0, "mlx5_1/tx": 200.0, "mlx5_1/rx": 200.0}
+    assert all(v["source"].endswith("port rate") for v in rates.values())
