@@ -93,10 +93,12 @@ def annotate_or_fail(cap, table, inspector, name: str):
 def add_collective_tracks(tl, caps, inspector, clock: str) -> None:
     """``export perfetto --inspector``: append an "NCCL collectives" slice track to each
     process (capture) of timeline ``tl`` whose host has Inspector records; a host without any is
-    noted. Inspector errors -> ClickException."""
+    noted. ``clock``: the timeline's ("monotonic", "realtime", or "reference": a run set, each
+    host's collectives moved by its offset, ``tl.axis["offsets_ns"]``, as its counters are).
+    Inspector errors -> ClickException."""
     from rdmascope.analysis.nccl.collectives import collective_slices, place_records
     from rdmascope.analysis.nccl.inspector import InspectorError, read_inspector
-    from rdmascope.analysis.timeline import Track
+    from rdmascope.analysis.timeline import Track, _host
 
     try:
         recs = read_inspector(inspector)
@@ -108,5 +110,10 @@ def add_collective_tracks(tl, caps, inspector, clock: str) -> None:
         except InspectorError as exc:
             tl.notes.append(f"{cap.path}: {exc}")
             continue
-        proc.tracks.append(Track(name="NCCL collectives", kind="slices",
-                                 slices=collective_slices(placed, clock=clock)))
+        if clock == "reference":  # the host's CLOCK_MONOTONIC plus its offset to the reference
+            off = int(tl.axis["offsets_ns"][_host(cap)])
+            slices = [(t0 + off, t1 + off, name, args) for t0, t1, name, args
+                      in collective_slices(placed, clock="monotonic")]
+        else:
+            slices = collective_slices(placed, clock=clock)
+        proc.tracks.append(Track(name="NCCL collectives", kind="slices", slices=slices))

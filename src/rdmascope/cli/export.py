@@ -166,8 +166,7 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
         if inspector:  # the collectives beside the counters (rdmascope.analysis.nccl)
             from rdmascope.cli.collectives import add_collective_tracks
 
-            add_collective_tracks(tl, caps, inspector,
-                                  "monotonic" if clock == "reference" else clock)
+            add_collective_tracks(tl, caps, inspector, clock)
         n = write_perfetto(tl, out) if fmt == "proto" else write_chrome_json(tl, out)
     for note in tl.notes + ([link_gbps_note()] if link_gbps_note() else []):
         click.echo(f"note: {note}", err=True)
