@@ -676,6 +676,18 @@ def _rounds(req: pd.DataFrame, be) -> pd.DataFrame:
     pt = r["prompt_tokens"].to_numpy(dtype=float, na_value=np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         r["prefill_per_token_bytes"] = np.where(pt > 0, r["prefill_tx_bytes"] / pt, np.nan)
+    # the conserving split summed over the round's requests: unknown (NaN) when any is unknown
+    keys = [req["test"], req["round"]]
+    for c in ("prefill_tx_split_bytes", "decode_tx_split_bytes"):
+        if c in req:
+            v = req[c].astype(float)
+            tot = np.array(v.groupby(keys, sort=False).sum(), dtype=float)
+            tot[v.isna().groupby(keys, sort=False).any().to_numpy(bool)] = np.nan
+            r[c] = tot
+    if "prefill_tx_split_bytes" in r:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r["prefill_per_token_split_bytes"] = np.where(pt > 0, r["prefill_tx_split_bytes"]
+                                                          / pt, np.nan)
     return r.sort_values(["t_start_ns"], kind="stable").reset_index(drop=True)
 
 
@@ -700,7 +712,8 @@ def _group_means(g, values: pd.Series) -> np.ndarray:
 #: The round metrics summarised across rounds (mean with min-max spread, method.md).
 TEST_METRICS = ("time_to_last_first_token_s", "mean_ttft_s", "decode_speed_tps",
                 "prefill_tx_bytes", "prefill_per_token_bytes", "decode_tx_bytes",
-                "prefill_tx_gbps", "prefill_peak_tx_gbps")
+                "prefill_tx_gbps", "prefill_peak_tx_gbps", "prefill_tx_split_bytes",
+                "prefill_per_token_split_bytes", "decode_tx_split_bytes")
 
 
 def _tests(rounds: pd.DataFrame) -> pd.DataFrame:

@@ -39,10 +39,12 @@ DEFINITIONS: dict[str, str] = {
                               "proportion to its scheduled tokens (docs/method.md); the "
                               "requests' split bytes plus idle/other add up to the counters",
     "decode_tx_split_bytes": "the decode part of the conserving split (see prefill_tx_split_bytes)",
+    "prefill_per_token_split_bytes": "prefill tx split bytes / prompt tokens (per round: the "
+                                     "round's requests' split bytes / their prompt tokens)",
     "cells": "per test and round: TTFT, TPOT, E2E per request and ITL every chunk gap pooled; "
              "mean, std, percentiles (np.percentile, linear) and max, as vLLM's "
              "calculate_metrics; throughputs over first send to last token; warm-up left out",
-    "prefill_per_token_bytes": "prefill tx bytes / prompt tokens (bytes per prompt token)",
+    "prefill_per_token_bytes": "prefill tx bytes (in window, shared) / prompt tokens",
     "prefill_peak_tx_gbps": "highest 1 ms window (aligned on the capture start) fully inside "
                             "the window and consistent with physics (never gap-spread, "
                             "partly covered or over line rate), node tx (Gb/s); single 1 ms "

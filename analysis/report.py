@@ -380,7 +380,9 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
             warm = ("warmup_rounds",) if warmup_rounds else ()
             tables.append(ReportTable(
                 pick_columns(att.tests, TEST_COLUMNS[:3] + warm + TEST_COLUMNS[3:]), title="Per test",
-                note="Means over rounds; min/max columns give the spread. "
+                note="Means over rounds; min/max columns give the spread. 'split': the "
+                     "round's requests' conserving split; 'in window, shared': all traffic in "
+                     "the round's window. "
                      "Time to last first token covers all prompts' bytes. "
                      "Prefill peak: the highest 1 ms window. " + ONE_MS_REF
                      + (f" The first {warmup_rounds} round(s) of each test are warm-up, not "
@@ -393,6 +395,11 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                                       title="Per request",
                                       note="Prefill = [send, first token], decode = [first "
                                            "token, last token]; bytes are tx of one node. "
+                                           "'split' columns give each byte to exactly one "
+                                           "request's prefill or decode, or to idle/other (they "
+                                           "add up to what the counters saw); 'in window, "
+                                           "shared' counts all traffic inside the request's "
+                                           "window, shared with the requests overlapping it. "
                                            "Prefill peak: the highest 1 ms window (aligned on "
                                            "the capture start). " + ONE_MS_REF
                                            + per_token_note(cfg.capture),

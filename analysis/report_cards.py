@@ -155,15 +155,17 @@ def capture_fields(cfg: Configuration) -> list[tuple[str, str]]:
     return fields
 
 
+#: Per request and per test: the conserving split first (each byte to one request's prefill or
+#: decode, or to idle/other), then the window view, headed "in window, shared".
 REQUEST_COLUMNS = ("request_id", "test", "round", "prompt_tokens", "output_tokens", "ttft_s",
-                   "decode_speed_tps", "prefill_tx_bytes", "prefill_per_token_bytes",
-                   "prefill_tx_gbps", "prefill_peak_tx_gbps", "prefill_over_line_windows",
-                   "prefill_bursts",
+                   "decode_speed_tps", "prefill_tx_split_bytes", "prefill_per_token_split_bytes",
+                   "decode_tx_split_bytes", "prefill_tx_bytes", "prefill_tx_gbps",
+                   "prefill_peak_tx_gbps", "prefill_over_line_windows", "prefill_bursts",
                    "decode_tx_gbps")
 TEST_COLUMNS = ("test", "rounds", "n_requests", "prompt_tokens", "time_to_last_first_token_s",
                 "time_to_last_first_token_min_s", "time_to_last_first_token_max_s",
-                "decode_speed_tps", "prefill_tx_bytes", "prefill_per_token_bytes",
-                "prefill_peak_tx_gbps")
+                "decode_speed_tps", "prefill_tx_split_bytes", "prefill_per_token_split_bytes",
+                "prefill_tx_bytes", "prefill_peak_tx_gbps")
 
 
 #: At most this many per-test cards per configuration (the study's plan has 6 tests).

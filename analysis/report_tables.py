@@ -120,7 +120,22 @@ _HEADERS = {
     "nan_windows": "unknown windows",
     "n_nan_windows": "unknown windows",
     "peak_1ms_gbps": "1 ms peak (Gb/s)",
+    # the conserving split (each byte to one request's prefill or decode, or to idle/other) and
+    # the window view (all traffic in the request's or round's window, shared with overlapping
+    # requests: at concurrency c about c times the wire), named apart
+    "prefill_tx_split_bytes": "prefill tx (MB, split)",
+    "decode_tx_split_bytes": "decode tx (MB, split)",
+    "prefill_rx_split_bytes": "prefill rx (MB, split)",
+    "decode_rx_split_bytes": "decode rx (MB, split)",
+    "prefill_per_token_split_bytes": "prefill per token (MB, split)",
+    "prefill_tx_bytes": "prefill tx (MB, in window, shared)",
+    "decode_tx_bytes": "decode tx (MB, in window, shared)",
+    "prefill_rx_bytes": "prefill rx (MB, in window, shared)",
+    "decode_rx_bytes": "decode rx (MB, in window, shared)",
+    "prefill_per_token_bytes": "prefill per token (MB, in window, shared)",
 }
+#: Byte columns among ``_HEADERS`` (shown in MB).
+_HEADER_BYTES = {k for k in _HEADERS if k.endswith("_bytes")} | {"bytes"}
 
 
 def column_header(name: str) -> tuple[str, float]:
@@ -131,7 +146,7 @@ def column_header(name: str) -> tuple[str, float]:
     """
     name = str(name)
     if name in _HEADERS:
-        return _HEADERS[name], (1e-6 if name == "bytes" else 1.0)
+        return _HEADERS[name], (1e-6 if name in _HEADER_BYTES else 1.0)
     unit, factor, stem = None, 1.0, name
     for suffix, u, f in _UNIT_SUFFIXES:
         if name.endswith(suffix) and len(name) > len(suffix):

@@ -17,18 +17,23 @@ from rdmascope.cli.output import (
 )
 from rdmascope.cli.shared import default_log, echo_table, find_request_log
 
+#: The conserving split (each byte to one request's prefill or decode, or to idle/other) is
+#: the main view; the window view (all traffic inside a request's window, shared with the
+#: requests overlapping it) follows it, labelled "in window, shared" (report_tables._HEADERS).
 REQ_COLS = ["request_id", "test", "round", "prompt_tokens", "output_tokens", "ttft_s",
-            "decode_speed_tps", "tpot_s", "itl_mean_s", "prefill_tx_bytes",
-            "prefill_per_token_bytes", "prefill_tx_gbps", "prefill_peak_tx_gbps",
-            "prefill_over_line_windows", "prefill_bursts", "decode_tx_bytes", "decode_tx_gbps"]
+            "decode_speed_tps", "tpot_s", "itl_mean_s", "prefill_tx_split_bytes",
+            "prefill_per_token_split_bytes", "decode_tx_split_bytes", "prefill_tx_bytes",
+            "prefill_tx_gbps", "prefill_peak_tx_gbps", "prefill_over_line_windows",
+            "prefill_bursts", "decode_tx_bytes", "decode_tx_gbps"]
 ROUND_COLS = ["test", "round", "n_requests", "prompt_tokens", "time_to_last_first_token_s",
-              "mean_ttft_s", "decode_speed_tps", "prefill_tx_bytes", "prefill_per_token_bytes",
+              "mean_ttft_s", "decode_speed_tps", "prefill_tx_split_bytes",
+              "prefill_per_token_split_bytes", "decode_tx_split_bytes", "prefill_tx_bytes",
               "decode_tx_bytes", "prefill_peak_tx_gbps", "prefill_over_line_windows",
               "prefill_bursts"]
 TEST_COLS = ["test", "rounds", "n_requests", "time_to_last_first_token_s",
              "time_to_last_first_token_min_s", "time_to_last_first_token_max_s", "mean_ttft_s",
              "mean_ttft_min_s", "mean_ttft_max_s", "decode_speed_tps", "decode_speed_min_tps",
-             "decode_speed_max_tps", "prefill_per_token_bytes"]
+             "decode_speed_max_tps", "prefill_per_token_split_bytes"]
 TIME_COLS = ["state", "seconds_s", "share", "tx_bytes", "rx_bytes", "mean_tx_gbps"]
 
 
