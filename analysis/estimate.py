@@ -359,7 +359,8 @@ def estimate(model: ModelShape, *, tp: int = 8, chunk_tokens: int = STUDY_CHUNK_
     layouts: dict[str, Any] = {"tp": {"bytes_per_prompt_token": tp_bytes}}
     ep = setup.ep_bytes_per_token()
     if ep is not None:
-        per_rank = (_models.ep_rank_bytes_per_token(model, setup.ep_dp, all2all_backend)
+        per_rank = (_models.ep_rank_bytes_per_token(model, setup.ep_dp, all2all_backend,
+                                                    tp=setup.ep_tp)
                     if setup.networked else 0.0)
         layouts["ep"] = {
             "bytes_per_prompt_token": ep, "bytes_per_token_per_rail": setup.ep_bytes_per_token_rail(),
@@ -371,13 +372,13 @@ def estimate(model: ModelShape, *, tp: int = 8, chunk_tokens: int = STUDY_CHUNK_
             "collectives_per_pass": 2 * model.moe_layers,
             "chunk_collective_bytes_per_node": chunk_tokens * ep / (2 * model.moe_layers),
         }
-        kind = _models.check_backend(all2all_backend)
-        h, b, L, D, T = (model.hidden_size, model.bytes_per_value, model.moe_layers, setup.ep_dp,
-                         setup.ep_tp)
-        layouts["ep"]["formula_values"] = (
-            f"{L} x 2 x {h:,} x {b} x {model.experts_per_token} x {D - 1}/{D}"
-            if kind == "dispatch_combine" else
-            f"{T} x {L} x {_models.DP_GROUP_SENDS[kind]} x {D - 1} x {h:,} x {b}")
+        layouts["ep"]["formula_values"] = _models.ep_formula_values(
+            model, setup.ep_dp, setup.ep_tp, all2all_backend)
+        # vLLM runs the MoE sequence-parallel over the EP group when TP > 1 and DP > 1
+        # (ParallelConfig.use_sequence_parallel_moe; rdmascope.models' docstring)
+        layouts["ep"]["sequence_parallel_moe"] = (
+            all2all_backend in _models.SEQUENCE_PARALLEL_BACKENDS
+            and setup.ep_tp > 1 and setup.ep_dp > 1)
         layouts["ep"]["by_backend"] = {
             b: (_models.ep_node_bytes_per_token(model, setup.ep_dp, setup.ep_tp, b)
                 if setup.networked else 0.0)

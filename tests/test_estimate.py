@@ -240,10 +240,13 @@ def test_cli_estimate_ep_layout_shows_only_what_reaches_the_nic():
             "4", "--link-a", "400", "--link-b", "200", "--b-real", "--prompt-tokens", "1000"]
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 0, r.output
-    # per node: 2 TP ranks x 26 MoE layers x 2 x 3 x 2,048 x 2 B = 1,277,952 B; per rail half
+    # per node (sequence-parallel MoE over the EP group of 8: (4 x 2 - 1)/2 = 3.5 slices per
+    # token): 26 MoE layers x 3.5 x (2 x 2,048 x 2 B + 6 x (4 + 4) B) = 26 x 3.5 x 8,240 =
+    # 749,840 B; per rail half: 374,920 B
     assert "EP8 = DP4 x TP2" in r.output
-    assert "1.278 MB per token per node, 0.639 MB per rail (2 rails per node)" in r.output
-    assert "= 2 x 26 x 2 x 3 x 2,048 x 2" in r.output
+    assert "0.750 MB per token per node, 0.375 MB per rail (2 rails per node)" in r.output
+    assert "= 26 x (4 x 2 - 1)/2 x (2 x 2,048 x 2 + 8 x 6)" in r.output
+    assert "sequence-parallel MoE" in r.output and "EP group of 8 ranks" in r.output
     assert "nothing on the NIC" in r.output
     # none of the TP all-reduce lines, no TP projection
     for tp_only in ("all-reduces per forward pass", "ring factor", "one all-reduce of",
@@ -251,18 +254,21 @@ def test_cli_estimate_ep_layout_shows_only_what_reaches_the_nic():
         assert tp_only not in r.output, tp_only
     j = json.loads(CliRunner().invoke(main, args + ["--json"]).stdout)
     ep = j["meta"]["layouts"]["ep"]
-    assert ep["bytes_per_prompt_token"] == 1_277_952 and ep["bytes_per_token_per_rail"] == 638_976
-    assert j["prompts"][0]["prefill_bytes"] == 1000 * 1_277_952
-    # 1,000 tokens x 1,277,952 B x 8 x (1/200 - 1/400) per Gb/s
+    assert ep["bytes_per_prompt_token"] == 749_840 and ep["bytes_per_token_per_rail"] == 374_920
+    assert ep["bytes_per_token_per_gpu"] == 374_920 and ep["sequence_parallel_moe"] is True
+    assert j["prompts"][0]["prefill_bytes"] == 1000 * 749_840
+    # 1,000 tokens x 749,840 B x 8 x (1/200 - 1/400) per Gb/s
     assert j["prompts"][0]["increase_bound_s"] == pytest.approx(
-        1000 * 1_277_952 * 8 / 1e9 * (1 / 200 - 1 / 400))
+        1000 * 749_840 * 8 / 1e9 * (1 / 200 - 1 / 400))
     assert j["meta"]["allreduce"] is None and j["tp_projection"] == []
-    # EP8 over 8 nodes: dispatch/combine 1.118 MB, allgather_reducescatter 4/3 of it
+    # EP8 over 8 nodes (TP1: the DP group): allgather_reducescatter 26 x 7 x 8,240 = 1,499,680 B,
+    # dispatch/combine 26 x 2 x 4,096 x 6 x 7/8 = 1,118,208 B
     ep8 = CliRunner().invoke(main, ["estimate", "--preset", "deepseek-v2-lite", "--layout", "ep",
                                     "--tp", "8", "--nodes", "8", "--json"])
     e8 = json.loads(ep8.stdout)["meta"]["layouts"]["ep"]
-    assert e8["bytes_per_prompt_token"] == 1_490_944
+    assert e8["bytes_per_prompt_token"] == 1_499_680 and e8["sequence_parallel_moe"] is False
     assert e8["by_backend"]["deepep_high_throughput"] == 1_118_208
+    assert e8["by_backend"]["naive"] == 2_259_712
     refused = CliRunner().invoke(main, ["estimate", "--preset", "deepseek-v2-lite", "--layout",
                                         "ep", "--tp", "2", "--nodes", "4"])
     assert refused.exit_code == 2 and "give --dp 4" in refused.output

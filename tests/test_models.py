@@ -52,8 +52,9 @@ def test_qwen3_moe_style_config_tp_and_ep_bytes():
     assert M.ep_dispatch_bytes_per_token_layer(m, 2) == 16_384
     s = M.Setup(model=m, tp=2, nodes=2, layout="ep", all2all_backend="deepep_high_throughput")
     assert s.bytes_per_token() == 1_572_864
-    # vLLM's default, all-gather + reduce-scatter over the DP group of 2: 48 x 2 x 1 x 4,096
-    assert s.with_(all2all_backend="allgather_reducescatter").bytes_per_token() == 393_216
+    # vLLM's default, all-gather + reduce-scatter over the DP group of 2 (1 slice each way):
+    # 48 x 1 x (4,096 + 8 x 8 top-k weights fp32 + ids int32 + 4,096) = 48 x 8,256
+    assert s.with_(all2all_backend="allgather_reducescatter").bytes_per_token() == 396_288
     assert s.with_(layout="tp").bytes_per_token() == 397_312
 
 
@@ -146,7 +147,7 @@ def test_cli_estimate_names_the_model_and_shows_tp_and_ep():
     assert r.exit_code == 0, r.output
     meta = json.loads(r.stdout)["meta"]
     assert meta["layouts"]["tp"]["bytes_per_prompt_token"] == 397_312
-    assert meta["layouts"]["ep"]["bytes_per_prompt_token"] == 393_216   # allgather_reducescatter
+    assert meta["layouts"]["ep"]["bytes_per_prompt_token"] == 396_288   # allgather_reducescatter
     assert meta["layouts"]["ep"]["by_backend"]["deepep_high_throughput"] == 1_572_864
     # 1,000 tokens x 397,312 B x 8 x (1/200 - 1/400) per Gb/s
     assert meta["layouts"]["tp"]["increase_bound_per_1000_tokens_s"] == pytest.approx(
@@ -212,18 +213,24 @@ def test_deepseek_v2_lite_config_and_preset_agree():
 
 
 def test_ep8_backends_by_hand():
+    """EP8 = DP8 x TP1: the ring collectives run over the DP group of 8 (vLLM v0.34.0's
+    AgRsAll2AllManager, v0.13.0's NaiveAll2AllManager; rdmascope.models' docstring)."""
     m = M.model_from_hf_config(V2L)
     h2 = 2048 * 2  # one token's hidden state, bf16
     # dispatch/combine top-k (DeepEP, pplx): 26 x 2 x 4,096 x 6 x 7/8 = 1,118,208 B
     topk = 26 * 2 * h2 * 6 * 7 // 8
     assert topk == 1_118_208
-    # allgather_reducescatter over a DP group of 8: each rank sends 7 slices in the all-gather and
-    # 7 in the reduce-scatter per MoE layer: 26 x 14 x 4,096 = 1,490,944 B
-    agrs = 26 * 2 * 7 * h2
-    assert agrs == 1_490_944
-    # naive: broadcasts (7 slices) + all-reduce of the 8-slice buffer (2 x 7/8 x 8 = 14 slices)
-    naive = 26 * (7 + 14) * h2
-    assert naive == 2_236_416
+    # allgather_reducescatter, ring of 8 ranks on 8 nodes: a node sends 7 slices per collective.
+    # dispatch all-gathers hidden (4,096 B) + topk_weights fp32 (6 x 4 = 24 B) + topk_ids int32
+    # (6 x 4 = 24 B) = 4,144 B per token; combine reduce-scatters the hidden state, 4,096 B:
+    # 26 x 7 x (4,144 + 4,096) = 26 x 7 x 8,240 = 1,499,680 B
+    agrs = 26 * 7 * (h2 + 24 + 24 + h2)
+    assert agrs == 1_499_680
+    # naive (v0.13.0): broadcasts of hidden (4,096 B) + router logits (64 experts x 2 B = 128 B)
+    # = 7 x 4,224; all-reduce of the 8-slice buffer (ring: 2 x 7/8 x 8 = 14 slices of 4,096 B):
+    # 26 x (7 x 4,224 + 14 x 4,096) = 26 x 86,912 = 2,259,712 B
+    naive = 26 * (7 * (h2 + 128) + 14 * h2)
+    assert naive == 2_259_712
     for backend, want in (("deepep_high_throughput", topk), ("deepep_low_latency", topk),
                           ("pplx", topk), ("allgather_reducescatter", agrs), ("naive", naive)):
         s = M.Setup(model=m, tp=1, dp=8, layout="ep", all2all_backend=backend)
@@ -233,27 +240,56 @@ def test_ep8_backends_by_hand():
         # the older reading (--tp 8 --nodes 8: one rank per node) is the same layout
         assert M.Setup(model=m, tp=8, nodes=8, layout="ep",
                        all2all_backend=backend).ep_bytes_per_token() == want
-    # the issue's +33 %: allgather_reducescatter / top-k = D / k = 8 / 6
-    assert agrs / topk == pytest.approx(8 / 6)
+    # the issue's "+33 %" (D / k = 8 / 6) holds for the hidden states alone; with the top-k
+    # weights and ids: 1,499,680 / 1,118,208 = 1.341
+    assert agrs / topk == pytest.approx(1_499_680 / 1_118_208)
+    assert 26 * 2 * 7 * h2 / topk == pytest.approx(8 / 6)
+    # the top-k metadata is 48 / 8,240 = 0.58 % of allgather_reducescatter's bytes
+    assert (agrs - 26 * 2 * 7 * h2) / agrs == pytest.approx(48 / 8240)
 
 
 def test_dp4_tp2_hybrid_layout_by_hand():
+    """DP4 x TP2 (EP8) over 4 Pods: vLLM runs the MoE sequence-parallel (TP > 1, DP > 1, EP;
+    ParallelConfig.use_sequence_parallel_moe): each TP rank holds half the Pod's n tokens and the
+    collective runs over the EP group of 8 ranks, 2 per Pod, NVLink inside."""
     m = M.PRESETS["deepseek-v2-lite"]
     h2 = 2048 * 2
     s = M.Setup(model=m, tp=2, dp=4, layout="ep")
     assert s.all2all_backend == "allgather_reducescatter"      # vLLM's default
     assert (s.ep_dp, s.ep_tp, s.ep_size, s.nodes, s.rails_per_node) == (4, 2, 8, 4, 2)
-    # each of the node's 2 TP ranks, in its own DP group of 4: 26 x 2 x 3 x 4,096 = 638,976 B
-    assert M.ep_rank_bytes_per_token(m, 4) == 26 * 2 * 3 * h2 == 638_976
-    assert s.ep_bytes_per_token() == 2 * 638_976 == 1_277_952
-    assert s.ep_bytes_per_token_rail() == 638_976               # one rail per GPU
-    assert s.with_(rails=8).ep_bytes_per_token_rail() == 1_277_952 / 8
-    # naive: 2 x 26 x (3 + 6) x 4,096; top-k: 26 x 2 x 4,096 x 6 x 3/4, once per node
-    assert s.with_(all2all_backend="naive").ep_bytes_per_token() == 2 * 26 * 9 * h2 == 1_916_928
+    # ring of 8 ranks over 4 Pods (4 Pod boundaries): a slice (n/2 tokens) travels 7 hops, all
+    # but the hop into its own rank; that hop crosses a boundary for the Pod's first rank (its
+    # slice crosses 3), not for the second (its slice crosses 4): per Pod 3 + 4 = 7 slices of
+    # n/2 tokens = 3.5 n
+    assert M.ep_ring_share(4, 2) == (4 * 2 - 1) / 2 == 3.5
+    assert M.ep_ring_share(8, 1) == 7 and M.ep_ring_share(1, 2) == 0
+    # allgather_reducescatter: 26 x 3.5 x (4,096 + 48 + 4,096) = 26 x 28,840 = 749,840 B
+    agrs = 26 * 3.5 * (h2 + 6 * 8 + h2)
+    assert agrs == 749_840
+    assert s.ep_bytes_per_token() == agrs
+    assert M.ep_layer_bytes_per_token(2048, 2, 6, 64, 4, 2) == (3.5 * 4144, 3.5 * 4096)
+    # the pre-sequence-parallel reading (every TP rank in its own DP group of 4, all n tokens:
+    # 2 x 26 x 2 x 3 x 4,096 = 1,277,952 B) sent 1.70 x more
+    assert 2 * 26 * 2 * 3 * h2 / agrs == pytest.approx(1.7043, abs=1e-4)
+    # per GPU / per rail: half the Pod's bytes each
+    assert M.ep_rank_bytes_per_token(m, 4, tp=2) == 374_920
+    assert s.ep_bytes_per_token_rail() == 374_920               # one rail per GPU
+    assert s.with_(rails=8).ep_bytes_per_token_rail() == 749_840 / 8
+    # naive (v0.13.0, also sequence-parallel there): 26 x 3.5 x (4,096 + 128 + 2 x 4,096)
+    # = 26 x 3.5 x 12,416 = 1,129,856 B
+    assert s.with_(all2all_backend="naive").ep_bytes_per_token() == 26 * 3.5 * 12_416 \
+        == 1_129_856
+    # top-k: 26 x 2 x 4,096 x 6 x 3/4, once per routed copy per Pod (sequence parallel: no
+    # TP duplicates)
     assert s.with_(all2all_backend="pplx").ep_bytes_per_token() == 26 * 2 * h2 * 6 * 3 / 4 \
         == 958_464
+    assert M.ep_rank_bytes_per_token(m, 4, "pplx", tp=2) is None
     # TP inside the node: nothing of the all-reduces on the NIC; all on one node: nothing at all
     assert M.Setup(model=m, tp=2, dp=4, nodes=1, layout="ep").ep_bytes_per_token() == 0
+    assert M.ep_node_bytes_per_token(m, 1, 2) == 0
+    with pytest.raises(M.ModelError, match="router logits"):
+        M.ep_layer_bytes_per_token(2048, 2, 6, None, 4, 2, "naive")
+    assert M.ep_formula_values(m, 4, 2) == "26 x (4 x 2 - 1)/2 x (2 x 2,048 x 2 + 8 x 6)"
     assert "EP8 = DP4 x TP2" in s.describe()
     with pytest.raises(M.ModelError, match="own node or Pod"):
         M.Setup(model=m, tp=2, dp=4, nodes=2, layout="ep")

@@ -39,35 +39,56 @@ arXiv:2412.19437, section 3.4, and the DeepEP library. This is an upper bound fo
 send one copy per destination node rather than per expert (DeepEP's inter-node kernels, DeepSeek-V3's
 node-limited routing), and it assumes balanced routing.
 
-**Which all-to-all: vLLM's ``--all2all-backend``.** vLLM runs the expert collective through one of
-its all2all managers (``vllm/distributed/device_communicators/all2all.py``), over the *DP group*
-(one rank per DP replica, the same TP rank in each; ``FusedMoEParallelConfig.make`` in
-``vllm/model_executor/layers/fused_moe/config.py``: with expert parallelism the EP size is
-``DP x TP`` and the MoE layer has no tensor parallelism). With ``D`` DP replicas, each on its own
-node (or Kubernetes Pod) holding ``T`` TP ranks that talk over NVLink (no bytes on the NIC), per
-token held by a replica and per MoE layer, with NCCL's ring collectives (Patarasuk & Yuan 2009:
-a ring all-gather, reduce-scatter or broadcast has every rank send ``D-1`` times its share;
-all-reduce ``2(D-1)/D`` of the block):
+**Which all-to-all: vLLM's ``--all2all-backend``.** Read in vLLM's source, pinned: release
+v0.34.0 (``vllm/_version.py`` commit ``62d4bc3c7``; PyPI sdist sha256 ``fcad848b...0113``) for
+``allgather_reducescatter`` and the DeepEP backends, and release v0.13.0 (commit ``72506c983``)
+for ``naive`` and ``pplx``, which v0.34.0 has removed (``ParallelConfig._validate_parallel_config``
+in ``vllm/config/parallel.py`` warns and falls back to ``allgather_reducescatter``). With expert
+parallelism the MoE layer has no tensor parallelism and the EP size is ``DP x TP``
+(``FusedMoEParallelConfig.make``, ``vllm/model_executor/layers/fused_moe/config.py``). With TP > 1,
+DP > 1 and EP, vLLM runs the MoE *sequence-parallel* (``ParallelConfig.use_sequence_parallel_moe``:
+``allgather_reducescatter`` and the DeepEP backends in v0.34.0, also ``naive`` in v0.13.0): the
+attention output is reduce-scattered over the TP group (``DeepseekV2DecoderLayer.forward``,
+``vllm/model_executor/models/deepseek_v2.py``; ``sequence_parallel_chunk`` elsewhere), each TP rank
+holds ``ceil(n/T)`` of the replica's ``n`` tokens, the expert collective runs over the whole *EP
+group* (``D x T`` ranks; ``AgRsAll2AllManager._get_comm_group``), and the output is all-gathered
+over TP again (NVLink, nothing on the NIC). Without TP (T = 1) the group is the DP group. NCCL's
+ring collectives (Patarasuk & Yuan 2009; vLLM's ``all_gatherv``/``reduce_scatterv`` with uneven
+sizes are grouped ``ncclBroadcast``/``ncclReduce`` chains, ``pynccl.py``, the same bytes): over a
+ring of ``D x T`` ranks on ``D`` nodes a slice crosses all ``D`` node boundaries but the one into
+its own rank, if the ring enters the node there (one rank per node), so a node sends
+``(D T - 1)`` slices of ``n/T`` tokens, i.e. per token it holds
 
-- ``allgather_reducescatter`` (``AgRsAll2AllManager``, vLLM's default, ``ParallelConfig.
-  all2all_backend`` in ``vllm/config/parallel.py``): ``dispatch`` all-gathers every rank's hidden
-  states over the DP group, ``combine`` reduce-scatters them back, so each rank sends
-  ``2 x (D-1) x hidden x bytes``; every one of the node's ``T`` TP ranks does so in its own DP
-  group (its copy of the replica's tokens), so per node ``T x moe_layers x 2 (D-1) x hidden x
-  bytes`` per token;
-- ``naive`` (``NaiveAll2AllManager``): ``dispatch`` broadcasts each rank's slice to the DP group
-  (each rank sends ``D-1`` slices), ``combine`` all-reduces the whole gathered buffer of ``D``
-  slices (``2(D-1)`` slices): ``T x moe_layers x 3 (D-1) x hidden x bytes`` per node per token;
+    S = (D x T - 1) / T        (D - 1 at T = 1; 3.5 at DP4 x TP2; 7 at DP8 x TP1)
+
+times the per-token payload, per MoE layer (the node receives as much):
+
+- ``allgather_reducescatter`` (``AgRsAll2AllManager``, vLLM's default,
+  ``vllm/distributed/device_communicators/all2all.py``): ``dispatch`` all-gathers
+  ``[hidden_states, topk_weights, topk_ids]`` (the modular kernel's prepare,
+  ``MoEPrepareAndFinalizeNaiveDPEPModular``, ``fused_moe/prepare_finalize/naive_dp_ep.py``; hidden
+  states in the activation dtype for an unquantised model, ``topk_weights`` fp32 and ``topk_ids``
+  int32 from the router, ``fused_moe/router/grouped_topk_router.py``), ``combine`` reduce-scatters
+  the hidden states: ``moe_layers x S x (2 x hidden x bytes + 8 x k)`` per node per token;
+- ``naive`` (``NaiveAll2AllManager`` in v0.13.0): ``dispatch`` broadcasts every rank's slice of
+  ``[hidden_states, router_logits]`` over the group (``naive_multicast``; the router logits are
+  the gate's output, ``experts`` values in the activation dtype), ``combine`` all-reduces the whole
+  gathered buffer (two ring halves): ``moe_layers x S x (3 x hidden x bytes + experts x bytes)``;
 - ``deepep_high_throughput``, ``deepep_low_latency``, ``pplx`` (DeepEP/pplx kernels): the top-k
-  dispatch/combine above, with ``nodes = D`` (each token's copy goes only to the ranks of its
-  routed experts; counted once per node).
+  dispatch/combine above, with ``nodes = D``: sequence parallelism (DeepEP) or pplx's own
+  de-duplication makes each token leave its node once per routed copy, not once per TP rank.
+  DeepEP's per-copy metadata (source meta 8 B, top-k ids int32 and weights fp32, 16-byte
+  aligned: ``get_num_bytes_per_token`` in DeepEP's ``csrc/kernels/internode.cu``) is left out:
+  1.4 % of a 2,048-wide bf16 copy at k = 6; DeepEP's inter-node kernels send one copy per
+  destination node rather than per expert, so this stays an upper bound.
 
-The routing metadata (router logits, or top-k ids and weights) that dispatch also moves is left
-out: ``k x 8`` bytes per token for the top-k tensors, under 1.2 % of a 2,048-wide bf16 hidden state
-for DeepSeek-V2-Lite. The rest of the pass (attention, dense layers, the MoE output's TP
-all-reduce) stays inside the node. Per rail: the node's bytes spread evenly over its ``rails``
-NICs (default one per TP rank: NCCL gives each GPU its nearest NIC on a rail-optimised node).
-Every per-node figure assumes the replicas are equally loaded (each node then sends what its own
+(vLLM releases before sequence-parallel MoE ran the DP-group collective on every TP rank's full
+copy of the tokens, ``T x (D - 1)`` instead of ``S``: 6 against 3.5 at DP4 x TP2.) The
+``ceil(n/T)`` padding of sequence parallelism is left out (under one token per TP rank per pass).
+The rest of the pass (attention, dense layers, the TP reduce-scatter and all-gather around the
+MoE) stays inside the node. Per rail: the node's bytes spread evenly over its ``rails`` NICs
+(default one per TP rank: NCCL gives each GPU its nearest NIC on a rail-optimised node). Every
+per-node figure assumes the replicas are equally loaded (each node then sends what its own
 tokens cost).
 """
 
@@ -99,8 +120,9 @@ LINK_100_GBPS = 100.0
 LAYOUTS = ("tp", "ep")
 
 #: vLLM's ``--all2all-backend`` names (``vllm/config/parallel.py``, ``All2AllBackend``) and the
-#: traffic formula each follows (module docstring): all-gather + reduce-scatter over the DP group,
-#: broadcast + all-reduce over it, or the top-k dispatch/combine of DeepEP/pplx.
+#: traffic formula each follows (module docstring): all-gather + reduce-scatter over the EP group
+#: (the DP group at TP1), broadcasts + all-reduce over it, or the top-k dispatch/combine of
+#: DeepEP/pplx.
 ALL2ALL_BACKENDS: dict[str, str] = {
     "allgather_reducescatter": "allgather_reducescatter",
     "naive": "naive",
@@ -108,12 +130,23 @@ ALL2ALL_BACKENDS: dict[str, str] = {
     "deepep_low_latency": "dispatch_combine",
     "pplx": "dispatch_combine",
 }
+#: The backends vLLM runs sequence-parallel MoE with when TP > 1 and DP > 1
+#: (``ParallelConfig.use_sequence_parallel_moe``: v0.34.0's list, plus ``naive`` from v0.13.0's).
+SEQUENCE_PARALLEL_BACKENDS = ("allgather_reducescatter", "naive", "deepep_high_throughput",
+                              "deepep_low_latency")
 #: vLLM's default backend (``ParallelConfig.all2all_backend``).
 DEFAULT_ALL2ALL_BACKEND = "allgather_reducescatter"
 
-#: Per-rank ring sends per MoE layer, in multiples of ``(D-1) x hidden x bytes``, of the DP-group
-#: backends: all-gather + reduce-scatter = 2; broadcasts + all-reduce = 1 + 2.
-DP_GROUP_SENDS = {"allgather_reducescatter": 2, "naive": 3}
+#: Bytes per token per routed expert of the router's outputs that ``allgather_reducescatter``'s
+#: dispatch gathers with the hidden states: ``topk_weights`` fp32 + ``topk_ids`` int32
+#: (``grouped_topk`` returns ``topk_weights.to(torch.float32), topk_ids.to(torch.int32)``,
+#: vLLM v0.34.0 ``fused_moe/router/grouped_topk_router.py``).
+TOPK_BYTES_PER_EXPERT = 4 + 4
+
+#: The ring backends (module docstring): per MoE layer, the hidden states each of dispatch and
+#: combine carry, in multiples of ``hidden x bytes`` (all-gather 1 + reduce-scatter 1; broadcast
+#: 1 + all-reduce 2), besides the routing metadata of the dispatch.
+RING_HIDDEN_COPIES = {"allgather_reducescatter": (1, 1), "naive": (1, 2)}
 
 
 class ModelError(ValueError):
@@ -495,25 +528,55 @@ def check_backend(backend: str) -> str:
     return ALL2ALL_BACKENDS[backend]
 
 
-def ep_rank_bytes_per_token(model: Model, dp: int,
-                            backend: str = DEFAULT_ALL2ALL_BACKEND) -> float | None:
-    """Return the bytes one GPU sends per token of its DP replica under a DP-group backend.
+def ep_ring_share(dp: int, tp: int = 1) -> float:
+    """Return the slices a node sends per token it holds in one ring collective over the EP group.
 
-    Per MoE layer a ring collective over the ``dp`` ranks of the DP group (module docstring, from
-    vLLM's ``AgRsAll2AllManager`` and ``NaiveAll2AllManager``):
-    ``allgather_reducescatter``: ``moe_layers x 2 x (D-1) x hidden x bytes``;
-    ``naive``: ``moe_layers x 3 x (D-1) x hidden x bytes``. DeepSeek-V2-Lite (26 MoE layers,
-    hidden 2,048, bf16) at D = 4 with allgather_reducescatter: 26 x 2 x 3 x 4,096 = 638,976 B.
-    None for the dispatch/combine backends (their bytes are counted per node, not per rank).
-    Raises ``ModelError`` for a dense model, unknown MoE fields or an unknown backend.
+    ``S = (D x T - 1) / T`` (module docstring: a ring of ``D x T`` ranks on ``D`` nodes, each
+    TP rank holding ``1/T`` of the node's tokens under vLLM's sequence-parallel MoE): ``D - 1`` at
+    T = 1, 3.5 at DP4 x TP2, 7 at DP8 x TP1; 0 with every rank on one node (D = 1).
+    """
+    _check_n("dp", dp)
+    _check_n("tp", tp)
+    return 0.0 if dp == 1 else (dp * tp - 1) / tp
+
+
+def ep_layer_bytes_per_token(hidden: int, bytes_per_value: int, experts_per_token: int,
+                             experts: int | None, dp: int, tp: int = 1,
+                             backend: str = DEFAULT_ALL2ALL_BACKEND) -> tuple[float, float]:
+    """Return ``(dispatch, combine)``: the bytes one node sends per token it holds in one MoE layer.
+
+    Module docstring, from vLLM v0.34.0 / v0.13.0 (pinned there). With ``S = ep_ring_share(dp,
+    tp)`` and ``H = hidden x bytes_per_value``:
+
+    - ``allgather_reducescatter``: dispatch ``S x (H + 8 k)`` (hidden states, ``topk_weights``
+      fp32, ``topk_ids`` int32), combine ``S x H`` (reduce-scatter of the hidden states);
+    - ``naive``: dispatch ``S x (H + experts x bytes_per_value)`` (broadcasts of the hidden states
+      and the router logits), combine ``2 S x H`` (all-reduce of the gathered buffer);
+    - dispatch/combine backends: ``H x k x (D-1)/D`` each.
+
+    DeepSeek-V2-Lite (hidden 2,048, bf16, k = 6, 64 experts) at DP4 x TP2 (S = 3.5):
+    allgather_reducescatter (14,504, 14,336); naive (14,784, 28,672); DeepEP (18,432, 18,432).
+    Raises ``ModelError`` for an unknown backend, a bad size or ``naive`` without ``experts``.
     """
     kind = check_backend(backend)
-    _check_n("dp", dp)
-    _require_moe(model)
+    for name, v in (("hidden", hidden), ("bytes_per_value", bytes_per_value),
+                    ("experts_per_token", experts_per_token)):
+        _check_n(name, v)
+    h = hidden * bytes_per_value
     if kind == "dispatch_combine":
-        return None
-    return float(model.moe_layers * DP_GROUP_SENDS[kind] * (dp - 1) * model.hidden_size
-                 * model.bytes_per_value)
+        _check_n("tp", tp)
+        one = float(h * experts_per_token * off_node_share(dp))
+        return one, one
+    s = ep_ring_share(dp, tp)
+    disp, comb = RING_HIDDEN_COPIES[kind]
+    if kind == "allgather_reducescatter":
+        meta = TOPK_BYTES_PER_EXPERT * experts_per_token
+    else:
+        if not experts:
+            raise ModelError("the naive backend broadcasts the router logits: the routed "
+                             "experts' count is needed")
+        meta = experts * bytes_per_value
+    return s * (disp * h + meta), s * comb * h
 
 
 def ep_node_bytes_per_token(model: Model, dp: int, tp: int = 1,
@@ -521,18 +584,33 @@ def ep_node_bytes_per_token(model: Model, dp: int, tp: int = 1,
     """Return the bytes one node sends on its NICs per token of the DP replica it holds.
 
     ``dp`` = DP replicas, one per node (or Pod); ``tp`` = TP ranks inside each node (NVLink: their
-    all-reduces put nothing on the NIC). DP-group backends: ``tp x ep_rank_bytes_per_token`` (each
-    TP rank runs the collective in its own DP group on its copy of the tokens); dispatch/combine
-    backends: ``ep_bytes_per_token(model, dp)``. DeepSeek-V2-Lite, DP4 x TP2,
-    allgather_reducescatter: 2 x 638,976 = 1,277,952 B; EP8 (DP8 x TP1): 26 x 2 x 7 x 4,096 =
-    1,490,944 B (dispatch/combine: 1,118,208 B, 4/3 less: ``D / k``). The node receives as much.
-    Raises ``ModelError`` as ``ep_rank_bytes_per_token``.
+    collectives put nothing on the NIC). ``moe_layers x (dispatch + combine)`` of
+    ``ep_layer_bytes_per_token``. DeepSeek-V2-Lite (26 MoE layers), DP4 x TP2:
+    allgather_reducescatter 26 x 3.5 x (2 x 4,096 + 48) = 749,840 B; naive 26 x 3.5 x (3 x 4,096 +
+    128) = 1,129,856 B; DeepEP 26 x 2 x 4,096 x 6 x 3/4 = 958,464 B. EP8 (DP8 x TP1):
+    1,499,680 B, 2,259,712 B and 1,118,208 B. The node receives as much. Raises ``ModelError``
+    for a dense model, unknown MoE fields or an unknown backend.
     """
-    _check_n("tp", tp)
-    per_rank = ep_rank_bytes_per_token(model, dp, backend)
-    if per_rank is None:
-        return ep_bytes_per_token(model, dp)
-    return tp * per_rank
+    _require_moe(model)
+    d, c = ep_layer_bytes_per_token(model.hidden_size, model.bytes_per_value,
+                                    model.experts_per_token, model.experts, dp, tp, backend)
+    return model.moe_layers * (d + c)
+
+
+def ep_rank_bytes_per_token(model: Model, dp: int, backend: str = DEFAULT_ALL2ALL_BACKEND,
+                            *, tp: int = 1) -> float | None:
+    """Return the NIC bytes one GPU sends per token of its DP replica under a ring backend.
+
+    ``ep_node_bytes_per_token / tp``: the ``tp`` ranks of a node share the ring's node crossings
+    evenly (each holds ``1/tp`` of the tokens under sequence-parallel MoE). DeepSeek-V2-Lite at
+    DP4 x TP2 with allgather_reducescatter: 749,840 / 2 = 374,920 B. None for the
+    dispatch/combine backends (their bytes are counted per node, not per rank). Raises
+    ``ModelError`` as ``ep_node_bytes_per_token``.
+    """
+    if check_backend(backend) == "dispatch_combine":
+        _require_moe(model)
+        return None
+    return ep_node_bytes_per_token(model, dp, tp, backend) / tp
 
 
 def ep_formula(backend: str) -> str:
@@ -540,10 +618,27 @@ def ep_formula(backend: str) -> str:
     kind = check_backend(backend)
     if kind == "dispatch_combine":
         return "MoE layers x 2 x hidden x bytes x experts per token x (D-1)/D"
-    n = DP_GROUP_SENDS[kind]
-    what = ("all-gather + reduce-scatter" if kind == "allgather_reducescatter"
-            else "broadcasts + all-reduce")
-    return f"TP x MoE layers x {n} x (D-1) x hidden x bytes ({what} over the DP group)"
+    if kind == "allgather_reducescatter":
+        return ("MoE layers x (D x TP - 1)/TP x (2 x hidden x bytes + 8 x experts per token) "
+                "(all-gather of hidden states + top-k weights fp32 and ids int32, reduce-scatter "
+                "of hidden states, over the EP group: sequence-parallel MoE)")
+    return ("MoE layers x (D x TP - 1)/TP x (3 x hidden x bytes + experts x bytes) (broadcasts "
+            "of hidden states + router logits, all-reduce of the gathered hidden states, over "
+            "the EP group; vLLM v0.13.0)")
+
+
+def ep_formula_values(model: Model, dp: int, tp: int = 1,
+                      backend: str = DEFAULT_ALL2ALL_BACKEND) -> str:
+    """Return ``ep_formula`` with this model's and layout's numbers put in (for the outputs)."""
+    kind = check_backend(backend)
+    h, b, L, k = (model.hidden_size, model.bytes_per_value, model.moe_layers,
+                  model.experts_per_token)
+    if kind == "dispatch_combine":
+        return f"{L} x 2 x {h:,} x {b} x {k} x {dp - 1}/{dp}"
+    s = f"({dp} x {tp} - 1)/{tp}" if dp > 1 else "0"
+    if kind == "allgather_reducescatter":
+        return f"{L} x {s} x (2 x {h:,} x {b} + 8 x {k})"
+    return f"{L} x {s} x (3 x {h:,} x {b} + {model.experts} x {b})"
 
 
 def _require_moe(model: Model) -> None:

@@ -230,6 +230,10 @@ def _human_ep(e, epb, setup, chunk, o, n) -> None:
                f"token per node, {epb['bytes_per_token_per_rail'] / 1e6:.3f} MB per rail "
                f"({epb['rails']} rail{'s' if epb['rails'] != 1 else ''} per node)")
     click.echo(f"  formula: {epb['formula']} = {epb['formula_values']}")
+    if epb.get("sequence_parallel_moe"):
+        click.echo(f"  sequence-parallel MoE (vLLM with TP > 1 and DP > 1): each of the "
+                   f"{epb['tp_inside_node']} TP ranks sends 1/{epb['tp_inside_node']} of the "
+                   f"node's tokens, over the EP group of {epb['ep_size']} ranks")
     from rdmascope.models import ALL2ALL_BACKENDS
 
     mine = ALL2ALL_BACKENDS[setup.all2all_backend]

@@ -73,6 +73,8 @@ class ModelArch:
     NIC); ``all2all_backend`` (vLLM's ``--all2all-backend``) picks the formula
     (``rdmascope.models.ep_node_bytes_per_token``, cited there); the pass's dispatch and combine
     collectives share its bytes equally. Without ``dp`` the EP layout has one DP replica per node.
+    ``experts`` = routed experts per MoE layer (the ``naive`` backend broadcasts the router logits,
+    one value per expert).
     Raises ``ValueError`` for a bad size, an unknown layout or EP without MoE fields.
     """
 
@@ -86,6 +88,7 @@ class ModelArch:
     experts_per_token: int = 0
     dp: int | None = None
     all2all_backend: str = "allgather_reducescatter"
+    experts: int = 0
 
     def __post_init__(self):
         from rdmascope.models import check_backend
@@ -127,7 +130,8 @@ class ModelArch:
                    bytes_per_value=model.bytes_per_value, tp=tp, nodes=nodes, layout=layout,
                    moe_layers=(model.moe_layers or 0) if moe else 0,
                    experts_per_token=(model.experts_per_token or 0) if moe else 0,
-                   dp=dp, all2all_backend=all2all_backend)
+                   dp=dp, all2all_backend=all2all_backend,
+                   experts=(model.experts or 0) if moe else 0)
 
     @property
     def ep_dp(self) -> int:
@@ -182,32 +186,31 @@ class ModelArch:
     def collective_bytes(self, tokens: int) -> float:
         """Return the bytes one node sends in one collective of a pass with ``tokens`` tokens.
 
-        tp: ``allreduce_bytes``; ep, top-k dispatch/combine backends: ``tokens x hidden x bytes
-        x experts_per_token x (D-1)/D``; ep, DP-group backends: ``tokens x ep_tp x s/2 x (D-1) x
-        hidden x bytes`` with s = 2 (allgather_reducescatter) or 3 (naive) ring sends per MoE
-        layer (``rdmascope.models.ep_rank_bytes_per_token``); 0 on one node.
+        tp: ``allreduce_bytes``; ep: ``tokens x (dispatch + combine) / 2`` of
+        ``rdmascope.models.ep_layer_bytes_per_token`` (the pass's dispatch and combine share the
+        MoE layer's bytes equally): the top-k backends ``hidden x bytes x experts_per_token x
+        (D-1)/D``; the ring backends over the EP group (vLLM's sequence-parallel MoE) ``(D x TP -
+        1)/TP x`` their payload (hidden states, top-k weights and ids or router logits) halved;
+        0 on one node.
         """
-        from rdmascope.models import DP_GROUP_SENDS, check_backend
+        from rdmascope.models import ep_layer_bytes_per_token
 
         if not self.networked:
             return 0.0
         if self.layout == "tp":
             return self.allreduce_bytes(tokens)
-        d = self.ep_dp
-        kind = check_backend(self.all2all_backend)
-        if kind == "dispatch_combine":
-            return (tokens * self.hidden * self.bytes_per_value * self.experts_per_token
-                    * (d - 1) / d)
-        return (tokens * self.ep_tp * DP_GROUP_SENDS[kind] * (d - 1) * self.hidden
-                * self.bytes_per_value / 2)
+        d, c = ep_layer_bytes_per_token(self.hidden, self.bytes_per_value,
+                                        self.experts_per_token, self.experts, self.ep_dp,
+                                        self.ep_tp, self.all2all_backend)
+        return tokens * (d + c) / 2
 
     @property
     def bytes_per_token(self) -> float:
         """Bytes per prompt token per node: ``collectives_per_pass x collective_bytes(1)``.
 
         tp: ``(2 x layers + 1) x hidden x bytes x 2(N-1)/N``, method.md: 157 x 6,144 x 2 x 1.75 =
-        3,376,128 bytes (3.38 MB) at the defaults; ep: ``moe_layers x 2 x hidden x bytes x k x
-        (nodes-1)/nodes`` (``rdmascope.models.ep_bytes_per_token``).
+        3,376,128 bytes (3.38 MB) at the defaults; ep: ``rdmascope.models.
+        ep_node_bytes_per_token`` of the layout and backend.
         """
         return self.collectives_per_pass * self.collective_bytes(1)
 
