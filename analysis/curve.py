@@ -19,7 +19,7 @@ from .intervals import FLAG_GAP, FLAGS, IS_NAN_FLAG
 
 __all__ = ["QUALITY_GAP", "QUALITY_INVALID", "QUALITY_PARTIAL", "QUALITY_EMPTY",
            "QUALITY_OVER_LINE", "HEADLINE_EXCLUDE", "INSTANT_UNC_NS", "COVER_TOLERANCE_NS",
-           "CounterCurve", "CurveSpec", "counters_of", "grid_edges", "cover_tolerance_ns",
+           "CounterCurve", "CurveSpec", "counters_of", "counter_rows", "grid_edges", "cover_tolerance_ns",
            "combine_windows"]
 
 #: Window quality bits (``rebin_with_quality``).
@@ -212,6 +212,18 @@ def counters_of(intervals: pd.DataFrame, by, with_unc: bool = False
 
     ``with_unc``: also carry each interval's timing uncertainty (for ``peak_bounds``).
     """
+    return _split(intervals, by, with_unc)[0]
+
+
+def counter_rows(intervals: pd.DataFrame, by) -> tuple[list, np.ndarray, np.ndarray]:
+    """``counters_of``'s split with where it came from: ([(CurveSpec, row positions)], the
+    counter keys (counter_id, 0 without that column), each counter's first row position).
+    Checks and errors as ``counters_of``."""
+    out, key, first, rows = _split(intervals, by, False, rows=True)
+    return [(spec, r) for (_, spec), r in zip(out, rows, strict=True)], key, first
+
+
+def _split(intervals: pd.DataFrame, by, with_unc: bool, rows: bool = False):
     if len(intervals) == 0:
         raise ValueError("no intervals to re-bin (the capture holds fewer than two valid "
                          "readings of any selected counter)")
@@ -258,7 +270,11 @@ def counters_of(intervals: pd.DataFrame, by, with_unc: bool = False
                              "must be consecutive (as byte_intervals makes them)")
         g = groups[len(out)] if groups is not None else "total"
         out.append((g, CurveSpec(ct0, ct1, b[s:e], fcode[s:e], None if unc is None else unc[s:e])))
-    return out
+    if not rows:
+        return out, None
+    pos = np.arange(len(key)) if order is None else order
+    return (out, key[starts], first_rows,
+            [pos[s:e] for s, e in zip(starts, ends, strict=True)])
 
 
 def grid_edges(counters, width_ns: int, origin_ns, start_ns, end_ns) -> np.ndarray:

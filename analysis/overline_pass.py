@@ -16,7 +16,7 @@ from .overline import (
     over_line_causes,
     regular_cause,
 )
-from .stream import capture_info, iter_intervals
+from .stream import MemoryCapture, capture_info, iter_intervals
 
 __all__ = ["OverLineFlagger", "flag_over_line_capture", "pass_hooks"]
 
@@ -74,13 +74,19 @@ class OverLineFlagger:
         self.cdf, self.by, self.groups, self.source = cdf, by, groups, source
         self.gap_factor, self.line_gbps = gap_factor, line_gbps
         self.extra = int(instant_unc_ns)
-        stub = cdf.loc[self.ids, ["series", "device", "direction", "source"]].reset_index()
-        line_attrs(stub, info.meta, cdf, self.ids, info.interval_ns)
+        self.memory = isinstance(info, MemoryCapture)
+        if self.memory:
+            # intervals in memory: their own attrs say the line rates (byte_intervals)
+            stub = cdf.loc[self.ids, [c for c in cdf.columns if c != "data"]].reset_index()
+            stub.attrs.update(info.intervals.attrs)
+        else:
+            stub = cdf.loc[self.ids, ["series", "device", "direction", "source"]].reset_index()
+            line_attrs(stub, info.meta, cdf, self.ids, info.interval_ns)
         self.stub = stub
         self.members = members_of(stub, by, groups)
         self.lines = line_gbps_of(stub, by, groups=groups, line_gbps=line_gbps)
         #: how far around a window its readings are looked at (brackets, update period)
-        self.pad = 2 * int(info.interval_ns) + self.extra
+        self.pad = 2 * int(info.interval_ns or 0) + self.extra
         self._idset = set(self.ids)
         self.kept: list[dict] = []  # per file fed: {counter: intervals}, oldest first
         self.first_dropped: dict[int, int] = {}  # counter -> latest t1 dropped from kept
@@ -96,6 +102,8 @@ class OverLineFlagger:
     def feed(self, parts: dict) -> None:
         """``on_parts`` of the pass: keep this file's intervals of the flagger's counters."""
         self.fed = True
+        if self.memory:
+            return
         mine = {c: iv for c, iv in parts.items() if c in self._idset and len(iv["t0_ns"])}
         for c, iv in mine.items():
             self.last_t1[c] = int(iv["t1_ns"][-1])
@@ -128,7 +136,8 @@ class OverLineFlagger:
 
     def horizon(self, t_ns: int) -> None:
         """``on_horizon`` of the pass: no window to judge starts before ``t_ns``."""
-        self.prune(int(t_ns) - self.pad - 2 * int(self.info.interval_ns))
+        if not self.memory:
+            self.prune(int(t_ns) - self.pad - 2 * int(self.info.interval_ns))
 
     def covers(self, t0: int, t1: int) -> bool:
         """Whether the kept intervals hold every interval of every counter touching [t0, t1]."""
@@ -144,6 +153,9 @@ class OverLineFlagger:
     # -- the rule -----------------------------------------------------------------------------
 
     def _parts(self, t0: int, t1: int):
+        if self.memory:  # every interval is at hand: nothing to keep or read
+            yield self.info.parts
+            return
         if self.covers(t0 - self.pad, t1 + self.pad):
             yield from self.kept
             return
@@ -203,6 +215,10 @@ class OverLineFlagger:
     def _causes(self, starts: np.ndarray, width_ns: int, column) -> list[str]:
         if not len(starts):
             return []
+        if self.memory:
+            return over_line_causes(self.info.intervals, starts, width_ns,
+                                    list(self.members.get(column, [column])),
+                                    interval_ns=self.info.interval_ns)
         names = set(self.members.get(column, [column]))
         got: dict[int, list[dict]] = {}
         for parts in self._parts(int(starts.min()), int(starts.max()) + int(width_ns)):
@@ -216,7 +232,7 @@ class OverLineFlagger:
             return [regular_cause()] * len(starts)
         iv = intervals_frame(pieces)
         return over_line_causes(iv, starts, width_ns, list(names),
-                                interval_ns=int(self.info.interval_ns))
+                                interval_ns=self.info.interval_ns)
 
 
 #: over-line windows per column and width whose causes are named during the pass (as many as

@@ -26,11 +26,18 @@ from .curve import (
     counters_of,
     cover_tolerance_ns,
 )
-from .intervals import DEFAULT_GAP_FACTOR, default_origin, intervals_frame
+from .intervals import DEFAULT_GAP_FACTOR, intervals_frame
 from .links import group_links
-from .overline import flag_over_line, line_gbps_of, members_of, over_line_causes
+from .overline import flag_over_line
 from .overline_pass import OverLineFlagger, pass_hooks
-from .stream import FAR_NS, WindowGrid, capture_info, iter_intervals, iter_windows
+from .stream import (
+    FAR_NS,
+    WindowGrid,
+    capture_info,
+    iter_intervals,
+    iter_windows,
+    memory_capture,
+)
 from .windows import rebin_with_quality, to_gbps
 
 __all__ = ["DEFAULT_WINDOWS_NS", "INSTANT_UNC_NS", "HEADLINE_EXCLUDE", "peak_table",
@@ -52,14 +59,6 @@ def window_label(width_ns: int) -> str:
         if width_ns >= ns:
             return f"{width_ns / ns:g} {unit}"
     return f"{width_ns} ns"
-
-
-def _range(intervals: pd.DataFrame, start_ns, end_ns) -> tuple[int, int]:
-    lo = int(intervals["t0_ns"].min()) if start_ns is None else int(start_ns)
-    hi = int(intervals["t1_ns"].max()) if end_ns is None else int(end_ns)
-    if hi <= lo:
-        raise ValueError(f"empty time range: {lo} ns to {hi} ns")
-    return lo, hi
 
 
 def rebin_view(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int | None = None,
@@ -221,109 +220,51 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
     physical bound of its path (``bound_gbps``: ``overline.line_gbps_of``, the port rate or
     the PCIe link, the lower): a window above it by more than the timing uncertainty is kept
     out (over line rate), one above it within the uncertainty is reported as the bound itself
-    with ``at_line_rate`` True ("at line rate"). ``line_gbps`` overrides the line rates (``series.line_gbps_of``). Raises ``ValueError`` on an empty range or no intervals.
+    with ``at_line_rate`` True ("at line rate"). ``line_gbps`` overrides the line rates
+    (``series.line_gbps_of``). Raises ``ValueError`` on an empty range or no intervals.
+
+    One engine: this is ``peak_table_capture``'s pass run over ``intervals`` presented as a
+    capture of one segment (``stream.memory_capture``); only the ``uncertainty`` bounds are
+    taken from the intervals at hand (``peak_bounds``) instead of segments read around them.
     """
-    lo, hi = _range(intervals, start_ns, end_ns)
-    origin = default_origin(intervals, lo) if origin_ns is None else int(origin_ns)
-    t_ref = lo if t_ref_ns is None else int(t_ref_ns)
-    # the mean over the whole range: one window [lo, hi)
-    whole_b, whole_q = rebin_view(intervals, hi - lo, origin_ns=lo, start_ns=lo, end_ns=hi,
-                                  by=by, groups=groups, keep=keep)
-    rows = []
-    # the lowest physical bound of each column's path (port rate, PCIe link; line_gbps_of)
-    phys = line_gbps_of(intervals, by, groups=groups, line_gbps=line_gbps)
-    for w in windows_ns:
-        w = int(w)
-        b, q = rebin_view(intervals, w, origin_ns=origin, start_ns=lo, end_ns=hi, by=by,
-                          groups=groups, keep=keep, line_gbps=line_gbps,
-                          instant_unc_ns=instant_unc_ns)
-        # a range from the readings themselves (no start/end given) keeps a window whose edge
-        # the readings miss by no more than the cover tolerance, as rebin's partial flag does
-        tol = int(cover_tolerance_ns(w))
-        t = b.index.to_numpy()
-        inside = ((t + (tol if start_ns is None else 0) >= lo)
-                  & (t + w <= hi + (tol if end_ns is None else 0)))
-        b, q = b[inside], q[inside]
-        gbps = to_gbps(b, w)
-        new_rows = []
-        members = members_of(intervals, by, groups)
-        for col in b.columns:
-            qq = q[col].to_numpy()
-            usable = (qq & (QUALITY_PARTIAL | QUALITY_EMPTY | QUALITY_INVALID)) == 0
-            r = gbps[col].to_numpy()[usable]
-            over = (qq & QUALITY_OVER_LINE) != 0
-            row = {"series": col, "window": window_label(w), "window_ns": w,
-                   "n_windows": int(usable.sum()),
-                   "n_nan_windows": int(((qq & QUALITY_INVALID) != 0).sum()),
-                   "n_gap_windows": int(((qq & QUALITY_GAP) != 0).sum()),
-                   "n_over_line_windows": int(over.sum()), "over_line_causes": ""}
-            starts_all = b.index.to_numpy()
-            head, raw = headline_peak(gbps[col].to_numpy(), qq)
-            bound = phys.get(col)
-            row["bound_gbps"] = np.nan if bound is None else float(bound)
-            row["at_line_rate"] = False
-            if head is not None:
-                t_peak = int(starts_all[head])
-                pk = float(gbps[col].to_numpy()[head])
-                if bound is not None and pk > bound:
-                    # above the bound, but within what the readings' timing allows (else it
-                    # would be over line rate and kept out): at line rate, never above it
-                    pk, row["at_line_rate"] = float(bound), True
-                row.update(peak_gbps=pk, peak_t_ns=t_peak, peak_t_s=(t_peak - t_ref) / 1e9)
-            else:
-                row.update(peak_gbps=np.nan, peak_t_ns=None, peak_t_s=np.nan)
-            if raw is not None:
-                row.update(raw_max_gbps=float(gbps[col].to_numpy()[raw]),
-                           raw_max_t_ns=int(starts_all[raw]))
-            else:
-                row.update(raw_max_gbps=np.nan, raw_max_t_ns=None)
-            if len(r):
-                for p, v in zip(percentiles, np.percentile(r, percentiles), strict=True):
-                    row[f"p{p:g}_gbps"] = float(v)
-            else:
-                for p in percentiles:
-                    row[f"p{p:g}_gbps"] = np.nan
-            if over.any() and col in members:
-                row["over_line_causes"] = _cause_text(over_line_causes(
-                    intervals, starts_all[over], w, members[col]))
-            new_rows.append(row)
-        if uncertainty:
-            starts = pd.Series({r["series"]: (r["peak_t_ns"] if r["peak_t_ns"] is not None
-                                              else np.nan) for r in new_rows}, dtype=object)
-            bounds = to_gbps(peak_bounds(intervals, starts, w, by=by, groups=groups,
-                                         instant_unc_ns=instant_unc_ns), w)
-            for row in new_rows:
-                row["peak_low_gbps"] = float(bounds.at[row["series"], "low_bytes"])
-                row["peak_high_gbps"] = float(bounds.at[row["series"], "high_bytes"])
-        rows.extend(new_rows)
-    whole = to_gbps(whole_b, hi - lo)
+    if start_ns is not None and end_ns is not None and int(end_ns) <= int(start_ns):
+        raise ValueError(f"empty time range: {int(start_ns)} ns to {int(end_ns)} ns")
+    # the engine's pass over the intervals as a one-segment capture (``stream.MemoryCapture``)
+    src = memory_capture(intervals, by)
+    out = peak_table_capture(src, start_ns=start_ns, end_ns=end_ns, windows_ns=windows_ns,
+                             origin_ns=origin_ns, by=by, source=None, groups=groups, keep=keep,
+                             percentiles=percentiles, t_ref_ns=t_ref_ns,
+                             mem_values=IN_MEMORY, instant_unc_ns=instant_unc_ns,
+                             line_gbps=line_gbps)
     if uncertainty:
-        wb = to_gbps(peak_bounds(intervals, pd.Series(dict.fromkeys(whole.columns, lo),
-                                                      dtype=object),
-                                 hi - lo, by=by, groups=groups, instant_unc_ns=instant_unc_ns),
-                     hi - lo)
-    for col in whole.columns:
-        row = _whole_range_row(col, float(whole[col].iloc[0]), int(whole_q[col].iloc[0]),
-                               lo, hi, t_ref, percentiles)
-        if uncertainty:
-            row["peak_low_gbps"] = float(wb.at[col, "low_bytes"])
-            row["peak_high_gbps"] = float(wb.at[col, "high_bytes"])
-        rows.append(row)
-    means = {col: float(whole[col].iloc[0]) for col in whole.columns}
-    out = pd.DataFrame(rows)
-    out["mean_gbps"] = out["series"].map(means)
-    order = {c: i for i, c in enumerate(whole.columns)}
-    out["_o"] = out["series"].map(order)
-    out = out.sort_values(["_o", "window_ns"], kind="stable").drop(columns="_o")
-    cols = ["series", "window", "window_ns", "peak_gbps", "peak_t_ns", "peak_t_s", "mean_gbps",
-            *[f"p{p:g}_gbps" for p in percentiles], "n_windows", "n_nan_windows",
-            "n_gap_windows", "raw_max_gbps", "raw_max_t_ns", "n_over_line_windows",
-            "over_line_causes", "bound_gbps", "at_line_rate"]
-    if uncertainty:
-        cols += ["peak_low_gbps", "peak_high_gbps"]
-    out = out[cols].reset_index(drop=True)
-    out["peak_t_ns"] = out["peak_t_ns"].astype("Int64")
-    out["raw_max_t_ns"] = out["raw_max_t_ns"].astype("Int64")
+        out = _bounds_in_memory(intervals, out, by=by, groups=groups,
+                                instant_unc_ns=instant_unc_ns)
+    return out
+
+
+#: ``mem_values`` of the percentiles when the values are in memory anyway (never spilled)
+IN_MEMORY = 1 << 62
+
+
+def _bounds_in_memory(intervals: pd.DataFrame, table: pd.DataFrame, *, by, groups,
+                      instant_unc_ns: int) -> pd.DataFrame:
+    """``peak_low_gbps`` / ``peak_high_gbps`` of every row of ``table`` from ``peak_bounds`` on
+    the intervals at hand (each width's peak windows, and the whole range as one window)."""
+    out = table.copy()
+    low = np.full(len(out), np.nan)
+    high = np.full(len(out), np.nan)
+    for (_, w), rows in out.groupby(["window", "window_ns"], sort=False).groups.items():
+        rows = list(rows)
+        sub = out.loc[rows]
+        starts = pd.Series({r.series: (np.nan if pd.isna(r.peak_t_ns) else int(r.peak_t_ns))
+                            for r in sub.itertuples()}, dtype=object)
+        bd = to_gbps(peak_bounds(intervals, starts, int(w), by=by, groups=groups,
+                                 instant_unc_ns=instant_unc_ns), int(w))
+        for i, name in zip(rows, sub["series"], strict=True):
+            low[i] = float(bd.at[name, "low_bytes"])
+            high[i] = float(bd.at[name, "high_bytes"])
+    out["peak_low_gbps"] = low
+    out["peak_high_gbps"] = high
     return out
 
 
@@ -347,7 +288,8 @@ class PeakAcc:
     #: at most this many over-line window starts kept per series to name their causes
     MAX_OVER_KEPT = 10_000
 
-    def __init__(self, mem_values: int | None):
+    def __init__(self, mem_values: int | None, max_over: int | None = MAX_OVER_KEPT):
+        self.max_over = max_over  # None: every over-line window's start kept
         self.n = self.n_nan = self.n_gap = self.n_over = 0
         self.peak = -np.inf
         self.t_peak: int | None = None
@@ -363,8 +305,9 @@ class PeakAcc:
         self.n_gap += int(((qq & QUALITY_GAP) != 0).sum())
         over = (qq & QUALITY_OVER_LINE) != 0
         self.n_over += int(over.sum())
-        if over.any() and len(self.over_t) < self.MAX_OVER_KEPT:
-            self.over_t.extend(int(x) for x in t[over][:self.MAX_OVER_KEPT - len(self.over_t)])
+        room = None if self.max_over is None else self.max_over - len(self.over_t)
+        if over.any() and (room is None or room > 0):
+            self.over_t.extend(int(x) for x in t[over][:room])
         head, raw = headline_peak(gbps, qq)
         if head is not None and gbps[head] > self.peak:
             self.peak, self.t_peak = float(gbps[head]), int(t[head])
@@ -385,10 +328,12 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
                        percentiles=(50, 90, 99), t_ref_ns: int | None = None,
                        gap_factor: float | None = None, max_gbps: float | None = None,
                        mem_values: int = 1 << 20, progress=None,
-                       instant_unc_ns: int = INSTANT_UNC_NS) -> pd.DataFrame:
+                       instant_unc_ns: int = INSTANT_UNC_NS,
+                       line_gbps: float | dict | None = None) -> pd.DataFrame:
     """``peak_table`` of a capture on disk, in one pass over its segments and bounded memory.
 
-    ``capture``: a capture directory or ``stream.CaptureInfo``. Returns the same table as
+    ``capture``: a capture directory, ``stream.CaptureInfo`` or ``stream.MemoryCapture`` (what
+    ``peak_table`` passes: the same pass over intervals in memory). Returns the same table as
     ``peak_table(byte_intervals(load_capture(capture), source=source), ...)`` with the same
     arguments (without ``uncertainty``: see ``peak_table_uncertainty``), on the same grid
     (``origin_ns``, default the capture start): every
@@ -396,8 +341,9 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
     keeping per series the running peak, counts and the usable window rates for the
     percentiles (``stream.ExactPercentiles``: in memory up to ``mem_values`` values, then in a
     temporary file; exact either way). Only the segments around [start_ns, end_ns) are read.
-    Windows over line rate (``series.OverLineFlagger`` with ``instant_unc_ns``) are counted and
-    kept out of the headline as in ``peak_table``.
+    Windows over line rate (``series.OverLineFlagger`` with ``instant_unc_ns`` and the
+    ``line_gbps`` override) are counted and kept out of the headline, the whole range judged as
+    one window by the same rule.
     Raises ``ValueError`` on an empty range or no intervals.
     """
     if start_ns is not None and end_ns is not None and int(end_ns) <= int(start_ns):
@@ -411,7 +357,9 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
     grids.append(WindowGrid(whole_w, start_ns, start_ns, end_ns, clip=True))
     flag = OverLineFlagger(capture, by=by, groups=groups, source=source,
                            gap_factor=DEFAULT_GAP_FACTOR if gap_factor is None else gap_factor,
-                           instant_unc_ns=instant_unc_ns)
+                           line_gbps=line_gbps, instant_unc_ns=instant_unc_ns)
+    # over-line windows kept to name their causes: all of them when the intervals are in memory
+    max_over = None if flag.memory else PeakAcc.MAX_OVER_KEPT
     state: dict = {}
     accs: list[dict[str, PeakAcc]] = [{} for _ in widths]
     held: list[tuple | None] = [None] * len(widths)  # each width's last window, until the end
@@ -438,7 +386,7 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
         for j, col in enumerate(cols):
             acc = accs[i].get(col)
             if acc is None:
-                acc = accs[i][col] = PeakAcc(mem_values)
+                acc = accs[i][col] = PeakAcc(mem_values, max_over)
             acc.add(t, gbps[:, j], qa[:, j])
 
     for i, b, q in iter_windows(capture, grids, by=by, source=source,
@@ -482,6 +430,7 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
     wb = pd.concat([x[0] for x in whole])
     wq = pd.concat([x[1] for x in whole])
     wb, wq = link_view(wb, wq, groups, keep)
+    wq = flag(wb, wq, hi - lo)  # the whole range [lo, hi) as one window, judged the same way
     cols = [c for c in wb.columns if c in spans or c in (groups or {})]
     whole_gbps = to_gbps(wb, hi - lo)
     rows = []
@@ -518,11 +467,8 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
             acc.values.close()
             rows.append(row)
     for col in cols:
-        # the streamed path does not judge the whole-range mean against the line rate: its
-        # over-line count is 0
-        rows.append(_whole_range_row(col, float(whole_gbps[col].iloc[0]),
-                                     int(wq[col].iloc[0]) & ~QUALITY_OVER_LINE, lo, hi, t_ref,
-                                     percentiles))
+        rows.append(_whole_range_row(col, float(whole_gbps[col].iloc[0]), int(wq[col].iloc[0]),
+                                     lo, hi, t_ref, percentiles))
     out = pd.DataFrame(rows)
     means = {col: float(whole_gbps[col].iloc[0]) for col in cols}
     out["mean_gbps"] = out["series"].map(means)

@@ -16,6 +16,10 @@ segment edges exactly what the in-memory functions would see:
   sums of integers, exact in float64 below 2^53 bytes), so the result equals the in-memory one
   except in the last bits of a window cut by a segment edge.
 
+- ``MemoryCapture`` (``memory_capture``): an intervals DataFrame presented as a capture of one
+  segment, so the in-memory functions (``peaks.peak_table``, ...) are this same pass over it,
+  not a second implementation.
+
 Memory: one segment's readings plus the windows not yet final (about one segment's), whatever
 the capture's length. See ``benchmarks/bench_scale.py`` for time and peak memory per command.
 """
@@ -45,20 +49,21 @@ from rdmascope.capture import (
 )
 from rdmascope.quantiles import ExactPercentiles
 
-from .curve import QUALITY_EMPTY, CounterCurve, combine_windows
+from .curve import QUALITY_EMPTY, CounterCurve, combine_windows, counter_rows
 from .intervals import (
     DEFAULT_GAP_FACTOR,
     U32_MAX,
     counter_caps,
     counter_intervals,
     counter_width,
+    default_origin,
     intervals_frame,
     line_attrs,
     select_counters,
 )
 from .load import CaptureFacts, counters_frame
 
-__all__ = ["CaptureInfo", "open_capture", "capture_info", "iter_intervals", "WindowGrid",
+__all__ = ["CaptureInfo", "MemoryCapture", "memory_capture", "open_capture", "capture_info", "iter_intervals", "WindowGrid",
            "iter_windows", "drop_empty_edges", "byte_intervals_streamed", "edge_spans", "FAR_NS",
            "ExactPercentiles"]
 
@@ -139,9 +144,77 @@ def open_capture(path: str | os.PathLike) -> CaptureInfo:
                        rows=int(rows), clean_end=stop is not None, clock_pairs=pairs)
 
 
-def capture_info(capture) -> CaptureInfo:
-    """``capture`` itself when it is a ``CaptureInfo``, else ``open_capture(capture)`` (a path)."""
-    return capture if isinstance(capture, CaptureInfo) else open_capture(capture)
+@dataclass
+class MemoryCapture:
+    """An intervals DataFrame presented to the engine as a capture of one segment.
+
+    The in-memory functions (``peaks.peak_table``, ``bursts.burst_analysis``, ...) are the
+    streamed pass run over this source: ``iter_intervals`` yields every counter's intervals at
+    once as one file's (bound ``FAR_NS``: nothing later), so ``iter_windows`` and the consumers
+    registered on it see them exactly as they see a capture's, with no segment edge inside.
+    Duck-types ``CaptureInfo`` where the engine reads it: ``counters`` (indexed by counter key,
+    the label columns of the intervals and ``data`` True), ``meta`` (empty), ``path``,
+    ``t_start_ns`` (``intervals.default_origin``), ``t_end_ns``, ``interval_ns`` (the
+    intervals' ``attrs["interval_ns"]``, else None). ``intervals``: the frame itself;
+    ``parts``: {counter key: interval arrays} as ``iter_intervals`` yields them. Made by
+    ``memory_capture``.
+    """
+
+    intervals: pd.DataFrame
+    counters: pd.DataFrame
+    parts: dict
+    t_start_ns: int
+    t_end_ns: int
+    interval_ns: int | None
+    meta: dict = field(default_factory=dict)
+    path: Path = Path("<in memory>")
+    spans_memo: dict = field(default_factory=dict, repr=False, compare=False)
+
+
+#: label columns of an intervals frame carried into a ``MemoryCapture``'s counters
+_LABELS = ("series", "device", "direction", "source")
+
+
+def memory_capture(intervals: pd.DataFrame, by: str | None = "series") -> MemoryCapture:
+    """An intervals DataFrame (``byte_intervals``, or built by hand) as a ``MemoryCapture``.
+
+    The counters are split and checked as ``curve.counters_of`` does (sorted by counter_id and
+    start; one counter when there is no counter_id column); each counter's labels are those of
+    its first row. ``by``: the column the caller groups by, checked to exist. Raises
+    ``ValueError`` as ``counters_of`` (no intervals, a missing column, overlapping intervals).
+    """
+    specs, keys, first = counter_rows(intervals, by)
+    cols = [c for c in (*_LABELS, *([by] if by not in (None, *_LABELS, "counter_id") else []))
+            if c in intervals.columns]
+    rows = intervals.iloc[first]
+    cdf = pd.DataFrame({c: [x if not isinstance(x, np.generic) else x.item()
+                            for x in rows[c].tolist()] for c in cols},
+                       index=pd.Index([int(k) for k in keys], name="counter_id"))
+    if "series" not in cdf.columns:
+        cdf["series"] = [str(k) for k in cdf.index]
+    cdf["data"] = True
+    has_unc = {"t0_unc_ns", "t1_unc_ns"} <= set(intervals.columns)
+    parts = {}
+    for k, (spec, idx) in zip(cdf.index, specs, strict=True):
+        if has_unc:
+            u0 = intervals["t0_unc_ns"].to_numpy(np.int64)[idx]
+            u1 = intervals["t1_unc_ns"].to_numpy(np.int64)[idx]
+        else:
+            u0 = u1 = np.zeros(len(spec.t0), np.int64)
+        parts[int(k)] = {"t0_ns": spec.t0, "t1_ns": spec.t1, "t0_unc_ns": u0, "t1_unc_ns": u1,
+                         "bytes": spec.b, "flag": spec.flag}
+    t_end = max(int(p["t1_ns"][-1]) for p in parts.values())
+    attrs = getattr(intervals, "attrs", {}) or {}
+    iv_ns = attrs.get("interval_ns")
+    return MemoryCapture(intervals=intervals, counters=cdf, parts=parts,
+                         t_start_ns=default_origin(intervals), t_end_ns=t_end,
+                         interval_ns=None if iv_ns is None else int(iv_ns))
+
+
+def capture_info(capture) -> CaptureInfo | MemoryCapture:
+    """``capture`` itself when it is a ``CaptureInfo`` or ``MemoryCapture``, else
+    ``open_capture(capture)`` (a path)."""
+    return capture if isinstance(capture, (CaptureInfo, MemoryCapture)) else open_capture(capture)
 
 
 def _squeeze_invalid(t, unc, val, valid, sweep):
@@ -246,6 +319,10 @@ def iter_intervals(capture, *, counters=None, source: str | None = "infiniband",
     info = capture_info(capture)
     cdf = info.counters
     ids = select_counters(cdf, counters, source)
+    if isinstance(info, MemoryCapture):
+        # one segment holding every interval: nothing to read, nothing comes later
+        yield {c: info.parts[c] for c in ids}, FAR_NS
+        return
     caps = counter_caps(info.meta, cdf, ids, max_gbps)
     streams = {c: _CounterStream(c, cdf.loc[c].to_dict(), interval_ns=info.interval_ns,
                                  gap_factor=gap_factor, max_gbps=caps[c],

@@ -122,9 +122,41 @@ def _peaks_both(path, **kw):
     {"windows_ns": (MS, 2 * MS, 11 * MS), "by": "direction", "percentiles": (0, 37.5, 100)},
 ])
 def test_peak_table_capture_equals_in_memory(tmp_path, kw):
+    """One engine: the pass over the capture's segments (each edge carried) equals the same
+    pass over the loaded intervals as one segment (``stream.MemoryCapture``)."""
     path = _edgy_capture(tmp_path / "c", roll_every=9)
     got, want = _peaks_both(path, **kw)
     pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-12)
+
+
+def test_peak_table_against_rebin_by_hand(tmp_path):
+    """A second method, not the engine's pass: the 1 ms headline peak is the highest window of
+    ``rebin_with_quality`` with none of HEADLINE_EXCLUDE, the whole-range mean is the bytes over
+    the span, on the segmented capture and in memory alike."""
+    from rdmascope.analysis import peak_table
+    from rdmascope.analysis.curve import HEADLINE_EXCLUDE
+    from rdmascope.analysis.peaks import peak_table_capture
+
+    path = _edgy_capture(tmp_path / "c", roll_every=9)
+    iv = byte_intervals(load_capture(path))
+    b, q = rebin_with_quality(iv, MS)
+    lo, hi = int(iv["t0_ns"].min()), int(iv["t1_ns"].max())
+    for tab in (peak_table(iv, windows_ns=(MS,)), peak_table_capture(path, windows_ns=(MS,))):
+        rows = tab.set_index(["series", "window"])
+        for col in b.columns:
+            good = (q[col].to_numpy() & HEADLINE_EXCLUDE) == 0
+            rate = b[col].to_numpy()[good] * 8.0 / MS
+            if not len(rate):
+                assert pd.isna(rows.at[(col, "1 ms"), "peak_gbps"])
+                continue
+            assert rows.at[(col, "1 ms"), "peak_gbps"] == pytest.approx(rate.max(), rel=1e-12)
+            assert rows.at[(col, "1 ms"), "peak_t_ns"] == int(
+                b.index.to_numpy()[good][np.argmax(rate)])
+            mine = iv.loc[iv["series"] == col, "bytes"]
+            want = np.nan if mine.isna().any() else mine.sum() * 8.0 / (hi - lo)
+            assert rows.at[(col, "whole range"), "peak_gbps"] == pytest.approx(
+                want, rel=1e-9, nan_ok=True)
+        assert rows["peak_gbps"].notna().any()
 
 
 def test_peak_table_capture_twin_links(tmp_path):
