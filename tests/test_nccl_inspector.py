@@ -316,3 +316,32 @@ def test_perfetto_run_set_shifts_each_hosts_collectives_by_its_offset(tmp_path, 
         t0 = next(n for n in truth["nodes"] if n["host"] == h)["start_monotonic_ns"]
         first = min(c["ts"] for c in colls) * 1e3
         assert abs(first - (t0 + own[0]["t_start_s"] * 1e9 + offs[h])) < 1e6, h
+        # and each of its bursts names the collectives that caused it, on the same axis
+        bursts = [e for e in ev if e["ph"] == "X" and e["pid"] == pid[h] and e["name"] == "burst"]
+        assert bursts and all(b["args"]["collectives"] >= 1 for b in bursts), h
+
+
+def test_perfetto_burst_slices_name_their_collectives(tmp_path, run):
+    out = tmp_path / "t.json"
+    r = CliRunner().invoke(main, ["export", "perfetto", str(run), "-o", str(out), "--inspector",
+                                  str(run / "nccl-inspector")])
+    assert r.exit_code == 0, r.output
+    ev = json.loads(out.read_text())
+    ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+    tid = {e["tid"]: e["args"]["name"] for e in ev if e.get("name") == "thread_name"}
+    bursts = [e for e in ev if e.get("ph") == "X" and e["name"] == "burst"
+              and tid[e["tid"]] == "bursts rocep1s0f1/tx"]
+    assert bursts
+    # the emulator sends only inside collectives: each burst names at least one, as
+    # `bursts --inspector` does for the same series
+    assert all(b["args"]["collectives"] >= 1 and b["args"]["nccl_expected_bytes"] > 0
+               for b in bursts)
+    r = CliRunner().invoke(main, ["bursts", str(run), "--inspector", str(run / "nccl-inspector"),
+                                  "--json"])
+    table = [b for b in json.loads(r.output)["bursts"] if b["series"] == "rocep1s0f1/tx"]
+    got = sorted(bursts, key=lambda e: e["ts"])
+    assert [b["args"]["nccl"] for b in got] == [b["nccl"] for b in table]
+    assert [b["args"]["nccl"] for b in got[:3]] == ["AllReduce x1 sn 1", "AllReduce x1 sn 2",
+                                                    "AllReduce x1 sn 3"]
+    assert [b["args"]["nccl_expected_bytes"] for b in got] == \
+        [round(b["nccl_expected_bytes"]) for b in table]

@@ -92,8 +92,9 @@ def annotate_or_fail(cap, table, inspector, name: str):
 
 def add_collective_tracks(tl, caps, inspector, clock: str) -> None:
     """``export perfetto --inspector``: append an "NCCL collectives" slice track to each
-    process (capture) of timeline ``tl`` whose host has Inspector records; a host without any is
-    noted. ``clock``: the timeline's ("monotonic", "realtime", or "reference": a run set, each
+    process (capture) of timeline ``tl`` whose host has Inspector records, and name in each of
+    its burst slices the collectives that caused it (``label_burst_slices``); a host without
+    any is noted. ``clock``: the timeline's ("monotonic", "realtime", or "reference": a run set, each
     host's collectives moved by its offset, ``tl.axis["offsets_ns"]``, as its counters are).
     Inspector errors -> ClickException."""
     from rdmascope.analysis.nccl.collectives import collective_slices, place_records
@@ -116,4 +117,33 @@ def add_collective_tracks(tl, caps, inspector, clock: str) -> None:
                       in collective_slices(placed, clock="monotonic")]
         else:
             slices = collective_slices(placed, clock=clock)
+        label_burst_slices(proc, placed, slices)
         proc.tracks.append(Track(name="NCCL collectives", kind="slices", slices=slices))
+
+
+def label_burst_slices(proc, placed, slices) -> None:
+    """Name in the args of each burst slice of timeline process ``proc`` (its "bursts <series>"
+    tracks) the collectives that overlap it, as ``bursts --inspector`` does (``annotate_bursts``):
+    ``nccl`` (e.g. "AllReduce x1 sn 12"; "none"), ``collectives`` (count) and
+    ``nccl_expected_bytes`` (their expected wire bytes per rank). ``placed``: ``place_records``'s
+    frame; ``slices``: its ``collective_slices`` on the timeline's axis (row for row)."""
+    import math
+
+    import pandas as pd
+
+    from rdmascope.analysis.nccl.collectives import annotate_bursts
+
+    on_axis = placed.assign(start_ns=[int(x[0]) for x in slices],
+                            end_ns=[int(x[1]) for x in slices])
+    on_axis = on_axis.sort_values("start_ns", kind="stable").reset_index(drop=True)
+    for tr in proc.tracks:
+        if tr.kind != "slices" or not tr.name.startswith("bursts ") or not tr.slices:
+            continue
+        b = annotate_bursts(pd.DataFrame({"start_ns": [x[0] for x in tr.slices],
+                                          "end_ns": [x[1] for x in tr.slices]}), on_axis)
+        tr.slices = [(t0, t1, name, {**args, "nccl": text or "none", "collectives": int(n),
+                                     "nccl_expected_bytes": int(round(e)) if math.isfinite(e)
+                                     else None})
+                     for (t0, t1, name, args), text, n, e in
+                     zip(tr.slices, b["nccl"], b["collectives"], b["nccl_expected_bytes"],
+                         strict=True)]
