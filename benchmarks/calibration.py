@@ -67,27 +67,37 @@ STUDY_PREFILL_MEAN = 37.0
 #: 1,024-token pass as cheap as the study's P1 while keeping P3 - P4 (7 passes more) at 4 s
 TTFT_WEIGHT: dict[str, float] = {}
 
-#: rows the model is known not to meet, with the one-line reason printed under the table
+#: rows the model is known not to meet, with the one-line reason printed under the table. The
+#: numbers in braces are computed from the emulator's runs and the study's figures by
+#: ``explanation_numbers`` (nothing typed in: a regression of the model changes the text, and
+#: ``tests/test_calibration.py`` checks them); ``explained_texts`` fills them in.
 EXPLAINED = {
     "P6 increase (emulated - 200)": (
-        "the study's P6 rose 1.05 s above the byte bound; the model's increase comes from bytes "
-        "(plus the first pair's decode tokens), so it stays below the bound as P4's does (93 %)"),
+        "the study's P6 rose {p6_above_bound_s:.2f} s above the byte bound; the model's increase "
+        "comes from bytes (plus the first pair's decode tokens), so it stays below the bound as "
+        "P4's does ({p4_last_pct_of_bound:.0f} %)"),
     "P6 increase, % of bound": (
         "same as the row above"),
     "P4 mean TTFT increase (per request)": (
         "no link model reaches it: the 4 prompts are prefilled in pairs (the time to the last "
         "first token and P6's first tokens at ~22/~45 s say so), so the bytes in the requests' "
-        "prefill windows allow at most 16.7 % (17.6 % at the study's measured 3.57 MB per "
-        "token) of the mean TTFT; with its first pair at ~11.5 s (half of 23.0 s, as P6's 22 of "
-        "45.8 s), the study's +22.5 % needs ~4.3 s more for that pair, 2.2 x its 1.95 s byte "
-        "bound, while its last first token rose only 93 % of its bound"),
+        "prefill windows allow at most {p4_window_pct:.1f} % ({p4_window_pct_study:.1f} % at the "
+        "study's measured 3.57 MB per token) of the mean TTFT; with its first pair at "
+        "~{p4_study_first_s:.1f} s (half of {p4_study_last_s:.1f} s, as P6's 22 of 45.8 s), the "
+        "study's +22.5 % needs ~{p4_study_first_increase_s:.1f} s more for that pair, "
+        "{p4_first_over_bound:.1f} x its {p4_first_bound_study_s:.2f} s byte bound, while its last "
+        "first token rose only {p4_last_pct_of_bound:.0f} % of its bound"),
     "P6 mean TTFT increase (per request)": (
-        "the byte bound of the prefill windows is 16.3 % (17.2 % at 3.57 MB per token); the "
-        "study's 17.9 % is its second pair's 1.05 s above the bound (the P6 rows above): its "
-        "first pair's implied increase, 2 x 17.9 % x 33.9 s - 8.44 s = 3.7 s, is 95 % of its "
-        "3.9 s byte bound, as the model's first pair (3.50 s, 94.7 % of 3.69 s at the "
-        "formula's bytes); the model cannot add the second pair's excess without breaking P4, "
-        "whose second pair (the same schedule) stayed at 93 %"),
+        "the byte bound of the prefill windows is {p6_window_pct:.1f} % "
+        "({p6_window_pct_study:.1f} % at 3.57 MB per token); the study's 17.9 % is its second "
+        "pair's {p6_above_bound_s:.2f} s above the bound (the P6 rows above): its first pair's "
+        "implied increase, 2 x 17.9 % x {p6_study_mean_s:.1f} s - {p6_study_last_increase_s:.2f} s "
+        "= {p6_study_first_increase_s:.1f} s, is {p6_study_first_pct_of_bound:.0f} % of its "
+        "{p6_first_bound_study_s:.1f} s byte bound, as the model's first pair "
+        "({p6_model_first_increase_s:.2f} s, {p6_model_first_pct_of_bound:.1f} % of "
+        "{p6_first_bound_s:.2f} s at the formula's bytes); the model cannot add the second pair's "
+        "excess without breaking P4, whose second pair (the same schedule) stayed at "
+        "{p4_last_pct_of_bound:.0f} %"),
     "8K prefill, whole-prefill mean": (
         "prefill bytes / TTFT: the formula's bytes over P2's TTFT at 200, which the fit leaves "
         "a few % short of the study's (the compute model's compromise with P1, see TTFT_WEIGHT)"),
@@ -199,8 +209,78 @@ def bound_s(prompt_tokens: int) -> float:
     return prompt_tokens * ModelArch().bytes_per_token * 8 * (1 / 109e9 - 1 / 200e9)
 
 
+#: the emulated link's extra seconds per byte moved (the bound's factor): 8 x (1/109 - 1/200) per Gb/s
+_EXTRA_S_PER_BYTE = 8 * (1 / 109e9 - 1 / 200e9)
+
+
+def explanation_numbers(runs) -> dict[str, float]:
+    """The numbers of ``EXPLAINED``'s reasons, from the runs of ``measure`` (test, link) -> trace
+    and the study's figures.
+
+    Per test P4/P6 at 200 Gb/s: ``*_window_pct`` = the mean over requests of the byte bound of
+    each request's prefill window ``[t_send, t_first]`` (the model's bytes in it x 8 x (1/109 -
+    1/200) per Gb/s) over the mean TTFT, in % (``*_study``: at the study's 3.57 MB per token);
+    ``*_first_bound_s`` = that bound for the first pair (the round's earliest first token); the
+    model's first-pair increase (emulated - 200) and its % of that bound; from the study: its
+    last first token's increase as % of ``bound_s`` and its excess over it, and the first pair's
+    increase the study's per-request % implies, ``2 x pct x mean TTFT - last pair's increase``
+    (mean TTFT of a pair at the first and one at the last first token; P4's first pair taken at
+    half its last, as P6's measured 22 of 45.8 s), over the first pair's bound at the study's
+    bytes.
+    """
+    scale = STUDY_MB_PER_TOKEN / FORMULA_MB_PER_TOKEN
+    out: dict[str, float] = {}
+    for test in ("P4", "P6"):
+        a, b = runs[test, "200"], runs[test, "emulated100"]
+        k = test.lower()
+        bounds, ttfts, first = [], [], []
+        for rs in _by_round(a).values():
+            for r in rs:
+                w = a.collective_bytes([r.t_send_ns, r.t_first_ns])
+                bounds.append((w[1] - w[0]) * _EXTRA_S_PER_BYTE)
+                ttfts.append((r.t_first_ns - r.t_send_ns) / 1e9)
+            f = min(rs, key=lambda r: r.t_first_ns)
+            w = a.collective_bytes([f.t_send_ns, f.t_first_ns])
+            first.append((w[1] - w[0]) * _EXTRA_S_PER_BYTE)
+        out[f"{k}_window_pct"] = 100 * float(np.mean(bounds)) / float(np.mean(ttfts))
+        out[f"{k}_window_pct_study"] = out[f"{k}_window_pct"] * scale
+        fb = float(np.mean(first))
+        out[f"{k}_first_bound_s"] = fb
+        out[f"{k}_first_bound_study_s"] = fb * scale
+        inc = ttft_first(b) - ttft_first(a)
+        out[f"{k}_model_first_increase_s"] = inc
+        out[f"{k}_model_first_pct_of_bound"] = 100 * inc / fb
+        sa, sb = STUDY_TTFT[test]
+        bd = bound_s(sum(a.scenario.groups[0].prompt_tokens))
+        out[f"{k}_last_pct_of_bound"] = 100 * (sb - sa) / bd
+        out[f"{k}_above_bound_s"] = (sb - sa) - bd
+        first_s = 22.0 if test == "P6" else sa / 2
+        mean_s = (first_s + sa) / 2
+        first_inc = 2 * STUDY_PER_REQUEST_PCT[test] / 100 * mean_s - (sb - sa)
+        out[f"{k}_study_first_s"] = first_s
+        out[f"{k}_study_last_s"] = sa
+        out[f"{k}_study_mean_s"] = mean_s
+        out[f"{k}_study_last_increase_s"] = sb - sa
+        out[f"{k}_study_first_increase_s"] = first_inc
+        out[f"{k}_study_first_pct_of_bound"] = 100 * first_inc / (fb * scale)
+        out[f"{k}_first_over_bound"] = first_inc / (fb * scale)
+    return out
+
+
+def explained_texts(numbers: dict[str, float]) -> dict[str, str]:
+    """``EXPLAINED`` with ``explanation_numbers`` filled in."""
+    return {name: text.format(**numbers) for name, text in EXPLAINED.items()}
+
+
 def measure(*, fast: bool = False, compute: ComputeModel | None = None) -> list[Row]:
     """Run the study's tests through the emulator and return the calibration rows."""
+    return measure_with_notes(fast=fast, compute=compute)[0]
+
+
+def measure_with_notes(*, fast: bool = False, compute: ComputeModel | None = None
+                       ) -> tuple[list[Row], dict[str, str]]:
+    """``measure``'s rows and the reasons of the explained ones, their numbers computed from the
+    same runs (``explained_texts(explanation_numbers(runs))``)."""
     rounds = 3
     out_tokens = 64 if fast else 1024
     rows: list[Row] = []
@@ -247,11 +327,13 @@ def measure(*, fast: bool = False, compute: ComputeModel | None = None) -> list[
                         "8K prefill peak, 1 s window", v, v * RATE_SCALE, peaks[w], tol, "Gb/s"))
     rows.append(Row("8K prefill, whole-prefill mean", STUDY_PREFILL_MEAN,
                     STUDY_PREFILL_MEAN * RATE_SCALE, mean, 0.05, "Gb/s"))
-    return rows
+    return rows, explained_texts(explanation_numbers(runs))
 
 
-def format_table(rows: list[Row]) -> str:
-    """The side-by-side table, then the one-line reasons of the explained rows."""
+def format_table(rows: list[Row], notes: dict[str, str] | None = None) -> str:
+    """The side-by-side table, then the one-line reasons of the explained rows (``notes``, from
+    ``measure_with_notes``; without them the reasons' templates)."""
+    notes = notes if notes is not None else EXPLAINED
     head = (f"{'quantity':<42} {'study':>8} {'target':>8} {'emulator':>9} {'dev':>8} "
             f"{'tol':>6}  verdict")
     lines = [head, "-" * len(head)]
@@ -260,11 +342,11 @@ def format_table(rows: list[Row]) -> str:
         tol = f"{r.tol:g}" if r.abs_tol else f"{100 * r.tol:g}%"
         lines.append(f"{r.name:<42} {r.study:>8.3g} {r.target:>8.4g} {r.value:>9.4g} {dev:>8} "
                      f"{tol:>6}  {r.verdict} ({r.unit})")
-    notes = [r for r in rows if r.verdict == "explained"]
-    if notes:
+    explained = [r for r in rows if r.verdict == "explained"]
+    if explained:
         lines.append("")
-        for r in notes:
-            lines.append(f"{r.name}: {EXPLAINED[r.name]}")
+        for r in explained:
+            lines.append(f"{r.name}: {notes[r.name]}")
     return "\n".join(lines)
 
 
@@ -360,11 +442,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.fit:
         comp = fit()
         print("fitted:", comp, file=sys.stderr)
-    rows = measure(fast=args.fast, compute=comp)
+    rows, notes = measure_with_notes(fast=args.fast, compute=comp)
     print(f"emulator vs study ({'fast subset' if args.fast else 'whole table'}); rates compared "
           f"at the formula's {FORMULA_MB_PER_TOKEN:.3f} MB/token (target = study x "
           f"{RATE_SCALE:.4f})")
-    print(format_table(rows))
+    print(format_table(rows, notes))
     misses = [r for r in rows if r.verdict == "MISS"]
     print(f"\n{len(rows)} rows: {sum(r.ok for r in rows)} within tolerance, "
           f"{len(rows) - len(misses) - sum(r.ok for r in rows)} explained, {len(misses)} missed")
