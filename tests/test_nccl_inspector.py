@@ -345,3 +345,31 @@ def test_perfetto_burst_slices_name_their_collectives(tmp_path, run):
                                                     "AllReduce x1 sn 3"]
     assert [b["args"]["nccl_expected_bytes"] for b in got] == \
         [round(b["nccl_expected_bytes"]) for b in table]
+
+
+def test_report_bursts_name_their_collectives(tmp_path, run):
+    import pandas as pd
+    from rdmascope.analysis.load import load_capture
+    from rdmascope.analysis.nccl.report import BURST_ROWS, bursts_table
+
+    out = tmp_path / "rep"
+    r = CliRunner().invoke(main, ["report", str(run), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "Bursts and the NCCL collectives that caused them" in (out / "report.html").read_text()
+    (csv,) = [p for p in (out / "tables").iterdir() if p.name.endswith("_nccl-bursts.csv")]
+    t = pd.read_csv(csv)
+    assert 0 < len(t) <= BURST_ROWS and (t["collectives"] >= 1).all()
+    assert t["nccl"].str.fullmatch(r"(AllReduce|AllGather) x\d+ sn \d+(-\d+)?.*").all()
+    # a prefill all-reduce alone in its burst: the wire bytes are its expected bytes, to the
+    # 1 ms readings at the burst's edges
+    one = t[t["collectives"] == 1]
+    assert len(one) and ((one["ratio"] - 1).abs() < 0.05).all()
+    # a collective NCCL did not record (its record left out): its burst is listed first, with none
+    cap = load_capture(run)
+    recs = read_inspector([run / "nccl-inspector"])
+    sn = int(one["nccl"].iloc[0].split(" sn ")[1])
+    got = bursts_table(cap, recs[recs["sn"] != sn])
+    lone = got["frame"][got["frame"]["collectives"] == 0]
+    assert len(lone) == 1 and lone["nccl"].iloc[0] == "none"
+    assert lone["t_start_s"].iloc[0] == pytest.approx(one["t_start_s"].iloc[0], abs=1e-3)
+    assert "1 none (traffic NCCL's Inspector did not record" in got["note"]
