@@ -276,10 +276,11 @@ def test_report_tables_as_csv_named_by_content_and_round_trip(sim_runs, tmp_path
     names = sorted(p.name for p in tables.glob("*.csv"))
     per_config = ("per-request", "per-test", "per-cell", "per-cell-throughput", "peaks", "bursts",
                   "devices")
-    # simulate capture also writes NCCL Inspector records: their per size class table
-    nccl = [f"{c}_nccl-collectives.csv" for c, link in (("200-gb-s", "200"),
-                                                         ("emulated-100-gb-s", "emulated100"))
-            if (sim_runs / link / "nccl-inspector").is_dir()]
+    # simulate capture also writes NCCL Inspector records: their per size class table and the
+    # bursts with their collectives
+    nccl = [f"{c}_nccl-{t}.csv" for c, link in (("200-gb-s", "200"),
+                                               ("emulated-100-gb-s", "emulated100"))
+            if (sim_runs / link / "nccl-inspector").is_dir() for t in ("collectives", "bursts")]
     assert names == sorted(["comparison.csv"] + nccl + [f"{c}_{t}.csv" for c in
                                                         ("200-gb-s", "emulated-100-gb-s")
                                                         for t in per_config])
