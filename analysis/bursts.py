@@ -19,10 +19,9 @@ import pandas as pd
 from rdmascope.quantiles import ExactPercentiles
 
 from .curve import HEADLINE_EXCLUDE, QUALITY_OVER_LINE
-from .intervals import default_origin
 from .overline_pass import OverLineFlagger, pass_hooks
-from .peaks import link_view, rebin_view
-from .stream import WindowGrid, capture_info, iter_windows
+from .peaks import link_view
+from .stream import WindowGrid, capture_info, iter_windows, memory_capture
 from .windows import to_gbps
 
 __all__ = ["allreduce_bytes", "detect_bursts", "burst_analysis", "BurstResult"]
@@ -66,56 +65,10 @@ def detect_bursts(bytes_per_window: pd.Series, width_ns: int, *, capacity_gbps: 
     t = bytes_per_window.index.to_numpy(np.int64)
     if len(t) > 1 and (np.diff(t) != width_ns).any():
         raise ValueError("windows must be consecutive and of the given width")
-    rate = to_gbps(b, width_ns)
-    valid = ~np.isnan(rate)
-    hi = valid & (rate >= enter_frac * capacity_gbps)
-    stay = valid & (rate >= leave_frac * capacity_gbps)
-    # runs of `stay`; a burst is a run from its first `hi` window to the run's end
-    edges = np.diff(np.concatenate([[0], stay.astype(np.int8), [0]]))
-    run_s = np.flatnonzero(edges == 1)
-    run_e = np.flatnonzero(edges == -1)  # exclusive
-    his = np.flatnonzero(hi)
-    first_hi = his[np.minimum(np.searchsorted(his, run_s), len(his) - 1)] if len(his) else \
-        np.full(len(run_s), -1)
-    keep = (first_hi >= run_s) & (first_hi < run_e) if len(his) else np.zeros(len(run_s), bool)
-    s_idx, e_idx = first_hi[keep], run_e[keep]
-    cb = np.concatenate([[0.0], np.cumsum(np.where(valid, b, 0.0))])
-    byt = cb[e_idx] - cb[s_idx]
-    raw_peak = _run_max(rate, s_idx, e_idx)
-    qq = (np.zeros(len(b), np.int64) if quality is None
-          else np.asarray(quality, dtype=np.int64))
-    good = np.where((qq & HEADLINE_EXCLUDE) == 0, rate, -np.inf)
-    peak = _run_max(good, s_idx, e_idx)
-    peak = np.where(np.isfinite(peak), peak, np.nan) if len(peak) else peak
-    c_over = np.concatenate([[0], np.cumsum((qq & QUALITY_OVER_LINE) != 0)])
-    n_over = (c_over[e_idx] - c_over[s_idx]).astype(np.int64)
-    start = t[s_idx] if len(t) else np.zeros(0, np.int64)
-    end = (t[e_idx - 1] + width_ns) if len(t) else np.zeros(0, np.int64)
-    dur = (end - start) / 1e9
-    gap = np.concatenate([[np.nan], (start[1:] - end[:-1]) / 1e9]) if len(start) else \
-        np.zeros(0)
-    return pd.DataFrame({
-        "start_ns": start.astype(np.int64), "end_ns": end.astype(np.int64),
-        "duration_s": dur, "bytes": byt,
-        "peak_gbps": peak if len(peak) else np.zeros(0),
-        "raw_peak_gbps": raw_peak if len(raw_peak) else np.zeros(0),
-        "over_line_windows": n_over,
-        "mean_gbps": np.divide(byt * 8, (end - start).astype(float),
-                               out=np.zeros(len(byt)), where=(end - start) > 0),
-        "gap_before_s": gap,
-    })
-
-
-def _run_max(x: np.ndarray, s_idx: np.ndarray, e_idx: np.ndarray) -> np.ndarray:
-    """Maximum of x[s:e] for each non-empty run [s, e) (one numpy call, not one per run)."""
-    if not len(s_idx):
-        return np.zeros(0)
-    # reduceat over the interleaved starts and ends: even slots hold max(x[s:e]); a run ending
-    # at len(x) needs a sentinel slot after the data
-    xx = np.concatenate([x, [np.nan]])
-    idx = np.empty(2 * len(s_idx), np.int64)
-    idx[0::2], idx[1::2] = s_idx, e_idx
-    return np.maximum.reduceat(xx, idx)[0::2]
+    # the one detector (``_BurstStream``), its windows given as one block
+    det = _BurstStream(width_ns, enter_frac * capacity_gbps, leave_frac * capacity_gbps)
+    det.add(t, b, None if quality is None else np.asarray(quality, dtype=np.int64))
+    return det.finish()
 
 
 @dataclass
@@ -206,31 +159,24 @@ def burst_analysis(intervals: pd.DataFrame, *, capacity_gbps: float, start_ns: i
 
     ``capacity_gbps``: the link capacity the thresholds are relative to (e.g. 200 for a Spark
     cable summed over twins, ~109 for one twin). ``expected_allreduce``: bytes of one all-reduce
-    per node (``allreduce_bytes``) to set beside each burst's bytes. Windows default to start at
-    ``start_ns`` (or the first reading). Raises ``ValueError`` as ``detect_bursts``/``rebin``.
+    per node (``allreduce_bytes``) to set beside each burst's bytes. Windows lie on the one grid
+    (``origin_ns``, default the capture start: ``intervals.default_origin``) over ``start_ns``
+    (or the first reading) to ``end_ns`` (or the last). Raises ``ValueError`` as
+    ``detect_bursts``/``rebin``.
+
+    One engine: this is ``burst_analysis_capture``'s pass over ``intervals`` presented as a
+    capture of one segment (``stream.memory_capture``).
     """
-    lo = int(intervals["t0_ns"].min()) if start_ns is None else int(start_ns)
-    hi = int(intervals["t1_ns"].max()) if end_ns is None else int(end_ns)
-    origin = default_origin(intervals, lo) if origin_ns is None else int(origin_ns)
-    t_ref = lo if t_ref_ns is None else int(t_ref_ns)
-    b, q = rebin_view(intervals, width_ns, origin_ns=origin, start_ns=lo, end_ns=hi, by=by,
-                      groups=groups, keep=keep)
-    tables, summary = [], []
-    for col in b.columns:
-        s = b[col]
-        bt = detect_bursts(s, width_ns, capacity_gbps=capacity_gbps, enter_frac=enter_frac,
-                           leave_frac=leave_frac, quality=q[col])
-        tables.append(_label_table(bt, col, t_ref, expected_allreduce))
-        nvalid = int(s.notna().sum())
-        summary.append(_summary_row(col, bt, nvalid=nvalid, nansum=float(np.nansum(s.to_numpy())),
-                                    nan_windows=int(s.isna().sum()), width_ns=width_ns,
-                                    capacity_gbps=capacity_gbps, enter_frac=enter_frac,
-                                    leave_frac=leave_frac,
-                                    over_line_windows=int(((q[col].to_numpy()
-                                                            & QUALITY_OVER_LINE) != 0).sum())))
-    return _result(tables, summary, capacity_gbps=capacity_gbps, enter_frac=enter_frac,
-                   leave_frac=leave_frac, width_ns=width_ns, lo=lo, hi=hi,
-                   expected_allreduce=expected_allreduce)
+    if capacity_gbps <= 0:
+        raise ValueError(f"link capacity must be positive, got {capacity_gbps} Gb/s")
+    if not 0 < leave_frac <= enter_frac:
+        raise ValueError(f"need 0 < leave ({leave_frac}) <= enter ({enter_frac})")
+    # the engine's pass over the intervals as a one-segment capture (``stream.MemoryCapture``)
+    return burst_analysis_capture(memory_capture(intervals, by), capacity_gbps=capacity_gbps,
+                                  start_ns=start_ns, end_ns=end_ns, width_ns=width_ns,
+                                  origin_ns=origin_ns, by=by, source=None, groups=groups,
+                                  keep=keep, enter_frac=enter_frac, leave_frac=leave_frac,
+                                  expected_allreduce=expected_allreduce, t_ref_ns=t_ref_ns)
 
 
 class _BurstStream:
@@ -452,7 +398,8 @@ def burst_analysis_capture(capture, *, capacity_gbps: float, start_ns: int | Non
                            keep_rows: int | None = None) -> BurstResult:
     """``burst_analysis`` of a capture on disk, one segment at a time (bounded memory).
 
-    ``capture``: a capture directory or ``stream.CaptureInfo``. The same result as
+    ``capture``: a capture directory, ``stream.CaptureInfo`` or ``stream.MemoryCapture`` (what
+    ``burst_analysis`` passes). The same result as
     ``burst_analysis(byte_intervals(load_capture(capture), source=source), ...)`` with the same
     arguments (windows on the one grid: ``origin_ns``, default the capture start): the windows
     stream from ``stream.iter_windows`` and a run of windows above the leave threshold that
