@@ -514,8 +514,9 @@ def split_notes(summary: dict[str, Any]) -> list[str]:
         from .conserving import MAX_PAIRS
 
         return [f"requests overlap too densely for the conserving split ({over:,} request-"
-                f"segment pairs, more than {MAX_PAIRS:,}): the *_split_bytes columns are unknown "
-                "(NaN); a shorter --from/--to range, or fewer requests at once, gives them"]
+                f"segment pairs, more than {MAX_PAIRS:,} requests in flight at one instant: no "
+                "time block holds them): the *_split_bytes columns are unknown (NaN); fewer "
+                "requests at once gives them"]
     tot, win = summary.get("split_total_tx_bytes"), summary.get("window_sum_tx_bytes")
     if not tot or not np.isfinite(tot) or win is None or win <= OVERLAP_NOTE_RATIO * tot:
         return []

@@ -31,11 +31,42 @@ def requests(n: int, t0_s: float, t1_s: float, *, seed: int = 7, tokens: int = 1
     return send, ttft, itl, prompt
 
 
+def closed_loop(n: int, t0_s: float, t1_s: float, concurrency: int, *, seed: int = 7,
+                tokens: int = 16):
+    """``requests`` of a closed-loop benchmark: ``concurrency`` clients each send their next
+    request when the previous one ends, ``n`` requests in all over [t0_s, t1_s) (each lasts
+    about concurrency x (t1_s - t0_s) / n: heavy overlap, every instant ``concurrency`` in
+    flight). TTFT a third of a request, the decode the rest (``tokens`` - 1 gaps)."""
+    rng = np.random.default_rng(seed)
+    per = n // concurrency + (np.arange(concurrency) < n % concurrency)
+    mean = concurrency * (t1_s - t0_s) / n
+    send, ttft, itl = [], [], []
+    for c in range(concurrency):
+        dur = mean * rng.uniform(0.8, 1.0, per[c])
+        dur *= (t1_s - t0_s) / max(dur.sum(), 1e-9) * 0.995  # the client's requests fit
+        start = t0_s + rng.uniform(0, 0.005) + np.concatenate([[0.0], np.cumsum(dur)[:-1]])
+        f = rng.uniform(0.2, 0.4, per[c])
+        send.append(start)
+        ttft.append(dur * f)
+        gaps = rng.uniform(0.5, 1.5, (per[c], tokens - 1))
+        itl.append(gaps / gaps.sum(axis=1, keepdims=True) * (dur * (1 - f) * 0.999)[:, None])
+    order = np.argsort(np.concatenate(send), kind="stable")
+    prompt = rng.integers(1, 16, n) * 512
+    return (np.concatenate(send)[order], np.concatenate(ttft)[order],
+            np.concatenate(itl)[order], prompt)
+
+
 def write(path: str | Path, fmt: str, n: int, t0_s: float, t1_s: float, *, seed: int = 7,
-          tokens: int = 16, realtime_minus_mono_ns: int = 0) -> Path:
-    """Write ``n`` requests as ``fmt`` to ``path``; return the path."""
+          tokens: int = 16, realtime_minus_mono_ns: int = 0,
+          concurrency: int | None = None) -> Path:
+    """Write ``n`` requests as ``fmt`` to ``path``; return the path. ``concurrency``: a
+    closed loop of that many clients (``closed_loop``) instead of sends spread evenly."""
     path = Path(path)
-    send, ttft, itl, prompt = requests(n, t0_s, t1_s, seed=seed, tokens=tokens)
+    if concurrency:
+        send, ttft, itl, prompt = closed_loop(n, t0_s, t1_s, concurrency, seed=seed,
+                                              tokens=tokens)
+    else:
+        send, ttft, itl, prompt = requests(n, t0_s, t1_s, seed=seed, tokens=tokens)
     lat = ttft + itl.sum(axis=1)
     failed = (np.arange(n) % 500) == 499
     if fmt in ("native", "native-csv"):
