@@ -97,9 +97,8 @@ def add_collective_tracks(tl, caps, inspector, clock: str) -> None:
     any is noted. ``clock``: the timeline's ("monotonic", "realtime", or "reference": a run set, each
     host's collectives moved by its offset, ``tl.axis["offsets_ns"]``, as its counters are).
     Inspector errors -> ClickException."""
-    from rdmascope.analysis.nccl.collectives import collective_slices, place_records
     from rdmascope.analysis.nccl.inspector import InspectorError, read_inspector
-    from rdmascope.analysis.timeline import Track, _host
+    from rdmascope.analysis.timeline import Track
 
     try:
         recs = read_inspector(inspector)
@@ -107,18 +106,28 @@ def add_collective_tracks(tl, caps, inspector, clock: str) -> None:
         raise click.ClickException(str(exc)) from exc
     for proc, cap in zip(tl.processes, caps, strict=False):
         try:
-            placed = place_records(cap, recs)
+            placed, slices = collectives_on_axis(cap, recs, clock, tl.axis.get("offsets_ns"))
         except InspectorError as exc:
             tl.notes.append(f"{cap.path}: {exc}")
             continue
-        if clock == "reference":  # the host's CLOCK_MONOTONIC plus its offset to the reference
-            off = int(tl.axis["offsets_ns"][_host(cap)])
-            slices = [(t0 + off, t1 + off, name, args) for t0, t1, name, args
-                      in collective_slices(placed, clock="monotonic")]
-        else:
-            slices = collective_slices(placed, clock=clock)
         label_burst_slices(proc, placed, slices)
         proc.tracks.append(Track(name="NCCL collectives", kind="slices", slices=slices))
+
+
+def collectives_on_axis(cap, recs, clock: str, offsets: dict | None = None):
+    """(placed, slices): ``place_records`` of ``recs`` for capture ``cap`` and their
+    ``collective_slices`` on a timeline's axis: "monotonic", "realtime", or "reference" (the
+    host's CLOCK_MONOTONIC plus ``offsets[host]``, as ``build_timeline`` moves its counters).
+    Raises ``InspectorError`` when no record is of the capture's host."""
+    from rdmascope.analysis.nccl.collectives import collective_slices, place_records
+    from rdmascope.analysis.timeline import _host
+
+    placed = place_records(cap, recs)
+    if clock != "reference":
+        return placed, collective_slices(placed, clock=clock)
+    off = int(offsets[_host(cap)])
+    return placed, [(t0 + off, t1 + off, name, args) for t0, t1, name, args
+                    in collective_slices(placed, clock="monotonic")]
 
 
 def label_burst_slices(proc, placed, slices) -> None:
