@@ -88,7 +88,17 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per process")
     ap.add_argument("--baseline", metavar="REV", help="also run a git revision (rows 'before')")
     ap.add_argument("--skip-readers", action="store_true", help="part 1 only")
+    ap.add_argument("--concurrency", type=int, metavar="C",
+                    help="closed-loop logs: C clients, each sending when its last request "
+                         "ends (requestlog_gen.closed_loop), instead of sends spread evenly")
+    ap.add_argument("--heavy", action="store_true",
+                    help="heavy overlap: --concurrency 64 --requests 20 20000 --skip-readers "
+                         "(issue 23: 20,000 closed-loop requests at concurrency 64)")
     args = ap.parse_args()
+    if args.heavy:
+        args.concurrency = args.concurrency or 64
+        args.requests = [20, 20000]
+        args.skip_readers = True
     root = Path(tempfile.mkdtemp(prefix="bench-attribute-"))
     limit = int(args.limit_gb * 2**30)
     try:
@@ -111,19 +121,22 @@ def main() -> None:
         # the target: attribute (with the conserving split) within 2x ``peaks`` on the same
         # capture, measured side by side in this run
         pk: dict[str, float] = {}
+        pk_cpu: dict[str, float] = {}
         for tag, pp in trees:
             dt, c, mb, st, _ = run(rd + ["peaks", str(cap), "--json"], limit, args.timeout,
                                    pythonpath=pp)
-            pk[tag] = dt
+            pk[tag], pk_cpu[tag] = dt, c
             print(f"peaks{tag}: {dt:.1f} s wall, {c:.1f} s CPU, {mb:,.0f} MB {st}",
                   file=sys.stderr)
-        print(f"\nPart 1: attribute --json on a {minutes:.0f} min capture ({cap})")
+        how = f", closed loop at concurrency {args.concurrency}" if args.concurrency else ""
+        print(f"\nPart 1: attribute --json on a {minutes:.0f} min capture ({cap}){how}")
         print("| requests | wall | CPU | peak RSS | CPU above the capture pass | wall / peaks "
-              "(target <= 2) |")
-        print("|---:|---:|---:|---:|---:|---:|")
+              "(target <= 2) | CPU / peaks CPU |")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
         cpu: dict[tuple[int, str], float] = {}
         for n in args.requests:
-            log = write(root / f"req-{n}.jsonl", "native", n, *span)
+            log = write(root / f"req-{n}.jsonl", "native", n, *span,
+                        concurrency=args.concurrency if n >= (args.concurrency or 0) else None)
             for tag, pp in trees:
                 dt, c, mb, st, _ = run(rd + ["attribute", str(cap), "--requests", str(log),
                                              "--json"], limit, args.timeout, pythonpath=pp)
@@ -131,6 +144,7 @@ def main() -> None:
                 above = c - cpu[(args.requests[0], tag)]
                 print(f"| {n:,}{tag} | {dt:.1f} s | {c:.1f} s | {mb:,.0f} MB | "
                       f"{above:.1f} s | {dt / max(pk[tag], 1e-9):.2f}x | "
+                      f"{c / max(pk_cpu[tag], 1e-9):.2f}x | "
                       f"{'' if st == 'ok' else st}", flush=True)
         if len(args.requests) >= 3:
             base, a, b = args.requests[0], args.requests[-2], args.requests[-1]
