@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -205,12 +206,14 @@ def render_report(content: ReportContent, out_dir: str | os.PathLike, *, embed: 
                 csv_files.append({"href": href, "section": s.title,
                                   "title": t.title or s.title})
             tables.append(entry)
-        sections.append({"title": s.title, "anchor": anchor, "note": s.note, "tables": tables})
+        sections.append({"title": s.title, "anchor": anchor, "note": s.note, "tables": tables,
+                         "points": [(k, _linked(v)) for k, v in s.items]})
     env = Environment(loader=PackageLoader("rdmascope.analysis", "templates"),
                       autoescape=select_autoescape(["html", "j2"]))
     for f in figures:
         f["caption"] = _linked(f["caption"])
     for sec in sections:
+        sec["note"] = _linked(sec["note"])
         for t in sec["tables"]:
             t["note"] = _linked(t["note"])
     page = env.get_template("report.html.j2").generate(
@@ -228,13 +231,45 @@ def render_report(content: ReportContent, out_dir: str | os.PathLike, *, embed: 
     return html_path
 
 
+#: A number with its sign, range and unit: "+0.875 s", "(+14.2 %)", "±15–25 %", "6.14–6.14 s",
+#: "1 ms", "8,192": kept on one line (``_nowrap``), so a card never wraps mid-number.
+_NUMBER_GROUP = re.compile(
+    r"(?<![\w&#./-])[+\-−±~≤≥]?\d[\d,.]*(?:\s?[–\-]\s?[+\-−]?\d[\d,.]*)*"
+    r"(?:\s(?:%|s|ms|µs|us|ns|Gb/s|GB/s|MB/s|Gb|GB|MB|kB|KB|B|x|requests?|round\(s\)|"
+    r"rounds?|prompt tokens|tokens|nodes?|windows?)(?![\w/]))?")
+
+#: The link to the note on 1 ms values, its number kept on one line (the link may wrap between
+#: words: kept whole it ran 9 px past its card at 1,400 px)
+ONE_MS_LINK_HTML = ONE_MS_LINK.replace(
+    "1 ms values: ±15–25 %", '<span class="nw">1 ms</span> values: '
+                             '<span class="nw">±15–25 %</span>')
+
+
+def _nowrap(escaped: str) -> str:
+    """Wrap each number group of already-escaped text in ``<span class="nw">`` (no line break
+    inside: CSS ``white-space: nowrap``)."""
+    return _NUMBER_GROUP.sub(lambda m: f'<span class="nw">{m.group(0)}</span>', escaped)
+
+
 def _linked(text):
-    """Escape ``text`` and turn each ``ONE_MS_REF`` into a link to the one note on 1 ms values."""
+    """Escape ``text``, keep each number with its unit on one line (``_nowrap``) and turn each
+    ``ONE_MS_REF`` into a link to the one note on 1 ms values."""
     from markupsafe import Markup, escape
 
     if not text:
         return text
-    return Markup(str(escape(text)).replace(str(escape(ONE_MS_REF)), ONE_MS_LINK))
+    parts = str(text).split(ONE_MS_REF)
+    return Markup(ONE_MS_LINK_HTML.join(_nowrap(str(escape(p))) for p in parts))
+
+
+def _card_value(value: str):
+    """A card's value: kept on one line (CSS) when it is one number ("6.14 s"); with several
+    ("+0.875 s (+14.2 %)") it may wrap between them, never inside one (``_nowrap``)."""
+    from markupsafe import Markup, escape
+
+    if len(_NUMBER_GROUP.findall(str(value))) < 2:
+        return value
+    return Markup(f'<span class="wrap">{_nowrap(str(escape(value)))}</span>')
 
 
 def _card_groups(content: ReportContent) -> list[dict]:
@@ -248,7 +283,7 @@ def _card_groups(content: ReportContent) -> list[dict]:
         grp = next((g for g in labels if label.startswith(g + ": ")), None)
         short = label[len(grp) + 2:] if grp else label
         groups.setdefault(grp if grp else other, []).append(
-            {"label": short, "value": value, "detail": _linked(detail)})
+            {"label": short, "value": _card_value(value), "detail": _linked(detail)})
     order = [lbl for lbl, _ in content.captures if lbl in groups]
     order += [g for g in groups if g not in order]
     return [{"title": g, "cards": groups[g]} for g in order]
@@ -628,17 +663,18 @@ def _add_estimate_comparison(content: ReportContent, configs, attributions, say,
                "ttlft_b_real_s": f"corrected to a real {cmp.real_gbps or 0:g} Gb/s cable (s)"}
     links = "; ".join(f"{c.label}: {setup.link_label(side)}" for c, side in ((a, "A"), (b, "B"))
                       if c.label != setup.link_label(side))
-    setup_note = ((links + ". " if links else "")
-                  + f"Setup: {setup.describe()}. Model: {setup.model.describe()}. From: "
-                  + "; ".join(f"{k} {v}" for k, v in setup.sources.items()) + ".")
+    # the setup as short points (one paragraph of ~1,400 characters was not read)
+    items = [("Links", links)] if links else []
+    items += [("Setup", setup.describe()), ("Model", setup.model.describe())]
+    items += [(f"{k} from", str(v)) for k, v in setup.sources.items()]
+    items += [("", n) for n in cmp.notes if not n.startswith("setup: ")]
     content.cards[:0] = change_cards(t, a.label, b.label)
     return ReportSection(
         f"Comparison: {a.label} → {b.label}",
         [ReportTable(pick_columns(t, cols), headers=headers,
                      name="comparison" + tag,
                      note=per_token_note(a.capture, b.capture).strip())],
-        note=setup_note + " " + " ".join(n for n in cmp.notes if not n.startswith("setup: ")),
-        name="")
+        name="", items=items)
 
 
 def comparison(configs: Sequence[Configuration], attributions: Mapping[str, Any] | None = None,

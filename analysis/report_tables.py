@@ -50,12 +50,15 @@ class ReportSection:
 
     ``name``: the first part of its tables' CSV names (the configuration, e.g. "200-gb-s");
     None (default) derives it from the title; "" leaves it out (e.g. ``comparison.csv``).
+    ``items``: short points shown as a list under the note (e.g. the comparison's setup: a
+    1,400-character paragraph is not read), each (label, text); label may be "".
     """
 
     title: str
     tables: list[ReportTable] = field(default_factory=list)
     note: str = ""
     name: str | None = None
+    items: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass

@@ -112,3 +112,105 @@ def test_report_in_chromium(report, browser, tmp_path):
     d.save_screenshot(str(tmp_path / "zoomed.png"))
     errors = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
     assert errors == []
+
+
+#: Line breaks a card must never have: inside a number, or between a number and its unit.
+_WRAPS_JS = r"""
+const units = /^(%|s|ms|µs|us|ns|Gb\/s|GB\/s|MB\/s|Gb|GB|MB|kB|B)(?![\w\/])/;
+const bad = [];
+for (const card of document.querySelectorAll('.card')) {
+  const chars = [];
+  const walk = document.createTreeWalker(card, NodeFilter.SHOW_TEXT);
+  for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+    for (let i = 0; i < n.data.length; i++) {
+      const r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + 1);
+      const rect = r.getClientRects()[0];
+      chars.push([n.data[i], rect ? rect.top : null]);
+    }
+  }
+  const text = chars.map(c => c[0]).join('');
+  let prevTop = null, prevIdx = -1;
+  chars.forEach(([ch, top], i) => {
+    if (top === null || /\s/.test(ch)) return;
+    if (prevTop !== null && top > prevTop + 2) {
+      const before = text.slice(0, i).trimEnd(), after = text.slice(i);
+      const b = before.slice(-1);
+      if ((/[\d.,±+−–-]/.test(b) && /^[\d%]/.test(after))
+          || (/\d/.test(b) && units.test(after)))
+        bad.push(before.slice(-20) + ' | ' + after.slice(0, 20));
+    }
+    prevTop = top; prevIdx = i;
+  });
+}
+return bad;
+"""
+
+#: Elements whose content runs past their own box (scrolling boxes and the figures' SVG aside).
+_OVERFLOW_JS = r"""
+const out = [];
+for (const e of document.querySelectorAll('main *, header *, nav *')) {
+  if (e.closest('.tablewrap, .js-plotly-plot, svg')) continue;
+  const cs = getComputedStyle(e);
+  if (cs.display === 'inline' || cs.display === 'none') continue;
+  if (['auto', 'scroll', 'hidden'].includes(cs.overflowX)) continue;
+  if (e.scrollWidth > e.clientWidth + 1)
+    out.push([e.tagName + '.' + e.className, e.scrollWidth, e.clientWidth,
+              e.textContent.trim().slice(0, 60)]);
+}
+return out;
+"""
+
+#: Pairs of text labels of a drawn timeline whose boxes overlap.
+_LABELS_JS = r"""
+const out = [];
+for (const p of document.querySelectorAll('.js-plotly-plot')) {
+  const els = Array.from(p.querySelectorAll(
+      '.annotation-text, .legendtext, .gtitle, .g-xtitle text, .g-ytitle text, '
+      + '.xtick text, .ytick text')).filter(e => e.textContent.trim());
+  const boxes = els.map(e => [e.textContent.trim(), e.getBoundingClientRect(),
+                              !!e.closest('.xtick, .ytick')]);
+  for (let i = 0; i < boxes.length; i++)
+    for (let j = i + 1; j < boxes.length; j++) {
+      const [ta, a, ka] = boxes[i], [tb, b, kb] = boxes[j];
+      if (ka && kb) continue;  // the two axes' "0" meet at the origin, by plotly's design
+      const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+      const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+      if (w > 1 && h > 1) out.push([p.id, ta, tb]);
+    }
+}
+return out;
+"""
+
+
+@pytest.mark.parametrize("width", [1400, 900])
+def test_report_layout_at_1400_and_900_px(report, browser, tmp_path, width):
+    """What a reader sees at 1,400 px and at 900 px: no card wraps inside a number or between
+    a number and its unit ("+14.2" | "%" did), nothing runs past its box (the 1 ms link ran 9 px
+    past its card), a table wider than the page scrolls inside its own box (never the page; at
+    1,400 px none needs to), no two labels of a timeline overlap, and the comparison's setup is
+    short points, not one 1,400-character paragraph."""
+    d = browser
+    d.set_window_size(width, 1000)
+    try:
+        d.get(report.as_uri())
+        time.sleep(1.0)
+        assert d.execute_script(_WRAPS_JS) == []
+        assert d.execute_script(_OVERFLOW_JS) == []
+        assert d.execute_script("return document.documentElement.scrollWidth <= "
+                                "document.documentElement.clientWidth")
+        wraps = d.execute_script(
+            "return Array.from(document.querySelectorAll('.tablewrap')).map(w => "
+            "[w.scrollWidth, w.clientWidth, getComputedStyle(w).overflowX])")
+        assert wraps and all(ox == "auto" for _, _, ox in wraps)
+        if width >= 1400:
+            assert all(sw <= cw for sw, cw, _ in wraps), wraps
+        assert d.execute_script(_LABELS_JS) == []
+        notes = d.execute_script("return Array.from(document.querySelectorAll('p.note, "
+                                 "figcaption')).map(p => p.textContent.length)")
+        assert max(notes) < 700, max(notes)
+        points = d.execute_script("return Array.from(document.querySelectorAll('ul.items li'))"
+                                  ".map(li => li.textContent)")
+        assert any(p.startswith("Setup:") for p in points) and len(points) >= 5, points
+        d.save_screenshot(str(tmp_path / f"layout-{width}.png"))
+    finally:
+        d.set_window_size(1400, 1000)
