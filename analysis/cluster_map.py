@@ -571,7 +571,8 @@ def map_node(path: str | os.PathLike, plan: MapPlan, wall_offset_ns: int = 0,
     """Reduce one node's capture to its ``NodeSummary`` in one streamed pass (module docstring).
 
     ``NodeSummary.cost``: what the map took where it ran: wall_s, cpu_s (this process's user +
-    system time during the map) and max_rss_mb (the process's peak RSS so far).
+    system time during the map), max_rss_mb (the process's peak RSS so far, ``peak_rss_mb``)
+    and summary_mb (``NodeSummary.nbytes``: what it sends back).
 
     Never raises for a bad capture: the summary's ``error`` names the capture and what was
     wrong (missing, not a capture, unreadable segment, no RDMA counters), so the set is still
@@ -605,5 +606,22 @@ def map_node(path: str | os.PathLike, plan: MapPlan, wall_offset_ns: int = 0,
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     out.cost = {"wall_s": time.perf_counter() - t0,
                 "cpu_s": (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime),
-                "max_rss_mb": r1.ru_maxrss / 1024}
+                "max_rss_mb": peak_rss_mb(), "summary_mb": out.nbytes() / 2**20}
     return out
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS in MB: ``VmHWM`` of /proc/self/status, the high-water mark of
+    its own memory since it started its program; else ``ru_maxrss``, which on Linux also holds
+    the peak of the process that started it (fork + exec carry it over: a child of a 400 MB
+    parent reads >= 400 MB however little it uses)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

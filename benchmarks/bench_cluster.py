@@ -61,10 +61,15 @@ else:
     verdict = cluster_summary(args["paths"], requests=args["requests"], method="series").verdict
 dt = time.perf_counter() - t
 me = resource.getrusage(resource.RUSAGE_SELF)
+# VmHWM, not ru_maxrss: ru_maxrss of an exec'd child starts at its parent's peak (this
+# benchmark holds the simulated traffic, which grows with the run's length)
+hwm = next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM:"))
 print(json.dumps({"s": dt, "cpu_self_s": me.ru_utime + me.ru_stime,
                   "map_cpu_s": sum(m["cpu_s"] for m in maps.values()),
                   "map_rss_mb": max((m["max_rss_mb"] for m in maps.values()), default=0.0),
-                  "rss_mb": me.ru_maxrss / 1024, "verdict": verdict}), file=sys.stderr)
+                  "summary_mb": max((m.get("summary_mb", 0.0) for m in maps.values()),
+                                    default=0.0),
+                  "rss_mb": hwm / 1024, "verdict": verdict}), file=sys.stderr)
 """
 
 
@@ -107,23 +112,72 @@ def run(spec: dict, *, watch_ray: bool = False) -> dict:
 
 
 def _fit(x: list[float], y: list[float]) -> tuple[float, float]:
-    """(a, b) of y = a + b x through the two longest sets: the marginal cost per node-hour
-    where the summaries have filled up (their 1 ms pieces and burst slots are bounded: a fit
-    through the short sets would extrapolate their filling-up)."""
-    if len(x) < 2:
-        return 0.0, (y[0] / x[0]) if x else 0.0
-    (x1, y1), (x2, y2) = sorted(zip(x, y, strict=False))[-2:]
-    b = (y2 - y1) / (x2 - x1) if x2 > x1 else 0.0
-    b = max(b, 0.0)  # flat within the noise of a shared machine: no negative cost
+    """(a, b) of y = a + b x through the two largest x: the marginal cost where the summaries
+    have filled up (their 1 ms pieces and burst slots are bounded: a fit through the short sets
+    would extrapolate their filling-up). A slope below zero (flat within a loaded machine's
+    noise) is taken as flat."""
+    if not x:
+        return 0.0, 0.0
+    if len(set(x)) < 2:
+        return float(max(y)), 0.0
+    pts = sorted(zip(x, y, strict=True))
+    (x1, y1), (x2, y2) = pts[-2], pts[-1]
+    if x2 == x1:
+        return float(max(y1, y2)), 0.0
+    b = max((y2 - y1) / (x2 - x1), 0.0)
     return float(y2 - b * x2), float(b)
+
+
+def model(sel: list[dict], jobs: int, nodes: int = 64, hours: float = 24.0) -> dict:
+    """Memory of one step at ``nodes`` x ``hours``, from what it grows with (not node-hours):
+
+    - the driver: its peak at the longest set with the fewest nodes, plus the per-node cost
+      (driver peak per node between the sets of the shortest length, scaled by how much a
+      long run's summary outweighs a short one's: the summaries are what it holds per node),
+      plus its growth per hour of run (slope between the two longest sets of that node count);
+    - the map workers: ``min(jobs, nodes)`` x the largest worker's peak, extrapolated in hours
+      by its slope between the two longest sets (a worker streams one capture at a time).
+
+    Without two node counts, the per-node cost is taken from the summary bytes alone."""
+    n0 = min(x["nodes"] for x in sel)
+    few = [x for x in sel if x["nodes"] == n0]
+    drv_a, drv_b = _fit([x["hours"] for x in few], [x["rss_mb"] for x in few])
+    longest = max(few, key=lambda x: x["hours"])
+    h_short = min(x["hours"] for x in sel)
+    short = [x for x in sel if x["hours"] == h_short]
+    per_node_short = None
+    if len({x["nodes"] for x in short}) > 1:
+        a, b = min(short, key=lambda x: x["nodes"]), max(short, key=lambda x: x["nodes"])
+        per_node_short = max((b["rss_mb"] - a["rss_mb"]) / (b["nodes"] - a["nodes"]), 0.0)
+    s_short = max(min(x["summary_mb"] for x in short), 1e-3)
+    s_long = max(x["summary_mb"] for x in sel)
+    if per_node_short is not None:
+        per_node = per_node_short * max(1.0, s_long / s_short)
+        how = (f"{per_node_short:.2f} MB per node measured at {h_short * 60:.1f} min, x "
+               f"{max(1.0, s_long / s_short):.2f} (summary {s_long:.2f} / {s_short:.2f} MB)")
+    else:
+        per_node = 3 * s_long
+        how = f"3 x the summary ({s_long:.2f} MB): no second node count measured"
+    driver = longest["rss_mb"] + per_node * (nodes - n0) + drv_b * max(0.0, hours -
+                                                                       longest["hours"])
+    wk_a, wk_b = _fit([x["hours"] for x in sel], [x["map_rss_mb"] for x in sel])
+    workers = (min(jobs, nodes) * (wk_a + wk_b * hours)) if sel[0]["remote"] else 0.0
+    return {"driver_mb": driver, "per_node_mb": per_node, "per_node_how": how,
+            "driver_per_hour_mb": drv_b, "worker_mb": wk_a + wk_b * hours,
+            "worker_per_hour_mb": wk_b, "total_mb": driver + workers}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="rounds 1 and 4 (~1 and 4 min)")
+    ap.add_argument("--quick", action="store_true", help="sets 8x1 and 8x4 (~1 and 4 min)")
+    ap.add_argument("--sets", default=None,
+                    help="comma-separated NODESxROUNDS (P2 rounds of ~64 s each) "
+                         "[8x1,8x4,8x14]; e.g. 8x1,8x14,8x53,64x1")
     ap.add_argument("--rounds", default=None,
-                    help="comma-separated P2 rounds per set (~64 s each) [1,4,14]")
+                    help="comma-separated P2 rounds per set, with --nodes (old form)")
     ap.add_argument("--nodes", type=int, default=8)
+    ap.add_argument("--steps", default="serial,pool,ray,series",
+                    help="which steps to run [serial,pool,ray,series]")
     ap.add_argument("--jobs", type=int, default=None, help="pool size [the machine's cores]")
     ap.add_argument("--no-ray", action="store_true", help="leave Ray out")
     ap.add_argument("--series-max", type=float, default=20.0,
@@ -131,7 +185,12 @@ def main() -> int:
     ap.add_argument("--dir", default=None, help="where to write the captures [a temporary "
                                                 "directory, removed at the end]")
     a = ap.parse_args()
-    rounds = [int(x) for x in (a.rounds or ("1,4" if a.quick else "1,4,14")).split(",")]
+    if a.sets:
+        sets = [tuple(int(v) for v in x.lower().split("x")) for x in a.sets.split(",")]
+    else:
+        rounds = [int(x) for x in (a.rounds or ("1,4" if a.quick else "1,4,14")).split(",")]
+        sets = [(a.nodes, r) for r in rounds]
+    want = set(a.steps.split(","))
 
     from rdmascope.analysis.cluster_reduce import default_jobs
 
@@ -142,7 +201,7 @@ def main() -> int:
     try:
         import ray  # noqa: F401
 
-        have_ray = not a.no_ray
+        have_ray = not a.no_ray and "ray" in want
     except ImportError:
         have_ray = False
         print("Ray is not installed (pip install 'rdmascope[ray]'): its column is left out")
@@ -152,34 +211,39 @@ def main() -> int:
     tmp = Path(a.dir or tempfile.mkdtemp(prefix="rdmascope-bench-cluster-"))
     rows = []
     try:
-        for r in rounds:
+        for nodes, r in sets:
             traffic = simulate(plan_scenario(["P2"], rounds=r, warmup=False),
                                TrafficConfig(link=link_config("emulated100")))
-            d = tmp / f"set-{r}"
+            d = tmp / f"set-{nodes}x{r}"
             t0 = time.perf_counter()
-            truth = simulate_cluster(d, traffic, ClusterSpec(nodes=a.nodes,
+            truth = simulate_cluster(d, traffic, ClusterSpec(nodes=nodes,
                                                              clock_error_ns=20_000_000,
                                                              misconfigured=3, straggler=6),
                                      force=True)
             paths = [str(d / n["host"]) for n in truth["nodes"]]
             minutes = traffic.duration_ns / 60e9
-            nh = a.nodes * minutes / 60
-            print(f"\nset: {a.nodes} nodes x {minutes:.1f} min = {nh:.2f} node-hours "
+            del traffic, truth
+            nh = nodes * minutes / 60
+            print(f"\nset: {nodes} nodes x {minutes:.1f} min = {nh:.2f} node-hours "
                   f"(written in {time.perf_counter() - t0:.0f} s)")
             req = str(d / "requests.jsonl")
             base = ["cluster", *paths, "--requests", req, "--json"]
-            steps = [("map+reduce, serial (--jobs 1)", {"how": "cli",
-                                                        "argv": base + ["--jobs", "1"]}, False),
-                     (f"map+reduce, pool (--jobs {jobs})",
-                      {"how": "cli", "argv": base + ["--jobs", str(jobs)]}, False)]
+            steps = []
+            if "serial" in want:
+                steps.append(("map+reduce, serial (--jobs 1)",
+                              {"how": "cli", "argv": base + ["--jobs", "1"]}, False))
+            if "pool" in want:
+                steps.append((f"map+reduce, pool (--jobs {jobs})",
+                              {"how": "cli", "argv": base + ["--jobs", str(jobs)]}, False))
             if have_ray:
                 steps.append(("map+reduce, Ray (local, --engine ray)",
                               {"how": "cli", "argv": base + ["--engine", "ray"]}, True))
-            if minutes <= a.series_max:
+            if "series" in want and minutes <= a.series_max:
                 steps.append(("whole series (method='series')",
                               {"how": "series", "paths": paths, "requests": req}, False))
             print(f"{'step':<40} {'wall (s)':>9} {'CPU (s)':>8} {'CPU/wall':>9} "
-                  f"{'driver RSS':>11} {'worker RSS':>11} {'memory (MB)':>12}  verdict")
+                  f"{'driver RSS':>11} {'worker RSS':>11} {'summary':>8} {'memory (MB)':>12}"
+                  "  verdict")
             for name, spec, watch in steps:
                 got = run(spec, watch_ray=watch)
                 if "error" in got:
@@ -189,28 +253,36 @@ def main() -> int:
                 # the maps ran elsewhere (pool workers, Ray workers): their CPU is added
                 got["cpu_s"] = got["cpu_self_s"] + (got["map_cpu_s"] if pool or ray_ else 0.0)
                 worker = got["map_rss_mb"] if pool or ray_ else float("nan")
-                mem = got["rss_mb"] + (min(jobs, a.nodes) * worker if pool or ray_ else 0.0)
+                mem = got["rss_mb"] + (min(jobs, nodes) * worker if pool or ray_ else 0.0)
                 print(f"{name:<40} {got['s']:>9.2f} {got['cpu_s']:>8.2f} "
                       f"{got['cpu_s'] / got['s']:>9.2f} {got['rss_mb']:>11.0f} "
-                      f"{worker:>11.0f} {mem:>12.0f}  {got['verdict']}"
+                      f"{worker:>11.0f} {got['summary_mb']:>8.2f} {mem:>12.0f}  "
+                      f"{got['verdict']}"
                       + (f" (Ray's processes: {got['ray_rss_mb']:.0f} MB)" if ray_ else ""))
-                rows.append({"set": r, "node_hours": nh, "step": name, "mem_mb": mem, **got})
+                rows.append({"nodes": nodes, "hours": minutes / 60, "node_hours": nh,
+                             "step": name, "mem_mb": mem, "remote": pool or ray_, **got})
             shutil.rmtree(d, ignore_errors=True)
-        print("\nper step over the sweep (marginal cost between the two longest sets):")
+        print("\nper step over the sweep (memory grows with nodes and with hours apart; "
+              "extrapolated to 64 nodes x 24 h):")
         for name in dict.fromkeys(x["step"] for x in rows):
             sel = [x for x in rows if x["step"] == name]
-            nhs = [x["node_hours"] for x in sel]
-            cpu_a, cpu_b = _fit(nhs, [x["cpu_s"] for x in sel])
-            mem_a, mem_b = _fit(nhs, [x["mem_mb"] for x in sel])
-            drv_a, drv_b = _fit(nhs, [x["rss_mb"] for x in sel])
+            cpu_a, cpu_b = _fit([x["node_hours"] for x in sel], [x["cpu_s"] for x in sel])
+            m = model(sel, jobs)
+            few = [x for x in sel if x["nodes"] == min(y["nodes"] for y in sel)]
+            ratio = (max(few, key=lambda x: x["hours"])["mem_mb"]
+                     / min(few, key=lambda x: x["hours"])["mem_mb"])
             big = 64 * 24
-            ratio = sel[-1]["mem_mb"] / sel[0]["mem_mb"] if len(sel) > 1 else float("nan")
-            print(f"  {name}: CPU {cpu_b:.1f} s per node-hour (+{cpu_a:.1f} s); memory "
-                  f"{mem_a:.0f} MB + {mem_b:.1f} MB per node-hour (driver {drv_a:.0f} + "
-                  f"{drv_b:.1f}/node-hour); longest / shortest set: {ratio:.2f}x; at 64 x 24 h "
-                  f"({big} node-hours): ~{(cpu_a + cpu_b * big) / 3600:.1f} CPU-hours, "
-                  f"~{(mem_a + mem_b * big) / 1024:.1f} GB"
-                  + (f" ({'fits' if mem_a + mem_b * big <= 4096 else 'does NOT fit'} in 4 GB)"))
+            print(f"  {name}: CPU {cpu_b:.1f} s per node-hour (~{(cpu_a + cpu_b * big) / 3600:.1f}"
+                  f" CPU-hours at 64 x 24 h); memory longest / shortest set "
+                  f"({few[0]['nodes']} nodes): {ratio:.2f}x")
+            print(f"    driver: per node {m['per_node_how']} -> {m['per_node_mb']:.2f} MB; "
+                  f"{m['driver_per_hour_mb']:.1f} MB per hour of run; at 64 x 24 h "
+                  f"{m['driver_mb']:.0f} MB")
+            if sel[0]["remote"]:
+                print(f"    each map worker: {m['worker_mb']:.0f} MB at 24 h "
+                      f"({m['worker_per_hour_mb']:.1f} MB per hour), x {min(jobs, 64)} at once")
+            print(f"    total at 64 x 24 h: ~{m['total_mb'] / 1024:.2f} GB "
+                  f"({'fits' if m['total_mb'] <= 4096 else 'does NOT fit'} in 4 GB)")
             if "pool" in name:
                 eff = [x["cpu_s"] / x["s"] for x in sel]
                 print(f"    CPU/wall of the pool: {', '.join(f'{e:.2f}' for e in eff)} (target "

@@ -13,7 +13,8 @@ netdevs x tx/rx, 1 kHz, one Parquet segment a minute, bursty traffic, one reques
 ~1.2 s in ``requests.jsonl``). Each command runs in its own process under a memory limit
 (``RLIMIT_AS``, ``--limit-gb``, default 6 GB, so a command that would take the machine down is
 stopped and reported as over the limit); its wall time, CPU time (user + system, all threads)
-and peak RSS come from ``os.wait4``. On a shared machine compare CPU times, or wall times
+and peak RSS come from ``os.wait4`` (taken by a small launcher process, so a command's RSS
+is not the benchmark's own: ``LAUNCHER``). On a shared machine compare CPU times, or wall times
 measured side by side in one run; ``--repeat N`` keeps each command's run with the least CPU.
 Beside them, in the same run and on the same files, DuckDB's naive query: counter deltas per
 counter (``lag`` over each counter's sweeps), summed per 1 ms window of the reading instant,
@@ -33,8 +34,8 @@ report within 4x; memory flat from the short to the long capture; never slower t
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -105,43 +106,81 @@ def commands(cap: Path, out: Path) -> list[tuple[str, list[str]]]:
     ]
 
 
+#: Started as a fresh interpreter, it starts the command and reports the command's rusage.
+#: On Linux a child's ``ru_maxrss`` starts at the peak of the process that forked it (fork and
+#: exec carry the high-water mark over, with or without ``preexec_fn``): started from this
+#: benchmark, which may hold a capture's worth of memory, every command read >= its RSS. The
+#: launcher holds ~10 MB, so a command's ``ru_maxrss`` is its own.
+LAUNCHER = r"""
+import json, os, resource, sys, time
+fd, limit, timeout = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+argv = sys.argv[4:]
+t = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.setpgid(0, 0)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        os.execvp(argv[0], argv)
+    finally:
+        os._exit(127)
+timed_out = False
+while True:
+    got, status, ru = os.wait4(pid, os.WNOHANG)
+    if got:
+        break
+    if time.perf_counter() - t > timeout:
+        timed_out = True
+        os.killpg(pid, 9)
+        _, status, ru = os.wait4(pid, 0)
+        break
+    time.sleep(0.02)
+dt = time.perf_counter() - t
+os.write(fd, json.dumps({"s": dt, "cpu_s": ru.ru_utime + ru.ru_stime,
+                         "rss_mb": ru.ru_maxrss / 1024, "timeout": timed_out,
+                         "code": os.waitstatus_to_exitcode(status)}).encode())
+"""
+
+
 def run_child(argv: list[str], limit_bytes: int, timeout_s: float, *,
               stdout=subprocess.DEVNULL, env: dict | None = None
               ) -> tuple[float, float, float, str, str]:
     """Run argv in a child process under RLIMIT_AS; return (wall s, CPU s, peak RSS MB, status,
     stdout text: "" unless ``stdout=subprocess.PIPE``). ``env``: the child's environment.
 
-    CPU is the child's user + system time from ``os.wait4`` (all its threads): on a shared
-    machine it moves much less with the load than the wall time does. Status: "ok",
-    "over limit" (killed, or a memory error in its stderr), "timeout" or "exit N: <last line>"."""
-    def limit():
-        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
-
-    t = time.perf_counter()
-    p = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE, preexec_fn=limit, env=env)
-    deadline = t + timeout_s
-    while True:
-        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.perf_counter() > deadline:
-            p.kill()
-            _, status, ru = os.wait4(p.pid, 0)
-            return (time.perf_counter() - t, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024,
-                    "timeout", "")
-        time.sleep(0.02)
-    dt = time.perf_counter() - t
-    out = p.stdout.read().decode() if stdout == subprocess.PIPE else ""
-    err = p.stderr.read().decode(errors="replace") if p.stderr else ""
-    code = os.waitstatus_to_exitcode(status)
-    if code == 0:
+    The command is started by ``LAUNCHER`` (a fresh interpreter, so the peak RSS is the
+    command's, not this benchmark's). CPU is the command's user + system time from
+    ``os.wait4`` (all its threads): on a shared machine it moves much less with the load than
+    the wall time does. Status: "ok", "over limit" (killed, or a memory error in its stderr),
+    "timeout" or "exit N: <last line>"."""
+    r, w = os.pipe()
+    try:
+        p = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(w), str(limit_bytes),
+                              str(timeout_s), *argv], stdout=stdout, stderr=subprocess.PIPE,
+                             env=env, pass_fds=(w,))
+    finally:
+        os.close(w)
+    out_b, err_b = p.communicate()
+    with os.fdopen(r, "rb") as f:
+        rep = f.read()
+    try:
+        got = json.loads(rep)
+    except json.JSONDecodeError:
+        return (0.0, 0.0, 0.0, f"launcher failed: {err_b.decode(errors='replace')[-200:]}",
+                "")
+    out = out_b.decode() if stdout == subprocess.PIPE and out_b is not None else ""
+    err = err_b.decode(errors="replace") if err_b else ""
+    code = got["code"]
+    if got["timeout"]:
+        state = "timeout"
+    elif code == 0:
         state = "ok"
     elif any(m in err.lower() for m in ("memoryerror", "out of memory", "cannot allocate",
                                          "bad_alloc")) or code < 0:
         state = "over limit"
     else:
         state = f"exit {code}: {err.strip().splitlines()[-1:]}"
-    return dt, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, state, out
+    return got["s"], got["cpu_s"], got["rss_mb"], state, out
 
 
 def run(argv: list[str], limit_bytes: int, timeout_s: float
@@ -177,7 +216,6 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1,
                     help="run each command N times and keep the run with the least CPU time")
     args = ap.parse_args()
-    import json
 
     try:
         import duckdb  # noqa: F401
