@@ -32,13 +32,13 @@ from . import metrics as M
 from . import series
 from .ranges import (  # noqa: F401 (RangeIndex, RangeWindowStats: their home was here)
     DEFAULT_CAPACITY_GBPS,
-    MemoryRanges,
     RangeIndex,
     RangeQueries,
     RangeWindowStats,
     capacity_gbps,
 )
 from .requestlogs import align, apply_fixes
+from .stream import memory_capture
 
 PEAK_WIDTH_NS = 1_000_000
 STATES = ("prefill", "decode-only", "idle")
@@ -233,11 +233,38 @@ def warmup_mask(rounds: pd.DataFrame, warmup_rounds: int) -> np.ndarray:
     return (rank <= n).to_numpy()
 
 
+def _attribute_in_one_pass(capture, log, intervals, run, kw: dict) -> Attribution:
+    """``attribute`` through the engine: a dry run records every range the attribution asks
+    about (``ranges.RangeQueries``), one pass answers them all, and the real run reads the
+    answers. The pass is over the capture's segments (a ``stream.CaptureInfo``: bounded
+    memory, no reading and no interval held; ``run``: the caller's own pass answers them, the
+    report's ``capture_pass``) or over the intervals in memory as one segment
+    (``stream.memory_capture``: a loaded ``Capture`` or ``intervals`` given)."""
+    if intervals is None and not hasattr(capture, "readings"):
+        src, source = capture, "infiniband"
+    else:
+        iv = intervals if intervals is not None else series.byte_intervals(capture)
+        if not len(iv):
+            raise ValueError(f"{capture.path}: no RDMA data counter intervals to attribute")
+        src, source = memory_capture(iv, "direction"), None
+        run = None
+    origin0 = int(capture.t_start_ns) if kw["origin_ns"] is None else int(kw["origin_ns"])
+    rq = RangeQueries(src, origin_ns=origin0, width_ns=kw["peak_width_ns"],
+                      capacity_gbps=kw["link_capacity_gbps"] or capacity_gbps(capture),
+                      source=source)
+    _attribute_from(capture, log, rq, **kw)  # the dry run: the ranges asked are recorded
+    if run is None:
+        rq.run()
+    else:
+        run(rq)
+    return _attribute_from(capture, log, rq, **kw)
+
+
 def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
               arrival_window_s: float = 1.0, link_capacity_gbps: float | None = None,
               peak_width_ns: int = PEAK_WIDTH_NS, warmup_rounds: int = 0,
               origin_ns: int | None = None, use_corrected: bool = False,
-              percentiles=None, _backend=None, _run=None) -> Attribution:
+              percentiles=None, _run=None) -> Attribution:
     """Attribute a capture's traffic to the requests of an aligned request log.
 
     ``capture``: a ``load.Capture``, or a ``stream.CaptureInfo`` (``stream.open_capture``),
@@ -276,28 +303,22 @@ def attribute(capture, log, *, intervals: pd.DataFrame | None = None,
         log = apply_fixes(log)
     if int(warmup_rounds) < 0:
         raise ValueError(f"warmup_rounds must be 0 or more, got {warmup_rounds!r}")
-    streamed = intervals is None and not hasattr(capture, "readings")
-    if streamed and _backend is None:
-        # a capture on disk (stream.open_capture): a dry run records every range the
-        # attribution asks about, one pass over the segments answers them all, and the real
-        # run reads the answers (bounded memory: no reading and no interval is held)
-        origin0 = int(capture.t_start_ns) if origin_ns is None else int(origin_ns)
-        rq = RangeQueries(capture, origin_ns=origin0, width_ns=peak_width_ns,
-                          capacity_gbps=link_capacity_gbps or capacity_gbps(capture))
-        kw = dict(arrival_window_s=arrival_window_s, link_capacity_gbps=link_capacity_gbps,
-                  peak_width_ns=peak_width_ns, warmup_rounds=warmup_rounds,
-                  origin_ns=origin_ns, use_corrected=use_corrected, percentiles=percentiles)
-        attribute(capture, log, _backend=rq, **kw)
-        if _run is None:
-            rq.run()
-        else:  # the caller's own pass answers them (report.capture_pass: one pass per capture)
-            _run(rq)
-        return attribute(capture, log, _backend=rq, **kw)
-    if _backend is None:
-        iv = intervals if intervals is not None else series.byte_intervals(capture)
-        be = MemoryRanges(iv, peak_width_ns)
-    else:
-        be = _backend
+    return _attribute_in_one_pass(
+        capture, log, intervals, _run,
+        dict(arrival_window_s=arrival_window_s, link_capacity_gbps=link_capacity_gbps,
+             peak_width_ns=peak_width_ns, warmup_rounds=warmup_rounds,
+             origin_ns=origin_ns, use_corrected=use_corrected, percentiles=percentiles))
+
+
+def _attribute_from(capture, log, be, *, arrival_window_s: float,
+                    link_capacity_gbps: float | None, peak_width_ns: int, warmup_rounds: int,
+                    origin_ns: int | None, use_corrected: bool, percentiles) -> Attribution:
+    """One run of ``attribute`` answered by ``be`` (a ``ranges.RangeQueries``: recording the
+    ranges asked in its dry run, then reading the pass's answers)."""
+    if log.alignment is None:
+        log = align(log, capture)
+    if use_corrected:
+        log = apply_fixes(log)
     if not be.has_intervals():
         raise ValueError(f"{capture.path}: no RDMA data counter intervals to attribute")
     req = log.ok.copy()

@@ -2,11 +2,10 @@
 
 Attribution (``attribute.attribute``) asks two questions about the request windows: the bytes
 of each range (``integrate``) and, per range, the headline 1 ms rate, the burst count and the
-over-line window count of the windows inside it (``window_stats``). Two answerers share one
-interface (``has_intervals``, ``common_span``, ``span``, ``set_grid``, ``integrate``,
-``window_stats``): ``MemoryRanges`` over an intervals frame in memory and ``RangeQueries`` over a
-capture on disk, which records the questions in a dry run and answers them all in one pass of
-the engine (``stream.iter_windows``), its consumer fed the pass's intervals and windows.
+over-line window count of the windows inside it (``window_stats``). One answerer,
+``RangeQueries``, records the questions in a dry run and answers them all in one pass of the
+engine (``stream.iter_windows``), its consumer fed the pass's intervals and windows: over a
+capture's segments, or over intervals in memory as one segment (``stream.memory_capture``).
 ``RangeIndex`` finds the ranges touching a span, ``RangeWindowStats`` folds blocks of windows
 into every range's statistics, vectorized over the ranges.
 """
@@ -18,52 +17,14 @@ import pandas as pd
 
 from .curve import HEADLINE_EXCLUDE, QUALITY_OVER_LINE, CounterCurve, combine_windows
 from .load import port_rates_gbps
-from .overline import line_gbps_of
 from .overline_pass import OverLineFlagger, pass_hooks
 from .stream import WindowGrid, capture_info, edge_spans, iter_windows
-from .windows import integrate, rebin_with_quality
 
-__all__ = ["DEFAULT_CAPACITY_GBPS", "capacity_gbps", "MemoryRanges", "RangeQueries",
+__all__ = ["DEFAULT_CAPACITY_GBPS", "capacity_gbps", "RangeQueries",
            "RangeIndex", "RangeWindowStats", "window_stats"]
 
 #: The capacity bursts are judged against when the manifest records no port rate (Gb/s).
 DEFAULT_CAPACITY_GBPS = 200.0
-
-
-class MemoryRanges:
-    """The ranges attribution asks about, answered from a whole intervals frame in memory."""
-
-    def __init__(self, iv: pd.DataFrame, width_ns: int):
-        self.iv = iv
-        self.width_ns = int(width_ns)
-        self.fine_tx = None
-        self.origin = None
-        self.capacity = None
-
-    def has_intervals(self) -> bool:
-        return bool(len(self.iv))
-
-    def common_span(self) -> tuple[int, int]:
-        """The span every counter covers (counters are read at slightly different instants)."""
-        by_counter = self.iv.groupby("counter_id")
-        return int(by_counter["t0_ns"].min().max()), int(by_counter["t1_ns"].max().min())
-
-    def span(self) -> tuple[int, int]:
-        return int(self.iv["t0_ns"].min()), int(self.iv["t1_ns"].max())
-
-    def set_grid(self, origin: int, capacity: float) -> None:
-        self.origin, self.capacity = int(origin), float(capacity)
-        fine, q = rebin_with_quality(self.iv, self.width_ns, origin_ns=self.origin,
-                                            by="direction")
-        self.fine_tx = fine["tx"] if "tx" in fine.columns else pd.Series(dtype=float)
-        self.fine_q = q["tx"] if "tx" in q.columns else pd.Series(dtype=np.int8)
-
-    def integrate(self, a, b, *, by: str, allow_partial: bool = False) -> pd.DataFrame:
-        return integrate(self.iv, a, b, by=by, allow_partial=allow_partial)
-
-    def window_stats(self, a, b) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return at_bound(window_stats(a, b, self.fine_tx, self.width_ns, self.capacity,
-                                     self.fine_q), line_gbps_of(self.iv, "direction").get("tx"))
 
 
 def at_bound(result, bound: float | None):
