@@ -97,12 +97,7 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
     "no data" track. "bursts <series>" tracks hold each burst detected on the 1 ms series.
     With a request log: a "request <id>" track per request with its prefill and decode slices.
     """
-    from rdmascope.analysis.timeline import (
-        NoIntervalsError,
-        build_timeline,
-        write_chrome_json,
-        write_perfetto,
-    )
+    from rdmascope.analysis.timeline import NoIntervalsError
 
     require_parent_dir(out)
     if t_from is not None and t_to is not None and t_to <= t_from:
@@ -117,8 +112,9 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
             raise click.ClickException(
                 f"Perfetto's protobuf format needs the perfetto package ({exc.name} is not "
                 "installed): pip install 'rdmascope[perfetto]', or write a .json trace") from exc
-    from rdmascope.analysis.load import load_capture
     from rdmascope.analysis.requestlogs import align, read_request_log
+    from rdmascope.analysis.stream import open_capture
+    from rdmascope.analysis.timeline_stream import stream_timeline
 
     offsets = ref = None
     if clock in (None, "reference"):
@@ -129,46 +125,36 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
         clock = "reference" if offsets is not None else "monotonic"
         if note:
             click.echo(f"note: {note}", err=True)
-    caps = []
+    # streamed (analysis.timeline_stream): each capture is read and its trace written a block
+    # of time at a time, so neither the capture nor its trace is ever held whole
+    infos = []
     for c in captures:
         with cli_errors(str(c)):
-            if t_from is None and t_to is None:
-                caps.append(load_capture(c))
-                say_capture_state(c, caps[-1].meta, caps[-1])
-                continue
-            # a range: only the segments holding it are read (memory of the range)
-            from rdmascope.analysis.timeline import load_capture_range
-            from rdmascope.capture import read_manifest
-
-            t0 = int((read_manifest(c).get("start") or {}).get("monotonic_ns") or 0)
-            pad = 2 * 10**9  # the readings bracketing the range's edges
-            caps.append(load_capture_range(
-                c, None if t_from is None else t0 + int(t_from * 1e9) - pad,
-                None if t_to is None else t0 + int(t_to * 1e9) + pad))
-            say_capture_state(c, caps[-1].meta)
-    if t_from is not None and len(caps) == 1:  # as rates/peaks: a range after the end is refused
-        time_range(caps[0].t_start_ns, t_from, t_to, t_end_ns=caps[0].t_end_ns)
+            infos.append(open_capture(c))
+            say_capture_state(c, infos[-1].meta, infos[-1])
+    if t_from is not None and len(infos) == 1:  # as rates/peaks: a range after the end is refused
+        time_range(infos[0].t_start_ns, t_from, t_to, t_end_ns=infos[0].t_end_ns)
     log = None
     log_path = requests_log
     if log_path is None and (Path(captures[0]) / "requests.jsonl").is_file():
         log_path = str(Path(captures[0]) / "requests.jsonl")
     if log_path is not None:
         with cli_errors(str(log_path)):
-            log = align(read_request_log(log_path), caps[0], offset)
+            log = align(read_request_log(log_path), infos[0], offset)
+    extra = None
+    extra_notes: list[str] = []
+    if inspector:  # the collectives beside the counters (rdmascope.analysis.nccl)
+        extra = _collectives_hook(inspector, clock, offsets, extra_notes)
     with cli_errors():
         try:
-            tl = build_timeline(caps, width_ns=width_ns, log=log, clock=clock, offsets=offsets,
-                                reference=ref,
-                                capacity_gbps=capacity, from_s=t_from, to_s=t_to,
-                                origin_s=origin_s)
+            tl = stream_timeline(list(captures), out, fmt, width_ns=width_ns, log=log,
+                                 clock=clock, offsets=offsets, reference=ref,
+                                 capacity_gbps=capacity, from_s=t_from, to_s=t_to,
+                                 origin_s=origin_s, extra=extra)
         except NoIntervalsError as exc:  # as peaks/rates/bursts: nothing to trace is an error
             raise no_intervals_error(exc.path) from exc
-        if inspector:  # the collectives beside the counters (rdmascope.analysis.nccl)
-            from rdmascope.cli.collectives import add_collective_tracks
-
-            add_collective_tracks(tl, caps, inspector, clock)
-        n = write_perfetto(tl, out) if fmt == "proto" else write_chrome_json(tl, out)
-    for note in tl.notes + ([link_gbps_note()] if link_gbps_note() else []):
+        n = tl.written
+    for note in tl.notes + extra_notes + ([link_gbps_note()] if link_gbps_note() else []):
         click.echo(f"note: {note}", err=True)
     tracks = sum(len(p.tracks) for p in tl.processes)
     click.echo(f"{out}: {'Perfetto protobuf' if fmt == 'proto' else 'Chrome JSON'} trace, "
@@ -177,6 +163,49 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
                f"{tl.axis['time_axis'] if clock == 'reference' else 'CLOCK_' + clock.upper()} "
                f"(ns); counters in Gb/s per {width_ns / 1e6:g} ms window"
                + (f"; {log_path}: {int(log.requests['ok'].sum())} requests" if log else ""))
+
+
+def _collectives_hook(inspector, clock: str, offsets: dict | None, notes: list[str]):
+    """``export perfetto --inspector`` for the streamed export: per capture (``cli.collectives``'
+    rules, as ``add_collective_tracks``), its records placed once on the trace's axis; each
+    block's burst slices named with the collectives that caused them (``label_burst_slices``),
+    and the "NCCL collectives" track once its blocks are written. A capture whose host has no
+    records is noted."""
+    from rdmascope.analysis.nccl.collectives import collective_slices, place_records
+    from rdmascope.analysis.nccl.inspector import InspectorError, read_inspector
+    from rdmascope.analysis.timeline import Track, _host
+    from rdmascope.cli.collectives import label_burst_slices
+
+    try:
+        recs = read_inspector(inspector)
+    except InspectorError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+    class Hook:
+        def __init__(self, info):
+            try:
+                self.placed = place_records(info, recs)
+            except InspectorError as exc:
+                notes.append(f"{info.path}: {exc}")
+                self.placed = None
+                return
+            if clock == "reference":  # the host's CLOCK_MONOTONIC plus its offset
+                off = int(offsets[_host(info)])
+                self.slices = [(t0 + off, t1 + off, name, args) for t0, t1, name, args
+                               in collective_slices(self.placed, clock="monotonic")]
+            else:
+                self.slices = collective_slices(self.placed, clock=clock)
+
+        def block(self, proc):
+            if self.placed is not None:
+                label_burst_slices(proc, self.placed, self.slices)
+
+        def end(self, proc):
+            if self.placed is not None:
+                proc.tracks.append(Track(name="NCCL collectives", kind="slices",
+                                         slices=self.slices))
+
+    return Hook
 
 
 @command.command("dataset")
