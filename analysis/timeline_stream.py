@@ -276,6 +276,15 @@ class ProtoWriter(TraceWriter):
         return self.n
 
 
+def capture_host(cap) -> str:
+    """The host a capture (``load.Capture`` or ``stream.CaptureInfo``) names in its manifest,
+    as the timeline's processes are named ("unknown-host" without one)."""
+    h = cap.meta.get("host")
+    if isinstance(h, dict):
+        h = h.get("hostname") or h.get("name")
+    return str(h or "unknown-host")
+
+
 def open_writer(path, fmt: str, **kw) -> TraceWriter:
     """A ``ProtoWriter`` (``fmt`` "proto") or a ``ChromeJsonWriter`` ("json")."""
     return ProtoWriter(path, **kw) if fmt == "proto" else ChromeJsonWriter(path, **kw)
@@ -403,8 +412,7 @@ def stream_timeline(paths, out: str | os.PathLike, fmt: str = "json", *, width_n
     intervals in any block); nothing is left under ``out`` then."""
     from .load import monotonic_to_realtime
     from .stream import open_capture
-    from .timeline import _host
-
+    _host = capture_host
     infos = [open_capture(p_) for p_ in paths]
     hosts = sorted({_host(c) for c in infos})
     if clock == "monotonic" and len(hosts) > 1:

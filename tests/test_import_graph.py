@@ -211,7 +211,7 @@ LAYERS = [
     ("request logs and attribution", {"requestlogs", "attribute", "conserving", "cellstats", "compare",
                                       "estimate", "cluster", "cluster_align", "cluster_map",
                                       "cluster_ray", "cluster_reduce"}),
-    ("report, figures and exports", {"figures", "timeline", "report", "report_tables",
+    ("report, figures and exports", {"figures", "timeline", "timeline_stream", "report", "report_tables",
                                      "report_pass", "report_figures", "report_cards",
                                      "cluster_report", "dataset"}),
 ]

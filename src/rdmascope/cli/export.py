@@ -173,7 +173,8 @@ def _collectives_hook(inspector, clock: str, offsets: dict | None, notes: list[s
     records is noted."""
     from rdmascope.analysis.nccl.collectives import collective_slices, place_records
     from rdmascope.analysis.nccl.inspector import InspectorError, read_inspector
-    from rdmascope.analysis.timeline import Track, _host
+    from rdmascope.analysis.timeline import Track
+    from rdmascope.analysis.timeline_stream import capture_host
     from rdmascope.cli.collectives import label_burst_slices
 
     try:
@@ -190,7 +191,7 @@ def _collectives_hook(inspector, clock: str, offsets: dict | None, notes: list[s
                 self.placed = None
                 return
             if clock == "reference":  # the host's CLOCK_MONOTONIC plus its offset
-                off = int(offsets[_host(info)])
+                off = int(offsets[capture_host(info)])
                 self.slices = [(t0 + off, t1 + off, name, args) for t0, t1, name, args
                                in collective_slices(self.placed, clock="monotonic")]
             else:
