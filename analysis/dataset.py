@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .curve import INSTANT_UNC_NS
-from .load import monotonic_to_realtime
+from .load import capture_host, monotonic_to_realtime
 from .series import FLAGS
 
 DATASET_SCHEMA = pa.schema([
@@ -77,13 +77,6 @@ def partition_value(text: str) -> str:
     """A Hive partition value every engine reads back unchanged: other characters become ``_``."""
     v = _UNSAFE.sub("_", str(text)) or "_"
     return "_" + v if v.startswith(".") else v
-
-
-def _host(cap) -> str:
-    h = cap.meta.get("host")
-    if isinstance(h, dict):
-        h = h.get("hostname") or h.get("name")
-    return str(h or "unknown-host")
 
 
 def _str_or_none(v):
@@ -223,7 +216,7 @@ def write_dataset(paths: list[str | os.PathLike], out_dir: str | os.PathLike, *,
     parts: dict[Path, object] = {}
     for path in paths:
         info = open_capture(path)
-        d = out / f"host={partition_value(_host(info))}" / \
+        d = out / f"host={partition_value(capture_host(info))}" / \
             f"capture={partition_value(Path(str(path)).resolve().name)}"
         if d in parts:
             raise ValueError(f"{path} and {parts[d].path} map to the same partition {d} "
@@ -235,11 +228,11 @@ def write_dataset(paths: list[str | os.PathLike], out_dir: str | os.PathLike, *,
                              "--force to replace that partition")
     written, notes = [], []
     for d, info in parts.items():
-        meta = {"host": _host(info), "capture": str(info.path),
+        meta = {"host": capture_host(info), "capture": str(info.path),
                 "capture_id": info.meta.get("capture_id"),
                 "start": info.meta.get("start"), "counters": info.meta.get("counters"),
                 "writer": "rdmascope export dataset"}
-        off = (offsets or {}).get(_host(info))
+        off = (offsets or {}).get(capture_host(info))
         if off is not None:
             meta.update(reference=reference, ref_offset_ns=int(off),
                         ref_offset_note="refined from the traffic (rdmascope cluster)")

@@ -36,6 +36,7 @@ from rdmascope.plausibility import port_rates_gbps as _port_rates_gbps
 
 __all__ = [
     "Capture",
+    "capture_host",
     "load_capture",
     "load_captures",
     "counters_frame",
@@ -290,3 +291,14 @@ def realtime_to_monotonic(capture: Capture, realtime_ns) -> np.ndarray:
     mono, off = _offsets(capture)
     t = np.asarray(realtime_ns, dtype=np.int64)
     return t - _interp_offset(t, mono + off, off)
+
+
+def capture_host(cap) -> str:
+    """The host a capture names in its manifest (``meta["host"]``: a name, or a dict with
+    ``hostname``/``name``), "unknown-host" without one. ``cap``: anything with a ``meta`` dict
+    (``Capture``, ``stream.CaptureInfo``). Used wherever captures are told apart by host
+    (Perfetto processes, dataset partitions, per-host clock offsets)."""
+    h = cap.meta.get("host")
+    if isinstance(h, dict):
+        h = h.get("hostname") or h.get("name")
+    return str(h or "unknown-host")

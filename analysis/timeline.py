@@ -50,7 +50,13 @@ from rdmascope.capture import SAMPLE_SCHEMA, iter_capture_tables, read_manifest
 
 from .bursts import MS, burst_analysis
 from .curve import QUALITY_GAP, QUALITY_OVER_LINE
-from .load import Capture, counters_frame, monotonic_to_realtime, readings_frame
+from .load import (
+    Capture,
+    capture_host,
+    counters_frame,
+    monotonic_to_realtime,
+    readings_frame,
+)
 from .overline import line_gbps_of
 from .peaks import rebin_view
 from .series import byte_intervals, to_gbps, twin_links
@@ -127,13 +133,6 @@ def load_capture_range(path: str | os.PathLike, start_ns: int | None, end_ns: in
                    readings=readings, clean_end=stop is not None, clock_pairs=pairs,
                    t_start_ns=int(start if start is not None else first),
                    t_end_ns=int(max(stop, last) if stop is not None else last))
-
-
-def _host(cap: Capture) -> str:
-    h = cap.meta.get("host")
-    if isinstance(h, dict):
-        h = h.get("hostname") or h.get("name")
-    return str(h or "unknown-host")
 
 
 def _counter_samples(t: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -222,7 +221,7 @@ def build_timeline(captures: list[Capture], *, width_ns: int = MS, log=None,
 
     if clock not in CLOCK_IDS:
         raise ValueError(f"clock must be 'monotonic' or 'realtime', got {clock!r}")
-    hosts = sorted({_host(c) for c in captures})
+    hosts = sorted({capture_host(c) for c in captures})
     if clock == "reference" and (offsets is None or any(h not in offsets for h in hosts)):
         raise ValueError("clock='reference' needs every host's offset to the reference")
     if clock == "monotonic" and len(hosts) > 1:
@@ -236,10 +235,10 @@ def build_timeline(captures: list[Capture], *, width_ns: int = MS, log=None,
         def conv(t, cap=cap):
             t = np.asarray(t, dtype=np.int64)
             if clock == "reference":
-                return t + int(offsets[_host(cap)])
+                return t + int(offsets[capture_host(cap)])
             return monotonic_to_realtime(cap, t) if clock == "realtime" else t
 
-        proc = Process(name=f"{_host(cap)} {os.path.basename(os.path.normpath(str(cap.path)))}",
+        proc = Process(name=f"{capture_host(cap)} {os.path.basename(os.path.normpath(str(cap.path)))}",
                        pid=i + 1)
         iv = byte_intervals(cap)
         if len(iv) == 0:  # a trace of nothing would pass for a quiet link: refuse it
@@ -315,7 +314,7 @@ def build_timeline(captures: list[Capture], *, width_ns: int = MS, log=None,
     axis: dict[str, Any] = {}
     if clock in ("monotonic", "reference"):
         ref_cap = captures[0] if clock == "monotonic" else next(
-            (c for c in captures if _host(c) == reference), captures[0])
+            (c for c in captures if capture_host(c) == reference), captures[0])
         cp = np.asarray(ref_cap.clock_pairs, dtype=np.int64).reshape(-1, 2)
         pairs = [(int(a), int(m)) for a, m in cp]
     if clock == "reference":

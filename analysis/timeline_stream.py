@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from .load import capture_host
 from .timeline import (
     CLOCK_IDS,
     NoIntervalsError,
@@ -276,15 +277,6 @@ class ProtoWriter(TraceWriter):
         return self.n
 
 
-def capture_host(cap) -> str:
-    """The host a capture (``load.Capture`` or ``stream.CaptureInfo``) names in its manifest,
-    as the timeline's processes are named ("unknown-host" without one)."""
-    h = cap.meta.get("host")
-    if isinstance(h, dict):
-        h = h.get("hostname") or h.get("name")
-    return str(h or "unknown-host")
-
-
 def open_writer(path, fmt: str, **kw) -> TraceWriter:
     """A ``ProtoWriter`` (``fmt`` "proto") or a ``ChromeJsonWriter`` ("json")."""
     return ProtoWriter(path, **kw) if fmt == "proto" else ChromeJsonWriter(path, **kw)
@@ -412,9 +404,8 @@ def stream_timeline(paths, out: str | os.PathLike, fmt: str = "json", *, width_n
     intervals in any block); nothing is left under ``out`` then."""
     from .load import monotonic_to_realtime
     from .stream import open_capture
-    _host = capture_host
     infos = [open_capture(p_) for p_ in paths]
-    hosts = sorted({_host(c) for c in infos})
+    hosts = sorted({capture_host(c) for c in infos})
     if clock == "monotonic" and len(hosts) > 1:
         raise ValueError(f"captures of several hosts ({', '.join(hosts)}): each host's "
                          "CLOCK_MONOTONIC counts from its own boot, so they share no time axis; "
@@ -424,7 +415,7 @@ def stream_timeline(paths, out: str | os.PathLike, fmt: str = "json", *, width_n
     pairs = []
     if clock in ("monotonic", "reference"):
         ref_cap = infos[0] if clock == "monotonic" else next(
-            (c for c in infos if _host(c) == reference), infos[0])
+            (c for c in infos if capture_host(c) == reference), infos[0])
         pairs = [(int(a), int(m)) for a, m in
                  np.asarray(ref_cap.clock_pairs, dtype=np.int64).reshape(-1, 2)]
     writer = open_writer(out, fmt, clock=clock, clock_pairs=pairs, width_ns=width_ns)
@@ -472,7 +463,7 @@ def stream_timeline(paths, out: str | os.PathLike, fmt: str = "json", *, width_n
                     def conv(t, cap=cap):
                         t = np.asarray(t, dtype=np.int64)
                         if clock == "reference":
-                            return t + int(offsets[_host(cap)])
+                            return t + int(offsets[capture_host(cap)])
                         return monotonic_to_realtime(cap, t) if clock == "realtime" else t
 
                     cut = None

@@ -119,13 +119,13 @@ def collectives_on_axis(cap, recs, clock: str, offsets: dict | None = None):
     ``collective_slices`` on a timeline's axis: "monotonic", "realtime", or "reference" (the
     host's CLOCK_MONOTONIC plus ``offsets[host]``, as ``build_timeline`` moves its counters).
     Raises ``InspectorError`` when no record is of the capture's host."""
+    from rdmascope.analysis.load import capture_host
     from rdmascope.analysis.nccl.collectives import collective_slices, place_records
-    from rdmascope.analysis.timeline import _host
 
     placed = place_records(cap, recs)
     if clock != "reference":
         return placed, collective_slices(placed, clock=clock)
-    off = int(offsets[_host(cap)])
+    off = int(offsets[capture_host(cap)])
     return placed, [(t0 + off, t1 + off, name, args) for t0, t1, name, args
                     in collective_slices(placed, clock="monotonic")]
 

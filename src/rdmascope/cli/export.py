@@ -171,10 +171,10 @@ def _collectives_hook(inspector, clock: str, offsets: dict | None, notes: list[s
     block's burst slices named with the collectives that caused them (``label_burst_slices``),
     and the "NCCL collectives" track once its blocks are written. A capture whose host has no
     records is noted."""
+    from rdmascope.analysis.load import capture_host
     from rdmascope.analysis.nccl.collectives import collective_slices, place_records
     from rdmascope.analysis.nccl.inspector import InspectorError, read_inspector
     from rdmascope.analysis.timeline import Track
-    from rdmascope.analysis.timeline_stream import capture_host
     from rdmascope.cli.collectives import label_burst_slices
 
     try:
