@@ -218,19 +218,31 @@ def classify_time(requests: pd.DataFrame, t_start_ns: int, t_end_ns: int) -> pd.
 # ------------------------------------------------------------------------------------------------
 
 
-def warmup_mask(rounds: pd.DataFrame, warmup_rounds: int) -> np.ndarray:
+def warmup_mask(rounds: pd.DataFrame, warmup_rounds: int,
+                marked: set | None = None) -> np.ndarray:
     """Return a bool array over ``rounds`` rows: True for the first ``warmup_rounds`` of each test.
 
     "First" by round number within the test (ties cannot occur: one row per (test, round)).
-    ``rounds`` needs ``test`` and ``round`` columns. Raises ``ValueError`` on a negative count.
+    ``rounds`` needs ``test`` and ``round`` columns. ``marked``: (test, round) pairs the log
+    itself marks as warm-up (column ``warmup``, e.g. native ``"phase": "warmup"``): always
+    warm-up, and counted toward ``warmup_rounds`` (the first N rounds in all). Raises
+    ``ValueError`` on a negative count.
     """
     n = int(warmup_rounds)
     if n < 0:
         raise ValueError(f"warmup_rounds must be 0 or more, got {warmup_rounds!r}")
+    pre = np.array([(t, r) in marked for t, r in zip(rounds["test"], rounds["round"],
+                                                        strict=True)], bool) \
+        if marked and len(rounds) else np.zeros(len(rounds), bool)
     if not len(rounds) or n == 0:
-        return np.zeros(len(rounds), bool)
-    rank = rounds.groupby("test", sort=False)["round"].rank(method="first")
-    return (rank <= n).to_numpy()
+        return pre
+    rest = rounds[~pre]
+    rank = rest.groupby("test", sort=False)["round"].rank(method="first").to_numpy()
+    had = pd.Series(rounds["test"].to_numpy()[pre]).value_counts()
+    left = np.array([n - int(had.get(t, 0)) for t in rest["test"]])
+    out = pre.copy()
+    out[~pre] = rank <= left
+    return out
 
 
 def _attribute_in_one_pass(capture, log, intervals, run, kw: dict) -> Attribution:
@@ -381,7 +393,8 @@ def _attribute_from(capture, log, be, *, arrival_window_s: float,
     split = _conserving_split(req, be, out)
 
     rounds = _rounds(out, be)
-    rounds["warmup"] = warmup_mask(rounds, warmup_rounds) if len(rounds) else []
+    marked = _log_warmup_rounds(req, out)
+    rounds["warmup"] = warmup_mask(rounds, warmup_rounds, marked) if len(rounds) else []
     warm = set(zip(rounds.loc[rounds["warmup"], "test"], rounds.loc[rounds["warmup"], "round"],
                    strict=True)) if len(rounds) else set()
     out["warmup"] = [(t, r) in warm for t, r in zip(out["test"], out["round"], strict=True)]
@@ -461,7 +474,9 @@ def _attribute_from(capture, log, be, *, arrival_window_s: float,
         notes.append(f"warm-up: the first {int(warmup_rounds)} round(s) of each test ({nw} "
                      f"round(s), {int((~measured).sum())} request(s)) are listed but left out "
                      "of the per-test means and spreads, the comparison and the summary's "
-                     "TTFT, decode speed and ITL")
+                     "TTFT, decode speed and ITL"
+                     + (f"; the {len(marked)} warm-up round(s) the log marks count toward "
+                        "them" if marked else ""))
         gone = [str(t) for t in dict.fromkeys(rounds["test"]) if len(rounds)
                 and t not in set(tests.get("test", []))]
         if gone:
@@ -496,6 +511,20 @@ def _attribute_from(capture, log, be, *, arrival_window_s: float,
                        notes=notes, warmup_rounds=int(warmup_rounds),
                        capture_id=capture.meta.get("capture_id"), cells=cells,
                        percentiles=pcts)
+
+
+def _log_warmup_rounds(req: pd.DataFrame, out: pd.DataFrame) -> set:
+    """The (test, round) pairs whose every request the log marks as a warm-up (column
+    ``warmup`` non-empty: a whole warm-up round the tool wrote, ``reader._drop_warmup``)."""
+    if "warmup" not in req.columns or not len(req):
+        return set()
+    w = req["warmup"].fillna("").astype(str).ne("").to_numpy()
+    if not w.any():
+        return set()
+    allw: dict = {}
+    for t, r, x in zip(out["test"], out["round"], w, strict=True):
+        allw[(t, r)] = allw.get((t, r), True) and bool(x)
+    return {k for k, v in allw.items() if v}
 
 
 def _conserving_split(req: pd.DataFrame, be, out: pd.DataFrame):

@@ -77,3 +77,59 @@ def test_closed_loop_cells_through_simulate_capture_and_attribute(tmp_path):
         assert rounds[1]["n_requests"] == REQUESTS - WARMUP and not rounds[1]["warmup"]
         (cell,) = [c for c in j["cells"] if c["scope"] == "test" and c["test"] == test]
         assert cell["n_requests"] == REQUESTS - WARMUP
+
+
+def test_the_emulators_warmups_are_marked_and_kept_out_without_warmup_rounds(tmp_path):
+    """The emulator's request log marks a closed-loop cell's warm-ups (``"phase": "warmup"``),
+    so ``attribute`` with no ``--warmup-rounds`` keeps them out of every measured number (per
+    test, per cell, summary TTFT) and names them, while the conserving split still gives their
+    bytes to them: the measured requests' split bytes match the emulator's truth and all
+    bytes add up to the counters. ``--warmup-rounds 1`` counts the marked round: same result."""
+    cap = tmp_path / "cap"
+    r = CliRunner().invoke(main, ["simulate", "capture", "-o", str(cap), "--scenario",
+                                  SCENARIO])
+    assert r.exit_code == 0, r.output
+    log = [json.loads(ln) for ln in (cap / "requests.jsonl").read_text().splitlines() if ln]
+    assert all((rec.get("phase") == "warmup") == (rec["round"] == 0) for rec in log)
+    truth = json.loads((cap / "truth.json").read_text())
+    rdma_tx = [s["key"] for s in truth["series"]
+               if s["source"] == "infiniband" and s["direction"] == "tx"]
+    true_split = {t["request_id"]: sum(t["prefill_bytes_split"][k] + t["decode_bytes_split"][k]
+                                       for k in rdma_tx) for t in truth["requests"]}
+    measured = [t for t in truth["requests"] if t["round"] == 1]
+
+    runs = {}
+    for extra in ([], ["--warmup-rounds", "1"]):
+        a = CliRunner().invoke(main, ["attribute", str(cap), "--json", *extra])
+        assert a.exit_code == 0, a.output
+        j = json.loads(a.stdout)
+        notes = j["meta"]["notes"]
+        assert notes[0].startswith(f"{len(CELLS) * WARMUP} warm-up request(s) kept out of "
+                                   "every number"), notes
+        reqs = j["requests"]
+        assert {q["request_id"] for q in reqs if q["warmup"]} == {
+            t["request_id"] for t in truth["requests"] if t["round"] == 0}
+        for test in CELLS:
+            (row,) = [t for t in j["tests"] if t["test"] == test]
+            assert (row["n_requests"], row["rounds"]) == (REQUESTS - WARMUP, 1)
+            mine = [t for t in measured if t["test"] == test]
+            true_ttft = sum(t["ttft_s"] for t in mine) / len(mine)
+            assert abs(row["mean_ttft_s"] - true_ttft) < 1e-6
+            assert abs(j["meta"]["summary"]["ttft_by_test_s"][test] - true_ttft) < 1e-6
+            (cell,) = [c for c in j["cells"] if c["scope"] == "test" and c["test"] == test]
+            assert cell["n_requests"] == REQUESTS - WARMUP
+            assert abs(cell["ttft_mean_s"] - true_ttft) < 1e-6
+        # the split: each request (warm-ups too) keeps its own bytes; nothing is lost
+        s = j["meta"]["summary"]
+        split = {q["request_id"]: q["prefill_tx_split_bytes"] + q["decode_tx_split_bytes"]
+                 for q in reqs}
+        for rid, b in split.items():
+            assert abs(b - true_split[rid]) < 0.05 * true_split[rid], rid
+        got = sum(b for rid, b in split.items() if not rid.startswith(tuple(
+            f"{t}-r0-" for t in CELLS)))
+        assert abs(got - sum(true_split[t["request_id"]] for t in measured)) < \
+            0.01 * got
+        assert abs(sum(split.values()) + s["split_idle_tx_bytes"]
+                   - s["split_total_tx_bytes"]) < 1e-6 * s["split_total_tx_bytes"]
+        runs[tuple(extra)] = (j["tests"], j["cells"])
+    assert runs[()] == runs[("--warmup-rounds", "1")]

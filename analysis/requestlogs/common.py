@@ -29,7 +29,8 @@ CLOCKS = (CLOCK_MONOTONIC, CLOCK_REALTIME, CLOCK_RELATIVE)
 #: Columns of ``RequestLog.requests`` (one row per request, failed ones included).
 COLUMNS = ("request_id", "t_send_ns", "t_first_ns", "t_last_ns", "prompt_tokens",
            "output_tokens", "test", "round", "ok", "error", "chunk_times", "row", "run",
-           "token_source", "check", "fix", "t_first_reasoning_ns", "t_first_answer_ns", "flag")
+           "token_source", "check", "fix", "t_first_reasoning_ns", "t_first_answer_ns", "flag",
+           "warmup")
 
 
 _INT_COLUMNS = ("t_send_ns", "t_first_ns", "t_last_ns", "prompt_tokens", "output_tokens", "round",
@@ -80,8 +81,10 @@ class RequestLog:
     ``fix`` (dict of corrected ``t_first_ns``, ``t_last_ns``, ``chunk_times`` and ``kind``, or
     None; ``apply_fixes``), ``t_first_reasoning_ns`` / ``t_first_answer_ns`` (Int64, only for
     requests that streamed reasoning tokens), ``flag`` (e.g. "runs past the capture end",
-    "corrected: ..."). Rows are sorted by send time (failed rows without one last). ``runs``:
-    one dict per run (``run``, ``label``, ``meta`` = the tool's run metadata).
+    "corrected: ..."), ``warmup`` (why the tool marked the request a warm-up, "" if measured;
+    only whole warm-up rounds stay in the log: ``reader._drop_warmup``). Rows are sorted by
+    send time (failed rows without one last). ``runs``: one dict per run (``run``, ``label``,
+    ``meta`` = the tool's run metadata).
 
     ``alignment`` is None on the log's own clock; after ``align`` it holds ``method``
     ("monotonic" | "clock_pairs" | "offset" | "anchor"), ``offset_ns`` (added to the log's times),
@@ -266,7 +269,7 @@ def _frame(path, records: list[dict[str, Any]]) -> pd.DataFrame:
                 for r, v in zip(records, vals, strict=True):
                     for t in v if v is not None else ():
                         _int64_or_raise(path, r, c, int(t))
-            if c in ("error", "token_source", "check", "flag"):
+            if c in ("error", "token_source", "check", "flag", "warmup"):
                 vals = ["" if v is None else v for v in vals]
             arr = np.empty(len(vals), dtype=object)
             arr[:] = vals

@@ -1,4 +1,9 @@
-"""rdmascope's own request log (JSONL, JSON array or CSV; written by ``rdmascope.client``)."""
+"""rdmascope's own request log (JSONL, JSON array or CSV; written by ``rdmascope.client``).
+
+An optional ``phase`` field: ``"warmup"`` (also "warm-up", "warm_up", any case) marks a warm-up
+request (the emulator's closed-loop cells write it for their first ``warmup=N`` requests), kept
+out of every measured number and named (``reader._drop_warmup``); any other value, or none, is
+measured."""
 
 from __future__ import annotations
 
@@ -18,6 +23,9 @@ from .common import (
     _record,
     _s_to_ns,
 )
+
+#: ``phase`` values that mark a warm-up request
+WARMUP_PHASES = ("warmup", "warm-up", "warm_up")
 
 
 def _native_rows(path: Path, text: str) -> list[tuple[int, dict]]:
@@ -86,6 +94,7 @@ def _read_native(path: Path, text: str):
         if chunks is not None:
             chunks = [_s_to_ns(_num(path, line, "chunk_times", c)) for c in chunks]
         rnd = d.get("round")
+        phase = str(d.get("phase") or "").strip().lower()
         records.append(_record(
             rid, t("t_send"), t("t_first_token"), t("t_last_token"),
             _int(path, line, "prompt_tokens", d.get("prompt_tokens"), allow_none=not ok),
@@ -94,6 +103,8 @@ def _read_native(path: Path, text: str):
             rnd=_int(path, line, "round", rnd) if rnd not in (None, "") else None,
             ok=ok, error=str(err) if err else ("failed" if not ok else ""), chunks=chunks,
             row=line))
+        if phase in WARMUP_PHASES:
+            records[-1]["warmup"] = f"field phase {phase!r}"
     if len(clocks) > 1:
         raise RequestLogError(path, f"rows use different clocks ({', '.join(sorted(clocks))}); "
                                     "one file must use one clock", field="clock")

@@ -121,7 +121,13 @@ def read_request_log(path: str | os.PathLike, format: str | None = None, *,
 def _drop_warmup(p: Path, records: list[dict]) -> tuple[list[dict], str]:
     """The records without the warm-up ones a tool marked (key ``warmup``: why) nor the ones it
     measured outside its run (key ``outside``: why, e.g. fmperf's ``exclude``), and the note
-    naming how many were kept out and why ("" when none)."""
+    naming how many were kept out and why ("" when none).
+
+    A whole labelled warm-up round (every request of a (run, test, round) marked, e.g. the
+    emulator's round 0 of a closed-loop cell, native ``"phase": "warmup"``) stays in the log,
+    marked (column ``warmup``): ``attribute`` keeps it out of every measured number but lets
+    the conserving split give its bytes to it, so measured requests running beside it do not
+    take them. Other warm-ups (no round label: AIPerf, guidellm) are dropped here."""
     notes = []
     kept = records
     for key, what in (("warmup", "warm-up request(s)"),
@@ -129,13 +135,27 @@ def _drop_warmup(p: Path, records: list[dict]) -> tuple[list[dict], str]:
         warm = [r for r in kept if r.get(key)]
         if not warm:
             continue
-        kept = [r for r in kept if not r.get(key)]
+        if key == "warmup":
+            whole: dict[tuple, bool] = {}
+            for r in kept:
+                if r.get("round") is not None:
+                    g = (r.get("run", 1), r.get("test"), r["round"])
+                    whole[g] = whole.get(g, True) and bool(r.get(key))
+            listed = [r for r in warm if whole.get((r.get("run", 1), r.get("test"),
+                                                     r.get("round")))]
+        else:
+            listed = []
+        measured = [r for r in kept if not r.get(key)]
+        kept = measured + listed
         why = "; ".join(f"{n} {k}" for k, n in
                         {w[key]: sum(1 for x in warm if x[key] == w[key]) for w in warm}.items())
-        if not kept:
+        if not measured:
             raise RequestLogError(p, f"holds only {what.replace('(s)', 's')} ({len(warm)}: "
                                      f"{why}); nothing measured to attribute")
-        notes.append(f"{len(warm)} {what} kept out of every number ({why})")
+        notes.append(f"{len(warm)} {what} kept out of every number ({why})" + (
+            f"; {len(listed)} of them, whole warm-up rounds, stay listed (column warmup) so "
+            "the conserving split gives their bytes to them, not to measured requests"
+            if listed else ""))
     return kept, "; ".join(notes)
 
 

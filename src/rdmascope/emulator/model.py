@@ -747,6 +747,9 @@ class RequestTiming:
     #: over its decode steps (every step's bytes go to exactly one request phase)
     prefill_bytes_split: float = 0.0
     decode_bytes_split: float = 0.0
+    #: a closed-loop cell's warm-up request (its first ``warmup_requests``, round 0): the request
+    #: log marks it ``"phase": "warmup"`` so rdmascope keeps it out of every measured number
+    warmup: bool = False
 
 
 @dataclass(frozen=True)
@@ -1088,7 +1091,8 @@ def simulate(scenario: Scenario, config: TrafficConfig | None = None, *, seed: i
                 prompt_tokens=r.prompt, output_tokens=r.output,
                 prompt_bytes=r.prompt * base_arch.bytes_per_token if cfg.resize is None
                 else r.prompt_bytes,
-                prefill_bytes_split=r.split_prefill, decode_bytes_split=r.split_decode))
+                prefill_bytes_split=r.split_prefill, decode_bytes_split=r.split_decode,
+                warmup=r.index < group.warmup_requests))
     duration = build.now + int(round(scenario.tail_s * 1e9))
     build.idle_until(duration)
     t_ns, cum = build.arrays()

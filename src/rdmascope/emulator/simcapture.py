@@ -83,7 +83,9 @@ def request_log_records(traffic: Traffic, t0_ns: int, *, speed: float = 1.0
                         ) -> list[dict[str, Any]]:
     """Return the request log (native format) for ``traffic`` played with model time 0 at ``t0_ns``.
 
-    Times are float seconds on CLOCK_MONOTONIC: ``(t0_ns + t_model_ns / speed) / 1e9``.
+    Times are float seconds on CLOCK_MONOTONIC: ``(t0_ns + t_model_ns / speed) / 1e9``. A
+    closed-loop cell's warm-up requests carry ``"phase": "warmup"`` (kept out of every measured
+    number by the native reader); the others carry no ``phase``.
     """
     out = []
     for r in traffic.requests:
@@ -91,7 +93,9 @@ def request_log_records(traffic: Traffic, t0_ns: int, *, speed: float = 1.0
         out.append({"request_id": r.request_id, "t_send": float(ts[0]),
                     "t_first_token": float(ts[1]), "t_last_token": float(ts[2]),
                     "prompt_tokens": r.prompt_tokens, "output_tokens": r.output_tokens,
-                    "test": r.test, "round": r.round, "clock": "CLOCK_MONOTONIC"})
+                    "test": r.test, "round": r.round, "clock": "CLOCK_MONOTONIC",
+                    # a closed-loop cell's warm-up (request-logs.md, "The native format")
+                    **({"phase": "warmup"} if r.warmup else {})})
     return out
 
 
@@ -117,6 +121,7 @@ def truth_dict(traffic: Traffic, t0_ns: int, *, speed: float = 1.0,
         clk = _to_clock([r.t_send_ns, r.t_first_ns, r.t_last_ns], t0_ns, speed)
         reqs.append({
             "request_id": r.request_id, "test": r.test, "round": r.round,
+            **({"phase": "warmup"} if r.warmup else {}),
             "t_send_ns": int(round(clk[0])), "t_first_ns": int(round(clk[1])),
             "t_last_ns": int(round(clk[2])),
             "t_send_model_ns": r.t_send_ns, "t_first_model_ns": r.t_first_ns,
