@@ -1,4 +1,16 @@
-"""AIPerf ``profile_export.jsonl`` (one record per request, epoch ns)."""
+"""AIPerf ``profile_export.jsonl`` (one record per request, epoch ns).
+
+Phases: every record's ``metadata.benchmark_phase`` is AIPerf's ``CreditPhase``, a
+case-insensitive string enum whose values are ``"warmup"`` and ``"profiling"`` (the
+``MetricRecordMetadata.benchmark_phase`` field, "either warmup or profiling", in
+ai-dynamo/aiperf ``src/aiperf/common/models/record_models.py`` at commit
+f86c6c0d6aad543c59fc00fb6b06d6192ca16646; the enum in ``aiperf/common/enums/timing_enums.py`` at
+db4f6397d11ee2d4cfbb41f70b2327315163dcf0). AIPerf writes no other phase and no ``phase_name``
+field. "warmup" records are kept out and named (``reader._drop_warmup``); "profiling" is the
+measured run. Any other value (an early prototype's ``CreditPhase`` had ``ramp_up``,
+``stabilizing`` and ``steady_state``; a later AIPerf may add more) is never pooled with
+another: each phase becomes its own test, "phase <value>" (profiling too, then), with a note.
+"""
 
 from __future__ import annotations
 
@@ -32,15 +44,18 @@ def _metric_ns(path, row, metrics: dict, name: str, *, scalar: bool = True):
 
 
 def _read_aiperf(path: Path, text: str):
-    records, warm = [], set()
+    records, warm, phases = [], set(), {}
     for line, d in _jsonl_objects(path, text):
         md = d.get("metadata")
         if not isinstance(md, dict):
             raise RequestLogError(path, "missing (required)", row=line, field="metadata")
         # AIPerf 0.13+ writes its warm-up records too (metadata.benchmark_phase "warmup",
         # CreditPhase.WARMUP; "profiling" is measured): kept out, named
-        if str(md.get("benchmark_phase") or "").strip().lower() == "warmup":
+        phase = str(md.get("benchmark_phase") or "").strip().lower()
+        if phase == "warmup":
             warm.add(line)
+        elif phase:
+            phases[line] = phase
         metrics = _obj(path, line, "metrics", d.get("metrics"), allow_none=True) or {}
         err = d.get("error")
         ok = not err and not md.get("was_cancelled")
@@ -89,10 +104,21 @@ def _read_aiperf(path: Path, text: str):
             t_r = t_first
         records.append(_record(rid, t0, t_first, t_last, prompt, output, chunks=chunks, row=line,
                                t_reasoning=t_r, t_answer=t_a))
+    notes = []
+    named = dict.fromkeys(phases.values())
+    if set(named) - {"profiling"}:
+        # a phase AIPerf's writer does not write: each phase its own test, never pooled
+        for rec in records:
+            if rec["row"] in phases:
+                rec["test"] = f"phase {phases[rec['row']]}"
+        counts = {p: sum(1 for v in phases.values() if v == p) for p in named}
+        notes.append("AIPerf benchmark_phase values other than warmup/profiling: each phase "
+                     "is its own test (" + ", ".join(f"'phase {p}': {n} request(s)"
+                                                     for p, n in counts.items()) + ")")
     for rec in records:
         if rec["row"] in warm:
             rec["warmup"] = "AIPerf benchmark_phase 'warmup'"
-    return records, CLOCK_REALTIME, []
+    return records, CLOCK_REALTIME, notes
 
 
 read = _read_aiperf
