@@ -77,3 +77,59 @@ def test_aiperf_phases_other_than_warmup_become_tests(tmp_path):
     log = read_request_log(p)
     assert log.requests["test"].isna().all() or set(log.requests["test"]) == {None}
     assert not any("benchmark_phase values" in n for n in log.notes)
+
+
+def _ip(send_s: float, ttft_s: float = 0.1, chunks: int = 3) -> dict:
+    """One inference-perf record (the committed fixture's layout) on CLOCK_MONOTONIC seconds."""
+    rec = json.loads((DATA / "inference_perf_per_request_lifecycle_metrics.json").read_text())[0]
+    t0 = (T0 / S) + send_s
+    times = [t0 + ttft_s + 0.05 * k for k in range(chunks)]
+    rec.update(start_time=t0, end_time=times[-1])
+    rm = rec["info"]["response_metrics"]
+    rm.update(output_tokens=chunks, chunk_times=times, output_token_times=times,
+              response_chunks=["x"] * chunks,
+              server_usage={"prompt_tokens": 256, "completion_tokens": chunks})
+    rec["info"]["request_metrics"]["text"]["input_tokens"] = 256
+    rec["info"]["input_tokens"] = 256
+    return rec
+
+
+def test_inference_perf_stages_become_tests(tmp_path):
+    cap = _capture(tmp_path)
+    run = tmp_path / "run"
+    run.mkdir()
+    # stage 0: 2 requests at 1 s (TTFT 100 ms); stage 1: 3 requests at 3 s (TTFT 300 ms)
+    recs = [_ip(1.0), _ip(1.05), _ip(3.0, 0.3), _ip(3.1, 0.3), _ip(3.2, 0.3)]
+    p = run / "per_request_lifecycle_metrics.json"
+    p.write_text(json.dumps(recs[::-1]))  # the file's order is not the send order
+    for k, n in ((0, 2), (1, 3)):
+        (run / f"stage_{k}_lifecycle_metrics.json").write_text(json.dumps(
+            {"load_summary": {"count": n, "send_duration": 0.1, "requested_rate": 1.0},
+             "successes": {}, "failures": {}, "benchmark_time_seconds": 1.0}))
+    log = read_request_log(p)
+    assert log.format == "inference-perf"
+    by_send = log.requests.sort_values("t_send_ns")
+    assert list(by_send["test"]) == ["stage 0"] * 2 + ["stage 1"] * 3
+    assert any(n.startswith("inference-perf stages from the stage_<k>_lifecycle_metrics.json")
+               for n in log.notes)
+    at = attribute(load_capture(cap), log)
+    cells = at.cells[at.cells["scope"] == "test"].set_index("test")
+    assert cells.loc["stage 0", "n_requests"] == 2 and cells.loc["stage 1", "n_requests"] == 3
+    assert np.isclose(cells.loc["stage 0", "ttft_mean_s"], 0.1)
+    assert np.isclose(cells.loc["stage 1", "ttft_mean_s"], 0.3)
+
+    # counts that do not add up: no stage assigned, said so
+    (run / "stage_1_lifecycle_metrics.json").write_text(json.dumps({"load_summary": {"count": 4}}))
+    log = read_request_log(p)
+    assert log.requests["test"].isna().all() or set(log.requests["test"]) == {None}
+    assert any("do not add up to its 5 requests" in n for n in log.notes)
+    # a stage whose last request ends after the next stage's first send: refused, said so
+    (run / "stage_1_lifecycle_metrics.json").write_text(json.dumps({"load_summary": {"count": 3}}))
+    recs[1] = _ip(1.05, ttft_s=2.5)
+    p.write_text(json.dumps(recs))
+    log = read_request_log(p)
+    assert log.requests["test"].isna().all() or set(log.requests["test"]) == {None}
+    assert any("ends after stage 1's first send" in n for n in log.notes)
+    # one stage summary only: nothing to cut
+    (run / "stage_1_lifecycle_metrics.json").unlink()
+    assert not any("stage" in n for n in read_request_log(p).notes)

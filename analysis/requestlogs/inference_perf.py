@@ -1,7 +1,22 @@
-"""kubernetes-sigs/inference-perf ``per_request_lifecycle_metrics.json`` (perf_counter seconds)."""
+"""kubernetes-sigs/inference-perf ``per_request_lifecycle_metrics.json`` (perf_counter seconds).
+
+Stages: the per-request file carries no stage. Its writer (``inference_perf/reportgen/base.py``
+at kubernetes-sigs/inference-perf 7de5ef2ed6f7934e0ecbc8297e593f79e68430c0, the
+``per_request_lifecycle_metrics`` report) writes only ``start_time, end_time, request,
+response, info, error`` of each ``RequestLifecycleMetric`` (its ``stage_id`` stays in memory),
+after dropping the sweep's preprocessing stage -1. Each stage k has its own summary,
+``stage_<k>_lifecycle_metrics.json`` (``load_summary.count``: that stage's requests, failed
+included), and stages run one after another: ``LoadGenerator.run_stage``
+(``inference_perf/loadgen/load_generator.py``) waits until every request of the stage has
+finished before the next stage starts. So when those summaries lie beside the file and their
+counts add up to its requests, the requests in send order are cut by the counts into stages,
+each its own test "stage k"; a cut where a stage's last request ends after the next stage's
+first send (a timed-out stage) is refused, with a note, and no stage is assigned.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from .common import (
@@ -96,7 +111,47 @@ def _read_inference_perf(path: Path, data: list):
                                chunks=chunks, row=pos, token_source=src,
                                t_reasoning=reasoning[0] if reasoning else None,
                                t_answer=content[0] if reasoning and content else None))
-    return records, CLOCK_MONOTONIC, []
+    return records, CLOCK_MONOTONIC, _stages(path, data, records)
+
+
+def _stages(path: Path, data: list, records: list[dict]) -> list[str]:
+    """Label ``records`` with their stage ("stage k") from the per-stage summaries beside
+    ``path`` (module docstring); return the notes."""
+    counts = {}
+    for f in path.parent.glob("stage_*_lifecycle_metrics.json"):
+        k = f.name[len("stage_"):-len("_lifecycle_metrics.json")]
+        if not k.isdigit():
+            continue
+        try:
+            n = json.loads(f.read_text())["load_summary"]["count"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return [f"inference-perf stages not assigned: {f.name} has no load_summary.count"]
+        counts[int(k)] = int(n)
+    if len(counts) < 2:
+        return []
+    if sorted(counts) != list(range(len(counts))) or sum(counts.values()) != len(records):
+        return [f"inference-perf stages not assigned: the stage summaries beside the file "
+                f"({', '.join(f'stage {k}: {n}' for k, n in sorted(counts.items()))}) do not "
+                f"add up to its {len(records)} requests"]
+    # send order: the file's start_time (every record has one, failed ones too)
+    order = sorted(range(len(records)), key=lambda i: (float(data[i]["start_time"]), i))
+    cuts, lo = [], 0
+    for k in range(len(counts)):
+        cuts.append(order[lo:lo + counts[k]])
+        lo += counts[k]
+    for k in range(len(cuts) - 1):
+        ends = [float(data[i]["end_time"]) for i in cuts[k] if data[i].get("end_time") is not None]
+        nxt = float(data[cuts[k + 1][0]]["start_time"]) if cuts[k + 1] else None
+        if ends and nxt is not None and max(ends) > nxt:
+            return [f"inference-perf stages not assigned: stage {k}'s last request ends after "
+                    f"stage {k + 1}'s first send (a stage that timed out?); the requests are "
+                    "one test"]
+    for k, idx in enumerate(cuts):
+        for i in idx:
+            records[i]["test"] = f"stage {k}"
+    shown = ", ".join(f"stage {k}: {n}" for k, n in sorted(counts.items()))
+    return [f"inference-perf stages from the stage_<k>_lifecycle_metrics.json beside the file: "
+            f"each stage its own test ({shown} request(s), cut in send order)"]
 
 
 def read(path: Path, text: str):
