@@ -7,7 +7,7 @@ names. A cycle fails (strongly connected components of more than one module, or 
 itself), and so does ``from m import _name`` or ``m._name`` (an attribute of a module imported
 whole) with ``m`` another of our modules (rename it public or move it: a private name is private to its module). ``__future__``-style dunders are
 not private names. One exception, ``SPLIT_PACKAGES``: a module split into a package (the capture
-format, the request-log readers) shares its helpers among its own parts as the one module did;
+format, the request-log readers, the figures) shares its helpers among its own parts as the one module did;
 outside that package they stay private.
 """
 
@@ -23,7 +23,8 @@ ROOTS = {"rdmascope": REPO / "src" / "rdmascope", "rdmascope.sampler": REPO / "s
 
 
 #: modules split into packages whose parts share private helpers (never outside the package)
-SPLIT_PACKAGES = ("rdmascope.capture", "rdmascope.analysis.requestlogs")
+SPLIT_PACKAGES = ("rdmascope.capture", "rdmascope.analysis.requestlogs",
+                  "rdmascope.analysis.figures")
 
 
 def _inside(pkg: str, mod: str) -> bool:
