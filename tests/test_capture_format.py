@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pyarrow as pa
 import pytest
-from rdmascope.sampler.daemon import _to_batch
 from rdmascope.sampler.reader import SweepBuffers
+from rdmascope.sampler.writer_thread import to_batch
 
 from rdmascope.capture import (
     FORMAT_VERSION,
@@ -46,9 +46,9 @@ def test_round_trip_through_sampler_buffers(tmp_path):
     rows[7] = (1, 3, rows[7][2], 0, 0, 3)  # one missing reading -> null value
     w = CaptureWriter.create(tmp_path / "cap", {"interval_ns": 1_000_000,
                                                 "counters": [COUNTER, {**COUNTER, "port": 2}]})
-    w.write_batch(_to_batch(buffer_rows(rows[:200])))
+    w.write_batch(to_batch(buffer_rows(rows[:200])))
     w.roll()
-    w.write_batch(_to_batch(buffer_rows(rows[200:])))
+    w.write_batch(to_batch(buffer_rows(rows[200:])))
     w.add_event(5, 1, "unavailable", "missing: test")
     w.close(audit={"sweeps_taken": 300})
     cap = read_capture(tmp_path / "cap")
@@ -110,7 +110,7 @@ def test_newer_version_refused_naming_both_versions(tmp_path, fixtures_dir):
 
 def test_to_batch_masks_bad_rows():
     buf = buffer_rows([(0, 0, 5, 1, 42, 0), (1, 0, 6, 1, 0, 2)])
-    b = _to_batch(buf)
+    b = to_batch(buf)
     assert b.column("value").to_pylist() == [42, None]
     assert b.column("status").type == pa.uint8()
 
@@ -135,7 +135,7 @@ def test_lock_refuses_a_second_writer_and_readers_ignore_it(tmp_path):
     path = tmp_path / "cap"
     fields = {"interval_ns": 1_000_000, "counters": [COUNTER]}
     w = CaptureWriter.create(path, fields)
-    w.write_batch(_to_batch(buffer_rows([(0, 0, 10, 5, 7, 0)])))
+    w.write_batch(to_batch(buffer_rows([(0, 0, 10, 5, 7, 0)])))
     for force in (False, True):
         with pytest.raises(CaptureLockedError) as ei:
             CaptureWriter.create(path, fields, force=force)
@@ -227,13 +227,13 @@ def test_failed_live_write_keeps_exactly_the_counted_rows(tmp_path, monkeypatch)
 
     rows = [(0, k, k, 5, k, 0) for k in range(3000)]
     w = CaptureWriter.create(tmp_path / "cap", {"interval_ns": 1_000_000, "counters": [COUNTER]})
-    w.write_batch(_to_batch(buffer_rows(rows[:1000])))
+    w.write_batch(to_batch(buffer_rows(rows[:1000])))
     monkeypatch.setattr(C.os, "write", limited)
     quota["left"] = 700  # part of the next batch fits, then the disk is full
     with pytest.raises(C.CaptureWriteError, match="No space left on device"):
-        w.write_batch(_to_batch(buffer_rows(rows[1000:2000])))
+        w.write_batch(to_batch(buffer_rows(rows[1000:2000])))
     with pytest.raises(C.CaptureWriteError, match="earlier write to this live segment failed"):
-        w.write_batch(_to_batch(buffer_rows(rows[2000:])))
+        w.write_batch(to_batch(buffer_rows(rows[2000:])))
     quota["left"] = None  # space is back (e.g. a failed roll's temporary file was removed)
     cap = read_capture(tmp_path / "cap")
     assert cap.table.num_rows == 1000 == w.rows_written and cap.truncated_live

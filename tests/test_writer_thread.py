@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from rdmascope.sampler import daemon
+from rdmascope.sampler import writer_thread
 from rdmascope.sampler.faketree import build_device
 
 from rdmascope.capture import read_capture
@@ -74,7 +74,7 @@ def test_failing_writer_stops_the_recording_with_the_error_in_the_capture(tree, 
     """An unexpected error inside the writer thread (here: building the third batch) stops the
     sampler at once: exit 4 naming the error, audit stopped_by write_error, a write_error event
     naming it, and the capture holds exactly the readings the audit says were written."""
-    real = daemon._to_batch
+    real = writer_thread.to_batch
     calls = {"n": 0}
 
     def flaky(buf):
@@ -84,7 +84,7 @@ def test_failing_writer_stops_the_recording_with_the_error_in_the_capture(tree, 
                 raise RuntimeError("simulated writer bug")
         return real(buf)
 
-    monkeypatch.setattr(daemon, "_to_batch", flaky)
+    monkeypatch.setattr(writer_thread, "to_batch", flaky)
     out = tmp_path / "cap"
     r = CliRunner().invoke(main, ["record", "-o", str(out), "--sysfs-root", str(tree),
                                   "--duration", "20s", "--no-status"])
@@ -107,13 +107,13 @@ def test_full_queue_is_a_said_error_and_nothing_taken_is_lost(tree, tmp_path, mo
     queue (2 handoffs): the recording stops with an error saying the writer fell behind, and
     once the writer resumes every sweep taken is written. The stall (1.5 s) is three times the
     queue's 0.5 s, so the handoffs due meanwhile fill it even on a loaded machine."""
-    real_init = daemon._WriterThread.__init__
+    real_init = writer_thread.WriterThread.__init__
 
     def small_queue(self, *a, **kw):
         kw["max_queued"] = 2
         real_init(self, *a, **kw)
 
-    monkeypatch.setattr(daemon._WriterThread, "__init__", small_queue)
+    monkeypatch.setattr(writer_thread.WriterThread, "__init__", small_queue)
     from rdmascope.capture import CaptureWriter
 
     real_write = CaptureWriter.write_batch
