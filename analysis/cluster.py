@@ -33,6 +33,11 @@ twins summed), and the tx bytes per request over each request's [send, last toke
 the node's clock; cumulative 1 ms series, linear inside a window) against the set's median. Times of the whole view are on the
 reference's monotonic clock; the request log (one, the benchmark client's) is placed on the
 reference capture with ``requestlogs.align``.
+
+Size: one module (over 800 lines) while the fleet map/reduce work reshapes it: the run set, its
+alignment, the node pass and the fleet verdicts share ``RunSet``, ``Node`` and ``NodeSeries``, and
+the split along those seams (run set and alignment, node pass, verdicts) waits for that work to
+land.
 """
 
 from __future__ import annotations

@@ -15,6 +15,11 @@ of a recorded device that is missing from the capture makes the verdict "cannot 
 ``CANNOT_JUDGE``, exit code 3 in ``rdmascope verify-emulation``), naming the device. Older
 captures without that key and with one recorded device say that the verdict rests on the
 recorded devices only.
+
+Size: one module (over 800 lines) because the emulation verdict (``judge_emulation``) and the
+measurement it judges (``MeasureStream``, one streamed pass) are one rule stated once, with the
+device, rail and coverage checks they both use; the seam if it grows is measurement apart from
+judgement.
 """
 
 from __future__ import annotations

@@ -20,6 +20,10 @@ Public API::
     default_route_netdevs(sysfs_root) -> list[str]   # the default route's interfaces
     extra_netdev_descriptors(sysfs_root, {netdev: role}) -> list[dict]  # TCP elsewhere
     COUNTER_WIDTHS / NARROW_SOURCES             # the width table, with its kernel sources
+
+Size: one module (just over 800 lines) because it is the sampler's one reader of the sysfs layout
+(devices, ports, byte-counter sources, netdevs, counter descriptors) under one robustness rule
+(never raise; one warning naming the file).
 """
 
 from __future__ import annotations

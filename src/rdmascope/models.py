@@ -90,6 +90,11 @@ MoE) stays inside the node. Per rail: the node's bytes spread evenly over its ``
 (default one per TP rank: NCCL gives each GPU its nearest NIC on a rail-optimised node). Every
 per-node figure assumes the replicas are equally loaded (each node then sends what its own
 tokens cost).
+
+Size: one module (over 800 lines) because it is the one standard-library-only source of a served
+model's shape, the setup around it and the bytes-per-token formulas (TP and EP) that the sampler
+side, the emulator and the analysis all import, and its parts check one another's fields (``Setup``
+and ``resolve_setup`` validate against ``Model`` and the formulas).
 """
 
 from __future__ import annotations

@@ -38,6 +38,11 @@ The output (:class:`Traffic`) holds the cumulative bytes one node sends on its c
 piecewise-linear breakpoints (``t_ns``, ``cum_bytes``), the per-series split (per twin and direction,
 plus the netdevs), and the ground-truth request timeline. Everything is deterministic for a seed.
 Times are int64 ns from the start of the scenario (model time); bytes are decimal.
+
+Size: one module (over 800 lines) because it is one model of the physics: the configurations
+(``ModelArch``, ``EngineConfig``, ``ComputeModel``, ``LinkConfig``), the scenarios and ``simulate``
+state each constant once beside the code that uses it; the seam if it grows is the configurations
+and scenarios apart from ``simulate``.
 """
 
 from __future__ import annotations
