@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from rdmascope.capture import SAMPLE_SCHEMA, iter_capture_tables, read_manifest
+from rdmascope.capture import SAMPLE_SCHEMA, STATUS_OK, iter_capture_tables, read_manifest
 
 from .bursts import MS, burst_analysis
 from .curve import QUALITY_GAP, QUALITY_OVER_LINE
@@ -110,15 +110,21 @@ class Timeline:
 
 def load_capture_range(path: str | os.PathLike, start_ns: int | None, end_ns: int | None
                        ) -> Capture:
-    """A ``Capture`` holding only the readings of [start_ns, end_ns] (CLOCK_MONOTONIC ns) and
-    the segments bracketing its edges (``rdmascope.capture.iter_capture_tables``: the other
-    segments are skipped by their footer statistics, never read), with the capture's own start
-    and end: memory of the range, not of the capture (a 1-minute range of a day-long capture
-    holds about one minute). Errors as ``load.load_capture``, naming the file."""
+    """A ``Capture`` holding only the readings of [start_ns, end_ns] (CLOCK_MONOTONIC ns) and,
+    per counter, the readings bracketing its edges (``rows_near``: from the ``EDGE_VALID``-th
+    valid reading before ``start_ns`` to the ``EDGE_VALID``-th after ``end_ns``, so every
+    interval and glitch check touching the range is the whole capture's), with the capture's
+    own start and end. Segments wholly outside are skipped by their footer statistics
+    (``rdmascope.capture.iter_capture_tables``); each segment read is cut to those rows before
+    the next is read: memory of the range, not of the segments around it (a 1-minute range
+    holds about one minute, not the ~3 minutes of its bracketing segments). Errors as
+    ``load.load_capture``, naming the file."""
     p = os.fspath(path)
     m = read_manifest(p)
-    tables = [t.cast(SAMPLE_SCHEMA) if t.schema != SAMPLE_SCHEMA else t
+    tables = [rows_near(t.cast(SAMPLE_SCHEMA) if t.schema != SAMPLE_SCHEMA else t,
+                        start_ns, end_ns)
               for _f, t in iter_capture_tables(p, start_ns=start_ns, end_ns=end_ns, manifest=m)]
+    tables = [t for t in tables if t.num_rows] or tables[:1]
     table = pa.concat_tables(tables) if tables else SAMPLE_SCHEMA.empty_table()
     if table.num_rows:
         table = table.sort_by([("counter_id", "ascending"), ("sweep", "ascending")])
@@ -133,6 +139,58 @@ def load_capture_range(path: str | os.PathLike, start_ns: int | None, end_ns: in
                    readings=readings, clean_end=stop is not None, clock_pairs=pairs,
                    t_start_ns=int(start if start is not None else first),
                    t_end_ns=int(max(stop, last) if stop is not None else last))
+
+
+#: Valid readings kept per counter past each edge of a loaded range (``rows_near``): the
+#: interval across the edge and the glitch check of its readings (a reading against its two
+#: valid neighbours, ``intervals.counter_intervals``) see what the whole capture gives.
+EDGE_VALID = 3
+
+
+def rows_near(table: pa.Table, start_ns: int | None, end_ns: int | None,
+              keep: int = EDGE_VALID) -> pa.Table:
+    """The rows of a SAMPLE_SCHEMA ``table`` sorted by (counter_id, sweep) that
+    ``load_capture_range`` needs for [start_ns, end_ns]: per counter, those whose
+    ``t_before_ns`` lies in the range and, each side, the readings out to the ``keep``-th valid
+    one past the edge (invalid readings between them included: they flag the interval across
+    them). A counter whose times are not ordered is kept whole. Zero-copy slices."""
+    n = table.num_rows
+    if n == 0 or (start_ns is None and end_ns is None):
+        return table
+    cid = table.column("counter_id").to_numpy()
+    tb = table.column("t_before_ns").to_numpy()
+    st = table.column("status").to_numpy()
+    valid = (st == STATUS_OK) & table.column("value").is_valid().to_numpy(zero_copy_only=False)
+    lo = np.iinfo(np.int64).min if start_ns is None else int(start_ns)
+    hi = np.iinfo(np.int64).max if end_ns is None else int(end_ns)
+    bounds = np.flatnonzero(np.diff(cid.astype(np.int64))) + 1
+    starts = np.concatenate([[0], bounds]).tolist()
+    ends = np.concatenate([bounds, [n]]).tolist()
+    parts = []
+    for a, b in zip(starts, ends, strict=True):
+        t = tb[a:b]
+        if len(t) > 1 and (np.diff(t) < 0).any():
+            parts.append((a, b))
+            continue
+        i = int(np.searchsorted(t, lo, "left"))
+        j = int(np.searchsorted(t, hi, "right"))
+        before = np.flatnonzero(valid[a:a + i])
+        s0 = int(before[-keep]) if len(before) >= keep else 0
+        after = np.flatnonzero(valid[a + j:b])
+        e0 = j + int(after[keep - 1]) + 1 if len(after) >= keep else b - a
+        if e0 > s0:
+            parts.append((a + s0, a + e0))
+    if parts == [(0, n)]:
+        return table
+    merged: list[list[int]] = []
+    for a, b in parts:  # counters next to each other: one slice
+        if merged and merged[-1][1] == a:
+            merged[-1][1] = b
+        else:
+            merged.append([a, b])
+    if not merged:
+        return table.slice(0, 0)
+    return pa.concat_tables([table.slice(a, b - a) for a, b in merged])
 
 
 def _counter_samples(t: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,11 +1,12 @@
 """``export perfetto`` in bounded memory: the timeline built and written block by block.
 
 ``stream_timeline`` reads each capture a block of time at a time (``timeline.load_capture_range``:
-only the segments holding the block, plus the readings bracketing its edges), builds that
-block's tracks with ``timeline.build_timeline`` (the same rules, so the same values), writes
-them at once through a ``TraceWriter`` and drops them: memory is one block's readings and
-tracks, whatever the capture's length (a whole hour or day never held), and a ``--from/--to``
-range shorter than a block is one block, the range's memory.
+only the block's rows of the segments holding it, plus per counter the readings bracketing its
+edges), builds that block's tracks with ``timeline.build_timeline`` (the same rules, so the
+same values), drops the readings, writes the tracks one by one through a ``TraceWriter`` and
+drops each once written: memory is one block's readings and tracks, whatever the capture's
+length (a whole hour or day never held), and a ``--from/--to`` range shorter than a block is
+one block, the range's memory (1.3-1.4x ``peaks`` on a 1-minute range, docs/benchmarks.md).
 
 Blocks are joined so the trace is the one the whole capture gives:
 
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -314,13 +315,15 @@ class _Joiner:
         self.open: dict[str, tuple] = {}  # window-run track -> slice crossing the edge
         self.requests: set[str] = set()
 
-    def take(self, tracks: list[Track], lo: int, cut: int | None) -> list[Track]:
+    def take(self, tracks: list[Track], lo: int, cut: int | None) -> Iterator[Track]:
         """The parts of a block's tracks (times already on the trace's axis) in [lo, cut)
-        (``cut`` None: the last block, everything), joined to what came before."""
-        out = []
+        (``cut`` None: the last block, everything), joined to what came before, one at a time;
+        each track is taken out of ``tracks`` as it is given (held by the caller alone)."""
         hi = np.iinfo(np.int64).max if cut is None else cut
         holes_now: set[str] = set()
-        for tr in tracks:
+        tracks.reverse()
+        while tracks:
+            tr = tracks.pop()
             if tr.kind == "counter":
                 keep = (tr.t_ns >= lo) & (tr.t_ns < hi)
                 t, v = tr.t_ns[keep], tr.values[keep]
@@ -330,12 +333,12 @@ class _Joiner:
                     t, v = t[1:], v[1:]
                 if len(v):
                     self.last[tr.name] = float(v[-1])
-                out.append(Track(name=tr.name, kind="counter", unit=tr.unit, t_ns=t, values=v))
+                yield Track(name=tr.name, kind="counter", unit=tr.unit, t_ns=t, values=v)
                 continue
             if tr.name.startswith("request "):
                 if tr.name not in self.requests:
                     self.requests.add(tr.name)
-                    out.append(tr)
+                    yield tr
                 continue
             sl = [s for s in tr.slices if lo <= s[0] < hi]
             if _is_window_run(tr):
@@ -353,9 +356,8 @@ class _Joiner:
                         s[0] < cut <= s[1] for s in tr.slices):
                     holes_now.add(tr.name[: -len(" no data")])
             if sl:
-                out.append(Track(name=tr.name, kind="slices", unit=tr.unit, slices=sl))
+                yield Track(name=tr.name, kind="slices", unit=tr.unit, slices=sl)
         self.hole_at_edge = holes_now
-        return out
 
     def rest(self) -> list[Track]:
         """Slices still open after the last block (none unless a block failed to continue)."""
@@ -448,6 +450,7 @@ def stream_timeline(paths, out: str | os.PathLike, fmt: str = "json", *, width_n
                                         reference=reference)
                 except NoIntervalsError:
                     tl = None
+                del cap  # the block's readings: its tracks are built
                 if tl is not None:
                     any_data = True
                     if tl.axis:
@@ -460,11 +463,11 @@ def stream_timeline(paths, out: str | os.PathLike, fmt: str = "json", *, width_n
                         proc = Process(name=p.name, pid=i + 1)
                         writer.process(proc.pid, proc.name)
 
-                    def conv(t, cap=cap):
+                    def conv(t, info=info):
                         t = np.asarray(t, dtype=np.int64)
                         if clock == "reference":
-                            return t + int(offsets[capture_host(cap)])
-                        return monotonic_to_realtime(cap, t) if clock == "realtime" else t
+                            return t + int(offsets[capture_host(info)])
+                        return monotonic_to_realtime(info, t) if clock == "realtime" else t
 
                     cut = None
                     if not last:
@@ -474,11 +477,14 @@ def stream_timeline(paths, out: str | os.PathLike, fmt: str = "json", *, width_n
                         split |= not ok
                     a_ax = int(conv([lo])[0]) if lo != first else np.iinfo(np.int64).min
                     c_ax = None if cut is None else int(conv([cut])[0])
-                    for tr in joiner.take(p.tracks, a_ax, c_ax):
+                    tracks, p.tracks = p.tracks, []
+                    del tl, p
+                    for tr in joiner.take(tracks, a_ax, c_ax):  # each dropped once written
                         names.setdefault(tr.name, Track(name=tr.name, kind=tr.kind,
                                                         unit=tr.unit))
                         writer.track(proc.pid, tr)
-                    del tl, p
+                        del tr
+                    del tracks
                 else:
                     cut = None if last else origin + -(-(planned - origin) // width_ns) * \
                         width_ns

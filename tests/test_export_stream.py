@@ -108,7 +108,7 @@ def _run_limited(code: str) -> subprocess.CompletedProcess:
 def test_export_perfetto_of_a_whole_capture_streams_under_a_memory_limit(tmp_path):
     """8 minutes at 1 kHz, 8 counters (as tests/test_memory_limit.py): the whole trace built in
     memory (the old path) raises MemoryError under 1 GB of address space; the streamed
-    export writes it (its peak is one block's: ~0.8 GB RSS whatever the capture's length).
+    export writes it (its peak is one block's: ~0.45 GB RSS whatever the capture's length).
     The limit is above tests/test_memory_limit.py's 620 MB: a block still holds its
     readings and intervals whole (see docs/exports.md)."""
     sys.path.insert(0, str(BENCH))
@@ -133,3 +133,44 @@ def test_export_perfetto_of_a_whole_capture_streams_under_a_memory_limit(tmp_pat
     doc = json.loads((tmp_path / "t.json").read_text())
     counters = [e for e in doc["traceEvents"] if e["ph"] == "C"]
     assert counters and max(e["ts"] for e in counters) - min(e["ts"] for e in counters) > 470e6
+
+
+def test_a_range_holds_its_rows_and_the_valid_readings_past_its_edges(tmp_path):
+    """``load_capture_range`` keeps, of the segments it reads, only the range's rows and per
+    counter the readings out to the 3rd valid one past each edge: the intervals over the range
+    are the whole capture's when an edge falls in a pause of the readings (a 40 ms gap), on
+    unreadable readings (flagged unavailable) or next to a torn read (a glitch dropped by its
+    two neighbours), and a 1-minute range of an 8-minute capture holds about a minute, not
+    its bracketing segments (~3 minutes)."""
+    from rdmascope.analysis.series import byte_intervals
+    from rdmascope.analysis.timeline import load_capture_range
+
+    n = 400
+    vals = np.cumsum(np.full(n, 250_000, np.int64))
+    vals[199] = 5                                     # a torn read just before the 200 ms edge
+    gap = set(range(100, 140))                        # no readings across the 120 ms edge
+    bad = {298, 299, 301}                             # unreadable around the 300 ms edge
+    rd = {0: [(T0 + k * MS, 0, int(vals[k]), STATUS_OK if k not in bad else 2)
+              for k in range(n) if k not in gap],
+          1: [(T0 + k * MS + 500, 0, int(vals[k] // 2), STATUS_OK) for k in range(n)]}
+    cap = write_capture(tmp_path / "c", [ib("d0", "tx"), ib("d0", "rx")], rd, roll_every=50)
+    cols = ["counter_id", "t0_ns", "t1_ns", "bytes", "flag"]
+
+    def over(iv, a, b):
+        return iv[(iv["t1_ns"] > a) & (iv["t0_ns"] < b)][cols].reset_index(drop=True)
+
+    whole = byte_intervals(load_capture(cap))
+    for a, b in ((120, 200), (200, 300), (300, 399), (0, 120), (150, 151)):
+        lo, hi = T0 + a * MS, T0 + b * MS
+        part = load_capture_range(cap, lo, hi)
+        assert len(part.readings) < 0.6 * 2 * n
+        got, want = over(byte_intervals(part), lo, hi), over(whole, lo, hi)
+        assert got.equals(want), (a, b)
+
+    sys.path.insert(0, str(BENCH))
+    from scale_capture import build
+
+    big = build(tmp_path / "cap", 8 * 60)
+    t0 = load_capture_range(big, 0, 0).t_start_ns
+    part = load_capture_range(big, t0 + 118 * 10**9, t0 + 182 * 10**9)
+    assert 8 * 64_000 <= len(part.readings) <= 8 * 64_100  # 64 s of 8 counters at 1 kHz
