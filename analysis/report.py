@@ -234,7 +234,7 @@ def render_report(content: ReportContent, out_dir: str | os.PathLike, *, embed: 
 #: A number with its sign, range and unit: "+0.875 s", "(+14.2 %)", "±15–25 %", "6.14–6.14 s",
 #: "1 ms", "8,192": kept on one line (``_nowrap``), so a card never wraps mid-number.
 _NUMBER_GROUP = re.compile(
-    r"(?<![\w&#./-])[+\-−±~≤≥]?\d[\d,.]*(?:\s?[–\-]\s?[+\-−]?\d[\d,.]*)*"
+    r"(?<![\w&#./-])[+\-−±~≤≥]?\d(?:[\d,.]*\d)?(?:\s?[–\-]\s?[+\-−]?\d(?:[\d,.]*\d)?)*"
     r"(?:\s(?:%|s|ms|µs|us|ns|Gb/s|GB/s|MB/s|Gb|GB|MB|kB|KB|B|x|requests?|round\(s\)|"
     r"rounds?|prompt tokens|tokens|nodes?|windows?)(?![\w/]))?")
 
