@@ -12,10 +12,9 @@ checked against the formula computed here by hand.
 
 from __future__ import annotations
 
-import re
-
 import csv
 import os
+import re
 import signal
 import subprocess
 import sys
