@@ -403,141 +403,259 @@ def _int_or_none(v):
 def write_perfetto(tl: Timeline, path: str | os.PathLike) -> int:
     """Write ``tl`` as a Perfetto protobuf trace; return the number of packets.
 
-    Every packet is stamped on ``tl.clock`` (builtin clock id 3 MONOTONIC or 1 REALTIME); the
-    first packet is a ClockSnapshot naming it the trace's primary clock, with the capture's
-    (REALTIME, MONOTONIC) pairs for a monotonic trace. Raises ``ModuleNotFoundError`` without
-    the ``perfetto`` package.
+    ``ProtoWriter`` over the whole timeline (the one protobuf writer; the streamed export
+    writes through it block by block). Every packet is stamped on ``tl.clock`` (builtin clock
+    id 3 MONOTONIC or 1 REALTIME); the first packet is a ClockSnapshot naming it the trace's
+    primary clock, with the capture's (REALTIME, MONOTONIC) pairs for a monotonic trace.
+    Raises ``ModuleNotFoundError`` without the ``perfetto`` package.
     """
-    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket, TrackEvent
-    from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder
+    return ProtoWriter(path, clock=tl.clock, clock_pairs=tl.clock_pairs, width_ns=tl.width_ns,
+                       axis=tl.axis).write_timeline(tl)
 
-    seq = 0x5DA  # any constant: one writer, one sequence
-    cid = CLOCK_IDS[tl.clock]
-    n = 0
-    with open(path, "wb") as f:
-        b = StreamingTraceProtoBuilder(f)
 
-        def packet(ts=None):
-            p = b.create_packet()
-            p.trusted_packet_sequence_id = seq
-            if ts is not None:
-                p.timestamp = int(ts)
-                p.timestamp_clock_id = cid
-            return p
+def write_chrome_json(tl: Timeline, path: str | os.PathLike) -> int:
+    """Write ``tl`` in the Chrome JSON trace event format; return the number of events.
 
-        def put(p):
-            nonlocal n
-            b.write_packet(p)
-            n += 1
+    ``ChromeJsonWriter`` over the whole timeline (the one JSON writer). ``ts``/``dur`` are
+    microseconds (float, ns kept as decimals) on ``tl.clock``; counters are ``ph: "C"`` events
+    named after the track with one arg ``"Gb/s"``; slices are ``ph: "X"`` events on a thread
+    per track (``tid`` 1, 2, ... named by ``thread_name`` metadata); each capture is a process
+    (``process_name`` metadata). Raises ``ValueError`` for a non-finite value (nothing is
+    left under ``path``).
+    """
+    return ChromeJsonWriter(path, clock=tl.clock, clock_pairs=tl.clock_pairs,
+                            width_ns=tl.width_ns, axis=tl.axis).write_timeline(tl)
 
-        snaps = tl.clock_pairs if tl.clock == "monotonic" and tl.clock_pairs else [None]
+
+# ----------------------------------------------------------------------------------------------
+# Writers: the one Chrome JSON and the one protobuf writer, track by track (the streamed export
+# gives them a block's tracks at a time; write_* above a whole timeline's)
+# ----------------------------------------------------------------------------------------------
+
+
+class TraceWriter:
+    """Writes a trace track by track (``track`` may be called several times per track: its
+    events are appended). ``close`` finishes the file and returns the number of events or
+    packets; ``abort`` removes what was written."""
+
+    def __init__(self, path: str | os.PathLike, *, clock: str, clock_pairs=(), width_ns: int = MS,
+                 axis: dict[str, Any] | None = None):
+        self.path = Path(path)
+        self.part = self.path.with_name(self.path.name + ".part")
+        self.clock = clock
+        self.clock_pairs = [(int(a), int(m)) for a, m in clock_pairs]
+        self.width_ns = int(width_ns)
+        self.axis = dict(axis or {})
+        self.n = 0
+        self.t_first: int | None = None  # the earliest counter sample (the time-axis slice's)
+
+    def _first(self, t_ns: np.ndarray) -> None:
+        if len(t_ns):
+            t0 = int(t_ns[0])
+            self.t_first = t0 if self.t_first is None else min(self.t_first, t0)
+
+    def write_timeline(self, tl: Timeline) -> int:
+        """Write a whole ``Timeline`` (built in memory) and close; aborted on an error."""
+        try:
+            for proc in tl.processes:
+                self.process(proc.pid, proc.name)
+                for tr in proc.tracks:
+                    self.track(proc.pid, tr)
+            return self.close()
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        try:
+            self._close_file()
+        finally:
+            self.part.unlink(missing_ok=True)
+
+
+class ChromeJsonWriter(TraceWriter):
+    """The Chrome JSON trace event format (``timeline.write_chrome_json``'s events and
+    ``otherData``), one event at a time."""
+
+    def __init__(self, path, **kw):
+        super().__init__(path, **kw)
+        self.f = open(self.part, "w")  # noqa: SIM115 (closed in close/abort)
+        self.f.write('{"displayTimeUnit": "ns", "traceEvents": [')
+        self.procs: set[int] = set()
+        self.tids: dict[int, dict[str, int]] = {}
+
+    def _put(self, text: str) -> None:
+        self.f.write(text if self.n == 0 else ", " + text)
+        self.n += 1
+
+    def _ev(self, ev: dict) -> None:
+        self._put(json.dumps(ev, allow_nan=False))
+
+    def process(self, pid: int, name: str) -> None:
+        if pid not in self.procs:
+            self.procs.add(pid)
+            self._ev({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                      "args": {"name": name}})
+
+    def track(self, pid: int, tr: Track) -> None:
+        if tr.kind == "counter":
+            self._first(tr.t_ns)
+            v = np.asarray(tr.values, dtype=np.float64)
+            if not np.isfinite(v).all():
+                raise ValueError(f"{tr.name}: a non-finite counter value (JSON has none)")
+            head = '{"ph": "C", "name": ' + json.dumps(tr.name) + f', "pid": {pid}, "ts": '
+            tail = ', "args": {' + json.dumps(tr.unit or "value") + ": "
+            for ts, x in zip(tr.t_ns.tolist(), v.tolist(), strict=True):
+                self._put(f"{head}{ts / 1e3!r}{tail}{x!r}}}}}")
+            return
+        tids = self.tids.setdefault(pid, {})
+        if tr.name not in tids:
+            tids[tr.name] = len(tids) + 1
+            self._ev({"ph": "M", "name": "thread_name", "pid": pid, "tid": tids[tr.name],
+                      "args": {"name": tr.name}})
+        tid = tids[tr.name]
+        for t0, t1, name, args in tr.slices:
+            self._ev({"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": t0 / 1e3,
+                      "dur": (t1 - t0) / 1e3,
+                      "args": {k: v for k, v in args.items() if v is not None}})
+
+    def _close_file(self) -> None:
+        if not self.f.closed:
+            self.f.close()
+
+    def close(self) -> int:
+        clock = (self.axis.get("time_axis") if self.clock == "reference"
+                 else f"CLOCK_{self.clock.upper()}")
+        other = {"clock": clock, "window_ns": self.width_ns,
+                 "writer": "rdmascope export perfetto", **self.axis}
+        self.f.write('], "otherData": ' + json.dumps(other, allow_nan=False) + "}")
+        self._close_file()
+        os.replace(self.part, self.path)
+        return self.n
+
+
+class ProtoWriter(TraceWriter):
+    """Perfetto's protobuf format through the ``perfetto`` package's
+    ``StreamingTraceProtoBuilder`` (``timeline.write_perfetto``'s packets), packet by packet.
+    Raises ``ModuleNotFoundError`` without the ``perfetto`` package."""
+
+    SEQ = 0x5DA  # any constant: one writer, one sequence
+
+    def __init__(self, path, **kw):
+        from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket, TrackEvent
+        from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder
+
+        super().__init__(path, **kw)
+        self.TrackEvent = TrackEvent
+        self.cid = CLOCK_IDS[self.clock]
+        self.f = open(self.part, "wb")  # noqa: SIM115 (closed in close/abort)
+        self.b = StreamingTraceProtoBuilder(self.f)
+        self.uuid = 0
+        self.procs: dict[int, int] = {}
+        self.tracks: dict[tuple[int, str], int] = {}
+        snaps = self.clock_pairs if self.clock == "monotonic" and self.clock_pairs else [None]
         for k, pair in enumerate(snaps):
-            p = packet()
+            p = self._packet()
             if k == 0:
                 p.sequence_flags = TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
-                p.clock_snapshot.primary_trace_clock = cid
+                p.clock_snapshot.primary_trace_clock = self.cid
             if pair is not None:
                 for clock_id, ts in ((3, pair[1]), (1, pair[0])):
                     c = p.clock_snapshot.clocks.add()
                     c.clock_id, c.timestamp = clock_id, ts
             else:
                 c = p.clock_snapshot.clocks.add()
-                c.clock_id, c.timestamp = cid, 0
-            put(p)
-        uuid = 1
-        procs = list(tl.processes)
-        if tl.axis:  # the time axis, said in the trace: a slice whose arguments name it
-            t0 = min((int(tr.t_ns[0]) for p_ in procs for tr in p_.tracks
-                      if tr.kind == "counter" and len(tr.t_ns)), default=0)
-            args = {"time_axis": tl.axis["time_axis"], "aligned": tl.axis["aligned"],
-                    **{f"offset_ns {h}": v for h, v in tl.axis["offsets_ns"].items()}}
-            procs.append(Process(name="rdmascope time axis", pid=len(procs) + 1, tracks=[
-                Track(name="time axis", kind="slices",
-                      slices=[(t0, t0 + 1, f"time axis: {tl.axis['time_axis']}", args)])]))
-        for proc in procs:
-            puuid = uuid
-            uuid += 1
-            p = packet()
-            p.track_descriptor.uuid = puuid
-            p.track_descriptor.process.pid = proc.pid
-            p.track_descriptor.process.process_name = proc.name
-            put(p)
-            for tr in proc.tracks:
-                tuuid = uuid
-                uuid += 1
-                p = packet()
-                p.track_descriptor.uuid = tuuid
-                p.track_descriptor.parent_uuid = puuid
-                p.track_descriptor.name = tr.name
-                if tr.kind == "counter":
-                    p.track_descriptor.counter.unit_name = tr.unit
-                put(p)
-                if tr.kind == "counter":
-                    for ts, v in zip(tr.t_ns.tolist(), tr.values.tolist(), strict=True):
-                        p = packet(ts)
-                        p.track_event.type = TrackEvent.TYPE_COUNTER
-                        p.track_event.track_uuid = tuuid
-                        p.track_event.double_counter_value = v
-                        put(p)
-                    continue
-                for t0, t1, name, args in sorted(tr.slices, key=lambda s: s[0]):
-                    p = packet(t0)
-                    p.track_event.type = TrackEvent.TYPE_SLICE_BEGIN
-                    p.track_event.track_uuid = tuuid
-                    p.track_event.name = name
-                    for k, v in args.items():
-                        if v is None:
-                            continue
-                        a = p.track_event.debug_annotations.add()
-                        a.name = k
-                        if isinstance(v, bool):
-                            a.bool_value = v
-                        elif isinstance(v, int):
-                            a.int_value = v
-                        elif isinstance(v, float):
-                            a.double_value = v
-                        else:
-                            a.string_value = str(v)
-                    put(p)
-                    p = packet(t1)
-                    p.track_event.type = TrackEvent.TYPE_SLICE_END
-                    p.track_event.track_uuid = tuuid
-                    put(p)
-    return n
+                c.clock_id, c.timestamp = self.cid, 0
+            self._put(p)
 
+    def _packet(self, ts=None):
+        p = self.b.create_packet()
+        p.trusted_packet_sequence_id = self.SEQ
+        if ts is not None:
+            p.timestamp = int(ts)
+            p.timestamp_clock_id = self.cid
+        return p
 
-def write_chrome_json(tl: Timeline, path: str | os.PathLike) -> int:
-    """Write ``tl`` in the Chrome JSON trace event format; return the number of events.
+    def _put(self, p) -> None:
+        self.b.write_packet(p)
+        self.n += 1
 
-    ``ts``/``dur`` are microseconds (float, ns kept as decimals) on ``tl.clock``; counters are
-    ``ph: "C"`` events named after the track with one arg ``"Gb/s"``; slices are ``ph: "X"``
-    events on a thread per track (``tid`` 1, 2, ... named by ``thread_name`` metadata); each
-    capture is a process (``process_name`` metadata).
-    """
-    ev: list[dict[str, Any]] = []
-    for proc in tl.processes:
-        ev.append({"ph": "M", "name": "process_name", "pid": proc.pid, "tid": 0,
-                   "args": {"name": proc.name}})
-        tid = 0
-        for tr in proc.tracks:
+    def process(self, pid: int, name: str) -> None:
+        if pid in self.procs:
+            return
+        self.uuid += 1
+        self.procs[pid] = self.uuid
+        p = self._packet()
+        p.track_descriptor.uuid = self.uuid
+        p.track_descriptor.process.pid = pid
+        p.track_descriptor.process.process_name = name
+        self._put(p)
+
+    def track(self, pid: int, tr: Track) -> None:
+        key = (pid, tr.name)
+        if key not in self.tracks:
+            self.uuid += 1
+            self.tracks[key] = self.uuid
+            p = self._packet()
+            p.track_descriptor.uuid = self.uuid
+            p.track_descriptor.parent_uuid = self.procs[pid]
+            p.track_descriptor.name = tr.name
             if tr.kind == "counter":
-                ev.extend({"ph": "C", "name": tr.name, "pid": proc.pid, "ts": ts / 1e3,
-                           "args": {tr.unit or "value": v}}
-                          for ts, v in zip(tr.t_ns.tolist(), tr.values.tolist(), strict=True))
-                continue
-            tid += 1
-            ev.append({"ph": "M", "name": "thread_name", "pid": proc.pid, "tid": tid,
-                       "args": {"name": tr.name}})
-            ev.extend({"ph": "X", "name": name, "pid": proc.pid, "tid": tid, "ts": t0 / 1e3,
-                       "dur": (t1 - t0) / 1e3,
-                       "args": {k: v for k, v in args.items() if v is not None}}
-                      for t0, t1, name, args in tr.slices)
-    clock = (tl.axis.get("time_axis") if tl.clock == "reference"
-             else f"CLOCK_{tl.clock.upper()}")
-    doc = {"displayTimeUnit": "ns", "traceEvents": ev,
-           "otherData": {"clock": clock, "window_ns": tl.width_ns,
-                         "writer": "rdmascope export perfetto", **tl.axis}}
-    text = json.dumps(doc, allow_nan=False)  # before the file is touched: never half a trace
-    with open(path, "w") as f:
-        f.write(text)
-    return len(ev)
+                p.track_descriptor.counter.unit_name = tr.unit
+            self._put(p)
+        tuuid = self.tracks[key]
+        TE = self.TrackEvent
+        if tr.kind == "counter":
+            self._first(tr.t_ns)
+            for ts, v in zip(tr.t_ns.tolist(), tr.values.tolist(), strict=True):
+                p = self._packet(ts)
+                p.track_event.type = TE.TYPE_COUNTER
+                p.track_event.track_uuid = tuuid
+                p.track_event.double_counter_value = v
+                self._put(p)
+            return
+        for t0, t1, name, args in sorted(tr.slices, key=lambda s: s[0]):
+            p = self._packet(t0)
+            p.track_event.type = TE.TYPE_SLICE_BEGIN
+            p.track_event.track_uuid = tuuid
+            p.track_event.name = name
+            for k, v in args.items():
+                if v is None:
+                    continue
+                a = p.track_event.debug_annotations.add()
+                a.name = k
+                if isinstance(v, bool):
+                    a.bool_value = v
+                elif isinstance(v, int):
+                    a.int_value = v
+                elif isinstance(v, float):
+                    a.double_value = v
+                else:
+                    a.string_value = str(v)
+            self._put(p)
+            p = self._packet(t1)
+            p.track_event.type = TE.TYPE_SLICE_END
+            p.track_event.track_uuid = tuuid
+            self._put(p)
+
+    def _close_file(self) -> None:
+        if not self.f.closed:
+            self.f.close()
+
+    def close(self) -> int:
+        if self.axis:  # the time axis, said in the trace: a slice whose arguments name it
+            t0 = self.t_first or 0
+            args = {"time_axis": self.axis["time_axis"], "aligned": self.axis["aligned"],
+                    **{f"offset_ns {h}": v for h, v in self.axis["offsets_ns"].items()}}
+            pid = max(self.procs, default=0) + 1
+            self.process(pid, "rdmascope time axis")
+            self.track(pid, Track(name="time axis", kind="slices", slices=[
+                (t0, t0 + 1, f"time axis: {self.axis['time_axis']}", args)]))
+        self._close_file()
+        os.replace(self.part, self.path)
+        return self.n
+
+
+def open_writer(path, fmt: str, **kw) -> TraceWriter:
+    """A ``ProtoWriter`` (``fmt`` "proto") or a ``ChromeJsonWriter`` ("json")."""
+    return ProtoWriter(path, **kw) if fmt == "proto" else ChromeJsonWriter(path, **kw)

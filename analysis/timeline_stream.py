@@ -21,31 +21,36 @@ Blocks are joined so the trace is the one the whole capture gives:
   counted over both, the highest raw maximum);
 - a request's slices (kept whole by every block it overlaps) are written once.
 
-``TraceWriter`` (``ChromeJsonWriter``, ``ProtoWriter``) writes tracks as they come: a process's
+``TraceWriter`` (``ChromeJsonWriter``, ``ProtoWriter``; defined in ``timeline``, whose
+``write_chrome_json``/``write_perfetto`` are these writers over a whole timeline: one writer
+per format) writes tracks as they come: a process's
 and a track's descriptor before its first event, events as they are given. The file is written
 as ``<out>.part`` and renamed at the end: never half a trace under the output's name.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .load import capture_host
 from .timeline import (
-    CLOCK_IDS,
+    ChromeJsonWriter,
     NoIntervalsError,
     Process,
+    ProtoWriter,
     Timeline,
+    TraceWriter,
     Track,
     build_timeline,
     load_capture_range,
+    open_writer,
 )
+
+__all__ = ["ChromeJsonWriter", "ProtoWriter", "TraceWriter", "open_writer", "stream_timeline"]
 
 MS = 1_000_000
 #: A block of the streamed export (CLOCK_MONOTONIC ns) and how far past it it is built.
@@ -53,234 +58,6 @@ BLOCK_NS = 120 * 10**9
 LOOKAHEAD_NS = 15 * 10**9
 #: Readings loaded each side of a block (the readings bracketing its edges).
 PAD_NS = 2 * 10**9
-
-
-class TraceWriter:
-    """Writes a trace track by track (``track`` may be called several times per track: its
-    events are appended). ``close`` finishes the file and returns the number of events or
-    packets; ``abort`` removes what was written."""
-
-    def __init__(self, path: str | os.PathLike, *, clock: str, clock_pairs=(), width_ns: int = MS,
-                 axis: dict[str, Any] | None = None):
-        self.path = Path(path)
-        self.part = self.path.with_name(self.path.name + ".part")
-        self.clock = clock
-        self.clock_pairs = [(int(a), int(m)) for a, m in clock_pairs]
-        self.width_ns = int(width_ns)
-        self.axis = dict(axis or {})
-        self.n = 0
-        self.t_first: int | None = None  # the earliest counter sample (the time-axis slice's)
-
-    def _first(self, t_ns: np.ndarray) -> None:
-        if len(t_ns):
-            t0 = int(t_ns[0])
-            self.t_first = t0 if self.t_first is None else min(self.t_first, t0)
-
-    def write_timeline(self, tl: Timeline) -> int:
-        """Write a whole ``Timeline`` (built in memory) and close; aborted on an error."""
-        try:
-            for proc in tl.processes:
-                self.process(proc.pid, proc.name)
-                for tr in proc.tracks:
-                    self.track(proc.pid, tr)
-            return self.close()
-        except BaseException:
-            self.abort()
-            raise
-
-    def abort(self) -> None:
-        try:
-            self._close_file()
-        finally:
-            self.part.unlink(missing_ok=True)
-
-
-class ChromeJsonWriter(TraceWriter):
-    """The Chrome JSON trace event format (``timeline.write_chrome_json``'s events and
-    ``otherData``), one event at a time."""
-
-    def __init__(self, path, **kw):
-        super().__init__(path, **kw)
-        self.f = open(self.part, "w")  # noqa: SIM115 (closed in close/abort)
-        self.f.write('{"displayTimeUnit": "ns", "traceEvents": [')
-        self.procs: set[int] = set()
-        self.tids: dict[int, dict[str, int]] = {}
-
-    def _put(self, text: str) -> None:
-        self.f.write(text if self.n == 0 else ", " + text)
-        self.n += 1
-
-    def _ev(self, ev: dict) -> None:
-        self._put(json.dumps(ev, allow_nan=False))
-
-    def process(self, pid: int, name: str) -> None:
-        if pid not in self.procs:
-            self.procs.add(pid)
-            self._ev({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
-                      "args": {"name": name}})
-
-    def track(self, pid: int, tr: Track) -> None:
-        if tr.kind == "counter":
-            self._first(tr.t_ns)
-            v = np.asarray(tr.values, dtype=np.float64)
-            if not np.isfinite(v).all():
-                raise ValueError(f"{tr.name}: a non-finite counter value (JSON has none)")
-            head = '{"ph": "C", "name": ' + json.dumps(tr.name) + f', "pid": {pid}, "ts": '
-            tail = ', "args": {' + json.dumps(tr.unit or "value") + ": "
-            for ts, x in zip(tr.t_ns.tolist(), v.tolist(), strict=True):
-                self._put(f"{head}{ts / 1e3!r}{tail}{x!r}}}}}")
-            return
-        tids = self.tids.setdefault(pid, {})
-        if tr.name not in tids:
-            tids[tr.name] = len(tids) + 1
-            self._ev({"ph": "M", "name": "thread_name", "pid": pid, "tid": tids[tr.name],
-                      "args": {"name": tr.name}})
-        tid = tids[tr.name]
-        for t0, t1, name, args in tr.slices:
-            self._ev({"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": t0 / 1e3,
-                      "dur": (t1 - t0) / 1e3,
-                      "args": {k: v for k, v in args.items() if v is not None}})
-
-    def _close_file(self) -> None:
-        if not self.f.closed:
-            self.f.close()
-
-    def close(self) -> int:
-        clock = (self.axis.get("time_axis") if self.clock == "reference"
-                 else f"CLOCK_{self.clock.upper()}")
-        other = {"clock": clock, "window_ns": self.width_ns,
-                 "writer": "rdmascope export perfetto", **self.axis}
-        self.f.write('], "otherData": ' + json.dumps(other, allow_nan=False) + "}")
-        self._close_file()
-        os.replace(self.part, self.path)
-        return self.n
-
-
-class ProtoWriter(TraceWriter):
-    """Perfetto's protobuf format through the ``perfetto`` package's
-    ``StreamingTraceProtoBuilder`` (``timeline.write_perfetto``'s packets), packet by packet.
-    Raises ``ModuleNotFoundError`` without the ``perfetto`` package."""
-
-    SEQ = 0x5DA  # any constant: one writer, one sequence
-
-    def __init__(self, path, **kw):
-        from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket, TrackEvent
-        from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder
-
-        super().__init__(path, **kw)
-        self.TrackEvent = TrackEvent
-        self.cid = CLOCK_IDS[self.clock]
-        self.f = open(self.part, "wb")  # noqa: SIM115 (closed in close/abort)
-        self.b = StreamingTraceProtoBuilder(self.f)
-        self.uuid = 0
-        self.procs: dict[int, int] = {}
-        self.tracks: dict[tuple[int, str], int] = {}
-        snaps = self.clock_pairs if self.clock == "monotonic" and self.clock_pairs else [None]
-        for k, pair in enumerate(snaps):
-            p = self._packet()
-            if k == 0:
-                p.sequence_flags = TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
-                p.clock_snapshot.primary_trace_clock = self.cid
-            if pair is not None:
-                for clock_id, ts in ((3, pair[1]), (1, pair[0])):
-                    c = p.clock_snapshot.clocks.add()
-                    c.clock_id, c.timestamp = clock_id, ts
-            else:
-                c = p.clock_snapshot.clocks.add()
-                c.clock_id, c.timestamp = self.cid, 0
-            self._put(p)
-
-    def _packet(self, ts=None):
-        p = self.b.create_packet()
-        p.trusted_packet_sequence_id = self.SEQ
-        if ts is not None:
-            p.timestamp = int(ts)
-            p.timestamp_clock_id = self.cid
-        return p
-
-    def _put(self, p) -> None:
-        self.b.write_packet(p)
-        self.n += 1
-
-    def process(self, pid: int, name: str) -> None:
-        if pid in self.procs:
-            return
-        self.uuid += 1
-        self.procs[pid] = self.uuid
-        p = self._packet()
-        p.track_descriptor.uuid = self.uuid
-        p.track_descriptor.process.pid = pid
-        p.track_descriptor.process.process_name = name
-        self._put(p)
-
-    def track(self, pid: int, tr: Track) -> None:
-        key = (pid, tr.name)
-        if key not in self.tracks:
-            self.uuid += 1
-            self.tracks[key] = self.uuid
-            p = self._packet()
-            p.track_descriptor.uuid = self.uuid
-            p.track_descriptor.parent_uuid = self.procs[pid]
-            p.track_descriptor.name = tr.name
-            if tr.kind == "counter":
-                p.track_descriptor.counter.unit_name = tr.unit
-            self._put(p)
-        tuuid = self.tracks[key]
-        TE = self.TrackEvent
-        if tr.kind == "counter":
-            self._first(tr.t_ns)
-            for ts, v in zip(tr.t_ns.tolist(), tr.values.tolist(), strict=True):
-                p = self._packet(ts)
-                p.track_event.type = TE.TYPE_COUNTER
-                p.track_event.track_uuid = tuuid
-                p.track_event.double_counter_value = v
-                self._put(p)
-            return
-        for t0, t1, name, args in sorted(tr.slices, key=lambda s: s[0]):
-            p = self._packet(t0)
-            p.track_event.type = TE.TYPE_SLICE_BEGIN
-            p.track_event.track_uuid = tuuid
-            p.track_event.name = name
-            for k, v in args.items():
-                if v is None:
-                    continue
-                a = p.track_event.debug_annotations.add()
-                a.name = k
-                if isinstance(v, bool):
-                    a.bool_value = v
-                elif isinstance(v, int):
-                    a.int_value = v
-                elif isinstance(v, float):
-                    a.double_value = v
-                else:
-                    a.string_value = str(v)
-            self._put(p)
-            p = self._packet(t1)
-            p.track_event.type = TE.TYPE_SLICE_END
-            p.track_event.track_uuid = tuuid
-            self._put(p)
-
-    def _close_file(self) -> None:
-        if not self.f.closed:
-            self.f.close()
-
-    def close(self) -> int:
-        if self.axis:  # the time axis, said in the trace: a slice whose arguments name it
-            t0 = self.t_first or 0
-            args = {"time_axis": self.axis["time_axis"], "aligned": self.axis["aligned"],
-                    **{f"offset_ns {h}": v for h, v in self.axis["offsets_ns"].items()}}
-            pid = max(self.procs, default=0) + 1
-            self.process(pid, "rdmascope time axis")
-            self.track(pid, Track(name="time axis", kind="slices", slices=[
-                (t0, t0 + 1, f"time axis: {self.axis['time_axis']}", args)]))
-        self._close_file()
-        os.replace(self.part, self.path)
-        return self.n
-
-
-def open_writer(path, fmt: str, **kw) -> TraceWriter:
-    """A ``ProtoWriter`` (``fmt`` "proto") or a ``ChromeJsonWriter`` ("json")."""
-    return ProtoWriter(path, **kw) if fmt == "proto" else ChromeJsonWriter(path, **kw)
 
 
 def _is_window_run(tr: Track) -> bool:
