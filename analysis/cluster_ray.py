@@ -23,7 +23,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from rdmascope.analysis.cluster_map import NodeSummary, map_node
+from rdmascope.analysis.cluster_map import NodeSummary, map_node, worker_memory
 from rdmascope.analysis.stream import open_capture
 
 from rdmascope.capture import CaptureError
@@ -45,6 +45,7 @@ def _import_ray():
 
 
 def _map_task(args: tuple) -> NodeSummary:
+    worker_memory()
     summary = map_node(*args)
     summary.ran_on = socket.gethostname()  # type: ignore[attr-defined]
     return summary

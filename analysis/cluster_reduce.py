@@ -34,7 +34,13 @@ from rdmascope.analysis.cluster_align import (
     timing_from_summaries,
     timing_slots,
 )
-from rdmascope.analysis.cluster_map import MapPlan, NodeSummary, SummaryView, map_node
+from rdmascope.analysis.cluster_map import (
+    MapPlan,
+    NodeSummary,
+    SummaryView,
+    map_node,
+    worker_memory,
+)
 from rdmascope.analysis.cluster_ray import connect, locate, run_maps_ray
 from rdmascope.analysis.load import port_rates_gbps
 from rdmascope.analysis.requestlogs import align, read_request_log
@@ -179,7 +185,8 @@ def run_maps(rs: C.RunSet, plan: MapPlan, *, engine: str = "local", jobs: int | 
     out: list[NodeSummary | None] = [None] * n
     ctx = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods()
                          else "spawn")
-    with ProcessPoolExecutor(max_workers=min(jobs, n), mp_context=ctx) as ex:
+    with ProcessPoolExecutor(max_workers=min(jobs, n), mp_context=ctx,
+                             initializer=worker_memory) as ex:
         futs = {ex.submit(_map_star, a): k for k, a in enumerate(args)}
         done = 0
         for f in as_completed(futs):

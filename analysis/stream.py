@@ -300,6 +300,10 @@ class _CounterStream:
             else:
                 k = 0  # nothing settled yet (a leading unreadable run is kept with it)
             self.carry = _squeeze_invalid(t[k:], unc[k:], val[k:], valid[k:], sweep[k:])
+        # a copy of the few rows held: a view would keep this file's whole arrays (and the
+        # Arrow buffers they view) alive until the next file is read
+        if self.carry is not None:
+            self.carry = tuple(a.copy() for a in self.carry)
         out = {key: a[:n] for key, a in iv.items()}
         if n and self.first_t0 is None:
             self.first_t0 = int(out["t0_ns"][0])

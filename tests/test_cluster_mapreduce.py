@@ -226,3 +226,20 @@ def test_ray_finds_the_captures_on_its_nodes_and_names_a_missing_one(cset, local
     res = cluster_summary([*paths[:3], gone], engine="ray")
     assert list(res.failed) == ["spark-09"] and "on any Ray node" in res.failed["spark-09"]
     assert res.verdict == "FAIL" and res.failing == ["spark-03", "spark-09"]
+
+
+def test_a_map_worker_allocates_so_its_memory_follows_what_it_holds():
+    """``worker_memory`` (the pool's initializer, the Ray task's first step): Arrow on the
+    system allocator (not its own pool, which keeps every segment's pages) and glibc's mmap
+    threshold fixed; in a fresh process, as a worker is."""
+    import subprocess
+    import sys
+
+    code = ("import pyarrow as pa\n"
+            "from rdmascope.analysis.cluster_map import worker_memory\n"
+            "worker_memory()\n"
+            "print(pa.default_memory_pool().backend_name)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split()[-1] == "system"
