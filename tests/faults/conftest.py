@@ -28,8 +28,9 @@ DEVICES = (("mlx5_0", "0000:01:00.0", "enp1s0f0np0"),
 #: so the analysis treats the data counters as possibly 32-bit (saturating at 2^32 - 1).
 NARROW_COUNTERS = tuple(c for c in MLX5_COUNTERS if not c.startswith(("unicast", "multicast")))
 
-_ROLL_WRAPPER = ("import sys; import rdmascope.sampler.daemon as d; "
-                 "d.ROLL_INTERVAL_S = float(sys.argv.pop(1)); "
+# the writer thread (sampler.writer_thread) is the one that rolls: its module's name is patched
+_ROLL_WRAPPER = ("import sys; import rdmascope.sampler.writer_thread as w; "
+                 "w.ROLL_INTERVAL_S = float(sys.argv.pop(1)); "
                  "from rdmascope.cli import main; main(prog_name='rdmascope')")
 
 

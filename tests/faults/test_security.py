@@ -128,7 +128,7 @@ def test_writes_only_inside_output_dir(tmp_path):
     res = subprocess.run(
         ["strace", "-f", "-qq", "-y", "-o", str(log), "-e", f"trace={calls}",
          sys.executable, "-c",
-         "import sys; import rdmascope.sampler.daemon as d; d.ROLL_INTERVAL_S = 0.3; "
+         "import sys; import rdmascope.sampler.writer_thread as w; w.ROLL_INTERVAL_S = 0.3; "
          "from rdmascope.cli import main; main(prog_name='rdmascope')",
          "record", "-o", str(out), "--sysfs-root", str(tree.root), "--duration", "1.2s",
          "--no-status"], cwd=work, env=env, capture_output=True, text=True, timeout=60)
