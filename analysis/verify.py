@@ -216,7 +216,11 @@ def series_begins(capture, ser: pd.DataFrame) -> dict[str, int]:
     present but unread: unknown (``not_covered_ns``'s ``present_from``).
 
     The time it appeared is the manifest's ``device_changes`` entry (kind "appeared": the
-    rescan that saw it, or ``seen_ns``, when the recorder first saw it still probing), the
+    rescan that found its counter files; a ``seen_ns`` before it, when the recorder first saw
+    the device still probing, is absent time too: the kernel makes an RDMA device usable by
+    verbs clients only after its port attributes exist (``ib_register_device`` in
+    drivers/infiniband/core/device.c: ``device_add``, then ``ib_setup_port_attrs``, then
+    ``enable_device_and_get``, which adds the clients, uverbs among them)), the
     latest one at or before the series' first reading (descriptor key ``appeared_ns``) when the
     recorder added it; a capture whose entries say nothing of a device before it appeared
     (``simulate capture``) takes its first entry. Without an entry (older captures) it is the
@@ -231,8 +235,6 @@ def series_begins(capture, ser: pd.DataFrame) -> dict[str, int]:
         t = _int(ch.get("t_ns"))
         if t is None:
             continue
-        if ch.get("kind") == "appeared" and _int(ch.get("seen_ns")) is not None:
-            t = min(t, int(ch["seen_ns"]))
         seen.setdefault(ch["name"], []).append((t, str(ch.get("kind"))))
     out: dict[str, int] = {}
     for cid, dev, s in zip(ser.index, ser["device"], ser["series"], strict=True):

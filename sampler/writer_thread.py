@@ -233,7 +233,18 @@ class WriterThread(threading.Thread):
     def _run(self) -> None:
         first = True
         while True:
-            buf, events = self.q.get()
+            if getattr(self, "probing", None) and self.error is None:
+                # a new device still probing: looked at again soon, between handoffs
+                try:
+                    buf, events = self.q.get(timeout=self.PROBE_RECHECK_S)
+                except queue.Empty:
+                    try:
+                        self._watch_devices(time.monotonic())
+                    except Exception as exc:  # noqa: BLE001 - any error stops it, said
+                        self._fail(exc)
+                    continue
+            else:
+                buf, events = self.q.get()
             events = self._take_growth(events)
             if self.error is None:
                 try:
@@ -384,7 +395,7 @@ class WriterThread(threading.Thread):
         for n in sorted(names - self.present - followed):
             seen = first_seen.setdefault(n, int(t))  # present from this rescan on
             if self._still_probing(n, now, probing):
-                deferred.add(n)  # looked at again at the next rescan
+                deferred.add(n)  # looked at again soon (PROBE_RECHECK_S)
                 continue
             del first_seen[n]
             d = self.ib_dir / n
@@ -445,6 +456,11 @@ class WriterThread(threading.Thread):
                        + "; read again from its files")
                 self.writer.add_event(t, None, "device_returned", msg, save=False)
                 self.say(f"rdmascope record: {msg}")
+        for n in list(probing):  # gone or said: no longer probing
+            if n not in deferred:
+                del probing[n]
+        if deferred:  # the next look soon, not at the next 1 s rescan
+            self.last_watch = now - 1 + self.PROBE_RECHECK_S
         self.present = (names - followed - deferred) | (
             self.present & set(getattr(self, "current", {})))
 
@@ -504,8 +520,11 @@ class WriterThread(threading.Thread):
             self.say(f"rdmascope record: {msg}")
 
     #: A device seen without its ports or counter files yet (the driver is still probing it)
-    #: is looked at again at each rescan for up to this long (s) before it is said.
+    #: is looked at again every ``PROBE_RECHECK_S`` for up to this long (s) before it is said.
     PROBE_WAIT_S = 5.0
+    #: How soon a device still probing is looked at again (s): it becomes usable the moment its
+    #: counter files exist, so it is added within this of then, not at the next 1 s rescan.
+    PROBE_RECHECK_S = 0.02
 
     def _still_probing(self, name: str, now: float, probing: dict[str, float]) -> bool:
         """True while a new device's counter files are not all there yet (sysfs fills in while

@@ -377,13 +377,14 @@ def test_a_device_is_absent_before_it_appeared_and_unknown_until_its_first_readi
 
 
 def test_device_appearance_seen_while_probing_and_without_a_descriptor_time(tmp_path):
-    """First seen still probing at 100 ms (``seen_ns``), said at 300 ms: present and unread from
-    100 ms (400 of 900 ms). A capture whose descriptor has no ``appeared_ns`` (simulate
+    """First seen still probing at 100 ms (``seen_ns``), its counter files found at 300 ms:
+    absent until 300 ms (the kernel lets no verbs client use a device before its port
+    attributes exist), unknown from 300 to its first reading at 500 ms (200 of 700 ms). A capture whose descriptor has no ``appeared_ns`` (simulate
     capture): absent until its ``device_changes`` entry, unknown from then to its first
     reading; a first reading at the appearance itself (within the sweep's spread) is PASS."""
     v = verify_emulation(load_capture(_late_twin_cap(tmp_path / "a", seen_ms=100)),
                          end_ns=T0 + 1000 * MS)
-    assert v.devices.at["roceP2p1s0f1", "unknown_share"] == pytest.approx(400 / 900)
+    assert v.devices.at["roceP2p1s0f1", "unknown_share"] == pytest.approx(200 / 700)
     v = verify_emulation(load_capture(_late_twin_cap(tmp_path / "b", descriptor=False)),
                          end_ns=T0 + 1000 * MS)
     assert v.devices.at["roceP2p1s0f1", "unknown_share"] == pytest.approx(200 / 700)
