@@ -71,7 +71,7 @@ def test_a_copy_of_the_tracked_files_installs_tests_and_records(tmp_path):
                   "print(rdmascope.__file__); print(a.__file__)"], env=env, cwd=copy).stdout
     assert all(line.startswith(str(site)) for line in where.split()), where
 
-    tests = _run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+    tests = _run([sys.executable, "-m", "pytest", "-q", "-x", "-n", "0", "-p", "no:cacheprovider",
                   *SUBSET], env=env, cwd=copy)
     assert " passed" in tests.stdout and " failed" not in tests.stdout, tests.stdout[-2000:]
 
