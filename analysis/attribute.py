@@ -402,7 +402,10 @@ def _attribute_from(capture, log, be, *, arrival_window_s: float,
     from .cellstats import DEFAULT_PERCENTILES, cell_stats
 
     pcts = tuple(DEFAULT_PERCENTILES if percentiles is None else percentiles)
-    cells = cell_stats(out, req["chunk_times"], pcts)
+    # the engine's dry run only records the ranges asked: the cells ask none, and are dropped
+    dry = bool(getattr(be, "recording", False))
+    cells = cell_stats(out.iloc[:0] if dry else out, req["chunk_times"].iloc[:0] if dry
+                       else req["chunk_times"], pcts)
     if "source" in out.columns and out["source"].nunique() > 1 and len(cells):
         # several logs: the merged cells, then each log's own per-test cells
         parts = [cells.assign(source="all")]
@@ -541,7 +544,8 @@ def _conserving_split(req: pd.DataFrame, be, out: pd.DataFrame):
     sp = split(req["t_send_ns"].to_numpy(np.int64), req["t_first_ns"].to_numpy(np.int64),
                req["t_last_ns"].to_numpy(np.int64),
                req["prompt_tokens"].to_numpy(dtype=float, na_value=np.nan),
-               req["output_tokens"].to_numpy(dtype=float, na_value=np.nan), integ, t_lo, t_hi)
+               req["output_tokens"].to_numpy(dtype=float, na_value=np.nan), integ, t_lo, t_hi,
+               dry=bool(getattr(be, "recording", False)))
     out["prefill_tx_split_bytes"] = sp.prefill_tx
     out["prefill_rx_split_bytes"] = sp.prefill_rx
     out["decode_tx_split_bytes"] = sp.decode_tx

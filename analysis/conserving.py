@@ -133,14 +133,15 @@ def bytes_per_token(tx, seg, row, w, n, known, S) -> float | None:
 
 
 def split(send, first, last, prompt_tokens, output_tokens, integrate, t_lo: int, t_hi: int,
-          *, rounds: int = IPF_ROUNDS) -> Split:
+          *, rounds: int = IPF_ROUNDS, dry: bool = False) -> Split:
     """Split the traffic of [t_lo, t_hi) over requests (module docstring).
 
     ``send``, ``first``, ``last``: int64 ns arrays (n,) on the capture's clock;
     ``prompt_tokens``, ``output_tokens``: float arrays (n,), NaN where unknown (the median of the
     known ones is used); ``integrate(a, b)``: bytes in ranges [a[i], b[i]) as a (tx, rx) pair of
     float arrays (NaN where unknown; the attribution passes ``series.integrate`` with
-    ``allow_partial``). Returns a ``Split``.
+    ``allow_partial``). Returns a ``Split``. ``dry``: only ask ``integrate`` the ranges (an
+    engine's recording run, ``ranges.RangeQueries``) and return a Split of NaN, unfitted.
     """
     send = np.asarray(send, np.int64)
     first = np.asarray(first, np.int64)
@@ -152,6 +153,11 @@ def split(send, first, last, prompt_tokens, output_tokens, integrate, t_lo: int,
     tx = np.asarray(tx, dtype=float)
     rx = np.asarray(rx, dtype=float)
     S = len(a)
+    if dry:
+        nan = np.full(n, np.nan)
+        return Split(prefill_tx=nan, prefill_rx=nan, decode_tx=nan, decode_rx=nan,
+                     idle_tx=float("nan"), idle_rx=float("nan"), total_tx=float("nan"),
+                     total_rx=float("nan"), unknown_segments=S, segments=S)
 
     def tokens(v, minus=0.0):
         v = np.asarray(v, dtype=float) - minus

@@ -257,6 +257,12 @@ class RangeQueries:
     def has_intervals(self) -> bool:
         return bool(self.spans)
 
+    @property
+    def recording(self) -> bool:
+        """True in the dry run (the ranges asked are being recorded, answers are NaN), so a
+        caller can skip work whose result the dry run throws away."""
+        return self.answers is None
+
     def common_span(self) -> tuple[int, int]:
         return (max(s[0] for s in self.spans.values()), min(s[1] for s in self.spans.values()))
 

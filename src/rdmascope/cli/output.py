@@ -567,8 +567,7 @@ def write_json(tables: dict[str, Any], meta: dict[str, Any], write=None) -> None
         sep = "\n  "
         for i in range(0, len(d), ROWS_PER_BLOCK):
             block = d.iloc[i:i + ROWS_PER_BLOCK]
-            cols = [[_json_value(v) for v in block.iloc[:, j].tolist()]
-                    for j in range(block.shape[1])]
+            cols = [_json_column(block.iloc[:, j]) for j in range(block.shape[1])]
             parts = []
             for row in zip(*cols, strict=True) if cols else [()] * len(block):
                 parts.append(sep + ("{\n   " + ",\n   ".join([k + v for k, v in
@@ -578,6 +577,26 @@ def write_json(tables: dict[str, Any], meta: dict[str, Any], write=None) -> None
             write("".join(parts))
         write("\n ]")
     write("\n}\n")
+
+
+def _json_column(col) -> list[str]:
+    """``_json_value`` of every cell of one column (a pandas Series), by its dtype at once
+    where it is a plain float, int or bool column (the same text, without the per-value type
+    tests), else value by value."""
+    import numpy as np
+
+    kind = getattr(col.dtype, "kind", "O") if isinstance(col.dtype, np.dtype) else "O"
+    if kind in "fiu" and len(col):
+        # json's C encoder writes a list of numbers as float.__repr__ / int.__repr__ joined by
+        # ", " (which no number contains); NaN becomes null as _json_value writes it
+        vals = col.to_numpy(np.float64 if kind == "f" else None).tolist()
+        text = json.dumps(vals)[1:-1].split(", ")
+        if kind == "f":
+            return ["null" if t == "NaN" else t for t in text]
+        return text
+    if kind == "b":
+        return ["true" if x else "false" for x in col.tolist()]
+    return [_json_value(v) for v in col.tolist()]
 
 
 def _json_value(v) -> str:
