@@ -170,3 +170,19 @@ def test_no_request_log_is_a_usage_error_for_attribute_and_plot_alike(args, tmp_
     r = run(*[str(a).format(tmp=tmp_path) for a in args], cap)
     assert r.exit_code == X.EXIT_USAGE, (args, r.output)
     assert "--requests" in r.output and "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--expect-both", "--share", "0.7"], "--share applies to --expect-single"),
+    (["--expect-single", "--min-share", "0.3"], "--min-share applies to --expect-both"),
+    (["--expect-rails", "2", "--share", "0.9"], "--share applies to --expect-single"),
+    (["--expect-both", "--rail-balance", "0.2"], "--rail-balance applies to --expect-rails"),
+])
+def test_an_option_of_another_expectation_is_refused_not_ignored(args, named):
+    """`--expect-both --share 0.7` judged with the default --min-share and said nothing: an
+    option the chosen expectation does not read is a usage error naming both."""
+    cap = str(EMU)
+    r = CliRunner().invoke(main, ["verify-emulation", cap, *args])
+    assert r.exit_code == X.EXIT_USAGE and named in r.output, r.output
+    ok = CliRunner().invoke(main, ["verify-emulation", cap, "--share", "0.9"])
+    assert ok.exit_code == X.EXIT_PASS, ok.output

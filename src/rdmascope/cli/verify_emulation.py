@@ -79,6 +79,15 @@ def command(capture, t_from, t_to, origin_s, single, share, min_share, out, nccl
         raise click.BadParameter(f"must be > 0 and <= 0.5 (0 passes with one twin idle; two "
                                  f"devices cannot both carry more than half), got {min_share!r}",
                                  param_hint="--min-share")
+    # an option of the other expectation is refused, never silently ignored
+    given = _given_options()
+    expectation = ("--expect-rails" if expect_rails else "--expect-single" if single
+                   else "--expect-both")
+    for opt, applies in (("share", "--expect-single"), ("min_share", "--expect-both"),
+                         ("rail_balance", "--expect-rails")):
+        if opt in given and applies != expectation:
+            raise click.UsageError(f"--{opt.replace('_', '-')} applies to {applies}, not "
+                                   f"{expectation}")
     cap = open_or_fail(capture)  # streamed segment by segment (bounded memory)
     start, end = time_range(cap.t_start_ns, t_from, t_to)
     try:
@@ -138,3 +147,14 @@ def command(capture, t_from, t_to, origin_s, single, share, min_share, out, nccl
         click.get_current_context().exit(EXIT_CANNOT_JUDGE)
     if not v.ok:
         click.get_current_context().exit(EXIT_FAIL)
+
+
+def _given_options() -> set[str]:
+    """The parameter names of the running command given on its command line (not defaults)."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return set()
+    return {p.name for p in ctx.command.params
+            if ctx.get_parameter_source(p.name) == ParameterSource.COMMANDLINE}
