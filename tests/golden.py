@@ -77,7 +77,7 @@ def _cases() -> dict[str, list[str]]:
     c[f"peaks-{_TCP}-netdev"] = ["peaks", _TCP, "--source", "netdev"]
     c[f"bursts-{_P4}-window"] = ["bursts", _P4, "--window", "5ms", "--group", "twins"]
     c[f"bursts-{BUILT}-range"] = ["bursts", BUILT, "--from", "1", "--to", "8", "--json"]
-    c[f"verify-{_P2E}-share"] = ["verify-emulation", _P2E, "--min-share", "0.45"]
+    c[f"verify-{_P2E}-share"] = ["verify-emulation", _P2E, "--expect-both", "--min-share", "0.45"]
     c[f"verify-{BUILT}-range"] = ["verify-emulation", BUILT, "--from", "3", "--to", "10"]
     c[f"attribute-{_P4}-warmup"] = ["attribute", _P4, "--warmup-rounds", "0",
                                     "--arrival-window", "0.5"]

@@ -35,6 +35,8 @@ def default_log(capture: str, given: str | None, option: str) -> str:
 
 def echo_table(df, columns: list[str], title: str | None = None) -> None:
     """Print selected columns of a DataFrame as an aligned text table (MB for *_bytes)."""
+    import pandas as pd
+
     from rdmascope.analysis.report import column_header  # pandas: only when a table is printed
 
     cols = [c for c in columns if c in df.columns]
@@ -44,8 +46,9 @@ def echo_table(df, columns: list[str], title: str | None = None) -> None:
         heads.append(text)
         col = []
         for v in df[c].tolist():
-            if v is None or (isinstance(v, float) and math.isnan(v)):
-                col.append("-")
+            if v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float)
+                                                           and math.isnan(v)):
+                col.append("-")  # unknown, or not applicable (a test's cell has no round)
             elif isinstance(v, bool):
                 col.append("yes" if v else "no")
             elif isinstance(v, int) or (isinstance(v, float) and v.is_integer()
