@@ -467,7 +467,7 @@ def say_audit_shortfall(cap, path) -> None:
     if not isinstance(said, int) or isinstance(said, bool) or meta.get("stop") is None:
         return
     rows = cap.rows if hasattr(cap, "rows") else len(cap.readings)
-    if rows < said:
+    if 0 <= rows < said:  # (a negative count is a manifest the reader refuses, said then)
         click.echo(f"rdmascope: warning: {path}: the audit says {said} readings were written but "
                    f"the capture holds {rows}: {said - rows} readings are missing; these results "
                    "cover only the readings present", err=True)
