@@ -166,3 +166,13 @@ def test_analysis_commands_say_the_shortfall_too(tmp_path):
         r = CliRunner().invoke(main, [*cmd, str(cap)])
         assert ("the audit says 400 readings were written but the capture holds 200: 200 "
                 "readings are missing") in r.output, (cmd, r.output)
+
+
+def test_a_negative_row_count_is_refused_without_a_shortfall_warning(tmp_path):
+    """A manifest whose segment says -1 rows: the reader refuses it naming the file (exit 4),
+    and no 'the capture holds -1: N readings are missing' line comes before."""
+    cap = _capture(tmp_path / "a")
+    _edit(cap, lambda m: m["segments"][0].__setitem__("rows", -1))
+    r = CliRunner().invoke(main, ["peaks", str(cap)])
+    assert r.exit_code == 4 and "manifest recorded -1" in r.output, r.output
+    assert "readings are missing" not in r.output
