@@ -466,8 +466,12 @@ def say_audit_shortfall(cap, path) -> None:
     said = audit.get("rows_written") if isinstance(audit, dict) else None
     if not isinstance(said, int) or isinstance(said, bool) or meta.get("stop") is None:
         return
+    segs = meta.get("segments") if isinstance(meta.get("segments"), list) else []
+    if any(not isinstance(s, dict) or not isinstance(s.get("rows"), int) or s["rows"] < 0
+           for s in segs):
+        return  # a segment list the reader refuses (said then): its counts mean nothing
     rows = cap.rows if hasattr(cap, "rows") else len(cap.readings)
-    if 0 <= rows < said:  # (a negative count is a manifest the reader refuses, said then)
+    if rows < said:
         click.echo(f"rdmascope: warning: {path}: the audit says {said} readings were written but "
                    f"the capture holds {rows}: {said - rows} readings are missing; these results "
                    "cover only the readings present", err=True)
