@@ -466,3 +466,58 @@ def test_inspect_of_a_capture_being_recorded_does_not_call_it_an_unclean_end(tmp
     assert r.exit_code == 0, r.output
     assert "BEING RECORDED" in r.output and "unclean end" not in r.output.lower(), r.output
     assert "still being recorded" in r.output
+
+
+REQLOGS = Path(__file__).resolve().parent / "data" / "requestlogs"
+
+
+def _line_logs() -> dict[str, str]:
+    """Request logs written line by line (JSON Lines, CSV, appended runs), each as its tool
+    leaves it when done."""
+    trt = json.loads((REQLOGS / "kinds" / "trtllm_bench_request_info.json").read_text())
+    run = json.dumps(json.loads((REQLOGS / "vllm_serve_result.json").read_text()))
+    return {"native.jsonl": (REQLOGS / "native.jsonl").read_text(),
+            "native.csv": (REQLOGS / "native.csv").read_text(),
+            "aiperf.jsonl": (REQLOGS / "aiperf_profile_export.jsonl").read_text(),
+            "trtllm.jsonl": "".join(json.dumps(r) + "\n" for r in trt),
+            "multiturn.csv": (REQLOGS / "kinds" / "vllm_multiturn_raw_data.csv").read_text(),
+            "sglang.jsonl": (REQLOGS / "kinds" / "sglang_bench_serving_two_runs.jsonl")
+            .read_text(),
+            "vllm-append.json": run + "\n" + run}  # vLLM --append-result: no newline at the end
+
+
+@pytest.mark.parametrize("name", list(_line_logs()))
+def test_a_request_log_whose_last_line_was_cut_mid_write_loses_only_that_line(tmp_path, name):
+    """A benchmark killed while writing its last line left a log attribute refused (exit 4):
+    that line alone is skipped now, with a note naming it; the same cut line anywhere else, or
+    followed by a newline (a complete line), is still an error naming it."""
+    from rdmascope.analysis.requestlogs import RequestLogError, read_request_log
+
+    lines = _line_logs()[name].rstrip("\n").split("\n")
+    head = "\n".join(lines[:-1]) + "\n"
+    cut = lines[-1][: len(lines[-1]) // 2]
+    whole = tmp_path / f"whole-{name}"
+    whole.write_text(head)
+    p = tmp_path / name
+    p.write_text(head + cut)
+    log = read_request_log(p)
+    want = read_request_log(whole)
+    assert len(log.requests) == len(want.requests) > 0
+    note = [n for n in log.notes if "truncated" in n]
+    assert len(note) == 1 and f"{p}: line {len(lines)}: truncated" in note[0], log.notes
+    for bad in (head + cut + "\n",                          # the cut line is complete
+                head + cut + "\n" + lines[-1] + "\n"):      # a line after it
+        p.write_text(bad)
+        with pytest.raises(RequestLogError) as e:
+            read_request_log(p)
+        assert e.value.row == len(lines), str(e.value)
+
+
+def test_attribute_says_it_skipped_a_cut_last_request(tmp_path):
+    log = tmp_path / "requests.jsonl"
+    lines = (SIM.parent / "sim-p4-200" / "requests.jsonl").read_text().splitlines()
+    log.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:40])
+    r = CliRunner().invoke(main, ["attribute", str(SIM.parent / "sim-p4-200"),
+                                  "--requests", str(log)])
+    assert r.exit_code == 0, r.output
+    assert f"{log}: line {len(lines)}: truncated (the file ends inside it" in r.output

@@ -44,8 +44,8 @@ def _metric_ns(path, row, metrics: dict, name: str, *, scalar: bool = True):
 
 
 def _read_aiperf(path: Path, text: str):
-    records, warm, phases = [], set(), {}
-    for line, d in _jsonl_objects(path, text):
+    records, warm, phases, notes = [], set(), {}, []
+    for line, d in _jsonl_objects(path, text, notes):
         md = d.get("metadata")
         if not isinstance(md, dict):
             raise RequestLogError(path, "missing (required)", row=line, field="metadata")
@@ -104,7 +104,6 @@ def _read_aiperf(path: Path, text: str):
             t_r = t_first
         records.append(_record(rid, t0, t_first, t_last, prompt, output, chunks=chunks, row=line,
                                t_reasoning=t_r, t_answer=t_a))
-    notes = []
     named = dict.fromkeys(phases.values())
     if set(named) - {"profiling"}:
         # a phase AIPerf's writer does not write: each phase its own test, never pooled

@@ -4,6 +4,8 @@ raising ``RequestLogError`` naming file, row and field)."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import os
@@ -279,23 +281,67 @@ def _frame(path, records: list[dict[str, Any]]) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def _jsonl_objects(path: Path, text: str) -> list[tuple[int, dict]]:
+def _jsonl_objects(path: Path, text: str, notes: list[str]) -> list[tuple[int, dict]]:
     """Return (line number, object) of each non-blank line of a JSON Lines file.
 
-    Raises ``RequestLogError`` naming the line for malformed JSON or a line that is not an object.
+    A last line the file ends inside (no newline after it, lines read before it: a benchmark
+    killed mid-write) is skipped, with a note appended to ``notes`` (``cut_last_line``). Raises
+    ``RequestLogError`` naming the line for any other malformed JSON or a line that is not an
+    object.
     """
     rows = []
-    for i, line in enumerate(text.splitlines(), start=1):
+    lines = text.split("\n")  # JSON Lines: only \n ends a line (U+2028 may sit in a string)
+    for i, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             d = json.loads(line)
         except json.JSONDecodeError as exc:
+            if i == len(lines) and rows:  # text.split: the last piece has no \n after it
+                notes.append(cut_last_line(path, i, "request", len(rows)))
+                continue
             raise RequestLogError(path, f"malformed JSON line ({exc.msg})", row=i) from exc
         if not isinstance(d, dict):
             raise RequestLogError(path, f"expected a JSON object, got {type(d).__name__}", row=i)
         rows.append((i, d))
     return rows
+
+
+def cut_last_line(path, line: int, what: str, n_before: int) -> str:
+    """The note for a file whose last line was cut mid-write and skipped: that ``what`` (one
+    request, one run) is lost, the ``n_before`` read before it are kept (the NCCL Inspector
+    reader says it the same way)."""
+    return (f"{path}: line {line}: truncated (the file ends inside it: a benchmark killed "
+            f"mid-write?): that {what} skipped, the {n_before:,} {what}(s) before it read")
+
+
+def _csv_rows(path: Path, text: str, notes: list[str]) -> tuple[list[str], list[tuple[int, dict]]]:
+    """Return the header and (line number, {column: value}) of each non-blank row of a CSV file.
+
+    A row with more or fewer values than the header names is refused naming its line, except a
+    short last row the file ends inside (no newline after it, rows read before it: a benchmark
+    killed mid-write), which is skipped with a note appended to ``notes``.
+    """
+    reader = csv.reader(io.StringIO(text))
+    try:
+        header = next(reader)
+    except StopIteration:
+        header = []
+    if not header:
+        raise RequestLogError(path, "empty CSV (no header)")
+    rows: list[tuple[int, list[str]]] = []
+    for vals in reader:
+        if any(v.strip() for v in vals):
+            rows.append((reader.line_num, vals))
+    if rows and len(rows[-1][1]) < len(header) and len(rows) > 1 \
+            and not text.endswith(("\n", "\r")):
+        notes.append(cut_last_line(path, rows[-1][0], "request", len(rows) - 1))
+        rows.pop()
+    for line, vals in rows:
+        if len(vals) != len(header):
+            raise RequestLogError(path, f"has {len(vals)} values but the header names "
+                                        f"{len(header)}", row=line)
+    return header, [(line, dict(zip(header, vals, strict=True))) for line, vals in rows]
 
 
 def _read_text(p: Path) -> str:

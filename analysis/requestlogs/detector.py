@@ -39,7 +39,7 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
         whole = None
     if whole is None and s.startswith("{") and _starts_with_run(s):
         try:
-            seq = _json_sequence(p, s)
+            seq = _json_sequence(p, s, [])  # a last run cut mid-write: still detected
         except RequestLogError:
             seq = []
         if len(seq) > 1 and isinstance(seq[0][1], dict) and (

@@ -8,15 +8,18 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .common import RequestLogError
+from .common import RequestLogError, cut_last_line
 
 
-def _json_sequence(path: Path, text: str) -> list[tuple[int, Any]]:
+def _json_sequence(path: Path, text: str, notes: list[str] | None = None
+                   ) -> list[tuple[int, Any]]:
     """Return (line, value) of every top-level JSON value in ``text``, one after the other.
 
     vLLM ``bench serve --append-result`` writes a newline and the next result object after the
     previous one, SGLang ``bench_serving`` appends one line per run: both are a sequence of JSON
-    objects. Raises ``RequestLogError`` naming the line of malformed JSON.
+    objects. Raises ``RequestLogError`` naming the line of malformed JSON; with ``notes``, a
+    last value the file ends inside (the failure on its last line, no newline after it, values
+    read before it: a benchmark killed while appending its run) is skipped and said there.
     """
     dec = json.JSONDecoder()
     out, pos = [], 0
@@ -32,6 +35,10 @@ def _json_sequence(path: Path, text: str) -> list[tuple[int, Any]]:
             v, end = dec.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             at = line + text.count("\n", pos, exc.pos)
+            if notes is not None and out and "\n" not in text[exc.pos:] \
+                    and not text.endswith(("\n", "\r")):
+                notes.append(cut_last_line(path, at, "run", len(out)))
+                return out
             raise RequestLogError(path, f"malformed JSON ({exc.msg}, line {at}) in the value "
                                         f"starting on line {line}", row=line) from exc
         out.append((line, v))

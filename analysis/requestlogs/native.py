@@ -7,8 +7,6 @@ measured."""
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from .common import (
     RequestLogError,
     _arr,
     _clock,
+    _csv_rows,
     _int,
     _jsonl_objects,
     _num,
@@ -28,8 +27,9 @@ from .common import (
 WARMUP_PHASES = ("warmup", "warm-up", "warm_up")
 
 
-def _native_rows(path: Path, text: str) -> list[tuple[int, dict]]:
-    """Return (line number, dict) rows of a native JSONL, JSON array or CSV file."""
+def _native_rows(path: Path, text: str, notes: list[str]) -> list[tuple[int, dict]]:
+    """Return (line number, dict) rows of a native JSONL, JSON array or CSV file (a last
+    JSONL/CSV line cut mid-write is skipped, said in ``notes``)."""
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
@@ -38,24 +38,13 @@ def _native_rows(path: Path, text: str) -> list[tuple[int, dict]]:
             raise RequestLogError(path, f"malformed JSON ({exc.msg})", row=exc.lineno) from exc
         return [(i + 1, d) for i, d in enumerate(arr)]
     if stripped.startswith("{"):
-        return _jsonl_objects(path, text)
-    reader = csv.DictReader(io.StringIO(text))
-    if not reader.fieldnames:
-        raise RequestLogError(path, "empty CSV (no header)")
-    rows = []
-    for d in reader:
-        if None in d:
-            raise RequestLogError(path, f"has {len(reader.fieldnames) + len(d[None])} values "
-                                        f"but the header names {len(reader.fieldnames)}",
-                                  row=reader.line_num)
-        if not any((v or "").strip() for v in d.values()):
-            continue
-        rows.append((reader.line_num, d))
-    return rows
+        return _jsonl_objects(path, text, notes)
+    return _csv_rows(path, text, notes)[1]
 
 
 def _read_native(path: Path, text: str):
-    rows = _native_rows(path, text)
+    notes: list[str] = []
+    rows = _native_rows(path, text, notes)
     if not rows:
         raise RequestLogError(path, "holds no requests")
     records, clocks = [], set()
@@ -108,7 +97,7 @@ def _read_native(path: Path, text: str):
     if len(clocks) > 1:
         raise RequestLogError(path, f"rows use different clocks ({', '.join(sorted(clocks))}); "
                                     "one file must use one clock", field="clock")
-    return records, clocks.pop(), []
+    return records, clocks.pop(), notes
 
 
 read = _read_native

@@ -27,10 +27,11 @@ def looks_like(d) -> bool:
 
 
 def read(path: Path, text: str):
+    notes: list[str] = []
     if text.lstrip().startswith("["):
         rows = list(enumerate(_load_json(path, text, list), start=1))
     else:
-        rows = _jsonl_objects(path, text)
+        rows = _jsonl_objects(path, text, notes)
     records = []
     for pos, r in rows:
         if not isinstance(r, dict):
@@ -55,4 +56,4 @@ def read(path: Path, text: str):
             continue
         first = _int(path, pos, "first_token_timestamp", ft, allow_none=False)
         records.append(_record(rid, t0, first, end, prompt, output, row=pos, token_source=src))
-    return records, CLOCK_MONOTONIC, []
+    return records, CLOCK_MONOTONIC, notes

@@ -154,7 +154,8 @@ def _details(d: dict) -> dict:
 
 def _read_runs(path: Path, text: str, tool: str):
     """Read every run of a vLLM / SGLang result file (one JSON object per run)."""
-    objs = _json_sequence(path, text)
+    cut: list[str] = []  # a last run the file ends inside (killed while appending it)
+    objs = _json_sequence(path, text, cut)
     if not objs:
         raise RequestLogError(path, "holds no requests")
     records, clocks, notes, runs = [], set(), [], []
@@ -176,7 +177,7 @@ def _read_runs(path: Path, text: str, tool: str):
                                     "not); split the file, one run per file", field="start_times")
     if len(runs) > 1:
         notes.insert(0, f"{len(runs)} runs in one file: " + "; ".join(r["label"] for r in runs))
-    return records, clocks.pop(), notes, runs
+    return records, clocks.pop(), cut + notes, runs
 
 
 def _no_details_message(d: dict, tool: str) -> str:

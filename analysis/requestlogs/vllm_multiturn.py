@@ -18,11 +18,9 @@ Failed requests are not in its raw data (it drops them). Request ids: ``<convers
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
-from .common import CLOCK_MONOTONIC, RequestLogError, _int, _num, _record, _s_to_ns
+from .common import CLOCK_MONOTONIC, RequestLogError, _csv_rows, _int, _num, _record, _s_to_ns
 
 #: The columns that tell this CSV apart (and that are read).
 REQUIRED = ("start_time_ms", "ttft_ms", "latency_ms", "input_num_tokens", "output_num_tokens")
@@ -33,19 +31,14 @@ def looks_like(header: list[str]) -> bool:
 
 
 def read(path: Path, text: str):
-    reader = csv.DictReader(io.StringIO(text))
-    head = reader.fieldnames or []
+    notes: list[str] = []
+    head, rows = _csv_rows(path, text, notes)
     missing = [c for c in REQUIRED if c not in head]
     if missing:
         raise RequestLogError(path, f"not the vLLM multi-turn benchmark's raw data: missing "
                                     f"column(s) {', '.join(missing)}", field=missing[0])
     records = []
-    for d in reader:
-        line = reader.line_num
-        if None in d:
-            raise RequestLogError(path, "has more values than the header names", row=line)
-        if not any((v or "").strip() for v in d.values()):
-            continue
+    for line, d in rows:
         send_ms = _num(path, line, "start_time_ms", d.get("start_time_ms"))
         ttft = _num(path, line, "ttft_ms", d.get("ttft_ms"))
         lat = _num(path, line, "latency_ms", d.get("latency_ms"))
@@ -62,7 +55,7 @@ def read(path: Path, text: str):
             _int(path, line, "output_num_tokens", d.get("output_num_tokens"), allow_none=False),
             row=line, token_source="tool field output_num_tokens (the benchmark retokenizes "
                                    "the answer)"))
-    notes = ["vLLM multi-turn benchmark: first token = start + ttft_ms + (first-chunk tokens - "
+    notes[:0] = ["vLLM multi-turn benchmark: first token = start + ttft_ms + (first-chunk tokens - "
              "1) x tpot_ms (its TTFT is moved back for a multi-token first chunk); last = start "
              "+ latency_ms (to [DONE]); failed requests are not in its raw data"]
     return records, CLOCK_MONOTONIC, notes
