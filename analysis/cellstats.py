@@ -57,15 +57,42 @@ def pct_name(p: float) -> str:
     return f"p{p:g}"
 
 
-def _population_stats(x: np.ndarray, percentiles) -> dict[str, float]:
-    x = x[np.isfinite(x)]
-    if not len(x):
-        return {"mean": np.nan, "std": np.nan, **{pct_name(p): np.nan for p in percentiles},
-                "max": np.nan}
-    q = np.percentile(x, list(percentiles)) if len(percentiles) else []
-    return {"mean": float(np.mean(x)), "std": float(np.std(x)),
-            **{pct_name(p): float(v) for p, v in zip(percentiles, q, strict=True)},
-            "max": float(np.max(x))}
+def _same_length(lengths: np.ndarray):
+    """Populations laid end to end (population i: the next ``lengths[i]`` values), grouped by
+    length: yields (the populations of length L, the (m, L) positions of their values)."""
+    starts = np.cumsum(lengths) - lengths
+    for L in np.unique(lengths[lengths > 0]):
+        sel = np.flatnonzero(lengths == L)
+        yield sel, starts[sel, None] + np.arange(L)
+
+
+def _grouped_sum(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``values[...].sum()`` of each population (``_same_length``), 0 where empty."""
+    out = np.zeros(len(lengths))
+    for sel, at in _same_length(lengths):
+        out[sel] = np.sum(values[at], axis=1)
+    return out
+
+
+def _grouped_stats(values: np.ndarray, lengths: np.ndarray, percentiles) -> dict[str, np.ndarray]:
+    """mean, std, each percentile and max of many populations at once (``_same_length``: the
+    populations of one length are stacked as rows, and numpy reduces along the rows:
+    ``np.mean``, ``np.std``, ``np.percentile``, ``np.max`` with ``axis=1``, the same pairwise
+    sums and the same interpolation as one call per population, bit for bit; the calls are per
+    distinct length). Returns {stat: array (len(lengths),)}, NaN where a population is
+    empty."""
+    k = len(lengths)
+    out = {s: np.full(k, np.nan) for s in ("mean", "std", *map(pct_name, percentiles), "max")}
+    for sel, at in _same_length(lengths):
+        x = values[at]
+        out["mean"][sel] = np.mean(x, axis=1)
+        out["std"][sel] = np.std(x, axis=1)
+        if len(percentiles):
+            for p, v in zip(percentiles, np.percentile(x, list(percentiles), axis=1),
+                            strict=True):
+                out[pct_name(p)][sel] = v
+        out["max"][sel] = np.max(x, axis=1)
+    return out
 
 
 class _Columns:
@@ -78,28 +105,48 @@ class _Columns:
         self.ot = requests["output_tokens"].to_numpy(dtype=float, na_value=np.nan)
         self.per = {name: requests[col].to_numpy(dtype=float)
                     for name, col in METRICS.items() if col is not None}
-        self.gaps = [np.diff(np.asarray(ch, dtype=np.int64)) / 1e9
-                     if ch is not None and len(ch) > 1 else None for ch in chunk_times]
+        # every request's chunk gaps laid end to end (request i: gap_len[i] from gap_start[i])
+        gaps = [np.diff(np.asarray(ch, dtype=np.int64)) / 1e9
+                if ch is not None and len(ch) > 1 else None for ch in chunk_times]
+        self.gap_len = np.array([0 if g is None else len(g) for g in gaps], dtype=np.int64)
+        self.gap_start = np.cumsum(self.gap_len) - self.gap_len
+        self.gap_values = np.concatenate([g for g in gaps if g is not None] or [np.zeros(0)])
 
 
-def _one_cell(c: _Columns, pos: np.ndarray, percentiles) -> dict[str, float]:
-    dur = (int(c.last[pos].max()) - int(c.send[pos].min())) / 1e9 if len(pos) else np.nan
-    pt, ot = c.pt[pos], c.ot[pos]
-    out: dict[str, float] = {"n_requests": len(pos), "duration_s": dur}
+def _cells_table(c: _Columns, keys: list[tuple], cells: list[np.ndarray],
+                 percentiles) -> pd.DataFrame:
+    """The table of ``cell_stats``: one row per cell (``keys``: its scope, test, round;
+    ``cells``: its row positions, at least one), every cell's populations at once
+    (``_grouped_stats``)."""
+    n = np.array([len(p) for p in cells], dtype=np.int64)
+    K = len(cells)
+    idx = np.concatenate(cells)  # the cells' rows, cell after cell
+    cell = np.repeat(np.arange(K), n)
+    first = np.cumsum(n) - n
+    dur = (np.maximum.reduceat(c.last[idx], first) - np.minimum.reduceat(c.send[idx], first)) / 1e9
     ok = dur > 0
-    out["request_throughput_rps"] = len(pos) / dur if ok else np.nan
-    # unknown token counts make the throughput unknown, never a smaller number
-    out["output_throughput_tps"] = float(ot.sum()) / dur if ok else np.nan
-    out["total_token_throughput_tps"] = float(pt.sum() + ot.sum()) / dur if ok else np.nan
+    pt, ot = _grouped_sum(c.pt[idx], n), _grouped_sum(c.ot[idx], n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        data = {"scope": [k[0] for k in keys], "test": [k[1] for k in keys],
+                "round": [k[2] for k in keys], "n_requests": n, "duration_s": dur,
+                "request_throughput_rps": np.where(ok, n / dur, np.nan),
+                # unknown token counts make the throughput unknown, never a smaller number
+                "output_throughput_tps": np.where(ok, ot / dur, np.nan),
+                "total_token_throughput_tps": np.where(ok, (pt + ot) / dur, np.nan)}
     for name, col in METRICS.items():
-        if col is None:
-            gaps = [c.gaps[i] for i in pos if c.gaps[i] is not None]
-            x = np.concatenate(gaps) if gaps else np.zeros(0)
+        if col is None:  # the chunk gaps of the cell's requests, request after request
+            ln = c.gap_len[idx]
+            at = np.repeat(c.gap_start[idx] - (np.cumsum(ln) - ln), ln) + np.arange(int(ln.sum()))
+            x, owner = c.gap_values[at], np.repeat(cell, ln)
         else:
-            x = c.per[name][pos]
-        for k, v in _population_stats(x, percentiles).items():
-            out[f"{name}_{k}_s"] = v
-    return out
+            x, owner = c.per[name][idx], cell
+        fin = np.isfinite(x)
+        stats = _grouped_stats(x[fin], np.bincount(owner[fin], minlength=K), percentiles)
+        for k, v in stats.items():
+            data[f"{name}_{k}_s"] = v
+    df = pd.DataFrame(data)
+    df["round"] = df["round"].astype("Int64")
+    return df
 
 
 def cell_stats(requests: pd.DataFrame, chunk_times: pd.Series,
@@ -121,19 +168,18 @@ def cell_stats(requests: pd.DataFrame, chunk_times: pd.Series,
         np.ones(len(requests), bool)
     req = requests[keep].reset_index(drop=True)
     cols = _Columns(req, chunk_times[keep].reset_index(drop=True))
-    rows = []
     by_test = req.groupby("test", sort=False).indices
     by_round = req.groupby(["test", "round"], sort=True).indices
     rounds_of: dict = {}
     for (test, rnd), pos in by_round.items():
         rounds_of.setdefault(test, []).append((rnd, pos))
+    keys, cells = [], []
     for test, pos in by_test.items():
-        rows.append({"scope": "test", "test": test, "round": pd.NA,
-                     **_one_cell(cols, np.asarray(pos), ps)})
+        keys.append(("test", test, pd.NA))
+        cells.append(np.asarray(pos))
         for rnd, rpos in rounds_of.get(test, []):
-            rows.append({"scope": "round", "test": test, "round": int(rnd),
-                         **_one_cell(cols, np.asarray(rpos), ps)})
-    df = pd.DataFrame(rows)
-    if len(df):
-        df["round"] = df["round"].astype("Int64")
-    return df
+            keys.append(("round", test, int(rnd)))
+            cells.append(np.asarray(rpos))
+    if not cells:
+        return pd.DataFrame([])
+    return _cells_table(cols, keys, cells, ps)

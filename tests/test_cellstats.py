@@ -113,3 +113,104 @@ def test_percentiles_option_is_checked():
     for bad in ("", "x", "101", "-1"):
         with pytest.raises(ValueError):
             parse_percentiles(bad)
+
+
+def _per_cell_reference(requests, chunk_times, percentiles):
+    """The per-population path cellstats had before its cells were computed at once (one
+    np.mean / np.std / np.percentile / np.max call per population, rows as dicts): the
+    grouped computation must give the same table, bit for bit."""
+    import pandas as pd
+
+    ps = tuple(float(p) for p in percentiles)
+    keep = ~requests["warmup"].to_numpy(dtype=bool)
+    req = requests[keep].reset_index(drop=True)
+    ch = chunk_times[keep].reset_index(drop=True)
+    send, last = req["t_send_ns"].to_numpy(np.int64), req["t_last_ns"].to_numpy(np.int64)
+    pt = req["prompt_tokens"].to_numpy(dtype=float, na_value=np.nan)
+    ot = req["output_tokens"].to_numpy(dtype=float, na_value=np.nan)
+    per = {m: req[f"{m}_s"].to_numpy(dtype=float) for m in ("ttft", "tpot", "e2e")}
+    gaps = [np.diff(np.asarray(c, dtype=np.int64)) / 1e9 if c is not None and len(c) > 1
+            else None for c in ch]
+
+    def stats(x):
+        x = x[np.isfinite(x)]
+        if not len(x):
+            return {"mean": np.nan, "std": np.nan, **{f"p{p:g}": np.nan for p in ps},
+                    "max": np.nan}
+        q = np.percentile(x, list(ps)) if ps else []
+        return {"mean": float(np.mean(x)), "std": float(np.std(x)),
+                **{f"p{p:g}": float(v) for p, v in zip(ps, q, strict=True)},
+                "max": float(np.max(x))}
+
+    def one(pos):
+        dur = (int(last[pos].max()) - int(send[pos].min())) / 1e9
+        ok = dur > 0
+        out = {"n_requests": len(pos), "duration_s": dur,
+               "request_throughput_rps": len(pos) / dur if ok else np.nan,
+               "output_throughput_tps": float(ot[pos].sum()) / dur if ok else np.nan,
+               "total_token_throughput_tps": float(pt[pos].sum() + ot[pos].sum()) / dur
+               if ok else np.nan}
+        for m in ("ttft", "tpot", "itl", "e2e"):
+            if m == "itl":
+                g = [gaps[i] for i in pos if gaps[i] is not None]
+                x = np.concatenate(g) if g else np.zeros(0)
+            else:
+                x = per[m][pos]
+            out.update({f"{m}_{k}_s": v for k, v in stats(x).items()})
+        return out
+
+    rows = []
+    by_round: dict = {}
+    for (test, rnd), pos in req.groupby(["test", "round"], sort=True).indices.items():
+        by_round.setdefault(test, []).append((rnd, pos))
+    for test, pos in req.groupby("test", sort=False).indices.items():
+        rows.append({"scope": "test", "test": test, "round": pd.NA, **one(np.asarray(pos))})
+        for rnd, rpos in by_round.get(test, []):
+            rows.append({"scope": "round", "test": test, "round": int(rnd),
+                         **one(np.asarray(rpos))})
+    df = pd.DataFrame(rows)
+    df["round"] = df["round"].astype("Int64")
+    return df
+
+
+@pytest.mark.parametrize("pcts", [(50.0, 90.0, 95.0, 99.0), (0.0, 12.5, 33.3, 99.9, 100.0), ()])
+def test_cells_at_once_equal_one_population_at_a_time_bit_for_bit(pcts):
+    """cell_stats computes every cell's populations together (grouped by length, numpy along
+    the rows); it must equal one numpy call per population exactly: cells of 1 to ~600
+    requests (numpy's pairwise sums change shape at 8 and 128 values), NaN metrics, requests
+    without chunks, warm-up rows, token counts unknown, a zero-length cell span."""
+    import pandas as pd
+    from rdmascope.analysis.cellstats import cell_stats
+
+    rng = np.random.default_rng(11)
+    sizes = [1, 1, 2, 3, 7, 8, 9, 15, 16, 17, 127, 128, 129, 130, 257, 600]
+    rows, chunks = [], []
+    for t, size in enumerate(sizes):
+        for rnd in range(3):
+            for _ in range(size if rnd else max(size // 3, 1)):
+                send = int(T0 + rng.integers(0, 10**10))
+                ttft = float(rng.lognormal(-2, 1))
+                n_ch = int(rng.integers(0, 40))
+                ch = (send + int(ttft * 1e9) + np.cumsum(rng.integers(1, 10**8, n_ch))).tolist()
+                last = ch[-1] if ch else send + int(ttft * 1e9)
+                rows.append({"test": f"t{t}", "round": rnd, "warmup": rng.random() < 0.05,
+                             "t_send_ns": send, "t_last_ns": last,
+                             "prompt_tokens": np.nan if rng.random() < 0.02
+                             else float(rng.integers(1, 4000)),
+                             "output_tokens": float(rng.integers(1, 500)),
+                             "ttft_s": np.nan if rng.random() < 0.1 else ttft,
+                             "tpot_s": np.nan if rng.random() < 0.3 else float(rng.random()),
+                             "e2e_s": float(rng.lognormal())})
+                chunks.append(None if rng.random() < 0.1 else ch)
+    rows.append({**rows[0], "test": "zero", "t_last_ns": rows[0]["t_send_ns"]})  # dur 0
+    chunks.append(None)
+    req = pd.DataFrame(rows)
+    req.loc[req["test"] == "t3", "tpot_s"] = np.nan  # a metric empty in a whole test
+    ch = pd.Series(chunks, dtype=object)
+    got = cell_stats(req, ch, pcts)
+    ref = _per_cell_reference(req, ch, pcts)
+    pd.testing.assert_frame_equal(got, ref, check_exact=True)
+    for c in ref.columns:
+        if ref[c].dtype.kind == "f":
+            assert np.array_equal(got[c].to_numpy().view(np.int64),
+                                  ref[c].to_numpy().view(np.int64)), c
