@@ -343,65 +343,107 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
     temporary file; exact either way). Only the segments around [start_ns, end_ns) are read.
     Windows over line rate (``series.OverLineFlagger`` with ``instant_unc_ns`` and the
     ``line_gbps`` override) are counted and kept out of the headline, the whole range judged as
-    one window by the same rule.
+    one window by the same rule. The pass is ``PeakTablePass`` on a pass of its own.
     Raises ``ValueError`` on an empty range or no intervals.
     """
     if start_ns is not None and end_ns is not None and int(end_ns) <= int(start_ns):
         raise ValueError(f"empty time range: {int(start_ns)} ns to {int(end_ns)} ns")
     capture = capture_info(capture)
-    # one grid: the capture start unless ``origin_ns`` (the range only selects windows)
-    origin = int(capture.t_start_ns) if origin_ns is None else int(origin_ns)
-    widths = [int(w) for w in windows_ns]
-    whole_w = FAR_NS if end_ns is None or start_ns is None else int(end_ns) - int(start_ns)
-    grids = [WindowGrid(w, origin, start_ns, end_ns) for w in widths]
-    grids.append(WindowGrid(whole_w, start_ns, start_ns, end_ns, clip=True))
-    flag = OverLineFlagger(capture, by=by, groups=groups, source=source,
-                           gap_factor=DEFAULT_GAP_FACTOR if gap_factor is None else gap_factor,
-                           line_gbps=line_gbps, instant_unc_ns=instant_unc_ns)
-    # over-line windows kept to name their causes: all of them when the intervals are in memory
-    max_over = None if flag.memory else PeakAcc.MAX_OVER_KEPT
+    pt = PeakTablePass(capture, start_ns=start_ns, end_ns=end_ns, windows_ns=windows_ns,
+                       origin_ns=origin_ns, by=by, source=source, groups=groups, keep=keep,
+                       percentiles=percentiles, t_ref_ns=t_ref_ns, gap_factor=gap_factor,
+                       mem_values=mem_values, instant_unc_ns=instant_unc_ns,
+                       line_gbps=line_gbps)
     state: dict = {}
-    accs: list[dict[str, PeakAcc]] = [{} for _ in widths]
-    held: list[tuple | None] = [None] * len(widths)  # each width's last window, until the end
-    whole: list[tuple[pd.DataFrame, pd.DataFrame]] = []
-    lo: int | None = None if start_ns is None else int(start_ns)
+    for i, b, q in iter_windows(capture, pt.grids, by=by, source=source,
+                                gap_factor=pt.gap_factor, max_gbps=max_gbps, progress=progress,
+                                state=state, **pass_hooks([pt.flag])):
+        pt.add(i, b, q, state["spans"])
+    return pt.table(state.get("spans", {}))
 
-    def view(i: int, b: pd.DataFrame, q: pd.DataFrame) -> tuple:
+
+class PeakTablePass:
+    """``peak_table_capture``'s table fed by a pass: a consumer registered on the engine's pass
+    (``stream.iter_windows``), so that a caller's own pass (the report's ``capture_pass``) makes
+    a range's peak table without reading its segments again.
+
+    Arguments as ``peak_table_capture``. Put ``grids`` on the pass (each carries ``by``, so a
+    pass of another grouping re-bins them as asked; their counters are the pass's selection,
+    which must be ``source``'s data counters) and register ``flag`` on it
+    (``overline_pass.pass_hooks``); hand each block of the k-th of ``grids`` to ``add(k, b, q,
+    spans)`` and call ``table(spans)`` once the pass is over (``spans``: ``state["spans"]`` of
+    the pass keyed like the table's series; ``add`` needs them only without ``start_ns``).
+    Raises ``ValueError`` on an empty range.
+    """
+
+    def __init__(self, capture, *, start_ns: int | None = None, end_ns: int | None = None,
+                 windows_ns=DEFAULT_WINDOWS_NS, origin_ns: int | None = None,
+                 by: str | None = "series", source: str | None = "infiniband",
+                 groups: dict[str, list[str]] | None = None, keep: bool = True,
+                 percentiles=(50, 90, 99), t_ref_ns: int | None = None,
+                 gap_factor: float | None = None, mem_values: int = 1 << 20,
+                 instant_unc_ns: int = INSTANT_UNC_NS, line_gbps: float | dict | None = None):
+        if start_ns is not None and end_ns is not None and int(end_ns) <= int(start_ns):
+            raise ValueError(f"empty time range: {int(start_ns)} ns to {int(end_ns)} ns")
+        capture = capture_info(capture)
+        # one grid: the capture start unless ``origin_ns`` (the range only selects windows)
+        origin = int(capture.t_start_ns) if origin_ns is None else int(origin_ns)
+        self.start_ns, self.end_ns = start_ns, end_ns
+        self.groups, self.keep, self.percentiles = groups, keep, percentiles
+        self.t_ref_ns, self.mem_values = t_ref_ns, mem_values
+        self.widths = widths = [int(w) for w in windows_ns]
+        whole_w = FAR_NS if end_ns is None or start_ns is None else int(end_ns) - int(start_ns)
+        self.grids = [WindowGrid(w, origin, start_ns, end_ns, by=by) for w in widths]
+        self.grids.append(WindowGrid(whole_w, start_ns, start_ns, end_ns, clip=True, by=by))
+        self.gap_factor = DEFAULT_GAP_FACTOR if gap_factor is None else gap_factor
+        self.flag = OverLineFlagger(capture, by=by, groups=groups, source=source,
+                                    gap_factor=self.gap_factor, line_gbps=line_gbps,
+                                    instant_unc_ns=instant_unc_ns)
+        # over-line windows kept to name their causes: all of them when the intervals are in
+        # memory
+        self.max_over = None if self.flag.memory else PeakAcc.MAX_OVER_KEPT
+        self.accs: list[dict[str, PeakAcc]] = [{} for _ in widths]
+        # each width's last window, until the end
+        self.held: list[tuple | None] = [None] * len(widths)
+        self.whole: list[tuple[pd.DataFrame, pd.DataFrame]] = []
+        self.lo: int | None = None if start_ns is None else int(start_ns)
+
+    def _view(self, i: int, b: pd.DataFrame, q: pd.DataFrame) -> tuple:
         """A block's (starts, Gb/s, quality, columns) with links and the over-line bit (both
         judged window by window, so a block is judged alone)."""
-        w = widths[i]
-        b, q = link_view(b, q, groups, keep)
-        q = flag(b, q, w)
+        w = self.widths[i]
+        b, q = link_view(b, q, self.groups, self.keep)
+        q = self.flag(b, q, w)
         return (b.index.to_numpy(), to_gbps(b.to_numpy(np.float64), w), q.to_numpy(),
                 list(b.columns))
 
-    def consume(i: int, t: np.ndarray, gbps: np.ndarray, qa: np.ndarray, cols: list) -> None:
-        w = widths[i]
-        tol = int(cover_tolerance_ns(w)) if start_ns is None else 0  # as peak_table
+    def _consume(self, i: int, t: np.ndarray, gbps: np.ndarray, qa: np.ndarray,
+                 cols: list) -> None:
+        w, lo, end_ns = self.widths[i], self.lo, self.end_ns
+        tol = int(cover_tolerance_ns(w)) if self.start_ns is None else 0  # as peak_table
         inside = t + tol >= lo if lo is not None else np.ones(len(t), bool)
         if end_ns is not None:
             inside &= t + w <= int(end_ns)
         if not inside.all():
             t, gbps, qa = t[inside], gbps[inside], qa[inside]
         for j, col in enumerate(cols):
-            acc = accs[i].get(col)
+            acc = self.accs[i].get(col)
             if acc is None:
-                acc = accs[i][col] = PeakAcc(mem_values, max_over)
+                acc = self.accs[i][col] = PeakAcc(self.mem_values, self.max_over)
             acc.add(t, gbps[:, j], qa[:, j])
 
-    for i, b, q in iter_windows(capture, grids, by=by, source=source,
-                                gap_factor=DEFAULT_GAP_FACTOR if gap_factor is None
-                                else gap_factor, max_gbps=max_gbps, progress=progress,
-                                state=state, **pass_hooks([flag])):
-        if i == len(widths):
-            whole.append((b, q))
-            continue
-        if start_ns is None:
+    def add(self, i: int, b: pd.DataFrame, q: pd.DataFrame, spans: dict) -> None:
+        """One block of windows of ``grids[i]``."""
+        if i == len(self.widths):
+            self.whole.append((b, q))
+            return
+        if self.start_ns is None:
             # the range starts at the first interval: the earliest so far (a later one starts
             # after every window emitted up to now, so those windows are classified right)
-            lo = min(s[0] for s in state["spans"].values())
-        t, gbps, qa, cols = view(i, b, q)
+            self.lo = min(s[0] for s in spans.values())
+        t, gbps, qa, cols = self._view(i, b, q)
         # hold back each width's last window: it may end after the range's end (unknown yet)
+        held = self.held
         if held[i] is not None:
             ht, hg, hq, hcols = held[i]
             if hcols != cols:
@@ -410,79 +452,87 @@ def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | No
                            np.concatenate([hq, qa]))
         held[i] = (t[-1:], gbps[-1:], qa[-1:], cols)
         if len(t) > 1:
-            consume(i, t[:-1], gbps[:-1], qa[:-1], cols)
-    spans = state.get("spans", {})
-    if not spans:
-        raise ValueError("no intervals to re-bin (the capture holds fewer than two valid "
-                         "readings of any selected counter)")
-    hi = int(end_ns) if end_ns is not None else max(s[1] for s in spans.values())
-    if lo is None:
-        lo = min(s[0] for s in spans.values())
-    if hi <= lo:
-        raise ValueError(f"empty time range: {lo} ns to {hi} ns")
-    t_ref = lo if t_ref_ns is None else int(t_ref_ns)
-    for i, w in enumerate(widths):
-        if held[i] is not None:
-            ht, hg, hq, hcols = held[i]
-            tol = int(cover_tolerance_ns(w)) if end_ns is None else 0
-            n_keep = len(ht) if (ht + w <= hi + tol).all() else 0
-            consume(i, ht[:n_keep], hg[:n_keep], hq[:n_keep], hcols)
-    wb = pd.concat([x[0] for x in whole])
-    wq = pd.concat([x[1] for x in whole])
-    wb, wq = link_view(wb, wq, groups, keep)
-    wq = flag(wb, wq, hi - lo)  # the whole range [lo, hi) as one window, judged the same way
-    cols = [c for c in wb.columns if c in spans or c in (groups or {})]
-    whole_gbps = to_gbps(wb, hi - lo)
-    rows = []
-    for i, w in enumerate(widths):
+            self._consume(i, t[:-1], gbps[:-1], qa[:-1], cols)
+
+    def table(self, spans: dict) -> pd.DataFrame:
+        """The peak table (``peak_table_capture``'s) of the blocks added."""
+        end_ns, percentiles = self.end_ns, self.percentiles
+        groups, keep, flag, mem_values = self.groups, self.keep, self.flag, self.mem_values
+        accs, held, whole, widths = self.accs, self.held, self.whole, self.widths
+        if not spans:
+            raise ValueError("no intervals to re-bin (the capture holds fewer than two valid "
+                             "readings of any selected counter)")
+        hi = int(end_ns) if end_ns is not None else max(s[1] for s in spans.values())
+        if self.lo is None:
+            self.lo = min(s[0] for s in spans.values())
+        lo = self.lo
+        if hi <= lo:
+            raise ValueError(f"empty time range: {lo} ns to {hi} ns")
+        t_ref = lo if self.t_ref_ns is None else int(self.t_ref_ns)
+        for i, w in enumerate(widths):
+            if held[i] is not None:
+                ht, hg, hq, hcols = held[i]
+                tol = int(cover_tolerance_ns(w)) if end_ns is None else 0
+                n_keep = len(ht) if (ht + w <= hi + tol).all() else 0
+                self._consume(i, ht[:n_keep], hg[:n_keep], hq[:n_keep], hcols)
+        wb = pd.concat([x[0] for x in whole])
+        wq = pd.concat([x[1] for x in whole])
+        wb, wq = link_view(wb, wq, groups, keep)
+        wq = flag(wb, wq, hi - lo)  # the whole range [lo, hi) as one window, judged the same way
+        cols = [c for c in wb.columns if c in spans or c in (groups or {})]
+        whole_gbps = to_gbps(wb, hi - lo)
+        rows = []
+        for i, w in enumerate(widths):
+            for col in cols:
+                acc = accs[i].get(col) or PeakAcc(mem_values)
+                row = {"series": col, "window": window_label(w), "window_ns": w,
+                       "n_windows": acc.n, "n_nan_windows": acc.n_nan,
+                       "n_gap_windows": acc.n_gap, "n_over_line_windows": acc.n_over,
+                       "over_line_causes": ""}
+                bound = flag.lines.get(col)  # the lowest physical bound (as peak_table)
+                row["bound_gbps"] = np.nan if bound is None else float(bound)
+                row["at_line_rate"] = False
+                if acc.t_peak is not None:
+                    pk = float(acc.peak)
+                    if bound is not None and pk > bound:
+                        pk, row["at_line_rate"] = float(bound), True
+                    row.update(peak_gbps=pk, peak_t_ns=acc.t_peak,
+                               peak_t_s=(acc.t_peak - t_ref) / 1e9)
+                else:
+                    row.update(peak_gbps=np.nan, peak_t_ns=None, peak_t_s=np.nan)
+                row.update(raw_max_gbps=acc.raw if acc.t_raw is not None else np.nan,
+                           raw_max_t_ns=acc.t_raw)
+                if acc.n:
+                    for p, v in zip(percentiles, acc.values.percentiles(percentiles),
+                                    strict=True):
+                        row[f"p{p:g}_gbps"] = float(v)
+                else:
+                    for p in percentiles:
+                        row[f"p{p:g}_gbps"] = np.nan
+                if acc.over_t:
+                    causes = flag.causes(acc.over_t, w, col)
+                    if acc.n_over > len(acc.over_t):
+                        causes += ["not examined"] * (acc.n_over - len(acc.over_t))
+                    row["over_line_causes"] = _cause_text(causes)
+                acc.values.close()
+                rows.append(row)
         for col in cols:
-            acc = accs[i].get(col) or PeakAcc(mem_values)
-            row = {"series": col, "window": window_label(w), "window_ns": w,
-                   "n_windows": acc.n, "n_nan_windows": acc.n_nan, "n_gap_windows": acc.n_gap,
-                   "n_over_line_windows": acc.n_over, "over_line_causes": ""}
-            bound = flag.lines.get(col)  # the lowest physical bound (as peak_table)
-            row["bound_gbps"] = np.nan if bound is None else float(bound)
-            row["at_line_rate"] = False
-            if acc.t_peak is not None:
-                pk = float(acc.peak)
-                if bound is not None and pk > bound:
-                    pk, row["at_line_rate"] = float(bound), True
-                row.update(peak_gbps=pk, peak_t_ns=acc.t_peak,
-                           peak_t_s=(acc.t_peak - t_ref) / 1e9)
-            else:
-                row.update(peak_gbps=np.nan, peak_t_ns=None, peak_t_s=np.nan)
-            row.update(raw_max_gbps=acc.raw if acc.t_raw is not None else np.nan,
-                       raw_max_t_ns=acc.t_raw)
-            if acc.n:
-                for p, v in zip(percentiles, acc.values.percentiles(percentiles), strict=True):
-                    row[f"p{p:g}_gbps"] = float(v)
-            else:
-                for p in percentiles:
-                    row[f"p{p:g}_gbps"] = np.nan
-            if acc.over_t:
-                causes = flag.causes(acc.over_t, w, col)
-                if acc.n_over > len(acc.over_t):
-                    causes += ["not examined"] * (acc.n_over - len(acc.over_t))
-                row["over_line_causes"] = _cause_text(causes)
-            acc.values.close()
-            rows.append(row)
-    for col in cols:
-        rows.append(_whole_range_row(col, float(whole_gbps[col].iloc[0]), int(wq[col].iloc[0]),
-                                     lo, hi, t_ref, percentiles))
-    out = pd.DataFrame(rows)
-    means = {col: float(whole_gbps[col].iloc[0]) for col in cols}
-    out["mean_gbps"] = out["series"].map(means)
-    order = {c: k for k, c in enumerate(cols)}
-    out["_o"] = out["series"].map(order)
-    out = out.sort_values(["_o", "window_ns"], kind="stable").drop(columns="_o")
-    names = ["series", "window", "window_ns", "peak_gbps", "peak_t_ns", "peak_t_s", "mean_gbps",
-             *[f"p{p:g}_gbps" for p in percentiles], "n_windows", "n_nan_windows",
-             "n_gap_windows", "raw_max_gbps", "raw_max_t_ns", "n_over_line_windows",
-             "over_line_causes", "bound_gbps", "at_line_rate"]
-    out = out[names].reset_index(drop=True)
-    out["peak_t_ns"] = out["peak_t_ns"].astype("Int64")
-    out["raw_max_t_ns"] = out["raw_max_t_ns"].astype("Int64")
-    return out
+            rows.append(_whole_range_row(col, float(whole_gbps[col].iloc[0]),
+                                         int(wq[col].iloc[0]), lo, hi, t_ref, percentiles))
+        out = pd.DataFrame(rows)
+        means = {col: float(whole_gbps[col].iloc[0]) for col in cols}
+        out["mean_gbps"] = out["series"].map(means)
+        order = {c: k for k, c in enumerate(cols)}
+        out["_o"] = out["series"].map(order)
+        out = out.sort_values(["_o", "window_ns"], kind="stable").drop(columns="_o")
+        names = ["series", "window", "window_ns", "peak_gbps", "peak_t_ns", "peak_t_s",
+                 "mean_gbps", *[f"p{p:g}_gbps" for p in percentiles], "n_windows",
+                 "n_nan_windows", "n_gap_windows", "raw_max_gbps", "raw_max_t_ns",
+                 "n_over_line_windows", "over_line_causes", "bound_gbps", "at_line_rate"]
+        out = out[names].reset_index(drop=True)
+        out["peak_t_ns"] = out["peak_t_ns"].astype("Int64")
+        out["raw_max_t_ns"] = out["raw_max_t_ns"].astype("Int64")
+        return out
 
 
 def _local_intervals(capture, t0: int, t1: int, source) -> pd.DataFrame:
