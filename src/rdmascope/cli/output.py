@@ -237,7 +237,8 @@ def output_options(f: Callable) -> Callable:
     """Add ``--json``, ``--csv`` and ``--parquet PATH``; pass them as one ``out`` argument."""
 
     @click.option("--parquet", "parquet", type=click.Path(dir_okay=False), default=None,
-                  help="Also write the table(s) as Parquet to PATH.")
+                  help="Also write the table(s) as Parquet to PATH.",
+                  callback=lambda _c, _p, v: _parent_checked(v, "'--parquet'"))
     @click.option("--csv", "as_csv", is_flag=True, help="Print CSV instead of a table.")
     @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
     @functools.wraps(f)
@@ -393,6 +394,14 @@ def require_parent_dir(path: str, option: str = "'-o' / '--output'") -> None:
     if not os.access(target, os.W_OK | (os.X_OK if target.is_dir() else 0)):
         raise click.BadParameter(f"{path}: cannot write in {target} (permission denied or a "
                                  "read-only file system); choose another path", param_hint=option)
+
+
+def _parent_checked(path: str | None, option: str) -> str | None:
+    """``path`` (None stays None) once ``require_parent_dir`` accepts it: an output option's
+    callback, so every command refuses a missing or unwritable directory as ``-o`` does."""
+    if path is not None:
+        require_parent_dir(path, option)
+    return path
 
 
 def capture_state_note(path, meta: dict | None = None) -> str | None:
