@@ -1,7 +1,8 @@
 """``--json`` is written table by table, a block of rows at a time (``output.write_json``): the
 text must be exactly the whole-document ``json.dumps(obj, indent=1)`` the commands printed
 before, whatever the block size (edge cases: NaN, unicode, newlines in strings, nested meta,
-empty tables, a named int64 index above 2^53)."""
+empty tables, a named int64 index above 2^53, nullable ints, text with NA, mixed objects, a
+``%`` in a column name)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,11 @@ def _tables():
                       "n": np.arange(7, dtype=np.int64),
                       "ok": [True, False] * 3 + [True],
                       "name": ["a", "é", "x\ny", 'q"t', "", None, "ü\t"],
-                      "when": pd.to_datetime(["2026-01-01"] * 7)}, index=idx)
+                      "when": pd.to_datetime(["2026-01-01"] * 7),
+                      "k%s": pd.array([1, None, -3, 2**62, 0, None, 5], dtype="Int64"),
+                      "s%%d": pd.array(["a", None, "é\x7f", "a", 'q"', "", "a"],
+                                       dtype="string"),
+                      "o": [1, 2.5, None, "x", True, np.int64(4), [1]]}, index=idx)
     b = pd.DataFrame({"series": ["tx", "rx"], "share": [0.5, np.nan]})
     empty = pd.DataFrame({"x": pd.Series([], dtype=float)})
     return {"rates": a, "summary": b, "none": empty}

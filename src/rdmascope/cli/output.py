@@ -576,18 +576,18 @@ def write_json(tables: dict[str, Any], meta: dict[str, Any], write=None) -> None
             write("[]")
             continue
         keys = [json.dumps(str(k)) + ": " for k in d.columns]
+        # one record's text with its values as %s (a key's own % doubled): one formatting
+        # per row instead of joining its key-value pairs
+        record = ("{\n   " + ",\n   ".join(k.replace("%", "%%") + "%s" for k in keys)
+                  + "\n  }") if keys else "{}"
         write("[")
         sep = "\n  "
         for i in range(0, len(d), ROWS_PER_BLOCK):
             block = d.iloc[i:i + ROWS_PER_BLOCK]
             cols = [_json_column(block.iloc[:, j]) for j in range(block.shape[1])]
-            parts = []
-            for row in zip(*cols, strict=True) if cols else [()] * len(block):
-                parts.append(sep + ("{\n   " + ",\n   ".join([k + v for k, v in
-                                                             zip(keys, row, strict=True)])
-                                    + "\n  }" if row else "{}"))
-                sep = ",\n  "
-            write("".join(parts))
+            rows = zip(*cols, strict=True) if cols else [()] * len(block)
+            write(sep + ",\n  ".join([record % row for row in rows]))
+            sep = ",\n  "
         write("\n ]")
     write("\n}\n")
 
@@ -609,6 +609,18 @@ def _json_column(col) -> list[str]:
         return text
     if kind == "b":
         return ["true" if x else "false" for x in col.tolist()]
+    import pandas as pd
+
+    if isinstance(col.dtype, pd.StringDtype) and len(col):
+        # text: each distinct string encoded once (json's encoder, as _json_value), NA null
+        codes, uniques = pd.factorize(col, use_na_sentinel=True)
+        enc = [json.encoder.encode_basestring_ascii(u) for u in uniques] + ["null"]
+        return np.array(enc, dtype=object)[codes].tolist()
+    if isinstance(col.dtype, pd.Int64Dtype) and len(col):
+        # nullable int64: int.__repr__ of each value (json's C encoder, as above), NA null
+        na = col.isna().to_numpy()
+        text = json.dumps(col.to_numpy(np.int64, na_value=0).tolist())[1:-1].split(", ")
+        return [t if not m else "null" for t, m in zip(text, na.tolist(), strict=True)]
     return [_json_value(v) for v in col.tolist()]
 
 
