@@ -521,3 +521,102 @@ def test_attribute_says_it_skipped_a_cut_last_request(tmp_path):
                                   "--requests", str(log)])
     assert r.exit_code == 0, r.output
     assert f"{log}: line {len(lines)}: truncated (the file ends inside it" in r.output
+
+
+#: every command that takes captures, with what else it needs ({cap}: the path under test)
+_CAPTURE_COMMANDS = {
+    "rates": ["rates", "{cap}", "--window", "1s"],
+    "peaks": ["peaks", "{cap}"],
+    "bursts": ["bursts", "{cap}"],
+    "verify-emulation": ["verify-emulation", "{cap}", "--expect-single"],
+    "attribute": ["attribute", "{cap}"],
+    "inspect": ["inspect", "{cap}"],
+    "cluster": ["cluster", "{cap}", str(SIM)],
+    "collectives": ["collectives", "{cap}", "--inspector", str(SIM / "requests.jsonl")],
+    "compare": ["compare", "{cap}", str(SIM)],
+    "report": ["report", "{cap}", "-o", "{tmp}/rep"],
+    "plot": ["plot", "windows", "{cap}", "-o", "{tmp}/f.png"],
+    "export perfetto": ["export", "perfetto", "{cap}", "-o", "{tmp}/t.json"],
+    "export dataset": ["export", "dataset", "{cap}", "-o", "{tmp}/ds"],
+}
+
+
+@pytest.mark.parametrize("kind", ["missing", "a file", "no capture"])
+@pytest.mark.parametrize("name", list(_CAPTURE_COMMANDS))
+def test_a_capture_path_gets_the_same_exit_code_in_every_command(tmp_path, name, kind):
+    """`peaks /nonexistent` exited 2, a directory that is no capture 4; compare and plot said
+    'no request log' (2) for a directory that is no capture, inspect 4 for a file. Now: a path
+    that does not exist or is a file is a usage error (2) in every command; a directory that
+    exists but is no capture is a data error (4) naming it (exitcodes.py)."""
+    if kind == "missing":
+        cap = tmp_path / "nope"
+    elif kind == "a file":
+        cap = tmp_path / "f.txt"
+        cap.write_text("hi\n")
+    else:
+        cap = tmp_path / "notcap"
+        cap.mkdir()
+        (cap / "x").write_text("hi\n")
+    args = [a.format(cap=cap, tmp=tmp_path) for a in _CAPTURE_COMMANDS[name]]
+    r = CliRunner().invoke(main, args)
+    line = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
+    assert len(line) == 1 and str(cap) in line[0] and "Traceback" not in r.output, r.output
+    if kind == "no capture":
+        assert r.exit_code == 4, r.output
+        assert "has no manifest.json; not an rdmascope capture" in line[0]
+    else:
+        assert r.exit_code == 2, r.output
+        assert ("does not exist" if kind == "missing" else "is a file") in line[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({cap.name} - {"nope"})
+
+
+#: every option naming an output, with the command around it ({out}: the path under test)
+_OUTPUT_OPTIONS = [
+    ["rates", str(SIM), "--window", "1s", "--parquet", "{out}"],
+    ["peaks", str(SIM), "--parquet", "{out}"],
+    ["bursts", str(SIM), "--parquet", "{out}"],
+    ["attribute", str(SIM), "--parquet", "{out}"],
+    ["verify-emulation", str(SIM), "--parquet", "{out}"],
+    ["estimate", "--parquet", "{out}"],
+    ["plot", "windows", str(SIM), "-o", "{out}.png"],
+    ["report", str(SIM), "-o", "{out}"],
+    ["export", "perfetto", str(SIM), "-o", "{out}.json"],
+    ["export", "dataset", str(SIM), "-o", "{out}"],
+    ["record", "-o", "{out}", "--duration", "1s"],
+    ["simulate", "capture", "-o", "{out}"],
+    ["simulate", "serve", "--root", "{out}"],
+    ["simulate", "serve", "--out", "{out}"],
+    ["demo", "-o", "{out}"],
+]
+
+
+@pytest.mark.parametrize("args", _OUTPUT_OPTIONS, ids=lambda a: " ".join(
+    x for x in a if not x.startswith(("/", "{"))))
+def test_an_output_in_a_missing_directory_is_one_usage_error_everywhere(tmp_path, args):
+    """plot/report/export/record refused -o in a missing directory (exit 2); rates --parquet
+    exited 4 naming its hidden '.r.parquet.part-PID', peaks/bursts/attribute 4 after the whole
+    analysis, simulate capture and demo created the missing directories. Now every output
+    option is refused before any work, naming the option and the user's path."""
+    out = tmp_path / "nodir" / "out"
+    r = CliRunner().invoke(main, [a.format(out=out) for a in args])
+    assert r.exit_code == 2, r.output
+    line = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
+    assert len(line) == 1 and f"{tmp_path / 'nodir'} does not exist" in line[0], r.output
+    assert ".part" not in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "nodir").exists()
+
+
+def test_rates_parquet_write_error_names_the_users_path(tmp_path, monkeypatch):
+    """A Parquet write that fails (a full disk) named the hidden temporary file; it names the
+    path the user gave, and nothing is left beside it."""
+    import pyarrow.parquet as pq
+
+    def refuse(where, *a, **kw):
+        raise OSError(f"Failed to open local file '{where}'. Detail: [errno 28] No space left")
+
+    monkeypatch.setattr(pq, "ParquetWriter", refuse)
+    out = tmp_path / "r.parquet"
+    r = CliRunner().invoke(main, ["rates", str(SIM), "--window", "1s", "--parquet", str(out)])
+    assert r.exit_code == 4, r.output
+    assert f"{out}: cannot write Parquet (Failed to open local file '{out}'" in r.output
+    assert ".part" not in r.output and list(tmp_path.iterdir()) == []

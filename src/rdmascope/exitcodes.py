@@ -5,10 +5,13 @@ code   name             meaning
 =====  ===============  ==============================================================================
 0      PASS             the command did its work; a verdict it shows is PASS
 1      FAIL             a verdict the command shows is FAIL (emulation check, cluster, report)
-2      USAGE            the command line is wrong: unknown option, bad value, options that contradict
+2      USAGE            the command line is wrong: unknown option, bad value, options that contradict,
+                        a path that does not exist, an output whose directory does not exist or
+                        cannot be written (refused before any work)
 3      CANNOT JUDGE     a verdict cannot be given (too little traffic, counters unknown, not one run)
-4      ERROR            the data or a file stopped the command: a corrupt or truncated segment, an
-                        unreadable capture or request log, an output that exists or cannot be written
+4      ERROR            the data or a file stopped the command: a directory that exists but is no
+                        capture, a corrupt or truncated segment, an unreadable capture or request
+                        log, an output that exists or fails while being written
 =====  ===============  ==============================================================================
 
 Scripts can rely on 1 and 3 coming only from a verdict, never from an error. A command that
@@ -37,11 +40,14 @@ VERDICT_EXIT = {"PASS": EXIT_PASS, "FAIL": EXIT_FAIL, "CANNOT JUDGE": EXIT_CANNO
 TABLE = (
     (EXIT_PASS, "PASS", "done; a verdict shown is PASS"),
     (EXIT_FAIL, "FAIL", "a verdict shown is FAIL (emulation, cluster, report)"),
-    (EXIT_USAGE, "USAGE", "wrong command line: unknown option, bad value, contradicting options"),
+    (EXIT_USAGE, "USAGE", "wrong command line: unknown option, bad value, contradicting options, "
+                          "a path or an output's directory that does not exist or cannot be "
+                          "written"),
     (EXIT_CANNOT_JUDGE, "CANNOT JUDGE", "a verdict cannot be given (too little traffic, unknown "
                                         "counters, not one run)"),
-    (EXIT_ERROR, "ERROR", "the data or a file stopped the command (corrupt segment, unreadable "
-                          "capture or log, output exists or cannot be written)"),
+    (EXIT_ERROR, "ERROR", "the data or a file stopped the command (a directory that is no "
+                          "capture, corrupt segment, unreadable capture or log, output exists or "
+                          "fails while written)"),
 )
 
 

@@ -29,7 +29,9 @@ def command(capture, inspector, max_rows, out):
     from rdmascope.analysis import load_capture
     from rdmascope.analysis.nccl.collectives import collectives_table, size_class_table
     from rdmascope.analysis.nccl.inspector import InspectorError, read_inspector, read_prometheus
+    from rdmascope.cli.shared import require_capture
 
+    require_capture(capture)  # a path that is no capture first, before reading the records
     try:
         recs = read_inspector(inspector)
         prom = read_prometheus(inspector) if recs.empty else None

@@ -24,6 +24,10 @@ def command(output, force, nodes) -> None:
     non-empty directory is refused unless --force."""
     import importlib
 
+    if output is not None:  # a mistyped -o is an error, never a new tree (as every command)
+        from rdmascope.cli.output import require_parent_dir
+
+        require_parent_dir(output)
     # the analysis half runs at the end: say at once, not after a minute of recording
     for mod in ("pandas", "matplotlib", "jinja2"):
         try:

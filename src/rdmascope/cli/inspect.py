@@ -5,7 +5,6 @@ Uses only ``rdmascope.capture`` + pyarrow/numpy (no pandas), so it runs on a lea
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -407,16 +406,13 @@ def _print(s: dict[str, Any]) -> None:
 
 
 @click.command(name="inspect")
-@click.argument("capture", type=click.Path())
+@click.argument("capture", type=click.Path(exists=True, file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @link_gbps_option
 def command(capture: str, as_json: bool) -> None:
     """Print a capture's metadata, time span, row counts, sampling quality and gaps."""
     from rdmascope.capture import CaptureError
 
-    if not os.path.exists(capture):  # a usage error (a mistyped path): exit 2
-        raise click.BadParameter(f"{capture}: no such file or directory",
-                                 param_hint="'CAPTURE'")
     try:
         s = summarize_capture(capture)
     except CaptureError as exc:

@@ -19,6 +19,7 @@ from rdmascope.cli.output import (
     require_parent_dir,
 )
 from rdmascope.cli.setup_options import resolve_kwargs, setup_options
+from rdmascope.cli.shared import require_capture
 
 KINDS = {
     "request": "figure 1: one request at 1 ms, prefill shaded, first token, zoom inside the prefill",
@@ -141,7 +142,9 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
         for i, cap in enumerate(captures):
             logs = [request_logs[i]] if request_logs else R.default_request_logs(cap)
             if needs_log and not logs:
-                # the command line lacks --requests: a usage error (2), as in `attribute`
+                # the command line lacks --requests: a usage error (2), as in `attribute`,
+                # once CAP is a capture at all (else that is the error, exit 4)
+                require_capture(cap)
                 raise click.UsageError(f"{cap}: `plot {kind}` needs a request log; give "
                                        "--requests LOG")
             click.echo(f"loading {cap} ...", err=True)

@@ -135,6 +135,11 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
         f".{os.path.basename(out.parquet)}.part-{os.getpid()}")
     done = False
     sink = sys.stdout.buffer if out.csv else None
+
+    def pq_error(exc: OSError) -> click.ClickException:
+        # the user's path, never the hidden temporary one beside it
+        why = str(exc).replace(part, out.parquet) if part else str(exc)
+        return click.ClickException(f"{out.parquet}: cannot write Parquet ({why})")
     sys.stdout.flush()
 
     def write(table: pd.DataFrame) -> None:
@@ -154,8 +159,7 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
                 try:
                     state["pq"] = pq.ParquetWriter(part, t.schema)
                 except OSError as exc:
-                    raise click.ClickException(f"{out.parquet}: cannot write Parquet ({exc})"
-                                               ) from exc
+                    raise pq_error(exc) from exc
         t = t.cast(state["schema"])
         if state["csv"] is not None:
             state["csv"].write_table(t.replace_schema_metadata(None))
@@ -163,7 +167,7 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
             try:
                 state["pq"].write_table(t)
             except OSError as exc:
-                raise click.ClickException(f"{out.parquet}: cannot write Parquet ({exc})") from exc
+                raise pq_error(exc) from exc
         state["rows"] += len(table)
 
     try:
@@ -199,12 +203,16 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
         if state["csv"] is not None:
             state["csv"].close()
         if state["pq"] is not None:
-            state["pq"].close()
-            if done:
-                os.replace(part, out.parquet)
-            else:
+            try:
+                state["pq"].close()
+                if done:
+                    os.replace(part, out.parquet)
+            except OSError as exc:
+                if done:  # else the error that stopped the pass is the one to say
+                    raise pq_error(exc) from exc
+            finally:
                 with contextlib.suppress(OSError):
-                    os.unlink(part)
+                    os.unlink(part)  # left only when not renamed
     if state["rows"] == 0:
         raise click.ClickException(f"{capture}: no windows in the requested range")
     if out.parquet:

@@ -3,6 +3,7 @@
 text tables of the attribution.
 
 - ``default_log(capture, given, option)``: the request log given, else CAPTURE/requests.jsonl.
+- ``require_capture(path)``: refuse a path that is no capture (exit 4) before asking for more.
 - ``find_request_log(paths, reference)``: the log of a run set (beside a capture or their parent).
 - ``run_set_dir(path)``: the capture directories of a run set directory.
 - ``echo_table(df, columns, title)``: selected columns as an aligned table (MB for ``*_bytes``).
@@ -15,9 +16,10 @@ from pathlib import Path
 
 import click
 
-from rdmascope.capture import read_manifest
+from rdmascope.capture import CaptureError, read_manifest
+from rdmascope.exitcodes import DataError
 
-__all__ = ["default_log", "find_request_log", "run_set_dir", "echo_table"]
+__all__ = ["default_log", "require_capture", "find_request_log", "run_set_dir", "echo_table"]
 
 #: columns printed as whole numbers (with thousands separators) by ``echo_table``
 COUNT_SUFFIXES = ("tokens", "round", "rounds", "requests", "bursts", "n_chunks")
@@ -30,7 +32,18 @@ def default_log(capture: str, given: str | None, option: str) -> str:
     p = Path(capture) / "requests.jsonl"
     if p.is_file():
         return str(p)
+    require_capture(capture)  # a path that is no capture is that error, not a missing log
     raise click.UsageError(f"no request log: give {option} LOG (and no {p} exists)")
+
+
+def require_capture(path) -> None:
+    """Raise ``DataError`` (exit 4, as every command says it once it reads the capture) when
+    ``path`` is not a readable capture: called before a usage error about what else the
+    command needs (a request log), which would otherwise hide that the path is wrong."""
+    try:
+        read_manifest(path)
+    except CaptureError as exc:
+        raise DataError(str(exc)) from exc
 
 
 def echo_table(df, columns: list[str], title: str | None = None) -> None:

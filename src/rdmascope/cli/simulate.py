@@ -271,6 +271,11 @@ def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, s
         raise click.BadParameter(f"must be positive, got {speed:g}", param_hint="'--speed'")
     if cleanup and keep_tree:
         raise click.UsageError("--cleanup and --keep-tree contradict each other; give one")
+    from rdmascope.cli.output import require_parent_dir
+
+    for path, option in ((root, "'--root'"), (out, "'--out'")):
+        if path is not None:  # a mistyped path is an error, never a new tree (as every command)
+            require_parent_dir(path, option)
     traffic, _ = _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds, **model_kw)
     spec = _spec(nodes, clock_error, not_emulated, straggler, straggle, seed) \
         if nodes > 1 or not_emulated or straggler else None
@@ -381,8 +386,10 @@ def capture_cmd(output, scenario, link, tcp_fallback, seed, output_tokens, round
     """Write a capture as if sampled every 1 ms (with read-timestamp jitter) plus requests.jsonl
     and truth.json, without real time passing; with --nodes N, one capture per node of a cluster."""
     from rdmascope.capture import CaptureError
+    from rdmascope.cli.output import require_parent_dir
     from rdmascope.emulator.simcapture import simulate_capture
 
+    require_parent_dir(output)  # a mistyped -o is an error, never a new tree (as every command)
     traffic, record = _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds,
                                **model_kw)
     argv = ["rdmascope", "simulate", "capture", *sys.argv[3:]] if len(sys.argv) > 2 else None
