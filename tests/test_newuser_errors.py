@@ -620,3 +620,47 @@ def test_rates_parquet_write_error_names_the_users_path(tmp_path, monkeypatch):
     assert r.exit_code == 4, r.output
     assert f"{out}: cannot write Parquet (Failed to open local file '{out}'" in r.output
     assert ".part" not in r.output and list(tmp_path.iterdir()) == []
+
+
+def _required_manifest_keys():
+    from rdmascope.capture import REQUIRED_MANIFEST_KEYS
+
+    return REQUIRED_MANIFEST_KEYS
+
+
+@pytest.mark.parametrize("key", [k for k in _required_manifest_keys()
+                                 if k not in ("format", "format_version")])
+def test_a_manifest_without_a_required_key_is_refused_naming_it(tmp_path, key):
+    """A manifest without 'devices' was read as a capture of no known device (every line rate
+    unknown, exit 0); every required key (capture.MANIFEST_FIELDS) is refused alike: exit 4,
+    naming the manifest, the key and what it must hold. (format and format_version missing
+    make it no capture or an unsupported one, said before.)"""
+    import shutil
+
+    from rdmascope.capture import MANIFEST_FIELDS
+
+    assert "devices" in _required_manifest_keys()
+    cap = tmp_path / "cap"
+    shutil.copytree(SIM, cap)
+    m = json.loads((cap / "manifest.json").read_text())
+    del m[key]
+    (cap / "manifest.json").write_text(json.dumps(m))
+    for cmd in (["inspect", str(cap)], ["peaks", str(cap)]):
+        r = CliRunner().invoke(main, cmd)
+        assert r.exit_code == 4, (cmd, r.output)
+        line = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
+        assert len(line) == 1 and f"{cap / 'manifest.json'}: manifest lacks required key(s): " \
+            f"'{key}' ({MANIFEST_FIELDS[key][1]})" in line[0], r.output
+
+
+def test_device_changes_of_the_wrong_type_are_refused_naming_the_key(tmp_path):
+    import shutil
+
+    cap = tmp_path / "cap"
+    shutil.copytree(SIM, cap)
+    m = json.loads((cap / "manifest.json").read_text())
+    m["device_changes"] = "mlx5_0 renamed"
+    (cap / "manifest.json").write_text(json.dumps(m))
+    r = CliRunner().invoke(main, ["inspect", str(cap)])
+    assert r.exit_code == 4, r.output
+    assert "manifest key 'device_changes' must be a list of objects" in r.output

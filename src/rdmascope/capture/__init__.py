@@ -28,7 +28,8 @@ value              uint64    the raw value as the kernel prints it (units per th
 status             uint8     STATUS_OK, STATUS_READ_ERROR, STATUS_PARSE_ERROR, STATUS_MISSING
 =================  ========  ==================================================================
 
-MANIFEST KEYS (``manifest.json``, a JSON object):
+MANIFEST KEYS (``manifest.json``, a JSON object; ``MANIFEST_FIELDS`` is the table of the
+required keys and the type of each checked key, refused naming the file and the key):
 
 - ``format`` = ``"rdmascope-capture"``, ``format_version`` (int, ``FORMAT_VERSION`` = 2; 1 is
   still read). Version 2: every Parquet segment and live file stores, in its schema metadata,
@@ -101,7 +102,6 @@ import os  # callers patch rdmascope.capture.os (e.g. os.write in disk-full test
 
 from rdmascope.capture.lock import _acquire_lock, _lock_pid, _release_lock, recording_pid
 from rdmascope.capture.reader import (
-    REQUIRED_MANIFEST_KEYS,
     RawCapture,
     _check_rows,
     _check_unique_readings,
@@ -133,8 +133,10 @@ from rdmascope.capture.schema import (
     LIVE_PREFIX,
     LIVE_SUFFIX,
     LOCK_NAME,
+    MANIFEST_FIELDS,
     MANIFEST_NAME,
     READABLE_VERSIONS,
+    REQUIRED_MANIFEST_KEYS,
     ROLL_INTERVAL_S,
     SAMPLE_SCHEMA,
     SEGMENT_CAPTURE_ID_KEY,

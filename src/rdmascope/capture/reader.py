@@ -43,10 +43,6 @@ from rdmascope.capture.schema import (
 # Reader
 # ----------------------------------------------------------------------------------------------
 
-REQUIRED_MANIFEST_KEYS = ("format", "format_version", "capture_id", "host", "clock", "interval_ns",
-                          "start", "stop", "clock_pairs", "counters", "events")
-
-
 @dataclass
 class RawCapture:
     """One capture as stored: the manifest and every reading, in pyarrow form.
@@ -78,7 +74,7 @@ def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
 
     Raises ``NotACaptureError`` (missing/not JSON/not our format), ``UnsupportedVersionError``
     (a newer or invalid ``format_version``, naming both versions), ``CaptureSchemaError`` (a
-    required key is missing).
+    required key of ``MANIFEST_FIELDS`` is missing or a value has the wrong type, naming it).
     """
     p = Path(path)
     mpath = p / MANIFEST_NAME
@@ -100,10 +96,7 @@ def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
         raise UnsupportedVersionError(
             mpath, f"capture format version {v} is newer than this rdmascope supports "
                    f"(version {FORMAT_VERSION}); upgrade rdmascope to read it")
-    missing = [k for k in REQUIRED_MANIFEST_KEYS if k not in m]
-    if missing:
-        raise CaptureSchemaError(mpath, f"manifest lacks required key(s): {', '.join(missing)}")
-    _check_manifest_types(mpath, m)
+    _check_manifest_types(mpath, m)  # MANIFEST_FIELDS: the required keys and their types
     return m
 
 
@@ -476,7 +469,11 @@ def iter_capture_tables(path: str | os.PathLike, *, columns: list[str] | None = 
             raise CorruptSegmentError(s, f"cannot read Parquet segment ({exc}); the file is "
                                          "truncated or corrupted") from exc
         t = t.cast(pa.schema([SAMPLE_SCHEMA.field(c) for c in cols]))
-        yield s, _prepare(p, m, s, t, counter_ids)
+        # handed over, not kept: this frame holds no reference to the table while the consumer
+        # works on it and the next segment is read (two segments' tables in memory otherwise)
+        box = [_prepare(p, m, s, t, counter_ids)]
+        del t, pf
+        yield s, box.pop()
     for lf in lives:
         batches, cut = _read_live(lf, m)
         if report is not None:
@@ -486,7 +483,9 @@ def iter_capture_tables(path: str | os.PathLike, *, columns: list[str] | None = 
         if batches:
             t = pa.Table.from_batches(batches).select(cols)
             t = t.cast(pa.schema([SAMPLE_SCHEMA.field(c) for c in cols]))
-            yield lf, _prepare(p, m, lf, t, counter_ids)
+            box = [_prepare(p, m, lf, t, counter_ids)]
+            del t, batches
+            yield lf, box.pop()
 
 
 def _prepare(p: Path, m: dict[str, Any], f: Path, t: pa.Table, counter_ids) -> pa.Table:

@@ -310,71 +310,91 @@ def check_counter_descriptors(counters: Any, path: str | os.PathLike) -> None:
                       f"got {json.dumps(bs)}")
 
 
-def _check_manifest_types(mpath: Path, m: dict[str, Any]) -> None:
-    """Raise ``CaptureSchemaError`` naming the key when a manifest value has the wrong type.
+def _instant(v: Any) -> bool:
+    return isinstance(v, dict) and _is_int(v.get("monotonic_ns")) and _is_int(v.get("realtime_ns"))
 
-    A valid-JSON manifest with ``"counters": null`` or ``"interval_ns": "abc"`` must be refused
-    here, with the key named, rather than crash a reader later.
+
+def _objects(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, dict) for x in v)
+
+
+def _pairs(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, list) and len(x) == 2
+                                       and all(_is_int(y) for y in x) for x in v)
+
+
+_INSTANT = "an object with integer monotonic_ns and realtime_ns"
+
+#: The manifest's top-level keys that the reader relies on (see MANIFEST KEYS in
+#: ``rdmascope.capture``): key -> (required, what its value must be, the check). One table,
+#: one check (``_check_manifest_types``, run when a manifest is written and when it is read):
+#: a required key that is missing, or a value of the wrong type, is refused naming the file
+#: and the key. Other keys (``writer``, ``kernel``, ``command_line``, ...) are free-form.
+MANIFEST_FIELDS: dict[str, tuple[bool, str, Any]] = {
+    "format": (True, f'"{FORMAT_NAME}"', lambda v: v == FORMAT_NAME),
+    "format_version": (True, "a positive integer", lambda v: _is_int(v) and v >= 1),
+    "capture_id": (True, "a string", lambda v: isinstance(v, str)),
+    "host": (True, "a string", lambda v: isinstance(v, str)),
+    "clock": (True, '"CLOCK_MONOTONIC"', lambda v: v == "CLOCK_MONOTONIC"),
+    "interval_ns": (True, "a positive integer (ns)", lambda v: _is_int(v) and v > 0),
+    "start": (True, _INSTANT, _instant),
+    "stop": (True, _INSTANT + " (or null)", lambda v: v is None or _instant(v)),
+    "clock_pairs": (True, "a list of [realtime_ns, monotonic_ns] integer pairs", _pairs),
+    "devices": (True, "a list of objects", _objects),
+    "counters": (True, "a list of objects", _objects),
+    "events": (True, "a list of objects", _objects),
+    "discovered_devices": (False, "a list of objects", _objects),
+    "device_changes": (False, "a list of objects", _objects),
+    "segments": (False, "a list of objects", _objects),
+    "audit": (False, "an object or null", lambda v: v is None or isinstance(v, dict)),
+    "extra": (False, "an object or null", lambda v: v is None or isinstance(v, dict)),
+}
+
+#: The keys every manifest has (``MANIFEST_FIELDS``' required ones).
+REQUIRED_MANIFEST_KEYS = tuple(k for k, (required, _, _) in MANIFEST_FIELDS.items() if required)
+
+#: Keys every entry of a list-of-objects key must have.
+_ENTRY_KEYS = {"devices": ("name",), "discovered_devices": ("name",),
+               "segments": ("name", "rows", "bytes", "sha256")}
+
+
+def _check_manifest_types(mpath: Path, m: dict[str, Any]) -> None:
+    """Raise ``CaptureSchemaError`` naming the file and the key when a required key of
+    ``MANIFEST_FIELDS`` is missing or a value has the wrong type.
+
+    A valid-JSON manifest without ``devices``, with ``"counters": null`` or with
+    ``"interval_ns": "abc"`` must be refused here, with the key named, rather than be read
+    as something else or crash a reader later.
     """
     def bad(key: str, expected: str, got: Any) -> CaptureSchemaError:
-        shown = json.dumps(got)
+        shown = json.dumps(got, default=str)
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
         return CaptureSchemaError(mpath, f"manifest key {key!r} must be {expected}, got {shown}")
 
-    def instant(key: str, v: Any, *, nullable: bool = False) -> None:
-        if v is None and nullable:
-            return
-        if not (isinstance(v, dict) and _is_int(v.get("monotonic_ns"))
-                and _is_int(v.get("realtime_ns"))):
-            raise bad(key, "an object with integer monotonic_ns and realtime_ns"
-                      + (" (or null)" if nullable else ""), v)
-
-    def list_of_objects(key: str, required: tuple[str, ...] = (), *, optional: bool = False):
-        v = m.get(key)
-        if v is None and optional and key not in m:
-            return
-        if not isinstance(v, list) or not all(isinstance(x, dict) for x in v):
-            raise bad(key, "a list of objects", v)
-        for i, x in enumerate(v):
+    missing = [k for k in REQUIRED_MANIFEST_KEYS if k not in m]
+    if missing:
+        raise CaptureSchemaError(mpath, "manifest lacks required key(s): " + "; ".join(
+            f"{k!r} ({MANIFEST_FIELDS[k][1]})" for k in missing))
+    for key, (_, expected, ok) in MANIFEST_FIELDS.items():
+        if key in m and not ok(m[key]):
+            raise bad(key, expected, m[key])
+    check_counter_descriptors(m["counters"], mpath)
+    for key, required in _ENTRY_KEYS.items():
+        for i, x in enumerate(m.get(key) or []):
             lacking = [r for r in required if r not in x]
             if lacking:
-                what = "counter descriptor" if key == "counters" else f"{key!r} entry"
                 raise CaptureSchemaError(
-                    mpath, f"manifest {what} {i} lacks key(s): {', '.join(lacking)}")
-
-    if not isinstance(m["capture_id"], str):
-        raise bad("capture_id", "a string", m["capture_id"])
-    if not isinstance(m["host"], str):
-        raise bad("host", "a string", m["host"])
-    if m["clock"] != "CLOCK_MONOTONIC":
-        raise bad("clock", '"CLOCK_MONOTONIC"', m["clock"])
-    if not (_is_int(m["interval_ns"]) and m["interval_ns"] > 0):
-        raise bad("interval_ns", "a positive integer (ns)", m["interval_ns"])
-    instant("start", m["start"])
-    instant("stop", m["stop"], nullable=True)
-    pairs = m["clock_pairs"]
-    if not (isinstance(pairs, list) and all(isinstance(x, list) and len(x) == 2
-                                            and all(_is_int(y) for y in x) for x in pairs)):
-        raise bad("clock_pairs", "a list of [realtime_ns, monotonic_ns] integer pairs", pairs)
-    check_counter_descriptors(m["counters"], mpath)
-    list_of_objects("events")
-    list_of_objects("devices", ("name",), optional=True)
-    list_of_objects("discovered_devices", ("name",), optional=True)
+                    mpath, f"manifest {key!r} entry {i} lacks key(s): {', '.join(lacking)}")
     for key in ("devices", "discovered_devices"):
         for i, d in enumerate(m.get(key) or []):
             if not isinstance(d["name"], str):
                 raise bad(f"{key}[{i}].name", "a string", d["name"])
             ports = d.get("ports")
-            if ports is not None and not (isinstance(ports, list)
-                                          and all(isinstance(x, dict) for x in ports)):
+            if ports is not None and not _objects(ports):
                 raise bad(f"{key}[{i}].ports", "a list of objects", ports)
             for j, port in enumerate(ports or []):
                 if "port" in port and not _is_int(port["port"]):
                     raise bad(f"{key}[{i}].ports[{j}].port", "an integer", port["port"])
-    list_of_objects("segments", ("name", "rows", "bytes", "sha256"), optional=True)
-    for key in ("audit", "extra"):
-        if m.get(key) is not None and not isinstance(m[key], dict):
-            raise bad(key, "an object or null", m[key])
 
 
 def _check_schema(path: Path, schema: pa.Schema) -> None:
