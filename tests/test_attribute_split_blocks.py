@@ -119,3 +119,90 @@ def test_20000_closed_loop_requests_at_concurrency_64_are_split(monkeypatch):
     assert rx == pytest.approx(sp.total_rx, rel=1e-12)
     assert sp.total_rx == pytest.approx(3610e9 * 2.9, rel=1e-12)
     assert cpu < 60  # ~2 s on a quiet core
+
+
+def _random_block(rng, m: int, L: int):
+    """A block as _split_blocked fits it: rows of consecutive segments (some of one segment),
+    first guesses (some 0), segment tokens (some 0 or unknown), row targets (some 0)."""
+    lo = np.sort(rng.integers(0, L, m))
+    ln = np.minimum(rng.integers(1, max(L // 8, 2), m), L - lo)
+    ln[rng.random(m) < 0.05] = 1
+    loc = np.repeat(np.arange(m), ln)
+    ls = np.repeat(lo, ln) + np.arange(ln.sum()) - np.repeat(np.cumsum(ln) - ln, ln)
+    w = rng.lognormal(0, 2, len(ls)) * np.where(rng.random(len(ls)) < 0.3, 1e-3, 1.0)
+    w[rng.random(len(ls)) < 0.01] = 0.0
+    stok = rng.lognormal(3, 1, L)
+    stok[rng.random(L) < 0.03] = np.nan
+    stok[rng.random(L) < 0.02] = 0.0
+    tgt = rng.lognormal(3, 1, m)
+    tgt[rng.random(m) < 0.03] = 0.0
+    return loc, ls, ln, lo, w, stok, tgt
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_lane_fit_equals_the_pair_fit(seed):
+    """The fit on lanes (segment sums over a dense array's columns) is the pair-by-pair fit up
+    to rounding: every fitted pair within 1e-12 relative, after the 60 rounds."""
+    rng = np.random.default_rng(seed)
+    m, L = int(rng.integers(50, 400)), int(rng.integers(30, 600))
+    loc, ls, ln, lo, w, stok, tgt = _random_block(rng, m, L)
+    lane, k = conserving._lanes(lo, lo + ln)
+    cover = np.cumsum(np.bincount(lo, minlength=L + 1) - np.bincount(lo + ln, minlength=L + 1))
+    assert k == cover.max()  # as few lanes as rows at once
+    for j in range(k):  # no lane holds two rows at once
+        on = np.flatnonzero(lane == j)
+        on = on[np.argsort(lo[on])]
+        assert (lo[on][1:] >= (lo + ln)[on][:-1]).all()
+    pairs = conserving._fit_pairs(loc, ls, ln, w, stok, tgt, L, conserving.IPF_ROUNDS)
+    lanes = conserving._fit_lanes(loc, ls, lo, lo + ln, lane, k, w, stok, tgt, L,
+                                  conserving.IPF_ROUNDS)
+    np.testing.assert_allclose(lanes, pairs, rtol=1e-12, atol=0)
+    assert (lanes == 0).sum() == (pairs == 0).sum()
+
+
+def test_blocked_split_on_lanes_equals_the_pair_fit(c16, monkeypatch):
+    """The whole blocked split (c16 in blocks of 400 pairs) with the lane fit and with the
+    pair-by-pair fit: every request's bytes within 1e-12 relative, totals the same."""
+    cap, log, _ = c16
+    monkeypatch.setattr(conserving, "MAX_PAIRS", 1000)
+    monkeypatch.setattr(conserving, "BLOCK_PAIRS", 400)
+    used = []
+    real = conserving._fit_lanes
+
+    def spy(*a):
+        used.append(1)
+        return real(*a)
+
+    monkeypatch.setattr(conserving, "_fit_lanes", spy)
+    lanes = attribute(cap, log)
+    assert used  # the lanes fitted the blocks
+    monkeypatch.setattr(conserving, "_fit_lanes",
+                        lambda loc, ls, lo, hi, lane, k, w, stok, tgt, L, rounds:
+                        conserving._fit_pairs(loc, ls, hi - lo, w, stok, tgt, L, rounds))
+    pairs = attribute(cap, log)
+    for c in ("prefill_tx_split_bytes", "decode_tx_split_bytes", "prefill_rx_split_bytes",
+              "decode_rx_split_bytes"):
+        np.testing.assert_allclose(lanes.requests[c], pairs.requests[c], rtol=1e-12, atol=0)
+    for k in ("split_total_tx_bytes", "split_idle_tx_bytes", "split_total_rx_bytes",
+              "split_idle_rx_bytes"):
+        assert lanes.summary[k] == pytest.approx(pairs.summary[k], rel=1e-12)
+
+
+def test_fit_falls_back_to_pairs_when_lanes_would_be_mostly_empty(monkeypatch):
+    """A burst of rows at once in a long block of single rows: lanes x segments would be far
+    more than the pairs, so the block is fitted pair by pair."""
+    rng = np.random.default_rng(3)
+    L, burst = 400, 60
+    lo = np.concatenate([np.arange(L), np.full(burst, 10)])
+    ln = np.concatenate([np.ones(L, np.int64), np.full(burst, 2)])
+    order = np.argsort(lo, kind="stable")
+    lo, ln = lo[order], ln[order]
+    m = len(lo)
+    loc = np.repeat(np.arange(m), ln)
+    ls = np.repeat(lo, ln) + np.arange(ln.sum()) - np.repeat(np.cumsum(ln) - ln, ln)
+    w, stok, tgt = rng.random(len(ls)), rng.random(L) * 10, rng.random(m) * 10
+    called = []
+    monkeypatch.setattr(conserving, "_fit_lanes", lambda *a: called.append(1))
+    got = conserving._fit(loc, ls, ln, lo, w, stok, tgt, L, 60)
+    assert not called
+    np.testing.assert_array_equal(got, conserving._fit_pairs(loc, ls, ln, w, stok, tgt, L, 60))
