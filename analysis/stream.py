@@ -625,6 +625,11 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
             _, i, b, q = pending.pop(0)
             if len(b):
                 nxt[i] = int(b.index[-1]) + int(grids[i].width_ns)
+                end = grids[i].end_ns
+                if end is not None and nxt[i] >= int(end):
+                    # the grid's last window is out: it holds nothing back (a figure's short
+                    # range on a capture's pass would otherwise keep every interval after it)
+                    del nxt[i]
             if on_horizon is not None:
                 # no window still to come starts before the earliest pending one, nor before
                 # any grid's next window (a grid that has yielded nothing yet, e.g. one window
