@@ -435,6 +435,11 @@ class PeakTablePass:
     def add(self, i: int, b: pd.DataFrame, q: pd.DataFrame, spans: dict) -> None:
         """One block of windows of ``grids[i]``."""
         if i == len(self.widths):
+            if self.start_ns is not None and self.end_ns is not None:
+                # judged now, while the pass still holds the intervals around the range (at
+                # the end they may be gone and read again)
+                b, q = link_view(b, q, self.groups, self.keep)
+                q = self.flag(b, q, int(self.end_ns) - int(self.start_ns))
             self.whole.append((b, q))
             return
         if self.start_ns is None:
@@ -456,7 +461,7 @@ class PeakTablePass:
 
     def table(self, spans: dict) -> pd.DataFrame:
         """The peak table (``peak_table_capture``'s) of the blocks added."""
-        end_ns, percentiles = self.end_ns, self.percentiles
+        start_ns, end_ns, percentiles = self.start_ns, self.end_ns, self.percentiles
         groups, keep, flag, mem_values = self.groups, self.keep, self.flag, self.mem_values
         accs, held, whole, widths = self.accs, self.held, self.whole, self.widths
         if not spans:
@@ -477,8 +482,9 @@ class PeakTablePass:
                 self._consume(i, ht[:n_keep], hg[:n_keep], hq[:n_keep], hcols)
         wb = pd.concat([x[0] for x in whole])
         wq = pd.concat([x[1] for x in whole])
-        wb, wq = link_view(wb, wq, groups, keep)
-        wq = flag(wb, wq, hi - lo)  # the whole range [lo, hi) as one window, judged the same way
+        if start_ns is None or end_ns is None:  # else judged as it came (``add``)
+            wb, wq = link_view(wb, wq, groups, keep)
+            wq = flag(wb, wq, hi - lo)  # the whole range [lo, hi) as one window, as the others
         cols = [c for c in wb.columns if c in spans or c in (groups or {})]
         whole_gbps = to_gbps(wb, hi - lo)
         rows = []
