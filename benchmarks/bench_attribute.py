@@ -6,6 +6,7 @@ One command (from the repository root, in the venv)::
     python benchmarks/bench_attribute.py --quick    # 10 min capture (~2 min in all)
     python benchmarks/bench_attribute.py --capture /path/to/capture   # an existing capture
     python benchmarks/bench_attribute.py --quick --baseline b9896c9   # and an older revision
+    python benchmarks/bench_attribute.py --heavy --rev HEAD --baseline f0e521a  # two commits
 
 ``--baseline REV`` unpacks that git revision's ``src``, ``analysis`` and ``sampler``
 (``git archive``) into a temporary package and runs every row with it too, side by side in the
@@ -87,6 +88,9 @@ def main() -> None:
     ap.add_argument("--limit-gb", type=float, default=4.0, help="memory limit per process")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per process")
     ap.add_argument("--baseline", metavar="REV", help="also run a git revision (rows 'before')")
+    ap.add_argument("--rev", metavar="REV",
+                    help="run this git revision instead of the working tree (in a shared "
+                         "checkout: others' uncommitted edits left out)")
     ap.add_argument("--skip-readers", action="store_true", help="part 1 only")
     ap.add_argument("--concurrency", type=int, metavar="C",
                     help="closed-loop logs: C clients, each sending when its last request "
@@ -103,8 +107,12 @@ def main() -> None:
     limit = int(args.limit_gb * 2**30)
     try:
         trees = [("", None)]
+        if args.rev:
+            (root / "rev-after").mkdir()
+            trees = [("", baseline_package(args.rev, root / "rev-after"))]
         if args.baseline:
-            trees = [("", None), (" before", baseline_package(args.baseline, root))]
+            (root / "rev-before").mkdir()
+            trees.append((" before", baseline_package(args.baseline, root / "rev-before")))
         if args.capture:
             cap = Path(args.capture)
         else:
