@@ -62,8 +62,10 @@ from .report_figures import (
     ONE_MS_UNCERTAINTY,
     capacity_lines,
     comparison_bucket,
+    comparison_needs,
     default_request_logs,
     devices_width_ns,
+    fed_request_figures,
     figure_comparison,
     figure_devices,
     figure_request,
@@ -75,6 +77,7 @@ from .report_figures import (
     node_gbps,
     pick_request,
     report_window_label,
+    request_figures,
     tp_projection_frame,
 )
 from .report_pass import (
@@ -336,16 +339,21 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
         subtitle=f"{len(configs)} configuration(s): " + "; ".join(
             f"{c.label} ({c.capture.path.name}, {c.capture.duration_s():.1f} s)" for c in configs))
     attributions = {}
+    compare_fed = comparison_needs(configs)  # figure 2's windows, made in the passes
     for cfg in configs:
         one_pass = cfg.streamed and "_pass" not in cfg.__dict__
+        req = pick_request(cfg) if len(cfg.requests) else None
+        figs = request_figures(cfg, req) if one_pass else None  # figures 1, 3 and peaks
+        consumers = [figs, *(fed[cfg.label] for fed in compare_fed.values())]
 
-        def read_once(ranges=None, cfg=cfg):
-            """The capture's one pass; it also answers the attribution's ranges."""
+        def read_once(ranges=None, cfg=cfg, consumers=consumers):
+            """The capture's one pass; it also answers the attribution's ranges and figures'."""
             say(f"[{cfg.label}] reading the capture once (emulation check, "
                 + ("attribution, " if ranges is not None else "")
                 + "bursts, timeline, per-device traffic)")
             got = capture_pass(cfg, capacity_gbps=cfg.port_gbps or 200.0, ranges=ranges,
-                               devices_width_ns=devices_width_ns(cfg.capture.duration_s()))
+                               devices_width_ns=devices_width_ns(cfg.capture.duration_s()),
+                               consumers=consumers)
             cfg.__dict__["_pass"] = got
             if got is not None:
                 cfg._checks = got.checks
@@ -372,22 +380,19 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
         tables = []
         if att is not None:
             attributions[cfg.label] = att
-            req = pick_request(cfg)
             send, first = int(req["t_send_ns"]), int(req["t_first_ns"])
+            figs = fed_request_figures(cfg, req, figs)  # None: intervals in memory
+            fed = figs is not None
             say(f"[{cfg.label}] figure 1 and peaks for request {req['request_id']}")
             content.figures.append(ReportFigure(
                 html_anchor(f"request-{cfg.label}"), f"{cfg.label}: one request at 1 ms",
-                figure_request(cfg, str(req["request_id"])),
+                figure_request(cfg, str(req["request_id"]),
+                               rates=figs.zoom.result() if fed else None),
                 "Each spike in the zoom is one all-reduce of the prefill, at close to line rate; "
                 "the grey band is the prefill (send to first token), after it the steady decode."))
-            if cfg.streamed:  # reads only the segments around the prefill
-                from .peaks import peak_table_capture
-
-                pk = peak_table_capture(info_of(cfg.capture), start_ns=send, end_ns=first,
-                                        by="direction", origin_ns=window_origin(cfg))
-            else:
-                pk = peak_table(cfg.intervals, start_ns=send, end_ns=first, by="direction",
-                                origin_ns=window_origin(cfg))
+            pk = figs.peak_table() if fed else peak_table(
+                cfg.intervals, start_ns=send, end_ns=first, by="direction",
+                origin_ns=window_origin(cfg))
             pk_tx = pk[pk["series"] == "tx"]
             peaks = {int(r.window_ns): float(r.peak_gbps) for r in pk_tx.itertuples()
                      if r.window != "whole range"}
@@ -395,7 +400,8 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
             pk1_row = pk1_row.iloc[0] if len(pk1_row) else None
             content.figures.append(ReportFigure(
                 html_anchor(f"windows-{cfg.label}"), f"{cfg.label}: the averaging window decides "
-                "the peak", figure_windows(cfg, str(req["request_id"]), peaks=peaks),
+                "the peak", figure_windows(cfg, str(req["request_id"]), peaks=peaks,
+                                           rates=figs.window_rates() if fed else None),
                 "The same prefill averaged over 1, 5 and 100 ms windows (aligned on the "
                 "capture start, as every table): the peak falls as the window widens, although "
                 "the bytes are the same. The 5 ms panel is a step line whose values beat: the "
@@ -496,7 +502,7 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                                       + over))
     compared = [c for c in configs if c.label in attributions]
     if len(compared) >= 2:
-        _add_comparison(content, compared, attributions, say, setup_options or {})
+        _add_comparison(content, compared, attributions, say, setup_options or {}, compare_fed)
     # figures first: per-request figures, then comparison, then device stacks
     order = {"request": 0, "windows": 1, "compare": 2, "extra": 3, "tokens": 4, "tp": 5,
              "devices": 6}
@@ -556,9 +562,10 @@ def _merge_spans(spans):
 
 
 def _add_comparison(content: ReportContent, configs, attributions, say,
-                    setup_options: Mapping[str, Any]) -> None:
+                    setup_options: Mapping[str, Any], fed=None) -> None:
     """Figure 2 per test common to all configurations, and (with ``analysis.compare``) figures
-    4-6 and tables for each configuration after the first against the first."""
+    4-6 and tables for each configuration after the first against the first. ``fed``:
+    ``comparison_needs``, made in the capture passes."""
     tests = [t for t in attributions[configs[0].label].tests["test"].astype(str)]
     for cfg in configs[1:]:
         have = set(attributions[cfg.label].tests["test"].astype(str))
@@ -573,7 +580,7 @@ def _add_comparison(content: ReportContent, configs, attributions, say,
                  f"A B --test {test} --from S --to S -o FILE`.")
         content.figures.append(ReportFigure(
             html_anchor(f"compare-{test}"), f"Test {test}: " + " above ".join(c.label for c in configs),
-            figure_comparison(configs, test),
+            figure_comparison(configs, test, fed=(fed or {}).get(test)),
             "The configurations on one time axis (seconds since each test's first send), all "
             "rounds; grey = prefill, red line = first token. A slower link caps each burst "
             "lower and stretches the prefill." + drawn))

@@ -108,6 +108,187 @@ def node_envelope(cfg: Configuration, width_ns: int, start_ns: int, end_ns: int,
     return out
 
 
+def _direction_ids(cfg: Configuration, direction: str) -> list[int]:
+    cdf = cfg.capture.counters
+    return [int(c) for c in cdf.index[cdf["data"] & (cdf["source"] == "infiniband")
+                                      & (cdf["direction"] == direction)]]
+
+
+class RangeRates:
+    """``node_gbps`` of one range (with ``k``: ``node_envelope``), made from a pass of the whole
+    capture (``report_pass.capture_pass``'s ``consumers``, see ``report_pass.PassConsumers``)
+    instead of a pass of its own.
+
+    ``grids``: one grid, the windows ``node_gbps`` re-bins (the direction's counters summed, on
+    the report's origin, over the range cut to the direction's data); ``result()`` returns what
+    ``node_gbps(cfg, width_ns, start_ns, end_ns, direction=direction, whole=whole)`` returns (or
+    ``node_envelope(cfg, width_ns, start_ns, end_ns, k=k, direction=direction)``), value for
+    value. Holds the range's windows only (the envelope: its buckets). Raises ValueError as
+    those functions do on a range holding no data.
+    """
+
+    def __init__(self, cfg: Configuration, width_ns: int, start_ns: int, end_ns: int, *,
+                 direction: str = "tx", whole: bool = False, k: int | None = None):
+        from .envelope import MinMaxEnvelope
+        from .stream import WindowGrid
+
+        origin = window_origin(cfg)
+        lo, hi = cfg.data_span(direction)
+        self.start_ns, self.end_ns = max(int(start_ns), lo), min(int(end_ns), hi)
+        if self.end_ns <= self.start_ns:
+            raise ValueError(f"empty time range: start {self.start_ns} ns >= end "
+                             f"{self.end_ns} ns")
+        self.width_ns, self.direction, self.whole = int(width_ns), direction, whole
+        self.grids = [WindowGrid(self.width_ns, origin, self.start_ns, self.end_ns,
+                                 counters=tuple(_direction_ids(cfg, direction)),
+                                 by="direction")]
+        self.flaggers: list = []
+        self.blocks: list[pd.DataFrame] = []
+        self.env = None if k is None else MinMaxEnvelope(
+            start_ns=self.start_ns, end_ns=self.end_ns, width_ns=self.width_ns,
+            origin_ns=origin, k=int(k))
+        self.present: set | None = None  # the directions with intervals (set by finish)
+
+    def add(self, _k: int, b: pd.DataFrame, _q: pd.DataFrame) -> None:
+        d = self.direction
+        if self.env is None:
+            self.blocks.append(b)
+        elif d in b.columns:
+            self.env.add(b.index.to_numpy(), b[d].to_numpy(np.float64) * 8.0
+                         / float(self.width_ns))
+
+    def finish(self, spans: dict) -> None:
+        self.present = set(spans)
+
+    @property
+    def done(self) -> bool:
+        """Whether a pass has fed it to its end."""
+        return self.present is not None
+
+    def result(self) -> pd.DataFrame:
+        from .series import to_gbps
+
+        if self.env is not None:
+            out = self.env.frame()
+            out.attrs["bucket_ns"] = self.env.bucket_ns
+            return out
+        b = pd.concat(self.blocks)
+        b = b[[c for c in b.columns if c in self.present]]
+        w = self.width_ns
+        if self.whole:
+            t = b.index.to_numpy()
+            b = b[(t >= self.start_ns) & (t + w <= self.end_ns)]
+        out = to_gbps(b, w)
+        out.columns = [f"{self.direction}, all devices"]
+        return out
+
+
+class RequestFigures:
+    """What figures 1 and 3 and the peak table draw of one request, from one pass.
+
+    ``zoom``: the 1 ms windows of figure 1 (``figure_request``: the request padded by ``pad_s``);
+    ``windows``: {width: windows} of figure 3 (``figure_windows``: whole windows of the prefill);
+    ``peaks``: the prefill's peak table (``peaks.PeakTablePass``, as ``peak_table_capture(info,
+    start_ns=send, end_ns=first, by="direction", origin_ns=window_origin(cfg))``, or of
+    ``peak_windows_ns`` and ``percentiles``). Registered
+    on the capture's one pass (``report_pass.PassConsumers``) or on a pass of its own over the
+    segments around the request (``run_consumers``). ``done``: fed to the end of a pass.
+    Raises ValueError as ``node_gbps``/``peak_table_capture`` on an empty range.
+    """
+
+    def __init__(self, cfg: Configuration, req: pd.Series, *, zoom: bool = True,
+                 windows_ns=DEFAULT_WINDOWS_NS, peaks: bool = True, pad_s: float = 0.5,
+                 peak_windows_ns=None, percentiles=(50, 90, 99)):
+        from .peaks import DEFAULT_WINDOWS_NS as PEAK_WINDOWS_NS
+        from .peaks import PeakTablePass
+
+        self.request_id = str(req["request_id"])
+        send, first, last = int(req["t_send_ns"]), int(req["t_first_ns"]), int(req["t_last_ns"])
+        pad = int(pad_s * 1e9)
+        self.zoom = RangeRates(cfg, MS_NS, send - pad, last + pad) if zoom else None
+        self.windows = {int(w): RangeRates(cfg, int(w), send, first, whole=True)
+                        for w in (windows_ns or ())}
+        self.peaks = (PeakTablePass(info_of(cfg.capture), start_ns=send, end_ns=first,
+                                    by="direction", origin_ns=window_origin(cfg),
+                                    windows_ns=peak_windows_ns or PEAK_WINDOWS_NS,
+                                    percentiles=percentiles)
+                      if peaks else None)
+        self.parts = [p for p in (self.zoom, *self.windows.values()) if p is not None]
+        self.grids = [g for p in self.parts for g in p.grids]
+        if self.peaks is not None:
+            self.grids += self.peaks.grids
+        self.owner = [(p, k) for p in self.parts for k in range(len(p.grids))]
+        self.flaggers = [self.peaks.flag] if self.peaks is not None else []
+        self.spans: dict | None = None
+
+    def add(self, k: int, b: pd.DataFrame, q: pd.DataFrame) -> None:
+        if k < len(self.owner):
+            p, j = self.owner[k]
+            p.add(j, b, q)
+        else:  # the peak table's grids (its range is given: it needs no spans while adding)
+            self.peaks.add(k - len(self.owner), b, q, {})
+
+    def finish(self, spans: dict) -> None:
+        for p in self.parts:
+            p.finish(spans)
+        self.spans = spans
+
+    @property
+    def done(self) -> bool:
+        return self.spans is not None
+
+    def window_rates(self) -> dict[int, pd.DataFrame]:
+        """{width: Gb/s of figure 3}, as ``node_gbps(..., whole=True)`` per width."""
+        return {w: r.result() for w, r in self.windows.items()}
+
+    def peak_table(self) -> pd.DataFrame:
+        """The prefill's peak table (``peak_table_capture``'s)."""
+        return self.peaks.table(self.spans)
+
+
+def request_figures(cfg: Configuration, req: pd.Series | None) -> RequestFigures | None:
+    """``RequestFigures(cfg, req)`` to register on the report's pass, or None without a request
+    or when its range holds no data (the figure, made on its own, then says why)."""
+    if req is None:
+        return None
+    try:
+        return RequestFigures(cfg, req)
+    except ValueError:
+        return None
+
+
+def fed_request_figures(cfg: Configuration, req: pd.Series,
+                        figs: RequestFigures | None = None) -> RequestFigures | None:
+    """``figs`` when a pass has fed it; else, for a streamed configuration, ``RequestFigures``
+    fed by a pass of its own over the segments around the request (``run_consumers``); None
+    for intervals in memory. Raises ValueError as ``RequestFigures``."""
+    if figs is not None and figs.done:
+        return figs
+    if not cfg.streamed:
+        return None
+    figs = RequestFigures(cfg, req)
+    run_consumers(cfg, [figs])
+    return figs
+
+
+def run_consumers(cfg: Configuration, consumers) -> None:
+    """Feed ``consumers`` (``RangeRates``, ``RequestFigures``) from one pass of their own over
+    the segments around their ranges (for a figure drawn alone, as by ``rdmascope plot``)."""
+    from .overline_pass import pass_hooks
+    from .report_pass import PassConsumers
+    from .stream import iter_windows
+
+    fed = PassConsumers(consumers, 0)
+    cdf = cfg.capture.counters
+    dir_of = {str(cdf.at[c, "series"]): str(cdf.at[c, "direction"]) for c in cdf.index[
+        cdf["data"] & (cdf["source"] == "infiniband")]}
+    state: dict = {}
+    for gi, b, q in iter_windows(info_of(cfg.capture), fed.grids, by="series",
+                                 source="infiniband", state=state, **pass_hooks(fed.flaggers)):
+        fed.add(gi, b, q)
+    fed.finish(state.get("spans", {}), dir_of)
+
+
 def pick_request(cfg: Configuration, request_id: str | None = None) -> pd.Series:
     """Return the request to show in figure 1: ``request_id``, else the longest lone prefill.
 
@@ -185,14 +366,18 @@ def capacity_lines(cfg: Configuration) -> dict[str, float]:
 
 def figure_request(cfg: Configuration, request_id: str | None = None, *,
                    zoom_ms: float | None = 200.0, zoom_start_s: float | None = None,
-                   pad_s: float = 0.5):
-    """Draw figure 1 for one request of a configuration (1 ms windows of the node's tx)."""
+                   pad_s: float = 0.5, rates: pd.DataFrame | None = None):
+    """Draw figure 1 for one request of a configuration (1 ms windows of the node's tx).
+
+    ``rates``: those windows already made (``RequestFigures.zoom`` fed by the report's pass),
+    else they are made here (``node_gbps``, reading the segments around the request)."""
     from . import figures
 
     req = pick_request(cfg, request_id)
     send, first, last = int(req["t_send_ns"]), int(req["t_first_ns"]), int(req["t_last_ns"])
     pad = int(pad_s * 1e9)
-    rates = node_gbps(cfg, MS_NS, send - pad, last + pad)
+    if rates is None:
+        rates = node_gbps(cfg, MS_NS, send - pad, last + pad)
     zoom_start = None if zoom_start_s is None else send + int(zoom_start_s * 1e9)
     title = (f"{cfg.label}: request {req['request_id']}"
              + (f", {int(req['prompt_tokens']):,} prompt tokens"
@@ -203,7 +388,8 @@ def figure_request(cfg: Configuration, request_id: str | None = None, *,
 
 
 def figure_windows(cfg: Configuration, request_id: str | None = None, *,
-                   windows_ns=DEFAULT_WINDOWS_NS, peaks: Mapping[int, float] | None = None):
+                   windows_ns=DEFAULT_WINDOWS_NS, peaks: Mapping[int, float] | None = None,
+                   rates: Mapping[int, pd.DataFrame] | None = None):
     """Draw figure 3: one request's prefill at several windows, each panel's peak labelled.
 
     Windows are aligned on the capture start (``window_origin``, as the tables); the windows
@@ -211,15 +397,31 @@ def figure_windows(cfg: Configuration, request_id: str | None = None, *,
     counts them). Each panel's label is the table's headline peak (``peaks`` if given, else
     ``peaks.peak_table`` here): the highest window consistent with physics, so a window over
     line rate or gap-spread is drawn but never labelled as the peak. A width with no whole window
-    inside the prefill is left out. The time axis is seconds since the send. Raises ValueError
-    when the prefill is shorter than every width.
+    inside the prefill is left out. The time axis is seconds since the send. ``rates``: {width:
+    those windows} already made (``RequestFigures.window_rates``). A streamed configuration
+    without ``rates`` or ``peaks`` reads the segments around the prefill once for both
+    (``RequestFigures`` on a pass of its own). Raises ValueError when the prefill is shorter
+    than every width.
     """
     from . import figures
 
     req = pick_request(cfg, request_id)
     send, first = int(req["t_send_ns"]), int(req["t_first_ns"])
-    by_w = {int(w): node_gbps(cfg, int(w), send, first, whole=True) for w in windows_ns}
-    by_w = {w: r for w, r in by_w.items() if len(r)}
+    if cfg.streamed and (rates is None or peaks is None):
+        need = RequestFigures(cfg, req, zoom=False,
+                              windows_ns=windows_ns if rates is None else (),
+                              peaks=peaks is None, peak_windows_ns=tuple(windows_ns),
+                              percentiles=())
+        run_consumers(cfg, [need])
+        if rates is None:
+            rates = need.window_rates()
+        if peaks is None:
+            pk = need.peak_table()
+            peaks = {int(r.window_ns): float(r.peak_gbps) for r in pk.itertuples()
+                     if r.window != "whole range" and r.series == "tx"}
+    if rates is None:
+        rates = {int(w): node_gbps(cfg, int(w), send, first, whole=True) for w in windows_ns}
+    by_w = {int(w): r for w, r in rates.items() if len(r)}
     if not by_w:
         raise ValueError(f"{cfg.label}: request {req['request_id']}'s prefill "
                          f"({(first - send) / 1e6:.3f} ms) holds no whole window of any width")
@@ -337,10 +539,47 @@ def comparison_bucket(configs: Sequence[Configuration], test: str | None = None,
     return 1 if n <= max_windows else bucket_windows(n, columns)
 
 
+def comparison_consumers(configs: Sequence[Configuration], test: str | None = None, *,
+                         width_ns: int = MS_NS, pad_s: float = 1.0,
+                         columns: int = FIGURE_COLUMNS, max_windows: int = FIGURE_MAX_WINDOWS
+                         ) -> dict[str, RangeRates]:
+    """{label: ``RangeRates``} of what ``figure_comparison(configs, test)`` draws of each
+    configuration (its windows, or their envelope), to register on each capture's pass and
+    hand to ``figure_comparison`` as ``fed``. Raises ValueError as ``figure_comparison``."""
+    k = comparison_bucket(configs, test, width_ns=width_ns, pad_s=pad_s, columns=columns,
+                          max_windows=max_windows)
+    return {cfg.label: RangeRates(cfg, width_ns, a, b, k=None if k == 1 else k)
+            for cfg, (_r, a, b) in zip(configs, _test_ranges(configs, test, pad_s).values(),
+                                       strict=True)}
+
+
+def comparison_needs(configs: Sequence[Configuration]) -> dict[str, dict]:
+    """{test: {label: ``RangeRates``}}: what figure 2 draws of each configuration for every
+    test labelled in all the configurations' request logs (``comparison_consumers``), to make
+    in the capture passes; empty unless two or more streamed configurations have requests. A
+    test the attribution does not keep is made and not drawn; one that cannot be drawn is left
+    out here (figure 2 then says why)."""
+    compared = [c for c in configs if len(c.requests)]
+    if len(compared) < 2 or not all(c.streamed for c in compared):
+        return {}
+    tests = [str(t) for t in dict.fromkeys(compared[0].requests["test"].astype(str))]
+    for cfg in compared[1:]:
+        have = set(cfg.requests["test"].astype(str))
+        tests = [t for t in tests if t in have]
+    out = {}
+    for test in tests:
+        try:
+            out[test] = comparison_consumers(compared, test)
+        except ValueError:
+            continue
+    return out
+
+
 def figure_comparison(configs: Sequence[Configuration], test: str | None = None, *,
                       width_ns: int = MS_NS, pad_s: float = 1.0,
                       columns: int = FIGURE_COLUMNS, max_windows: int = FIGURE_MAX_WINDOWS,
-                      start_s: float | None = None, end_s: float | None = None):
+                      start_s: float | None = None, end_s: float | None = None,
+                      fed: Mapping[str, RangeRates] | None = None):
     """Draw figure 2: the configurations of one test stacked on a shared time axis.
 
     ``test`` selects the requests by their ``test`` column (all requests when None). Rates are the
@@ -352,6 +591,8 @@ def figure_comparison(configs: Sequence[Configuration], test: str | None = None,
     highest 1 ms window per N ms". That streams the capture: memory holds the columns, not the
     test's windows. ``start_s``/``end_s``: draw only that stretch, in seconds since each test's
     first send (the figure's time axis), e.g. a few seconds of a long test at every 1 ms window.
+    ``fed``: {label: ``RangeRates``} of ``comparison_consumers`` (same arguments) fed by each
+    capture's pass; a configuration without one is read here.
     Raises ValueError when a configuration has no request of ``test`` or nothing in the range.
     """
     from . import figures
@@ -361,10 +602,12 @@ def figure_comparison(configs: Sequence[Configuration], test: str | None = None,
     rates, lows, reqs, caps = {}, {}, {}, {}
     for cfg in configs:
         r, a, b = _test_ranges([cfg], test, pad_s, start_s, end_s)[cfg.label]
+        got = (fed or {}).get(cfg.label)
+        got = got.result() if got is not None and got.done else None
         if k == 1:
-            rates[cfg.label] = node_gbps(cfg, width_ns, a, b)
+            rates[cfg.label] = got if got is not None else node_gbps(cfg, width_ns, a, b)
         else:
-            env = node_envelope(cfg, width_ns, a, b, k=k)
+            env = got if got is not None else node_envelope(cfg, width_ns, a, b, k=k)
             rates[cfg.label] = env["max"].rename("tx, all devices")
             lows[cfg.label] = env["min"]
         reqs[cfg.label] = r

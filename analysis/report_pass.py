@@ -99,8 +99,41 @@ class CapturePass:
     flags: pd.Series
 
 
+class PassConsumers:
+    """Consumers registered on a pass beside its own grids (``capture_pass``'s ``consumers``,
+    ``report_figures.run_consumers``): each has ``grids`` (``stream.WindowGrid``, on the
+    report's origin, each carrying its ``by`` and counters if not the pass's), ``flaggers``
+    (``OverLineFlagger`` to register), ``add(k, b, q)`` for the blocks of its k-th grid and
+    ``finish(spans)`` once the pass is over (``spans``: {direction: [first, last] ns} of the
+    RDMA counters read). ``first``: the pass's index of the first consumer grid."""
+
+    def __init__(self, consumers, first: int):
+        self.consumers = [c for c in consumers if c is not None]
+        self.grids = [g for c in self.consumers for g in c.grids]
+        self.owner = [(c, k) for c in self.consumers for k in range(len(c.grids))]
+        self.flaggers = [f for c in self.consumers for f in c.flaggers]
+        self.first = int(first)
+
+    def add(self, gi: int, b: pd.DataFrame, q: pd.DataFrame) -> None:
+        c, k = self.owner[gi - self.first]
+        c.add(k, b, q)
+
+    def finish(self, spans: dict, dir_of: dict) -> None:
+        """``spans``: the pass's {series: [first, last]}; ``dir_of``: series -> direction."""
+        dspans: dict[str, list[int]] = {}
+        for s, (a, z) in spans.items():
+            d = dir_of.get(s)
+            if d is None:
+                continue
+            sp = dspans.setdefault(d, [a, z])
+            sp[0], sp[1] = min(sp[0], a), max(sp[1], z)
+        for c in self.consumers:
+            c.finish(dspans)
+
+
 def capture_pass(cfg: Configuration, *, capacity_gbps: float,
-                 devices_width_ns: int = 100 * MS_NS, ranges=None) -> CapturePass | None:
+                 devices_width_ns: int = 100 * MS_NS, ranges=None,
+                 consumers=()) -> CapturePass | None:
     """Read a streamed configuration's capture once for the report's whole-capture parts.
 
     One ``stream.iter_windows`` pass over the RDMA counters, per series, on two grids of the
@@ -110,7 +143,9 @@ def capture_pass(cfg: Configuration, *, capacity_gbps: float,
     netdev counters are read in the same pass for the kernel bytes (``cluster.KernelAcc``),
     and the intervals' flags are counted as they pass. ``ranges``: a ``ranges.RangeQueries``
     (``attribute``'s dry run) answered by the same pass (its ``consumer``) when its grid is the
-    1 ms grid of the report's origin, else by a pass of its own. A direction's windows are the sum of its
+    1 ms grid of the report's origin, else by a pass of its own. ``consumers``: what the figures
+    of a range draw (``report_figures.RequestFigures``, ``RangeRates``; see ``PassConsumers``),
+    fed by the same pass (not fed when this returns None). A direction's windows are the sum of its
     series' in counter order, NaN when one is, quality bits OR-ed: exactly what ``rebin`` with
     ``by="direction"`` computes (``series.combine_windows``), so every number equals that of the
     separate passes it replaces (tested). Returns None for a capture in memory, or when a
@@ -177,12 +212,17 @@ def capture_pass(cfg: Configuration, *, capacity_gbps: float,
 
     state: dict = {}
     grids = [WindowGrid(MS_NS, origin), WindowGrid(int(devices_width_ns), origin, tx_lo, tx_hi)]
-    hooks = pass_hooks([ms.flagger, bursts.flag, rr.flag if rr is not None else None],
-                       on_parts=on_parts)
+    fed = PassConsumers(consumers, len(grids))
+    grids += fed.grids
+    hooks = pass_hooks([ms.flagger, bursts.flag, rr.flag if rr is not None else None,
+                        *fed.flaggers], on_parts=on_parts)
     for gi, b, q in iter_windows(info, grids, by="series", source="infiniband", state=state,
                                  extra_counters=kern.ids if kern is not None else (), **hooks):
         if gi == 1:
             dev_blocks.append(b[tx_series])
+            continue
+        if gi > 1:
+            fed.add(gi, b, q)
             continue
         ms.add(b, q)
         B = b.to_numpy(np.float64)
@@ -212,6 +252,7 @@ def capture_pass(cfg: Configuration, *, capacity_gbps: float,
     if rr is not None:
         rr.finish()
     spans = state.get("spans", {})
+    fed.finish(spans, dir_of)
     m = ms.result(spans)
     if kern is not None:
         kern.answer(m)  # the netdev bytes from this pass where it can

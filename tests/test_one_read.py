@@ -102,9 +102,9 @@ def test_report_reads_the_ends_once(capture, reads, tmp_path):
     assert n[segs[0]] >= 2 and n[segs[-1]] >= 2  # the ends, then the pass
 
 
-@pytest.mark.xfail(strict=True, reason="the report's figures (the request zoom, the window "
-                   "figure and its range peaks) still re-bin their ranges in passes of their own")
 def test_report_reads_each_segment_once_besides_the_ends(capture, reads, tmp_path):
+    """The request's figures (the zoom, figure 3's windows, the prefill's peak table) are made
+    in the report's one pass (``report_figures.RequestFigures``)."""
     _run(["report", str(capture), "-o", str(tmp_path / "r"), "--link-gbps", "100"])
     n = Counter(reads)
     segs = sorted(f.name for f in (capture / "segments").glob("*.parquet"))
