@@ -689,3 +689,44 @@ def test_verify_emulation_quotes_the_headline_peak_and_labels_the_raw_max(tmp_pa
     assert r.exit_code == 0, r.output
     page = (tmp_path / "rep" / "report.html").read_text()
     assert said in page and f"peak {raw:.1f} Gb/s" not in page
+
+
+_WINDOW_COMMANDS = [["rates", str(SIM)], ["bursts", str(SIM)],
+                    ["export", "perfetto", str(SIM), "-o", "{tmp}/t.json"]]
+_RANGE = (["--from", "2", "--to", "4"], "the range 2 s to 4 s (2.0 s)")
+
+
+@pytest.mark.parametrize("args, extra, what", [
+    *[(a, [], "the capture (10.8 s)") for a in _WINDOW_COMMANDS],
+    *[(a, *_RANGE) for a in _WINDOW_COMMANDS],
+    (["plot", "devices", str(SIM), "-o", "{tmp}/d.png"], [], "the capture (10.8 s)"),
+], ids=lambda a: " ".join(x for x in a[:2] if "/" not in x) if isinstance(a, list) else None)
+def test_a_window_longer_than_the_capture_is_a_usage_error(tmp_path, args, extra, what):
+    """`rates --window 1000s` on a 10.8 s capture printed one diluted window flagged only P
+    (partly covered). A --window longer than what it re-bins is refused (exit 2) naming it, in
+    every command taking one --window; nothing is written."""
+    a = [x.format(tmp=tmp_path) for x in args] + extra + ["--window", "1000s"]
+    r = CliRunner().invoke(main, a)
+    assert r.exit_code == 2, r.output
+    line = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
+    assert len(line) == 1 and "'--window'" in line[0], r.output
+    assert f"window 1000 s is longer than {what}" in line[0], line[0]
+    assert list(tmp_path.iterdir()) == []
+    # the longest window that fits is accepted
+    fits = "10.8s" if not extra else "2s"
+    assert f"give at most {fits}" in line[0]
+    if args[0] != "plot":
+        r = CliRunner().invoke(main, a[:-1] + [fits])
+        assert r.exit_code == 0, r.output
+
+
+def test_peaks_says_a_width_longer_than_the_capture_has_no_window(run_set):
+    """peaks takes several widths (its default 1 s is longer than a short capture): a width
+    given that no whole window fits is said in a note, its rows stay '-'; on a run set too."""
+    r = CliRunner().invoke(main, ["peaks", str(SIM), "--windows", "1ms,1000s"])
+    assert r.exit_code == 0, r.output
+    assert ("note: window 1000 s is longer than the capture (10.8 s): no whole 1000 s window "
+            "fits") in r.stderr
+    caps = sorted(str(p) for p in run_set.iterdir() if p.is_dir())
+    r = CliRunner().invoke(main, ["rates", *caps, "--window", "1000s"])
+    assert r.exit_code == 2 and "window 1000 s is longer than the capture" in r.output, r.output

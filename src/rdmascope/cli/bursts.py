@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from rdmascope.cli.common import check_window_fits
 from rdmascope.cli.output import (
     POSITIVE,
     WINDOW,
@@ -87,6 +88,9 @@ def command(capture, t_from, t_to, origin_s, capacity_gbps, enter_frac, leave_fr
     require_readings(cap, capture)
     start, end = time_range(cap.t_start_ns, t_from, t_to,
                             t_end_ns=cap.t_end_ns if cap.clean_end else None)
+    check_window_fits(width_ns, max(cap.t_start_ns, start or cap.t_start_ns),
+                      min(cap.t_end_ns, end or cap.t_end_ns), cap.t_start_ns,
+                      start is not None or end is not None)
     cap_note = ""
     if capacity_gbps is None:
         capacity_gbps = default_capacity(cap.meta)

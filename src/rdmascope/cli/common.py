@@ -6,6 +6,7 @@
 - ``parse_seconds("1.5s") -> 1.5``: a time in seconds for ``--from/--to/--origin/--offset``: a
   bare number is seconds, a unit may be given ("2ms", "1h30m", "-0.5s").
   ``DURATION`` is the same as a click parameter type (value in ns).
+- ``check_window_fits(width_ns, lo, hi, t0, ranged)``: refuse a window longer than the range.
 - ``echo_json(obj)``: print ``obj`` as indented JSON on stdout (non-JSON values via ``str``),
   ``schema_version`` (``JSON_SCHEMA_VERSION``) first.
 """
@@ -124,6 +125,54 @@ class DurationType(click.ParamType):
 
 
 DURATION = DurationType()
+
+
+def window_fits(width_ns: int, lo_ns: int, hi_ns: int, t0_ns: int, ranged: bool) -> str | None:
+    """None when a window of ``width_ns`` fits in the time [lo_ns, hi_ns) it re-bins, else the
+    sentence saying it does not ("window 1000 s is longer than the capture (55.0 s)"; with
+    ``ranged``, "the range 2 s to 4 s" with ``t0_ns`` the capture start). One such window
+    would hold the whole range and time without readings: a diluted, partly covered rate."""
+    span = int(hi_ns) - int(lo_ns)
+    if span <= 0 or int(width_ns) <= span:
+        return None
+    what = (f"the range {(lo_ns - t0_ns) / 1e9:g} s to {(hi_ns - t0_ns) / 1e9:g} s" if ranged
+            else "the capture")
+    width = f"{width_ns / 1e9:g} s" if width_ns >= 10**9 else f"{width_ns / 1e6:g} ms"
+    return f"window {width} is longer than {what} ({span / 1e9:.1f} s)"
+
+
+def given(param: str) -> bool:
+    """True when the current command's parameter ``param`` came from the command line (or
+    the environment), not from its default: a default window is no user's choice to refuse."""
+    from click.core import ParameterSource
+
+    ctx, src = click.get_current_context(silent=True), None
+    while ctx is not None and src is None:  # a run set's node: the command line's context
+        src, ctx = ctx.get_parameter_source(param), ctx.parent
+    return src not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+
+
+def check_window_fits(width_ns: int, lo_ns: int, hi_ns: int, t0_ns: int, ranged: bool, *,
+                      option: str = "--window", param: str = "width_ns") -> None:
+    """Refuse (usage error, exit 2, naming ``option``) a window given on the command line
+    (``param``, see ``given``) that is longer than the time it re-bins (``window_fits``):
+    what every command taking one ``--window`` does."""
+    if not given(param):
+        return
+    why = window_fits(width_ns, lo_ns, hi_ns, t0_ns, ranged)
+    if why is not None:
+        raise click.BadParameter(
+            f"{why}: its one window would spread those bytes over time without readings (a "
+            f"diluted rate); give at most {_at_most(int(hi_ns) - int(lo_ns))}",
+            param_hint=f"'{option}'")
+
+
+def _at_most(ns: int) -> str:
+    """``ns`` rounded down to what a user types (0.1 s, else 1 ms, else 1 us): a window of
+    that width fits."""
+    if ns >= 10**9:
+        return f"{ns // 10**8 / 10:g}s"
+    return f"{ns // 10**6}ms" if ns >= 10**6 else f"{max(ns // 1000, 1)}us"
 
 
 #: The version of every ``--json`` object's layout, its first key ``schema_version``: raised

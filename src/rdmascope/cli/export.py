@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from rdmascope.cli.common import check_window_fits
 from rdmascope.cli.output import (
     NONNEG_SECONDS,
     OFFSET,
@@ -134,6 +135,12 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
             say_capture_state(c, infos[-1].meta, infos[-1])
     if t_from is not None and len(infos) == 1:  # as rates/peaks: a range after the end is refused
         time_range(infos[0].t_start_ns, t_from, t_to, t_end_ns=infos[0].t_end_ns)
+    # as rates and bursts: a window longer than the (longest) capture's range is refused
+    longest = max(infos, key=lambda i: i.t_end_ns - i.t_start_ns)
+    t0, t1 = longest.t_start_ns, longest.t_end_ns
+    check_window_fits(width_ns, max(t0, t0 + int(round((t_from or 0) * 1e9))),
+                      t1 if t_to is None else min(t1, t0 + int(round(t_to * 1e9))), t0,
+                      t_from is not None or t_to is not None)
     log = None
     log_path = requests_log
     if log_path is None and (Path(captures[0]) / "requests.jsonl").is_file():

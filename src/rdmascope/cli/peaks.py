@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from rdmascope.cli.common import given, window_fits
 from rdmascope.cli.output import (
     DURATION_NS,
     check_window_count,
@@ -183,6 +184,17 @@ def command(capture, t_from, t_to, origin_s, windows, percentiles, group, uncert
                       "uncertainty allows (over_line_causes: the likely cause)." if n_over
                       else "No window exceeds the line rate beyond its timing uncertainty."))
 
+    # a width longer than the range has no whole window (its rows say '-'): said, not refused
+    # (several widths, the default ones include 1 s: longer than a short capture is no
+    # mistake there; rates, bursts, export and plot refuse their one --window)
+    for w in widths if given("windows") else ():
+        why = window_fits(w, max(cap.t_start_ns, start or cap.t_start_ns),
+                          min(cap.t_end_ns, end or cap.t_end_ns), cap.t_start_ns,
+                          start is not None or end is not None)
+        if why is not None:
+            click.echo(f"note: {why}: no whole {window_label(w)} window fits, so its rows have "
+                       "no peak ('-'); the 'whole range' row is the rate over all of it",
+                       err=True)
     emit({"peaks": tab}, out, human=human,
          meta={"capture": str(capture), "start_ns": start, "end_ns": end,
                "t_start_ns": cap.t_start_ns,

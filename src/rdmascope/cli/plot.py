@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from rdmascope.cli.common import check_window_fits
 from rdmascope.cli.output import (
     DURATION_NS,
     OFFSET,
@@ -151,6 +152,10 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
             configs.append(R.load_configuration(cap, logs, label=labels[i] if labels else None,
                                                 offset_s=offset_s, origin_s=origin_s))
         cfg = configs[0]
+        if window_ns is not None:  # as rates/bursts/export: longer than a capture is refused
+            for c in configs:
+                check_window_fits(window_ns, c.capture.t_start_ns, c.capture.t_end_ns,
+                                  c.capture.t_start_ns, False, param="window_ns")
         # compare streams a long test into its min/max envelope (bounded memory); devices holds
         # every window of the capture
         if kind == "devices":
@@ -177,12 +182,16 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
         elif kind == "windows":
             fig = R.figure_windows(cfg, request_id, windows_ns=widths)
         elif kind == "devices":
-            verdict = R.emulation_verdict_text(cfg)
-            fig = R.figure_devices(cfg, width_ns=window_ns or 100 * R.MS_NS, verdict=verdict)
+            w = window_ns or 100 * R.MS_NS
+            rates = R.device_rates(cfg, w)  # the emulation check from the same pass
+            fig = R.figure_devices(cfg, width_ns=w, verdict=R.emulation_verdict_text(cfg),
+                                   rates=rates)
         elif kind == "compare":
             fig = R.figure_comparison(configs, test_name, width_ns=window_ns or R.MS_NS,
                                       start_s=from_s, end_s=to_s)
         else:  # extra-prefill, tokens: the comparison with the setup's links and model
+            for c in configs[:2]:  # its attribution and emulation check from one pass
+                c.attribution()
             setup = R.setup_for(configs[0], configs[1], given)
             click.echo(f"model: {setup.model.describe()}; {setup.describe()}", err=True)
             cmp = R.comparison(configs[:2], setup=setup)

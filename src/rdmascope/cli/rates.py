@@ -12,6 +12,7 @@ import sys
 
 import click
 
+from rdmascope.cli.common import check_window_fits
 from rdmascope.cli.output import (
     WINDOW,
     FiniteFloat,
@@ -292,6 +293,9 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
                  if group == "twins" else {})
         n_series = (sel[by].nunique() if by != "series" else sel["series"].nunique()) + len(links)
         lo_ns, hi_ns = (t0 if start is None else start), (t_end if end is None else end)
+        # one window longer than all of it would be a diluted rate flagged only P: refused
+        check_window_fits(width_ns, max(lo_ns, t0), min(hi_ns, t_end), t0,
+                          start is not None or end is not None)
         # --csv and --parquet write block by block: only the human table and --json hold
         # every window in memory
         streamed = (out.csv or out.parquet) and not out.json
