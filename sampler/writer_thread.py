@@ -292,7 +292,8 @@ class WriterThread(threading.Thread):
         """While a recorded device is missing, look about once a second for a device at its PCI
         address under another name (a reset or re-probe returns mlx5_0 as mlx5_2; udev/rdma-core
         rename rules rename at any time). Found: its counters are read from the new name's files
-        at once; one "renamed" event and one line say so. The counters restarted there, and the
+        at once; one "renamed" event, one line and a ``device_changes`` entry (kind "renamed",
+        ``as`` the new name) say so. The counters restarted there, and the
         unreadable readings in between make the analysis treat the gap as unknown (never bytes).
         Only names and ``device`` links are read (cheap), in this thread, never the sampler's.
         """
@@ -325,9 +326,17 @@ class WriterThread(threading.Thread):
                     self.reader.request_check(i)  # the sampler re-opens it next sweep
             self.current[dev] = new
             self.missing.discard(dev)
+            t = self.clock()
+            # recorded in device_changes as a netdev rename is (kind "renamed", ``as`` the new
+            # name; ``was`` the name it had when it went, after an earlier rename)
+            changes = self.writer.manifest.get("device_changes")
+            if changes is None:
+                changes = DeviceChanges(self.writer.manifest)
+            changes.append({"name": dev, "pci": pci, "sys_image_guid": None, "kind": "renamed",
+                            "as": new, "t_ns": int(t), **({"was": old} if old != dev else {})})
             msg = (f"{old} came back as {new} (PCI {pci}); following it: its counters are read "
                    f"from {self.ib_dir / new} and restarted there (a reset, not bytes)")
-            self.writer.add_event(self.clock(), None, "renamed", msg, save=False)
+            self.writer.add_event(t, None, "renamed", msg, save=False)
             self.say(f"rdmascope record: {msg}")
 
     def _take_growth(self, events: list) -> list:

@@ -3,7 +3,7 @@
 mlx5_1 (PCI 0000:01:00.1) vanishes mid-run and returns as mlx5_7 (a reset or re-probe, or a
 udev/rdma-core rename) with its counters restarted at a value ABOVE the old one, so a naive
 difference would count terabytes. The recorder must find it within about a second, say
-"mlx5_1 came back as mlx5_7" (live and as an event), read the new files under the recorded
+"mlx5_1 came back as mlx5_7" (live, as an event and in device_changes), read the new files under the recorded
 series, and the analysis must treat the gap as unknown: never bytes.
 """
 
@@ -47,6 +47,14 @@ def test_device_renamed_at_the_same_pci_address_is_followed(tmp_path):
     ev = [e for e in cap.meta["events"] if e["kind"] == "renamed"]
     assert len(ev) == 1 and "mlx5_1 came back as mlx5_7" in ev[0]["message"]
     assert ev[0]["t_ns"] - t_back < 2_500_000_000  # found within ~1 s of its return
+    # recorded in device_changes as a renamed netdev is (it had only the event), and said by
+    # inspect: mlx5_1 -> mlx5_7 at its PCI address, at the event's time
+    ch = [c for c in cap.meta["device_changes"] if c["kind"] == "renamed"]
+    assert len(ch) == 1, cap.meta["device_changes"]
+    assert (ch[0]["name"], ch[0]["as"], ch[0]["pci"]) == ("mlx5_1", "mlx5_7", "0000:01:00.1")
+    assert ch[0]["t_ns"] == ev[0]["t_ns"] and "netdev" not in ch[0]
+    ins = run_cli("inspect", tmp_path / "cap").output
+    assert "device mlx5_1 came back as mlx5_7 (pci 0000:01:00.1) at " in ins, ins
 
     c, r = cap.counters, cap.readings
     cid = int(c.index[(c["device"] == "mlx5_1") & (c["name"] == "port_xmit_data")][0])

@@ -75,10 +75,12 @@ required keys and the type of each checked key, refused naming the file and the 
   ``byte_unit``, ``byte_width_bits`` and ``byte_note`` (why that source, or why the port has
   no byte counter, e.g. soft iWARP).
 - ``device_changes`` (optional, added without a version change; present from the first
-  change): RDMA devices that appeared, vanished or returned while recording, each
-  {``name``, ``pci``, ``sys_image_guid``, ``kind`` ("appeared" | "vanished" | "returned"),
-  ``t_ns``; ``seen_ns`` when first seen still probing; ``as``: a followed device's name now;
-  ``counters``: how many were added}. A device that appeared and was added has descriptors
+  change): RDMA devices that appeared, vanished, returned or were renamed while recording,
+  each {``name``, ``pci``, ``sys_image_guid``, ``kind`` ("appeared" | "vanished" | "returned"
+  | "renamed": a recorded device back at its PCI address under another name, or a netdev
+  renamed, then with ``netdev`` true and its ``ifindex``), ``t_ns``; ``seen_ns`` when first
+  seen still probing; ``as``: a followed device's name now; ``was``: the name it had before
+  (a second rename); ``counters``: how many were added}. A device that appeared and was added has descriptors
   with ``appeared_ns`` (its first reading). Said by ``device_change_texts``.
 - ``events``: list of {``t_ns``, ``counter_id`` (or null), ``kind``, ``message``}: unavailable
   counters (said once, with the reason), recoveries, write errors.

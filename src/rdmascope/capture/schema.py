@@ -442,6 +442,12 @@ def device_change_texts(manifest: dict[str, Any]) -> list[str]:
         elif kind == "renamed" and ch.get("netdev"):
             out.append(f"netdev {name} renamed {ch.get('as')} {when}, followed (read on under "
                        "its new name)")
+        elif kind == "renamed":  # an RDMA device back at its PCI address under another name
+            was = f" (then {ch['was']})" if ch.get("was") else ""
+            pci = f" (pci {ch['pci']})" if ch.get("pci") else ""
+            out.append(f"{name}{was} came back as {ch.get('as')}{pci} {when}, followed (read "
+                       "from its new name's files; its counters restarted there: a reset, "
+                       "not bytes)")
         elif kind == "returned":
             out.append(f"{name} returned{as_} {when}, sampled again (the time it was away is "
                        "unknown)")
