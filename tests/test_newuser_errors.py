@@ -730,3 +730,33 @@ def test_peaks_says_a_width_longer_than_the_capture_has_no_window(run_set):
     caps = sorted(str(p) for p in run_set.iterdir() if p.is_dir())
     r = CliRunner().invoke(main, ["rates", *caps, "--window", "1000s"])
     assert r.exit_code == 2 and "window 1000 s is longer than the capture" in r.output, r.output
+
+
+@pytest.mark.parametrize("by, source", [("direction", "infiniband"), ("direction", "all"),
+                                        ("device", "infiniband"), ("device", "all")])
+def test_rates_by_a_key_states_the_line_rate_of_what_each_column_sums(by, source):
+    """`rates --by direction` listed each device's line rate under columns tx and rx, which are
+    no device's: the footer gives the rate each column is judged against (the over-line flag's
+    own, overline_pass.OverLineFlagger.lines), named by its column; a column that adds netdev
+    statistics (--source all) has none, and says so."""
+    from rdmascope.analysis import OverLineFlagger
+
+    cap = SIM.parent / "sim-p1-tcp-fallback"
+    r = CliRunner().invoke(main, ["rates", str(cap), "--window", "1s", "--by", by,
+                                  "--source", source, "--json"])
+    assert r.exit_code == 0, r.output
+    meta = json.loads(r.stdout)["meta"]
+    cols = [c[:-5] for c in json.loads(r.stdout)["rates"][0] if c.endswith("_gbps")]
+    assert sorted(meta["line_rates"]) == sorted(cols), (meta["line_rates"], cols)
+    flag = OverLineFlagger(cap, by=by, source=None if source == "all" else source)
+    for col, rate in meta["line_rates"].items():
+        assert rate["gbps"] == flag.lines[col], (col, rate, flag.lines)
+    human = CliRunner().invoke(main, ["rates", str(cap), "--window", "1s", "--by", by,
+                                      "--source", source]).output
+    said = [ln for ln in human.splitlines() if ln.startswith("line rate ")]
+    assert sorted(ln.split(":")[0][len("line rate "):] for ln in said) == sorted(cols), said
+    if by == "direction" and source == "infiniband":
+        assert all("of every device summed (roceP2p1s0f1, rocep1s0f1)" in ln for ln in said)
+        assert all(": 200 Gb/s: port rate" in ln for ln in said), said
+    if source == "all":
+        assert all("never judged" in ln for ln in said), said

@@ -75,6 +75,35 @@ def _table(b, q, t0: int, width_ns: int, with_bytes: bool):
     return table
 
 
+def _direction_rates(cap, line_rates) -> dict:
+    """The line rate of each ``--by direction`` column ({"tx": {gbps, source}, "rx": ...}):
+    what the over-line flag judges it against (``overline.line_gbps_of`` of every device's
+    series of that direction: the sum over the distinct cables, each at its port rate bounded
+    by its twins' PCIe links), never each device's rate (the columns are no device's)."""
+    c = cap.counters
+    ib = c[c["data"] & (c["source"] == "infiniband")]
+    groups = {str(d): list(dict.fromkeys(ib.loc[ib["direction"] == d, "series"]))
+              for d in dict.fromkeys(ib["direction"].dropna())}
+    rates = line_rates(cap, groups=groups)
+    out = {}
+    for d, ms in groups.items():
+        devs = ", ".join(dict.fromkeys(str(x).rsplit("/", 1)[0] for x in ms))
+        r = dict(rates[d])
+        r["source"] = f"{r['source']}; the {d} of every device summed ({devs})"
+        out[d] = r
+    return out
+
+
+def _without_netdev_sums(lrates: dict, cdf, by: str) -> dict:
+    """``lrates`` of ``--by device|direction --source all`` with a column that sums netdev
+    statistics too said unknown, as the over-line flag takes it (a netdev has no line rate)."""
+    nd = cdf[cdf["data"] & (cdf["source"] == "netdev")]
+    mixed = {str(k) for k in nd[by].dropna()}
+    return {k: ({"gbps": None, "source": "unknown (the column adds netdev statistics, which "
+                 "have no line rate): never judged"} if k in mixed else v)
+            for k, v in lrates.items()}
+
+
 def _two_direction_rates(lrates: dict) -> dict:
     """``line_rates`` ({"<device>/<dir>": {gbps, source}}) as the bound of a ``--by device``
     column, which holds tx + rx: {device: {gbps: tx's + rx's, source: "400 Gb/s (tx+rx), each
@@ -362,6 +391,10 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
               if src != "netdev" else {})
     if by == "device":  # a device's column is tx + rx: its bound is both directions'
         lrates = _two_direction_rates(lrates)
+    elif by == "direction" and lrates:  # a direction's column sums every device's
+        lrates = _direction_rates(types.SimpleNamespace(meta=m, counters=cdf), line_rates)
+    if by != "series" and src is None:  # a column summing netdev statistics: never judged
+        lrates = _without_netdev_sums(lrates, cdf, by)
 
     def human():
         h = table[[c for c in table.columns if not c.endswith("_quality")]].copy()
