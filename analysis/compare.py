@@ -125,6 +125,76 @@ def interfaces_used(capture) -> str | None:
     return None
 
 
+def interfaces_of(checks) -> str | None:
+    """``interfaces_used``'s answer from the (single, both) verdicts of ``attribute_with_checks``
+    (or ``report.Configuration.emulation_checks``)."""
+    single, both = checks
+    return "single" if single.ok else "both" if both is not None and both.ok else None
+
+
+class _RangesOnPass:
+    """An attribution's ranges (``ranges.RangeQueries``' consumer) as a consumer of
+    ``verify.measure_stream``'s pass."""
+
+    def __init__(self, ranges, ib: set[int]):
+        from .stream import WindowGrid
+
+        self.rr = ranges.consumer()
+        self.ib = ib
+        self.grids = [WindowGrid(int(ranges.width_ns), int(ranges.origin), by="direction")]
+        self.flaggers = [self.rr.flag]
+
+    def on_parts(self, parts) -> None:
+        self.rr.on_parts({c: iv for c, iv in parts.items() if c in self.ib})
+
+    def add(self, _k: int, b: pd.DataFrame, q: pd.DataFrame) -> None:
+        self.rr.add(b, q)
+
+    def finish(self, _spans) -> None:
+        self.rr.finish()
+
+
+def attribute_with_checks(capture, log, *, origin_ns: int | None = None, **kwargs):
+    """Return (``attribute(capture, log, origin_ns=origin_ns, **kwargs)``, (single, both)): the
+    attribution and the emulation check's verdicts (``verify_emulation`` with expect "single",
+    then "both", None when "single" held; default thresholds) of a capture on disk, from one
+    pass over its segments (``verify.measure_stream`` answering the attribution's ranges, which
+    ``attribute`` records in a dry run; besides the capture's two ends, each segment is read
+    once). A loaded ``Capture`` is attributed and checked as before (the intervals in memory).
+    Raises what ``attribute`` and ``verify_emulation`` raise."""
+    from .attribute import attribute
+    from .load import Capture
+    from .verify import judge_emulation, measure_stream, verify_emulation
+
+    if isinstance(capture, Capture):
+        single = verify_emulation(capture, origin_ns=origin_ns)
+        both = None if single.ok else verify_emulation(capture, expect="both",
+                                                       origin_ns=origin_ns)
+        return attribute(capture, log, origin_ns=origin_ns, **kwargs), (single, both)
+    from .stream import capture_info
+    from .verify import require_rdma_counters
+
+    info = capture_info(capture)
+    require_rdma_counters(info)
+    cdf = info.counters
+    ib = {int(c) for c in cdf.index[cdf["data"] & (cdf["source"] == "infiniband")]}
+    got: dict = {}
+
+    def one_pass(ranges):
+        on_pass = ranges.source == "infiniband"
+        if not on_pass:
+            ranges.run()
+        got["m"] = measure_stream(info, origin_ns=origin_ns,
+                                  consumers=[_RangesOnPass(ranges, ib)] if on_pass else ())
+
+    att = attribute(info, log, origin_ns=origin_ns, _run=one_pass, **kwargs)
+    if "m" not in got:  # the attribution asked nothing of the capture
+        got["m"] = measure_stream(info, origin_ns=origin_ns)
+    single = judge_emulation(info, got["m"], expect="single")
+    both = None if single.ok else judge_emulation(info, got["m"], expect="both")
+    return att, (single, both)
+
+
 def run_facts(capture, interfaces: str | None = None):
     """Return ``rdmascope.models.RunFacts`` of a loaded capture: its manifest, the highest port
     rate it records (Gb/s), the RDMA devices with data counters (the twins), and ``interfaces``

@@ -39,7 +39,8 @@ from .series import byte_intervals
 from .stream import WindowGrid, capture_info, edge_spans, iter_windows
 from .windows import integrate
 
-__all__ = ["Verdict", "verify_emulation", "judge_emulation", "MeasureStream", "missing_twins", "check_shares", "counter_problems",
+__all__ = ["Verdict", "verify_emulation", "judge_emulation", "MeasureStream", "measure_stream",
+           "require_rdma_counters", "missing_twins", "check_shares", "counter_problems",
            "unknown_time", "gap_across_edges_ns", "PASS", "FAIL", "CANNOT_JUDGE"]
 
 #: ``Verdict.status`` values (``rdmascope verify-emulation`` exits 0, 1, 2 respectively).
@@ -587,9 +588,15 @@ def kernel_bytes_reread(info, origin: int):
     return kernel
 
 
-def _measure_stream(capture, start_ns, end_ns, origin_ns) -> dict[str, Any]:
+def measure_stream(capture, start_ns=None, end_ns=None, origin_ns=None, *,
+                   consumers=()) -> dict[str, Any]:
     """``_measure`` of a capture on disk, segment by segment (``stream.iter_windows``, see
-    ``MeasureStream``)."""
+    ``MeasureStream``): what ``judge_emulation`` judges. ``consumers``: others fed by the same
+    pass (e.g. the attribution's ranges: ``compare.attribute_with_checks``), each with
+    ``grids`` (``stream.WindowGrid``s carrying their ``by``), ``flaggers`` (to register),
+    ``on_parts(parts)`` (each file's intervals, netdev counters included), ``add(k, b, q)``
+    (the blocks of its k-th grid) and ``finish(spans)`` (the pass is over; ``spans``: its
+    ``state["spans"]``, by RDMA series)."""
     info = capture_info(capture)
     ms = MeasureStream(info, start_ns, end_ns, origin_ns)
     # the kernel bytes (netdev counters, 1 s windows clipped to the range) on a second grid of
@@ -614,12 +621,26 @@ def _measure_stream(capture, start_ns, end_ns, origin_ns) -> dict[str, Any]:
     if k_range is not None:
         grids.append(WindowGrid(1000 * MS, ms.origin, *k_range, clip=True, counters=netdev,
                                 by="device"))
+    owner = [(c, k) for c in consumers for k in range(len(c.grids))]
+    first = len(grids)
+    grids += [g for c in consumers for g in c.grids]
+
+    def on_parts(parts):
+        ms.on_parts(parts)
+        for c in consumers:
+            c.on_parts(parts)
+
     k_acc: dict[str, float] = {}
     state: dict = {}
     try:
         for gi, b, q in iter_windows(info, grids, source="infiniband", state=state,
-                                     **pass_hooks([ms.flagger], on_parts=ms.on_parts)):
-            if gi == 1:  # kernel bytes, summed block by block as kernel_bytes_reread does
+                                     **pass_hooks([ms.flagger, *(f for c in consumers
+                                                                 for f in c.flaggers)],
+                                                  on_parts=on_parts)):
+            if gi >= first:
+                c, k = owner[gi - first]
+                c.add(k, b, q)
+            elif gi == 1:  # kernel bytes, summed block by block as kernel_bytes_reread does
                 for d in b.columns:
                     k_acc[d] = k_acc.get(d, 0.0) + float(np.nansum(b[d].to_numpy()))
             else:
@@ -627,6 +648,8 @@ def _measure_stream(capture, start_ns, end_ns, origin_ns) -> dict[str, Any]:
     except ValueError as exc:
         if "no intervals" not in str(exc):
             raise
+    for c in consumers:
+        c.finish(state.get("spans", {}))
     spans = state.get("spans", {})
     reread = kernel_bytes_reread(info, ms.origin)
 
@@ -680,16 +703,22 @@ def verify_emulation(capture, *, start_ns: int | None = None, end_ns: int | None
     check_shares(single_share, both_min_share)
     if not isinstance(capture, Capture):
         capture = capture_info(capture)  # a path: read segment by segment (bounded memory)
-    c = capture.counters
-    if not (c["data"] & (c["source"] == "infiniband")).any():
-        raise ValueError(f"{capture.path}: no RDMA data counters (port_xmit_data/port_rcv_data)")
+    require_rdma_counters(capture)
     m = (_measure(capture, start_ns, end_ns, origin_ns) if isinstance(capture, Capture)
-         else _measure_stream(capture, start_ns, end_ns, origin_ns))
+         else measure_stream(capture, start_ns, end_ns, origin_ns))
     return judge_emulation(capture, m, expect=expect, single_share=single_share,
                            both_min_share=both_min_share, min_bytes=min_bytes,
                            tcp_min_bytes=tcp_min_bytes, tcp_ratio=tcp_ratio,
                            max_unknown_share=max_unknown_share, rails=rails,
                            rail_balance=rail_balance)
+
+
+def require_rdma_counters(capture) -> None:
+    """Raise ValueError (as ``verify_emulation``) when ``capture`` (a loaded ``Capture`` or
+    ``stream.CaptureInfo``) has no RDMA data counters."""
+    c = capture.counters
+    if not (c["data"] & (c["source"] == "infiniband")).any():
+        raise ValueError(f"{capture.path}: no RDMA data counters (port_xmit_data/port_rcv_data)")
 
 
 def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",

@@ -123,10 +123,15 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
     measured increase above the bound by more than 2 % is flagged (exceeds_bound) with a note.
     """
     from rdmascope.analysis import estimate as E
-    from rdmascope.analysis.attribute import attribute
-    from rdmascope.analysis.compare import compare, interfaces_used, run_facts
+    from rdmascope.analysis.compare import (
+        attribute_with_checks,
+        compare,
+        interfaces_of,
+        run_facts,
+    )
     from rdmascope.analysis.requestlogs import RequestLogError, align, read_request_log
     from rdmascope.analysis.stream import open_capture
+    from rdmascope.analysis.verify import require_rdma_counters
     from rdmascope.capture import CaptureError
 
     sets = [run_set_dir(capture_a), run_set_dir(capture_b)]
@@ -181,10 +186,13 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
     for cap, log_path, fmt, off, run in ((caps[0], logs[0], format_a, offset_a, run_a),
                                          (caps[1], logs[1], format_b, offset_b, run_b)):
         try:
-            ifaces.append(interfaces_used(cap))
+            require_rdma_counters(cap)  # said before anything about the log, as ever
             log = align(read_request_log(log_path, fmt, run=run), cap, off)
-            atts.append(attribute(cap, log, arrival_window_s=arrival_window,
-                                  warmup_rounds=warmup_rounds))
+            # the attribution and the emulation check from one pass over the capture
+            att, checks = attribute_with_checks(cap, log, arrival_window_s=arrival_window,
+                                                warmup_rounds=warmup_rounds)
+            atts.append(att)
+            ifaces.append(interfaces_of(checks))
         except (RequestLogError, CaptureError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
     setup = resolve(setup_kw, run_facts(caps[0], ifaces[0]), run_facts(caps[1], ifaces[1]))
