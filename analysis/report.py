@@ -64,6 +64,7 @@ from .report_figures import (
     comparison_bucket,
     comparison_needs,
     default_request_logs,
+    device_rates,
     devices_width_ns,
     fed_request_figures,
     figure_comparison,
@@ -696,24 +697,18 @@ def comparison(configs: Sequence[Configuration], attributions: Mapping[str, Any]
     ``warmup_rounds`` is passed to ``attribute`` for configurations not yet attributed.
     Raises ValueError without request logs or without a common test.
     """
-    from .attribute import attribute
     from .compare import compare
 
     if len(configs) != 2:
         raise ValueError(f"a comparison needs two configurations, got {len(configs)}")
-    atts = dict(attributions or {})
-    for cfg in configs:
-        if cfg.label not in atts:
-            if not len(cfg.requests):
-                raise ValueError(f"{cfg.label}: no request log given (needed to compare)")
-            log = cfg.log[0] if isinstance(cfg.log, list) else cfg.log
-            atts[cfg.label] = attribute(cfg.capture, log, intervals=cfg.__dict__.get("intervals"),
-                                        warmup_rounds=warmup_rounds,
-                                        origin_ns=window_origin(cfg))
+    given = dict(attributions or {})
+    # each configuration's own (two runs may share a label), with its emulation check
+    att_a, att_b = (given[c.label] if c.label in given else c.attribution(warmup_rounds)
+                    for c in configs)
     a, b = configs
     if setup is None:
         setup = setup_for(a, b)
-    return compare(atts[a.label], atts[b.label], label_a=a.label, label_b=b.label,
+    return compare(att_a, att_b, label_a=a.label, label_b=b.label,
                    interfaces_a=a.interfaces, interfaces_b=b.interfaces, setup=setup)
 
 

@@ -114,21 +114,30 @@ def _direction_ids(cfg: Configuration, direction: str) -> list[int]:
                                       & (cdf["direction"] == direction)]]
 
 
+def _direction_of(cfg: Configuration) -> dict[str, str]:
+    """{RDMA series: its direction}."""
+    cdf = cfg.capture.counters
+    ib = cdf[cdf["data"] & (cdf["source"] == "infiniband")]
+    return dict(zip(ib["series"].astype(str), ib["direction"].astype(str), strict=True))
+
+
 class RangeRates:
     """``node_gbps`` of one range (with ``k``: ``node_envelope``), made from a pass of the whole
     capture (``report_pass.capture_pass``'s ``consumers``, see ``report_pass.PassConsumers``)
     instead of a pass of its own.
 
-    ``grids``: one grid, the windows ``node_gbps`` re-bins (the direction's counters summed, on
-    the report's origin, over the range cut to the direction's data); ``result()`` returns what
-    ``node_gbps(cfg, width_ns, start_ns, end_ns, direction=direction, whole=whole)`` returns (or
-    ``node_envelope(cfg, width_ns, start_ns, end_ns, k=k, direction=direction)``), value for
-    value. Holds the range's windows only (the envelope: its buckets). Raises ValueError as
-    those functions do on a range holding no data.
+    ``grids``: one grid, the windows ``node_gbps`` re-bins (the direction's counters, summed
+    unless ``by="series"``, on the report's origin, over the range cut to the direction's
+    data); ``result()`` returns what ``node_gbps(cfg, width_ns, start_ns, end_ns,
+    direction=direction, by=by, whole=whole)`` returns (or ``node_envelope(cfg, width_ns,
+    start_ns, end_ns, k=k, direction=direction)``), value for value. Holds the range's windows
+    only (the envelope: its buckets). Raises ValueError as those functions do on a range
+    holding no data.
     """
 
     def __init__(self, cfg: Configuration, width_ns: int, start_ns: int, end_ns: int, *,
-                 direction: str = "tx", whole: bool = False, k: int | None = None):
+                 direction: str = "tx", whole: bool = False, k: int | None = None,
+                 by: str = "direction"):
         from .envelope import MinMaxEnvelope
         from .stream import WindowGrid
 
@@ -138,16 +147,21 @@ class RangeRates:
         if self.end_ns <= self.start_ns:
             raise ValueError(f"empty time range: start {self.start_ns} ns >= end "
                              f"{self.end_ns} ns")
-        self.width_ns, self.direction, self.whole = int(width_ns), direction, whole
+        self.width_ns, self.direction, self.whole, self.by = int(width_ns), direction, whole, by
+        if by not in ("direction", "series") or (k is not None and by != "direction"):
+            raise ValueError(f"RangeRates: by={by!r} (with k={k!r})")
+        ids = _direction_ids(cfg, direction)
         self.grids = [WindowGrid(self.width_ns, origin, self.start_ns, self.end_ns,
-                                 counters=tuple(_direction_ids(cfg, direction)),
-                                 by="direction")]
+                                 counters=tuple(ids), by=by)]
+        # what the pass's spans (by series) say of this grid's columns
+        self.key_of = {str(s): (direction if by == "direction" else str(s))
+                       for s in cfg.capture.counters.loc[ids, "series"]}
         self.flaggers: list = []
         self.blocks: list[pd.DataFrame] = []
         self.env = None if k is None else MinMaxEnvelope(
             start_ns=self.start_ns, end_ns=self.end_ns, width_ns=self.width_ns,
             origin_ns=origin, k=int(k))
-        self.present: set | None = None  # the directions with intervals (set by finish)
+        self.present: set | None = None  # the columns with intervals (set by finish)
 
     def add(self, _k: int, b: pd.DataFrame, _q: pd.DataFrame) -> None:
         d = self.direction
@@ -158,7 +172,8 @@ class RangeRates:
                          / float(self.width_ns))
 
     def finish(self, spans: dict) -> None:
-        self.present = set(spans)
+        """The pass is over; ``spans``: its ``state["spans"]`` (by RDMA series)."""
+        self.present = {self.key_of[s] for s in spans if s in self.key_of}
 
     @property
     def done(self) -> bool:
@@ -179,7 +194,8 @@ class RangeRates:
             t = b.index.to_numpy()
             b = b[(t >= self.start_ns) & (t + w <= self.end_ns)]
         out = to_gbps(b, w)
-        out.columns = [f"{self.direction}, all devices"]
+        if self.by == "direction":
+            out.columns = [f"{self.direction}, all devices"]
         return out
 
 
@@ -219,6 +235,7 @@ class RequestFigures:
             self.grids += self.peaks.grids
         self.owner = [(p, k) for p in self.parts for k in range(len(p.grids))]
         self.flaggers = [self.peaks.flag] if self.peaks is not None else []
+        self.dir_of = _direction_of(cfg)
         self.spans: dict | None = None
 
     def add(self, k: int, b: pd.DataFrame, q: pd.DataFrame) -> None:
@@ -229,9 +246,15 @@ class RequestFigures:
             self.peaks.add(k - len(self.owner), b, q, {})
 
     def finish(self, spans: dict) -> None:
+        """The pass is over; ``spans``: its ``state["spans"]`` (by RDMA series)."""
         for p in self.parts:
             p.finish(spans)
-        self.spans = spans
+        self.spans = {}  # by direction, as the peak table's series
+        for s, (a, z) in spans.items():
+            d = self.dir_of.get(s)
+            if d is not None:
+                sp = self.spans.setdefault(d, [a, z])
+                sp[0], sp[1] = min(sp[0], a), max(sp[1], z)
 
     @property
     def done(self) -> bool:
@@ -278,15 +301,12 @@ def run_consumers(cfg: Configuration, consumers) -> None:
     from .report_pass import PassConsumers
     from .stream import iter_windows
 
-    fed = PassConsumers(consumers, 0)
-    cdf = cfg.capture.counters
-    dir_of = {str(cdf.at[c, "series"]): str(cdf.at[c, "direction"]) for c in cdf.index[
-        cdf["data"] & (cdf["source"] == "infiniband")]}
+    fed = PassConsumers(consumers)
     state: dict = {}
     for gi, b, q in iter_windows(info_of(cfg.capture), fed.grids, by="series",
                                  source="infiniband", state=state, **pass_hooks(fed.flaggers)):
         fed.add(gi, b, q)
-    fed.finish(state.get("spans", {}), dir_of)
+    fed.finish(state.get("spans", {}))
 
 
 def pick_request(cfg: Configuration, request_id: str | None = None) -> pd.Series:
@@ -464,6 +484,27 @@ def devices_width_ns(duration_s: float) -> int:
         if float(duration_s) * 1000.0 / w <= DEVICE_MAX_WINDOWS:
             return w * MS_NS
     return DEVICE_WIDTHS_MS[-1] * MS_NS
+
+
+def device_rates(cfg: Configuration, width_ns: int, direction: str = "tx") -> pd.DataFrame:
+    """The per-device figure's windows, ``node_gbps(cfg, width_ns, *cfg.data_span(),
+    direction=direction, by="series")``; for a streamed configuration whose emulation checks
+    are not made yet, with them from the same pass (``verify.measure_stream``; kept for
+    ``Configuration.emulation_checks``), so that the figure and its verdict read the capture
+    once."""
+    lo, hi = cfg.data_span()
+    if not cfg.streamed or cfg._checks is not None:
+        return node_gbps(cfg, width_ns, lo, hi, direction=direction, by="series")
+    from .report_pass import PassConsumers
+    from .verify import judge_emulation, measure_stream, require_rdma_counters
+
+    info = info_of(cfg.capture)
+    require_rdma_counters(info)
+    rr = RangeRates(cfg, width_ns, lo, hi, direction=direction, by="series")
+    m = measure_stream(info, origin_ns=cfg.origin_ns, consumers=[PassConsumers([rr])])
+    single = judge_emulation(info, m, expect="single")
+    cfg._checks = (single, None if single.ok else judge_emulation(info, m, expect="both"))
+    return rr.result()
 
 
 def figure_devices(cfg: Configuration, *, width_ns: int = 100 * MS_NS, direction: str = "tx",

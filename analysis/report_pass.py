@@ -101,34 +101,30 @@ class CapturePass:
 
 class PassConsumers:
     """Consumers registered on a pass beside its own grids (``capture_pass``'s ``consumers``,
-    ``report_figures.run_consumers``): each has ``grids`` (``stream.WindowGrid``, on the
-    report's origin, each carrying its ``by`` and counters if not the pass's), ``flaggers``
-    (``OverLineFlagger`` to register), ``add(k, b, q)`` for the blocks of its k-th grid and
-    ``finish(spans)`` once the pass is over (``spans``: {direction: [first, last] ns} of the
-    RDMA counters read). ``first``: the pass's index of the first consumer grid."""
+    ``report_figures.run_consumers``, ``verify.measure_stream``'s): each has ``grids``
+    (``stream.WindowGrid``, on the report's origin, each carrying its ``by`` and counters if
+    not the pass's), ``flaggers`` (``OverLineFlagger`` to register), ``add(k, b, q)`` for the
+    blocks of its k-th grid and ``finish(spans)`` once the pass is over (``spans``: the pass's
+    ``state["spans"]``, {RDMA series: [first, last] ns}). ``first``: the pass's index of the
+    first consumer grid."""
 
-    def __init__(self, consumers, first: int):
+    def __init__(self, consumers, first: int = 0):
         self.consumers = [c for c in consumers if c is not None]
         self.grids = [g for c in self.consumers for g in c.grids]
         self.owner = [(c, k) for c in self.consumers for k in range(len(c.grids))]
         self.flaggers = [f for c in self.consumers for f in c.flaggers]
         self.first = int(first)
 
+    def on_parts(self, _parts) -> None:
+        """(each file's intervals: the figures need none)"""
+
     def add(self, gi: int, b: pd.DataFrame, q: pd.DataFrame) -> None:
         c, k = self.owner[gi - self.first]
         c.add(k, b, q)
 
-    def finish(self, spans: dict, dir_of: dict) -> None:
-        """``spans``: the pass's {series: [first, last]}; ``dir_of``: series -> direction."""
-        dspans: dict[str, list[int]] = {}
-        for s, (a, z) in spans.items():
-            d = dir_of.get(s)
-            if d is None:
-                continue
-            sp = dspans.setdefault(d, [a, z])
-            sp[0], sp[1] = min(sp[0], a), max(sp[1], z)
+    def finish(self, spans: dict) -> None:
         for c in self.consumers:
-            c.finish(dspans)
+            c.finish(spans)
 
 
 def capture_pass(cfg: Configuration, *, capacity_gbps: float,
@@ -252,7 +248,7 @@ def capture_pass(cfg: Configuration, *, capacity_gbps: float,
     if rr is not None:
         rr.finish()
     spans = state.get("spans", {})
-    fed.finish(spans, dir_of)
+    fed.finish(spans)
     m = ms.result(spans)
     if kern is not None:
         kern.answer(m)  # the netdev bytes from this pass where it can
@@ -347,6 +343,32 @@ class Configuration:
                                                            origin_ns=self.origin_ns)
             self._checks = (single, both)
         return self._checks
+
+    def attribution(self, warmup_rounds: int = 0):
+        """``attribute`` of this configuration's capture and request log on the report's grid
+        (``window_origin``). A streamed configuration whose emulation checks are not made yet
+        gets both from one pass over its capture (``compare.attribute_with_checks``; they are
+        kept for ``emulation_checks``). Raises ValueError without a request log, and what
+        ``attribute`` raises. Kept: asked again with the same ``warmup_rounds``, the same."""
+        got = self.__dict__.get("_attribution")
+        if got is not None and got[0] == warmup_rounds:
+            return got[1]
+        if not len(self.requests):
+            raise ValueError(f"{self.label}: no request log given (needed to compare)")
+        log = self.log[0] if isinstance(self.log, list) else self.log
+        if self.streamed and self._checks is None:
+            from .compare import attribute_with_checks
+
+            att, self._checks = attribute_with_checks(self.capture, log,
+                                                      origin_ns=window_origin(self),
+                                                      warmup_rounds=warmup_rounds)
+        else:
+            from .attribute import attribute
+
+            att = attribute(self.capture, log, intervals=self.__dict__.get("intervals"),
+                            warmup_rounds=warmup_rounds, origin_ns=window_origin(self))
+        self.__dict__["_attribution"] = (warmup_rounds, att)
+        return att
 
     @property
     def interfaces(self) -> str | None:

@@ -36,15 +36,32 @@ def capture(tmp_path_factory) -> Path:
     return build(tmp_path_factory.mktemp("reads") / "cap", 12, segment_s=2)
 
 
+@pytest.fixture(scope="module")
+def capture_b(tmp_path_factory) -> Path:
+    """A second run (another seed) for the commands comparing two."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from scale_capture import build
+
+    return build(tmp_path_factory.mktemp("reads_b") / "cap", 12, segment_s=2, seed=2)
+
+
+class _Reads(list):
+    """File names read, in order; ``paths``: the same files' paths."""
+
+    paths: list[Path]
+
+
 @pytest.fixture
 def reads(monkeypatch):
     """The segment files read, in order (one entry per file opened by the iterator)."""
-    got: list[str] = []
+    got = _Reads()
+    got.paths = []
     real = stream.iter_capture_tables
 
     def counting(*a, **k):
         for f, t in real(*a, **k):
             got.append(f.name)
+            got.paths.append(Path(f))
             yield f, t
 
     monkeypatch.setattr(stream, "iter_capture_tables", counting)
@@ -131,3 +148,54 @@ def test_the_flagger_reads_nothing_again_on_the_pass(capture):
     for _, b, q in iter_windows(info, [WindowGrid(1_000_000, info.t_start_ns)]):
         alone += int(((lone(b, q, 1_000_000) & 16) != 0).to_numpy().sum())
     assert alone == flagged and lone.rereads > 0
+
+
+def _once_besides_the_ends(reads, captures) -> None:
+    """Every segment of each capture read, once, but the first and last two (the counters'
+    edges, ``stream.edge_spans``), at most twice."""
+    n = Counter(reads.paths)
+    for cap in captures:
+        segs = sorted((cap / "segments").glob("*.parquet"))
+        got = {f: n[f] for f in segs}
+        assert all(got.values()), got
+        ends = set(segs[:2] + segs[-2:])
+        assert all(v == 1 for f, v in got.items() if f not in ends), got
+        assert all(v <= 2 for v in got.values()), got
+    assert set(n) <= {f for cap in captures for f in (cap / "segments").glob("*.parquet")}
+
+
+def test_compare_reads_each_segment_once_besides_the_ends(capture, capture_b, reads):
+    """``compare``: each run's attribution and emulation check come from one pass
+    (``compare.attribute_with_checks``; the check was two passes of its own before)."""
+    _run(["compare", str(capture), str(capture_b), "--link-gbps", "100"])
+    _once_besides_the_ends(reads, [capture, capture_b])
+
+
+def test_report_of_two_runs_reads_each_segment_once_besides_the_ends(capture, capture_b,
+                                                                     reads, tmp_path):
+    """Figure 2 of each shared test is made in each capture's pass too."""
+    _run(["report", str(capture), str(capture_b), "-o", str(tmp_path / "r"),
+          "--link-gbps", "100"])
+    _once_besides_the_ends(reads, [capture, capture_b])
+
+
+@pytest.mark.parametrize("kind", ["request", "windows", "devices", "compare", "extra-prefill",
+                                  "tokens"])
+def test_plot_reads_each_segment_once_besides_the_ends(capture, capture_b, reads, tmp_path,
+                                                       kind):
+    """``plot windows``: its widths and peak labels in one pass (its labels loaded every
+    interval); ``devices``: the figure and its verdict in one pass; ``extra-prefill`` and
+    ``tokens``: each run's attribution and emulation check in one pass."""
+    caps = [capture] if kind in ("request", "windows", "devices") else [capture, capture_b]
+    _run(["plot", kind, *map(str, caps), "-o", str(tmp_path / "f.png"), "--link-gbps", "100"])
+    if kind == "request":  # the segments around the request only
+        n = Counter(reads.paths)
+        assert max(n.values()) <= 2 and len(n) < N_SEG, n
+        return
+    if kind == "windows":  # the segments around its prefill only, once, besides the ends
+        n = Counter(reads.paths)
+        segs = sorted((capture / "segments").glob("*.parquet"))
+        assert all(v == 1 for f, v in n.items() if f not in set(segs[:2] + segs[-2:])), n
+        assert max(n.values()) <= 2, n
+        return
+    _once_besides_the_ends(reads, caps)

@@ -174,3 +174,62 @@ def test_a_figure_range_holds_nothing_back_once_its_windows_are_out(captures):
     kept = [iv["t0_ns"][0] for parts in figs.peaks.flag.kept for iv in parts.values()]
     assert int(cfg.requests["t_last_ns"].iloc[0]) < int(cfg.capture.t_start_ns) + 3 * 10**9
     assert min(kept) >= int(cfg.capture.t_end_ns) - 3 * 2 * 10**9, (min(kept), cfg.capture.t_end_ns)
+
+
+def _same_verdict(a, b):
+    if b is None:
+        assert a is None
+        return
+    assert (a.status, a.ok, a.expect, a.message, a.main_device, a.tcp_suspected) == \
+        (b.status, b.ok, b.expect, b.message, b.main_device, b.tcp_suspected)
+    assert a.total_bytes == b.total_bytes
+    pd.testing.assert_frame_equal(a.devices, b.devices, check_exact=True)
+    if b.kernel is None:
+        assert a.kernel is None
+    else:
+        pd.testing.assert_frame_equal(a.kernel, b.kernel, check_exact=True)
+
+
+def test_device_rates_and_checks_from_one_pass_equal_their_own(captures):
+    """``plot devices``: the per-device windows and the emulation check from one pass equal
+    ``node_gbps(by="series")`` and ``verify_emulation`` (single, then both)."""
+    from rdmascope.analysis.verify import verify_emulation
+
+    for path, line in captures:
+        with link_gbps_override(line):
+            for w in (20 * MS, 100 * MS):
+                cfg = R.load_configuration(path, [path / "requests.jsonl"])
+                got = R.device_rates(cfg, w)
+                lo, hi = cfg.data_span()
+                pd.testing.assert_frame_equal(got, R.node_gbps(cfg, w, lo, hi, by="series"),
+                                              check_exact=True)
+                single = verify_emulation(cfg.capture, origin_ns=cfg.origin_ns)
+                both = None if single.ok else verify_emulation(cfg.capture, expect="both",
+                                                               origin_ns=cfg.origin_ns)
+                _same_verdict(cfg.emulation_checks()[0], single)
+                _same_verdict(cfg.emulation_checks()[1], both)
+
+
+def test_attribution_and_checks_from_one_pass_equal_their_own(captures):
+    """``compare``, ``plot extra-prefill/tokens``: the attribution and the emulation check from
+    one pass (``compare.attribute_with_checks``) equal ``attribute`` and ``verify_emulation``
+    each on its own."""
+    from rdmascope.analysis.attribute import attribute
+    from rdmascope.analysis.compare import attribute_with_checks, interfaces_of, interfaces_used
+    from rdmascope.analysis.requestlogs import align, read_request_log
+    from rdmascope.analysis.stream import open_capture
+    from rdmascope.analysis.verify import verify_emulation
+
+    for path, line in captures:
+        with link_gbps_override(line):
+            info = open_capture(path)
+            log = align(read_request_log(path / "requests.jsonl"), info)
+            for kw in ({}, {"warmup_rounds": 1, "arrival_window_s": 0.5}):
+                att, (single, both) = attribute_with_checks(info, log, **kw)
+                want = attribute(info, log, **kw)
+                for name in ("requests", "tests", "rounds", "by_series", "timeline"):
+                    pd.testing.assert_frame_equal(getattr(att, name), getattr(want, name),
+                                                  check_exact=True, obj=name)
+                _same_verdict(single, verify_emulation(info))
+                _same_verdict(both, None if single.ok else verify_emulation(info, expect="both"))
+                assert interfaces_of((single, both)) == interfaces_used(info)
