@@ -204,13 +204,11 @@ def classify_time(requests: pd.DataFrame, t_start_ns: int, t_end_ns: int) -> pd.
     pre = open_count(send, first) > 0
     dec = open_count(first, last) > 0
     state = np.where(pre, "prefill", np.where(dec, "decode-only", "idle"))
-    rows = []
-    for s0, s1, st in zip(a, b, state, strict=True):
-        if rows and rows[-1][2] == st and rows[-1][1] == s0:
-            rows[-1][1] = s1
-        else:
-            rows.append([int(s0), int(s1), str(st)])
-    return pd.DataFrame(rows, columns=["t0_ns", "t1_ns", "state"])
+    # runs of one state merged (the segments are contiguous: each starts where the last ends)
+    first = np.flatnonzero(np.concatenate([[True], state[1:] != state[:-1]]))
+    end = np.append(first[1:] - 1, len(a) - 1)
+    return pd.DataFrame({"t0_ns": a[first].astype(np.int64), "t1_ns": b[end].astype(np.int64),
+                         "state": state[first].tolist()})
 
 
 # ------------------------------------------------------------------------------------------------

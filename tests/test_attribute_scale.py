@@ -272,3 +272,47 @@ def test_range_index_finds_the_same_ranges_as_a_scan():
             hi = lo + int(rng.integers(0, 30000))
             want = np.flatnonzero((a < hi) & (b > lo))
             np.testing.assert_array_equal(ix.touching(int(lo), int(hi)), want)
+
+
+def _old_classify_time(requests: pd.DataFrame, t_start_ns: int, t_end_ns: int) -> pd.DataFrame:
+    """classify_time before its runs were merged at once: segment by segment in a loop."""
+    send = requests["t_send_ns"].to_numpy(dtype=np.int64)
+    first = requests["t_first_ns"].to_numpy(dtype=np.int64)
+    last = requests["t_last_ns"].to_numpy(dtype=np.int64)
+    edges = np.unique(np.clip(np.concatenate([[t_start_ns, t_end_ns], send, first, last]),
+                              t_start_ns, t_end_ns))
+    if len(edges) < 2:
+        return pd.DataFrame({"t0_ns": [], "t1_ns": [], "state": []})
+    a, b = edges[:-1], edges[1:]
+    mid = a + (b - a) // 2
+
+    def open_count(starts, ends):
+        return (np.searchsorted(np.sort(starts), mid, "right")
+                - np.searchsorted(np.sort(ends), mid, "right"))
+    pre = open_count(send, first) > 0
+    dec = open_count(first, last) > 0
+    state = np.where(pre, "prefill", np.where(dec, "decode-only", "idle"))
+    rows: list[list[Any]] = []
+    for s0, s1, st in zip(a, b, state, strict=True):
+        if rows and rows[-1][2] == st and rows[-1][1] == s0:
+            rows[-1][1] = s1
+        else:
+            rows.append([int(s0), int(s1), str(st)])
+    return pd.DataFrame(rows, columns=["t0_ns", "t1_ns", "state"])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_classify_time_equals_the_segment_loop(seed):
+    from rdmascope.analysis.attribute import classify_time
+
+    rng = np.random.default_rng(seed)
+    for trial in range(40):
+        n = int(rng.integers(0, 40))
+        send = rng.integers(0, 10**6, n)
+        first = send + (0 if trial % 7 == 0 else rng.integers(0, 10**5, n))
+        last = first + rng.integers(0, 10**5, n)
+        req = pd.DataFrame({"t_send_ns": send, "t_first_ns": first, "t_last_ns": last})
+        lo = int(rng.integers(-10**5, 10**5))
+        hi = lo if trial % 11 == 0 else int(rng.integers(5 * 10**5, 2 * 10**6))
+        got, want = classify_time(req, lo, hi), _old_classify_time(req, lo, hi)
+        pd.testing.assert_frame_equal(got, want, check_exact=True)
