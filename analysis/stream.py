@@ -360,7 +360,11 @@ def iter_intervals(capture, *, counters=None, source: str | None = "infiniband",
             parts[c] = streams[c].feed(t_before[a:b] + d // 2, (d + 1) // 2, value[a:b],
                                        ok[a:b], sweep[a:b])
         del tab, cid, t_before, dur, value, ok, sweep
-        yield parts, _bound(streams)
+        # handed over, not kept: this frame holds no reference to the file's intervals while
+        # the next file is read
+        box = [parts]
+        del parts
+        yield box.pop(), _bound(streams)
     last = {c: s.feed(*(np.zeros(0, x) for x in (np.int64, np.int64, np.uint64, bool,
                                                   np.int64)), final=True)
             for c, s in streams.items()}
@@ -558,7 +562,9 @@ class _GridAcc:
                         pd.Index(e[:-1], name="window_start_ns"), columns=self.columns)
         b.columns.name = q.columns.name = by
         for c in self.ids:
-            self.acc[c] = [a[cut:] for a in self.acc[c]]
+            # a copy of the few windows left: a view would keep the whole file's buffers alive
+            # until the next file grows them
+            self.acc[c] = [a[cut:].copy() for a in self.acc[c]]
         self.k_lo += cut
         self.n -= cut
         self.emitted = True
@@ -718,6 +724,9 @@ def _windows(capture, grids: list[WindowGrid], *, by, counters, source, gap_fact
                     if cnt is None:
                         cnt = CounterCurve(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])
                     accs[i].add(c, cnt, memo)
+        # the file's intervals are in the accumulators: not held while its blocks are taken
+        # and the next file is read (whoever keeps them, e.g. ``on_parts``, keeps them)
+        parts = iv = cnt = memo = None
         if progress is not None:
             progress(n_iv)
         if first_t0 is None:
