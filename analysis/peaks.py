@@ -32,6 +32,7 @@ from .overline import flag_over_line
 from .overline_pass import OverLineFlagger, pass_hooks
 from .stream import (
     FAR_NS,
+    MemoryCapture,
     WindowGrid,
     capture_info,
     iter_intervals,
@@ -224,8 +225,8 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
     (``series.line_gbps_of``). Raises ``ValueError`` on an empty range or no intervals.
 
     One engine: this is ``peak_table_capture``'s pass run over ``intervals`` presented as a
-    capture of one segment (``stream.memory_capture``); only the ``uncertainty`` bounds are
-    taken from the intervals at hand (``peak_bounds``) instead of segments read around them.
+    capture of one segment (``stream.memory_capture``), and the ``uncertainty`` bounds are
+    ``peak_table_uncertainty`` over that same capture (its one segment holds every interval).
     """
     if start_ns is not None and end_ns is not None and int(end_ns) <= int(start_ns):
         raise ValueError(f"empty time range: {int(start_ns)} ns to {int(end_ns)} ns")
@@ -237,35 +238,13 @@ def peak_table(intervals: pd.DataFrame, *, start_ns: int | None = None,
                              mem_values=IN_MEMORY, instant_unc_ns=instant_unc_ns,
                              line_gbps=line_gbps)
     if uncertainty:
-        out = _bounds_in_memory(intervals, out, by=by, groups=groups,
-                                instant_unc_ns=instant_unc_ns)
+        out = peak_table_uncertainty(src, out, by=by, source=None, groups=groups,
+                                     instant_unc_ns=instant_unc_ns)
     return out
 
 
 #: ``mem_values`` of the percentiles when the values are in memory anyway (never spilled)
 IN_MEMORY = 1 << 62
-
-
-def _bounds_in_memory(intervals: pd.DataFrame, table: pd.DataFrame, *, by, groups,
-                      instant_unc_ns: int) -> pd.DataFrame:
-    """``peak_low_gbps`` / ``peak_high_gbps`` of every row of ``table`` from ``peak_bounds`` on
-    the intervals at hand (each width's peak windows, and the whole range as one window)."""
-    out = table.copy()
-    low = np.full(len(out), np.nan)
-    high = np.full(len(out), np.nan)
-    for (_, w), rows in out.groupby(["window", "window_ns"], sort=False).groups.items():
-        rows = list(rows)
-        sub = out.loc[rows]
-        starts = pd.Series({r.series: (np.nan if pd.isna(r.peak_t_ns) else int(r.peak_t_ns))
-                            for r in sub.itertuples()}, dtype=object)
-        bd = to_gbps(peak_bounds(intervals, starts, int(w), by=by, groups=groups,
-                                 instant_unc_ns=instant_unc_ns), int(w))
-        for i, name in zip(rows, sub["series"], strict=True):
-            low[i] = float(bd.at[name, "low_bytes"])
-            high[i] = float(bd.at[name, "high_bytes"])
-    out["peak_low_gbps"] = low
-    out["peak_high_gbps"] = high
-    return out
 
 
 def link_view(b: pd.DataFrame, q: pd.DataFrame, groups, keep: bool):
@@ -542,7 +521,10 @@ class PeakTablePass:
 
 
 def _local_intervals(capture, t0: int, t1: int, source) -> pd.DataFrame:
-    """Intervals of the segments around [t0, t1) (read segment by segment, nothing else)."""
+    """Intervals of the segments around [t0, t1) (read segment by segment, nothing else); of a
+    ``stream.MemoryCapture``, its one segment: every interval (its own frame)."""
+    if isinstance(capture, MemoryCapture):
+        return capture.intervals
     cdf = capture.counters
     got: dict[int, list[dict]] = {}
     for parts, _ in iter_intervals(capture, source=source, start_ns=t0, end_ns=t1):
@@ -560,38 +542,51 @@ def peak_table_uncertainty(capture, table: pd.DataFrame, *, by: str | None = "se
                            instant_unc_ns: int = INSTANT_UNC_NS) -> pd.DataFrame:
     """Add ``peak_low_gbps`` / ``peak_high_gbps`` to a ``peak_table_capture`` table.
 
-    The same bounds as ``peak_table(..., uncertainty=True)`` (see ``peak_bounds``), computed
-    from the intervals of the few segments around each peak window and around the ends of the
-    whole range (the whole range's bounds are its bytes plus or minus the bytes the edges can
-    move), so memory stays bounded. ``capture``: a ``stream.CaptureInfo``. Raises
-    ``ValueError`` on a negative ``instant_unc_ns``.
+    The bounds of ``peak_table(..., uncertainty=True)``, which is this function over a
+    ``stream.MemoryCapture``: each peak window's from ``peak_bounds`` on the intervals of the
+    few segments around it (a memory capture's one segment holds them all); the whole range's
+    are its bytes plus or minus the bytes its two edges can move, F(lo) - F(lo - u) and
+    F(hi + u) - F(hi) wider, F(lo + u) - F(lo) and F(hi) - F(hi - u) narrower, read around
+    each edge, so memory stays bounded. Unknown is never zero: a range whose bytes are NaN
+    (a NaN window, no readings of a series, a link with a member unknown) or whose edge can
+    move onto a NaN interval has NaN bounds. ``capture``: a ``stream.CaptureInfo`` or
+    ``stream.MemoryCapture``. Raises ``ValueError`` on a negative ``instant_unc_ns``.
     """
     if not instant_unc_ns >= 0:
         raise ValueError(f"instant_unc_ns must be >= 0 ns, got {instant_unc_ns!r}")
-    margin = 4 * int(capture.interval_ns) + int(instant_unc_ns) + 10 * MS
+    memory = isinstance(capture, MemoryCapture)
+    margin = 0 if memory else 4 * int(capture.interval_ns) + int(instant_unc_ns) + 10 * MS
     out = table.copy()
     out["peak_low_gbps"] = np.nan
     out["peak_high_gbps"] = np.nan
     last: list = [None, None]  # the most recent range read and its intervals
 
-    def local(a: int, b: int) -> pd.DataFrame:
-        key = (a - margin, b + margin)
-        if last[0] != key:
+    def key_of(a: int, b: int):
+        return None if memory else (a - margin, b + margin)
+
+    def local(key) -> pd.DataFrame:
+        if last[0] != key or last[1] is None:
             last[1] = None  # release the previous range before reading the next
-            last[1] = _local_intervals(capture, *key, source)
+            last[1] = _local_intervals(capture, *(key or (0, 0)), source)
             last[0] = key
         return last[1]
 
+    # the peak windows, those read from the same intervals together (a memory capture: each
+    # width's in one call)
+    todo: dict[tuple, list[tuple]] = {}
     for i, row in out.iterrows():
         w = int(row["window_ns"])
         if row["window"] == "whole range" or pd.isna(row["peak_t_ns"]):
             continue
         a = int(row["peak_t_ns"])
-        iv = local(a, a + w)
-        bd = to_gbps(peak_bounds(iv, pd.Series({row["series"]: a}, dtype=object), w, by=by,
-                                 groups=groups, instant_unc_ns=instant_unc_ns), w)
-        out.at[i, "peak_low_gbps"] = float(bd.iloc[0]["low_bytes"])
-        out.at[i, "peak_high_gbps"] = float(bd.iloc[0]["high_bytes"])
+        todo.setdefault((key_of(a, a + w), w), []).append((i, row["series"], a))
+    for (key, w), rows in todo.items():
+        starts = pd.Series({s: a for _, s, a in rows}, dtype=object)
+        bd = to_gbps(peak_bounds(local(key), starts, w, by=by, groups=groups,
+                                 instant_unc_ns=instant_unc_ns), w)
+        for i, s, _ in rows:
+            out.at[i, "peak_low_gbps"] = float(bd.at[s, "low_bytes"])
+            out.at[i, "peak_high_gbps"] = float(bd.at[s, "high_bytes"])
     whole = out[out["window"] == "whole range"]
     if not len(whole):
         return out
@@ -605,8 +600,10 @@ def peak_table_uncertainty(capture, table: pd.DataFrame, *, by: str | None = "se
     extra = int(instant_unc_ns)
     edge: dict[str, list[float]] = {s: [0.0, 0.0] for s in members}  # widen, narrow (bytes)
     for t_edge, sign in ((lo, -1), (hi, 1)):
-        iv = local(t_edge, t_edge)
+        iv = local(key_of(t_edge, t_edge))
         for key, spec in counters_of(iv, by, with_unc=True):
+            if not any(key in ms for ms in members.values()):
+                continue
             c = spec.build()
             e = np.array([t_edge], np.int64)
             u = c.edge_unc(e) + extra
@@ -628,9 +625,9 @@ def peak_table_uncertainty(capture, table: pd.DataFrame, *, by: str | None = "se
                 edge[s][1] += float(shrink)
     for i, row in whole.iterrows():
         b = float(row["peak_gbps"]) * span / 8.0
-        if int(row["n_nan_windows"]) or not np.isfinite(b):
-            continue
         g, sh = edge[row["series"]]
+        if int(row["n_nan_windows"]) or not np.isfinite([b, g, sh]).all():
+            continue  # unknown bytes, or an edge that can move onto unknown ones: NaN
         out.at[i, "peak_low_gbps"] = float(to_gbps(max(0.0, b - sh), span))
         out.at[i, "peak_high_gbps"] = float(to_gbps(b + g, span))
     return out
