@@ -531,6 +531,9 @@ class _PassFlagger:
     intervals the pass itself has read (``feed``, the last files' ``on_parts``) instead of
     re-reading the segments around them; it falls back to the re-read when the kept intervals
     do not cover a candidate's neighbourhood. Same rule, same intervals, so the same bits.
+    ``node_pass`` takes each block as it comes and holds back only one whose candidates reach
+    past the intervals fed so far, so the flagger keeps the last ~1 s of intervals (the
+    widest grid's window and the readings' reach), not a whole file's.
     """
 
     def __init__(self, cap, groups):
@@ -779,15 +782,54 @@ def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS, *, peaks: boo
     best = {gi: 0.0 for gi in g_peak}
     seen = dict.fromkeys(g_peak, False)
     sums: list[tuple[np.ndarray, ...]] = []
-    pending: list[tuple[int, int, pd.DataFrame, pd.DataFrame]] = []
+    pending: list[tuple[int, pd.DataFrame, pd.DataFrame]] = []
 
     lines = line_gbps_of(flag.flag.stub, "series", groups=groups or None)
     tx_cols = rx_cols = None
 
-    def settle(gi, b, q):
+    def settle(gi, b, q) -> bool:
+        """Take one block; False (nothing taken) when an over-line candidate's neighbourhood
+        is not among the kept intervals yet (the next file's are needed)."""
         nonlocal tx_cols, rx_cols
         cols = list(b.columns)
         B = b.to_numpy(np.float64)
+        if gi not in g_peak and gi != g_ms:
+            LB = None
+        else:
+            # the link view (``peaks.link_view``/``series.group_links``, in numpy): each link
+            # the sum of its twins (NaN if one is), its quality their bits without the
+            # over-line bit, which is judged against the link's own rate
+            Q = q.to_numpy()
+            keep = gi == g_ms or not groups
+            names = list(cols) if keep else []
+            bs = [B[:, j] for j in range(len(cols))] if keep else []
+            qs = [Q[:, j] for j in range(len(cols))] if keep else []
+            pos = {c: j for j, c in enumerate(cols)}
+            for link, members in (groups or {}).items():
+                mi = [pos[m] for m in members]
+                x = B[:, mi[0]].copy()
+                for j in mi[1:]:
+                    x += B[:, j]
+                names.append(link)
+                bs.append(x)
+                qs.append(np.bitwise_or.reduce(Q[:, mi], axis=1) & ~np.int8(QUALITY_OVER_LINE))
+            LB = np.column_stack(bs) if bs else np.zeros((len(B), 0))
+            LQ = np.column_stack(qs).astype(Q.dtype) if qs else np.zeros((len(B), 0), Q.dtype)
+            # the over-line check only where a window's rate exceeds its line rate (else it
+            # changes nothing): most blocks have no such window
+            lim = np.array([lines.get(c) if lines.get(c) is not None else np.inf for c in names])
+            with np.errstate(invalid="ignore"):
+                over = (LB * 8.0 / widths[gi] > lim).any(axis=1) if len(names) else \
+                    np.zeros(len(LB), bool)
+            if over.any():
+                at = b.index.to_numpy(np.int64)[over]
+                pad = flag.flag.pad
+                if not flag.done and not flag.covers(int(at[0]) - pad,
+                                                     int(at[-1]) + widths[gi] + pad):
+                    return False
+                lb = pd.DataFrame(LB, index=b.index, columns=names)
+                lq = pd.DataFrame(LQ, index=b.index, columns=names)
+                LQ = flag(lb, lq, widths[gi]).to_numpy()
         if gi == g_series:
             # the node's series: tx and rx summed over its devices (as ``node_series``)
             if tx_cols is None:
@@ -802,36 +844,8 @@ def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS, *, peaks: boo
                 sums.append(None)
             else:
                 sums.append(blk)
-        if gi not in g_peak and gi != g_ms:
-            return
-        # the link view (``peaks.link_view``/``series.group_links``, in numpy): each link
-        # the sum of its twins (NaN if one is), its quality their bits without the over-line
-        # bit, which is judged against the link's own rate
-        Q = q.to_numpy()
-        keep = gi == g_ms or not groups
-        names = list(cols) if keep else []
-        bs = [B[:, j] for j in range(len(cols))] if keep else []
-        qs = [Q[:, j] for j in range(len(cols))] if keep else []
-        pos = {c: j for j, c in enumerate(cols)}
-        for link, members in (groups or {}).items():
-            mi = [pos[m] for m in members]
-            x = B[:, mi[0]].copy()
-            for j in mi[1:]:
-                x += B[:, j]
-            names.append(link)
-            bs.append(x)
-            qs.append(np.bitwise_or.reduce(Q[:, mi], axis=1) & ~np.int8(QUALITY_OVER_LINE))
-        LB = np.column_stack(bs) if bs else np.zeros((len(B), 0))
-        LQ = np.column_stack(qs).astype(Q.dtype) if qs else np.zeros((len(B), 0), Q.dtype)
-        # the over-line check only where a window's rate exceeds its line rate (else it
-        # changes nothing): most blocks have no such window
-        lim = np.array([lines.get(c) if lines.get(c) is not None else np.inf for c in names])
-        with np.errstate(invalid="ignore"):
-            hit = bool((LB * 8.0 / widths[gi] > lim).any()) if len(names) else False
-        if hit:
-            lb = pd.DataFrame(LB, index=b.index, columns=names)
-            lq = pd.DataFrame(LQ, index=b.index, columns=names)
-            LQ = flag(lb, lq, widths[gi]).to_numpy()
+        if LB is None:
+            return True
         if gi == g_ms:
             ms.add(pd.DataFrame(LB[:, :len(cols)], index=b.index, columns=cols),
                    pd.DataFrame(LQ[:, :len(cols)], index=b.index, columns=cols), flagged=True)
@@ -843,23 +857,33 @@ def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS, *, peaks: boo
                 if ok.any():
                     best[gi] = max(best[gi], float(x[ok].max()) * 8 / widths[gi])
                     seen[gi] = True
+        return True
 
     # how far before a window the over-line check looks: its readings' brackets (padded)
     reach = 2 * int(cap.interval_ns) + int(flag.flag.extra) + 2 * MS
     state: dict = {}
+    nxt: dict[int, int] = {}  # grid -> start of its first window not yet yielded
     it = iter_windows(cap, grids, state=state, on_parts=on_parts,
                       extra_counters=kern.ids if kern is not None else ())
     for gi, b, q in it:
-        # a block is judged once the next file's intervals are in (its neighbourhood read)
-        ready = [x for x in pending if x[0] < flag.files - 1]
-        pending = [x for x in pending if x[0] >= flag.files - 1]
-        for _, g, bb, qq in ready:
-            settle(g, bb, qq)
-        pending.append((flag.files - 1, gi, b, q))
+        # each block is taken as it comes, in order per grid; one whose over-line candidates
+        # reach past the intervals read so far waits for the next file's
+        pending.append((gi, b, q))
+        if len(b):
+            nxt[gi] = int(b.index[-1]) + widths[gi]
+        waiting: set[int] = set()
+        rest = []
+        for g, bb, qq in pending:
+            if g in waiting or not settle(g, bb, qq):
+                waiting.add(g)
+                rest.append((g, bb, qq))
+        pending = rest
         # the intervals before the earliest window still to judge (less its reach) can go
-        flag.prune(min(int(x[2].index[0]) for x in pending) - reach)
+        if len(nxt) == len(grids):
+            flag.prune(min([*nxt.values(), *(int(x[1].index[0]) for x in pending if len(x[1]))])
+                       - reach)
     flag.done = True  # every interval has been read
-    for _, g, bb, qq in pending:
+    for g, bb, qq in pending:
         settle(g, bb, qq)
     if not sums:
         raise ValueError("no RDMA byte intervals (fewer than two valid readings per counter)")

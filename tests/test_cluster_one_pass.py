@@ -134,3 +134,51 @@ def test_a_slower_sampling_interval_adds_the_1_ms_grid(tmp_path):
     p = _capture(tmp_path / "c", n=600, interval_ns=10 * MS, kernel=3_000, roll_every=250)
     got = _same(p, {"single": PASS}, interval_ns=10 * MS)
     assert got.series.width_ns == 10 * MS
+
+
+def test_over_line_windows_at_segment_edges_judged_from_the_pass(tmp_path):
+    """Bursts over line rate in the last readings of segments: the pass takes each block as
+    it comes and holds back only one whose over-line candidates reach past the intervals read
+    so far, so the candidates are judged from the pass's own intervals (no re-read) with the
+    bits, peaks and series of the whole capture in memory."""
+    from rdmascope.analysis.cluster import link_peaks, twin_links
+    from rdmascope.analysis.series import byte_intervals, rebin
+
+    roll = 400
+    p = _capture(tmp_path / "c", n=2000, a_units=600_000, roll_every=roll)
+    m = json.loads((p / "manifest.json").read_text())
+    for d in m["devices"]:
+        d["ports"] = [{"port": 1, "rate_gbps": 100.0}]  # 12.5 MB per ms
+    (p / "manifest.json").write_text(json.dumps(m))
+    # A's tx jumps by 36 MB (over line in any 1 ms) at readings next to the segment edges
+    # (the last and first of a segment, and a few inside)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    spikes = {roll - 1, roll, 2 * roll - 2, 3 * roll - 1, 3 * roll + 1, 1234}
+    for f in sorted((p / "segments").glob("seg-*.parquet")):
+        t = pq.read_table(f)
+        cid = t["counter_id"].to_numpy()
+        sweep = t["sweep"].to_numpy()
+        v = t["value"].to_numpy(zero_copy_only=False).astype(np.uint64)
+        add = np.zeros(len(v), np.uint64)
+        for k in spikes:
+            add += ((cid == 0) & (sweep >= k)).astype(np.uint64) * np.uint64(9_000_000)
+        t = t.set_column(t.schema.get_field_index("value"), "value",
+                         pa.array(v + add, type=t.schema.field("value").type))
+        pq.write_table(t, f)
+    from capture_builders import relist_segments
+
+    relist_segments(p)
+    got = _same(p, {"single": PASS})
+    assert got.rereads == 0  # judged from the pass's own intervals
+    assert got.measure is not None
+    cap = load_capture(p)
+    iv = byte_intervals(cap)
+    ref = link_peaks(iv, twin_links(cap), cap.t_start_ns, cap.t_end_ns)
+    for k, v in got.peaks.items():
+        assert v == pytest.approx(ref[k], rel=1e-9), k
+    v = verify_emulation(cap, expect="single")
+    assert v.devices.at[A, "over_line_windows"] >= len(spikes)  # every spike was judged
+    b = rebin(iv, MS, origin_ns=cap.t_start_ns)
+    assert np.allclose(np.diff(got.series.cum), np.nan_to_num(b.to_numpy()).sum(axis=1))
