@@ -201,55 +201,88 @@ def timing_from_summaries(rs: RunSet, summaries, *, min_bytes: float = 5e6,
     carry at least ``min_bytes`` per node on average and start inside the common span. A node
     with several bursts in one set burst: its first start and last end; a node with none: NaN.
     ``slots``: the ``timing_slots`` the summaries kept bursts in (a set burst counts when its
-    first start lies inside one).
+    first start lies inside one). In numpy over the bursts' arrays (the frame is made once, for
+    the answer): a day's set holds tens of thousands of bursts per node.
     """
     lo, hi = rs.common_span_ns()
     lo = lo if start_ns is None else max(lo, start_ns)
     hi = hi if end_ns is None else min(hi, end_ns)
-    parts = []
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("node", "s", "e", "t_lo", "t_hi",
+                                                          "bytes")}
     for k, (n, s) in enumerate(zip(rs.nodes, summaries, strict=True)):
         b = s.bursts
-        if not len(b.get("start_ns", ())):
+        m = len(b.get("start_ns", ()))
+        if not m:
             continue
-        parts.append(pd.DataFrame({
-            "node": k, "s": b["start_ns"] + n.offset_ns, "e": b["end_ns"] + n.offset_ns,
-            "t_lo": b["t_lo"] + n.offset_ns, "t_hi": b["t_hi"] + n.offset_ns,
-            "bytes": b["bytes"]}))
-    if not parts:
+        off = int(n.offset_ns)
+        cols["node"].append(np.full(m, k, np.int64))
+        cols["s"].append(np.asarray(b["start_ns"], np.int64) + off)
+        cols["e"].append(np.asarray(b["end_ns"], np.int64) + off)
+        cols["t_lo"].append(np.asarray(b["t_lo"], np.float64) + off)
+        cols["t_hi"].append(np.asarray(b["t_hi"], np.float64) + off)
+        cols["bytes"].append(np.asarray(b["bytes"], np.float64))
+    if not cols["node"]:
         return pd.DataFrame(columns=TIMING_COLUMNS)
-    df = pd.concat(parts, ignore_index=True).sort_values("s", kind="stable")
-    s_ = df["s"].to_numpy(np.int64)
-    e_ = df["e"].to_numpy(np.int64)
+    o = np.argsort(np.concatenate(cols["s"]), kind="stable")
+    node, s_, e_, t_lo, t_hi, byt = (np.concatenate(cols.pop(c))[o] for c in
+                                     ("node", "s", "e", "t_lo", "t_hi", "bytes"))
+    del o
+    # chained overlaps: a burst starting before every earlier one has ended joins their group
     reach = np.maximum.accumulate(e_)
-    new = np.concatenate([[True], s_[1:] >= reach[:-1]])
-    df["group"] = np.cumsum(new) - 1
-    g = df.groupby(["group", "node"], sort=True).agg(
-        start=("t_lo", "min"), end=("t_hi", "max"), byt=("bytes", "sum"), s=("s", "min"))
-    gs = g.groupby(level=0).agg(byt=("byt", "sum"), s=("s", "min"))
-    inside = (gs["s"] >= lo) & (gs["s"] < hi)
+    group = np.cumsum(np.concatenate([[True], s_[1:] >= reach[:-1]])) - 1
+    del reach, e_
+    n_nodes = len(rs.nodes)
+    n_groups = int(group[-1]) + 1
+    # per (group, node), in that order: first start, last end, bytes
+    key, inv = np.unique(group * n_nodes + node, return_inverse=True)
+    first = np.full(len(key), np.nan)
+    last = np.full(len(key), np.nan)
+    nbyt = np.zeros(len(key))
+    np.fmin.at(first, inv, t_lo)
+    np.fmax.at(last, inv, t_hi)
+    np.add.at(nbyt, inv, byt)
+    g_of, n_of = key // n_nodes, key % n_nodes
+    # per group: bytes over its nodes, first start
+    g_byt = np.zeros(n_groups)
+    np.add.at(g_byt, g_of, nbyt)
+    g_s = np.full(n_groups, np.iinfo(np.int64).max)
+    np.minimum.at(g_s, group, s_)
+    del node, s_, t_lo, t_hi, byt, group, inv
+    inside = (g_s >= lo) & (g_s < hi)
     if slots:
-        in_slot = np.zeros(len(gs), bool)
+        in_slot = np.zeros(n_groups, bool)
         for a, b in slots:
-            in_slot |= ((gs["s"] >= a) & (gs["s"] < b)).to_numpy()
+            in_slot |= (g_s >= a) & (g_s < b)
         inside &= in_slot
-    keep = gs.index[(gs["byt"] / len(rs.nodes) >= min_bytes) & inside]
-    if not len(keep):
+    kept = np.flatnonzero((g_byt / n_nodes >= min_bytes) & inside)
+    if not len(kept):
         return pd.DataFrame(columns=TIMING_COLUMNS)
-    burst_no = pd.Series(np.arange(len(keep)), index=keep)
-    rows = []
-    hosts = [n.host for n in rs.nodes]
-    for k, host in enumerate(hosts):
-        sub = g.xs(k, level="node") if k in g.index.get_level_values("node") else None
-        st = np.full(len(keep), np.nan)
-        en = np.full(len(keep), np.nan)
-        if sub is not None:
-            sub = sub.reindex(keep)
-            st, en = sub["start"].to_numpy(float), sub["end"].to_numpy(float)
-        rows.append(pd.DataFrame({"burst": burst_no.to_numpy(), "host": host,
-                                  "start_ns": st, "end_ns": en}))
-    out = pd.concat(rows, ignore_index=True)
-    out["length_ns"] = out["end_ns"] - out["start_ns"]
-    med = out.groupby("burst")[["start_ns", "length_ns"]].median()
-    out["late_ns"] = out["start_ns"] - out["burst"].map(med["start_ns"])
-    out["longer_pct"] = (out["length_ns"] / out["burst"].map(med["length_ns"]) - 1) * 100
-    return out
+    pos = np.full(n_groups, -1, np.int64)
+    pos[kept] = np.arange(len(kept))
+    st = np.full((n_nodes, len(kept)), np.nan)
+    en = np.full((n_nodes, len(kept)), np.nan)
+    j = pos[g_of]
+    ok = j >= 0
+    st[n_of[ok], j[ok]] = first[ok]
+    en[n_of[ok], j[ok]] = last[ok]
+    length = en - st
+    late = st - _median_over_nodes(st)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        longer = (length / _median_over_nodes(length) - 1) * 100
+    return pd.DataFrame({
+        "burst": np.tile(np.arange(len(kept), dtype=np.int64), n_nodes),
+        "host": np.repeat(np.array([n.host for n in rs.nodes], dtype=object), len(kept)),
+        "start_ns": st.ravel(), "end_ns": en.ravel(), "length_ns": length.ravel(),
+        "late_ns": late.ravel(), "longer_pct": longer.ravel()})
+
+
+def _median_over_nodes(x: np.ndarray) -> np.ndarray:
+    """Per column (burst), the median of the rows (nodes) that are not NaN, NaN if none: the
+    middle value, or the mean of the two middle ones as (a + b) / 2 (pandas' group median)."""
+    srt = np.sort(x, axis=0)  # NaN last
+    n = (~np.isnan(x)).sum(axis=0)
+    cols = np.arange(x.shape[1])
+    hi = srt[np.minimum(n // 2, len(x) - 1), cols]
+    lo = srt[np.maximum(n // 2 - 1, 0), cols]
+    out = np.where(n % 2 == 1, hi, (lo + hi) / 2)
+    return np.where(n > 0, out, np.nan)
