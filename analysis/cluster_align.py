@@ -4,7 +4,9 @@
 from each node's map, and the cross-correlation runs on the pieces of the reference's clock the
 maps kept at 1 ms (``MapPlan.keep_ref``; one piece, the whole span ``align_run_set`` uses, for a
 run up to ``EXCERPT_NS``; else ``PIECES`` pieces spread over the span). With one piece it makes
-the same numbers as ``align_run_set``. ``timing_from_summaries`` is ``cluster.burst_timing``
+the same numbers as ``align_run_set``; ``align_node`` is its step per node (the reduce runs it
+as each node's summary comes in) and ``apply_alignment`` sets the offsets and warnings in node
+order. ``timing_from_summaries`` is ``cluster.burst_timing``
 from each node's own bursts: the set's bursts are the nodes' bursts that overlap on the
 reference's clock, each node's start/end its 5 % / 95 % crossing of its own bytes.
 """
@@ -124,23 +126,43 @@ def _refine_pieces(ref, node, grids, wall_offset_ns: int, *, max_lag_ns: int, bl
     return residual, se, corr
 
 
-def align_summaries(rs: RunSet, views, summaries, grids, *, refine: bool = True,
-                    max_lag_ns: int = DEFAULT_MAX_LAG_NS, warn_ns: int = DEFAULT_WARN_NS
-                    ) -> RunSet:
-    """``cluster.align_run_set`` from the nodes' summaries (in place; returns ``rs``).
+def align_node(ref_v, ref_s, view, s, wall_offset_ns: int, grids, *, w: int,
+               max_lag_ns: int = DEFAULT_MAX_LAG_NS) -> dict:
+    """One node's clock offset against the reference's, from the two summaries (the step of
+    ``align_summaries`` per node; it needs nothing of the other nodes, so the reduce runs it as
+    each node's summary arrives): {"correlation", "residual_ns", "unc_ns", "matched"} (matched:
+    the bursts whose ends were matched, None when the cross-correlation decided)."""
+    r_list = [ref_v.rate_at(g) for g in grids]
+    ml = marker_lag(ref_s.markers, s.markers, wall_offset_ns, max_lag_ns)
+    if ml is None:
+        lag, corr = _xcorr_pieces(r_list, [view.rate_at(g - wall_offset_ns) for g in grids],
+                                  max(1, max_lag_ns // w))
+        coarse = float(lag * w)
+    else:
+        coarse = ml
+        r0 = np.concatenate(r_list)
+        x = _rates(view, grids, wall_offset_ns + int(round(ml)))
+        a0, x0 = r0 - r0.mean(), x - x.mean()
+        den = float(np.sqrt((a0 * a0).sum() * (x0 * x0).sum()))
+        corr = float((a0 * x0).sum() / den) if den > 0 else 0.0
+    del r_list
+    matched = None
+    m = match_residual(ref_s.ends, s.ends, wall_offset_ns + coarse)
+    if m is not None:
+        res, se, matched = coarse + m[0], m[1], m[2]
+    else:
+        res, se, corr = _refine_pieces(ref_v, view, grids, wall_offset_ns,
+                                       max_lag_ns=max_lag_ns)
+    if not np.isfinite(corr):
+        corr = 0.0
+    return {"correlation": corr, "residual_ns": res, "unc_ns": se, "matched": matched}
 
-    ``views``: each node's ``cluster_map.SummaryView``; ``summaries``: its ``NodeSummary``
-    (burst ends and markers); ``grids``: ``alignment_grids(rs)`` (the pieces the maps kept).
-    """
-    rs.refined = refine
-    if not refine:
-        rs.warnings.append("clock refinement is off: the hosts are placed by their wall clocks "
-                           "only (as good as NTP/PTP keeps them)")
-        return rs
-    w = max(rs.ref.interval_ns if rs.ref.interval_ns > 0 else MS, MS)
-    ref_v = views[rs.reference]
-    ref_s = summaries[rs.reference]
-    n_grid = sum(len(g) for g in grids)
+
+def apply_alignment(rs: RunSet, got: dict[int, dict | None], *, n_grid: int,
+                    warn_ns: int = DEFAULT_WARN_NS) -> RunSet:
+    """Set each node's refined offset from ``align_node``'s answers ({node index: answer}),
+    with the warnings in node order (in place; returns ``rs``)."""
+    rs.refined = True
     for i, n in enumerate(rs.nodes):
         if i == rs.reference:
             n.residual_ns, n.offset_unc_ns, n.correlation = 0.0, 0.0, 1.0
@@ -149,28 +171,10 @@ def align_summaries(rs: RunSet, views, summaries, grids, *, refine: bool = True,
             rs.warnings.append(f"{n.host}: the captures overlap too briefly to refine the clock "
                                "offset; kept the wall-clock offset")
             continue
-        s = summaries[i]
-        r_list = [ref_v.rate_at(g) for g in grids]
-        ml = marker_lag(ref_s.markers, s.markers, n.wall_offset_ns, max_lag_ns)
-        if ml is None:
-            lag, corr = _xcorr_pieces(r_list, [views[i].rate_at(g - n.wall_offset_ns)
-                                               for g in grids], max(1, max_lag_ns // w))
-            coarse = float(lag * w)
-        else:
-            coarse = ml
-            r0 = np.concatenate(r_list)
-            x = _rates(views[i], grids, n.wall_offset_ns + int(round(ml)))
-            a0, x0 = r0 - r0.mean(), x - x.mean()
-            den = float(np.sqrt((a0 * a0).sum() * (x0 * x0).sum()))
-            corr = float((a0 * x0).sum() / den) if den > 0 else 0.0
-        m = match_residual(ref_s.ends, s.ends, n.wall_offset_ns + coarse)
-        if m is not None:
-            res, se, n.bursts_matched = coarse + m[0], m[1], m[2]
-        else:
-            res, se, corr = _refine_pieces(ref_v, views[i], grids, n.wall_offset_ns,
-                                           max_lag_ns=max_lag_ns)
-        if not np.isfinite(corr):
-            corr = 0.0
+        a = got[i]
+        if a["matched"] is not None:
+            n.bursts_matched = a["matched"]
+        corr, res = a["correlation"], a["residual_ns"]
         n.correlation = corr
         if corr < MIN_CORRELATION:
             rs.warnings.append(
@@ -178,7 +182,7 @@ def align_summaries(rs: RunSet, views, summaries, grids, *, refine: bool = True,
                 f"< {MIN_CORRELATION}); kept its wall-clock offset, so its timing is only as "
                 "good as the wall clocks")
             continue
-        n.residual_ns, n.offset_unc_ns = res, se
+        n.residual_ns, n.offset_unc_ns = res, a["unc_ns"]
         n.offset_ns = int(round(n.wall_offset_ns + res))
         if abs(res) > warn_ns:
             rs.warnings.append(
@@ -186,6 +190,36 @@ def align_summaries(rs: RunSet, views, summaries, grids, *, refine: bool = True,
                 f"(found from the traffic): NTP/PTP is not keeping the hosts within "
                 f"{warn_ns / MS:g} ms; the refined offsets are used")
     return rs
+
+
+def align_summaries(rs: RunSet, views, summaries, grids, *, refine: bool = True,
+                    max_lag_ns: int = DEFAULT_MAX_LAG_NS, warn_ns: int = DEFAULT_WARN_NS,
+                    answers: dict[int, dict] | None = None) -> RunSet:
+    """``cluster.align_run_set`` from the nodes' summaries (in place; returns ``rs``).
+
+    ``views``: each node's ``cluster_map.SummaryView``; ``summaries``: its ``NodeSummary``
+    (burst ends and markers); ``grids``: ``alignment_grids(rs)`` (the pieces the maps kept).
+    ``answers``: {node index: ``align_node``'s answer} made already (as the summaries came in);
+    then ``views`` and ``summaries`` are not read.
+    """
+    rs.refined = refine
+    if not refine:
+        rs.warnings.append("clock refinement is off: the hosts are placed by their wall clocks "
+                           "only (as good as NTP/PTP keeps them)")
+        return rs
+    w = max(rs.ref.interval_ns if rs.ref.interval_ns > 0 else MS, MS)
+    n_grid = sum(len(g) for g in grids)
+    if answers is None:
+        answers = {i: align_node(views[rs.reference], summaries[rs.reference], views[i],
+                                 summaries[i], n.wall_offset_ns, grids, w=w,
+                                 max_lag_ns=max_lag_ns)
+                   for i, n in enumerate(rs.nodes) if i != rs.reference and n_grid >= 10}
+    return apply_alignment(rs, answers, n_grid=n_grid, warn_ns=warn_ns)
+
+
+def align_width(rs: RunSet) -> int:
+    """The alignment's window (the reference's sampling interval, at least 1 ms)."""
+    return max(rs.ref.interval_ns if rs.ref.interval_ns > 0 else MS, MS)
 
 
 TIMING_COLUMNS = ["burst", "host", "start_ns", "end_ns", "length_ns", "late_ns", "longer_pct"]

@@ -12,8 +12,10 @@ few MB whatever the capture's length):
   each burst's bytes (``cluster.burst_timing``'s rule, per node);
 - the 1 ms cumulative series only inside the ranges the alignment cross-correlates
   (``MapPlan.keep_ref``: the reference's clock, mapped by the wall-clock offset and padded by the
-  search range) and in the capture's first and last ``head_ns`` (the set's common span starts
-  and ends there);
+  search range; ``pieces``, which the reduce may drop once the node is aligned) and, apart
+  (``edges``), within ``edge_ns`` of the set's common span's ends by the wall clocks
+  (``MapPlan.edges_ref``: the refined ends are within the search range of them) and of the
+  capture's own first and last instants (its bytes over the common span are read there);
 - a coarse grid (``coarse_ns``) of cumulative bytes and of the highest 1 ms tx per bin (the
   heatmap of a long run);
 - the tx bytes per request as a function of the clock residual: on a lattice of residuals
@@ -22,8 +24,11 @@ few MB whatever the capture's length):
   without the series (linear between lattice points: an error below the lattice step x the
   rate change at the requests' edges, under 0.1 % on the tests' sets).
 
-Memory of the map: one node's streamed pass plus ``head_ns`` x 2 + the kept ranges at 16 bytes
-per 1 ms window, 2 x 16 bytes per coarse bin, ~70 bytes per burst and 8 bytes x the lattice.
+Memory of the map: one node's streamed pass plus the kept ranges (the alignment's, at most
+``cluster_align.EXCERPT_NS``, and four of 2 x ``edge_ns``) at 16 bytes per 1 ms window, 3 x 8
+bytes per coarse bin (a fixed count), 40 bytes per burst (bursts in at most
+``cluster_align.TIMING_NS`` of the run) and 3 x 8 bytes x the lattice: bounded whatever the
+capture's length.
 """
 
 from __future__ import annotations
@@ -55,8 +60,10 @@ class MapPlan:
     ``capacity_gbps``: link rate for burst detection. ``keep_ref``: [(start, end)] ns on the
     reference's clock kept at 1 ms (the alignment's pieces). ``pad_ns``: how far around them
     (and around each request edge) the node's own clock may be from the wall-clock mapping
-    (the refinement's search range plus its fine search). ``head_ns``: the first/last part of
-    the capture kept at 1 ms. ``coarse_ns``: the coarse grid's width (a multiple of the node's
+    (the refinement's search range plus its fine search). ``edges_ref``: reference-clock
+    instants (the common span's ends by the wall clocks) kept at 1 ms within ``edge_ns``, as
+    are the capture's first and last ``edge_ns`` (``make_plan``: twice ``pad_ns``, so the
+    refined ends, each node's own clock off by up to ``pad_ns``, fall inside). ``coarse_ns``: the coarse grid's width (a multiple of the node's
     window). ``t_send_ns``/``t_last_ns``: the request log on the reference's clock (or None).
     ``lattice_step_ns``: step of the residual lattice of bytes per request. ``expect``:
     the expectation the emulation verdict is judged for ("single" | "both"; None: both, the
@@ -69,7 +76,8 @@ class MapPlan:
     capacity_gbps: float
     keep_ref: list[tuple[int, int]] = field(default_factory=list)
     pad_ns: int = 205 * MS
-    head_ns: int = 30_000 * MS
+    edges_ref: list[int] = field(default_factory=list)
+    edge_ns: int = 420 * MS
     coarse_ns: int = 100 * MS
     t_send_ns: np.ndarray | None = None
     t_last_ns: np.ndarray | None = None
@@ -99,6 +107,7 @@ class NodeSummary:
     peaks: dict[str, float] = field(default_factory=dict)
     verdicts: dict[str, Any] = field(default_factory=dict)
     pieces: list[tuple[int, np.ndarray, np.ndarray]] = field(default_factory=list)
+    edges: list[tuple[int, np.ndarray, np.ndarray]] = field(default_factory=list)
     coarse_k: int = 1
     coarse_cum_tx: np.ndarray = field(default_factory=lambda: np.zeros(0))
     coarse_cum_rx: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -115,7 +124,7 @@ class NodeSummary:
 
     def nbytes(self) -> int:
         """Bytes held by the summary's arrays (what crosses to the reduce)."""
-        n = sum(a.nbytes + b.nbytes for _, a, b in self.pieces)
+        n = sum(a.nbytes + b.nbytes for _, a, b in (*self.pieces, *self.edges))
         for a in (self.coarse_cum_tx, self.coarse_cum_rx, self.coarse_max_tx, self.ends,
                   self.markers, self.lattice_ns, self.req_sum, self.req_count,
                   *self.bursts.values()):
@@ -124,7 +133,8 @@ class NodeSummary:
 
 
 class SummaryView:
-    """A node's cumulative bytes where its summary knows them at 1 ms (``pieces``), with the
+    """A node's cumulative bytes where its summary knows them at 1 ms (``pieces`` and
+    ``edges``), with the
     interface of ``cluster.NodeSeries`` the alignment and the figures use (``cum_at``,
     ``rate_at``), NaN outside the pieces; ``coarse_cum_at`` on the coarse grid everywhere."""
 
@@ -132,7 +142,7 @@ class SummaryView:
         self.s = s
         self.width_ns = s.width_ns
         self.start_ns = s.series_start_ns
-        self.pieces = sorted(s.pieces, key=lambda p: p[0])
+        self.pieces = _merge(list(s.pieces) + list(s.edges))
         self._k0 = np.array([p[0] for p in self.pieces], dtype=np.int64)
         self._k1 = np.array([p[0] + len(p[1]) - 1 for p in self.pieces], dtype=np.int64)
 
@@ -213,9 +223,12 @@ class _Sink:
         self.markers: list[np.ndarray] = []
         self.bursts: list[dict] = []
         self.pieces: list[tuple[int, np.ndarray, np.ndarray]] = []
+        self.edge_pieces: list[tuple[int, np.ndarray, np.ndarray]] = []
         self.tail: list[tuple[int, np.ndarray, np.ndarray]] = []
         self.keep_own = [(a - self.wall - plan.pad_ns, b - self.wall + plan.pad_ns)
                          for a, b in plan.keep_ref]
+        self.edge_own = [(e - self.wall - plan.edge_ns, e - self.wall + plan.edge_ns)
+                         for e in plan.edges_ref]
         self.coarse_k = max(1, int(plan.coarse_ns) // self.w)
         self.ccum_tx: list[np.ndarray] = [np.zeros(1)]
         self.ccum_rx: list[np.ndarray] = [np.zeros(1)]
@@ -388,25 +401,26 @@ class _Sink:
                             "t_hi": cross(ca + 0.95 * (cz - ca))})
 
     def _keep(self, ctx, crx, p, cut) -> None:
-        """Keep the cumulative series at 1 ms inside the planned ranges, the head and (rolling)
-        the tail of the capture."""
+        """Keep the cumulative series at 1 ms inside the alignment's ranges (``pieces``), around
+        the planned span ends and the capture's head and (rolling) tail (``edges``)."""
         if cut <= p:
             return
         w = self.w
         t_a = self.start + (self.k0 + p) * w
         t_z = self.start + (self.k0 + cut) * w
-        ranges = list(self.keep_own) + [(self.start, self.start + self.plan.head_ns)]
-        for a, z in ranges:
-            lo, hi = max(a, t_a), min(z, t_z)
-            if hi <= lo:
-                continue
-            i0 = (lo - self.start) // w - self.k0
-            i1 = -((self.start - hi) // w) - self.k0
-            i0, i1 = max(i0, p), min(i1, cut)
-            if i1 > i0:
-                self.pieces.append((self.k0 + i0, ctx[i0:i1 + 1].copy(),
-                                    crx[i0:i1 + 1].copy()))
-        keep_w = int(self.plan.head_ns // w) + 1
+        head = (self.start, self.start + self.plan.edge_ns)
+        for out, ranges in ((self.pieces, self.keep_own),
+                            (self.edge_pieces, [*self.edge_own, head])):
+            for a, z in ranges:
+                lo, hi = max(a, t_a), min(z, t_z)
+                if hi <= lo:
+                    continue
+                i0 = (lo - self.start) // w - self.k0
+                i1 = -((self.start - hi) // w) - self.k0
+                i0, i1 = max(i0, p), min(i1, cut)
+                if i1 > i0:
+                    out.append((self.k0 + i0, ctx[i0:i1 + 1].copy(), crx[i0:i1 + 1].copy()))
+        keep_w = int(self.plan.edge_ns // w) + 1
         t0 = max(p, cut - keep_w)
         self.tail.append((self.k0 + t0, ctx[t0:cut + 1].copy(), crx[t0:cut + 1].copy()))
         while len(self.tail) > 1 and sum(len(x[1]) - 1 for x in self.tail[1:]) >= keep_w:
@@ -452,9 +466,9 @@ class _Sink:
         if n % self.coarse_k:
             self.ccum_tx.append(ctx[-1:])
             self.ccum_rx.append(crx[-1:])
-        pieces = _merge(self.pieces + self.tail)
         out = {"series_start_ns": self.start, "n_windows": n, "n_unknown": self.n_unknown,
-               "pieces": pieces, "coarse_k": self.coarse_k,
+               "pieces": _merge(self.pieces), "edges": _merge(self.edge_pieces + self.tail),
+               "coarse_k": self.coarse_k,
                "coarse_cum_tx": np.concatenate(self.ccum_tx),
                "coarse_cum_rx": np.concatenate(self.ccum_rx),
                "coarse_max_tx": np.concatenate(self.cmax) if self.cmax else np.zeros(0),

@@ -130,11 +130,14 @@ def locate(paths: list[str], *, address: str | None = None, timeout_s: float = 6
 
 def run_maps_ray(args: list[tuple], *, address: str | None = None,
                  progress: Callable | None = None, timeout_s: float | None = 6 * 3600,
-                 num_cpus: int | None = None, where: dict | None = None) -> list[NodeSummary]:
+                 num_cpus: int | None = None, where: dict | None = None,
+                 on_summary: Callable | None = None, order: list[int] | None = None
+                 ) -> list[NodeSummary]:
     """Run ``map_node(*a)`` for each ``a`` of ``args`` as Ray tasks (module docstring); return
     the summaries in order (a failed node: a summary whose ``error`` says what happened).
     ``where``: {path: Ray node id} of the node holding each capture (``locate``), tried before
-    the host name. Raises ``RayUnavailable`` without Ray or when ``address`` cannot be
+    the host name. ``on_summary(k, summary)``: called as each comes in; ``order``: the order
+    the tasks are submitted in (node indices; default as given). Raises ``RayUnavailable`` without Ray or when ``address`` cannot be
     reached."""
     ray = _import_ray()
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -143,17 +146,17 @@ def run_maps_ray(args: list[tuple], *, address: str | None = None,
     try:
         nodes = ray.nodes()
         task = ray.remote(max_retries=1, retry_exceptions=True, num_cpus=1)(_map_task)
-        refs = []
-        placed = []
-        for a in args:
+        placed: dict[int, str | None] = {}
+        pending = {}
+        for k in (order if order is not None else range(len(args))):
+            a = args[k]
             nid = (where or {}).get(a[0]) or placement(a[3], nodes)
             opts = {}
             if nid is not None:
                 opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(nid, soft=False)
-            placed.append(nid)
-            refs.append(task.options(**opts).remote(a))
+            placed[k] = nid
+            pending[task.options(**opts).remote(a)] = k
         out: list[NodeSummary | None] = [None] * len(args)
-        pending = {r: k for k, r in enumerate(refs)}
         done = 0
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=timeout_s)
@@ -174,6 +177,8 @@ def run_maps_ray(args: list[tuple], *, address: str | None = None,
                         + ("" if placed[k] else " (no Ray node is named "
                            f"{args[k][3]}: the capture must be on a file system every Ray "
                            "node mounts)")))
+                if on_summary:
+                    on_summary(k, out[k])
                 done += 1
                 if progress:
                     progress(done, len(args), args[k][3])

@@ -9,11 +9,15 @@
 2. **Map**: ``cluster_map.map_node`` per node (one streamed pass each), serially, in a local
    process pool (``engine="local"``, ``jobs`` processes, default the machine's cores) or as Ray
    tasks (``engine="ray"``, ``cluster_ray``). Only summaries come back.
-3. **Reduce** (driver): offsets refined from the summaries (``cluster_align``), each node's
-   bytes over the common span and per request at its refined offset, verdicts, symmetry, burst
-   timing and stragglers: the ``cluster.ClusterResult`` of ``cluster_summary``.
+3. **Reduce** (driver): offsets refined from the summaries (``cluster_align``; each node's as
+   its summary comes in, ``_Fold``), each node's bytes over the common span and per request at
+   its refined offset, verdicts, symmetry, burst timing and stragglers: the
+   ``cluster.ClusterResult`` of ``cluster_summary``.
 
-Memory of the driver: the summaries (a few MB per node) and one table row per node.
+Memory of the driver: the reference's 1 ms pieces (at most ``cluster_align.EXCERPT_NS``), every
+node's small parts (burst ends and bursts, request lattice, coarse grid, the 1 ms series near
+the span's ends: under 1 MB) and one table row per node; with ``keep_series`` (figures of the
+aligned 1 ms rates) every node's pieces too (a few MB per node).
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ import numpy as np
 import pandas as pd
 from rdmascope.analysis import cluster as C
 from rdmascope.analysis.cluster_align import (
+    align_node,
     align_summaries,
+    align_width,
     alignment_grids,
     timing_from_summaries,
     timing_slots,
@@ -145,10 +151,13 @@ def make_plan(rs: C.RunSet, *, capacity_gbps: float, max_lag_ns: int, log_df=Non
     # the coarse grid: ~4,000 bins over the longest capture, at least 10 windows
     longest = max(n.t_end_ns - n.t_start_ns for n in rs.nodes)
     coarse = max(10 * w, -(-longest // 4000) // w * w)
+    pad = int(max_lag_ns + C.FINE_HALF_NS + 3 * w)
     plan = MapPlan(capacity_gbps=float(capacity_gbps),
                    keep_ref=[(int(g[0]), int(g[-1])) for g in grids],
-                   pad_ns=int(max_lag_ns + C.FINE_HALF_NS + 3 * w), coarse_ns=int(coarse),
-                   timing_ref=timing_slots(rs))
+                   pad_ns=pad, coarse_ns=int(coarse), timing_ref=timing_slots(rs),
+                   # the refined span ends move by up to the search range, and each node's
+                   # own clock is off its wall-clock mapping by as much again
+                   edges_ref=[int(lo), int(hi)], edge_ns=2 * pad + 2 * w)
     if log_df is not None and len(log_df):
         plan.t_send_ns = log_df["t_send_ns"].to_numpy(np.int64)
         plan.t_last_ns = log_df["t_last_ns"].to_numpy(np.int64)
@@ -166,40 +175,103 @@ def _map_star(args):
 
 def run_maps(rs: C.RunSet, plan: MapPlan, *, engine: str = "local", jobs: int | None = None,
              address: str | None = None, progress: Callable | None = None,
-             where: dict | None = None) -> list[NodeSummary]:
+             where: dict | None = None, on_summary: Callable | None = None
+             ) -> list[NodeSummary]:
     """Every node's ``map_node``, in ``rs.nodes`` order. ``engine``: "serial" (this process),
     "local" (a process pool of ``jobs``) or "ray" (``cluster_ray``; ``where``: {path: Ray
-    node id} holding each capture, from ``cluster_ray.locate``)."""
+    node id} holding each capture, from ``cluster_ray.locate``). ``on_summary(k, summary)``:
+    called as each node's summary comes in (node index k), before the next is waited for
+    (the reduce's fold: ``_Fold``). The reference's map is submitted first."""
     args = _map_args(rs, plan)
     n = len(args)
+    order = [rs.reference, *(k for k in range(n) if k != rs.reference)]
     if engine == "ray":
-        return run_maps_ray(args, address=address, progress=progress, where=where)
+        return run_maps_ray(args, address=address, progress=progress, where=where,
+                            on_summary=on_summary, order=order)
     jobs = default_jobs() if jobs is None else int(jobs)
     if engine == "serial" or jobs <= 1 or n <= 1:
-        out = []
-        for k, a in enumerate(args):
-            out.append(map_node(*a))
+        out: list[NodeSummary | None] = [None] * n
+        for done, k in enumerate(order):
+            out[k] = s = map_node(*args[k])
+            if on_summary:
+                on_summary(k, s)
+            del s
             if progress:
-                progress(k + 1, n, a[3])
-        return out
+                progress(done + 1, n, args[k][3])
+        return out  # type: ignore[return-value]
     out: list[NodeSummary | None] = [None] * n
     ctx = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods()
                          else "spawn")
     with ProcessPoolExecutor(max_workers=min(jobs, n), mp_context=ctx,
                              initializer=worker_memory) as ex:
-        futs = {ex.submit(_map_star, a): k for k, a in enumerate(args)}
+        futs = {ex.submit(_map_star, args[k]): k for k in order}
         done = 0
         for f in as_completed(futs):
-            k = futs[f]
+            k = futs.pop(f)
             try:
                 out[k] = f.result()
             except Exception as exc:  # noqa: BLE001 (a worker that died: that node's failure)
                 out[k] = NodeSummary(path=args[k][0], host=args[k][3],
                                      error=f"{args[k][0]}: its map failed ({exc})")
+            del f  # the future holds the summary as it came: only ``out`` keeps it
+            if on_summary:
+                on_summary(k, out[k])
             done += 1
             if progress:
                 progress(done, n, args[k][3])
     return out  # type: ignore[return-value]
+
+
+class _Fold:
+    """The reduce's step per node as its summary comes in (``run_maps(on_summary=...)``): its
+    clock offset against the reference's (``cluster_align.align_node``; the reference's map is
+    submitted first, a node whose summary comes before it waits for it), then, unless
+    ``keep_series``, the summary's alignment pieces are dropped. The driver so holds the
+    reference's pieces and every node's small parts (edges, bursts, request lattice, coarse
+    grid), not every node's pieces at once; with ``keep_series`` (figures of the aligned 1 ms
+    rates) it keeps them all."""
+
+    def __init__(self, rs: C.RunSet, grids, *, refine: bool, keep_series: bool,
+                 max_lag_ns: int):
+        self.grids, self.ref, self.refine = grids, rs.reference, refine
+        self.keep_series, self.max_lag_ns = keep_series, max_lag_ns
+        self.w = align_width(rs)
+        self.wall = [int(n.wall_offset_ns) for n in rs.nodes]
+        self.align = refine and sum(len(g) for g in grids) >= 10
+        self.answers: dict[int, dict] = {}
+        self.waiting: dict[int, NodeSummary] = {}
+        self.ref_s: NodeSummary | None = None
+        self.ref_v: SummaryView | None = None
+
+    def __call__(self, k: int, s: NodeSummary) -> None:
+        if s.error is not None:
+            return
+        if not self.align:
+            self._shrink(s)
+        elif k == self.ref:
+            self.ref_s, self.ref_v = s, SummaryView(s)
+            for j in sorted(self.waiting):
+                self._align(j, self.waiting[j])
+            self.waiting.clear()
+        elif self.ref_s is None:
+            self.waiting[k] = s
+        else:
+            self._align(k, s)
+
+    def _align(self, k: int, s: NodeSummary) -> None:
+        self.answers[k] = align_node(self.ref_v, self.ref_s, SummaryView(s), s, self.wall[k],
+                                     self.grids, w=self.w, max_lag_ns=self.max_lag_ns)
+        self._shrink(s)
+
+    def _shrink(self, s: NodeSummary) -> None:
+        if not self.keep_series:
+            s.pieces = []
+
+    def finish(self) -> None:
+        """Every summary is in: the reference's pieces are no longer needed either."""
+        if self.ref_s is not None:
+            self._shrink(self.ref_s)
+        self.ref_s = self.ref_v = None
 
 
 def _failed_verdict(reason: str) -> Verdict:
@@ -254,11 +326,14 @@ def _summarize(paths, *, requests=None, request_format: str | None = None,
               max_lag_ns: int = C.DEFAULT_MAX_LAG_NS, warn_ns: int = C.DEFAULT_WARN_NS,
               expect: str | None = None, tolerance: float = 0.01,
               capacity_gbps: float | None = None, progress=None, run: int | None = None,
-              engine: str = "local", jobs: int | None = None, address: str | None = None
-              ) -> C.ClusterResult:
+              engine: str = "local", jobs: int | None = None, address: str | None = None,
+              keep_series: bool = True) -> C.ClusterResult:
     """``cluster_summary`` as map and reduce (module docstring; same parameters and
     result, plus ``engine``/``jobs``/``address``). A node that cannot be read is named in
     ``ClusterResult.failed`` (host -> reason), counted as CANNOT JUDGE, and the rest is judged.
+    ``keep_series`` False: each node's 1 ms pieces are dropped once it is aligned (``_Fold``;
+    ``ClusterResult.series`` then knows the 1 ms bytes only near the span's ends: for a
+    caller that draws no aligned rates, as the ``cluster`` command).
     """
 
     opened = where = None
@@ -281,8 +356,10 @@ def _summarize(paths, *, requests=None, request_format: str | None = None,
             n.t_end_ns = int(ref_cap.t_end_ns)
     plan, grids = make_plan(rs, capacity_gbps=cap_rate, max_lag_ns=max_lag_ns, log_df=log_df)
     plan.expect = expect
+    fold = _Fold(rs, grids, refine=refine, keep_series=keep_series, max_lag_ns=max_lag_ns)
     sums = run_maps(rs, plan, engine=engine, jobs=jobs, address=address, progress=progress,
-                    where=where)
+                    where=where, on_summary=fold)
+    fold.finish()
     if sums[rs.reference].error:
         raise C.RunSetError(f"the reference capture could not be read: "
                             f"{sums[rs.reference].error}")
@@ -301,7 +378,8 @@ def _summarize(paths, *, requests=None, request_format: str | None = None,
         n.t_end_ns = s.t_end_ns
     views = [SummaryView(s) for s in sums]
     align_summaries(rs, views, sums, grids, refine=refine, max_lag_ns=max_lag_ns,
-                    warn_ns=warn_ns)
+                    warn_ns=warn_ns, answers={new: fold.answers[old] for new, old in
+                                              enumerate(keep) if old in fold.answers})
     lo, hi = rs.common_span_ns()
     by_host = {n.host: s for n, s in zip(rs.nodes, sums, strict=True)}
     reason = f"expecting {'one interface' if expect == 'single' else 'both twins'} (given)"

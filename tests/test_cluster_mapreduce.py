@@ -78,9 +78,13 @@ def test_the_summary_is_small_and_does_not_hold_the_series(cset, monkeypatch):
 
     real = cluster_reduce.make_plan
 
+    plans = []
+
     def short_head(*a, **k):
         plan, grids = real(*a, **k)
-        plan.head_ns = 2_000 * MS
+        assert plan.edge_ns == 2 * plan.pad_ns + 2 * MS  # the refined span ends fall inside
+        assert len(plan.edges_ref) == 2
+        plans.append(plan)
         return plan, grids
 
     monkeypatch.setattr(cluster_reduce, "make_plan", short_head)
@@ -89,15 +93,72 @@ def test_the_summary_is_small_and_does_not_hold_the_series(cset, monkeypatch):
     for s, ser in zip(got.summaries, series.series, strict=True):
         kept = sum(len(p[1]) for p in s.pieces)
         assert kept < 0.75 * len(ser.cum_tx)  # not the whole series
-        held = sum(a.nbytes + b.nbytes for _, a, b in s.pieces)
+        held = sum(a.nbytes + b.nbytes for _, a, b in (*s.pieces, *s.edges))
         assert 0 < len(s.bursts["start_ns"]) < 0.75 * series.stragglers["bursts"].max()
         assert held < 0.8 * (ser.cum_tx.nbytes + ser.cum_rx.nbytes)
+        # the span's ends: near the capture's ends and within edge_ns of the planned ones
+        assert sum(len(e[1]) for e in s.edges) <= 4 * (2 * plans[0].edge_ns // MS + 2)
     # outside its pieces a node's 1 ms bytes are unknown (NaN), never 0
     v = SummaryView(got.summaries[1])
     lo, hi = got.span_ns
     mid = np.arange((lo + hi) // 2, (lo + hi) // 2 + 50 * MS, MS) - got.run_set.nodes[1].offset_ns
     inside = v.cum_at(mid)
     assert np.isnan(inside).any() or np.isfinite(inside).all()
+
+
+def test_dropping_each_nodes_pieces_once_aligned_changes_nothing(cset):
+    """``keep_series=False`` (the ``cluster`` command): each node's 1 ms pieces go once it is
+    aligned against the reference's; the answers are the same, and the summaries keep only
+    their edges (the span's ends) at 1 ms."""
+    d, _, paths, _, summary = cset
+    lean = cluster_summary(paths, requests=d / "requests.jsonl", engine="local", jobs=2,
+                           keep_series=False)
+    assert_same(summary, lean, offset_ns=0, bpr_rel=0)
+    assert summary.warnings == lean.warnings
+    for a, b in zip(summary.nodes["tx_bytes"], lean.nodes["tx_bytes"], strict=True):
+        assert a == b  # from the edges, the same 1 ms values as from the pieces
+    assert all(not s.pieces and s.edges for s in lean.summaries)
+    assert summary.timing.equals(lean.timing)
+
+
+def test_a_node_whose_summary_comes_before_the_references_waits_for_it(cset):
+    """The reduce's fold aligns each node as its summary comes in; one that comes before the
+    reference's is aligned when the reference's does: the same offsets as aligning at the end."""
+    import copy
+
+    from rdmascope.analysis import cluster_reduce as R
+    from rdmascope.analysis.cluster import open_run_set
+
+    _, _, paths, _, _ = cset
+    rs = open_run_set(paths)
+    plan, grids = R.make_plan(rs, capacity_gbps=100.0, max_lag_ns=200 * MS)
+    sums = R.run_maps(rs, plan, engine="serial")
+    fold = R._Fold(rs, grids, refine=True, keep_series=False, max_lag_ns=200 * MS)
+    late = copy.deepcopy(sums)
+    for k in reversed(range(len(late))):  # the reference (0) last
+        fold(k, late[k])
+        assert (k == 0) == (not fold.waiting)
+    fold.finish()
+    a, b = copy.deepcopy(rs), copy.deepcopy(rs)
+    cluster_align.align_summaries(a, [SummaryView(s) for s in sums], sums, grids)
+    cluster_align.align_summaries(b, None, None, grids, answers=fold.answers)
+    assert [n.offset_ns for n in a.nodes] == [n.offset_ns for n in b.nodes]
+    assert [n.offset_unc_ns for n in a.nodes] == [n.offset_unc_ns for n in b.nodes]
+    assert a.warnings == b.warnings
+    assert all(not s.pieces for s in late)
+
+
+def test_burst_medians_over_nodes_are_pandas_group_medians():
+    rng = np.random.default_rng(5)
+    x = rng.normal(0, 1e6, size=(7, 300)).round() + 1e12
+    x[rng.random(x.shape) < 0.3] = np.nan
+    x[:, 5] = np.nan
+    import pandas as pd
+
+    df = pd.DataFrame({"burst": np.tile(np.arange(300), 7), "v": x.ravel()})
+    want = df.groupby("burst")["v"].median().to_numpy()
+    got = cluster_align._median_over_nodes(x)
+    assert np.array_equal(got, want, equal_nan=True)
 
 
 def test_the_process_pool_gives_the_serial_results(cset):

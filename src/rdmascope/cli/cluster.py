@@ -155,7 +155,8 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
                               offset_s=offset_s, reference=reference, refine=refine,
                               max_lag_ns=max_lag, warn_ns=clock_warn, expect=expect,
                               tolerance=tolerance / 100, capacity_gbps=capacity,
-                              progress=_progress(), engine=engine, jobs=jobs, address=address)
+                              progress=_progress(), engine=engine, jobs=jobs, address=address,
+                              keep_series=False)  # no figures: each node's 1 ms pieces go
     except RunSetError as exc:
         raise click.ClickException(str(exc)) from exc
     except RequestLogError as exc:
