@@ -638,8 +638,11 @@ def worker_memory() -> None:
     (``M_ARENA_MAX``; one per reader thread otherwise). Measured on one node of the 8-node
     emulated set (docs/cluster.md): a 15-min map's peak RSS ~250-270 -> ~225 MB, 94 s ~186 ->
     ~175 MB, map CPU within noise to +10 %. Process-wide: called where a process runs maps
-    (the local pool's workers, the Ray task), never on the driver. Does nothing where either
-    is unavailable."""
+    (the local pool's workers, the Ray task) and by the ``cluster`` command for its own
+    process, the driver, whose summaries come and go as the reduce folds them in (its unpickled
+    summaries and alignment temporaries otherwise stay in a thread's heap: 15 min per node
+    ~166 -> ~148 MB, 94 s ~141 -> ~140 MB); not by the library call ``cluster_summary``, which
+    leaves its caller's process as it is. Does nothing where either is unavailable."""
     try:
         import pyarrow as pa
 

@@ -150,6 +150,10 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
             reference = owner
             log_note = f" (found in {caps[holder]}, so {reference}'s clock is the axis)"
     expect = None if single is None else ("single" if single else "both")
+    # this process is the reduce's driver: its memory follows the summaries it holds
+    from rdmascope.analysis.cluster_map import worker_memory
+
+    worker_memory()
     try:
         res = cluster_summary(caps, requests=requests_path, request_format=request_format,
                               offset_s=offset_s, reference=reference, refine=refine,
