@@ -5,7 +5,9 @@ A counter's cumulative bytes are the piecewise-linear curve through its readings
 sums per-counter window parts into group columns with the quality bits (``QUALITY_*``): NaN
 where an interval is NaN or nothing is covered, never zero. Both the in-memory functions
 (``windows.rebin_with_quality``, ``windows.integrate``) and the streamed engine (``stream``) use
-these, so a window is computed by one rule everywhere.
+these, so a window is computed by one rule everywhere. The parts of that rule the recorder's live
+peak gauges apply too (the intervals a window touches, a gap across its edge, its cover
+tolerance, the instant uncertainty) are stated in ``rdmascope.counters``, numpy only.
 """
 
 from __future__ import annotations
@@ -14,6 +16,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from rdmascope.counters import (
+    COVER_TOLERANCE_NS,
+    INSTANT_UNC_NS,
+    cover_tolerance_ns,
+    overlapping,
+    strictly_across,
+)
 
 from .intervals import FLAG_GAP, FLAGS, IS_NAN_FLAG
 
@@ -31,14 +41,9 @@ QUALITY_EMPTY = 8  #: no interval overlaps the window at all: bytes NaN
 #: ``flag_over_line``): bytes kept, never a headline peak
 QUALITY_OVER_LINE = 16
 
-#: Timing uncertainty of each reading's instant beyond its read bracket, ns: the adapter updates
-#: its counter files only every ~0.1-0.2 ms, so the bytes read at an instant were counted up to
-#: that long before it (docs/method.md, "The sampler": each reading's instant is known only to
-#: about +-0.1-0.2 ms, so a single 1 ms value carries about +-15-25 %). The low end, 0.1 ms.
-INSTANT_UNC_NS = 100_000
-#: A window whose readings leave at most this much of it uncovered (and at most 1 %) is full,
-#: not partial: a reading that close to its edge is indistinguishable from one on it (``combine_windows``).
-COVER_TOLERANCE_NS = INSTANT_UNC_NS
+# INSTANT_UNC_NS (0.1 ms: each reading's instant beyond its read bracket) and
+# COVER_TOLERANCE_NS / cover_tolerance_ns (how much of a window may go uncovered and it is still
+# full, ``combine_windows``) are stated in ``rdmascope.counters``, for the live gauges too.
 #: Quality bits that keep a window out of every headline peak (``peaks.headline_peak``): partial
 #: or empty windows, NaN readings, gap-spread bytes and windows over line rate.
 HEADLINE_EXCLUDE = (QUALITY_PARTIAL | QUALITY_EMPTY | QUALITY_INVALID | QUALITY_GAP
@@ -135,8 +140,7 @@ class CounterCurve:
         fb, pb, cb, nb = self.cum(b)
         byt = (fb - fa) + (pb - pa_)
         cov = (cb - ca) + (nb - na)
-        nan = (np.searchsorted(self.nan_t0, b, "left")
-               - np.searchsorted(self.nan_t1, a, "right"))
+        nan = overlapping(self.nan_t0, self.nan_t1, a, b)
         gap = self._gap_across(a) + self._gap_across(b)
         return byt, nan, gap, cov
 
@@ -145,8 +149,7 @@ class CounterCurve:
         The gap intervals are sorted and disjoint, so #(t0 < x) - #(t1 <= x) counts them."""
         if not len(self.gap_t0):
             return np.zeros(len(x), np.int64)
-        return (np.searchsorted(self.gap_t0, x, "left")
-                - np.searchsorted(self.gap_t1, x, "right"))
+        return strictly_across(self.gap_t0, self.gap_t1, x)
 
     def edges(self, e: np.ndarray, block: int = 1 << 19, step: int | None = None,
               cums: tuple | None = None, keep: list | None = None
@@ -179,8 +182,7 @@ class CounterCurve:
             cov[s:s + len(ee) - 1] += np.diff(nn)
         a, b = e[:-1], e[1:]
         if len(self.nan_t0):
-            nan = (np.searchsorted(self.nan_t0, b, "left")
-                   - np.searchsorted(self.nan_t1, a, "right")) > 0
+            nan = overlapping(self.nan_t0, self.nan_t1, a, b) > 0
         else:
             nan = np.zeros(m, bool)
         if len(self.gap_t0):  # a gap across either edge of the window (see _gap_across)
@@ -291,12 +293,6 @@ def grid_edges(counters, width_ns: int, origin_ns, start_ns, end_ns) -> np.ndarr
     k0 = (start - origin) // width_ns
     k1 = -((origin - end) // width_ns)  # ceil
     return origin + np.arange(k0, k1 + 1, dtype=np.int64) * int(width_ns)
-
-
-def cover_tolerance_ns(width_ns):
-    """How much of a window of ``width_ns`` its readings may leave uncovered and the window still
-    count as full (``COVER_TOLERANCE_NS``, at most 1 % of the window); int or int array."""
-    return np.minimum(COVER_TOLERANCE_NS, np.asarray(width_ns, dtype=np.int64) // 100)
 
 
 def combine_windows(items, width: np.ndarray | int, index: pd.Index, partial_nan: bool = False,

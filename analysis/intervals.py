@@ -43,7 +43,9 @@ while its two neighbours agree with each other (below the previous one with the 
 it, or above the next one with the previous one below it) is dropped as a torn read or firmware
 hiccup; the interval across it then holds exactly the neighbours' difference and is a ``gap``.
 A real reset stays low after the drop, so it still shows as ``reset``. When a small tear leaves
-two adjacent readings ambiguous, both are dropped (bytes still exact, timing coarser).
+two adjacent readings ambiguous, both are dropped (bytes still exact, timing coarser). This rule,
+the gap rule and the unreadable-between rule are stated in ``rdmascope.counters`` (numpy only),
+which the recorder's live peak gauges (``sampler.gridpeaks``) import too.
 
 Windows (``rebin``) overlapping a NaN interval, or not covered by any interval (before the first
 or after the last reading), are NaN: never zero, never negative, never huge.
@@ -68,6 +70,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rdmascope.counters import GAP_FACTOR, drop_glitches, is_gap, unreadable_between
 from rdmascope.plausibility import (
     DEFAULT_MAX_GBPS,
     PLAUSIBLE_FACTOR,
@@ -93,8 +96,9 @@ FLAGS = ("ok", "reset", "saturated", "gap", "unavailable", "implausible")
 FLAG_OK, FLAG_RESET, FLAG_SATURATED, FLAG_GAP, FLAG_UNAVAILABLE, FLAG_IMPLAUSIBLE = range(6)
 NAN_FLAGS = (FLAG_RESET, FLAG_SATURATED, FLAG_UNAVAILABLE, FLAG_IMPLAUSIBLE)
 
-#: Consecutive valid readings further apart than this many sampling intervals form a gap.
-DEFAULT_GAP_FACTOR = 1.5
+#: Consecutive valid readings further apart than this many sampling intervals form a gap
+#: (``rdmascope.counters.GAP_FACTOR``, the recorder's live gauges' too).
+DEFAULT_GAP_FACTOR = GAP_FACTOR
 
 
 U32_MAX = (1 << 32) - 1
@@ -154,19 +158,12 @@ def counter_intervals(t: np.ndarray, unc: np.ndarray, value: np.ndarray, valid: 
                    bytes_per_unit: int, width_bits, interval_ns: int, gap_factor: float,
                    max_gbps: float = math.inf, label: str = "") -> dict[str, np.ndarray]:
     """Intervals of one counter from its readings (time-ordered); see the module docstring."""
-    idx = np.flatnonzero(valid)
-    if len(idx) >= 3:
-        # A single reading that breaks monotonicity while its two neighbours agree with each
-        # other (a torn read, a firmware hiccup) is dropped: the interval across it keeps the
-        # exact bytes of its neighbours' difference (flagged a gap: timing inside unknown). A
-        # real reset stays low after the drop, so its neighbours disagree and it stays a reset.
-        # A small tear inside the neighbours' range leaves it ambiguous which of two adjacent
-        # readings is wrong; both are then dropped (bytes still exact, timing coarser).
-        v = value[idx]
-        prev, cur, nxt = v[:-2], v[1:-1], v[2:]
-        glitch = ((cur < prev) | (cur > nxt)) & (prev <= nxt)
-        if glitch.any():
-            idx = np.delete(idx, 1 + np.flatnonzero(glitch))
+    # A single reading that breaks monotonicity while its two neighbours agree with each
+    # other (a torn read, a firmware hiccup) is dropped: the interval across it keeps the
+    # exact bytes of its neighbours' difference (flagged a gap: timing inside unknown). A
+    # real reset stays low after the drop, so its neighbours disagree and it stays a reset.
+    # (rdmascope.counters.drop_glitches: the rule the recorder's live gauges apply too)
+    idx = drop_glitches(np.flatnonzero(valid), value)
     if len(idx) < 2:
         z = np.zeros(0, np.int64)
         return _unknown_edges(t, unc, idx, interval_ns,
@@ -186,10 +183,9 @@ def counter_intervals(t: np.ndarray, unc: np.ndarray, value: np.ndarray, valid: 
                          f"{r0} and {r1} ({int(t0[k])} -> {int(t1[k])} ns)")
     v0, v1 = value[i0], value[i1]
     u0, u1 = unc[i0], unc[i1]
-    flag = (dt > gap_factor * interval_ns).view(np.int8) * np.int8(FLAG_GAP)
+    flag = is_gap(dt, interval_ns, gap_factor).view(np.int8) * np.int8(FLAG_GAP)
     if not every and not valid.all():
-        n_invalid = np.concatenate([[0], np.cumsum(~valid.astype(bool))])
-        flag[(n_invalid[i1] - n_invalid[i0 + 1]) > 0] = FLAG_UNAVAILABLE  # unreadable readings between
+        flag[unreadable_between(valid, i0, i1)] = FLAG_UNAVAILABLE
     limit = _saturation_limit(width_bits)
     if limit is not None and _width_unknown(width_bits):
         # unknown width: a value above 2^32-1 proves 64 bits (a 32-bit counter cannot hold

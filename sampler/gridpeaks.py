@@ -11,10 +11,14 @@ at a time, so ``max_over_time(rdmascope_peak_bytes_per_second{window="1ms"})`` a
 --windows 1ms`` over one span give one number (``tests/test_metrics.py`` checks the gauge
 against ``peaks`` on the capture the recorder wrote).
 
-The sampler never imports the analysis; this module restates its rule for a stream, with numpy
-only (the analysis' own statement of each part: ``analysis.intervals`` for intervals, glitches
-and gaps, ``analysis.curve`` for the window bytes and quality, ``analysis.overline`` for the
-over-line test, ``analysis.peaks`` for the headline).
+The sampler never imports the analysis (no pandas on an inference node). The rules both apply
+to a counter's readings, numpy only, are stated once in ``rdmascope.counters`` and imported by
+both: the torn read, the unreadable reading between two valid ones, the gap, the window's cover
+tolerance, the intervals a window touches, a gap across a window edge, the instant uncertainty.
+What this module adds is the stream: the readings carried between batches, each window
+evaluated once, the window bytes from the curve through the readings by ``np.interp`` (the
+analysis: ``analysis.curve``), the over-line test (``analysis.overline``) and the headline
+(``analysis.peaks``).
 """
 
 from __future__ import annotations
@@ -23,14 +27,18 @@ import math
 
 import numpy as np
 
-__all__ = ["INSTANT_UNC_NS", "GAP_FACTOR", "GridWindows"]
+from rdmascope.counters import (
+    GAP_FACTOR,
+    INSTANT_UNC_NS,
+    cover_tolerance_ns,
+    drop_glitches,
+    is_gap,
+    overlapping,
+    strictly_across,
+    unreadable_between,
+)
 
-#: Timing uncertainty of each reading's instant beyond its half read bracket, ns: the adapter
-#: updates its counter files only every ~0.1-0.2 ms (analysis.curve.INSTANT_UNC_NS).
-INSTANT_UNC_NS = 100_000
-#: An interval longer than this many sampling intervals spans missed sweeps: a gap
-#: (analysis.intervals.DEFAULT_GAP_FACTOR).
-GAP_FACTOR = 1.5
+__all__ = ["INSTANT_UNC_NS", "GAP_FACTOR", "GridWindows"]
 
 
 class GridWindows:
@@ -70,28 +78,20 @@ class GridWindows:
 
     def _windows(self, t, v, u, ok) -> tuple[np.ndarray, int, int]:
         none = np.zeros(0)
-        idx = np.flatnonzero(ok)
-        if len(idx) >= 3:  # a torn read between two agreeing neighbours is dropped
-            vv = v[idx]
-            prev, cur, nxt = vv[:-2], vv[1:-1], vv[2:]
-            glitch = ((cur < prev) | (cur > nxt)) & (prev <= nxt)
-            if glitch.any():
-                idx = np.delete(idx, 1 + np.flatnonzero(glitch))
+        idx = drop_glitches(np.flatnonzero(ok), v)  # a torn read between agreeing neighbours
         if len(idx) < 3:
             return none, 0, 0
         tk, vk, uk = t[idx], v[idx], u[idx]
         t0, t1 = tk[:-1], tk[1:]
         reset = vk[1:] < vk[:-1]
-        inv = np.concatenate([[0], np.cumsum(~ok)])
-        unavailable = (inv[idx[1:]] - inv[idx[:-1] + 1]) > 0
-        nan = reset | unavailable
-        gap = ((t1 - t0) > GAP_FACTOR * self.interval) & ~nan
+        nan = reset | unreadable_between(ok, idx[:-1], idx[1:])
+        gap = is_gap(t1 - t0, self.interval) & ~nan
         step = np.where(nan, np.uint64(0), vk[1:] - np.where(reset, vk[1:], vk[:-1]))
         cum = np.concatenate([[0.0], np.cumsum(step.astype(np.float64) * self.bpu)])
         unc = np.maximum(uk[:-1], uk[1:])  # each interval's edge uncertainty (curve.edge_unc)
         w, o = self.width, self.origin
         lo, hi = int(tk[0]), int(tk[-2])  # the last reading's fate waits for the next one
-        tol = min(INSTANT_UNC_NS, w // 100)  # curve.cover_tolerance_ns
+        tol = int(cover_tolerance_ns(w))
         k0 = -((o - (lo - tol)) // w)  # ceil
         if self.done_k is not None:
             k0 = max(k0, self.done_k + 1)
@@ -109,12 +109,11 @@ class GridWindows:
         byt = np.interp(b, tf, cum) - np.interp(a, tf, cum)
         bad = np.zeros(len(a), bool)
         if nan.any():  # a NaN interval overlapping the window: its bytes are unknown
-            n0, n1 = t0[nan], t1[nan]
-            bad |= (np.searchsorted(n0, b, "left") - np.searchsorted(n1, a, "right")) > 0
+            bad |= overlapping(t0[nan], t1[nan], a, b) > 0
         if gap.any():  # a gap across either edge: the window's bytes are spread by assumption
             g0, g1 = t0[gap], t1[gap]
             for e in (a, b):
-                bad |= (np.searchsorted(g0, e, "left") - np.searchsorted(g1, e, "right")) > 0
+                bad |= strictly_across(g0, g1, e) > 0
         rate = byt * 8.0 / w  # Gb/s (bits per ns)
         n_over = 0
         if math.isfinite(self.line):

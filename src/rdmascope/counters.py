@@ -1,0 +1,85 @@
+"""The rules that turn one counter's readings into intervals and windows, numpy only.
+
+Two sides apply them: the analysis (``analysis.intervals`` makes a counter's intervals from its
+readings, ``analysis.curve`` their windows) and the recorder's live peak gauges
+(``sampler.gridpeaks``, ``record --metrics``), which must give the number ``peaks`` gives but may
+not import the analysis (no pandas on an inference node). Each rule is stated here once, for
+both; ``analysis.intervals`` says why each is what it is.
+
+- A *torn read* (``drop_glitches``): a single valid reading that breaks monotonicity while its
+  two neighbours agree with each other is dropped; a real reset stays low after the drop.
+- *Unreadable between* (``unreadable_between``): an interval whose two valid readings have an
+  unreadable one between them is "unavailable" (bytes unknown: a reset may hide inside).
+- A *gap* (``is_gap``): two valid readings more than ``GAP_FACTOR`` sampling intervals apart
+  (missed sweeps); the bytes are exact, their timing inside is not.
+- A window is *whole* when its readings leave at most ``cover_tolerance_ns`` of it uncovered.
+- A window *touches* an interval when they overlap (``overlapping``); a gap is spread into a
+  window when it lies strictly across one of its edges (``strictly_across``).
+- Each reading's instant is uncertain by its half read bracket plus ``INSTANT_UNC_NS``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["INSTANT_UNC_NS", "GAP_FACTOR", "COVER_TOLERANCE_NS", "cover_tolerance_ns",
+           "drop_glitches", "unreadable_between", "is_gap", "overlapping", "strictly_across"]
+
+#: Timing uncertainty of each reading's instant beyond its read bracket, ns: the adapter updates
+#: its counter files only every ~0.1-0.2 ms, so the bytes read at an instant were counted up to
+#: that long before it (docs/method.md, "The sampler": each reading's instant is known only to
+#: about +-0.1-0.2 ms, so a single 1 ms value carries about +-15-25 %). The low end, 0.1 ms.
+INSTANT_UNC_NS = 100_000
+#: Consecutive valid readings further apart than this many sampling intervals form a gap.
+GAP_FACTOR = 1.5
+#: A window whose readings leave at most this much of it uncovered (and at most 1 %) is full,
+#: not partial: a reading that close to its edge is indistinguishable from one on it.
+COVER_TOLERANCE_NS = INSTANT_UNC_NS
+
+
+def cover_tolerance_ns(width_ns):
+    """How much of a window of ``width_ns`` its readings may leave uncovered and the window still
+    count as full (``COVER_TOLERANCE_NS``, at most 1 % of the window); int or int array."""
+    return np.minimum(COVER_TOLERANCE_NS, np.asarray(width_ns, dtype=np.int64) // 100)
+
+
+def drop_glitches(idx: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """``idx`` (positions of the valid readings, in time order) without the torn reads.
+
+    A reading that breaks monotonicity (below the previous one, or above the next one) while
+    its two neighbours agree (the previous at most the next) is dropped: the interval across
+    it keeps its neighbours' exact difference. A small tear inside the neighbours' range leaves
+    it ambiguous which of two adjacent readings is wrong; both are then dropped.
+    """
+    if len(idx) < 3:
+        return idx
+    v = value[idx]
+    prev, cur, nxt = v[:-2], v[1:-1], v[2:]
+    glitch = ((cur < prev) | (cur > nxt)) & (prev <= nxt)
+    if glitch.any():
+        idx = np.delete(idx, 1 + np.flatnonzero(glitch))
+    return idx
+
+
+def unreadable_between(valid: np.ndarray, i0: np.ndarray, i1: np.ndarray) -> np.ndarray:
+    """Per interval from reading ``i0[k]`` to reading ``i1[k]``: True when a reading strictly
+    between them is unreadable (``valid`` False)."""
+    n_invalid = np.concatenate([[0], np.cumsum(~valid.astype(bool))])
+    return (n_invalid[i1] - n_invalid[i0 + 1]) > 0
+
+
+def is_gap(dt_ns: np.ndarray, interval_ns: int, gap_factor: float = GAP_FACTOR) -> np.ndarray:
+    """Per interval of ``dt_ns``: True when its readings are more than ``gap_factor`` sampling
+    intervals apart (missed sweeps)."""
+    return dt_ns > gap_factor * interval_ns
+
+
+def overlapping(t0: np.ndarray, t1: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per range [a, b): how many of the intervals [t0, t1) (sorted, disjoint) overlap it."""
+    return np.searchsorted(t0, b, "left") - np.searchsorted(t1, a, "right")
+
+
+def strictly_across(t0: np.ndarray, t1: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Per instant x: how many of the intervals (sorted, disjoint) lie strictly across it
+    (t0 < x < t1): #(t0 < x) - #(t1 <= x)."""
+    return np.searchsorted(t0, x, "left") - np.searchsorted(t1, x, "right")
