@@ -126,6 +126,11 @@ class CounterCurve:
         frac = np.divide(num, d, out=np.zeros(len(e)), where=inside & (d > 0))
         return self.cb[j], self.b[jj] * frac, self.cdur[j], num
 
+    def at(self, e: np.ndarray) -> np.ndarray:
+        """Cumulative bytes F at each instant e (NaN intervals counted as 0)."""
+        full, part, _, _ = self.cum(e)
+        return full + part
+
     def edge_unc(self, e: np.ndarray) -> np.ndarray:
         """Timing uncertainty (ns) of the readings bracketing each instant e (0 if unknown)."""
         if self.unc is None:

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rdmascope.counters import fewest_bytes
+
 from .curve import INSTANT_UNC_NS, QUALITY_OVER_LINE, counters_of
 from .intervals import line_attrs
 
@@ -171,7 +173,7 @@ def members_of(intervals: pd.DataFrame, by, groups) -> dict[Any, list[str]]:
 def lowest_bytes(items, starts: np.ndarray, width_ns: int, extra_ns: int) -> dict[str, np.ndarray]:
     """Per series: the fewest bytes each window [a, a + width) can hold when every reading's
     instant moves within its half read bracket + ``extra_ns`` (NaN when the widened window
-    touches a NaN interval). ``items`` yields (series, ``CounterCurve`` with ``unc``); several
+    touches a NaN interval: ``rdmascope.counters.fewest_bytes``, the live gauges' rule too). ``items`` yields (series, ``CounterCurve`` with ``unc``); several
     items of one series (counters, or one counter's parts) add up."""
     a = np.asarray(starts, np.int64)
     b = a + int(width_ns)
@@ -180,11 +182,7 @@ def lowest_bytes(items, starts: np.ndarray, width_ns: int, extra_ns: int) -> dic
         if not len(c.t0):
             continue
         ua, ub = c.edge_unc(a) + extra_ns, c.edge_unc(b) + extra_ns
-        fa = sum(c.cum(a + ua)[:2])
-        fb = sum(c.cum(b - ub)[:2])
-        low = np.maximum(fb - fa, 0.0)
-        nan = c.windows(a - ua, b + ub)[1] > 0
-        low = np.where(nan, np.nan, low)
+        low = fewest_bytes(c.at, c.nan_t0, c.nan_t1, a, b, ua, ub)
         out[name] = out[name] + low if name in out else low
     return out
 

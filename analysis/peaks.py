@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from rdmascope.counters import fewest_bytes
 from rdmascope.quantiles import ExactPercentiles
 
 from .curve import (
@@ -152,15 +153,13 @@ def peak_bounds(intervals: pd.DataFrame, window_start_ns, width_ns: int, *,
             a = np.array([int(window_start_ns[name])], np.int64)
             b = a + int(width_ns)
             ua, ub = c.edge_unc(a) + extra, c.edge_unc(b) + extra
-            f = {}
-            for tag, pts in (("a-", a - ua), ("a+", a + ua), ("b-", b - ub), ("b+", b + ub)):
-                full, part, _, _ = c.cum(pts)
-                f[tag] = full + part
-            if c.windows(a - ua, b + ub)[1][0] > 0:
+            # F(b - ub) - F(a + ua): the over-line rule's fewest bytes (rdmascope.counters)
+            low = fewest_bytes(c.at, c.nan_t0, c.nan_t1, a, b, ua, ub)[0]
+            if np.isnan(low):  # the widened window touches an unknown interval
                 lo[name] = hi[name] = np.nan
                 continue
-            lo[name] += float(max(0.0, (f["b-"] - f["a+"])[0]))
-            hi[name] += float((f["b+"] - f["a-"])[0])
+            lo[name] += float(low)
+            hi[name] += float((c.at(b + ub) - c.at(a - ua))[0])
     rows = {n: ((lo[n], hi[n]) if not pd.isna(window_start_ns[n]) else (np.nan, np.nan))
             for n in names}
     return pd.DataFrame.from_dict(rows, orient="index", columns=["low_bytes", "high_bytes"])

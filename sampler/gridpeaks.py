@@ -14,10 +14,10 @@ against ``peaks`` on the capture the recorder wrote).
 The sampler never imports the analysis (no pandas on an inference node). The rules both apply
 to a counter's readings, numpy only, are stated once in ``rdmascope.counters`` and imported by
 both: the torn read, the unreadable reading between two valid ones, the gap, the window's cover
-tolerance, the intervals a window touches, a gap across a window edge, the instant uncertainty.
-What this module adds is the stream: the readings carried between batches, each window
-evaluated once, the window bytes from the curve through the readings by ``np.interp`` (the
-analysis: ``analysis.curve``), the over-line test (``analysis.overline``) and the headline
+tolerance, the intervals a window touches, a gap across a window edge, the instant uncertainty,
+the fewest bytes a window can hold (the over-line test). What this module adds is the stream:
+the readings carried between batches, each window evaluated once, the window bytes from the
+curve through the readings by ``np.interp`` (the analysis: ``analysis.curve``) and the headline
 (``analysis.peaks``).
 """
 
@@ -32,6 +32,7 @@ from rdmascope.counters import (
     INSTANT_UNC_NS,
     cover_tolerance_ns,
     drop_glitches,
+    fewest_bytes,
     is_gap,
     overlapping,
     strictly_across,
@@ -119,8 +120,9 @@ class GridWindows:
         if math.isfinite(self.line):
             j = np.minimum(np.searchsorted(t1, np.concatenate([a, b]), "left"), len(t1) - 1)
             ua, ub = unc[j[:len(a)]] + INSTANT_UNC_NS, unc[j[len(a):]] + INSTANT_UNC_NS
-            low = np.maximum(np.interp(b - ub, tf, cum) - np.interp(a + ua, tf, cum), 0.0)
-            over = ~bad & (low * 8.0 / w > self.line)
+            low = fewest_bytes(lambda x: np.interp(x, tf, cum), t0[nan], t1[nan], a, b, ua, ub)
+            with np.errstate(invalid="ignore"):  # NaN: not judged (as peaks)
+                over = ~bad & (low * 8.0 / w > self.line)
             n_over = int(over.sum())
             bad |= over
             rate = np.minimum(rate, self.line)  # within the uncertainty: at line rate

@@ -89,3 +89,29 @@ def test_a_window_is_evaluated_once_whatever_the_batches():
     assert np.array_equal(one, many)
     # 1,000 units x 4 bytes per ms = 0.032 Gb/s in each whole window from the first reading
     assert one.size == 98 and np.allclose(one, 4000 * 8 / MS)
+
+
+def test_a_window_within_reach_of_unknown_bytes_is_not_judged_over_line(tmp_path):
+    """Long read brackets (2 ms: each instant uncertain by 1.1 ms with the 0.1 ms floor) and an
+    unreadable reading at 53 ms: the 5 ms window [55, 60) ms holds a 100 MB burst (160 Gb/s on a
+    100 Gb/s line) and no unknown interval, but widened by the uncertainty it reaches the
+    unavailable interval [52, 54) ms. peaks judges nothing from unknown bytes
+    (``rdmascope.counters.fewest_bytes`` is NaN there): the window is not over line rate and
+    its headline is the line rate; the gauge said over line rate and left it out."""
+    rows, v = [], 0
+    for k in range(100):
+        v += 2_500 + (12_500_000 if k in (57, 58) else 0)  # 50 MB per ms for 2 ms
+        bad = k == 53
+        rows.append((T0 + k * MS + 50_000 - MS, 2 * MS, None if bad else v,
+                     STATUS_READ_ERROR if bad else STATUS_OK))
+    path = write_capture(tmp_path / "cap", [ib("mlx5_0", "tx")], {0: rows})
+    t = np.array([r[0] + r[1] // 2 for r in rows], np.int64)
+    ok = np.array([r[3] == STATUS_OK for r in rows])
+    vals = np.array([r[2] or 0 for r in rows], np.uint64)
+    u = np.array([(r[1] + 1) // 2 for r in rows], np.int64)
+    rates, n_over = GridWindows(T0, 5 * MS, MS, 4, LINE).feed(t, vals, u, ok)
+    tab = peak_table(byte_intervals(load_capture(path)), windows_ns=(5 * MS,),
+                     end_ns=int(np.sort(t[ok])[-2]), line_gbps=LINE)
+    row = tab[tab["series"] == "mlx5_0/tx"].iloc[0]
+    assert row["n_over_line_windows"] == 0 and row["at_line_rate"]
+    assert n_over == 0 and rates.max() == pytest.approx(row["peak_gbps"]) == LINE

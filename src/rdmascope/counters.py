@@ -15,7 +15,9 @@ both; ``analysis.intervals`` says why each is what it is.
 - A window is *whole* when its readings leave at most ``cover_tolerance_ns`` of it uncovered.
 - A window *touches* an interval when they overlap (``overlapping``); a gap is spread into a
   window when it lies strictly across one of its edges (``strictly_across``).
-- Each reading's instant is uncertain by its half read bracket plus ``INSTANT_UNC_NS``.
+- Each reading's instant is uncertain by its half read bracket plus ``INSTANT_UNC_NS``; the
+  fewest bytes a window can hold when they move (``fewest_bytes``) decide whether it is over
+  line rate.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["INSTANT_UNC_NS", "GAP_FACTOR", "COVER_TOLERANCE_NS", "cover_tolerance_ns",
-           "drop_glitches", "unreadable_between", "is_gap", "overlapping", "strictly_across"]
+           "drop_glitches", "unreadable_between", "is_gap", "overlapping", "strictly_across",
+           "fewest_bytes"]
 
 #: Timing uncertainty of each reading's instant beyond its read bracket, ns: the adapter updates
 #: its counter files only every ~0.1-0.2 ms, so the bytes read at an instant were counted up to
@@ -83,3 +86,16 @@ def strictly_across(t0: np.ndarray, t1: np.ndarray, x: np.ndarray) -> np.ndarray
     """Per instant x: how many of the intervals (sorted, disjoint) lie strictly across it
     (t0 < x < t1): #(t0 < x) - #(t1 <= x)."""
     return np.searchsorted(t0, x, "left") - np.searchsorted(t1, x, "right")
+
+
+def fewest_bytes(cum, nan_t0: np.ndarray, nan_t1: np.ndarray, a: np.ndarray, b: np.ndarray,
+                 ua: np.ndarray, ub: np.ndarray) -> np.ndarray:
+    """The fewest bytes each window [a, b) can hold when the readings' instants move within
+    their uncertainty (``ua`` at its start, ``ub`` at its end, ns): F(b - ub) - F(a + ua), 0 if
+    negative; NaN where the widened window [a - ua, b + ub) touches an unknown interval
+    [nan_t0, nan_t1) (nothing is judged from unknown bytes). ``cum``: the counter's cumulative
+    bytes F at an array of instants. A window whose fewest bytes exceed what the line carries
+    in it is over line rate.
+    """
+    low = np.maximum(cum(b - ub) - cum(a + ua), 0.0)
+    return np.where(overlapping(nan_t0, nan_t1, a - ua, b + ub) > 0, np.nan, low)
