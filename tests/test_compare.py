@@ -117,11 +117,19 @@ def test_cli_compare_missing_log(tmp_path):
 
     from rdmascope.cli import main
 
+    import shutil
+
     a = simulated_run(tmp_path, "200", tests=("P1",), rounds=1)
+    # a capture with no request log beside it: the usage error names the option to give it
+    bare = tmp_path / "bare"
+    shutil.copytree(a, bare, ignore=shutil.ignore_patterns("*.jsonl", "truth.json"))
+    r = CliRunner().invoke(main, ["compare", str(a), str(bare)])
+    assert r.exit_code == 2 and "--requests-b" in r.output, r.output
+    # a directory that is no capture at all is bad input (exit 4), said before the log
     empty = tmp_path / "empty"
     empty.mkdir()
     r = CliRunner().invoke(main, ["compare", str(a), str(empty)])
-    assert r.exit_code == 2 and "--requests-b" in r.output
+    assert r.exit_code == 4 and "--requests-b" not in r.output, r.output
 
 
 def test_same_capture_twice_is_an_error():
