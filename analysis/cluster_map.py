@@ -585,8 +585,10 @@ def map_node(path: str | os.PathLike, plan: MapPlan, wall_offset_ns: int = 0,
     """Reduce one node's capture to its ``NodeSummary`` in one streamed pass (module docstring).
 
     ``NodeSummary.cost``: what the map took where it ran: wall_s, cpu_s (this process's user +
-    system time during the map), max_rss_mb (the process's peak RSS so far, ``peak_rss_mb``)
-    and summary_mb (``NodeSummary.nbytes``: what it sends back).
+    system time during the map), max_rss_mb (the process's peak RSS so far, ``peak_rss_mb``),
+    summary_mb (``NodeSummary.nbytes``: what it sends back), and pid, started and ended (the
+    process and its wall clock, ``time.time()``, at the map's start and end: how a pool's
+    workers were kept busy).
 
     Never raises for a bad capture: the summary's ``error`` names the capture and what was
     wrong (missing, not a capture, unreadable segment, no RDMA counters), so the set is still
@@ -595,6 +597,7 @@ def map_node(path: str | os.PathLike, plan: MapPlan, wall_offset_ns: int = 0,
     import resource
     import time
 
+    started = time.time()
     t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     p = Path(path)
     out = NodeSummary(path=str(p), host=host or p.name, wall_offset_ns=int(wall_offset_ns))
@@ -620,7 +623,8 @@ def map_node(path: str | os.PathLike, plan: MapPlan, wall_offset_ns: int = 0,
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     out.cost = {"wall_s": time.perf_counter() - t0,
                 "cpu_s": (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime),
-                "max_rss_mb": peak_rss_mb(), "summary_mb": out.nbytes() / 2**20}
+                "max_rss_mb": peak_rss_mb(), "summary_mb": out.nbytes() / 2**20,
+                "pid": os.getpid(), "started": started, "ended": time.time()}
     return out
 
 

@@ -11,9 +11,13 @@ One command (from the repository root, in the venv)::
 Each set is an emulated cluster (``rdmascope.emulator.cluster``: one capture per node on its own
 clocks, wall clocks up to 20 ms apart, a node without the emulation and a straggler) written to a
 temporary directory. Each measured step runs in its own fresh Python process: wall time, CPU time
-(its own plus each node's map where it ran, as the maps report it: ``--json`` meta "maps") and
-peak RSS (the driver's, and the largest map worker's; the pool holds ``jobs`` workers at once,
-so its memory is the driver's plus ``jobs`` x the largest worker's). Steps: ``cluster --jobs 1`` (map and reduce, serial), ``cluster`` (the pool,
+of every process of the step (the driver's own, plus the pool's workers and forkserver, which
+are reaped children of it, whole lives included; for Ray each node's map as the maps report it:
+``--json`` meta "maps"; the maps' own CPU is shown beside) and peak RSS (the driver's, and the
+largest map worker's; the pool holds ``jobs`` workers at once, so its memory is the driver's
+plus ``jobs`` x the largest worker's). Each row starts with the 1-minute load average at the
+step's start (other processes on a shared machine lower CPU/wall); a set run both serially and
+on the pool gets the ratio of their walls. Steps: ``cluster --jobs 1`` (map and reduce, serial), ``cluster`` (the pool,
 default jobs = cores), ``cluster --engine ray`` (a local Ray instance with the same cores; its
 workers are not children: their RSS is read with psutil while it runs) and, up to
 ``--series-max`` minutes, the whole-series method (``method="series"``, every node's 1 ms series
@@ -40,7 +44,7 @@ from pathlib import Path
 CHILD = r"""
 import contextlib, io, json, resource, sys, time
 args = json.loads(sys.argv[1])
-t = time.perf_counter()
+t, t_wall = time.perf_counter(), time.time()
 maps = {}
 if args["how"] == "cli":
     from rdmascope.cli import main
@@ -59,17 +63,28 @@ if args["how"] == "cli":
 else:
     from rdmascope.analysis.cluster_reduce import cluster_summary
     verdict = cluster_summary(args["paths"], requests=args["requests"], method="series").verdict
-dt = time.perf_counter() - t
+dt, t_end = time.perf_counter() - t, time.time()
+# the pool's processes: its workers are the forkserver's children, reaped by it; stop it and
+# reap it, so this process's children's CPU holds every worker's whole life (imports included)
+try:
+    import multiprocessing.forkserver as fs
+    fs._forkserver._stop()
+except (ImportError, AttributeError, OSError):
+    pass
 me = resource.getrusage(resource.RUSAGE_SELF)
+kids = resource.getrusage(resource.RUSAGE_CHILDREN)
 # VmHWM, not ru_maxrss: ru_maxrss of an exec'd child starts at its parent's peak (this
 # benchmark holds the simulated traffic, which grows with the run's length)
 hwm = next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM:"))
 print(json.dumps({"s": dt, "cpu_self_s": me.ru_utime + me.ru_stime,
+                  "cpu_children_s": kids.ru_utime + kids.ru_stime,
                   "map_cpu_s": sum(m["cpu_s"] for m in maps.values()),
                   "map_rss_mb": max((m["max_rss_mb"] for m in maps.values()), default=0.0),
                   "summary_mb": max((m.get("summary_mb", 0.0) for m in maps.values()),
                                     default=0.0),
-                  "rss_mb": hwm / 1024, "verdict": verdict}), file=sys.stderr)
+                  "rss_mb": hwm / 1024, "verdict": verdict, "t_start": t_wall, "t_end": t_end,
+                  "timeline": [[m.get("pid"), m.get("started"), m.get("ended")]
+                               for m in maps.values()]}), file=sys.stderr)
 """
 
 
@@ -109,6 +124,28 @@ def run(spec: dict, *, watch_ray: bool = False) -> dict:
         return {"error": (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]}
     got.update(extra)
     return got
+
+
+def pool_timeline(got: dict, jobs: int) -> str | None:
+    """How the pool's workers were kept busy, from each map's process and wall-clock start and
+    end: when the first map started (the driver's imports and plan, the workers' start), the
+    longest and summed idle time of a worker between two of its maps (the driver stalling the
+    pool: pickling, work between tasks), how long the run went on after the last map (the
+    reduce's tail) and the maps' wall summed over jobs x the run's wall."""
+    tl = [x for x in got.get("timeline") or [] if None not in x]
+    if not tl or "t_start" not in got:
+        return None
+    by_pid: dict = {}
+    for pid, a, b in tl:
+        by_pid.setdefault(pid, []).append((a, b))
+    gaps = [b[k + 1][0] - b[k][1] for b in map(sorted, by_pid.values()) for k in range(len(b) - 1)]
+    first = min(a for _, a, _ in tl) - got["t_start"]
+    tail = got["t_end"] - max(b for _, _, b in tl)
+    busy = sum(b - a for _, a, b in tl) / (jobs * (got["t_end"] - got["t_start"]))
+    return (f"first map at {first:.2f} s, workers idle between maps max "
+            f"{1e3 * max(gaps, default=0.0):.0f} ms (sum {1e3 * sum(gaps):.0f} ms over "
+            f"{len(by_pid)} workers), {tail:.2f} s after the last map, maps' wall / (jobs x "
+            f"wall) {busy:.2f}")
 
 
 def _fit(x: list[float], y: list[float]) -> tuple[float, float]:
@@ -241,26 +278,40 @@ def main() -> int:
             if "series" in want and minutes <= a.series_max:
                 steps.append(("whole series (method='series')",
                               {"how": "series", "paths": paths, "requests": req}, False))
-            print(f"{'step':<40} {'wall (s)':>9} {'CPU (s)':>8} {'CPU/wall':>9} "
-                  f"{'driver RSS':>11} {'worker RSS':>11} {'summary':>8} {'memory (MB)':>12}"
-                  "  verdict")
+            print(f"{'step':<40} {'load':>5} {'wall (s)':>9} {'CPU (s)':>8} {'CPU/wall':>9} "
+                  f"{'maps CPU':>9} {'driver RSS':>11} {'worker RSS':>11} {'summary':>8} "
+                  f"{'memory (MB)':>12}  verdict")
             for name, spec, watch in steps:
+                load1 = os.getloadavg()[0]
                 got = run(spec, watch_ray=watch)
                 if "error" in got:
                     print(f"{name:<40} failed: {got['error']}")
                     continue
                 pool, ray_ = "pool" in name, "Ray" in name
-                # the maps ran elsewhere (pool workers, Ray workers): their CPU is added
-                got["cpu_s"] = got["cpu_self_s"] + (got["map_cpu_s"] if pool or ray_ else 0.0)
+                # CPU of every process of the step: the pool's workers (and the forkserver) are
+                # reaped children; Ray's workers are not, their maps' own CPU is added
+                got["cpu_s"] = got["cpu_self_s"] + (got["map_cpu_s"] if ray_ else
+                                                    got.get("cpu_children_s", 0.0))
+                got["load"] = load1
                 worker = got["map_rss_mb"] if pool or ray_ else float("nan")
                 mem = got["rss_mb"] + (min(jobs, nodes) * worker if pool or ray_ else 0.0)
-                print(f"{name:<40} {got['s']:>9.2f} {got['cpu_s']:>8.2f} "
-                      f"{got['cpu_s'] / got['s']:>9.2f} {got['rss_mb']:>11.0f} "
-                      f"{worker:>11.0f} {got['summary_mb']:>8.2f} {mem:>12.0f}  "
-                      f"{got['verdict']}"
+                print(f"{name:<40} {load1:>5.1f} {got['s']:>9.2f} {got['cpu_s']:>8.2f} "
+                      f"{got['cpu_s'] / got['s']:>9.2f} {got['map_cpu_s']:>9.2f} "
+                      f"{got['rss_mb']:>11.0f} {worker:>11.0f} {got['summary_mb']:>8.2f} "
+                      f"{mem:>12.0f}  {got['verdict']}"
                       + (f" (Ray's processes: {got['ray_rss_mb']:.0f} MB)" if ray_ else ""))
                 rows.append({"nodes": nodes, "hours": minutes / 60, "node_hours": nh,
                              "step": name, "mem_mb": mem, "remote": pool or ray_, **got})
+                how = pool_timeline(got, min(jobs, nodes)) if pool else None
+                if how:
+                    print(f"  {how}")
+            wall = {x["step"]: x["s"] for x in rows if x["nodes"] == nodes
+                    and x["hours"] == minutes / 60}
+            ser = next((v for k, v in wall.items() if "serial" in k), None)
+            for k, v in wall.items():
+                if ser is not None and ("pool" in k or "Ray" in k):
+                    print(f"  wall of --jobs 1 / wall of the {k.split(',')[1].strip()} "
+                          f"(same set, one after the other): {ser / v:.2f}x")
             shutil.rmtree(d, ignore_errors=True)
         print("\nper step over the sweep (memory grows with nodes and with hours apart; "
               "extrapolated to 64 nodes x 24 h):")
@@ -284,9 +335,12 @@ def main() -> int:
             print(f"    total at 64 x 24 h: ~{m['total_mb'] / 1024:.2f} GB "
                   f"({'fits' if m['total_mb'] <= 4096 else 'does NOT fit'} in 4 GB)")
             if "pool" in name:
-                eff = [x["cpu_s"] / x["s"] for x in sel]
-                print(f"    CPU/wall of the pool: {', '.join(f'{e:.2f}' for e in eff)} (target "
-                      f">= 1.6 with 2 cores and 8 nodes; a loaded machine lowers it)")
+                eff = [f"{x['cpu_s'] / x['s']:.2f} [{(x['cpu_self_s'] + x['map_cpu_s']) / x['s']:.2f}]"
+                       f" (load {x['load']:.1f})" for x in sel]
+                print(f"    CPU/wall of the pool, every process of it [the driver and the maps "
+                      f"only: no worker start]: {', '.join(eff)} (target >= 1.6 with 2 cores "
+                      "and 8 nodes; other processes on the machine lower it: the load average "
+                      "is the 1-minute one at the step's start)")
         load = os.getloadavg()
         print(f"\nload average at the end: {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
     finally:
