@@ -7,6 +7,7 @@ One command (from the repository root, in the venv)::
     python benchmarks/bench_attribute.py --capture /path/to/capture   # an existing capture
     python benchmarks/bench_attribute.py --quick --baseline b9896c9   # and an older revision
     python benchmarks/bench_attribute.py --heavy --rev HEAD --baseline f0e521a  # two commits
+    python benchmarks/bench_attribute.py --heavy --alternate 4     # and 4 alternating rounds
 
 ``--baseline REV`` unpacks that git revision's ``src``, ``analysis`` and ``sampler``
 (``git archive``) into a temporary package and runs every row with it too, side by side in the
@@ -88,6 +89,10 @@ def main() -> None:
     ap.add_argument("--limit-gb", type=float, default=4.0, help="memory limit per process")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per process")
     ap.add_argument("--baseline", metavar="REV", help="also run a git revision (rows 'before')")
+    ap.add_argument("--alternate", type=int, default=0, metavar="N",
+                    help="then N rounds of peaks and attribute (the largest log) one after the "
+                         "other for every tree: each round's ratios and those of the fastest "
+                         "runs (less at the mercy of a loaded machine than one run)")
     ap.add_argument("--rev", metavar="REV",
                     help="run this git revision instead of the working tree (in a shared "
                          "checkout: others' uncommitted edits left out)")
@@ -154,6 +159,25 @@ def main() -> None:
                       f"{above:.1f} s | {dt / max(pk[tag], 1e-9):.2f}x | "
                       f"{c / max(pk_cpu[tag], 1e-9):.2f}x | "
                       f"{'' if st == 'ok' else st}", flush=True)
+        if args.alternate:
+            print(f"\nAlternating peaks and attribute ({args.requests[-1]:,} requests), "
+                  f"{args.alternate} rounds: attribute / peaks, wall and CPU")
+            best: dict[str, list[float]] = {}
+            for i in range(args.alternate):
+                for tag, pp in trees:
+                    p = run(rd + ["peaks", str(cap), "--json"], limit, args.timeout,
+                            pythonpath=pp)
+                    a = run(rd + ["attribute", str(cap), "--requests", str(log), "--json"],
+                            limit, args.timeout, pythonpath=pp)
+                    b = best.setdefault(tag, [float("inf")] * 4)
+                    best[tag] = [min(x, y) for x, y in zip(b, (p[0], p[1], a[0], a[1]),
+                                                           strict=True)]
+                    print(f"round {i + 1}{tag}: peaks {p[0]:.1f} s / {p[1]:.1f} s CPU, "
+                          f"attribute {a[0]:.1f} s / {a[1]:.1f} s CPU: "
+                          f"{a[0] / p[0]:.2f}x wall, {a[1] / p[1]:.2f}x CPU "
+                          f"(load {os.getloadavg()[0]:.1f})", flush=True)
+            for tag, (pw, pc, aw, ac) in best.items():
+                print(f"fastest runs{tag}: {aw / pw:.2f}x wall, {ac / pc:.2f}x CPU")
         if len(args.requests) >= 3:
             base, a, b = args.requests[0], args.requests[-2], args.requests[-1]
             for tag, _ in trees:
