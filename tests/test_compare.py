@@ -112,12 +112,12 @@ def test_cli_compare_shows_increase_and_estimate():
 
 
 def test_cli_compare_missing_log(tmp_path):
+    import shutil
+
     from click.testing import CliRunner
     from requestlog_helpers import simulated_run
 
     from rdmascope.cli import main
-
-    import shutil
 
     a = simulated_run(tmp_path, "200", tests=("P1",), rounds=1)
     # a capture with no request log beside it: the usage error names the option to give it
