@@ -22,10 +22,10 @@ aligned 1 ms rates) every node's pieces too (a few MB per node).
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import contextlib
 import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,6 @@ from rdmascope.analysis.cluster_map import (
     NodeSummary,
     SummaryView,
     map_node,
-    worker_memory,
 )
 from rdmascope.analysis.cluster_ray import connect, locate, run_maps_ray
 from rdmascope.analysis.load import port_rates_gbps
@@ -54,16 +53,9 @@ from rdmascope.analysis.stream import open_capture
 from rdmascope.analysis.verify import CANNOT_JUDGE, FAIL, PASS, Verdict
 
 from rdmascope.capture import CaptureError, read_manifest
+from rdmascope.mappool import default_jobs, start_pool
 
 MS = C.MS
-
-
-def default_jobs() -> int:
-    """The machine's cores this process may use (``os.sched_getaffinity``, else cpu_count)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 def open_run_set_lenient(paths, *, reference: str | None = None, opened: dict | None = None
@@ -175,21 +167,25 @@ def _map_star(args):
 
 def run_maps(rs: C.RunSet, plan: MapPlan, *, engine: str = "local", jobs: int | None = None,
              address: str | None = None, progress: Callable | None = None,
-             where: dict | None = None, on_summary: Callable | None = None
-             ) -> list[NodeSummary]:
+             where: dict | None = None, on_summary: Callable | None = None,
+             executor=None) -> list[NodeSummary]:
     """Every node's ``map_node``, in ``rs.nodes`` order. ``engine``: "serial" (this process),
-    "local" (a process pool of ``jobs``) or "ray" (``cluster_ray``; ``where``: {path: Ray
-    node id} holding each capture, from ``cluster_ray.locate``). ``on_summary(k, summary)``:
-    called as each node's summary comes in (node index k), before the next is waited for
-    (the reduce's fold: ``_Fold``). The reference's map is submitted first."""
+    "local" (a process pool of ``jobs``: ``mappool.start_pool``, or ``executor``, one started
+    already, which is left running) or "ray" (``cluster_ray``; ``where``: {path: Ray node id}
+    holding each capture, from ``cluster_ray.locate``). ``on_summary(k, summary)``: called as
+    each node's summary comes in (node index k), before the next is waited for (the reduce's
+    fold: ``_Fold``). The reference's map is submitted first, then the longest captures first
+    (so the pool's last task is a short one); one task per node."""
     args = _map_args(rs, plan)
     n = len(args)
-    order = [rs.reference, *(k for k in range(n) if k != rs.reference)]
+    order = [rs.reference, *sorted((k for k in range(n) if k != rs.reference),
+                                   key=lambda k: -(rs.nodes[k].t_end_ns
+                                                   - rs.nodes[k].t_start_ns))]
     if engine == "ray":
         return run_maps_ray(args, address=address, progress=progress, where=where,
                             on_summary=on_summary, order=order)
     jobs = default_jobs() if jobs is None else int(jobs)
-    if engine == "serial" or jobs <= 1 or n <= 1:
+    if executor is None and (engine == "serial" or jobs <= 1 or n <= 1):
         out: list[NodeSummary | None] = [None] * n
         for done, k in enumerate(order):
             out[k] = s = map_node(*args[k])
@@ -200,10 +196,8 @@ def run_maps(rs: C.RunSet, plan: MapPlan, *, engine: str = "local", jobs: int | 
                 progress(done + 1, n, args[k][3])
         return out  # type: ignore[return-value]
     out: list[NodeSummary | None] = [None] * n
-    ctx = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods()
-                         else "spawn")
-    with ProcessPoolExecutor(max_workers=min(jobs, n), mp_context=ctx,
-                             initializer=worker_memory) as ex:
+    with contextlib.nullcontext(executor) if executor is not None else \
+            start_pool(min(jobs, n)) as ex:
         futs = {ex.submit(_map_star, args[k]): k for k in order}
         done = 0
         for f in as_completed(futs):
@@ -327,13 +321,14 @@ def _summarize(paths, *, requests=None, request_format: str | None = None,
               expect: str | None = None, tolerance: float = 0.01,
               capacity_gbps: float | None = None, progress=None, run: int | None = None,
               engine: str = "local", jobs: int | None = None, address: str | None = None,
-              keep_series: bool = True) -> C.ClusterResult:
+              keep_series: bool = True, executor=None) -> C.ClusterResult:
     """``cluster_summary`` as map and reduce (module docstring; same parameters and
     result, plus ``engine``/``jobs``/``address``). A node that cannot be read is named in
     ``ClusterResult.failed`` (host -> reason), counted as CANNOT JUDGE, and the rest is judged.
     ``keep_series`` False: each node's 1 ms pieces are dropped once it is aligned (``_Fold``;
     ``ClusterResult.series`` then knows the 1 ms bytes only near the span's ends: for a
-    caller that draws no aligned rates, as the ``cluster`` command).
+    caller that draws no aligned rates, as the ``cluster`` command). ``executor``: a pool of map
+    workers started already (``mappool.start_pool``) for ``engine="local"``.
     """
 
     opened = where = None
@@ -358,7 +353,8 @@ def _summarize(paths, *, requests=None, request_format: str | None = None,
     plan.expect = expect
     fold = _Fold(rs, grids, refine=refine, keep_series=keep_series, max_lag_ns=max_lag_ns)
     sums = run_maps(rs, plan, engine=engine, jobs=jobs, address=address, progress=progress,
-                    where=where, on_summary=fold)
+                    where=where, on_summary=fold,
+                    executor=executor if engine == "local" else None)
     fold.finish()
     if sums[rs.reference].error:
         raise C.RunSetError(f"the reference capture could not be read: "

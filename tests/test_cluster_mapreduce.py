@@ -169,6 +169,26 @@ def test_the_process_pool_gives_the_serial_results(cset):
         assert np.array_equal(a.ends, b.ends) and np.array_equal(a.req_sum, b.req_sum)
 
 
+def test_the_command_starts_its_pool_first_and_answers_as_serially(cset):
+    """``cluster`` starts its pool's workers before it imports the analysis modules
+    (``mappool.start_pool``: every worker at once, importing while the command does); its
+    answer is the serial one, and each node's map ran in one of the pool's two workers."""
+    from rdmascope.mappool import start_pool
+
+    with start_pool(2) as ex:  # both workers started at once (not one per task as it comes)
+        assert len(ex._processes) == 2
+        assert os.getpid() not in {f.result() for f in [ex.submit(os.getpid) for _ in range(4)]}
+    d, _, paths, _, _ = cset
+    args = ["cluster", *map(str, paths), "--requests", str(d / "requests.jsonl"), "--json"]
+    runs = [CliRunner().invoke(main, [*args, "--jobs", j]) for j in ("1", "2")]
+    assert all(r.exit_code == 1 for r in runs), runs[1].output  # FAIL: spark-03
+    serial, pool = (json.loads(r.stdout) for r in runs)
+    maps = [x["meta"].pop("maps") for x in (serial, pool)]
+    assert {m["pid"] for m in maps[0].values()} == {os.getpid()}
+    assert len({m["pid"] for m in maps[1].values()} - {os.getpid()}) == 2
+    assert serial == pool
+
+
 def test_a_missing_an_unreadable_and_another_runs_capture_are_named(cset, tmp_path):
     d, truth, paths, _, _ = cset
     gone = tmp_path / "spark-09"  # never recorded

@@ -103,9 +103,6 @@ def _device_changes(rs) -> dict[str, list[str]]:
 @output_options
 def command(captures, requests_path, request_format, offset_s, reference, refine, max_lag,
             clock_warn, single, tolerance, capacity, jobs, engine, address, out, nccl_log=()):
-    from rdmascope.analysis.cluster import RunSetError
-    from rdmascope.analysis.cluster_reduce import cluster_summary
-    from rdmascope.analysis.requestlogs import RequestLogError
     from rdmascope.capture import CaptureError
 
     if address is not None and engine != "ray":
@@ -150,27 +147,41 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
             reference = owner
             log_note = f" (found in {caps[holder]}, so {reference}'s clock is the axis)"
     expect = None if single is None else ("single" if single else "both")
-    # this process is the reduce's driver: its memory follows the summaries it holds
-    from rdmascope.analysis.cluster_map import worker_memory
+    # the local pool's workers start now, each importing what a map needs while this process
+    # imports the reduce (rdmascope.mappool)
+    from rdmascope.mappool import default_jobs, start_pool
 
-    worker_memory()
+    n_jobs = min(jobs or default_jobs(), len(caps))
+    pool = start_pool(n_jobs) if engine == "local" and n_jobs > 1 else None
     try:
-        res = cluster_summary(caps, requests=requests_path, request_format=request_format,
-                              offset_s=offset_s, reference=reference, refine=refine,
-                              max_lag_ns=max_lag, warn_ns=clock_warn, expect=expect,
-                              tolerance=tolerance / 100, capacity_gbps=capacity,
-                              progress=_progress(), engine=engine, jobs=jobs, address=address,
-                              keep_series=False)  # no figures: each node's 1 ms pieces go
-    except RunSetError as exc:
-        raise click.ClickException(str(exc)) from exc
-    except RequestLogError as exc:
-        raise click.ClickException(str(exc)) from exc
-    except CaptureError as exc:
-        raise click.ClickException(str(exc)) from exc
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from exc
-    except RuntimeError as exc:  # cluster_ray.RayUnavailable: Ray missing or unreachable
-        raise click.ClickException(str(exc)) from exc
+        from rdmascope.analysis.cluster import RunSetError
+        from rdmascope.analysis.cluster_map import worker_memory
+        from rdmascope.analysis.cluster_reduce import cluster_summary
+        from rdmascope.analysis.requestlogs import RequestLogError
+
+        # this process is the reduce's driver: its memory follows the summaries it holds
+        worker_memory()
+        try:
+            res = cluster_summary(caps, requests=requests_path, request_format=request_format,
+                                  offset_s=offset_s, reference=reference, refine=refine,
+                                  max_lag_ns=max_lag, warn_ns=clock_warn, expect=expect,
+                                  tolerance=tolerance / 100, capacity_gbps=capacity,
+                                  progress=_progress(), engine=engine, jobs=jobs,
+                                  address=address, executor=pool,
+                                  keep_series=False)  # no figures: each node's pieces go
+        except RunSetError as exc:
+            raise click.ClickException(str(exc)) from exc
+        except RequestLogError as exc:
+            raise click.ClickException(str(exc)) from exc
+        except CaptureError as exc:
+            raise click.ClickException(str(exc)) from exc
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from exc
+        except RuntimeError as exc:  # cluster_ray.RayUnavailable: Ray missing or unreachable
+            raise click.ClickException(str(exc)) from exc
+    finally:
+        if pool is not None:
+            pool.shutdown()
     rs = res.run_set
     lo, hi = res.span_ns
     nodes = res.nodes
