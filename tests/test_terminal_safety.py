@@ -88,3 +88,30 @@ def test_request_log_fields_reach_the_terminal_escaped(tmp_path):
     assert r.returncode == 0, out
     assert "\x1b" not in out and "\x07" not in out, repr(out)
     assert "\\x1b]52;c;ZXZpbA==\\x07" in out  # the request id, shown visibly
+
+
+def test_json_output_with_outside_controls_parses_to_the_same_strings(tmp_path):
+    """`attribute --json` on a request log whose ids carry ESC, DEL and a C1 control: the
+    document on stdout holds no raw control byte and parses back to the log's own strings
+    (json's ASCII encoder escapes every one, DEL included, as \\u00NN before the terminal
+    filter sees them: the filter's \\xNN, which no JSON reader accepts, never appears)."""
+    import json
+    from pathlib import Path
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "sim-p2-200"
+    rows = [json.loads(line) for line in (fixture / "requests.jsonl").read_text().splitlines()
+            if line.strip()]
+    tail = "\x7f\x1b[2J\x85"
+    for r in rows:
+        r["request_id"] = f"{r['request_id']}{tail}"
+    log = tmp_path / "requests.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    r = subprocess.run([sys.executable, "-m", "rdmascope", "attribute", str(fixture),
+                        "--requests", str(log), "--json"], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert not any(ord(c) < 0x20 and c not in "\n\t" or 0x7f <= ord(c) <= 0x9f
+                   for c in r.stdout)
+    doc = json.loads(r.stdout)
+    ids = {row["request_id"] for row in doc["requests"]}
+    assert ids == {row["request_id"] for row in rows}, ids
