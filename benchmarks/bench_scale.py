@@ -7,6 +7,7 @@ a benchmark-only dependency)::
     python benchmarks/bench_scale.py --quick     # 5 min and 30 min (~3 min)
     python benchmarks/bench_scale.py --hours 1   # one length only
     python benchmarks/bench_scale.py --captures /data/1h /data/6h --only peaks --repeat 3
+    python benchmarks/bench_scale.py --captures /data/1h --repeat 3 --rev HEAD --baseline 3ce29cc
 
 Captures are built with ``scale_capture.build`` (8 counters: 2 RDMA devices and their 2
 netdevs x tx/rx, 1 kHz, one Parquet segment a minute, bursty traffic, one request every
@@ -15,7 +16,8 @@ netdevs x tx/rx, 1 kHz, one Parquet segment a minute, bursty traffic, one reques
 stopped and reported as over the limit); its wall time, CPU time (user + system, all threads)
 and peak RSS come from ``os.wait4`` (taken by a small launcher process, so a command's RSS
 is not the benchmark's own: ``LAUNCHER``). On a shared machine compare CPU times, or wall times
-measured side by side in one run; ``--repeat N`` keeps each command's run with the least CPU.
+measured side by side in one run; ``--repeat N`` runs every command N times, in rounds (each
+command once per round), and keeps each command's run with the least CPU.
 Beside them, in the same run and on the same files, DuckDB's naive query: counter deltas per
 counter (``lag`` over each counter's sweeps), summed per 1 ms window of the reading instant,
 with the peak and p50/p90/p99 per counter (what ``peaks`` answers at 1 ms, without the exact
@@ -23,9 +25,13 @@ spreading of an interval over the windows it overlaps).
 
 Beside them too, the floor: reading exactly the columns the commands need (``counter_id, sweep,
 t_before_ns, read_duration_ns, value, status``) with pyarrow, segment by segment, plus one numpy
-pass (per counter: the reading instants, the counter deltas, their sum per 1 ms window, the
-peak), what no analysis of the readings can do much faster. Each command's CPU time is shown as a
-multiple of the floor's and of DuckDB's, side by side in the same run.
+pass computing the kind of result ``peaks`` gives: per counter, its valid readings' instants and
+cumulative bytes (counter value x bytes per unit), the exact bytes of every 1 ms window of the
+capture's grid as differences of that piecewise-linear curve at the window edges
+(``np.interp``), and the peak. Rows are taken in the order they are stored (sorted by
+``counter_id, sweep``, as the engine relies on too), with no sort and no copy beyond the per
+counter selection: what no analysis of the readings can do much faster. Each command's CPU time
+is shown as a multiple of the floor's and of DuckDB's, side by side in the same run.
 
 Targets per hour of capture: peaks / bursts / verify-emulation / attribute within 2x the floor,
 report within 4x; memory flat from the short to the long capture; never slower than DuckDB.
@@ -58,28 +64,34 @@ select counter_id, max(b) * 8 / 1e6 as peak_gbps,
 """
 
 
-#: the floor (see the module docstring), run as ``python -c FLOOR_CODE SEGMENTS_DIR T0_NS``
+#: the floor (see the module docstring), run as ``python -c FLOOR_CODE CAPTURE_DIR``
 FLOOR_CODE = """
-import sys, glob
+import glob, json, sys
 import numpy as np, pyarrow.parquet as pq
-seg, t0 = sys.argv[1], int(sys.argv[2])
+cap = sys.argv[1]
+man = json.load(open(cap + "/manifest.json"))
+t0, ms = int(man["start"]["monotonic_ns"]), 1_000_000
+bpu = [float(c.get("bytes_per_unit") or 1) for c in man["counters"]]
 cols = ["counter_id", "sweep", "t_before_ns", "read_duration_ns", "value", "status"]
 peak = {}
-for f in sorted(glob.glob(seg + "/*.parquet")):
+for f in sorted(glob.glob(cap + "/segments/*.parquet")):
     t = pq.read_table(f, columns=cols)
     cid = t["counter_id"].to_numpy()
-    order = np.argsort(cid, kind="stable")
-    cid = cid[order]
-    ts = (t["t_before_ns"].to_numpy() + t["read_duration_ns"].to_numpy() // 2)[order]
-    v = t["value"].to_numpy(zero_copy_only=False).astype(np.float64)[order]
-    ok = (t["status"].to_numpy() == 0)[order]
-    cuts = np.flatnonzero(np.diff(cid)) + 1
-    for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(cid)]):
-        k = (ts[a + 1:b] - t0) // 1_000_000
-        dv = np.where(ok[a + 1:b] & ok[a:b - 1], np.diff(v[a:b]), 0.0)
-        w = np.bincount(k - k.min(), weights=dv) if len(k) else np.zeros(1)
+    ts = t["t_before_ns"].to_numpy() + t["read_duration_ns"].to_numpy() // 2
+    v = t["value"].to_numpy()
+    ok = t["status"].to_numpy() == 0
+    cuts = (np.flatnonzero(cid[1:] != cid[:-1]) + 1).tolist()
+    for a, b in zip([0, *cuts], [*cuts, len(cid)]):
+        m = ok[a:b]
+        tt, vv = ts[a:b][m], v[a:b][m]
+        if len(tt) < 2:
+            continue
         c = int(cid[a])
-        peak[c] = max(peak.get(c, 0.0), float(w.max()) * 8 / 1e6)
+        cum = (vv - vv[0]).astype(np.float64) * bpu[c]
+        e = t0 + np.arange(-((t0 - tt[0]) // ms), (tt[-1] - t0) // ms + 1) * ms
+        w = np.diff(np.interp(e, tt, cum))
+        if len(w):
+            peak[c] = max(peak.get(c, 0.0), float(w.max()) * 8 / ms)
 print(len(peak))
 """
 
@@ -88,8 +100,8 @@ FLOOR = "floor: pyarrow columns + numpy"
 DUCK = "DuckDB naive 1 ms peaks"
 
 
-def floor_argv(cap: Path, t0: int) -> list[str]:
-    return [sys.executable, "-c", FLOOR_CODE, str(cap / "segments"), str(t0)]
+def floor_argv(cap: Path) -> list[str]:
+    return [sys.executable, "-c", FLOOR_CODE, str(cap)]
 
 
 def commands(cap: Path, out: Path) -> list[tuple[str, list[str]]]:
@@ -215,6 +227,12 @@ def main() -> None:
                     help="capture lengths in minutes (a short run on a loaded machine)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="run each command N times and keep the run with the least CPU time")
+    ap.add_argument("--rev", metavar="REV",
+                    help="run the commands of this git revision instead of the working tree "
+                         "(in a shared checkout: others' uncommitted edits left out)")
+    ap.add_argument("--baseline", metavar="REV",
+                    help="also run every command of this git revision, in the same rounds "
+                         "(rows marked 'before')")
     args = ap.parse_args()
 
     try:
@@ -238,8 +256,28 @@ def main() -> None:
         caps = [(h, root / f"cap-{h:g}h") for h in hours]
     hours = [h for h, _ in caps]
     limit = int(args.limit_gb * 2**30)
+    load_before = os.getloadavg()
     results: dict[str, dict[float, tuple]] = {}
+    pkgs = Path(tempfile.mkdtemp(prefix="bench-scale-revs-")) if args.rev or args.baseline \
+        else None
     try:
+        # (row suffix, environment) of each revision run: the working tree, or git revisions
+        # unpacked as packages put first on PYTHONPATH (bench_attribute.baseline_package)
+        trees: list[tuple[str, dict | None]] = [("", None)]
+        if args.rev or args.baseline:
+            from bench_attribute import baseline_package
+
+            def env_at(rev: str, sub: str) -> dict:
+                env = dict(os.environ)
+                (pkgs / sub).mkdir(parents=True)
+                pkg = baseline_package(rev, pkgs / sub)
+                env["PYTHONPATH"] = os.pathsep.join([str(pkg), env.get("PYTHONPATH", "")])
+                return env
+
+            if args.rev:
+                trees = [("", env_at(args.rev, "after"))]
+            if args.baseline:
+                trees.append((" (before)", env_at(args.baseline, "before")))
         for h, cap in caps:
             if not (cap / "manifest.json").exists():
                 t = time.perf_counter()
@@ -249,20 +287,29 @@ def main() -> None:
             out = root / f"out-{h:g}h"
             out.mkdir(exist_ok=True)
             t0 = json.loads((cap / "manifest.json").read_text())["start"]["monotonic_ns"]
-            rows = [(name, rd + argv) for name, argv in commands(cap, out)
-                    if not args.only or any(name.startswith(o) for o in args.only)]
-            rows.append((FLOOR, floor_argv(cap, t0)))
+            rows = [(name + suffix, rd + argv, env) for name, argv in commands(cap, out)
+                    if not args.only or any(name.startswith(o) for o in args.only)
+                    for suffix, env in trees]
+            rows.append((FLOOR, floor_argv(cap), None))
             if have_duckdb and not args.no_duckdb:
-                rows.append((DUCK, duckdb_argv(cap, t0)))
-            for name, argv in rows:
-                runs = [run(argv, limit, args.timeout) for _ in range(max(1, args.repeat))]
-                dt, cpu, mb, st = min(runs, key=lambda r: (r[3] != "ok", r[1]))
-                results.setdefault(name, {})[h] = (dt, cpu, mb, st)
-                print(f"{h:g} h  {name:28s} {dt:8.1f} s wall {cpu:8.1f} s CPU {mb:8.0f} MB  "
-                      f"{st}", file=sys.stderr)
+                rows.append((DUCK, duckdb_argv(cap, t0), None))
+            # in rounds (every command once per round), so the commands, the floor and DuckDB
+            # see the same load however it changes during the run
+            runs: dict[str, list] = {name: [] for name, _, _ in rows}
+            for k in range(max(1, args.repeat)):
+                for name, argv, env in rows:
+                    r = run_child(argv, limit, args.timeout, env=env)[:4]
+                    runs[name].append(r)
+                    print(f"{h:g} h  {name:28s} {r[0]:8.1f} s wall {r[1]:8.1f} s CPU "
+                          f"{r[2]:8.0f} MB  {r[3]}  (round {k + 1})", file=sys.stderr)
+            for name, _, _ in rows:
+                results.setdefault(name, {})[h] = min(runs[name],
+                                                      key=lambda r: (r[3] != "ok", r[1]))
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
+        if pkgs is not None:
+            shutil.rmtree(pkgs, ignore_errors=True)
     # the table (markdown): wall / CPU / peak RSS per length, per hour of capture, vs DuckDB
     duck = results.get(DUCK, {})
     floor = results.get(FLOOR, {})
@@ -297,8 +344,11 @@ def main() -> None:
               f"| {times(duck)} |")
     import platform
 
+    load_after = os.getloadavg()
     print(f"\n{platform.node()}: {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-          f"memory limit {args.limit_gb:g} GB per command")
+          f"memory limit {args.limit_gb:g} GB per command; load average (1/5/15 min) at the "
+          f"start {' '.join(f'{x:.2f}' for x in load_before)}, at the end "
+          f"{' '.join(f'{x:.2f}' for x in load_after)}")
 
 
 if __name__ == "__main__":
