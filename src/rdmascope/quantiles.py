@@ -6,6 +6,8 @@ file. ``percentiles`` then follows ``numpy.percentile``'s default ("linear") rul
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 __all__ = ["ExactPercentiles", "IntegerPercentiles"]
@@ -36,13 +38,19 @@ class ExactPercentiles:
     def _count(self, x: np.ndarray) -> None:
         """Add values to a histogram of their keys' top bits, kept once values spill: their
         order statistics then start from one bin, not from the whole key range (one pass over
-        the file for most ranks, not ~7)."""
-        h = np.bincount((self._key(x) >> np.uint64(self.HIST_SHIFT)).astype(np.intp),
-                        minlength=1 << (64 - self.HIST_SHIFT))
+        the file for most ranks, not ~7). Counted by the floats' own top 16 bits, read in place
+        (``_top``); ``_key_hist`` orders the counts by key."""
+        h = np.bincount(_top(x), minlength=1 << 16)
         if self.hist is None:
             self.hist = h
         else:
             self.hist += h
+
+    def _key_hist(self) -> np.ndarray:
+        """The histogram of the spilled values by their keys' top 16 bits (``_key`` >> 48)."""
+        out = np.empty_like(self.hist)
+        out[_RAW_TO_BIN] = self.hist
+        return out
 
     def add(self, x: np.ndarray) -> None:
         x = np.ascontiguousarray(x, dtype=np.float64)
@@ -105,14 +113,15 @@ class ExactPercentiles:
         """
         gather = self.GATHER if gather is None else int(gather)
         shift = self.HIST_SHIFT
-        cum = np.cumsum(self.hist)
+        hist = self._key_hist()
+        cum = np.cumsum(hist)
         state: dict[int, list[int]] = {}  # rank -> [key lo, key hi, values below lo]
         to_gather: dict[int, tuple[int, int, int]] = {}  # rank -> (key lo, key hi, rank in it)
         for k in set(ks):
             j = int(np.searchsorted(cum, k, side="right"))
             below = int(cum[j - 1]) if j else 0
             lo, hi = j << shift, ((j + 1) << shift) - 1
-            if self.hist[j] <= gather:
+            if hist[j] <= gather:
                 to_gather[k] = (lo, hi, k - below)
             else:
                 state[k] = [lo, hi, below]
@@ -122,13 +131,11 @@ class ExactPercentiles:
                 got: dict[tuple[int, int], list[np.ndarray]] = {
                     (g[0], g[1]): [] for g in to_gather.values()}
                 # each range lies inside one histogram bin: keep those bins' values first (one
-                # table lookup), then cut the few left to each range
-                wanted = np.zeros(len(self.hist), bool)
-                wanted[[lo >> shift for lo, _ in got]] = True
+                # table lookup by the floats' top bits), then cut the few left to each range
+                wanted = self._wanted(lo for lo, _ in got)
                 for x in self._iter():
-                    key = self._key(x)
-                    m = wanted[(key >> np.uint64(shift)).astype(np.intp)]
-                    xs, key = x[m], key[m]
+                    xs = x[wanted[_top(x)]]
+                    key = self._key(xs)
                     for (blo, bhi), parts in got.items():
                         parts.append(xs[(key >= np.uint64(blo)) & (key <= np.uint64(bhi))])
                 for k, (blo, bhi, r) in to_gather.items():
@@ -140,8 +147,9 @@ class ExactPercentiles:
             ranges = {(v[0], v[1]) for v in state.values()}
             counts = {r: np.zeros(nb, np.int64) for r in ranges}
             seen = {r: [None, None] for r in ranges}  # smallest and largest key in the range
+            wanted = self._wanted(lo for lo, _ in ranges)
             for x in self._iter():
-                key = self._key(x)
+                key = self._key(x[wanted[_top(x)]])  # the values of the ranges' bins
                 for (lo, hi), cnt in counts.items():
                     m = key[(key >= np.uint64(lo)) & (key <= np.uint64(hi))]
                     if not len(m):
@@ -173,6 +181,13 @@ class ExactPercentiles:
                 else:
                     state[k] = [blo, bhi, before]
 
+    def _wanted(self, keys) -> np.ndarray:
+        """A table by the floats' top 16 bits (``_top``): True for the histogram bins of the
+        given keys."""
+        wanted = np.zeros(1 << 16, bool)
+        wanted[[int(k) >> self.HIST_SHIFT for k in keys]] = True
+        return wanted[_RAW_TO_BIN]
+
     @staticmethod
     def _float_of(key: int) -> float:
         """The float64 of a sortable key (inverse of ``_key``)."""
@@ -201,6 +216,21 @@ class ExactPercentiles:
             d = b - a
             out.append(float(b - d * (1 - g) if g >= 0.5 else a + d * g))
         return out
+
+
+def _top(x: np.ndarray) -> np.ndarray:
+    """The top 16 bits (sign, exponent, 4 mantissa bits) of each value of a contiguous float64
+    array, as a uint16 view (no copy)."""
+    return x.view(np.uint16)[_TOP::4]
+
+
+#: where the top 16 bits of a float64 lie among its four uint16
+_TOP = 3 if sys.byteorder == "little" else 0
+#: the key bin (``_key`` >> 48) of each value of a float64's top 16 bits: a positive float's key
+#: is its bits with the sign bit set, a negative float's its bits inverted
+_RAW = np.arange(1 << 16, dtype=np.int64)
+_RAW_TO_BIN = np.where(_RAW < 0x8000, _RAW ^ 0x8000, 0xFFFF - _RAW).astype(np.intp)
+del _RAW
 
 
 class IntegerPercentiles:
