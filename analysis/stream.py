@@ -440,8 +440,14 @@ class _GridAcc:
         self.k_lo: int | None = None  # window number of acc[...][0]
         self.n = 0
         self.emitted = False
+        # the arrays are buffers reused from file to file (fresh memory for every file cost
+        # more than the sums written into it: a page fault per 4 kB): positions [0, n) are the
+        # windows held, [0, filled[c]) of counter c's arrays are written (sums, or zeros before
+        # its data), the rest is written before it is read
         self.acc = {c: [np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64),
                         np.zeros(0, np.int64)] for c in ids}
+        self.filled = dict.fromkeys(ids, 0)
+        self.cap = 0
         self.origin: int | None = None
         self.columns: pd.Index | None = None
         self.start_ns: int | None = g.start_ns
@@ -472,20 +478,56 @@ class _GridAcc:
         return e
 
     def _grow(self, ka: int, kb: int) -> None:
+        """Hold windows [ka, kb) besides those held (the buffers grow with a quarter to spare,
+        so a pass reallocates them once or twice, not per file)."""
         if self.k_lo is None:
             self.k_lo, self.n = ka, 0
         lo = min(self.k_lo, ka)
         hi = max(self.k_lo + self.n, kb)
-        if lo == self.k_lo and hi == self.k_lo + self.n:
+        shift = self.k_lo - lo
+        if hi - lo <= self.cap and not shift:
+            self.n = max(self.n, hi - lo)
             return
+        need = hi - lo
+        if need > self.cap:
+            self.cap = need if not self.cap else need + need // 4
         for c in self.ids:
-            old = self.acc[c]
-            new = [np.zeros(hi - lo), np.zeros(hi - lo, np.int64), np.zeros(hi - lo, np.int64),
-                   np.zeros(hi - lo, np.int64)]
+            old, f = self.acc[c], self.filled[c]
+            new = [np.empty(self.cap), np.empty(self.cap, np.int64),
+                   np.empty(self.cap, np.int64), np.empty(self.cap, np.int64)]
             for a_new, a_old in zip(new, old, strict=True):
-                a_new[self.k_lo - lo:self.k_lo - lo + self.n] = a_old
+                a_new[:shift] = 0  # windows before the data held: empty
+                a_new[shift:shift + f] = a_old[:f]
             self.acc[c] = new
-        self.k_lo, self.n = lo, hi - lo
+            self.filled[c] = shift + f
+        self.k_lo, self.n = lo, need
+
+    def _fill(self, c: int, upto: int) -> None:
+        """Zeros in counter c's unwritten windows before position ``upto``."""
+        f = self.filled[c]
+        if f < upto:
+            for a in self.acc[c]:
+                a[f:upto] = 0
+            self.filled[c] = upto
+
+    def reserve(self, t0: int, t1: int) -> None:
+        """Hold the windows of [t0, t1) at once (one file's intervals, before its counters
+        are added one by one)."""
+        if self.origin is None:
+            return
+        ka, kb = self._span(t0, t1)
+        if kb > ka:
+            self._grow(ka, kb)
+
+    def _span(self, t0: int, t1: int) -> tuple[int, int]:
+        w, o = self.g.width_ns, self.origin
+        ka = (t0 - o) // w
+        kb = -((o - t1) // w)
+        if self.k_min is not None:
+            ka = max(ka, self.k_min)
+        if self.k_max is not None:
+            kb = min(kb, self.k_max)
+        return ka, kb
 
     def add(self, c: int, cnt: CounterCurve, memo: dict | None = None) -> None:
         """Add one counter's intervals of one file. ``memo``: {(origin, width): (first window
@@ -495,12 +537,7 @@ class _GridAcc:
             self.buffer.append((c, cnt))
             return
         w, o = self.g.width_ns, self.origin
-        ka = (int(cnt.t0[0]) - o) // w
-        kb = -((o - int(cnt.t1[-1])) // w)
-        if self.k_min is not None:
-            ka = max(ka, self.k_min)
-        if self.k_max is not None:
-            kb = min(kb, self.k_max)
+        ka, kb = self._span(int(cnt.t0[0]), int(cnt.t1[-1]))
         if kb <= ka:
             return
         self._grow(ka, kb)
@@ -528,8 +565,17 @@ class _GridAcc:
         if keep:
             memo[(o, w)] = (ka, keep[0])
         off = ka - self.k_lo
+        self._fill(c, off)
+        # windows already written (the one shared with the counter's previous file) are added
+        # to, the others written
+        f = self.filled[c]
+        end = off + len(parts[0])
+        mid = min(max(f, off), end)
         for a, p in zip(self.acc[c], parts, strict=True):
-            a[off:off + len(p)] += p
+            if mid > off:
+                a[off:mid] += p[:mid - off]
+            a[mid:end] = p[mid - off:]
+        self.filled[c] = max(f, end)
 
     def start(self, k: int) -> None:
         """Make sure the accumulators begin at window k (empty windows before the data)."""
@@ -555,16 +601,20 @@ class _GridAcc:
         width = np.diff(e)
         if self.columns is None:
             self.columns = pd.Index(names, name=by)
+        for c in self.ids:
+            self._fill(c, cut)
         # the groups come in the order of ``names`` (the first counter of each), so the
-        # frames need no reindexing
+        # frames need no reindexing; the frames hold copies, never views of the buffers
         b, q = combine_windows(((key_of[c], tuple(a[:cut] for a in self.acc[c])) for c in self.ids),
                         width if self.g.clip else self.g.width_ns,
                         pd.Index(e[:-1], name="window_start_ns"), columns=self.columns)
         b.columns.name = q.columns.name = by
         for c in self.ids:
-            # a copy of the few windows left: a view would keep the whole file's buffers alive
-            # until the next file grows them
-            self.acc[c] = [a[cut:].copy() for a in self.acc[c]]
+            # the few windows left move to the front of the buffers
+            f = self.filled[c]
+            for a in self.acc[c]:
+                a[:f - cut] = a[cut:f]
+            self.filled[c] = f - cut
         self.k_lo += cut
         self.n -= cut
         self.emitted = True
@@ -707,6 +757,12 @@ def _windows(capture, grids: list[WindowGrid], *, by, counters, source, gap_fact
         n_iv = 0
         if on_parts is not None:
             on_parts(parts)
+        ends = {c: (int(iv["t0_ns"][0]), int(iv["t1_ns"][-1])) for c, iv in parts.items()
+                if len(iv["t0_ns"])}
+        for a, gs in zip(accs, grid_sets, strict=True):
+            got = [x for c, x in ends.items() if c in gs]
+            if got:  # every window of the file at once, not counter by counter
+                a.reserve(min(x[0] for x in got), max(x[1] for x in got))
         for c, iv in parts.items():
             if not len(iv["t0_ns"]):
                 continue
