@@ -278,25 +278,43 @@ class PeakAcc:
         self.values = None if mem_values is None else ExactPercentiles(mem_values)
 
     def add(self, t: np.ndarray, gbps: np.ndarray, qq: np.ndarray) -> None:
-        usable = (qq & (QUALITY_PARTIAL | QUALITY_EMPTY | QUALITY_INVALID)) == 0
-        self.n_nan += int(((qq & QUALITY_INVALID) != 0).sum())
-        self.n_gap += int(((qq & QUALITY_GAP) != 0).sum())
-        over = (qq & QUALITY_OVER_LINE) != 0
-        self.n_over += int(over.sum())
+        # one pass over the quality bits: how many windows carry each combination
+        counts = np.bincount(np.asarray(qq, np.int8).view(np.uint8), minlength=256)
+        self.n_nan += int(counts[_HAS_INVALID].sum())
+        self.n_gap += int(counts[_HAS_GAP].sum())
+        n_over = int(counts[_HAS_OVER].sum())
+        self.n_over += n_over
         room = None if self.max_over is None else self.max_over - len(self.over_t)
-        if over.any() and (room is None or room > 0):
+        if n_over and (room is None or room > 0):
+            over = (qq & QUALITY_OVER_LINE) != 0
             self.over_t.extend(int(x) for x in t[over][:room])
-        head, raw = headline_peak(gbps, qq)
+        if not counts[_HAS_EXCLUDED].any() and len(gbps) and np.isfinite(gbps).all():
+            # every window may head the table: headline and raw maximum are the first maximum
+            head = raw = int(np.argmax(gbps))
+        else:
+            head, raw = headline_peak(gbps, qq)
         if head is not None and gbps[head] > self.peak:
             self.peak, self.t_peak = float(gbps[head]), int(t[head])
         if raw is not None and gbps[raw] > self.raw:
             self.raw, self.t_raw = float(gbps[raw]), int(t[raw])
-        r = gbps[usable]
+        n_bad = int(counts[_HAS_UNUSABLE].sum())
+        r = gbps if not n_bad else gbps[(qq & _UNUSABLE) == 0]
         if not len(r):
             return
         self.n += len(r)
         if self.values is not None:
             self.values.add(r)
+
+
+#: quality bits that keep a window out of the percentiles (``PeakAcc``); per value of a
+#: window's quality byte, whether it carries them / each bit ``PeakAcc.add`` counts
+_UNUSABLE = QUALITY_PARTIAL | QUALITY_EMPTY | QUALITY_INVALID
+_CODES = np.arange(256)
+_HAS_UNUSABLE = (_CODES & _UNUSABLE) != 0
+_HAS_INVALID = (_CODES & QUALITY_INVALID) != 0
+_HAS_GAP = (_CODES & QUALITY_GAP) != 0
+_HAS_OVER = (_CODES & QUALITY_OVER_LINE) != 0
+_HAS_EXCLUDED = (_CODES & HEADLINE_EXCLUDE) != 0
 
 
 def peak_table_capture(capture, *, start_ns: int | None = None, end_ns: int | None = None,

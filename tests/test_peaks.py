@@ -195,3 +195,57 @@ def test_cli_peaks_instant_uncertainty(tmp_path):
     bad = CliRunner().invoke(main, ["peaks", str(tmp_path / "c"), "--uncertainty",
                                     "--instant-uncertainty", "-1ms"])
     assert bad.exit_code == 2 and "'--instant-uncertainty'" in bad.output
+
+
+def test_peak_acc_blocks_equal_the_rule_on_the_whole_series():
+    """``peaks.PeakAcc`` fed block by block (its one pass over the quality bits, the shortcut
+    when no window of a block is kept out) gives the headline peak, raw maximum, counts,
+    over-line starts and percentiles of ``headline_peak`` and the quality rule applied to the
+    whole series at once: blocks with partial, empty, invalid, gap-spread and over-line
+    windows, NaN and tied rates, and blocks with none of them."""
+    from rdmascope.analysis.curve import (
+        QUALITY_EMPTY,
+        QUALITY_GAP,
+        QUALITY_INVALID,
+        QUALITY_OVER_LINE,
+        QUALITY_PARTIAL,
+    )
+    from rdmascope.analysis.peaks import PeakAcc, headline_peak
+
+    rng = np.random.default_rng(11)
+    bits = [QUALITY_PARTIAL, QUALITY_EMPTY, QUALITY_INVALID, QUALITY_GAP, QUALITY_OVER_LINE]
+    for _ in range(200):
+        blocks = []
+        t0 = 0
+        for _ in range(int(rng.integers(1, 6))):
+            n = int(rng.integers(0, 50))
+            g = np.round(rng.random(n) * 10, int(rng.integers(0, 3)))  # ties
+            q = np.zeros(n, np.int8)
+            if rng.random() < 0.5:
+                for b in bits:
+                    q[rng.random(n) < 0.1] |= np.int8(b)
+                g[(q & (QUALITY_EMPTY | QUALITY_INVALID)) != 0] = np.nan
+            blocks.append((np.arange(t0, t0 + n, dtype=np.int64), g, q))
+            t0 += n
+        acc = PeakAcc(mem_values=30, max_over=7)
+        for t, g, q in blocks:
+            acc.add(t, g, q)
+        t = np.concatenate([b[0] for b in blocks])
+        g = np.concatenate([b[1] for b in blocks])
+        q = np.concatenate([b[2] for b in blocks])
+        head, raw = headline_peak(g, q)
+        assert acc.t_peak == (None if head is None else int(t[head]))
+        assert acc.t_raw == (None if raw is None else int(t[raw]))
+        if head is not None:
+            assert acc.peak == g[head]
+        usable = (q & (QUALITY_PARTIAL | QUALITY_EMPTY | QUALITY_INVALID)) == 0
+        assert acc.n == int(usable.sum())
+        assert acc.n_nan == int(((q & QUALITY_INVALID) != 0).sum())
+        assert acc.n_gap == int(((q & QUALITY_GAP) != 0).sum())
+        over = (q & QUALITY_OVER_LINE) != 0
+        assert acc.n_over == int(over.sum())
+        assert acc.over_t == [int(x) for x in t[over][:7]]
+        if acc.n:
+            assert acc.values.percentiles([0, 50, 99]) == [
+                float(v) for v in np.percentile(g[usable], [0, 50, 99])]
+        acc.values.close()
