@@ -113,3 +113,26 @@ def test_attribute_and_report(glitch_path, tmp_path):
     cfg = load_configuration(glitch_path, [log_path])
     fields = dict(capture_fields(cfg))
     assert "implausible 1" in fields["intervals by flag"]
+
+
+def test_implausible_rule_equals_its_formula_with_and_without_the_shortcut():
+    """``plausibility.implausible`` answers without the per-step durations when even the
+    largest step fits in one sampling interval at the cap; either way it is exactly
+    bytes x 8 > cap x max(dt + unc0 + unc1, interval), step by step (steps at the bound, over
+    it only through a short duration, NaN bytes, a float interval)."""
+    from rdmascope.plausibility import implausible
+
+    rng = np.random.default_rng(3)
+    for _ in range(3000):
+        n = int(rng.integers(0, 40))
+        interval = int(rng.integers(1, 2_000_000)) if rng.random() < 0.9 else 1e6
+        cap = float(rng.choice([0.5, 8.0, 800.0, 1600.0, 123.456]))
+        dt = rng.integers(0, 3 * int(interval), n)
+        u0, u1 = rng.integers(0, 50_000, n), rng.integers(0, 50_000, n)
+        b = rng.random(n) * cap * interval / 8 * float(rng.choice([0.5, 0.999999, 1.0, 2.0]))
+        if n and rng.random() < 0.3:
+            b[int(rng.integers(0, n))] = cap * interval / 8  # exactly at the bound
+        if n and rng.random() < 0.1:
+            b[int(rng.integers(0, n))] = np.nan
+        want = b * 8.0 > cap * np.maximum(dt + u0 + u1, interval).astype(np.float64)
+        assert np.array_equal(implausible(b, dt, u0, u1, interval, cap), want)
