@@ -223,8 +223,9 @@ def counters_of(intervals: pd.DataFrame, by, with_unc: bool = False
 
 
 def counter_rows(intervals: pd.DataFrame, by) -> tuple[list, np.ndarray, np.ndarray]:
-    """``counters_of``'s split with where it came from: ([(CurveSpec, row positions)], the
-    counter keys (counter_id, 0 without that column), each counter's first row position).
+    """``counters_of``'s split with where it came from: ([(CurveSpec, row positions: a slice
+    when the rows are in counter order already, else an index array)], the counter keys
+    (counter_id, 0 without that column), each counter's first row position).
     Checks and errors as ``counters_of``."""
     out, key, first, rows = _split(intervals, by, False, rows=True)
     return [(spec, r) for (_, spec), r in zip(out, rows, strict=True)], key, first
@@ -279,9 +280,10 @@ def _split(intervals: pd.DataFrame, by, with_unc: bool, rows: bool = False):
         out.append((g, CurveSpec(ct0, ct1, b[s:e], fcode[s:e], None if unc is None else unc[s:e])))
     if not rows:
         return out, None
-    pos = np.arange(len(key)) if order is None else order
+    # rows already in counter order: each counter's rows as a slice (its columns then views)
     return (out, key[starts], first_rows,
-            [pos[s:e] for s, e in zip(starts, ends, strict=True)])
+            [slice(int(s), int(e)) if order is None else order[s:e]
+             for s, e in zip(starts, ends, strict=True)])
 
 
 def grid_edges(counters, width_ns: int, origin_ns, start_ns, end_ns) -> np.ndarray:

@@ -6,8 +6,9 @@ over-line window count of the windows inside it (``window_stats``). One answerer
 ``RangeQueries``, records the questions in a dry run and answers them all in one pass of the
 engine (``stream.iter_windows``), its consumer fed the pass's intervals and windows: over a
 capture's segments, or over intervals in memory as one segment (``stream.memory_capture``).
-``RangeIndex`` finds the ranges touching a span, ``RangeWindowStats`` folds blocks of windows
-into every range's statistics, vectorized over the ranges.
+A range's bytes are ``windows.RangeBytes`` (the consumer ``windows.integrate`` feeds one segment
+in memory; ``RangeIndex`` finds the ranges touching a span), ``RangeWindowStats`` folds blocks
+of windows into every range's statistics, vectorized over the ranges.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .curve import HEADLINE_EXCLUDE, QUALITY_OVER_LINE, CounterCurve, combine_windows
+from .curve import HEADLINE_EXCLUDE, QUALITY_OVER_LINE, CounterCurve
 from .load import port_rates_gbps
 from .overline_pass import OverLineFlagger, pass_hooks
 from .stream import WindowGrid, capture_info, edge_spans, iter_windows
+from .windows import RangeBytes, RangeIndex, group_keys
 
 __all__ = ["DEFAULT_CAPACITY_GBPS", "capacity_gbps", "RangeQueries",
            "RangeIndex", "RangeWindowStats", "window_stats"]
@@ -169,43 +171,6 @@ class RangeWindowStats:
         return peak, self.count + (self.open & self.open_hi), self.n_over.copy()
 
 
-class RangeIndex:
-    """The ranges [a, b] touching a span, found without looking at every range.
-
-    ``touching(lo, hi)`` returns the sorted indices i with ``a[i] < hi`` and ``b[i] > lo``
-    (the same set as ``np.flatnonzero((a < hi) & (b > lo))``). The ranges up to the 99th
-    percentile of length are kept sorted by start, so only those starting within that length
-    before ``lo`` are looked at; the longer ones (1 % or fewer) are checked one by one. A pass
-    over a capture's segments then costs about the ranges that touch each segment, not every
-    range times every segment.
-    """
-
-    def __init__(self, a, b):
-        self.a = np.asarray(a, dtype=np.int64).ravel()
-        self.b = np.asarray(b, dtype=np.int64).ravel()
-        length = self.b - self.a
-        if len(length):
-            cut = np.sort(length)[int(0.99 * (len(length) - 1))]
-            long = length > cut
-        else:
-            long = np.zeros(0, bool)
-        self.long = np.flatnonzero(long)
-        short = np.flatnonzero(~long)
-        self.order = short[np.argsort(self.a[short], kind="stable")]
-        self.a_sorted = self.a[self.order]
-        self.max_len = int(length[short].max()) if len(short) else 0
-
-    def touching(self, lo: int, hi: int) -> np.ndarray:
-        """Sorted int64 indices of the ranges with ``a < hi`` and ``b > lo`` (ns)."""
-        # a short range starting at or before lo - max_len ends at or before lo
-        k0 = np.searchsorted(self.a_sorted, lo - self.max_len, "right")
-        k1 = np.searchsorted(self.a_sorted, hi, "left")
-        cand = self.order[k0:k1]
-        cand = cand[self.b[cand] > lo]
-        lg = self.long[(self.a[self.long] < hi) & (self.b[self.long] > lo)]
-        return np.sort(np.concatenate([cand, lg])) if len(lg) else np.sort(cand)
-
-
 def _range_max(x: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
     """max(x[s0[i]:s1[i]]) for every i (s1 > s0), by a sparse table: O(m log L + n)."""
     need = int(np.max(s1 - s0))
@@ -331,11 +296,10 @@ class _RangeRun:
         self.flag = OverLineFlagger(rq.info, by="direction", source=rq.source)
         self.integ = [(k, q) for k, q in enumerate(rq.queries) if q[0] == "integrate"]
         stats = [(k, q) for k, q in enumerate(rq.queries) if q[0] == "stats"]
-        self.acc: dict[int, dict[int, list[np.ndarray]]] = {k: {} for k, _ in self.integ}
         self.first: dict[int, int] = {}
         self.last: dict[int, int] = {}
-        # the ranges touching a segment, found without a scan of every range per segment
-        self.ranges = {k: RangeIndex(q[1], q[2]) for k, q in self.integ}
+        # each integrate query's ranges, summed over the segments they cross
+        self.bytes = {k: RangeBytes(q[1], q[2]) for k, q in self.integ}
         # per stats query: the 1 ms peaks, over-line counts and bursts of every range, fed
         # block by block (attribute.RangeWindowStats: vectorized over the ranges)
         self.rstats = {k: RangeWindowStats(a, b, rq.width_ns, rq.capacity)
@@ -343,30 +307,15 @@ class _RangeRun:
         self.grid = WindowGrid(rq.width_ns, rq.origin)
 
     def on_parts(self, parts) -> None:
-        first, last, acc, ranges = self.first, self.last, self.acc, self.ranges
+        first, last = self.first, self.last
         for c, iv in parts.items():
             if not len(iv["t0_ns"]):
                 continue
             first.setdefault(c, int(iv["t0_ns"][0]))
             last[c] = int(iv["t1_ns"][-1])
             cnt = CounterCurve(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])
-            c0, c1 = int(cnt.t0[0]), int(cnt.t1[-1])
-            for k, (_, a, b, _by, _p) in self.integ:
-                idx = ranges[k].touching(c0, c1)
-                if not len(idx):
-                    continue
-                aa = np.maximum(a[idx], c0)
-                bb = np.minimum(b[idx], c1)
-                byt, nan, gap, cov = cnt.windows(aa, bb)
-                x = acc[k].get(c)
-                if x is None:
-                    n = len(a)
-                    x = acc[k][c] = [np.zeros(n), np.zeros(n, np.int64),
-                                     np.zeros(n, np.int64), np.zeros(n, np.int64)]
-                x[0][idx] += byt
-                x[1][idx] += nan
-                x[2][idx] += gap
-                x[3][idx] += cov
+            for rb in self.bytes.values():
+                rb.add(c, cnt)
 
     def add(self, bb: pd.DataFrame, qq: pd.DataFrame) -> None:
         if "tx" not in bb.columns or not len(bb):
@@ -383,28 +332,13 @@ class _RangeRun:
     def finish(self) -> None:
         rq = self.rq
         cdf = rq.info.counters
-        first, last, acc = self.first, self.last, self.acc
+        first, last = self.first, self.last
         answers: list = [None] * len(rq.queries)
         for k, st in self.rstats.items():
             answers[k] = at_bound(st.result(), self.flag.lines.get("tx"))
-        for k, (_, a, b, by, allow_partial) in self.integ:
-            width = b - a
-
-            def parts(k=k, a=a, width=width, by=by, allow_partial=allow_partial):
-                for c in sorted(first):
-                    x = acc[k].get(c) or [np.zeros(len(a)), np.zeros(len(a), np.int64),
-                                          np.zeros(len(a), np.int64),
-                                          np.zeros(len(a), np.int64)]
-                    byt, nan, gap, cov = x
-                    # a zero-length range inside the readings holds 0 bytes (covered), not NaN
-                    cov = np.where((width == 0) & (a >= first[c]) & (a <= last[c]), 1, cov)
-                    if allow_partial:
-                        cov = np.where(cov > 0, np.maximum(cov, width), cov)
-                    yield cdf.at[c, by], (byt, nan, gap, cov)
-
-            out, _ = combine_windows(parts(), width, pd.RangeIndex(len(a)), partial_nan=True)
-            out.columns.name = by
-            answers[k] = out
+        for k, (_, _a, _b, by, allow_partial) in self.integ:
+            answers[k] = self.bytes[k].result(group_keys(cdf, by, sorted(first)), by,
+                                              allow_partial=allow_partial)
         rq.answers = answers
         rq.cursor = 0
         # the two ends of the capture decided the attribution's span; the pass saw them all

@@ -198,11 +198,13 @@ def memory_capture(intervals: pd.DataFrame, by: str | None = "series") -> Memory
         cdf["series"] = [str(k) for k in cdf.index]
     cdf["data"] = True
     has_unc = {"t0_unc_ns", "t1_unc_ns"} <= set(intervals.columns)
+    if has_unc:  # one array each: a counter's rows in order are views of it (no copy)
+        unc0 = intervals["t0_unc_ns"].to_numpy(np.int64)
+        unc1 = intervals["t1_unc_ns"].to_numpy(np.int64)
     parts = {}
     for k, (spec, idx) in zip(cdf.index, specs, strict=True):
         if has_unc:
-            u0 = intervals["t0_unc_ns"].to_numpy(np.int64)[idx]
-            u1 = intervals["t1_unc_ns"].to_numpy(np.int64)[idx]
+            u0, u1 = unc0[idx], unc1[idx]
         else:
             u0 = u1 = np.zeros(len(spec.t0), np.int64)
         parts[int(k)] = {"t0_ns": spec.t0, "t1_ns": spec.t1, "t0_unc_ns": u0, "t1_unc_ns": u1,

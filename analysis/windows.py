@@ -1,8 +1,15 @@
-"""Re-binning intervals in memory: windows of any width, and bytes in arbitrary ranges.
+"""Windows of any width, and bytes in arbitrary ranges, of intervals in memory: the engine's
+pass over them.
 
 Windows are [origin + k x width, origin + (k+1) x width) on the one origin rule that
 ``intervals`` states and ``default_origin`` applies (the capture start unless given; a range
 selects windows of that grid, never moves it).
+
+One engine: ``rebin_with_quality`` is ``stream.iter_windows`` (with the over-line flagger of
+``overline_pass`` registered, as every command's pass) over the intervals presented as a
+capture of one segment (``stream.memory_capture``); ``integrate`` is ``RangeBytes``, the
+consumer that answers ``ranges.RangeQueries``' byte ranges on a capture's segments, fed that one
+segment. Neither computes a window or a range by a rule of its own.
 """
 
 from __future__ import annotations
@@ -10,11 +17,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .curve import INSTANT_UNC_NS, combine_windows, counters_of, grid_edges
+from .curve import INSTANT_UNC_NS, CounterCurve, combine_windows
 from .intervals import default_origin
-from .overline import flag_over_line
+from .overline_pass import OverLineFlagger, pass_hooks
+from .stream import WindowGrid, iter_intervals, iter_windows, memory_capture
 
-__all__ = ["rebin_with_quality", "rebin", "to_gbps", "integrate"]
+__all__ = ["rebin_with_quality", "rebin", "to_gbps", "integrate", "RangeBytes", "RangeIndex"]
 
 
 def rebin_with_quality(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int | None = None,
@@ -33,17 +41,27 @@ def rebin_with_quality(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int
     when the line rates are known: intervals from ``byte_intervals`` on a manifest with port
     rates, or ``line_gbps`` given). Raises ``ValueError`` as ``rebin`` does.
     """
-    counters = counters_of(intervals, by)
+    src = memory_capture(intervals, by)  # raises as counters_of: no intervals, overlaps
+    if not isinstance(width_ns, (int, np.integer)) or width_ns <= 0:
+        raise ValueError(f"window width must be a positive integer of ns, got {width_ns!r}")
+    start = min(int(p["t0_ns"][0]) for p in src.parts.values()) if start_ns is None \
+        else int(start_ns)
+    end = src.t_end_ns if end_ns is None else int(end_ns)
+    if end <= start:
+        raise ValueError(f"empty time range: start {start} ns >= end {end} ns")
     if origin_ns is None:
         origin_ns = default_origin(intervals, start_ns)
-    edges = grid_edges(counters, width_ns, origin_ns, start_ns, end_ns)
-    index = pd.Index(edges[:-1], name="window_start_ns")
-    b, q = combine_windows(((k, spec.build().edges(edges, step=int(width_ns))) for k, spec in counters),
-                    int(width_ns),
-                    index)
+    w = int(width_ns)
+    grid = WindowGrid(w, int(origin_ns), start_ns, end_ns)
+    flag = None
     if line_gbps is not None or (getattr(intervals, "attrs", {}) or {}).get("line_gbps"):
-        q = flag_over_line(intervals, b, q, int(width_ns), by=by, line_gbps=line_gbps,
-                           instant_unc_ns=instant_unc_ns)
+        flag = OverLineFlagger(src, by=by, source=None, line_gbps=line_gbps,
+                               instant_unc_ns=instant_unc_ns)
+    hooks = pass_hooks([flag]) if flag is not None else {}
+    # one segment: one block, every window at once
+    (_, b, q), = iter_windows(src, [grid], by=by, source=None, **hooks)
+    if flag is not None:
+        q = flag(b, q, w)
     b.columns.name = q.columns.name = by
     return b, q
 
@@ -95,8 +113,9 @@ def integrate(intervals: pd.DataFrame, t0_ns, t1_ns, *, by: str | None = "series
     the attribution of requests uses this). A range overlapping a reset/saturated/unavailable/
     implausible interval is NaN; a range not entirely covered by readings is NaN unless ``allow_partial``
     (then the covered part's bytes; still NaN when nothing is covered). Gap-spread bytes count.
+    ``RangeBytes`` fed the intervals as one segment (``stream.memory_capture``).
 
-    Raises ``ValueError`` on unequal lengths or a range with t1 < t0.
+    Raises ``ValueError`` on unequal lengths or a range with t1 < t0, and as ``rebin``.
     """
     a = np.asarray(t0_ns, dtype=np.int64).ravel()
     b = np.asarray(t1_ns, dtype=np.int64).ravel()
@@ -105,22 +124,156 @@ def integrate(intervals: pd.DataFrame, t0_ns, t1_ns, *, by: str | None = "series
     if (b < a).any():
         i = int(np.flatnonzero(b < a)[0])
         raise ValueError(f"range {i} ends before it starts ({a[i]} > {b[i]} ns)")
-    counters = counters_of(intervals, by)
-    width = b - a
-    def parts():
-        for k, spec in counters:
-            yield k, one(spec.build())
+    src = memory_capture(intervals, by)
+    rb = RangeBytes(a, b)
+    key_of = group_keys(src.counters, by, list(src.counters.index))
 
-    def one(c):
-        byt, nan, gap, cov = c.windows(a, b)
-        # a zero-length range inside the readings holds 0 bytes (covered), not NaN
-        cov = np.where((width == 0) & (a >= c.t0[0]) & (a <= c.t1[-1]), 1, cov)
-        if allow_partial:
-            cov = np.where(cov > 0, np.maximum(cov, width), cov)
-        return byt, nan, gap, cov
+    def items():
+        # the one segment holds each counter whole: fed and taken one counter at a time, so
+        # only one counter's sums are held beside the groups'
+        for parts, _ in iter_intervals(src, source=None):
+            for c, iv in parts.items():
+                rb.on_parts({c: iv})
+                yield from rb.items(key_of, allow_partial=allow_partial)
 
-    out, _ = combine_windows(parts(), width, pd.RangeIndex(len(a)), partial_nan=True)
+    return range_frame(items(), b - a, by)
+
+
+def group_keys(counters: pd.DataFrame, by, ids) -> dict:
+    """{counter id: its group's key}: the value of column ``by`` ("total" when None; the id
+    itself for "counter_id"), as the engine's pass names its columns."""
+    if by is None:
+        return {c: "total" for c in ids}
+    return {c: (c if by == "counter_id" else counters.at[c, by]) for c in ids}
+
+
+class RangeIndex:
+    """The ranges [a, b] touching a span, found without looking at every range.
+
+    ``touching(lo, hi)`` returns the sorted indices i with ``a[i] < hi`` and ``b[i] > lo``
+    (the same set as ``np.flatnonzero((a < hi) & (b > lo))``). The ranges up to the 99th
+    percentile of length are kept sorted by start, so only those starting within that length
+    before ``lo`` are looked at; the longer ones (1 % or fewer) are checked one by one. A pass
+    over a capture's segments then costs about the ranges that touch each segment, not every
+    range times every segment.
+    """
+
+    def __init__(self, a, b):
+        self.a = np.asarray(a, dtype=np.int64).ravel()
+        self.b = np.asarray(b, dtype=np.int64).ravel()
+        length = self.b - self.a
+        if len(length):
+            cut = np.sort(length)[int(0.99 * (len(length) - 1))]
+            long = length > cut
+        else:
+            long = np.zeros(0, bool)
+        self.long = np.flatnonzero(long)
+        short = np.flatnonzero(~long)
+        self.order = short[np.argsort(self.a[short], kind="stable")]
+        self.a_sorted = self.a[self.order]
+        self.max_len = int(length[short].max()) if len(short) else 0
+
+    def touching(self, lo: int, hi: int) -> np.ndarray:
+        """Sorted int64 indices of the ranges with ``a < hi`` and ``b > lo`` (ns)."""
+        # a short range starting at or before lo - max_len ends at or before lo
+        k0 = np.searchsorted(self.a_sorted, lo - self.max_len, "right")
+        k1 = np.searchsorted(self.a_sorted, hi, "left")
+        cand = self.order[k0:k1]
+        cand = cand[self.b[cand] > lo]
+        lg = self.long[(self.a[self.long] < hi) & (self.b[self.long] > lo)]
+        return np.sort(np.concatenate([cand, lg])) if len(lg) else np.sort(cand)
+
+
+class RangeBytes:
+    """The bytes of fixed ranges [a[i], b[i]) per counter, a consumer of the engine's pass.
+
+    Fed each file's intervals (``on_parts``, or ``add`` one counter's ``CounterCurve``), it
+    evaluates every range touching them on the part inside them (``RangeIndex``) and sums a
+    range's parts over the files it crosses; ``result`` combines the counters into groups by
+    the window rule for ranges (``curve.combine_windows``, ``partial_nan``): NaN where a range
+    overlaps a NaN interval or is not wholly covered (``allow_partial``: the covered part's
+    bytes), a zero-length range inside a counter's readings 0. ``integrate`` is this fed
+    intervals in memory as one segment; ``ranges.RangeQueries`` feeds it a capture's segments.
+    Memory grows with the ranges and counters, not the readings.
+    """
+
+    def __init__(self, a, b):
+        self.a = np.asarray(a, dtype=np.int64).ravel()
+        self.b = np.asarray(b, dtype=np.int64).ravel()
+        self.index: RangeIndex | None = None  # made when first needed
+        self.a_max = int(self.a.max()) if len(self.a) else 0
+        self.b_min = int(self.b.min()) if len(self.b) else 0
+        self.acc: dict[int, list[np.ndarray]] = {}  # counter -> bytes, #NaN, #gaps, covered ns
+        self.first: dict[int, int] = {}  # counter -> its first interval's start
+        self.last: dict[int, int] = {}  # counter -> its last interval's end, so far
+        self.taken: set[int] = set()  # counters whose sums ``items`` gave out
+
+    def on_parts(self, parts: dict) -> None:
+        """One file's intervals ({counter: arrays}, as ``stream.iter_intervals`` yields them)."""
+        for c, iv in parts.items():
+            if len(iv["t0_ns"]):
+                self.add(c, CounterCurve(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"]))
+
+    def add(self, c: int, cnt: CounterCurve) -> None:
+        """One counter's intervals of one file (non-empty, later than those added before)."""
+        c0, c1 = int(cnt.t0[0]), int(cnt.t1[-1])
+        self.first.setdefault(c, c0)
+        self.last[c] = c1
+        if len(self.a) and self.a_max < c1 and self.b_min > c0:
+            idx = None  # every range touches (e.g. one segment holding every interval)
+        else:
+            if self.index is None:
+                self.index = RangeIndex(self.a, self.b)
+            idx = self.index.touching(c0, c1)
+            if not len(idx):
+                return
+        every = idx is None or len(idx) == len(self.a)
+        a, b = (self.a, self.b) if every else (self.a[idx], self.b[idx])
+        got = cnt.windows(np.maximum(a, c0), np.minimum(b, c1))
+        x = self.acc.get(c)
+        if x is None and every:
+            self.acc[c] = list(got)
+            return
+        if x is None:
+            n = len(self.a)
+            x = self.acc[c] = [np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64),
+                               np.zeros(n, np.int64)]
+        for acc, part in zip(x, got, strict=True):
+            if every:
+                acc += part
+            else:
+                acc[idx] += part
+
+    def items(self, key_of: dict, *, allow_partial: bool = False):
+        """(group key, (bytes, #NaN, #gaps, covered ns)) of each counter fed and not taken yet,
+        in counter order, as ``curve.combine_windows`` takes them; a counter's sums are
+        dropped once taken (so a caller feeding whole counters one at a time holds one)."""
+        a = self.a
+        width = self.b - a
+        n = len(a)
+        for c in sorted(self.first):
+            if c in self.taken:
+                continue
+            self.taken.add(c)
+            byt, nan, gap, cov = self.acc.pop(c, None) or [
+                np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64),
+                np.zeros(n, np.int64)]
+            # a zero-length range inside the readings holds 0 bytes (covered), not NaN
+            cov = np.where((width == 0) & (a >= self.first[c]) & (a <= self.last[c]), 1, cov)
+            if allow_partial:
+                cov = np.where(cov > 0, np.maximum(cov, width), cov)
+            yield key_of[c], (byt, nan, gap, cov)
+
+    def result(self, key_of: dict, by, *, allow_partial: bool = False) -> pd.DataFrame:
+        """One row per range (RangeIndex), one float64 column of bytes per group of the
+        counters fed (``key_of``: {counter: group key}), by the window rule for ranges."""
+        return range_frame(self.items(key_of, allow_partial=allow_partial), self.b - self.a,
+                           by)
+
+
+def range_frame(items, width: np.ndarray, by) -> pd.DataFrame:
+    """``RangeBytes.items`` combined into groups (``curve.combine_windows`` with
+    ``partial_nan``: NaN unless wholly covered): one row per range, one column per group."""
+    out, _ = combine_windows(items, width, pd.RangeIndex(len(width)), partial_nan=True)
     out.columns.name = by
     return out
-
-
