@@ -3,9 +3,10 @@
 A counter's cumulative bytes are the piecewise-linear curve through its readings (method.md,
 "The sampler"); the bytes of a window [a, b) are F(b) - F(a) (``CounterCurve``). ``combine_windows``
 sums per-counter window parts into group columns with the quality bits (``QUALITY_*``): NaN
-where an interval is NaN or nothing is covered, never zero. Both the in-memory functions
-(``windows.rebin_with_quality``, ``windows.integrate``) and the streamed engine (``stream``) use
-these, so a window is computed by one rule everywhere. The parts of that rule the recorder's live
+where an interval is NaN or nothing is covered, never zero. The engine (``stream``'s windows,
+``windows.RangeBytes``' ranges) uses these, and the in-memory functions
+(``windows.rebin_with_quality``, ``windows.integrate``) are the engine over one segment, so a
+window is computed by one rule everywhere. The parts of that rule the recorder's live
 peak gauges apply too (the intervals a window touches, a gap across its edge, its cover
 tolerance, the instant uncertainty) are stated in ``rdmascope.counters``, numpy only.
 """
@@ -29,7 +30,7 @@ from .intervals import FLAG_GAP, FLAGS, IS_NAN_FLAG
 
 __all__ = ["QUALITY_GAP", "QUALITY_INVALID", "QUALITY_PARTIAL", "QUALITY_EMPTY",
            "QUALITY_OVER_LINE", "HEADLINE_EXCLUDE", "INSTANT_UNC_NS", "COVER_TOLERANCE_NS",
-           "CounterCurve", "CurveSpec", "counters_of", "counter_rows", "grid_edges", "cover_tolerance_ns",
+           "CounterCurve", "CurveSpec", "counters_of", "counter_rows", "cover_tolerance_ns",
            "combine_windows"]
 
 #: Window quality bits (``rebin_with_quality``).
@@ -284,22 +285,6 @@ def _split(intervals: pd.DataFrame, by, with_unc: bool, rows: bool = False):
     return (out, key[starts], first_rows,
             [slice(int(s), int(e)) if order is None else order[s:e]
              for s, e in zip(starts, ends, strict=True)])
-
-
-def grid_edges(counters, width_ns: int, origin_ns, start_ns, end_ns) -> np.ndarray:
-    """Window edges; ``origin_ns`` already resolved by ``default_origin`` (None: first start)."""
-    if not isinstance(width_ns, (int, np.integer)) or width_ns <= 0:
-        raise ValueError(f"window width must be a positive integer of ns, got {width_ns!r}")
-    lo = min(int(c.t0[0]) for _, c in counters)
-    hi = max(int(c.t1[-1]) for _, c in counters)
-    origin = lo if origin_ns is None else int(origin_ns)
-    start = lo if start_ns is None else int(start_ns)
-    end = hi if end_ns is None else int(end_ns)
-    if end <= start:
-        raise ValueError(f"empty time range: start {start} ns >= end {end} ns")
-    k0 = (start - origin) // width_ns
-    k1 = -((origin - end) // width_ns)  # ceil
-    return origin + np.arange(k0, k1 + 1, dtype=np.int64) * int(width_ns)
 
 
 def combine_windows(items, width: np.ndarray | int, index: pd.Index, partial_nan: bool = False,
