@@ -114,7 +114,8 @@ def commands(cap: Path, out: Path) -> list[tuple[str, list[str]]]:
         ("bursts", ["bursts", c]),  # the table view (--json holds one record per burst)
         ("verify-emulation", ["verify-emulation", c, "--json"]),
         ("attribute", ["attribute", c, "--json"]),
-        ("report", ["report", c, "-o", str(out / "report")]),
+        # --force: each run (--repeat, --baseline) writes the report over the last one
+        ("report", ["report", c, "-o", str(out / "report"), "--force"]),
     ]
 
 
