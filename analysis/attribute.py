@@ -55,7 +55,11 @@ class Attribution:
     - ``rounds``: one row per (test, round), ``warmup`` (bool) marking warm-up rounds;
       ``tests``: per test, means with min/max over the measured (non-warm-up) rounds.
     - ``timeline``: the capture cut into segments ``t0_ns, t1_ns, state, tx_bytes, rx_bytes``;
-      ``time_classes``: per state ``seconds, share, tx_bytes, rx_bytes, mean_tx_gbps``.
+      ``time_classes``: per state ``seconds_s, share, tx_bytes, rx_bytes`` (bytes),
+      ``mean_tx_gbps`` (Gb/s), ``tx_known_bytes, rx_known_bytes`` (bytes) and ``unknown_s``
+      (seconds): tx/rx_bytes and the mean are NaN (unknown, never a smaller number) when any
+      span of the state has unknown bytes; the known bytes (a lower bound) and the unknown span
+      (tx or rx unknown) are stated beside them.
     - ``capture_id``: the manifest's ``capture_id`` (``compare`` refuses the same capture twice).
     - ``summary``: counts, pooled ITL, output throughput, per test the mean TTFT
       (``ttft_by_test_s``) and time to the last first token (``..._by_test_s``); ``mean_ttft_s``
@@ -428,13 +432,23 @@ def _attribute_from(capture, log, be, *, arrival_window_s: float,
     total_s = (t_hi - t_lo) / 1e9
     for st in STATES:
         seg = timeline[timeline["state"] == st] if len(timeline) else timeline
-        secs = float((seg["t1_ns"] - seg["t0_ns"]).sum() / 1e9) if len(seg) else 0.0
-        txb = float(seg["tx_bytes"].sum(min_count=1)) if len(seg) else 0.0
-        rxb = float(seg["rx_bytes"].sum(min_count=1)) if len(seg) else 0.0
+        dur_ns = (seg["t1_ns"] - seg["t0_ns"]).to_numpy(np.int64) if len(seg) \
+            else np.zeros(0, np.int64)
+        secs = float(dur_ns.sum() / 1e9)
+        # unknown is never zero: a state with an unknown span has unknown bytes (NaN), its
+        # known part stated apart (tx/rx_known_bytes, a lower bound) with that span (unknown_s)
+        tx = seg["tx_bytes"].to_numpy(np.float64) if len(seg) else np.zeros(0)
+        rx = seg["rx_bytes"].to_numpy(np.float64) if len(seg) else np.zeros(0)
+        kt, kr = np.isfinite(tx), np.isfinite(rx)
+        txb = float(tx.sum()) if kt.all() else np.nan
+        rxb = float(rx.sum()) if kr.all() else np.nan
         classes.append({"state": st, "seconds_s": secs,
                         "share": secs / total_s if total_s > 0 else np.nan,
                         "tx_bytes": txb, "rx_bytes": rxb,
-                        "mean_tx_gbps": txb * 8 / (secs * 1e9) if secs > 0 else np.nan})
+                        "mean_tx_gbps": txb * 8 / (secs * 1e9) if secs > 0 else np.nan,
+                        "tx_known_bytes": float(tx[kt].sum()),
+                        "rx_known_bytes": float(rx[kr].sum()),
+                        "unknown_s": float(dur_ns[~(kt & kr)].sum() / 1e9)})
     itl = M.pooled_itl(req[measured])
     out_tok = req["output_tokens"].to_numpy(dtype=float, na_value=np.nan)
     run_s = (last.max() - send.min()) / 1e9

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rdmascope.capture import STATUS_OK, CaptureWriter, make_batch
+from rdmascope.capture import STATUS_OK, STATUS_READ_ERROR, CaptureWriter, make_batch
 
 MS = 1_000_000
 DEVICES = ("rocep1s0f1", "roceP2p1s0f1")
@@ -15,12 +15,15 @@ PCI = {"rocep1s0f1": "0000:01:00.1", "roceP2p1s0f1": "0002:01:00.1"}
 
 def build_capture(path: Path, t0_ns: int, per_ms_bytes: dict[str, np.ndarray], *,
                   interval_ns: int = MS, clock_pairs: list[list[int]] | None = None,
-                  realtime_offset_ns: int = 1_700_000_000_000_000_000) -> Path:
+                  realtime_offset_ns: int = 1_700_000_000_000_000_000,
+                  unreadable: dict[str, tuple[int, int]] | None = None) -> Path:
     """Write a capture whose series receive exactly ``per_ms_bytes[series][k]`` bytes in interval k.
 
     ``per_ms_bytes`` maps "<device>/<tx|rx>" to an array of n bytes (multiples of 4). Readings
     are at ``t0_ns + k * interval_ns`` (k = 0..n), read bracket 2 us centred on that instant.
     ``clock_pairs`` default: [t + realtime_offset_ns, t] at start and stop.
+    ``unreadable``: series -> (k0, k1): readings k0..k1-1 of that series are read errors
+    (status 1, value 0), so intervals k0-1 .. k1-1 of it have unknown bytes.
     """
     counters, values = [], []
     n = None
@@ -48,14 +51,16 @@ def build_capture(path: Path, t0_ns: int, per_ms_bytes: dict[str, np.ndarray], *
         "start": {"realtime_ns": pairs[0][0], "monotonic_ns": t0_ns},
         "clock_pairs": [list(p) for p in pairs[:-1]]})
     cid, sweep, tb, dur, val, st = [], [], [], [], [], []
+    bad = {list(per_ms_bytes).index(s): r for s, r in (unreadable or {}).items()}
     for c, v in enumerate(values):
         for k in range(n + 1):
+            unread = c in bad and bad[c][0] <= k < bad[c][1]
             cid.append(c)
             sweep.append(k)
             tb.append(t0_ns + k * interval_ns - 1000)
             dur.append(2000)
-            val.append(int(v[k]))
-            st.append(STATUS_OK)
+            val.append(0 if unread else int(v[k]))
+            st.append(STATUS_READ_ERROR if unread else STATUS_OK)
     w.write_batch(make_batch(cid, sweep, tb, dur, val, st))
     # every clock pair (the stop pair included) before close, which writes the final manifest;
     # a writer is never used after close (its directory handle is closed)

@@ -460,3 +460,27 @@ def test_known_prompt_tokens_still_group_rounds_of_one_test():
     out = assign_rounds(df, 1.0)
     assert list(out["test"]) == ["1x8", "round 2"] and list(out["round"]) == [1, 1]
     assert len(out.attrs["notes"]) == 1
+
+
+def test_time_classes_with_an_unknown_span_are_unknown_with_the_known_part_beside(tmp_path):
+    """Unknown is never zero: a state whose span holds unknown bytes has unknown totals (NaN),
+    never the known rows' sum passed off as the total; the known part and the unknown span
+    are stated beside them."""
+    n = 100
+    path = build_capture(tmp_path / "cap", T0, {
+        f"{A}/tx": np.full(n, 4000), f"{B}/tx": np.full(n, 8000),
+        f"{A}/rx": np.full(n, 400), f"{B}/rx": np.full(n, 800)},
+        unreadable={f"{B}/tx": (15, 20)})  # B tx unknown over ms 14..19: inside r0's prefill
+    cap = load_capture(path)
+    log = align(write_log(tmp_path / "log.jsonl", [(10, 30, 40), (50, 70, 90)]), cap)
+    att = attribute(cap, log)
+    tc = att.time_classes.set_index("state")
+    assert np.isnan(tc.loc["prefill", "tx_bytes"]) and np.isnan(tc.loc["prefill", "mean_tx_gbps"])
+    # by hand: r1's prefill [50, 70) ms is known, 20 ms x (4000 + 8000); r0's [10, 30) is not
+    assert tc.loc["prefill", "tx_known_bytes"] == pytest.approx(20 * 12_000)
+    assert tc.loc["prefill", "unknown_s"] == pytest.approx(0.020)
+    # rx was read throughout: known, 2 x 20 ms x (400 + 800)
+    assert tc.loc["prefill", "rx_bytes"] == pytest.approx(2 * 20 * 1200)
+    # decode-only [30, 40) and [70, 90) ms: known, no unknown span
+    assert tc.loc["decode-only", "tx_bytes"] == pytest.approx(30 * 12_000)
+    assert tc.loc["decode-only", "unknown_s"] == 0.0

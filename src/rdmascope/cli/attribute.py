@@ -34,7 +34,8 @@ TEST_COLS = ["test", "rounds", "n_requests", "time_to_last_first_token_s",
              "time_to_last_first_token_min_s", "time_to_last_first_token_max_s", "mean_ttft_s",
              "mean_ttft_min_s", "mean_ttft_max_s", "decode_speed_tps", "decode_speed_min_tps",
              "decode_speed_max_tps", "prefill_per_token_split_bytes"]
-TIME_COLS = ["state", "seconds_s", "share", "tx_bytes", "rx_bytes", "mean_tx_gbps"]
+TIME_COLS = ["state", "seconds_s", "share", "tx_bytes", "rx_bytes", "mean_tx_gbps",
+             "tx_known_bytes", "rx_known_bytes", "unknown_s"]
 
 
 def attribution_tables(att) -> dict:
