@@ -518,3 +518,23 @@ def test_an_isolated_spike_is_an_ambiguous_anchor_refused_with_the_options(tmp_p
     msg = str(e.value)
     assert "ambiguous anchor" in msg and "isolated spike" in msg
     assert "--offset" in msg and "clock field" in msg
+
+
+@pytest.mark.parametrize("loaded", [True, False], ids=["loaded", "streamed"])
+def test_anchor_never_uses_a_counter_over_its_own_line_rate(tmp_path, loaded):
+    """One twin's 1 ms window at 450 Gb/s on its 200 Gb/s port (over its line rate by far more
+    than the timing uncertainty: a late counter update) while the other twin is idle: the sum
+    (450) stays under the node's 2 x 200 Gb/s x 1.25, so only the per-counter rule (peaks'
+    over-line flag) keeps it out. A loaded capture and a streamed one judge it alike: the
+    first burst is the real one at 1.000 s, never the glitch at 0.400 s."""
+    from rdmascope.analysis.requestlogs import first_burst_start_ns
+    from rdmascope.analysis.stream import open_capture
+
+    a = np.full(3000, _mb_per_ms(0.5))
+    a[400] = _mb_per_ms(450)          # the glitch on one twin
+    a[1000:1030] = _mb_per_ms(100)    # the prefill burst: 30 ms at 100 Gb/s
+    b = np.full(3000, _mb_per_ms(0.5))
+    path = build_capture(tmp_path / "cap", 1000 * S, {"rocep1s0f1/tx": a, "roceP2p1s0f1/tx": b})
+    cap = load_capture(path) if loaded else open_capture(path)
+    t, _ = first_burst_start_ns(cap)
+    assert t == 1000 * S + 1000 * MS

@@ -89,20 +89,24 @@ def _windows(capture, width_ns: int, start_ns=None, end_ns=None):
     if not ids:
         raise AnchorError(f"{capture.path}: no tx data counters to find a burst in")
     line = _line_total_gbps(capture, ids)
-    if hasattr(capture, "readings"):
-        from rdmascope.analysis import series
+    from rdmascope.analysis.overline_pass import OverLineFlagger, pass_hooks
+    from rdmascope.analysis.stream import WindowGrid, iter_windows, memory_capture
 
-        iv = series.byte_intervals(capture)
-        iv = iv[iv["direction"] == "tx"]
-        b, q = series.rebin_with_quality(iv, width_ns, origin_ns=int(capture.t_start_ns),
-                                         start_ns=start_ns, end_ns=end_ns)
-        blocks = [(b, q)]
-    else:
-        from rdmascope.analysis.stream import WindowGrid, iter_windows
-
-        grid = WindowGrid(int(width_ns), int(capture.t_start_ns), start_ns, end_ns)
-        blocks = ((bb, qq) for _, bb, qq in iter_windows(capture, [grid], counters=ids))
     try:
+        if hasattr(capture, "readings"):  # a loaded capture: the same pass over its intervals
+            from rdmascope.analysis import series
+
+            iv = series.byte_intervals(capture)
+            src, source, counters = memory_capture(iv[iv["direction"] == "tx"], "series"), None, None
+        else:
+            src, source, counters = capture, "infiniband", ids
+        # one rule for both: each counter's windows over its line rate by more than the timing
+        # uncertainty allows are flagged on the pass (as in peaks), never an anchor
+        flag = OverLineFlagger(src, by="series", source=source)
+        grid = WindowGrid(int(width_ns), int(capture.t_start_ns), start_ns, end_ns)
+        blocks = ((bb, flag(bb, qq, int(width_ns)))
+                  for _, bb, qq in iter_windows(src, [grid], by="series", source=source,
+                                                counters=counters, **pass_hooks([flag])))
         for b, q in blocks:
             v = to_gbps(b, width_ns).sum(axis=1, min_count=1).to_numpy(np.float64)
             bad = ((q.to_numpy(np.int64) & HEADLINE_EXCLUDE) != 0).any(axis=1) \
