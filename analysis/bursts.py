@@ -77,7 +77,11 @@ class BurstResult:
     column, ``t_start_s`` relative to ``t_ref_ns`` and, with model parameters,
     ``expected_allreduce_bytes`` and ``allreduces`` = bytes / expected) and ``summary`` (one row
     per series: n_bursts, duty_cycle (burst time / valid time), burst_bytes, total_bytes,
-    burst_share, mean/median/min gap_s, nan_windows, over_line_windows, capacity_gbps, enter_gbps, leave_gbps)."""
+    burst_share, mean/median/min gap_s, nan_windows, known_bytes, unknown_s, over_line_windows,
+    capacity_gbps, enter_gbps, leave_gbps). ``total_bytes`` (bytes) is NaN, never the known
+    part, when any window of the range is unknown (``nan_windows`` > 0; ``burst_share`` then NaN
+    too): ``known_bytes`` is the known windows' bytes (a lower bound) and ``unknown_s`` the
+    unknown windows' time (nan_windows x width, seconds)."""
 
     table: pd.DataFrame
     summary: pd.DataFrame
@@ -91,8 +95,11 @@ def _summary_row(col, bt: pd.DataFrame, *, nvalid: int, nansum: float, nan_windo
     """One series' burst summary from its burst table and window counts (see BurstResult).
     ``stats``: the sums of every burst when ``bt`` holds only the first ones
     (``_BurstStream.stats``)."""
-    # no known window at all (an unreadable counter): its bytes are unknown, never 0
-    total = nansum if nvalid else np.nan
+    # unknown is never zero: with any unknown window (or none known) the total is unknown;
+    # the known windows' bytes (a lower bound) and the unknown time are stated apart
+    known = nansum if nvalid else np.nan
+    total = known if not nan_windows else np.nan
+    unknown = {"known_bytes": known, "unknown_s": nan_windows * width_ns / 1e9}
     if stats is not None:
         return {
             "series": col, "n_bursts": int(stats["n"]),
@@ -103,7 +110,7 @@ def _summary_row(col, bt: pd.DataFrame, *, nvalid: int, nansum: float, nan_windo
             "burst_share": float(stats["bytes"] / total) if total > 0 else np.nan,
             "mean_gap_s": float(stats["mean_gap"]), "median_gap_s": float(stats["median_gap"]),
             "min_gap_s": float(stats["min_gap"]),
-            "nan_windows": int(nan_windows),
+            "nan_windows": int(nan_windows), **unknown,
             "over_line_windows": int(over_line_windows),
             "capacity_gbps": float(capacity_gbps),
             "enter_gbps": enter_frac * capacity_gbps, "leave_gbps": leave_frac * capacity_gbps,
@@ -119,7 +126,7 @@ def _summary_row(col, bt: pd.DataFrame, *, nvalid: int, nansum: float, nan_windo
         "mean_gap_s": float(gaps.mean()) if len(gaps) else np.nan,
         "median_gap_s": float(gaps.median()) if len(gaps) else np.nan,
         "min_gap_s": float(gaps.min()) if len(gaps) else np.nan,
-        "nan_windows": int(nan_windows),
+        "nan_windows": int(nan_windows), **unknown,
         "over_line_windows": int(over_line_windows),
         "capacity_gbps": float(capacity_gbps),
         "enter_gbps": enter_frac * capacity_gbps, "leave_gbps": leave_frac * capacity_gbps,

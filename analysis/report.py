@@ -460,8 +460,8 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                                 by="direction", origin_ns=window_origin(cfg))
         tables.insert(1 if len(tables) else 0, ReportTable(
             pick_columns(bt.summary, ("series", "n_bursts", "duty_cycle", "burst_bytes", "total_bytes",
-                               "burst_share", "mean_gap_s", "median_gap_s", "enter_gbps",
-                               "leave_gbps")),
+                               "known_bytes", "unknown_s", "burst_share", "mean_gap_s",
+                               "median_gap_s", "enter_gbps", "leave_gbps")),
             title="Burst summary (1 ms windows, whole capture)", name="bursts"))
         say(f"[{cfg.label}] zoomable timeline")
         _add_timeline(content, cfg)

@@ -109,3 +109,20 @@ def test_table_view_keeps_only_the_first_bursts_and_counts_them_all(tmp_path):
         pd.testing.assert_series_equal(a[c], b[c])
     for c in ("duty_cycle", "burst_bytes", "burst_share", "mean_gap_s", "median_gap_s"):
         np.testing.assert_allclose(b[c].to_numpy(float), a[c].to_numpy(float), rtol=1e-12)
+
+
+def test_total_bytes_with_an_unknown_window_is_unknown_with_the_known_part_beside():
+    """Unknown is never zero: one unknown 1 ms window makes the series' total unknown (NaN),
+    never the known windows' sum passed off as the total; that sum (a lower bound) and the
+    unknown time are stated beside it, and the burst share of an unknown total is unknown."""
+    rates = [0, 60, 100, np.nan, 30, 0, 80, 0]
+    r = burst_analysis(_intervals(rates), capacity_gbps=200.0).summary.set_index("series")
+    # by hand: the known windows carry (60 + 100 + 30 + 80) Gb/s x 1 ms = 270e6 / 8 bytes
+    assert r.at["d/tx", "nan_windows"] == 1
+    assert np.isnan(r.at["d/tx", "total_bytes"]) and np.isnan(r.at["d/tx", "burst_share"])
+    assert r.at["d/tx", "known_bytes"] == pytest.approx(270e9 / 8 * 1e-3)
+    assert r.at["d/tx", "unknown_s"] == pytest.approx(0.001)
+    # all known: the total is the known bytes, no unknown time
+    k = burst_analysis(_intervals([0, 60, 100, 0]), capacity_gbps=200.0).summary.iloc[0]
+    assert k["total_bytes"] == pytest.approx(160e9 / 8 * 1e-3) == k["known_bytes"]
+    assert k["unknown_s"] == 0.0

@@ -140,7 +140,8 @@ def command(capture, t_from, t_to, origin_s, capacity_gbps, enter_frac, leave_fr
                        f"N={tp})")
         click.echo(format_table(res.summary, floatfmt="{:,.4f}",
                                 formats={"duty_cycle": "{:.2%}", "burst_share": "{:.2%}",
-                                         "burst_bytes": "{:,.0f}", "total_bytes": "{:,.0f}"}))
+                                         "burst_bytes": "{:,.0f}", "total_bytes": "{:,.0f}",
+                                         "known_bytes": "{:,.0f}", "unknown_s": "{:,.3f}"}))
         click.echo("")
         t = res.table.drop(columns=["start_ns", "end_ns"], errors="ignore")
         n_all = int(res.summary["n_bursts"].sum()) if len(res.summary) else len(t)
