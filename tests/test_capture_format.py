@@ -25,6 +25,10 @@ COUNTER = {"source": "infiniband", "device": "mlx5_0", "port": 1, "name": "port_
            "direction": "tx"}
 
 
+#: a start at 0 ns, where these tests' readings start (a reader refuses readings long before
+#: the manifest's start)
+START0 = {"monotonic_ns": 0, "realtime_ns": 1_700_000_000 * 10**9}
+
 def buffer_rows(rows):
     buf = SweepBuffers()
     for cid, k, tb, d, v, st in rows:
@@ -45,7 +49,8 @@ def test_round_trip_through_sampler_buffers(tmp_path):
             for k in range(300) for c in range(2)]
     rows[7] = (1, 3, rows[7][2], 0, 0, 3)  # one missing reading -> null value
     w = CaptureWriter.create(tmp_path / "cap", {"interval_ns": 1_000_000,
-                                                "counters": [COUNTER, {**COUNTER, "port": 2}]})
+                                                "counters": [COUNTER, {**COUNTER, "port": 2}],
+                                                "start": START0})
     w.write_batch(to_batch(buffer_rows(rows[:200])))
     w.roll()
     w.write_batch(to_batch(buffer_rows(rows[200:])))
@@ -133,7 +138,7 @@ def test_lock_refuses_a_second_writer_and_readers_ignore_it(tmp_path):
     import os
 
     path = tmp_path / "cap"
-    fields = {"interval_ns": 1_000_000, "counters": [COUNTER]}
+    fields = {"interval_ns": 1_000_000, "counters": [COUNTER], "start": START0}
     w = CaptureWriter.create(path, fields)
     w.write_batch(to_batch(buffer_rows([(0, 0, 10, 5, 7, 0)])))
     for force in (False, True):
@@ -188,7 +193,8 @@ def test_failed_manifest_write_leaves_no_temporary_file(tmp_path, monkeypatch):
 
     from rdmascope.capture import CaptureWriteError, is_enospc
 
-    w = CaptureWriter.create(tmp_path / "cap", {"interval_ns": 1_000_000, "counters": [COUNTER]})
+    w = CaptureWriter.create(tmp_path / "cap", {"interval_ns": 1_000_000, "counters": [COUNTER],
+                                                "start": START0})
     before = (tmp_path / "cap" / "manifest.json").read_bytes()
 
     def full(fd):
@@ -226,7 +232,8 @@ def test_failed_live_write_keeps_exactly_the_counted_rows(tmp_path, monkeypatch)
         return real_write(fd, data)
 
     rows = [(0, k, k, 5, k, 0) for k in range(3000)]
-    w = CaptureWriter.create(tmp_path / "cap", {"interval_ns": 1_000_000, "counters": [COUNTER]})
+    w = CaptureWriter.create(tmp_path / "cap", {"interval_ns": 1_000_000, "counters": [COUNTER],
+                                                "start": START0})
     w.write_batch(to_batch(buffer_rows(rows[:1000])))
     monkeypatch.setattr(C.os, "write", limited)
     quota["left"] = 700  # part of the next batch fits, then the disk is full

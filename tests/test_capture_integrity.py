@@ -28,7 +28,8 @@ COUNTERS = [{"source": "infiniband", "device": d, "port": 1, "name": n, "path": 
 
 def _capture(path, n_segments=3, sweeps=200):
     """A capture of ``n_segments`` rolled segments of ``sweeps`` sweeps x 4 counters each."""
-    w = CaptureWriter.create(path, {"counters": COUNTERS, "interval_ns": 1_000_000})
+    w = CaptureWriter.create(path, {"counters": COUNTERS, "interval_ns": 1_000_000,
+                                    "start": {"monotonic_ns": 10**9, "realtime_ns": 10**18}})
     rng = np.random.default_rng(1)
     for s in range(n_segments):
         k = np.arange(s * sweeps, (s + 1) * sweeps)

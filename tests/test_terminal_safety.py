@@ -56,6 +56,7 @@ def test_manifest_strings_reach_the_terminal_escaped(tmp_path):
          "width_bits": 64, "direction": "tx"}
     w = CaptureWriter.create(tmp_path / "cap", {"interval_ns": 1_000_000, "counters": [c],
                                                 "host": f"node{OSC52}",
+                                                "start": {"monotonic_ns": 0, "realtime_ns": 1},
                                                 "extra": {"note": f"x{CLEAR}"}})
     w.write_batch(make_batch([0, 0], [0, 1], [10, 1_000_010], [5, 5], [1, 2],
                              [STATUS_OK, STATUS_OK]))

@@ -26,7 +26,10 @@ from rdmascope.capture import (
 COUNTER = {"source": "infiniband", "device": "mlx5_0", "port": 1, "name": "port_xmit_data",
            "path": "/sys/x", "unit": "4 bytes", "bytes_per_unit": 4, "width_bits": 64,
            "direction": "tx"}
-FIELDS = {"interval_ns": 1_000_000, "counters": [COUNTER]}
+FIELDS = {"interval_ns": 1_000_000, "counters": [COUNTER],
+          # the readings start at 0 ns: so does the capture (a reader refuses readings
+          # long before its start)
+          "start": {"monotonic_ns": 0, "realtime_ns": 1_700_000_000 * 10**9}}
 
 
 def batch(k0: int, n: int):

@@ -19,7 +19,8 @@ from rdmascope.capture import STATUS_OK, CaptureWriter, make_batch, read_capture
 COUNTER = {"source": "infiniband", "device": "mlx5_0", "port": 1, "name": "port_xmit_data",
            "path": "/sys/x", "unit": "4 bytes", "bytes_per_unit": 4, "width_bits": 64,
            "direction": "tx"}
-FIELDS = {"interval_ns": 1_000_000, "counters": [COUNTER]}
+FIELDS = {"interval_ns": 1_000_000, "counters": [COUNTER],
+          "start": {"monotonic_ns": 0, "realtime_ns": 1_700_000_000 * 10**9}}  # the readings start at 0 ns
 
 
 def batch(k0: int, n: int):

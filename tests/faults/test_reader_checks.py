@@ -25,7 +25,8 @@ C0 = {"source": "infiniband", "device": "mlx5_0", "port": 1, "name": "port_xmit_
       "path": "/sys/x0", "unit": "4 bytes", "bytes_per_unit": 4, "width_bits": 64,
       "direction": "tx"}
 C1 = {**C0, "name": "port_rcv_data", "path": "/sys/x1", "direction": "rx"}
-FIELDS = {"interval_ns": 1_000_000, "counters": [C0, C1]}
+FIELDS = {"interval_ns": 1_000_000, "counters": [C0, C1],
+          "start": {"monotonic_ns": 0, "realtime_ns": 1_700_000_000 * 10**9}}  # the readings start at 0 ns
 
 
 def _batch(k0, n):
@@ -169,10 +170,12 @@ def test_analysis_commands_say_the_shortfall_too(tmp_path):
 
 
 def test_a_negative_row_count_is_refused_without_a_shortfall_warning(tmp_path):
-    """A manifest whose segment says -1 rows: the reader refuses it naming the file (exit 4),
+    """A manifest whose segment says -1 rows: the manifest check refuses it naming the manifest
+    and the key (exit 4),
     and no 'the capture holds -1: N readings are missing' line comes before."""
     cap = _capture(tmp_path / "a")
     _edit(cap, lambda m: m["segments"][0].__setitem__("rows", -1))
     r = CliRunner().invoke(main, ["peaks", str(cap)])
-    assert r.exit_code == 4 and "manifest recorded -1" in r.output, r.output
+    assert r.exit_code == 4 and "'segments[0].rows' must be an integer 0.." in r.output, r.output
+    assert "manifest.json" in r.output and "got -1" in r.output
     assert "readings are missing" not in r.output

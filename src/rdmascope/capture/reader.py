@@ -74,7 +74,10 @@ def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
 
     Raises ``NotACaptureError`` (missing/not JSON/not our format), ``UnsupportedVersionError``
     (a newer or invalid ``format_version``, naming both versions), ``CaptureSchemaError`` (a
-    required key of ``MANIFEST_FIELDS`` is missing or a value has the wrong type, naming it).
+    required key of ``MANIFEST_FIELDS`` is missing, a value has the wrong type or is out of
+    range, ``counters`` is empty or differs from the first segment's stored descriptors, or
+    ``start`` is after the first reading: see ``_check_manifest_files``), each naming the file
+    and the key. Every reader of this module (and every command) starts here.
     """
     p = Path(path)
     mpath = p / MANIFEST_NAME
@@ -86,9 +89,13 @@ def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
         m = json.loads(mpath.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise NotACaptureError(mpath, f"is not valid JSON ({exc})") from exc
-    if not isinstance(m, dict) or m.get("format") != FORMAT_NAME:
-        got = m.get("format") if isinstance(m, dict) else type(m).__name__
-        raise NotACaptureError(mpath, f"format is {got!r}, expected {FORMAT_NAME!r}")
+    if not isinstance(m, dict):
+        kind = {list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+            type(m), "a number")
+        raise NotACaptureError(mpath, f"holds {kind}, not an object; a capture manifest is a "
+                                      f"JSON object with \"format\": \"{FORMAT_NAME}\"")
+    if m.get("format") != FORMAT_NAME:
+        raise NotACaptureError(mpath, f"format is {m.get('format')!r}, expected {FORMAT_NAME!r}")
     v = m.get("format_version")
     if not isinstance(v, int) or v < 1:
         raise UnsupportedVersionError(mpath, f"format_version {v!r} is not a positive integer")
@@ -96,8 +103,73 @@ def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
         raise UnsupportedVersionError(
             mpath, f"capture format version {v} is newer than this rdmascope supports "
                    f"(version {FORMAT_VERSION}); upgrade rdmascope to read it")
-    _check_manifest_types(mpath, m)  # MANIFEST_FIELDS: the required keys and their types
+    _check_manifest_types(mpath, m)  # MANIFEST_FIELDS: the required keys, types and ranges
+    _check_manifest_files(p, mpath, m)
     return m
+
+
+#: Readings may precede the manifest's start by at most this much (or two intervals, whichever
+#: is longer): the recorder stamps the start before its first sweep (the first reading follows
+#: it by well under 1 ms), so a start later than that was edited or belongs to another capture.
+START_TOLERANCE_NS = 1_000_000_000
+
+
+def _first_file(p: Path, m: dict[str, Any]
+                ) -> tuple[Path, dict[bytes, bytes] | None, int | None] | None:
+    """(first segment or live file, its schema metadata, its first ``t_before_ns``), or None
+    when the capture has no file yet, or the first one cannot be read or does not match its
+    manifest record's size and SHA-256 (a corrupt file: its reader names that, not the
+    manifest)."""
+    segs, lives = list_capture_files(p)
+    try:
+        if segs:
+            rec = {r["name"]: r for r in m.get("segments") or []}.get(segs[0].name)
+            data = segs[0].read_bytes()
+            if rec is not None and (len(data) != rec["bytes"]
+                                    or hashlib.sha256(data).hexdigest() != rec["sha256"]):
+                return None
+            meta = pq.read_schema(pa.BufferReader(data)).metadata
+            rng = segment_time_range(pa.BufferReader(data))
+            return segs[0], meta, None if rng is None else rng[0]
+        if lives:
+            with open(lives[0], "rb") as f:
+                reader = ipc.open_stream(f)
+                meta = reader.schema.metadata
+                try:
+                    b = reader.read_next_batch()
+                except StopIteration:
+                    return lives[0], meta, None
+                t = b.column(b.schema.get_field_index("t_before_ns"))
+                first = int(t.to_numpy(zero_copy_only=False).min()) if b.num_rows else None
+                return lives[0], meta, first
+    except (OSError, pa.ArrowException, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return None
+
+
+def _check_manifest_files(p: Path, mpath: Path, m: dict[str, Any]) -> None:
+    """The manifest against the capture's files, before any analysis reads it: ``counters`` is
+    non-empty; the first segment (or live file) was written with these counter descriptors and
+    this capture id (``check_origin``); the first reading does not precede ``start`` by more than
+    ``START_TOLERANCE_NS`` (or two intervals). Raises ``CaptureSchemaError`` naming the manifest
+    (or the file) and the key. Cheap: one Parquet footer, or a live file's first batch."""
+    if not m["counters"]:
+        raise CaptureSchemaError(mpath, "manifest key 'counters' is empty: a capture records at "
+                                        "least one counter, and its segments name theirs (the "
+                                        "list was emptied by hand?)")
+    first = _first_file(p, m)
+    if first is None:
+        return
+    f, meta, t_first = first
+    check_origin(f, meta, m)
+    start = m["start"]["monotonic_ns"]
+    tol = max(START_TOLERANCE_NS, 2 * m["interval_ns"])
+    if t_first is not None and t_first < start - tol:
+        raise CaptureSchemaError(
+            mpath, f"manifest key 'start': monotonic_ns {start} is {(start - t_first) / 1e9:.3f} s "
+                   f"after the first reading ({t_first} ns, in {f.parent.name}/{f.name}); a "
+                   f"capture starts before its first reading (at most {tol / 1e9:g} s of clock "
+                   "noise): the manifest was edited or the files are another capture's")
 
 
 def segment_counters(path: str | os.PathLike) -> list[dict[str, Any]] | None:
@@ -354,7 +426,7 @@ def iter_capture_batches(path: str | os.PathLike, *, batch_rows: int = 1 << 20):
         yield from batches
 
 
-def segment_time_range(s: Path) -> tuple[int, int] | None:
+def segment_time_range(s: Path | pa.BufferReader) -> tuple[int, int] | None:
     """Return (min, max) ``t_before_ns`` of a Parquet segment from its footer statistics, or None.
 
     Reads only the footer. None when the statistics are missing or the footer is unreadable (the

@@ -270,8 +270,9 @@ BYTE_SOURCE_FILES = ("counters/port_xmit_data", "counters/port_rcv_data",
 def check_counter_descriptors(counters: Any, path: str | os.PathLike) -> None:
     """Check a manifest's ``counters`` list (see MANIFEST KEYS); raise ``CaptureSchemaError``.
 
-    Each descriptor must be an object with ``COUNTER_KEYS``; ``bytes_per_unit`` a positive integer
-    or null; ``width_bits`` an integer 1..64 or null. The message names ``path`` and the counter.
+    Each descriptor must be an object with ``COUNTER_KEYS``; ``bytes_per_unit`` an integer
+    1..2**32 or null; ``width_bits`` an integer 1..64 or null; ``port`` an integer 0..65535 or
+    null. The message names ``path`` and the counter.
     Used when writing and reading a manifest, and by the analysis when it builds its counter table.
     """
     if not isinstance(counters, list) or not all(isinstance(c, dict) for c in counters):
@@ -283,22 +284,22 @@ def check_counter_descriptors(counters: Any, path: str | os.PathLike) -> None:
         lacking = [k for k in COUNTER_KEYS if k not in c]
         if lacking:
             raise CaptureSchemaError(
-                path, f"manifest counter descriptor {i} lacks key(s): {', '.join(lacking)}")
+                path, f"manifest 'counters' descriptor {i} lacks key(s): {', '.join(lacking)}")
         who = f"manifest counter {i}"
         for key in ("source", "device", "name", "unit"):
             if not isinstance(c[key], str):
                 raise CaptureSchemaError(path, f"{who}: {key!r} must be a string, got "
                                                f"{json.dumps(c[key], default=str)}")
-        if not (c["port"] is None or _is_int(c["port"])):
-            raise CaptureSchemaError(path, f"{who}: 'port' must be an integer or null, got "
-                                           f"{json.dumps(c['port'], default=str)}")
+        if not (c["port"] is None or (_is_int(c["port"]) and 0 <= c["port"] <= 65535)):
+            raise CaptureSchemaError(path, f"{who}: 'port' must be an integer 0..65535 or null, "
+                                           f"got {json.dumps(c['port'], default=str)}")
         if c["direction"] not in ("tx", "rx", None):
             raise CaptureSchemaError(path, f"{who}: 'direction' must be \"tx\", \"rx\" or "
                                            f"null, got {json.dumps(c['direction'], default=str)}")
-        for key, hi in (("bytes_per_unit", None), ("width_bits", 64)):
+        for key, hi in (("bytes_per_unit", 1 << 32), ("width_bits", 64)):
             v = c[key]
-            if not (v is None or (_is_int(v) and v > 0 and (hi is None or v <= hi))):
-                expected = "a positive integer" if hi is None else f"an integer 1..{hi}"
+            if not (v is None or (_is_int(v) and 0 < v <= hi)):
+                expected = f"an integer 1..{hi}"
                 raise CaptureSchemaError(
                     path, f"manifest counter {i} ({c.get('device')} {c.get('name')}): {key!r} "
                           f"must be {expected} or null, got {json.dumps(v)}")
@@ -310,8 +311,20 @@ def check_counter_descriptors(counters: Any, path: str | os.PathLike) -> None:
                       f"got {json.dumps(bs)}")
 
 
+#: The largest nanosecond instant or count a manifest may hold. Every reader takes them as int64
+#: (numpy, Arrow); kept to 0..2**62 (146 years) so that the difference or sum of two stays
+#: within int64. A value beyond it (an edited manifest) is refused naming the key.
+NS_MAX = 1 << 62
+#: The longest sampling interval a manifest may state (one day, in ns).
+INTERVAL_NS_MAX = 86_400 * 10**9
+
+
+def _ns(v: Any) -> bool:
+    return _is_int(v) and 0 <= v <= NS_MAX
+
+
 def _instant(v: Any) -> bool:
-    return isinstance(v, dict) and _is_int(v.get("monotonic_ns")) and _is_int(v.get("realtime_ns"))
+    return isinstance(v, dict) and _ns(v.get("monotonic_ns")) and _ns(v.get("realtime_ns"))
 
 
 def _objects(v: Any) -> bool:
@@ -320,10 +333,11 @@ def _objects(v: Any) -> bool:
 
 def _pairs(v: Any) -> bool:
     return isinstance(v, list) and all(isinstance(x, list) and len(x) == 2
-                                       and all(_is_int(y) for y in x) for x in v)
+                                       and all(_ns(y) for y in x) for x in v)
 
 
-_INSTANT = "an object with integer monotonic_ns and realtime_ns"
+_NS_RANGE = f"0..{NS_MAX} (2**62)"
+_INSTANT = f"an object with integer monotonic_ns and realtime_ns, each {_NS_RANGE} ns"
 
 #: The manifest's top-level keys that the reader relies on (see MANIFEST KEYS in
 #: ``rdmascope.capture``): key -> (required, what its value must be, the check). One table,
@@ -333,13 +347,15 @@ _INSTANT = "an object with integer monotonic_ns and realtime_ns"
 MANIFEST_FIELDS: dict[str, tuple[bool, str, Any]] = {
     "format": (True, f'"{FORMAT_NAME}"', lambda v: v == FORMAT_NAME),
     "format_version": (True, "a positive integer", lambda v: _is_int(v) and v >= 1),
-    "capture_id": (True, "a string", lambda v: isinstance(v, str)),
-    "host": (True, "a string", lambda v: isinstance(v, str)),
+    "capture_id": (True, "a non-empty string", lambda v: isinstance(v, str) and v != ""),
+    "host": (True, "a non-empty string", lambda v: isinstance(v, str) and v != ""),
     "clock": (True, '"CLOCK_MONOTONIC"', lambda v: v == "CLOCK_MONOTONIC"),
-    "interval_ns": (True, "a positive integer (ns)", lambda v: _is_int(v) and v > 0),
+    "interval_ns": (True, f"a positive integer (ns) up to {INTERVAL_NS_MAX} (one day)",
+                    lambda v: _is_int(v) and 0 < v <= INTERVAL_NS_MAX),
     "start": (True, _INSTANT, _instant),
     "stop": (True, _INSTANT + " (or null)", lambda v: v is None or _instant(v)),
-    "clock_pairs": (True, "a list of [realtime_ns, monotonic_ns] integer pairs", _pairs),
+    "clock_pairs": (True, f"a list of [realtime_ns, monotonic_ns] integer pairs, each "
+                          f"{_NS_RANGE}", _pairs),
     "devices": (True, "a list of objects", _objects),
     "counters": (True, "a list of objects", _objects),
     "events": (True, "a list of objects", _objects),
@@ -364,7 +380,10 @@ def _check_manifest_types(mpath: Path, m: dict[str, Any]) -> None:
 
     A valid-JSON manifest without ``devices``, with ``"counters": null`` or with
     ``"interval_ns": "abc"`` must be refused here, with the key named, rather than be read
-    as something else or crash a reader later.
+    as something else or crash a reader later. Ranges too: nanosecond instants and counts
+    within 0..``NS_MAX``, ``interval_ns`` up to one day, ``stop`` not before ``start``.
+    What needs the files (counters non-empty and matching the segments' descriptors, the start
+    against the first readings) is ``rdmascope.capture.reader.read_manifest``'s.
     """
     def bad(key: str, expected: str, got: Any) -> CaptureSchemaError:
         shown = json.dumps(got, default=str)
@@ -385,6 +404,19 @@ def _check_manifest_types(mpath: Path, m: dict[str, Any]) -> None:
             if lacking:
                 raise CaptureSchemaError(
                     mpath, f"manifest {key!r} entry {i} lacks key(s): {', '.join(lacking)}")
+    for i, rec in enumerate(m.get("segments") or []):
+        if not isinstance(rec["name"], str):
+            raise bad(f"segments[{i}].name", "a string", rec["name"])
+        for k in ("rows", "bytes"):
+            if not _ns(rec[k]):
+                raise bad(f"segments[{i}].{k}", f"an integer {_NS_RANGE}", rec[k])
+        if not isinstance(rec["sha256"], str):
+            raise bad(f"segments[{i}].sha256", "a string (hex SHA-256)", rec["sha256"])
+    if m["stop"] is not None and m["stop"]["monotonic_ns"] < m["start"]["monotonic_ns"]:
+        raise CaptureSchemaError(
+            mpath, f"manifest key 'stop': monotonic_ns {m['stop']['monotonic_ns']} is before "
+                   f"'start' monotonic_ns {m['start']['monotonic_ns']}; a capture stops after "
+                   "it starts (the manifest was edited)")
     for key in ("devices", "discovered_devices"):
         for i, d in enumerate(m.get(key) or []):
             if not isinstance(d["name"], str):
@@ -393,8 +425,8 @@ def _check_manifest_types(mpath: Path, m: dict[str, Any]) -> None:
             if ports is not None and not _objects(ports):
                 raise bad(f"{key}[{i}].ports", "a list of objects", ports)
             for j, port in enumerate(ports or []):
-                if "port" in port and not _is_int(port["port"]):
-                    raise bad(f"{key}[{i}].ports[{j}].port", "an integer", port["port"])
+                if "port" in port and not (_is_int(port["port"]) and 0 <= port["port"] <= 65535):
+                    raise bad(f"{key}[{i}].ports[{j}].port", "an integer 0..65535", port["port"])
 
 
 def _check_schema(path: Path, schema: pa.Schema) -> None:
