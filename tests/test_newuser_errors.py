@@ -380,7 +380,7 @@ def test_rates_parquet_is_not_left_short_when_a_later_segment_is_corrupt(tmp_pat
     out2 = tmp_path / "r2.parquet"
     for target in (out2, out):
         r = CliRunner().invoke(main, ["rates", str(cap), "--window", "1s", "--parquet",
-                                      str(target)])
+                                      str(target), "--force"])  # replacing OUT is asked for
         assert r.exit_code == 4, r.output
         assert segs[2].name in r.output and "SHA-256" in r.output
     assert not out2.exists()

@@ -23,6 +23,7 @@ from rdmascope.cli.output import (
     link_gbps_option,
     no_intervals_error,
     origin_option,
+    refuse_existing_output,
     require_parent_dir,
     say_capture_state,
     time_range,
@@ -60,6 +61,7 @@ def run_set_offsets(captures) -> tuple[dict[str, int] | None, str | None, str]:
 @click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False),
               help="Trace file: .json writes the Chrome JSON trace format, anything else "
                    "(e.g. .pftrace) Perfetto's protobuf format.")
+@click.option("--force", is_flag=True, help="Replace an existing -o file (refused otherwise).")
 @click.option("--requests", "requests_log", type=click.Path(exists=True, dir_okay=False),
               help="Request log of the first capture's host (default: its requests.jsonl, if "
                    "any): prefill and decode slices per request.")
@@ -89,7 +91,7 @@ def run_set_offsets(captures) -> tuple[dict[str, int] | None, str | None, str]:
               help="NCCL Inspector records (a directory or file, repeatable): an 'NCCL "
                    "collectives' track per host with each collective as a slice (docs/nccl.md).")
 def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt, t_from, t_to,
-             origin_s, inspector=()):
+             origin_s, inspector=(), force=False):
     """Write a timeline of CAPTURES (one process per capture) for ui.perfetto.dev or
     chrome://tracing.
 
@@ -104,6 +106,7 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
     if t_from is not None and t_to is not None and t_to <= t_from:
         raise click.BadParameter(f"--to ({t_to:g} s) must be after --from ({t_from:g} s)",
                                  param_hint="'--to'")
+    refuse_existing_output(out, force, "-o")  # exit 4 before any work, as the directories
     if fmt == "auto":
         fmt = "json" if out.lower().endswith(".json") else "proto"
     if fmt == "proto":

@@ -48,7 +48,7 @@ __all__ = ["OutputSpec", "output_options", "time_range_options", "emit", "format
            "load_or_fail", "open_or_fail", "time_range", "progress", "to_records", "cli_errors", "SECONDS",
            "POSITIVE", "NONNEG_SECONDS", "OFFSET", "FiniteFloat", "MAX_SECONDS",
            "MAX_OFFSET_SECONDS", "DURATION_NS", "parse_ns", "WINDOW", "MIN_WINDOW_NS", "MAX_WINDOW_VALUES", "check_window_count",
-           "parse_windows", "require_readings", "no_intervals_error", "format_duration", "require_parent_dir",
+           "parse_windows", "require_readings", "no_intervals_error", "format_duration", "require_parent_dir", "refuse_existing_output",
            "origin_option", "grid_origin", "link_gbps_option", "link_gbps_note",
            "capture_state_note", "say_capture_state"]
 
@@ -234,17 +234,22 @@ class OutputSpec:
 
 
 def output_options(f: Callable) -> Callable:
-    """Add ``--json``, ``--csv`` and ``--parquet PATH``; pass them as one ``out`` argument."""
+    """Add ``--json``, ``--csv``, ``--parquet PATH`` and ``--force`` (replace an existing
+    ``--parquet`` file); pass them as one ``out`` argument."""
 
+    @click.option("--force", "force_output", is_flag=True,
+                  help="Replace an existing --parquet file (refused otherwise, exit 4).")
     @click.option("--parquet", "parquet", type=click.Path(dir_okay=False), default=None,
-                  help="Also write the table(s) as Parquet to PATH.",
+                  help="Also write the table(s) as Parquet to PATH (a new file, or --force).",
                   callback=lambda _c, _p, v: _parent_checked(v, "'--parquet'"))
     @click.option("--csv", "as_csv", is_flag=True, help="Print CSV instead of a table.")
     @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
     @functools.wraps(f)
-    def wrapper(*args, as_json: bool, as_csv: bool, parquet: str | None, **kwargs):
+    def wrapper(*args, as_json: bool, as_csv: bool, parquet: str | None, force_output: bool,
+                **kwargs):
         if as_json and as_csv:
             raise click.UsageError("--json and --csv are mutually exclusive")
+        refuse_existing_output(parquet, force_output, "--parquet")
         return f(*args, out=OutputSpec(json=as_json, csv=as_csv, parquet=parquet), **kwargs)
 
     return wrapper
@@ -394,6 +399,21 @@ def require_parent_dir(path: str, option: str = "'-o' / '--output'") -> None:
     if not os.access(target, os.W_OK | (os.X_OK if target.is_dir() else 0)):
         raise click.BadParameter(f"{path}: cannot write in {target} (permission denied or a "
                                  "read-only file system); choose another path", param_hint=option)
+
+
+def refuse_existing_output(path: str | None, force: bool, option: str) -> None:
+    """Refuse to replace an existing output file unless ``--force`` (as the output directories
+    of ``record``, ``report``, ``demo`` and ``export dataset`` are protected): an existing
+    ``path`` raises ``DataError`` (exit 4, "output exists") naming ``option`` and the path.
+    Called before any work; None (no such output asked for) passes."""
+    if path is None or force:
+        return
+    target = Path(path).expanduser()
+    if target.exists() or target.is_symlink():
+        from rdmascope.exitcodes import DataError
+
+        raise DataError(f"{path}: the {option} output already exists; refusing to overwrite it "
+                        "(add --force to replace it, or choose another path)")
 
 
 def _parent_checked(path: str | None, option: str) -> str | None:

@@ -17,6 +17,7 @@ from rdmascope.cli.output import (
     link_gbps_option,
     origin_option,
     parse_windows,
+    refuse_existing_output,
     require_parent_dir,
 )
 from rdmascope.cli.setup_options import resolve_kwargs, setup_options
@@ -45,6 +46,7 @@ _HELP = "KIND is one of:\n\n" + "\n\n".join(f"\b\n  {k:14s} {v}" for k, v in KIN
               "(default: the capture's own requests.jsonl when it has one).")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="Output file; the suffix picks the format: .png, .svg or .pdf.")
+@click.option("--force", is_flag=True, help="Replace an existing -o file (refused otherwise).")
 @click.option("--label", "labels", multiple=True, help="Label per capture (default: from the "
               "capture's manifest, else its directory name).")
 @click.option("--request-id", help="request/windows: the request to draw (default: the longest "
@@ -76,7 +78,7 @@ _HELP = "KIND is one of:\n\n" + "\n\n".join(f"\b\n  {k:14s} {v}" for k, v in KIN
 @link_gbps_option
 def command(kind, captures, request_logs, output, labels, request_id, test_name, zoom_ns,
             zoom_start_ns, windows_text, from_s, to_s, window_ns, offset_s, prompt_tokens, ttft_s,
-            dpi, origin_s, **setup_kw):
+            dpi, origin_s, force=False, **setup_kw):
     from pathlib import Path
 
     from rdmascope.analysis import figures
@@ -95,6 +97,7 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
         raise click.BadParameter(f"{output}: the output must end in .png, .svg or .pdf",
                                  param_hint="'-o' / '--output'")
     require_parent_dir(output)
+    refuse_existing_output(output, force, "-o")
 
     if kind == "tp":
         if captures:
