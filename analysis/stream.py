@@ -223,16 +223,16 @@ def capture_info(capture) -> CaptureInfo | MemoryCapture:
     return capture if isinstance(capture, (CaptureInfo, MemoryCapture)) else open_capture(capture)
 
 
-def _squeeze_invalid(t, unc, val, valid, sweep):
+def _squeeze_invalid(t, unc, val, valid):
     """Keep the first and last row of each run of unreadable readings (only their presence and
     the run's ends matter: a trailing run's span ends at its last reading)."""
     inv = ~valid
     if inv.sum() < 3:
-        return t, unc, val, valid, sweep
+        return t, unc, val, valid
     inner = np.zeros(len(inv), bool)
     inner[1:-1] = inv[1:-1] & inv[:-2] & inv[2:]
     keep = ~inner
-    return t[keep], unc[keep], val[keep], valid[keep], sweep[keep]
+    return t[keep], unc[keep], val[keep], valid[keep]
 
 
 class _CounterStream:
@@ -258,20 +258,33 @@ class _CounterStream:
         self.last_t: int | None = None  # latest reading instant seen (valid or not)
         self.rows = 0
 
-    def feed(self, t, unc, val, valid, sweep, *, final: bool = False) -> dict[str, np.ndarray]:
-        if len(sweep):
+    def feed(self, t_before, dur, val, valid, sweep, *, final: bool = False
+             ) -> dict[str, np.ndarray]:
+        """One file's readings of the counter (``t_before_ns``, ``read_duration_ns``, value,
+        valid, sweep); return the intervals they settle."""
+        n_new = len(sweep)
+        k = 0 if self.carry is None else len(self.carry[0])
+        # the reading instants (middle of the read bracket) and half-brackets, written after
+        # the rows carried from the last file (no concatenation of separate arrays)
+        t = np.empty(k + n_new, np.int64)
+        unc = np.empty(k + n_new, np.int64)
+        d = np.asarray(dur).astype(np.int64)
+        np.right_shift(d, 1, out=t[k:])  # d // 2
+        t[k:] += t_before
+        d += 1
+        np.right_shift(d, 1, out=unc[k:])  # (d + 1) // 2
+        del d
+        if n_new:
             if (sweep[1:] <= sweep[:-1]).any() or (self.last_sweep is not None
                                                and sweep[0] <= self.last_sweep):
                 raise ValueError(f"{self.label}: duplicate or unordered sweeps")
             self.last_sweep = int(sweep[-1])
             self.last_t = int(t[-1])
-        self.rows += len(sweep)
+        self.rows += n_new
         if self.carry is not None:
-            ct, cu, cv, cok, cs = self.carry
-            t, unc, val, valid, sweep = (np.concatenate([ct, t]), np.concatenate([cu, unc]),
-                                         np.concatenate([cv, val]),
-                                         np.concatenate([cok, valid]),
-                                         np.concatenate([cs, sweep]))
+            ct, cu, cv, cok = self.carry
+            t[:k], unc[:k] = ct, cu
+            val, valid = np.concatenate([cv, val]), np.concatenate([cok, valid])
         if final and self.rows < 2:  # byte_intervals skips a counter with fewer than 2 rows
             self.carry = None
             return counter_intervals(t[:0], unc[:0], val[:0], valid[:0], **self.kw)
@@ -287,7 +300,7 @@ class _CounterStream:
         elif not len(t) or (vidx is not None and len(vidx) == 0):
             # nothing readable yet: all of it may still become an interval
             n = 0
-            self.carry = _squeeze_invalid(t, unc, val, valid, sweep)
+            self.carry = _squeeze_invalid(t, unc, val, valid)
         else:
             # hold back everything from the last valid reading on: it is judged only when the
             # next one is known, and unreadable readings after it may end in a valid one
@@ -301,7 +314,7 @@ class _CounterStream:
                     k = int(vidx[np.searchsorted(t[vidx], iv["t1_ns"][n - 1], "right") - 1])
             else:
                 k = 0  # nothing settled yet (a leading unreadable run is kept with it)
-            self.carry = _squeeze_invalid(t[k:], unc[k:], val[k:], valid[k:], sweep[k:])
+            self.carry = _squeeze_invalid(t[k:], unc[k:], val[k:], valid[k:])
         # a copy of the few rows held: a view would keep this file's whole arrays (and the
         # Arrow buffers they view) alive until the next file is read
         if self.carry is not None:
@@ -358,9 +371,8 @@ def iter_intervals(capture, *, counters=None, source: str | None = "infiniband",
         for c, a, b in zip(ids_sorted, lo.tolist(), hi.tolist(), strict=True):
             if b <= a:
                 continue
-            d = dur[a:b].astype(np.int64)
-            parts[c] = streams[c].feed(t_before[a:b] + d // 2, (d + 1) // 2, value[a:b],
-                                       ok[a:b], sweep[a:b])
+            parts[c] = streams[c].feed(t_before[a:b], dur[a:b], value[a:b], ok[a:b],
+                                       sweep[a:b])
         del tab, cid, t_before, dur, value, ok, sweep
         # handed over, not kept: this frame holds no reference to the file's intervals while
         # the next file is read
