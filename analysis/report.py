@@ -476,12 +476,15 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
             f"{report_window_label(devices_width_ns(cfg.capture.duration_s()))} window (wider on long "
             "captures); the 1 ms bursts are in the timeline and the tables."))
         dev = v.devices.reset_index()
-        tables.append(ReportTable(pick_columns(dev, ("device", "tx_bytes", "rx_bytes", "share",
-                                              "peak_1ms_gbps", "nan_windows",
-                                              "over_line_windows")),
+        tables.append(ReportTable(pick_columns(dev, ("device", "tx_bytes", "rx_bytes",
+                                              "known_bytes", "share", "peak_1ms_gbps",
+                                              "nan_windows", "over_line_windows")),
                                   title="Bytes per RDMA device", headers={"share": "share"},
                                   note="Peak 1 ms: the highest 1 ms window of the device, tx or "
-                                       "rx. " + ONE_MS_REF + " " + line_rate_note(cfg),
+                                       "rx. A direction with an unknown 1 ms window has "
+                                       "unknown bytes (-); known: the readable tx + rx bytes "
+                                       "(a lower bound), the share is of the readable bytes. "
+                                       + ONE_MS_REF + " " + line_rate_note(cfg),
                                   name="devices"))
         tables += [ReportTable(**t) for t in nccl_collectives(cfg)]  # <capture>/nccl-inspector/
         content.sections.append(ReportSection(cfg.label, tables))

@@ -57,8 +57,11 @@ class Verdict:
     ``CANNOT_JUDGE`` ("cannot judge": too little RDMA traffic, or a twin of a recorded device
     was found at record time but not recorded: ``missing_devices``; or a recorded device's bytes
     were unknown for more than a small share of the range: ``unknown_devices``). ``expect``: "single" or
-    "both". ``message``: one sentence with the numbers. ``devices``: DataFrame indexed by RDMA device: tx_bytes, rx_bytes, bytes,
-    share (of all RDMA bytes), peak_1ms_gbps (highest 1 ms rate consistent with physics, tx or
+    "both". ``message``: one sentence with the numbers. ``devices``: DataFrame indexed by RDMA
+    device: tx_bytes, rx_bytes, bytes (bytes; NaN, never the readable part, for a direction with
+    any unknown 1 ms window), known_bytes (the readable bytes, tx + rx: a lower bound), share
+    (of all readable RDMA bytes: what the verdict judges, with the coverage rule below),
+    peak_1ms_gbps (highest 1 ms rate consistent with physics, tx or
     rx: ``peaks.peak_table``'s headline, the line rate for a window above it by less than its
     timing uncertainty), raw_max_1ms_gbps (the highest 1 ms window of all, over line rate
     included: ``peak_table``'s raw_max_gbps), nan_windows (1 ms windows with unknown bytes inside
@@ -66,8 +69,10 @@ class Verdict:
     windows over line rate beyond their timing uncertainty, tx and rx: kept out of the peak),
     unknown_share (the largest share of the range, tx or rx, whose bytes are
     unknown). ``kernel``: the same bytes from netdev statistics per RDMA device
-    (kernel_bytes, rdma_bytes) or None when not sampled. ``tcp_suspected``: kernel-stack bytes
-    reached the TCP threshold. ``main_device``: the device with the largest share.
+    (kernel_bytes, rdma_bytes: NaN where the device's are unknown, rdma_known_bytes) or None
+    when not sampled. ``tcp_suspected``: kernel-stack bytes reached the TCP threshold.
+    ``main_device``: the device with the largest share. ``total_bytes``: all RDMA bytes, NaN
+    when any device's are unknown; ``known_bytes``: the readable RDMA bytes the shares are of.
     """
 
     ok: bool
@@ -84,6 +89,7 @@ class Verdict:
     status: str = ""
     missing_devices: list[str] = field(default_factory=list)
     unknown_devices: list[str] = field(default_factory=list)
+    known_bytes: float = float("nan")
 
     def __post_init__(self) -> None:
         if not self.status:
@@ -95,7 +101,8 @@ class Verdict:
             "ok": self.ok, "status": self.status, "expect": self.expect,
             "message": self.message, "missing_devices": list(self.missing_devices),
             "unknown_devices": list(self.unknown_devices),
-            "total_bytes": self.total_bytes, "main_device": self.main_device,
+            "total_bytes": self.total_bytes, "known_bytes": self.known_bytes,
+            "main_device": self.main_device,
             "tcp_suspected": self.tcp_suspected, "start_ns": self.start_ns,
             "end_ns": self.end_ns, "params": self.params,
             "devices": self.devices.reset_index().to_dict(orient="records"),
@@ -749,7 +756,7 @@ def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
     for dev in devices:
         row = {"tx_bytes": 0.0, "rx_bytes": 0.0, "peak_1ms_gbps": np.nan,
                "raw_max_1ms_gbps": np.nan, "nan_windows": 0, "over_line_windows": 0,
-               "unknown_share": 0.0}
+               "unknown_share": 0.0, "tx_unknown": False, "rx_unknown": False}
         for s in ser.loc[ser["device"] == dev, "series"]:
             span = hi - max(lo, begins.get(s, lo))  # the part of the range it was present
             if s in unk.index and span > 0:
@@ -762,6 +769,7 @@ def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
                 continue
             # a direction with no known window has unknown bytes (NaN), never 0
             row[f"{dir_of[s]}_bytes"] += byt
+            row[f"{dir_of[s]}_unknown"] |= bool(nan_w) or not np.isfinite(byt)
             row["over_line_windows"] += int(m["over_of"].get(s, 0))
             pk = peak_of.get(s, np.nan)
             if np.isfinite(pk):
@@ -773,12 +781,19 @@ def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
         rows[dev] = row
     df = pd.DataFrame.from_dict(rows, orient="index")
     df.index.name = "device"
+    # the shares are judged on the readable bytes (the coverage rule below says when that is
+    # too little); a device's totals are unknown (NaN), never its readable part, when any
+    # 1 ms window of it is unknown: the readable part is known_bytes (a lower bound)
+    df["known_bytes"] = df["tx_bytes"] + df["rx_bytes"]
+    total = float(df["known_bytes"].sum())
+    df["share"] = df["known_bytes"] / total if total > 0 else np.nan
+    main = str(df["known_bytes"].idxmax()) if total > 0 else None
+    partial = df["tx_unknown"] | df["rx_unknown"]
+    for d in ("tx", "rx"):
+        df.loc[df[f"{d}_unknown"], f"{d}_bytes"] = np.nan
     df["bytes"] = df["tx_bytes"] + df["rx_bytes"]
-    total = float(df["bytes"].sum())
-    df["share"] = df["bytes"] / total if total > 0 else np.nan
-    df = df[["tx_bytes", "rx_bytes", "bytes", "share", "peak_1ms_gbps", "raw_max_1ms_gbps",
-             "nan_windows", "over_line_windows", "unknown_share"]]
-    main = str(df["bytes"].idxmax()) if total > 0 else None
+    df = df[["tx_bytes", "rx_bytes", "bytes", "known_bytes", "share", "peak_1ms_gbps",
+             "raw_max_1ms_gbps", "nan_windows", "over_line_windows", "unknown_share"]]
 
     # kernel-stack bytes from netdev statistics, per RDMA device
     kernel = None
@@ -787,8 +802,13 @@ def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
         kb = m["kernel"](lo, hi)
         kern = {dev: kb.get(dev, 0.0)
                 for dev in dict.fromkeys(c[c["source"] == "netdev"]["device"])}
+        # rdma_bytes unknown (NaN) where the device's are; the TCP check below weighs the
+        # kernel bytes against the readable RDMA bytes (rdma_known_bytes)
         kernel = pd.DataFrame({"kernel_bytes": pd.Series(kern),
-                               "rdma_bytes": df["bytes"].reindex(list(kern)).fillna(0.0)})
+                               "rdma_bytes": df["bytes"].reindex(list(kern)),
+                               "rdma_known_bytes":
+                                   df["known_bytes"].reindex(list(kern)).fillna(0.0)})
+        kernel.loc[~kernel.index.isin(df.index), "rdma_bytes"] = 0.0
         kernel.index.name = "device"
         k_total = float(kernel["kernel_bytes"].sum())
         # On native InfiniBand the port counters include IPoIB (sockets over ib0), so the
@@ -796,9 +816,10 @@ def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
         # judged against the port's bytes *without* them (IPoIB close to the port = TCP)
         ib_devs = _ib_link_layer_devices(capture.meta)
         rdma_only = float(sum(
-            max(float(kernel.at[d, "rdma_bytes"]) - float(kernel.at[d, "kernel_bytes"]), 0.0)
-            if d in ib_devs else float(kernel.at[d, "rdma_bytes"]) for d in kernel.index))
-        rdma_only += float(df["bytes"].drop(list(kernel.index), errors="ignore").sum())
+            max(float(kernel.at[d, "rdma_known_bytes"]) - float(kernel.at[d, "kernel_bytes"]),
+                0.0)
+            if d in ib_devs else float(kernel.at[d, "rdma_known_bytes"]) for d in kernel.index))
+        rdma_only += float(df["known_bytes"].drop(list(kernel.index), errors="ignore").sum())
         tcp = k_total >= tcp_min_bytes and k_total >= tcp_ratio * rdma_only
         nd_of = {}
         descs = capture.meta.get("counters") or []
@@ -820,7 +841,7 @@ def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
                  if kernel.at[d, "kernel_bytes"] >= 1e6]
 
     def share_text(d):
-        if not np.isfinite(df.at[d, "bytes"]):
+        if not np.isfinite(df.at[d, "known_bytes"]):
             return f"{d} unknown (no readable window)"
         if total <= 0:
             return f"{d} 0 MB"
@@ -829,7 +850,10 @@ def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
         # is said as such beside the headline peak, never as the peak (as peaks does)
         beside = f", raw max {raw:.1f} Gb/s" if np.isfinite(raw) and (
             not np.isfinite(pk) or round(raw, 1) > round(pk, 1)) else ""
-        return (f"{d} {df.at[d, 'share'] * 100:.2f} % ({df.at[d, 'bytes'] / 1e6:,.1f} MB, "
+        mb = (f"{df.at[d, 'bytes'] / 1e6:,.1f} MB" if np.isfinite(df.at[d, "bytes"]) else
+              f"{df.at[d, 'known_bytes'] / 1e6:,.1f} MB readable, "
+              f"{int(df.at[d, 'nan_windows'])} ms unknown")
+        return (f"{d} {df.at[d, 'share'] * 100:.2f} % ({mb}, "
                 f"peak {pk:.1f} Gb/s at 1 ms{beside})")
 
     shares = ", ".join(share_text(d) for d in df.index)
@@ -945,7 +969,8 @@ def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
                + msg.removeprefix("cannot judge: "))
     return Verdict(ok=bool(ok), status=status, missing_devices=missing,
                    unknown_devices=unknown_devs,
-                   expect=expect, message=msg, devices=df, total_bytes=total,
+                   expect=expect, message=msg, devices=df,
+                   total_bytes=float("nan") if partial.any() else total, known_bytes=total,
                    main_device=main, tcp_suspected=bool(tcp), kernel=kernel, start_ns=lo,
                    end_ns=hi,
                    params={"single_share": single_share, "both_min_share": both_min_share,

@@ -391,3 +391,44 @@ def test_device_appearance_seen_while_probing_and_without_a_descriptor_time(tmp_
     v = verify_emulation(load_capture(_late_twin_cap(tmp_path / "c", appeared_ms=500,
                                                      descriptor=False)), end_ns=T0 + 1000 * MS)
     assert v.status == PASS and v.devices.at["roceP2p1s0f1", "unknown_share"] == 0.0, v.message
+
+
+def test_device_bytes_with_an_unknown_window_are_unknown_and_the_shares_say_readable(tmp_path):
+    """Unknown is never zero: a direction with unknown 1 ms windows has unknown bytes (NaN) in
+    the device table and the verdict's total, never its readable part passed off as a total;
+    the readable bytes are known_bytes, and the shares (of readable bytes) are judged with the
+    coverage rule: within max_unknown_share the verdict stands and the message says so, past
+    it CANNOT JUDGE."""
+    import sys
+    from pathlib import Path
+
+    import numpy as np
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from requestlog_helpers import build_capture
+
+    A, B = "rocep1s0f1", "roceP2p1s0f1"
+    n = 1000
+    per_ms = {f"{A}/tx": np.full(n, 400_000), f"{A}/rx": np.full(n, 400_000),
+              f"{B}/tx": np.full(n, 400), f"{B}/rx": np.full(n, 400)}
+    # B's tx readings 500..504 unreadable: its 1 ms intervals 499..504 unknown (0.6 %)
+    cap = load_capture(build_capture(tmp_path / "cap", T0, per_ms,
+                                     unreadable={f"{B}/tx": (500, 505)}))
+    v = verify_emulation(cap, expect="single")
+    d = v.devices
+    assert np.isnan(d.at[B, "tx_bytes"]) and np.isnan(d.at[B, "bytes"])
+    assert np.isnan(v.total_bytes)
+    # by hand: B's readable tx is 994 of its 1000 ms x 400 B, its rx all 1000 ms
+    assert d.at[B, "rx_bytes"] == pytest.approx(400 * n)
+    assert d.at[B, "known_bytes"] == pytest.approx(400 * 994 + 400 * n)
+    assert d.at[A, "bytes"] == d.at[A, "known_bytes"] == pytest.approx(800_000 * n)
+    known = 800_000 * n + 400 * 994 + 400 * n
+    assert v.known_bytes == pytest.approx(known)
+    assert d.at[A, "share"] == pytest.approx(800_000 * n / known)
+    assert v.status == PASS and "readable, 6 ms unknown" in v.message
+    # past the coverage rule's 1 %: CANNOT JUDGE, naming the device
+    cap2 = load_capture(build_capture(tmp_path / "cap2", T0, per_ms,
+                                      unreadable={f"{B}/tx": (500, 600)}))
+    v2 = verify_emulation(cap2, expect="single")
+    assert v2.status == CANNOT_JUDGE and B in v2.unknown_devices
+    assert np.isnan(v2.devices.at[B, "tx_bytes"])

@@ -118,7 +118,8 @@ def command(capture, t_from, t_to, origin_s, single, share, min_share, out, nccl
         click.echo(format_table(v.devices, floatfmt="{:,.2f}",
                                 formats={"share": "{:.2%}", "unknown_share": "{:.2%}",
                                          "tx_bytes": "{:,.0f}",
-                                         "rx_bytes": "{:,.0f}", "bytes": "{:,.0f}"}))
+                                         "rx_bytes": "{:,.0f}", "bytes": "{:,.0f}",
+                                         "known_bytes": "{:,.0f}"}))
         for line in line_rate_lines(lrates):
             click.echo(line)
         if changes:
