@@ -432,8 +432,7 @@ def _attribute_from(capture, log, be, *, arrival_window_s: float,
     total_s = (t_hi - t_lo) / 1e9
     for st in STATES:
         seg = timeline[timeline["state"] == st] if len(timeline) else timeline
-        dur_ns = (seg["t1_ns"] - seg["t0_ns"]).to_numpy(np.int64) if len(seg) \
-            else np.zeros(0, np.int64)
+        dur_ns = np.asarray(seg["t1_ns"] - seg["t0_ns"], np.int64) if len(seg) else np.zeros(0, int)
         secs = float(dur_ns.sum() / 1e9)
         # unknown is never zero: a state with an unknown span has unknown bytes (NaN), its
         # known part stated apart (tx/rx_known_bytes, a lower bound) with that span (unknown_s)
