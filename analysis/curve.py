@@ -158,7 +158,7 @@ class CounterCurve:
         return strictly_across(self.gap_t0, self.gap_t1, x)
 
     def edges(self, e: np.ndarray, block: int = 1 << 19, step: int | None = None,
-              cums: tuple | None = None, keep: list | None = None
+              cums: tuple | None = None, keep: list | None = None, out: tuple | None = None
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Same as ``windows`` for contiguous windows between consecutive edges.
 
@@ -168,10 +168,12 @@ class CounterCurve:
         ``cums``: ``cum(e)`` already known (e.g. taken from a finer grid's edges: ``cum`` is
         evaluated edge by edge, so a subset of its values is exactly ``cum`` of the subset).
         ``keep``: a list that receives ``cum(e)`` when it was computed in one block.
+        ``out``: four arrays of len(e) - 1 to write the result into (returned; overlaps-NaN and
+        holds-gap as 0/1 in their dtype).
         """
         m = len(e) - 1
-        byt = np.empty(m)
-        cov = np.empty(m, np.int64)
+        byt = np.empty(m) if out is None else out[0]
+        cov = np.empty(m, np.int64) if out is None else out[3]
         if keep is not None and m > block:
             keep = None
         for s in range(0, m, block):
@@ -190,13 +192,17 @@ class CounterCurve:
         if len(self.nan_t0):
             nan = overlapping(self.nan_t0, self.nan_t1, a, b) > 0
         else:
-            nan = np.zeros(m, bool)
+            nan = np.zeros(m, bool) if out is None else 0
         if len(self.gap_t0):  # a gap across either edge of the window (see _gap_across)
             cross = self._gap_across(e) > 0
             gap = cross[:-1] | cross[1:]
         else:
-            gap = np.zeros(m, bool)
-        return byt, nan, gap, cov
+            gap = np.zeros(m, bool) if out is None else 0
+        if out is None:
+            return byt, nan, gap, cov
+        out[1][...] = nan
+        out[2][...] = gap
+        return out
 
 
 class CurveSpec:

@@ -562,33 +562,41 @@ class _GridAcc:
             for (o1, w1), (k1, fine) in memo.items():
                 if o1 != o or w % w1:
                     continue
-                idx = np.arange(ka, kb + 1, dtype=np.int64) * (w // w1) - k1
-                inr = (idx >= 0) & (idx < len(fine[0]))
-                if not inr.any():
+                # edge i of this grid is edge first + i x r of the finer one: those within it
+                # (i0 <= i < i1) are a strided slice of its values
+                r, n_e, n_f = w // w1, kb - ka + 1, len(fine[0])
+                first = ka * r - k1
+                i0 = max(0, -(first // r))
+                i1 = min(n_e, (n_f - 1 - first) // r + 1) if n_f - 1 - first >= 0 else 0
+                if i1 <= i0:
                     continue
-                cums = tuple(y[idx[inr]] if inr.all() else np.empty(len(e), y.dtype)
-                             for y in fine)
-                if not inr.all():
-                    for x, y in zip(cums, fine, strict=True):
-                        x[inr] = y[idx[inr]]
-                    for x, y in zip(cums, cnt.cum(e[~inr]), strict=True):
-                        x[~inr] = y
+                sl = slice(first + i0 * r, first + (i1 - 1) * r + 1, r)
+                if i0 == 0 and i1 == n_e:
+                    cums = tuple(y[sl] for y in fine)
+                else:
+                    cums = tuple(np.empty(n_e, y.dtype) for y in fine)
+                    rest = cnt.cum(np.concatenate([e[:i0], e[i1:]]))
+                    for x, y, z in zip(cums, fine, rest, strict=True):
+                        x[i0:i1] = y[sl]
+                        x[:i0], x[i1:] = z[:i0], z[i0:]
                 break
         keep: list | None = [] if share and cums is None else None
-        parts = cnt.edges(e, step=w, cums=cums, keep=keep)  # regular but for clipping
-        if keep:
-            memo[(o, w)] = (ka, keep[0])
         off = ka - self.k_lo
         self._fill(c, off)
-        # windows already written (the one shared with the counter's previous file) are added
-        # to, the others written
+        # the windows are written into the buffers; those already written (the one shared with
+        # the counter's previous file) then get their earlier sums added back
         f = self.filled[c]
-        end = off + len(parts[0])
+        end = off + kb - ka
         mid = min(max(f, off), end)
-        for a, p in zip(self.acc[c], parts, strict=True):
-            if mid > off:
-                a[off:mid] += p[:mid - off]
-            a[mid:end] = p[mid - off:]
+        acc = self.acc[c]
+        before = [a[off:mid].copy() for a in acc] if mid > off else None
+        cnt.edges(e, step=w, cums=cums, keep=keep,  # regular but for clipping
+                  out=tuple(a[off:end] for a in acc))
+        if keep:
+            memo[(o, w)] = (ka, keep[0])
+        if before is not None:
+            for a, x in zip(acc, before, strict=True):
+                a[off:mid] += x
         self.filled[c] = max(f, end)
 
     def start(self, k: int) -> None:
