@@ -1272,7 +1272,8 @@ def compare_run_sets(a: ClusterResult, b: ClusterResult) -> pd.DataFrame:
     verdict_a/_b (emulation check), tx_bytes_a/_b, peak_<w>_a_gbps/_b_gbps and
     peak_<w>_change_pct for w in 1 ms, 100 ms, 1 s (the set row: the highest node),
     bytes_per_request_a/_b (tx over [send, last token] of the one request log; the set row:
-    the median over nodes) and bytes_per_request_change_pct (B vs A, %).
+    the median over nodes) and bytes_per_request_change_pct (B vs A, %). Bytes in B, peaks
+    in Gb/s. A set row's value is NaN (unknown) when any node's is (a node not read).
     """
     ha, hb = list(a.nodes["host"]), list(b.nodes["host"])
     only_a = [h for h in ha if h not in hb]
@@ -1293,16 +1294,19 @@ def compare_run_sets(a: ClusterResult, b: ClusterResult) -> pd.DataFrame:
     for side, n in (("a", na), ("b", nb)):
         out[f"bytes_per_request_{side}"] = n["bytes_per_request"] if "bytes_per_request" in n \
             else np.nan
+    # the set's value is unknown (NaN) when any node's is: a node that could not be read
+    # leaves its bytes, peak and bytes per request unknown, and the sum, highest or median of
+    # the rest is not the set's
     set_row = {"verdict_a": a.verdict, "verdict_b": b.verdict,
-               "tx_bytes_a": float(out["tx_bytes_a"].sum()),
-               "tx_bytes_b": float(out["tx_bytes_b"].sum())}
+               "tx_bytes_a": float(out["tx_bytes_a"].sum(skipna=False)),
+               "tx_bytes_b": float(out["tx_bytes_b"].sum(skipna=False))}
     for w in NODE_COMPARE_PEAKS:
         for side in ("a", "b"):
             c = f"peak_{w}_{side}_gbps"
-            set_row[c] = float(out[c].max()) if out[c].notna().any() else np.nan
+            set_row[c] = float(out[c].max(skipna=False))
     for side in ("a", "b"):
         c = f"bytes_per_request_{side}"
-        set_row[c] = float(out[c].median()) if out[c].notna().any() else np.nan
+        set_row[c] = float(out[c].median(skipna=False))
     out.loc["(set)"] = pd.Series(set_row)
     for w in NODE_COMPARE_PEAKS:
         out[f"peak_{w}_change_pct"] = (out[f"peak_{w}_b_gbps"] / out[f"peak_{w}_a_gbps"] - 1) * 100

@@ -41,11 +41,16 @@ def clock_details(warnings: list[str]) -> str:
 
 def is_run_set(captures: Sequence[str | os.PathLike]) -> bool:
     """True when ``captures`` are two or more captures of distinct hosts that overlap in time
-    (one run recorded on several nodes), as opposed to runs of one host to compare."""
+    (one run recorded on several nodes), as opposed to runs of one host to compare. A path
+    that is no readable capture, or a capture of another run, beside at least two that are one
+    run does not make them runs to compare: it is a node the cluster view names as not read
+    (``cluster_reduce.open_run_set_lenient``)."""
+    from rdmascope.analysis.cluster_reduce import open_run_set_lenient
+
     if len(captures) < 2:
         return False
     try:
-        C.open_run_set(captures)
+        open_run_set_lenient(captures)
     except (C.RunSetError, Exception):  # noqa: BLE001 (a bad capture is reported by the caller)
         return False
     return True
@@ -95,9 +100,11 @@ def build_cluster_report(res: C.ClusterResult, *, title: str | None = None) -> R
             f"{100 * r['late_share']:.0f} % of {r['bursts']} bursts) and last "
             f"{r['longer_pct']:+.1f} % vs the median length."))
     if len(res.stragglers) and not len(found):
-        content.verdicts.append(Verdict("No straggler or slow link", "ok",
-                                        f"{res.stragglers['bursts'].max()} all-reduce bursts "
-                                        "compared node by node."))
+        content.verdicts.append(Verdict(
+            "No straggler or slow link" + (f" among the {len(rs.nodes)} nodes read"
+                                           if res.failed else ""), "ok",
+            f"{res.stragglers['bursts'].max()} all-reduce bursts compared node by node"
+            + (f"; {', '.join(res.failed)} not read, not compared." if res.failed else ".")))
     clock = [w for w in res.warnings if "wall clock disagrees" in w]
     if clock:
         worst = nodes["clock_residual_ms"].abs().max()
@@ -111,7 +118,8 @@ def build_cluster_report(res: C.ClusterResult, *, title: str | None = None) -> R
             content.verdicts.append(Verdict("Clocks", "warn", w))
     resid = nodes["clock_residual_ms"].abs().max() if "clock_residual_ms" in nodes else None
     content.cards = [
-        ("nodes", str(len(rs.nodes)), f"reference {rs.ref.host}"),
+        ("nodes", str(len(rs.nodes) + len(res.failed)), f"reference {rs.ref.host}"
+         + (f"; not read: {', '.join(res.failed)}" if res.failed else "")),
         ("emulation", res.verdict, "every node" if res.verdict == "PASS"
          else ", ".join(res.failing)),
         ("wall clocks apart", "n/a" if resid is None or pd.isna(resid) else f"{resid:.2f} ms",

@@ -164,7 +164,7 @@ def test_compare_warns_when_a_run_set_failed_its_emulation_check(tmp_path):
     bad = [n["host"] for n in truth["nodes"] if n["role"]]
     assert bad == ["spark-02"], truth["nodes"]
     r = CliRunner().invoke(main, ["compare", str(tmp_path / "a"), str(tmp_path / "b")])
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # a FAIL verdict is shown (README's exit codes)
     warn = [ln for ln in r.stderr.splitlines() if ln.startswith("WARNING: B:")]
     assert len(warn) == 1 and "FAIL" in warn[0] and "spark-02" in warn[0], r.stderr
     assert not any(ln.startswith("WARNING: A:") for ln in r.stderr.splitlines())

@@ -15,7 +15,7 @@ from rdmascope.cli.output import (
     output_options,
     say_capture_state,
 )
-from rdmascope.cli.shared import default_log, echo_table, find_request_log
+from rdmascope.cli.shared import default_log, echo_table, find_request_log, run_set_paths
 
 #: The conserving split (each byte to one request's prefill or decode, or to idle/other) is
 #: the main view; the window view (all traffic inside a request's window, shared with the
@@ -74,7 +74,7 @@ def cell_cols(percentiles) -> list[str]:
 
 
 @click.command("attribute", short_help="Split traffic per request into prefill and decode.")
-@click.argument("capture", nargs=-1, type=click.Path(exists=True, file_okay=False))
+@click.argument("capture", nargs=-1, type=click.Path(exists=True))
 @click.option("--requests", "requests_log", type=click.Path(exists=True, dir_okay=False),
               multiple=True,
               help="Request log (default: CAPTURE/requests.jsonl; for several hosts' captures "
@@ -135,6 +135,7 @@ def command(capture, requests_log, fmt, offset, run, use_corrected, arrival_wind
     from rdmascope.capture import CaptureError
 
     logs = (requests_log,) if isinstance(requests_log, str) else tuple(requests_log or ())
+    capture = run_set_paths(capture)  # a run set directory: its nodes (cli.shared)
     if len(capture) > 1:  # several hosts of one run: the client's log on every node
         if len(logs) > 1:
             raise click.UsageError("several --requests logs work with one capture; with "
@@ -179,7 +180,7 @@ def _run_set(command, captures, params) -> None:
     from rdmascope.analysis.cluster import RunSetError, refined_run_set
     from rdmascope.analysis.requestlogs import RequestLogError, read_request_log
     from rdmascope.capture import CaptureError, read_manifest
-    from rdmascope.cli.runset import for_each_node
+    from rdmascope.cli.runset import for_each_node, place_nodes
 
     log_path, holder = params["requests_log"], None
     if log_path is None:
@@ -190,7 +191,10 @@ def _run_set(command, captures, params) -> None:
     try:
         ref = read_manifest(captures[holder]).get("host") if holder is not None else None
         click.echo("aligning the hosts' clocks from the traffic ...", err=True)
-        rs = refined_run_set(captures, reference=ref)
+        # the nodes that cannot be read are set aside here and named by for_each_node
+        placed, _bad = place_nodes(captures)
+        rs = refined_run_set([str(n.path) for n in placed.nodes],
+                             reference=ref if ref in placed.hosts else None)
         log = read_request_log(log_path, params["fmt"], run=params["run"])
     except (RunSetError, RequestLogError, CaptureError) as exc:
         raise click.ClickException(str(exc)) from exc

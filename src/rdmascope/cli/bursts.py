@@ -22,6 +22,7 @@ from rdmascope.cli.output import (
     time_range,
     time_range_options,
 )
+from rdmascope.cli.shared import run_set_paths
 
 
 def default_capacity(meta: dict) -> float | None:
@@ -35,8 +36,7 @@ def default_capacity(meta: dict) -> float | None:
                     "capacity: burst table (start, end, duration, bytes, peak, mean), duty "
                     "cycle and inter-burst gaps; with --tokens/--hidden/--tp each burst's "
                     "bytes beside one all-reduce's.")
-@click.argument("capture", nargs=-1, required=True,
-                type=click.Path(exists=True, file_okay=False))
+@click.argument("capture", nargs=-1, required=True, type=click.Path(exists=True))
 @time_range_options
 @click.option("--capacity", "capacity_gbps", type=POSITIVE, default=None,
               help="Link capacity in Gb/s [default: the highest port rate in the capture, "
@@ -65,6 +65,7 @@ def default_capacity(meta: dict) -> float | None:
 @output_options
 def command(capture, t_from, t_to, origin_s, capacity_gbps, enter_frac, leave_frac, width_ns, group,
             tokens, hidden_size, bytes_per_value, tp, limit, out, inspector=()):
+    capture = run_set_paths(capture)  # a run set directory: its nodes (cli.shared)
     if len(capture) > 1:  # several hosts of one run: once per node (cli.runset)
         from rdmascope.cli.runset import for_each_node
 

@@ -17,7 +17,7 @@ from rdmascope.cli.output import (
     link_gbps_option,
     output_options,
 )
-from rdmascope.cli.shared import find_request_log, run_set_dir
+from rdmascope.cli.shared import find_request_log, run_set_paths
 from rdmascope.exitcodes import VERDICT_EXIT as EXIT
 
 
@@ -53,7 +53,7 @@ def _device_changes(rs) -> dict[str, list[str]]:
                     "the set's median, and stragglers or slow links per all-reduce burst. "
                     "Exit 0 PASS, 1 FAIL, 3 CANNOT JUDGE (also when a node's traffic does not "
                     "match the reference's: not one run), 2 usage, 4 a capture or log error.")
-@click.argument("captures", nargs=-1, required=True, type=click.Path(file_okay=False))
+@click.argument("captures", nargs=-1, required=True, type=click.Path())
 @click.option("--requests", "requests_path", type=click.Path(exists=True, dir_okay=False),
               default=None, help="The benchmark client's request log (one serves all nodes) "
               "[default: requests.jsonl in a capture directory (its host becomes the "
@@ -120,9 +120,9 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
 
             raise click.UsageError(HOW_TO_GET_RAY)
 
-    if len(captures) == 1:  # a run set directory (as `simulate capture --nodes` writes)
-
-        captures = run_set_dir(captures[0]) or captures
+    # a run set directory (as `simulate capture --nodes` writes): every subdirectory is a node,
+    # one that is no capture a node named as unreadable; runs/p2/*: the set's files skipped
+    captures = run_set_paths(captures)
     if len(captures) < 2:
         raise click.UsageError("give the captures of at least two hosts of one run (or the "
                                "directory that holds one capture per host)")
@@ -200,8 +200,11 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
     changes = _device_changes(rs)
 
     def human():
-        click.echo(f"run set: {len(rs.nodes)} hosts, time axis: {rs.ref.host}'s CLOCK_MONOTONIC; "
-                   f"all captures overlap for {(hi - lo) / 1e9:.3f} s")
+        unread = (f" ({len(res.failed)} not read: {', '.join(res.failed)})" if res.failed
+                  else "")
+        click.echo(f"run set: {len(rs.nodes) + len(res.failed)} hosts{unread}, time axis: "
+                   f"{rs.ref.host}'s CLOCK_MONOTONIC; all captures read overlap for "
+                   f"{(hi - lo) / 1e9:.3f} s")
         click.echo("clocks: " + ("offsets refined from the traffic (burst ends matched across "
                                  "nodes), +- one standard error" if rs.refined
                                  else "wall clocks only (--no-refine)"))
@@ -263,7 +266,9 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
                            f"median (late in {100 * r['late_share']:.0f} % of {r['bursts']} "
                            f"bursts), length {r['longer_pct']:+.1f} %")
         elif nb:
-            click.echo("  no straggler or slow link: every node starts and ends its bursts with "
+            click.echo(f"  no straggler or slow link among the {len(rs.nodes)} nodes read: "
+                       f"{', '.join(res.failed)} not compared" if res.failed else
+                       "  no straggler or slow link: every node starts and ends its bursts with "
                        "the others")
 
     emit({"nodes": nodes, "stragglers": res.stragglers}, out, human=human,

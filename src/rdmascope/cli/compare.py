@@ -47,20 +47,29 @@ NODE_COLS = ["host", "verdict_a", "verdict_b", "peak_1ms_a_gbps", "peak_1ms_b_gb
 
 
 def _open_set(name: str, path, caps, reference):
-    """(run set, reference host, the request log found, the reference's capture) of one side."""
-    from rdmascope.analysis.cluster import RunSetError, open_run_set
+    """(run set, reference host, the request log found, the reference's capture, every node
+    directory, every host) of one side. A node that cannot be read (no capture, unreadable, of
+    another run) is set aside (``cli.runset.place_nodes``) and named: its host is one of the
+    set's, and ``cluster_summary`` counts it as CANNOT JUDGE."""
+    from rdmascope.analysis.cluster import RunSetError
     from rdmascope.capture import CaptureError
+    from rdmascope.cli.runset import place_nodes
 
     try:
         log, idx = find_request_log(caps, reference)
-        rs = open_run_set(caps, reference=reference)
+        rs, bad = place_nodes(caps)
+        if reference is not None and reference not in rs.hosts:
+            raise RunSetError(f"--reference {reference!r}: no capture of that host read "
+                              f"(hosts: {', '.join(rs.hosts)})")
     except (RunSetError, CaptureError) as exc:
         raise click.ClickException(f"{name} ({path}): {exc}") from exc
     host = reference
     if host is None:
-        host = rs.nodes[idx].host if idx is not None else rs.nodes[0].host
+        holder = str(Path(caps[idx])) if idx is not None else None
+        host = next((n.host for n in rs.nodes if str(n.path) == holder), rs.nodes[0].host)
     ref_cap = str(next(n.path for n in rs.nodes if n.host == host))
-    return rs, host, log, ref_cap
+    hosts = rs.hosts + [h for h, _ in bad.values()]
+    return rs, host, log, ref_cap, list(caps), hosts
 
 
 @click.command("compare", short_help="Compare two runs (captures or run sets) with the "
@@ -121,6 +130,11 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
     needs a request log per run). When A carried its traffic on a single RDMA interface
     and B on both, a warning says the arguments look swapped (A should be the faster link). A
     measured increase above the bound by more than 2 % is flagged (exceeds_bound) with a note.
+
+    Exit code: with run sets, the worst of the two sets' verdicts shown in the per-node table
+    (1 when either is FAIL, else 3 when either CANNOT JUDGE, e.g. a node of a set that could
+    not be read; 0 when both PASS); two captures show no verdict (0). 2 usage, 4 a capture or
+    request-log error.
     """
     from rdmascope.analysis import estimate as E
     from rdmascope.analysis.compare import (
@@ -152,7 +166,7 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
     if sets[0] is not None:
         set_info = [_open_set("A", capture_a, sets[0], reference),
                     _open_set("B", capture_b, sets[1], reference)]
-        ha, hb = ([n.host for n in x[0].nodes] for x in set_info)
+        ha, hb = (x[5] for x in set_info)
         only_a = [h for h in ha if h not in hb]
         only_b = [h for h in hb if h not in ha]
         if only_a or only_b:
@@ -217,6 +231,11 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
         meta["run_sets"] = set_meta
     emit(tables, out, meta=meta,
          human=lambda: _human(c, la, lb, setup, capture_a, capture_b, nodes))
+    if set_info is not None:  # the sets' verdicts are shown: the exit code is theirs
+        from rdmascope.exitcodes import VERDICT_EXIT, worst
+
+        click.get_current_context().exit(
+            worst(VERDICT_EXIT[m["verdict"]] for m in meta["run_sets"].values()))
 
 
 def _compare_sets(set_info, logs, formats, offsets, runs, dirs):
@@ -227,10 +246,10 @@ def _compare_sets(set_info, logs, formats, offsets, runs, dirs):
     from rdmascope.capture import CaptureError
 
     res = []
-    for name, (rs, host, _log, _cap), log, fmt, off, run, d in zip(
+    for name, (_rs, host, _log, _cap, caps, _hosts), log, fmt, off, run, d in zip(
             "AB", set_info, logs, formats, offsets, runs, dirs, strict=True):
         try:
-            res.append(cluster_summary([str(n.path) for n in rs.nodes], requests=log,
+            res.append(cluster_summary(caps, requests=log,
                                        request_format=fmt, offset_s=off, reference=host,
                                        run=run))
         except (RunSetError, RequestLogError, CaptureError, ValueError) as exc:

@@ -28,6 +28,7 @@ from rdmascope.cli.output import (
     say_capture_state,
     time_range,
 )
+from rdmascope.cli.shared import run_set_paths
 
 
 @click.group("export", short_help="Export captures for other tools.")
@@ -45,9 +46,11 @@ def run_set_offsets(captures) -> tuple[dict[str, int] | None, str | None, str]:
 
     if len(captures) < 2 or not is_run_set(list(captures)):
         return None, None, ""
-    try:
+    from rdmascope.capture import CaptureError
+
+    try:  # an export holds every capture asked for: a node that cannot be read stops it, named
         rs = refined_offsets(list(captures))
-    except (RunSetError, ValueError) as exc:
+    except (RunSetError, CaptureError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     offs = {n.host: int(n.offset_ns) for n in rs.nodes}
     return offs, rs.ref.host, (
@@ -57,7 +60,7 @@ def run_set_offsets(captures) -> tuple[dict[str, int] | None, str | None, str]:
 
 
 @command.command("perfetto")
-@click.argument("captures", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.argument("captures", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False),
               help="Trace file: .json writes the Chrome JSON trace format, anything else "
                    "(e.g. .pftrace) Perfetto's protobuf format.")
@@ -100,6 +103,8 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
     "no data" track. "bursts <series>" tracks hold each burst detected on the 1 ms series.
     With a request log: a "request <id>" track per request with its prefill and decode slices.
     """
+    # a run set directory: its nodes (each named if no capture); runs/p2/*: files skipped
+    captures = tuple(run_set_paths(captures))
     from rdmascope.analysis.timeline import NoIntervalsError
 
     require_parent_dir(out)
@@ -220,7 +225,7 @@ def _collectives_hook(inspector, clock: str, offsets: dict | None, notes: list[s
 
 
 @command.command("dataset")
-@click.argument("captures", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.argument("captures", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False),
               help="Dataset directory (created; an existing dataset gets new partitions).")
 @click.option("--force", is_flag=True, help="Replace partitions that already exist.")
@@ -233,6 +238,8 @@ def dataset(captures, out, force):
     (CLOCK_MONOTONIC), capture_start_ns, series, device, port, direction, source, counter,
     bytes_per_unit, bytes (null when unknown) and flag.
     """
+    # a run set directory: its nodes (each named if no capture); runs/p2/*: files skipped
+    captures = tuple(run_set_paths(captures))
     from rdmascope.analysis.dataset import write_dataset
 
     require_parent_dir(out)

@@ -22,6 +22,7 @@ from rdmascope.cli.output import (
     time_range,
     time_range_options,
 )
+from rdmascope.cli.shared import run_set_paths
 
 
 def segment_span(cap) -> int:
@@ -51,8 +52,7 @@ def _percentiles(text: str) -> tuple[float, ...]:
 @click.command(help="Peak rate at each window width (1 ms, 5 ms, 100 ms, 1 s, whole range), "
                     "the mean and percentiles over a time range: the study's peak-vs-window "
                     "table.")
-@click.argument("capture", nargs=-1, required=True,
-                type=click.Path(exists=True, file_okay=False))
+@click.argument("capture", nargs=-1, required=True, type=click.Path(exists=True))
 @time_range_options
 @click.option("--windows", default="1ms,5ms,100ms,1s", show_default=True,
               help="Comma-separated window widths (each at least 1us).")
@@ -75,6 +75,7 @@ def _percentiles(text: str) -> tuple[float, ...]:
 @output_options
 def command(capture, t_from, t_to, origin_s, windows, percentiles, group, uncertainty, instant_unc,
             source, out):
+    capture = run_set_paths(capture)  # a run set directory: its nodes (cli.shared)
     if len(capture) > 1:  # several hosts of one run: once per node (cli.runset)
         from rdmascope.cli.runset import for_each_node
 

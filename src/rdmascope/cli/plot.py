@@ -40,7 +40,7 @@ _HELP = "KIND is one of:\n\n" + "\n\n".join(f"\b\n  {k:14s} {v}" for k, v in KIN
 
 @click.command("plot", help="Draw one of the study's figures to PNG/SVG/PDF.\n\n" + _HELP)
 @click.argument("kind", type=click.Choice(list(KINDS)))
-@click.argument("captures", nargs=-1, type=click.Path(exists=True, file_okay=False))
+@click.argument("captures", nargs=-1, type=click.Path(exists=True))
 @click.option("--requests", "request_logs", multiple=True, type=click.Path(exists=True,
               dir_okay=False), help="Request log, one per capture in the same order "
               "(default: the capture's own requests.jsonl when it has one).")
@@ -99,6 +99,15 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
     require_parent_dir(output)
     refuse_existing_output(output, force, "-o")
 
+    from rdmascope.cli.shared import run_set_paths
+
+    if kind in ("cluster", "cluster-zoom"):  # a run set directory: its nodes; runs/p2/*
+        captures = tuple(run_set_paths(captures))
+    else:
+        for c in captures:
+            if Path(c).is_file():
+                raise click.BadParameter(f"{c!r} is a file, not a capture directory.",
+                                         param_hint="'CAPTURES...'")
     if kind == "tp":
         if captures:
             raise click.UsageError("`plot tp` draws from the estimate and takes no capture; "
@@ -223,6 +232,8 @@ def _plot_cluster(kind, captures, request_logs, output, offset_s, zoom_ns, dpi, 
         res = cluster_summary(list(captures), requests=log, offset_s=offset_s)
     except (RunSetError, RequestLogError, CaptureError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
+    for h, why in (res.failed or {}).items():  # the figure holds the nodes read only
+        click.echo(f"note: {h} is not in the figure: {why}", err=True)
     if kind == "cluster":
         ax = figures.plot_cluster_heatmap(aligned_rates(res), requests=res.requests,
                                           origin_ns=res.span_ns[0])

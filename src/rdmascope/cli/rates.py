@@ -26,6 +26,7 @@ from rdmascope.cli.output import (
     time_range,
     time_range_options,
 )
+from rdmascope.cli.shared import run_set_paths
 
 
 def _capture_end_ns(m: dict, rows: int) -> int:
@@ -251,8 +252,7 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
 
 @click.command(help="Re-bin a capture to rates (Gb/s) at any window width, exactly (each "
                     "interval's bytes spread over the windows it overlaps).")
-@click.argument("capture", nargs=-1, required=True,
-                type=click.Path(exists=True, file_okay=False))
+@click.argument("capture", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--window", "width_ns", type=WINDOW, default="1ms", show_default=True,
               help="Window width (e.g. 1ms, 5ms, 100ms, 1s; at least 1us).")
 @time_range_options
@@ -273,6 +273,7 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
 @output_options
 def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_bytes,
             gap_factor, limit, out):
+    capture = run_set_paths(capture)  # a run set directory: its nodes (cli.shared)
     if len(capture) > 1:  # several hosts of one run: once per node (cli.runset)
         from rdmascope.cli.runset import for_each_node
 

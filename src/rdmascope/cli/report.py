@@ -17,8 +17,7 @@ from rdmascope.cli.setup_options import resolve_kwargs, setup_options
 
 
 @click.command("report")
-@click.argument("captures", nargs=-1, required=True,
-                type=click.Path(exists=True, file_okay=False))
+@click.argument("captures", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--requests", "request_logs", multiple=True,
               type=click.Path(exists=True, dir_okay=False),
               help="Request log, one per capture in the same order (default: the capture's own "
@@ -53,7 +52,10 @@ def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, 
 
     Captures of distinct hosts that overlap in time are one run recorded on several nodes:
     the report is then the cluster view (per-node table, verdicts on every node, stragglers,
-    nodes x time heatmap; see `rdmascope cluster`), with one request log for all nodes.
+    nodes x time heatmap; see `rdmascope cluster`), with one request log for all nodes. One
+    run set directory (runs/p2: one capture directory per host) is the same: every
+    subdirectory is a node, one that is no readable capture named in the report, which then
+    CANNOT JUDGE the set.
     Otherwise, with several captures, each after the first is compared with the first (the baseline,
     e.g. 200 Gb/s; then e.g. the emulated 100 Gb/s); one capture has no comparison. The model,
     TP size and links of the comparison come from the options, else from the captures'
@@ -68,7 +70,13 @@ def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, 
     import time
 
     from rdmascope.analysis.report import write_report
+    from rdmascope.cli.shared import run_set_paths
 
+    given_dirs = captures
+    # a run set directory (one capture per host, as `simulate capture --nodes` writes): its
+    # nodes, each named if it is no capture; runs/p2/*: the set's own files skipped
+    captures = tuple(run_set_paths(captures))
+    from_set_dir = len(given_dirs) == 1 and captures != tuple(given_dirs)
     require_parent_dir(out_dir)  # DIR itself may be new, its parent must exist
     _check_counts(captures, request_logs, labels, runs)
     check_report_dir(out_dir, force)
@@ -86,7 +94,7 @@ def command(captures, request_logs, out_dir, labels, title, offset_s, no_embed, 
         progress(link_gbps_note())
     from rdmascope.analysis.cluster_report import is_run_set
 
-    if is_run_set(captures):
+    if from_set_dir or is_run_set(captures):
         # one run recorded on several hosts (distinct hosts, overlapping in time): the cluster
         # view; one request log (the client's) serves every node
         if len(request_logs) > 1:

@@ -43,7 +43,7 @@ def for_each_node(command: click.Command, captures, params: dict[str, Any], *,
     at entry); ``arg``: the name of its CAPTURE argument. ``run_set``: an already placed
     ``cluster.RunSet`` (e.g. refined), else the wall clocks place them. ``node_params(node,
     run_set)``: parameter overrides per node."""
-    from rdmascope.analysis.cluster import RunSetError, open_run_set
+    from rdmascope.analysis.cluster import RunSetError
     from rdmascope.capture import CaptureError
 
     moved = [k for k in ("t_from", "t_to") if params.get(k) is not None]
@@ -51,13 +51,15 @@ def for_each_node(command: click.Command, captures, params: dict[str, Any], *,
         raise click.BadParameter(f"--to ({params['t_to']:g} s) must be after --from "
                                  f"({params['t_from']:g} s)", param_hint="'--to'")
     try:
-        rs = run_set if run_set is not None else open_run_set(captures)
+        placed, bad = place_nodes(captures)
+        rs = run_set if run_set is not None else placed
         if run_set is None and moved:  # a time range must mean the same instants on every node
             from rdmascope.analysis.cluster import refined_run_set
 
             click.echo("aligning the hosts' clocks from the traffic (for --from/--to) ...",
                        err=True)
-            rs = refined_run_set(captures)
+            rs = refined_run_set([str(n.path) for n in placed.nodes],
+                                 reference=placed.ref.host)
             for w in rs.warnings:
                 click.echo(f"warning: {w}", err=True)
     except (RunSetError, CaptureError) as exc:
@@ -70,7 +72,16 @@ def for_each_node(command: click.Command, captures, params: dict[str, Any], *,
     objs: dict[str, Any] = {}
     by_path = {str(n.path): n for n in rs.nodes}
     for path in captures:
-        node = by_path[str(Path(path))]
+        node = by_path.get(str(Path(path)))
+        if node is None:  # set aside: no capture, unreadable, or of another run; named
+            host, why = bad.get(str(Path(path)), (Path(path).name, "could not be placed in "
+                                                  "the run set"))
+            if not (out is not None and (out.json or out.csv)):
+                click.echo(f"== {host} ({path}): not read")
+            click.echo(f"Error: {host}: {why}", err=True)
+            codes[host] = EXIT_ERROR if why.startswith("unreadable") else EXIT_CANNOT_JUDGE
+            objs[host] = None
+            continue
         p = {k: v for k, v in params.items() if k in {q.name for q in command.params}}
         p[arg] = (path,)
         shift_s = (ref_start - (node.t_start_ns + node.offset_ns)) / 1e9
@@ -120,8 +131,9 @@ def for_each_node(command: click.Command, captures, params: dict[str, Any], *,
     final = worst(codes.values())
     if out is not None and out.json:
         run_set = {"reference": ref.host,
-                   "nodes": [{"host": n.host, "capture": str(c), "offset_ns": n.offset_ns}
-                             for c, n in zip(captures, rs.nodes, strict=True)],
+                   "nodes": [{"host": n.host, "capture": str(n.path), "offset_ns": n.offset_ns}
+                             for n in rs.nodes],
+                   "not_read": {h: why for h, why in bad.values()},
                    "exit_codes": codes, "failed": failed, "erred": erred,
                    "cannot_judge": unsure}
         click.echo(json.dumps(merge_node_json(objs, run_set), indent=1))
@@ -130,8 +142,22 @@ def for_each_node(command: click.Command, captures, params: dict[str, Any], *,
                   EXIT_USAGE: "refused on every node (usage error)",
                   EXIT_CANNOT_JUDGE: f"CANNOT JUDGE: {', '.join(unsure)}",
                   EXIT_ERROR: f"ERROR on {', '.join(erred)}"}[final]
-        click.echo(f"run set: {len(rs.nodes)} hosts; {status}")
+        unread = f" ({len(bad)} not read)" if bad else ""
+        click.echo(f"run set: {len(rs.nodes) + len(bad)} hosts{unread}; {status}")
     ctx.exit(final)
+
+
+def place_nodes(captures):
+    """(run set of the captures that can be placed, {path: (host, reason)} of those set aside).
+
+    A path that is no readable capture (missing, empty, no manifest), a capture without clock
+    pairs or one of another run (no overlap with the reference's) is set aside and named, as
+    ``cluster`` does (``cluster_reduce.open_run_set_lenient``; reasons of unreadable ones start
+    with "unreadable"), so that the other nodes still run. Raises ``RunSetError`` for two
+    captures of one host or fewer than two that can be placed."""
+    from rdmascope.analysis.cluster_reduce import open_run_set_lenient
+
+    return open_run_set_lenient([str(Path(c)) for c in captures])
 
 
 def merge_node_json(objs: dict[str, Any], run_set: dict[str, Any]) -> dict[str, Any]:

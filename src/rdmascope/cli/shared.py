@@ -5,7 +5,9 @@ text tables of the attribution.
 - ``default_log(capture, given, option)``: the request log given, else CAPTURE/requests.jsonl.
 - ``require_capture(path)``: refuse a path that is no capture (exit 4) before asking for more.
 - ``find_request_log(paths, reference)``: the log of a run set (beside a capture or their parent).
-- ``run_set_dir(path)``: the capture directories of a run set directory.
+- ``run_set_dir(path)``: the node directories of a run set directory (every subdirectory).
+- ``run_set_paths(paths)``: a command's CAPTURE... with a run set directory expanded and the
+  set's own files (``runs/p2/*``) skipped.
 - ``echo_table(df, columns, title)``: selected columns as an aligned table (MB for ``*_bytes``).
 """
 
@@ -19,7 +21,8 @@ import click
 from rdmascope.capture import CaptureError, read_manifest
 from rdmascope.exitcodes import DataError
 
-__all__ = ["default_log", "require_capture", "find_request_log", "run_set_dir", "echo_table"]
+__all__ = ["default_log", "require_capture", "find_request_log", "run_set_dir", "run_set_paths",
+           "echo_table"]
 
 #: columns printed as whole numbers (with thousands separators) by ``echo_table``
 COUNT_SUFFIXES = ("tokens", "round", "rounds", "requests", "bursts", "n_chunks")
@@ -108,12 +111,75 @@ def find_request_log(paths: list[str], reference: str | None) -> tuple[str | Non
     return None, None
 
 
+#: the emulator's index of a run set (``simulate capture --nodes``): lists every node's capture
+SET_INDEX = "truth.json"
+
+
+def _looks_like_capture(p: Path) -> bool:
+    """A directory that is (or was) one capture: its manifest, or segments without one."""
+    return (p / "manifest.json").exists() or (p / "segments").is_dir()
+
+
+def _indexed_nodes(p: Path) -> list[str]:
+    """The node directories the run set's index lists (``truth.json`` of ``simulate capture
+    --nodes``: ``nodes[].capture``), [] without a readable index."""
+    import json
+
+    try:
+        idx = json.loads((p / SET_INDEX).read_text())
+        nodes = idx.get("nodes") if isinstance(idx, dict) else None
+        return [str(n["capture"]) for n in nodes or []
+                if isinstance(n, dict) and isinstance(n.get("capture"), str)
+                and n["capture"] and "/" not in n["capture"] and n["capture"] not in (".", "..")]
+    except (OSError, ValueError, AttributeError):
+        return []
+
+
 def run_set_dir(path) -> list[str] | None:
-    """The captures in ``path`` when it is a run set directory (no capture itself, holding
-    capture directories: one per host, as ``simulate capture --nodes`` and ``record -o
-    runs/x/{host}`` write), else None."""
+    """The node directories of ``path`` when it is a run set directory, else None.
+
+    A run set directory (as ``simulate capture --nodes`` and ``record -o runs/x/{host}``
+    write) is no capture itself (no ``manifest.json``, no ``segments/``) and holds at least
+    one capture directory or an index (``truth.json`` listing the nodes). **Every**
+    subdirectory (but hidden ones) is a node, whether or not it holds a capture: one without
+    a manifest, empty or unreadable is returned too, so that the command names it as a node
+    that could not be read instead of judging the set without it. A node the index lists whose
+    directory is absent is returned as that (missing) path, for the same reason. Files in the
+    directory (the client's ``requests.jsonl``, ``truth.json``) are not nodes. Sorted by name.
+    """
     p = Path(path)
-    if (p / "manifest.json").is_file():
+    if not p.is_dir() or _looks_like_capture(p):
         return None
-    caps = sorted(str(d) for d in p.iterdir() if d.is_dir() and (d / "manifest.json").is_file())
-    return caps or None
+    try:
+        subdirs = [d for d in p.iterdir() if d.is_dir() and not d.name.startswith(".")]
+    except OSError:
+        return None
+    listed = _indexed_nodes(p)
+    if not listed and not any((d / "manifest.json").is_file() for d in subdirs):
+        return None
+    names = {d.name for d in subdirs} | set(listed)
+    return [str(p / n) for n in sorted(names)]
+
+
+def run_set_paths(paths) -> list[str]:
+    """The captures a command taking ``CAPTURE...`` runs on: one run set directory becomes its
+    nodes (``run_set_dir``); of several paths, files beside the given directories (what
+    ``runs/p2/*`` expands to: the set's ``requests.jsonl``, ``truth.json``) are skipped with a
+    note on stderr naming each. Any other file is refused (``click.BadParameter``, exit 2,
+    naming it): a capture is a directory."""
+    paths = [str(x) for x in paths]
+    if len(paths) == 1:
+        paths = run_set_dir(paths[0]) or paths
+    dirs = [Path(x) for x in paths if Path(x).is_dir()]
+    parents = {d.resolve().parent for d in dirs}
+    keep = []
+    for x in paths:
+        f = Path(x)
+        if f.is_file() and len(dirs) >= 2 and f.resolve().parent in parents:
+            click.echo(f"note: {x}: a file, not a node's capture directory; skipped", err=True)
+            continue
+        if f.is_file():
+            raise click.BadParameter(f"{x!r} is a file, not a capture directory.",
+                                     param_hint="'CAPTURE...'")
+        keep.append(x)
+    return keep

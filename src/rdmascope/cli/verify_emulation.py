@@ -25,6 +25,7 @@ from rdmascope.cli.output import (
     time_range,
     time_range_options,
 )
+from rdmascope.cli.shared import run_set_paths
 from rdmascope.exitcodes import EXIT_CANNOT_JUDGE, EXIT_FAIL, EXIT_PASS
 
 
@@ -36,8 +37,7 @@ from rdmascope.exitcodes import EXIT_CANNOT_JUDGE, EXIT_FAIL, EXIT_PASS
                     "device's counters were unreadable for more than 1 % of the range: its "
                     "traffic is unknown, never counted as 0). With netdev statistics in the capture, also flags a collective "
                     "that ran over TCP.")
-@click.argument("capture", nargs=-1, required=True,
-                type=click.Path(exists=True, file_okay=False))
+@click.argument("capture", nargs=-1, required=True, type=click.Path(exists=True))
 @time_range_options
 @click.option("--expect-single/--expect-both", "single", default=True, show_default=True,
               help="Expect all traffic on one interface (emulated link) or on both twins.")
@@ -63,6 +63,7 @@ from rdmascope.exitcodes import EXIT_CANNOT_JUDGE, EXIT_FAIL, EXIT_PASS
 @output_options
 def command(capture, t_from, t_to, origin_s, single, share, min_share, out, nccl_log=(),
             expect_rails=None, rail_balance=0.5):
+    capture = run_set_paths(capture)  # a run set directory: its nodes (cli.shared)
     if len(capture) > 1:  # several hosts of one run: once per node (cli.runset)
         from rdmascope.cli.runset import for_each_node
 
