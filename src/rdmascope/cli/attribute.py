@@ -15,7 +15,13 @@ from rdmascope.cli.output import (
     output_options,
     say_capture_state,
 )
-from rdmascope.cli.shared import default_log, echo_table, find_request_log, run_set_paths
+from rdmascope.cli.shared import (
+    CaptureDirs,
+    default_log,
+    echo_table,
+    find_request_log,
+    run_set_paths,
+)
 
 #: The conserving split (each byte to one request's prefill or decode, or to idle/other) is
 #: the main view; the window view (all traffic inside a request's window, shared with the
@@ -74,7 +80,7 @@ def cell_cols(percentiles) -> list[str]:
 
 
 @click.command("attribute", short_help="Split traffic per request into prefill and decode.")
-@click.argument("capture", nargs=-1, type=click.Path(exists=True))
+@click.argument("capture", nargs=-1, type=CaptureDirs())
 @click.option("--requests", "requests_log", type=click.Path(exists=True, dir_okay=False),
               multiple=True,
               help="Request log (default: CAPTURE/requests.jsonl; for several hosts' captures "

@@ -22,7 +22,7 @@ from rdmascope.cli.output import (
     time_range,
     time_range_options,
 )
-from rdmascope.cli.shared import run_set_paths
+from rdmascope.cli.shared import CaptureDirs, run_set_paths
 
 
 def default_capacity(meta: dict) -> float | None:
@@ -36,7 +36,7 @@ def default_capacity(meta: dict) -> float | None:
                     "capacity: burst table (start, end, duration, bytes, peak, mean), duty "
                     "cycle and inter-burst gaps; with --tokens/--hidden/--tp each burst's "
                     "bytes beside one all-reduce's.")
-@click.argument("capture", nargs=-1, required=True, type=click.Path(exists=True))
+@click.argument("capture", nargs=-1, required=True, type=CaptureDirs())
 @time_range_options
 @click.option("--capacity", "capacity_gbps", type=POSITIVE, default=None,
               help="Link capacity in Gb/s [default: the highest port rate in the capture, "

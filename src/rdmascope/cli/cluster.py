@@ -17,7 +17,7 @@ from rdmascope.cli.output import (
     link_gbps_option,
     output_options,
 )
-from rdmascope.cli.shared import find_request_log, run_set_paths
+from rdmascope.cli.shared import CaptureDirs, find_request_log, run_set_paths
 from rdmascope.exitcodes import VERDICT_EXIT as EXIT
 
 
@@ -53,7 +53,7 @@ def _device_changes(rs) -> dict[str, list[str]]:
                     "the set's median, and stragglers or slow links per all-reduce burst. "
                     "Exit 0 PASS, 1 FAIL, 3 CANNOT JUDGE (also when a node's traffic does not "
                     "match the reference's: not one run), 2 usage, 4 a capture or log error.")
-@click.argument("captures", nargs=-1, required=True, type=click.Path())
+@click.argument("captures", nargs=-1, required=True, type=CaptureDirs(exists=False))
 @click.option("--requests", "requests_path", type=click.Path(exists=True, dir_okay=False),
               default=None, help="The benchmark client's request log (one serves all nodes) "
               "[default: requests.jsonl in a capture directory (its host becomes the "

@@ -28,7 +28,7 @@ from rdmascope.cli.output import (
     say_capture_state,
     time_range,
 )
-from rdmascope.cli.shared import run_set_paths
+from rdmascope.cli.shared import CaptureDirs, run_set_paths
 
 
 @click.group("export", short_help="Export captures for other tools.")
@@ -60,7 +60,7 @@ def run_set_offsets(captures) -> tuple[dict[str, int] | None, str | None, str]:
 
 
 @command.command("perfetto")
-@click.argument("captures", nargs=-1, required=True, type=click.Path(exists=True))
+@click.argument("captures", nargs=-1, required=True, type=CaptureDirs())
 @click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False),
               help="Trace file: .json writes the Chrome JSON trace format, anything else "
                    "(e.g. .pftrace) Perfetto's protobuf format.")
@@ -225,7 +225,7 @@ def _collectives_hook(inspector, clock: str, offsets: dict | None, notes: list[s
 
 
 @command.command("dataset")
-@click.argument("captures", nargs=-1, required=True, type=click.Path(exists=True))
+@click.argument("captures", nargs=-1, required=True, type=CaptureDirs())
 @click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False),
               help="Dataset directory (created; an existing dataset gets new partitions).")
 @click.option("--force", is_flag=True, help="Replace partitions that already exist.")

@@ -22,7 +22,7 @@ from rdmascope.cli.output import (
     time_range,
     time_range_options,
 )
-from rdmascope.cli.shared import run_set_paths
+from rdmascope.cli.shared import CaptureDirs, run_set_paths
 
 
 def segment_span(cap) -> int:
@@ -52,7 +52,7 @@ def _percentiles(text: str) -> tuple[float, ...]:
 @click.command(help="Peak rate at each window width (1 ms, 5 ms, 100 ms, 1 s, whole range), "
                     "the mean and percentiles over a time range: the study's peak-vs-window "
                     "table.")
-@click.argument("capture", nargs=-1, required=True, type=click.Path(exists=True))
+@click.argument("capture", nargs=-1, required=True, type=CaptureDirs())
 @time_range_options
 @click.option("--windows", default="1ms,5ms,100ms,1s", show_default=True,
               help="Comma-separated window widths (each at least 1us).")

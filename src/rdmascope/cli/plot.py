@@ -21,7 +21,7 @@ from rdmascope.cli.output import (
     require_parent_dir,
 )
 from rdmascope.cli.setup_options import resolve_kwargs, setup_options
-from rdmascope.cli.shared import require_capture
+from rdmascope.cli.shared import CaptureDirs, require_capture
 
 KINDS = {
     "request": "figure 1: one request at 1 ms, prefill shaded, first token, zoom inside the prefill",
@@ -30,7 +30,8 @@ KINDS = {
     "extra-prefill": "figure 4: extra prefill time per test, measured vs estimate (two captures)",
     "tokens": "figure 5: prefill-time increase vs prompt tokens, measured and estimated",
     "tp": "figure 6: projected TTFT increase vs TP size (from the estimate; no capture)",
-    "devices": "per-device stacked traffic (the emulation check at a glance)",
+    "devices": "per-device stacked traffic (the emulation check at a glance; exits with its "
+               "verdict: 1 FAIL, 3 CANNOT JUDGE)",
     "cluster": "several hosts of one run: nodes x time heatmap of 1 ms rates, prefill/decode",
     "cluster-zoom": "several hosts of one run: every node's bursts, aligned (60 ms, --zoom)",
 }
@@ -40,7 +41,7 @@ _HELP = "KIND is one of:\n\n" + "\n\n".join(f"\b\n  {k:14s} {v}" for k, v in KIN
 
 @click.command("plot", help="Draw one of the study's figures to PNG/SVG/PDF.\n\n" + _HELP)
 @click.argument("kind", type=click.Choice(list(KINDS)))
-@click.argument("captures", nargs=-1, type=click.Path(exists=True))
+@click.argument("captures", nargs=-1, type=CaptureDirs())
 @click.option("--requests", "request_logs", multiple=True, type=click.Path(exists=True,
               dir_okay=False), help="Request log, one per capture in the same order "
               "(default: the capture's own requests.jsonl when it has one).")
@@ -198,6 +199,9 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
             rates = R.device_rates(cfg, w)  # the emulation check from the same pass
             fig = R.figure_devices(cfg, width_ns=w, verdict=R.emulation_verdict_text(cfg),
                                    rates=rates)
+            # the figure shows the emulation check: the exit code is its verdict (0 PASS,
+            # 1 FAIL, 3 CANNOT JUDGE), as every command that shows one
+            shown_exit = {"ok": 0, "fail": 1}.get(R.emulation_verdict(cfg)[1], 3)
         elif kind == "compare":
             fig = R.figure_comparison(configs, test_name, width_ns=window_ns or R.MS_NS,
                                       start_s=from_s, end_s=to_s)
@@ -210,6 +214,8 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
             fig = (R.figure_extra_prefill(cmp) if kind == "extra-prefill"
                    else R.figure_tokens(cmp))
     _save(figures, fig, output, dpi)
+    if kind == "devices" and shown_exit:
+        click.get_current_context().exit(shown_exit)
 
 
 def _plot_cluster(kind, captures, request_logs, output, offset_s, zoom_ns, dpi, figures) -> None:

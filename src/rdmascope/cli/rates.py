@@ -26,7 +26,7 @@ from rdmascope.cli.output import (
     time_range,
     time_range_options,
 )
-from rdmascope.cli.shared import run_set_paths
+from rdmascope.cli.shared import CaptureDirs, run_set_paths
 
 
 def _capture_end_ns(m: dict, rows: int) -> int:
@@ -252,7 +252,7 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
 
 @click.command(help="Re-bin a capture to rates (Gb/s) at any window width, exactly (each "
                     "interval's bytes spread over the windows it overlaps).")
-@click.argument("capture", nargs=-1, required=True, type=click.Path(exists=True))
+@click.argument("capture", nargs=-1, required=True, type=CaptureDirs())
 @click.option("--window", "width_ns", type=WINDOW, default="1ms", show_default=True,
               help="Window width (e.g. 1ms, 5ms, 100ms, 1s; at least 1us).")
 @time_range_options

@@ -14,10 +14,11 @@ from rdmascope.cli.output import (
     say_capture_state,
 )
 from rdmascope.cli.setup_options import resolve_kwargs, setup_options
+from rdmascope.cli.shared import CaptureDirs
 
 
 @click.command("report")
-@click.argument("captures", nargs=-1, required=True, type=click.Path(exists=True))
+@click.argument("captures", nargs=-1, required=True, type=CaptureDirs())
 @click.option("--requests", "request_logs", multiple=True,
               type=click.Path(exists=True, dir_okay=False),
               help="Request log, one per capture in the same order (default: the capture's own "

@@ -22,7 +22,7 @@ from rdmascope.capture import CaptureError, read_manifest
 from rdmascope.exitcodes import DataError
 
 __all__ = ["default_log", "require_capture", "find_request_log", "run_set_dir", "run_set_paths",
-           "echo_table"]
+           "CaptureDirs", "echo_table"]
 
 #: columns printed as whole numbers (with thousands separators) by ``echo_table``
 COUNT_SUFFIXES = ("tokens", "round", "rounds", "requests", "bursts", "n_chunks")
@@ -109,6 +109,16 @@ def find_request_log(paths: list[str], reference: str | None) -> tuple[str | Non
         if f.is_file():
             return str(f), None
     return None, None
+
+
+class CaptureDirs(click.Path):
+    """The type of a ``CAPTURE...`` argument that may name a run set: a directory (so named in
+    click's errors: "Directory 'x' does not exist"), but a file is let through for
+    ``run_set_paths`` to skip (the set's own files, from ``runs/p2/*``) or refuse, naming it."""
+
+    def __init__(self, exists: bool = True):
+        super().__init__(exists=exists, file_okay=True, dir_okay=True)
+        self.name = "directory"
 
 
 #: the emulator's index of a run set (``simulate capture --nodes``): lists every node's capture

@@ -25,7 +25,7 @@ from rdmascope.cli.output import (
     time_range,
     time_range_options,
 )
-from rdmascope.cli.shared import run_set_paths
+from rdmascope.cli.shared import CaptureDirs, run_set_paths
 from rdmascope.exitcodes import EXIT_CANNOT_JUDGE, EXIT_FAIL, EXIT_PASS
 
 
@@ -37,7 +37,7 @@ from rdmascope.exitcodes import EXIT_CANNOT_JUDGE, EXIT_FAIL, EXIT_PASS
                     "device's counters were unreadable for more than 1 % of the range: its "
                     "traffic is unknown, never counted as 0). With netdev statistics in the capture, also flags a collective "
                     "that ran over TCP.")
-@click.argument("capture", nargs=-1, required=True, type=click.Path(exists=True))
+@click.argument("capture", nargs=-1, required=True, type=CaptureDirs())
 @time_range_options
 @click.option("--expect-single/--expect-both", "single", default=True, show_default=True,
               help="Expect all traffic on one interface (emulated link) or on both twins.")
