@@ -164,3 +164,34 @@ def test_export_names_a_node_that_is_no_capture(sets, tmp_path):
     r = run("export", "dataset", d, "-o", tmp_path / "ds")
     assert r.exit_code == 4 and "Traceback" not in r.output
     assert f"{d / 'spark-02'}: has no manifest.json" in r.output
+
+
+def test_the_readmes_run_set_commands_run_as_written(tmp_path, monkeypatch):
+    """README "A cluster": step 3's three lines, as a shell would expand them (runs/p2/* holds
+    the client's requests.jsonl and truth.json beside the node directories)."""
+    import glob
+    import re
+    import shlex
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = readme[readme.index("## A cluster"):]
+    lines = [ln.split("#")[0].strip() for ln in block[:block.index("```", block.index("```")
+                                                                   + 3)].splitlines()]
+    cmds = [ln for ln in lines if re.match(r"rdmascope (cluster|report|compare) ", ln)]
+    assert len(cmds) == 3, cmds
+    runs = tmp_path / "runs"
+    sc = make_scenario("single4k")
+    simulate_cluster(runs / "p2", simulate(sc, TrafficConfig(link=link_config("emulated100")),
+                                           seed=3),
+                     ClusterSpec(nodes=2, clock_error_ns=5 * MS, seed=1))
+    simulate_cluster(runs / "p2-200", simulate(sc, TrafficConfig(link=link_config("200")),
+                                               seed=4),
+                     ClusterSpec(nodes=2, clock_error_ns=5 * MS, seed=2))
+    monkeypatch.chdir(tmp_path)
+    for cmd in cmds:
+        argv = []
+        for a in shlex.split(cmd)[1:]:
+            argv += sorted(glob.glob(a)) if "*" in a else [a]
+        r = CliRunner().invoke(main, argv)
+        assert r.exit_code == 0, (cmd, r.output)
