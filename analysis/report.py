@@ -422,6 +422,7 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
             warm = ("warmup_rounds",) if warmup_rounds else ()
             tables.append(ReportTable(
                 pick_columns(att.tests, TEST_COLUMNS[:3] + warm + TEST_COLUMNS[3:]), title="Per test",
+                headers={"n_requests": "requests per round"},  # not the test's total
                 note="Means over rounds; min/max columns give the spread. 'split': the "
                      "round's requests' conserving split; 'in window, shared': all traffic in "
                      "the round's window. "

@@ -232,7 +232,8 @@ def _human(att, definitions: bool) -> None:
     echo_table(att.rounds, ROUND_COLS + warm, "Per round")
     echo_table(att.tests, TEST_COLS[:2] + (["warmup_rounds"] if warm else []) + TEST_COLS[2:],
                "Per test (mean of rounds, min and max" + (", warm-up left out)" if warm
-                                                          else ")"))
+                                                          else ")"),
+               headers={"n_requests": "requests per round"})  # not the test's total
     echo_table(att.time_classes, TIME_COLS, "Time classes of the capture")
     if len(att.cells):
         echo_table(att.cells, cell_cols(att.percentiles),

@@ -285,7 +285,8 @@ def _human(c, la, lb, setup, capture_a, capture_b, nodes=None) -> None:
     if link_gbps_note():
         click.echo(link_gbps_note())
     echo_table(c.tests, TABLE_COLS, "Timing per test (means of rounds; ttlft = time to the last "
-                                    "first token)")
+                                    "first token)",
+               headers={"n_requests": "requests per round"})  # not the test's total
     echo_table(c.tests, EST_COLS, "Measured increase vs the estimate (upper bound)")
     for n in c.notes:
         click.echo(f"note: {n}")

@@ -49,8 +49,10 @@ def require_capture(path) -> None:
         raise DataError(str(exc)) from exc
 
 
-def echo_table(df, columns: list[str], title: str | None = None) -> None:
-    """Print selected columns of a DataFrame as an aligned text table (MB for *_bytes)."""
+def echo_table(df, columns: list[str], title: str | None = None,
+               headers: dict[str, str] | None = None) -> None:
+    """Print selected columns of a DataFrame as an aligned text table (MB for *_bytes).
+    ``headers``: {column: header text} replacing the derived header (units kept as given)."""
     import pandas as pd
 
     from rdmascope.analysis.report import column_header  # pandas: only when a table is printed
@@ -59,7 +61,7 @@ def echo_table(df, columns: list[str], title: str | None = None) -> None:
     heads, cells = [], []
     for c in cols:
         text, factor = column_header(c)
-        heads.append(text)
+        heads.append((headers or {}).get(c, text))
         col = []
         for v in df[c].tolist():
             if v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float)

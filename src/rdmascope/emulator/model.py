@@ -752,8 +752,9 @@ class RequestTiming:
     #: over its decode steps (every step's bytes go to exactly one request phase)
     prefill_bytes_split: float = 0.0
     decode_bytes_split: float = 0.0
-    #: a closed-loop cell's warm-up request (its first ``warmup_requests``, round 0): the request
-    #: log marks it ``"phase": "warmup"`` so rdmascope keeps it out of every measured number
+    #: a warm-up request (round 0: a warm-up round's, or a closed-loop cell's first
+    #: ``warmup_requests``): the request log marks it ``"phase": "warmup"`` so rdmascope keeps it
+    #: out of every measured number
     warmup: bool = False
 
 
@@ -1089,7 +1090,10 @@ def simulate(scenario: Scenario, config: TrafficConfig | None = None, *, seed: i
             if done and unsent:  # closed loop: a finished request frees its slot at once
                 send(t1, done)
         for r in reqs:
-            rnd = 0 if r.index < group.warmup_requests else group.round
+            # warm-ups: a closed-loop cell's first warmup_requests, and every request of a
+            # round 0 (the warm-up round of the study's plan and of a spec's warmup=1)
+            warm = r.index < group.warmup_requests or group.round == 0
+            rnd = 0 if warm else group.round
             requests.append(RequestTiming(
                 request_id=f"{group.test}-r{rnd}-{r.index}", test=group.test,
                 round=rnd, t_send_ns=r.t_send, t_first_ns=r.t_first, t_last_ns=r.t_last,
@@ -1097,7 +1101,7 @@ def simulate(scenario: Scenario, config: TrafficConfig | None = None, *, seed: i
                 prompt_bytes=r.prompt * base_arch.bytes_per_token if cfg.resize is None
                 else r.prompt_bytes,
                 prefill_bytes_split=r.split_prefill, decode_bytes_split=r.split_decode,
-                warmup=r.index < group.warmup_requests))
+                warmup=warm))
     duration = build.now + int(round(scenario.tail_s * 1e9))
     build.idle_until(duration)
     t_ns, cum = build.arrays()

@@ -83,9 +83,10 @@ def request_log_records(traffic: Traffic, t0_ns: int, *, speed: float = 1.0
                         ) -> list[dict[str, Any]]:
     """Return the request log (native format) for ``traffic`` played with model time 0 at ``t0_ns``.
 
-    Times are float seconds on CLOCK_MONOTONIC: ``(t0_ns + t_model_ns / speed) / 1e9``. A
-    closed-loop cell's warm-up requests carry ``"phase": "warmup"`` (kept out of every measured
-    number by the native reader); the others carry no ``phase``.
+    Times are float seconds on CLOCK_MONOTONIC: ``(t0_ns + t_model_ns / speed) / 1e9``.
+    Warm-up requests (round 0: a warm-up round's, a closed-loop cell's first ones) carry
+    ``"phase": "warmup"`` (kept out of every measured number by the native reader); the others
+    carry no ``phase``.
     """
     out = []
     for r in traffic.requests:
@@ -94,7 +95,7 @@ def request_log_records(traffic: Traffic, t0_ns: int, *, speed: float = 1.0
                     "t_first_token": float(ts[1]), "t_last_token": float(ts[2]),
                     "prompt_tokens": r.prompt_tokens, "output_tokens": r.output_tokens,
                     "test": r.test, "round": r.round, "clock": "CLOCK_MONOTONIC",
-                    # a closed-loop cell's warm-up (request-logs.md, "The native format")
+                    # a warm-up (request-logs.md, "The native format")
                     **({"phase": "warmup"} if r.warmup else {})})
     return out
 
