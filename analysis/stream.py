@@ -458,7 +458,9 @@ class _GridAcc:
         # more than the sums written into it: a page fault per 4 kB): positions [0, n) are the
         # windows held, [0, filled[c]) of counter c's arrays are written (sums, or zeros before
         # its data), the rest is written before it is read
-        self.acc = {c: [np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64),
+        # per counter: bytes, overlaps a NaN interval, holds a gap (whether, not how many:
+        # one byte a window), covered ns
+        self.acc = {c: [np.zeros(0), np.zeros(0, bool), np.zeros(0, bool),
                         np.zeros(0, np.int64)] for c in ids}
         self.filled = dict.fromkeys(ids, 0)
         self.cap = 0
@@ -492,8 +494,8 @@ class _GridAcc:
         return e
 
     def _grow(self, ka: int, kb: int) -> None:
-        """Hold windows [ka, kb) besides those held (the buffers grow with a quarter to spare,
-        so a pass reallocates them once or twice, not per file)."""
+        """Hold windows [ka, kb) besides those held (the buffers grow with 1/16 to spare, so a
+        pass of files of about equal length reallocates them once or twice, not per file)."""
         if self.k_lo is None:
             self.k_lo, self.n = ka, 0
         lo = min(self.k_lo, ka)
@@ -504,11 +506,11 @@ class _GridAcc:
             return
         need = hi - lo
         if need > self.cap:
-            self.cap = need if not self.cap else need + need // 4
+            self.cap = need if not self.cap else need + need // 16
         for c in self.ids:
             old, f = self.acc[c], self.filled[c]
-            new = [np.empty(self.cap), np.empty(self.cap, np.int64),
-                   np.empty(self.cap, np.int64), np.empty(self.cap, np.int64)]
+            new = [np.empty(self.cap), np.empty(self.cap, bool), np.empty(self.cap, bool),
+                   np.empty(self.cap, np.int64)]
             for a_new, a_old in zip(new, old, strict=True):
                 a_new[:shift] = 0  # windows before the data held: empty
                 a_new[shift:shift + f] = a_old[:f]
