@@ -19,8 +19,8 @@ statistics alike), self-describing so DuckDB, polars and Spark read it as it is:
 | ref_offset_ns | int64 | add to t0_ns/t1_ns to place them on the run set's reference host's CLOCK_MONOTONIC (the offset ``rdmascope cluster`` refines from the traffic); null for a capture exported alone |
 | t0_unc_ns, t1_unc_ns | int64 | half the read bracket of each instant, ns (its timing uncertainty is this plus the adapter's update lag, ``INSTANT_UNC_NS``: 0.1 ms) |
 | line_gbps | float64 | the device's line rate, Gb/s (``plausibility.line_ceilings``: --link-gbps, port rate, record --emulated, PCIe link); null when unknown |
-| bound_gbps | float64 | the lowest rate the interval's bytes allow: bytes x 8 / (duration_ns + t0_unc_ns + t1_unc_ns + 2 x INSTANT_UNC_NS); above line_gbps the interval is over line rate beyond its timing uncertainty |
-| quality | string | ok; gap (bytes spread over missed sweeps); over_line (bound_gbps > line_gbps: kept out of headline peaks); unknown (bytes null). The headline rule of ``rdmascope peaks``: a window touching a gap or unknown interval, or over the line beyond its timing uncertainty, is no headline |
+| bound_gbps | float64 | the lowest rate the interval's own span [t0_ns, t1_ns) can have carried, Gb/s: its fewest bytes when each reading's instant moves within its uncertainty (``rdmascope.counters.window_fewest_bytes``, the rule of ``peaks``: F(t1 - u_b) - F(t0 + u_a), each edge's u the larger half read bracket of the interval it falls in + ``INSTANT_UNC_NS``) x 8 / duration_ns; null when unknown (bytes null, or an unknown interval within that uncertainty) |
+| quality | string | ok; gap (bytes spread over missed sweeps); over_line (``rdmascope.counters.over_line``: bound_gbps > line_gbps, the judgement ``peaks`` applies to a window, here to the interval's span: a window on the grid that is this span is kept out of headline peaks); unknown (bytes null). The headline rule of ``rdmascope peaks``: a window touching a gap or unknown interval, or over the line beyond its timing uncertainty, is no headline. Rows are intervals, not the grid's windows: ``peaks`` judges windows on its grid by the same rule |
 
 The partition columns ``host`` and ``capture`` come from the directory names (values limited to
 letters, digits and ``._-``; the original names are in the file's key-value metadata under
@@ -43,7 +43,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .curve import INSTANT_UNC_NS
+from rdmascope.counters import INSTANT_UNC_NS, over_line, window_fewest_bytes
+
+from .curve import CounterCurve
 from .load import capture_host, monotonic_to_realtime
 from .series import FLAGS
 
@@ -116,11 +118,15 @@ def iter_capture_tables(info, ref_offset_ns: int | None = None
     from rdmascope.plausibility import line_ceilings
 
     lines = {d: c.gbps for d, c in line_ceilings(info.meta).items()}
-    for parts, _bound in iter_intervals(info, source=None):
-        cols: dict[str, list] = {k: [] for k in ("t0", "t1", "b", "flag", "cid", "u0", "u1")}
+    prev: dict = {}
+    for parts, nxt in _with_next(iter_intervals(info, source=None)):
+        cols: dict[str, list] = {k: [] for k in ("t0", "t1", "b", "flag", "cid", "u0", "u1",
+                                                 "low")}
         for cid, a in parts.items():
             if not len(a["t0_ns"]):
                 continue
+            cols["low"].append(_own_span_fewest_bytes(prev.get(cid), a, nxt.get(cid)))
+            prev[cid] = _tail(a)
             cols["t0"].append(np.asarray(a["t0_ns"], np.int64))
             cols["t1"].append(np.asarray(a["t1_ns"], np.int64))
             cols["b"].append(np.asarray(a["bytes"], np.float64))
@@ -134,10 +140,11 @@ def iter_capture_tables(info, ref_offset_ns: int | None = None
         b, cid = np.concatenate(cols["b"]), np.concatenate(cols["cid"])
         flag = np.concatenate(cols["flag"])
         u0, u1 = np.concatenate(cols["u0"]), np.concatenate(cols["u1"])
-        whole = (t0, t1, b, cid, flag, u0, u1)
+        low_all = np.concatenate(cols["low"])
+        whole = (t0, t1, b, cid, flag, u0, u1, low_all)
         # a segment's rows in slices: the Arrow table of one slice is all that is held at once
         for s0 in range(0, len(whole[0]), DATASET_CHUNK_ROWS):
-            t0, t1, b, cid, flag, u0, u1 = (x[s0:s0 + DATASET_CHUNK_ROWS] for x in whole)
+            t0, t1, b, cid, flag, u0, u1, low = (x[s0:s0 + DATASET_CHUNK_ROWS] for x in whole)
             n = len(t0)
             if has_pairs:
                 time = pa.array(monotonic_to_realtime(info, t0) // 1000, pa.timestamp("us", tz="UTC"))
@@ -164,9 +171,11 @@ def iter_capture_tables(info, ref_offset_ns: int | None = None
                                  or r.get("device") is None else float(lines[str(r.get("device"))])
                                  for r in rows], np.float64)
             line = dev_line[pos]
+            dur = (t1 - t0).astype(np.float64)
             with np.errstate(divide="ignore", invalid="ignore"):
-                bound = b * 8.0 / (t1 - t0 + u0 + u1 + 2 * INSTANT_UNC_NS).astype(np.float64)
-            over = np.isfinite(line) & (bound > line)
+                bound = low * 8.0 / dur  # the fewest bytes of the interval's own span
+            # the over-line judgement of peaks, on the interval's span (rdmascope.counters)
+            over = over_line(low, dur, line)
             qcode = np.where(np.isnan(b), 0, np.where(over, 1, np.where(is_gap, 2, 3)))
             quality = pa.array(["unknown", "over_line", "gap", "ok"], pa.string()).take(
                 pa.array(qcode.astype(np.int64)))
@@ -193,6 +202,61 @@ def iter_capture_tables(info, ref_offset_ns: int | None = None
             }, schema=DATASET_SCHEMA)
             yield table, notes
             notes = []
+
+
+def _with_next(it):
+    """Yield (parts, the next file's parts or {}) for each file of ``iter_intervals``: an
+    interval's fewest bytes look one uncertainty beyond its end."""
+    cur = None
+    for parts, _bound in it:
+        if cur is not None:
+            yield cur, parts
+        cur = parts
+    if cur is not None:
+        yield cur, {}
+
+
+def _reach(a) -> int:
+    """How far (ns) the over-line rule may look beyond an edge of these intervals."""
+    u = np.maximum(np.asarray(a["t0_unc_ns"], np.int64), np.asarray(a["t1_unc_ns"], np.int64))
+    return (int(u.max()) if len(u) else 0) + INSTANT_UNC_NS
+
+
+def _tail(a) -> dict:
+    """The intervals of ``a`` the next file's first interval may need: its last, and those
+    within one uncertainty before its end."""
+    t1 = np.asarray(a["t1_ns"], np.int64)
+    k = min(int(np.searchsorted(t1, int(t1[-1]) - _reach(a), "left")), len(t1) - 1)
+    return {key: np.asarray(a[key])[k:] for key in _IV_KEYS}
+
+
+_IV_KEYS = ("t0_ns", "t1_ns", "bytes", "flag", "t0_unc_ns", "t1_unc_ns")
+
+
+def _own_span_fewest_bytes(before, a, after) -> np.ndarray:
+    """Per interval of one counter's ``a`` (the arrays of ``iter_intervals``): the fewest bytes
+    its own span [t0, t1) can hold (``rdmascope.counters.window_fewest_bytes``, the over-line
+    rule of ``peaks``), on the counter's curve through ``before`` (the previous file's tail,
+    ``_tail``), ``a`` and the head of ``after`` (the next file's intervals within one
+    uncertainty of ``a``'s end): the rule reads the readings around each edge. NaN where the
+    span widened by its uncertainty touches an unknown interval."""
+    parts = [before] if before is not None else []
+    parts.append(a)
+    if after is not None and len(after["t0_ns"]):
+        t0n = np.asarray(after["t0_ns"], np.int64)
+        reach = max(_reach(a), _reach(after))
+        k = max(int(np.searchsorted(t0n, int(np.asarray(a["t1_ns"])[-1]) + reach, "right")), 1)
+        parts.append({key: np.asarray(after[key])[:k] for key in _IV_KEYS})
+    col = {key: np.concatenate([np.asarray(p[key]) for p in parts]) for key in _IV_KEYS}
+    flag = col["flag"]
+    if flag.dtype.kind not in "iu":
+        flag = np.array([FLAGS.index(str(f)) for f in flag], np.int8)
+    unc = np.maximum(col["t0_unc_ns"].astype(np.int64), col["t1_unc_ns"].astype(np.int64))
+    c = CounterCurve(col["t0_ns"].astype(np.int64), col["t1_ns"].astype(np.int64),
+                     col["bytes"].astype(np.float64), flag.astype(np.int64), unc)
+    t0 = np.asarray(a["t0_ns"], np.int64)
+    t1 = np.asarray(a["t1_ns"], np.int64)
+    return window_fewest_bytes(c.at, c.t1, c.unc, c.nan_t0, c.nan_t1, t0, t1)
 
 
 def write_dataset(paths: list[str | os.PathLike], out_dir: str | os.PathLike, *,

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rdmascope.counters import fewest_bytes
+from rdmascope.counters import over_line, window_fewest_bytes
 
 from .curve import INSTANT_UNC_NS, QUALITY_OVER_LINE, counters_of
 from .intervals import line_attrs
@@ -173,7 +173,8 @@ def members_of(intervals: pd.DataFrame, by, groups) -> dict[Any, list[str]]:
 def lowest_bytes(items, starts: np.ndarray, width_ns: int, extra_ns: int) -> dict[str, np.ndarray]:
     """Per series: the fewest bytes each window [a, a + width) can hold when every reading's
     instant moves within its half read bracket + ``extra_ns`` (NaN when the widened window
-    touches a NaN interval: ``rdmascope.counters.fewest_bytes``, the live gauges' rule too). ``items`` yields (series, ``CounterCurve`` with ``unc``); several
+    touches a NaN interval: ``rdmascope.counters.window_fewest_bytes``, the live gauges' and
+    the dataset's rule too). ``items`` yields (series, ``CounterCurve`` with ``unc``); several
     items of one series (counters, or one counter's parts) add up."""
     a = np.asarray(starts, np.int64)
     b = a + int(width_ns)
@@ -181,8 +182,7 @@ def lowest_bytes(items, starts: np.ndarray, width_ns: int, extra_ns: int) -> dic
     for name, c in items:
         if not len(c.t0):
             continue
-        ua, ub = c.edge_unc(a) + extra_ns, c.edge_unc(b) + extra_ns
-        low = fewest_bytes(c.at, c.nan_t0, c.nan_t1, a, b, ua, ub)
+        low = window_fewest_bytes(c.at, c.t1, c.unc, c.nan_t0, c.nan_t1, a, b, extra_ns)
         out[name] = out[name] + low if name in out else low
     return out
 
@@ -260,7 +260,7 @@ def flag_over_line(intervals: pd.DataFrame, bytes_df: pd.DataFrame, quality_df: 
         if not all(m in low.columns for m in ms):
             continue
         lo = low[ms].to_numpy(np.float64).sum(axis=1)[[pos[r] for r in hit]]
-        over = lo * 8.0 / float(width_ns) > lines[col]
+        over = over_line(lo, int(width_ns), lines[col])  # the one judgement (counters)
         if over.any():
             j = q.columns.get_loc(col)
             q.iloc[hit[over], j] = q.iloc[hit[over], j] | QUALITY_OVER_LINE

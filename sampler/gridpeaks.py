@@ -32,11 +32,12 @@ from rdmascope.counters import (
     INSTANT_UNC_NS,
     cover_tolerance_ns,
     drop_glitches,
-    fewest_bytes,
     is_gap,
+    over_line,
     overlapping,
     strictly_across,
     unreadable_between,
+    window_fewest_bytes,
 )
 
 __all__ = ["INSTANT_UNC_NS", "GAP_FACTOR", "GridWindows"]
@@ -118,11 +119,9 @@ class GridWindows:
         rate = byt * 8.0 / w  # Gb/s (bits per ns)
         n_over = 0
         if math.isfinite(self.line):
-            j = np.minimum(np.searchsorted(t1, np.concatenate([a, b]), "left"), len(t1) - 1)
-            ua, ub = unc[j[:len(a)]] + INSTANT_UNC_NS, unc[j[len(a):]] + INSTANT_UNC_NS
-            low = fewest_bytes(lambda x: np.interp(x, tf, cum), t0[nan], t1[nan], a, b, ua, ub)
-            with np.errstate(invalid="ignore"):  # NaN: not judged (as peaks)
-                over = ~bad & (low * 8.0 / w > self.line)
+            low = window_fewest_bytes(lambda x: np.interp(x, tf, cum), t1, unc, t0[nan],
+                                      t1[nan], a, b)
+            over = ~bad & over_line(low, w, self.line)  # NaN: not judged (as peaks)
             n_over = int(over.sum())
             bad |= over
             rate = np.minimum(rate, self.line)  # within the uncertainty: at line rate

@@ -192,8 +192,10 @@ def test_line_rate_bound_and_quality_columns_carry_the_headline_rule(tmp_path):
     """SQL users got raw maxima only; each interval now carries its device's line rate, the
     lowest rate its bytes allow within the timing uncertainty, and a quality that says whether
     it may be part of a headline peak. By hand on a 100 Gb/s port: 1 ms intervals of 1 MB (8
-    Gb/s) and one of 20 MB (160 Gb/s: its bound 20e6 x 8 / (1 ms + 2 x 0.1005 ms) = 133 Gb/s >
-    100: over line)."""
+    Gb/s) and one of 20 MB (160 Gb/s). The bound is ``peaks``' rule on the interval's span
+    (``rdmascope.counters.window_fewest_bytes``): its fewest bytes when each edge moves in by its
+    uncertainty, 0.5 us + 0.1 ms, 20e6 x (1 ms - 2 x 0.1005 ms) / 1 ms x 8 / 1 ms = 127.8 Gb/s
+    > 100: over line."""
     import duckdb
     from capture_builders import MS, T0, ib, write_capture
 
@@ -216,10 +218,10 @@ def test_line_rate_bound_and_quality_columns_carry_the_headline_rule(tmp_path):
     for _t0, b, d, u0, u1, line, bound, q in rows:
         assert line == 100.0
         assert u0 == u1 == 500  # half of the 1 us read bracket
-        assert bound == pytest.approx(b * 8 / (d + u0 + u1 + 2 * 100_000))  # + INSTANT_UNC_NS
+        assert bound == pytest.approx(b * (d - u0 - u1 - 2 * 100_000) / d * 8 / d)  # shrunk
         assert q == ("over_line" if b == 20e6 else "ok"), (b, bound, q)
     assert [r[7] for r in rows].count("over_line") == 1
-    assert rows[20][6] == pytest.approx(20e6 * 8 / (1e6 + 201_000))  # 133.2 Gb/s
+    assert rows[20][6] == pytest.approx(20e6 * 0.799 * 8 / 1e6)  # 127.8 Gb/s
     # README's headline query keeps the over-line window out of the peak, as peaks: the window
     # after it holds 0.5 us of it (8.076 Gb/s) and is no headline violation
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()

@@ -15,9 +15,12 @@ both; ``analysis.intervals`` says why each is what it is.
 - A window is *whole* when its readings leave at most ``cover_tolerance_ns`` of it uncovered.
 - A window *touches* an interval when they overlap (``overlapping``); a gap is spread into a
   window when it lies strictly across one of its edges (``strictly_across``).
-- Each reading's instant is uncertain by its half read bracket plus ``INSTANT_UNC_NS``; the
-  fewest bytes a window can hold when they move (``fewest_bytes``) decide whether it is over
-  line rate.
+- Each reading's instant is uncertain by its half read bracket plus ``INSTANT_UNC_NS``
+  (``edge_uncertainty``: a window edge takes the uncertainty of the interval it falls in); the
+  fewest bytes a window can hold when they move (``fewest_bytes``, ``window_fewest_bytes``)
+  decide whether it is over line rate (``over_line``). This is the one over-line judgement:
+  ``peaks`` (``analysis.overline``), the live gauges, the Perfetto export and the dataset's
+  ``quality`` column all call it.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import numpy as np
 
 __all__ = ["INSTANT_UNC_NS", "GAP_FACTOR", "COVER_TOLERANCE_NS", "cover_tolerance_ns",
            "drop_glitches", "unreadable_between", "is_gap", "overlapping", "strictly_across",
-           "fewest_bytes"]
+           "fewest_bytes", "edge_uncertainty", "window_fewest_bytes", "over_line"]
 
 #: Timing uncertainty of each reading's instant beyond its read bracket, ns: the adapter updates
 #: its counter files only every ~0.1-0.2 ms, so the bytes read at an instant were counted up to
@@ -99,3 +102,43 @@ def fewest_bytes(cum, nan_t0: np.ndarray, nan_t1: np.ndarray, a: np.ndarray, b: 
     """
     low = np.maximum(cum(b - ub) - cum(a + ua), 0.0)
     return np.where(overlapping(nan_t0, nan_t1, a - ua, b + ub) > 0, np.nan, low)
+
+
+def edge_uncertainty(t1: np.ndarray, unc: np.ndarray | None, e: np.ndarray,
+                     extra_ns: int = INSTANT_UNC_NS) -> np.ndarray:
+    """Timing uncertainty (ns, int64) of each window edge ``e``: that of the readings of the
+    interval the edge falls in (the first interval ending at or after it, the last one for an
+    edge after every interval), ``unc`` (per interval: the larger of its two readings' half read
+    brackets; None: 0), plus ``extra_ns`` (the adapter's counter update lag, ``INSTANT_UNC_NS``).
+    ``t1``: the counter's interval ends (sorted)."""
+    e = np.asarray(e, np.int64)
+    if unc is None or not len(t1):
+        return np.full(len(e), int(extra_ns), np.int64)
+    j = np.minimum(np.searchsorted(t1, e, side="left"), len(t1) - 1)
+    return np.asarray(unc, np.int64)[j] + int(extra_ns)
+
+
+def window_fewest_bytes(cum, t1: np.ndarray, unc: np.ndarray | None, nan_t0: np.ndarray,
+                        nan_t1: np.ndarray, a: np.ndarray, b: np.ndarray,
+                        extra_ns: int = INSTANT_UNC_NS) -> np.ndarray:
+    """The fewest bytes (float) each window [a, b) (ns) of one counter can hold: ``fewest_bytes``
+    with each edge's uncertainty from ``edge_uncertainty`` (``t1``, ``unc``, ``extra_ns`` as
+    there). NaN where the widened window touches an unknown interval [nan_t0, nan_t1)."""
+    a = np.asarray(a, np.int64)
+    b = np.asarray(b, np.int64)
+    ua = edge_uncertainty(t1, unc, a, extra_ns)
+    ub = edge_uncertainty(t1, unc, b, extra_ns)
+    return fewest_bytes(cum, nan_t0, nan_t1, a, b, ua, ub)
+
+
+def over_line(low_bytes, width_ns, line_gbps) -> np.ndarray:
+    """The over-line judgement: True where a window's fewest bytes (``window_fewest_bytes``,
+    summed over the counters of a group) exceed what a line of ``line_gbps`` (Gb/s) carries in
+    its ``width_ns`` (ns): low_bytes x 8 / width_ns > line_gbps. False where the fewest bytes
+    are NaN (nothing is judged from unknown bytes) or the line rate is unknown (None or NaN: never
+    judged). Arrays broadcast."""
+    low = np.asarray(low_bytes, np.float64)
+    if line_gbps is None:
+        return np.zeros(low.shape, bool)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return low * 8.0 / np.asarray(width_ns, np.float64) > np.asarray(line_gbps, np.float64)
