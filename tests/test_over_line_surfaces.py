@@ -137,3 +137,28 @@ def test_the_rule_in_one_place():
     # an unknown interval within 100.5 us after the window: not judged
     nan = window_fewest_bytes(cum, t1, unc, np.array([MS + 50_000]), np.array([2 * MS]), a, b)
     assert np.isnan(nan[0])
+
+
+def test_readme_query_keeps_out_the_windows_peaks_keeps_out(capture, tmp_path):
+    """README's (and docs/exports.md's) headline query judged a window by gbps x 1 ms / (1 ms + 2
+    x uncertainty): [30, 31) ms, 124.8 Gb/s raw, fewest 99.7 by peaks' rule, was kept out
+    (103.9 > 100) while peaks says at line rate. The query now shrinks the window by the
+    uncertainty as peaks does; it lacks only peaks' rule for a window within reach of an
+    unknown interval ([63, 64) ms: kept out by the query, not judged by peaks)."""
+    from pathlib import Path
+
+    import duckdb
+
+    path, _ = capture
+    out = tmp_path / "ds"
+    _run(["export", "dataset", str(path), "-o", str(out)])
+    root = Path(__file__).resolve().parents[1]
+    for doc in ("README.md", "docs/exports.md"):
+        sql = (root / doc).read_text().split("-- the headline 1 ms peak per series", 1)[1]
+        sql = sql.split("```", 1)[0].replace("ds/**/*.parquet", f"{out}/**/*.parquet")
+        body = sql.split("SELECT host || '/'", 1)[0]
+        kept = duckdb.sql("--" + body + "SELECT win FROM windows WHERE known AND "
+                          "low_gbps > line_gbps ORDER BY win").fetchall()
+        assert [w for (w,) in kept] == OVER + [63], doc
+        got = duckdb.sql("--" + sql).fetchall()
+        assert got[0][2] == pytest.approx(LINE), doc  # [20, 21) and [30, 31) ms: at line rate
