@@ -208,9 +208,11 @@ def counter_intervals(t: np.ndarray, unc: np.ndarray, value: np.ndarray, valid: 
     if math.isfinite(max_gbps):
         # over the longest duration the readings allow, at least one sampling interval
         # (rdmascope.plausibility, the rule inspect uses too)
-        flag[_OK_OR_GAP[flag]
-             & implausible(b, dt, u0, u1, interval_ns, max_gbps)] = FLAG_IMPLAUSIBLE
-    b[IS_NAN_FLAG[flag]] = np.nan
+        imp = implausible(b, dt, u0, u1, interval_ns, max_gbps)
+        if imp.any():
+            flag[_OK_OR_GAP[flag] & imp] = FLAG_IMPLAUSIBLE
+    if flag.any():  # all "ok" (the usual file): no flag makes bytes unknown
+        b[IS_NAN_FLAG[flag]] = np.nan
     return _unknown_edges(t, unc, idx, interval_ns,
                           {"t0_ns": t0, "t1_ns": t1, "t0_unc_ns": u0, "t1_unc_ns": u1,
                            "bytes": b, "flag": flag})
