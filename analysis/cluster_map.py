@@ -633,7 +633,7 @@ def map_node(path: str | os.PathLike, plan: MapPlan, wall_offset_ns: int = 0,
 MMAP_THRESHOLD = 2 << 20
 
 
-def worker_memory() -> None:
+def worker_memory(*, arrow_threads: int | None = 1) -> None:
     """Make a map worker's memory follow what it holds, not what it has passed through: Arrow
     allocates from the system allocator (its default mimalloc pool keeps the pages of every
     segment read), and glibc maps arrays of ``MMAP_THRESHOLD`` or more and unmaps them when
@@ -646,11 +646,17 @@ def worker_memory() -> None:
     process, the driver, whose summaries come and go as the reduce folds them in (its unpickled
     summaries and alignment temporaries otherwise stay in a thread's heap: 15 min per node
     ~166 -> ~148 MB, 94 s ~141 -> ~140 MB); not by the library call ``cluster_summary``, which
-    leaves its caller's process as it is. Does nothing where either is unavailable."""
+    leaves its caller's process as it is. ``arrow_threads``: Arrow's CPU threads (decoding a
+    segment's columns); one in a map worker, which shares the cores with the other workers
+    (Arrow's own threads only add switching, and their buffers: map CPU -2 to -8 %, peak
+    -5 MB on a 15-min node, three runs each); None leaves them (the ``cluster`` command's own
+    process, which maps alone with ``--jobs 1``). Does nothing where either is unavailable."""
     try:
         import pyarrow as pa
 
         pa.set_memory_pool(pa.system_memory_pool())
+        if arrow_threads is not None:
+            pa.set_cpu_count(arrow_threads)
     except (ImportError, AttributeError):
         pass
     try:

@@ -312,15 +312,21 @@ def test_ray_finds_the_captures_on_its_nodes_and_names_a_missing_one(cset, local
 def test_a_map_worker_allocates_so_its_memory_follows_what_it_holds():
     """``worker_memory`` (the pool's initializer, the Ray task's first step): Arrow on the
     system allocator (not its own pool, which keeps every segment's pages) and glibc's mmap
-    threshold fixed; in a fresh process, as a worker is."""
+    threshold fixed, Arrow decoding on one thread (the other workers have the other cores); in
+    a fresh process, as a worker is. The ``cluster`` command's own process keeps Arrow's
+    threads (it maps alone with --jobs 1)."""
     import subprocess
     import sys
 
-    code = ("import pyarrow as pa\n"
-            "from rdmascope.analysis.cluster_map import worker_memory\n"
-            "worker_memory()\n"
-            "print(pa.default_memory_pool().backend_name)\n")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=120)
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.split()[-1] == "system"
+    for call, threads in (("worker_memory()", "1"),
+                          ("worker_memory(arrow_threads=None)", "default")):
+        code = ("import pyarrow as pa\n"
+                "n = pa.cpu_count()\n"
+                "from rdmascope.analysis.cluster_map import worker_memory\n"
+                f"{call}\n"
+                "print(pa.default_memory_pool().backend_name,\n"
+                "      'default' if pa.cpu_count() == n else pa.cpu_count())\n")
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.split()[-2:] == ["system", threads]

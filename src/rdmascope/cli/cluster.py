@@ -160,7 +160,7 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
         from rdmascope.analysis.requestlogs import RequestLogError
 
         # this process is the reduce's driver: its memory follows the summaries it holds
-        worker_memory()
+        worker_memory(arrow_threads=None)
         try:
             res = cluster_summary(caps, requests=requests_path, request_format=request_format,
                                   offset_s=offset_s, reference=reference, refine=refine,
