@@ -60,6 +60,8 @@ from .report_figures import (
     ONE_MS_LINK,
     ONE_MS_REF,
     ONE_MS_UNCERTAINTY,
+    PEAKS_TABLE_NOTE,
+    at_line_of,
     capacity_lines,
     comparison_bucket,
     comparison_needs,
@@ -402,7 +404,8 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
             content.figures.append(ReportFigure(
                 html_anchor(f"windows-{cfg.label}"), f"{cfg.label}: the averaging window decides "
                 "the peak", figure_windows(cfg, str(req["request_id"]), peaks=peaks,
-                                           rates=figs.window_rates() if fed else None),
+                                           rates=figs.window_rates() if fed else None,
+                                           at_line_rate=at_line_of(pk_tx)),
                 "The same prefill averaged over 1, 5 and 100 ms windows (aligned on the "
                 "capture start, as every table): the peak falls as the window widens, although "
                 "the bytes are the same. The 5 ms panel is a step line whose values beat: the "
@@ -411,14 +414,12 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                 "averaging, not a drawing error. " + ONE_MS_REF))
             tables.append(ReportTable(
                 pick_columns(pk_tx.assign(over_line_causes=pk_tx["over_line_causes"].replace("", "none")),
-                      ("window", "peak_gbps", "p50_gbps", "p90_gbps", "p99_gbps",
-                              "mean_gbps", "n_windows", "raw_max_gbps", "n_over_line_windows",
-                              "over_line_causes")),
+                      ("window", "peak_gbps", "at_line_rate", "p50_gbps", "p90_gbps",
+                              "p99_gbps", "mean_gbps", "n_windows", "raw_max_gbps",
+                              "n_over_line_windows", "over_line_causes")),
                 title=f"Peak vs window: prefill of request {req['request_id']} "
                       f"({(first - send) / 1e9:.2f} s), tx of one node",
-                note="'whole range' is the mean over the whole prefill. Windows are aligned "
-                     "on the capture start, as in every table and figure. "
-                     + ONE_MS_REF, name="peaks"))
+                note=PEAKS_TABLE_NOTE, name="peaks"))
             warm = ("warmup_rounds",) if warmup_rounds else ()
             tables.append(ReportTable(
                 pick_columns(att.tests, TEST_COLUMNS[:3] + warm + TEST_COLUMNS[3:]), title="Per test",

@@ -23,6 +23,18 @@ ONE_MS_UNCERTAINTY = ("A single 1 ms value carries about ±15–25 % timing unce
 #: the note once (id ``one-ms-note``) and renders this as a link to it.
 ONE_MS_REF = "(1 ms values: ±15–25 %, see the note on 1 ms values)"
 ONE_MS_LINK = '<a class="onems" href="#one-ms-note">1 ms values: ±15–25 %, see the note</a>'
+#: What the peak table's columns mean, said under it (``peaks.peak_table``; docs/method.md
+#: "Windows, peaks and unknown time in the analysis").
+PEAK_COLUMNS_NOTE = ("peak: the highest window consistent with physics; at line rate: "
+                     "windows above it by less than their timing uncertainty, so the peak is "
+                     "the line rate. p50/p90/p99 are of every whole window's raw rate, not "
+                     "capped at the line rate, so p99 can exceed the peak; raw max is the "
+                     "highest window of all; windows over the line beyond their uncertainty "
+                     "are counted (over line) and kept out of the peak.")
+#: The note under the report's peak-vs-window table.
+PEAKS_TABLE_NOTE = ("'whole range' is the mean over the whole prefill. Windows are aligned on the "
+                    "capture start, as in every table and figure. " + PEAK_COLUMNS_NOTE + " "
+                    + ONE_MS_REF)
 
 
 
@@ -409,7 +421,8 @@ def figure_request(cfg: Configuration, request_id: str | None = None, *,
 
 def figure_windows(cfg: Configuration, request_id: str | None = None, *,
                    windows_ns=DEFAULT_WINDOWS_NS, peaks: Mapping[int, float] | None = None,
-                   rates: Mapping[int, pd.DataFrame] | None = None):
+                   rates: Mapping[int, pd.DataFrame] | None = None,
+                   at_line_rate: Mapping[int, bool] | None = None):
     """Draw figure 3: one request's prefill at several windows, each panel's peak labelled.
 
     Windows are aligned on the capture start (``window_origin``, as the tables); the windows
@@ -421,11 +434,13 @@ def figure_windows(cfg: Configuration, request_id: str | None = None, *,
     those windows} already made (``RequestFigures.window_rates``). A streamed configuration
     without ``rates`` or ``peaks`` reads the segments around the prefill once for both
     (``RequestFigures`` on a pass of its own). Raises ValueError when the prefill is shorter
-    than every width.
+    than every width. ``at_line_rate``: {width: the table's ``at_line_rate``} (a peak given as the
+    line rate, labelled so; computed with the peaks when they are).
     """
     from . import figures
 
     req = pick_request(cfg, request_id)
+    at_line = dict(at_line_rate or {})
     send, first = int(req["t_send_ns"]), int(req["t_first_ns"])
     if cfg.streamed and (rates is None or peaks is None):
         need = RequestFigures(cfg, req, zoom=False,
@@ -439,6 +454,7 @@ def figure_windows(cfg: Configuration, request_id: str | None = None, *,
             pk = need.peak_table()
             peaks = {int(r.window_ns): float(r.peak_gbps) for r in pk.itertuples()
                      if r.window != "whole range" and r.series == "tx"}
+            at_line = at_line_of(pk)
     if rates is None:
         rates = {int(w): node_gbps(cfg, int(w), send, first, whole=True) for w in windows_ns}
     by_w = {int(w): r for w, r in rates.items() if len(r)}
@@ -453,12 +469,22 @@ def figure_windows(cfg: Configuration, request_id: str | None = None, *,
                         windows_ns=tuple(by_w), percentiles=())
         peaks = {int(r.window_ns): float(r.peak_gbps) for r in pk.itertuples()
                  if r.window != "whole range" and r.series == "tx"}
+        at_line = at_line_of(pk)
     peaks = {w: v for w, v in peaks.items() if w in by_w}
     return figures.plot_windows(by_w, peaks_gbps=peaks, origin_ns=send,
+                                at_line_rate={w: v for w, v in at_line.items() if w in by_w},
                                 xlabel="time since request sent (s)",
                                 link_gbps=capacity_lines(cfg),
                                 title=f"{cfg.label}: request {req['request_id']}'s prefill "
                                       "averaged over different windows")
+
+
+def at_line_of(pk: pd.DataFrame) -> dict[int, bool]:
+    """{width: at_line_rate} of a peak table's tx rows (empty without that column)."""
+    if "at_line_rate" not in pk.columns:
+        return {}
+    return {int(r.window_ns): bool(r.at_line_rate) for r in pk.itertuples()
+            if r.window != "whole range" and r.series == "tx"}
 
 
 #: The per-device figure of the whole capture draws at most this many windows (a stacked area of

@@ -508,3 +508,27 @@ def test_timeline_clips_kept_out_windows_and_scales_to_the_headline():
     assert tops and max(tops) == pytest.approx(230.0 * 1.12)  # not 673 * 1.12
     assert "twin PCIe link bound 126 Gb/s" not in html
     assert "port 200 Gb/s" in html and "one PCIe x4 path ~109 Gb/s" in html
+
+
+def test_a_peak_at_line_rate_is_labelled_so_and_marked_at_the_line():
+    """The report's figure 3 said "1 ms windows, peak 109 Gb/s" above bars reaching ~130 and put
+    the marker at 130, while the CLI says "at line rate (109.00)": windows above the line by less
+    than their timing uncertainty. By hand: 1 ms windows 50, 104, 60 on a 100 Gb/s line whose
+    table says at_line_rate: the label names it, the marker sits at 100 on the 104 window, the
+    104 window is drawn (not kept out)."""
+    s = rates_frame([50.0, 104.0, 60.0])
+    fig = F.plot_windows({MS: s}, peaks_gbps={MS: 100.0}, link_gbps={"line": 100.0},
+                         at_line_rate={MS: True})
+    ax = fig.axes[0]
+    (label,) = [t.get_text() for t in ax.texts if t.get_gid() == "peak_label"]
+    assert label.startswith("1 ms windows, peak at line rate (100 Gb/s): windows above it by "
+                            "less than their timing uncertainty"), label
+    (mk,) = gid_artists(ax, "peak_marker")
+    assert mk.get_ydata()[0] == 100.0 and mk.get_xdata()[0] == pytest.approx(0.0015)
+    assert not gid_artists(ax, "kept_out_marker")
+    (line,) = data_lines(ax)
+    assert np.nanmax(line.get_ydata()) == 104.0
+    # without the flag: the plain label
+    fig = F.plot_windows({MS: s}, peaks_gbps={MS: 100.0}, link_gbps={"line": 100.0})
+    (label,) = [t.get_text() for t in fig.axes[0].texts if t.get_gid() == "peak_label"]
+    assert label == "1 ms windows, peak 100 Gb/s"

@@ -387,6 +387,12 @@ def test_one_request_shows_one_1ms_peak_in_every_table_card_and_figure(sim_runs,
         bound = line_gbps_of(cfg.intervals, "direction")["tx"]
         assert bound == 200.0  # the node's cable, both twins together
         assert table_peak == pytest.approx(min(float(b["tx"].max()) * 8 / 1e6, bound), rel=1e-9)
+        # the peaks CSV says when its peak is the line rate (the CLI's "at line rate"), and the
+        # note under the table says what that and the raw percentiles mean
+        at_line = bool(peaks.set_index("window").at["1 ms", "at_line_rate"])
+        assert at_line == (float(b["tx"].max()) * 8 / 1e6 > bound)
+        assert "at line rate: windows above it by less than their timing uncertainty" in page
+        assert "p99 can exceed the peak" in page
         # figure 3: the 1 ms panel's data maximum (its marker) and its label
         fig = R.figure_windows(cfg, peaks={1_000_000: table_peak})
         top = fig.axes[0]

@@ -40,6 +40,7 @@ def plot_windows(
     title: str | None = None,
     xlabel: str = "time since start (s)",
     axes: Sequence[Axes] | None = None,
+    at_line_rate: Mapping[int, bool] | None = None,
 ) -> Figure:
     """Stack the same traffic averaged over several windows, one panel each, peaks labelled.
 
@@ -49,8 +50,10 @@ def plot_windows(
     axes so the fall of the peak with the window is read straight down. ``peaks_gbps`` maps the
     same widths to the peak values to label (from ``analysis.peaks``); when omitted, each label is
     the maximum of the series as passed. Each panel has a dotted line at its peak, a marker on the
-    window holding the maximum, and the label "<width> peak: <v> Gb/s". Time axis: seconds since
-    ``origin_ns`` (default: the earliest window start).
+    window holding the maximum, and the label "<width> windows, peak <v> Gb/s" ("peak at line
+    rate (<v> Gb/s)" for a width whose ``at_line_rate`` is True: windows above the line by less
+    than their timing uncertainty, drawn, the peak given as the line rate). Time axis: seconds
+    since ``origin_ns`` (default: the earliest window start).
 
     Returns the Figure. Raises ValueError for an empty mapping, a multi-column frame, or a
     number of ``axes`` different from the number of windows.
@@ -99,15 +102,26 @@ def plot_windows(
                             linewidth=0)
         if drawn.notna().any():  # an all-unknown series (unreadable counters) has no peak
             # the marker sits at the value its label gives: the headline window, not a raw one
+            # (a peak at line rate: windows above it within their uncertainty are drawn at
+            # their height, the marker at the line rate the label gives)
             t_peak = (int(drawn.idxmax()) + width / 2 - origin_ns) / 1e9
-            ax.plot([t_peak], [float(drawn.max())], marker="o", markersize=5, color=color,
+            y_peak = float(drawn.max())
+            if at_line_rate and at_line_rate.get(width) and np.isfinite(peak):
+                y_peak = min(y_peak, peak)
+            ax.plot([t_peak], [y_peak], marker="o", markersize=5, color=color,
                     markeredgecolor="black", markeredgewidth=0.6, zorder=10, gid="peak_marker",
                     linestyle="none", label="_peak")
         if kept_out.any():
             _draw_kept_out(ax, (s.index[kept_out].to_numpy(np.int64) + width / 2 - origin_ns)
                            / 1e9, s[kept_out].to_numpy(), why="over line rate or gap-spread")
         ax.axhline(peak, color="black", linestyle=":", linewidth=1.0, zorder=1.6, gid="peak_line")
-        peak_text = f"peak {peak:.0f} Gb/s" if np.isfinite(peak) else "unknown (no readable window)"
+        if not np.isfinite(peak):
+            peak_text = "unknown (no readable window)"
+        elif at_line_rate and at_line_rate.get(width):
+            peak_text = (f"peak at line rate ({peak:.0f} Gb/s): windows above it by less than "
+                         "their timing uncertainty")
+        else:
+            peak_text = f"peak {peak:.0f} Gb/s"
         text = f"{label} windows, {peak_text}"
         if beat:
             text += ("\nstep line: a window holds a whole burst, part of one or none, so the "
