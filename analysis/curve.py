@@ -63,7 +63,8 @@ class CounterCurve:
         self.unc = unc  # per interval: max of its two readings' half-brackets (ns), or None
         n = len(t0)
         nan = np.isnan(b)
-        nan |= IS_NAN_FLAG[flag]
+        if flag.any():  # only flags other than "ok" (0) make bytes unknown
+            nan |= IS_NAN_FLAG[flag]
         if nan.any():
             self.b = np.where(nan, 0.0, b)
             self.nan_t0, self.nan_t1 = t0[nan], t1[nan]
@@ -77,7 +78,13 @@ class CounterCurve:
         self.dur = t1 - t0
         self.cdur = np.empty(n + 1, self.dur.dtype if n else np.int64)
         self.cdur[0] = 0
-        np.cumsum(self.dur, out=self.cdur[1:])
+        if n and (t0[1:] == t1[:-1]).all():
+            # consecutive intervals (each starts where the last ended, as a counter's readings
+            # make them): the covered time up to an interval's end is the same integer as the
+            # running sum of durations, without the sequential sum
+            np.subtract(t1, t0[0], out=self.cdur[1:])
+        else:
+            np.cumsum(self.dur, out=self.cdur[1:])
         g = flag == FLAG_GAP
         if g.any():
             self.gap_t0, self.gap_t1 = t0[g], t1[g]
