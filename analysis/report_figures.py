@@ -361,11 +361,12 @@ def line_rate_note(cfg: Configuration) -> str:
 
 
 def capacity_lines(cfg: Configuration) -> dict[str, float]:
-    """Reference lines for a configuration: the port rate and, with twin devices, one PCIe path.
+    """Reference lines for a configuration: the port rate and, with twin devices, one twin's rate.
 
-    The path value is what the manifest's recorded setup says one twin carries
-    (``record --emulated GBPS``), else, on a 200 Gb/s port (a DGX Spark's), the study's measured
-    ~109 Gb/s (``estimate.LINK_EMULATED_GBPS``); on other ports without a record, no path line.
+    That rate is what the manifest's recorded setup says one twin carries (``record --emulated
+    GBPS``: the line rate every table judges against, labelled "line rate"), else, on a 200 Gb/s
+    port (a DGX Spark's), the study's measured ~109 Gb/s (``estimate.LINK_EMULATED_GBPS``),
+    labelled as a measurement, not a bound; on other ports without a record, no such line.
     When the manifest records the twins' PCIe link (one bound below the port rate, e.g. 126 Gb/s
     for Gen5 x4: ``plausibility.line_ceilings``), that bound is a line too.
     """
@@ -381,11 +382,15 @@ def capacity_lines(cfg: Configuration) -> dict[str, float]:
     if port:
         lines[f"port {port:g} Gb/s"] = port
     if len(cfg.devices) >= 2:
+        # each line named for what it is: the line rate the tables judge against (record
+        # --emulated: what the emulated link carries), or the study's measured throughput of one
+        # twin (a reference, not a bound: the tables judge a twin against its PCIe link)
         path = recorded_setup(cfg.capture.meta).get("emulated_real_gbps")
-        if path is None and port in (None, 200.0):
-            path = LINK_EMULATED_GBPS
         if path:
-            lines[f"one PCIe x4 path ~{path:g} Gb/s"] = path
+            lines[f"line rate {path:g} Gb/s (record --emulated: one twin carries)"] = path
+        elif port in (None, 200.0):
+            lines[f"one twin measured ~{LINK_EMULATED_GBPS:g} Gb/s (study; not a bound)"] = \
+                LINK_EMULATED_GBPS
     from rdmascope.plausibility import line_ceilings
 
     bounds = {c.pcie_gbps for c in line_ceilings(cfg.capture.meta).values()

@@ -590,3 +590,39 @@ def test_per_cell_tables_hold_every_statistic_of_the_cells(sim_runs):
                 np.testing.assert_equal(row[f"{k}_s"], c[f"{m}_{k}_s"])
         assert thr.frame.iloc[i]["request_throughput_rps"] == c["request_throughput_rps"]
     assert len(lat.frame.columns) <= 12
+
+
+def test_capacity_lines_name_each_rate_for_what_it_is(sim_runs, tmp_path):
+    """Figures drew "one PCIe x4 path ~109 Gb/s" while every table judged a twin against its
+    PCIe link, 126.0 Gb/s ("PCIe link 32 GT/s x4"): two rates for one path. Now the lines say
+    what each is: on the emulated capture 109 is the line rate the tables use (record
+    --emulated, equal to line_rates'); on the 200 Gb/s capture 109 is the study's measurement,
+    not a bound, and the bound the tables use (126.0) is its own line."""
+    import json
+    import shutil
+
+    from rdmascope.analysis.overline import line_rates
+
+    from rdmascope.models import recorded_setup
+
+    # as the demo's emulated capture: recorded with record --emulated 109
+    rec = tmp_path / "recorded"
+    shutil.copytree(sim_runs / "emulated100", rec)
+    man = json.loads((rec / "manifest.json").read_text())
+    man.setdefault("extra", {}).setdefault("setup", {}).update(emulated=True,
+                                                               emulated_real_gbps=109.0)
+    (rec / "manifest.json").write_text(json.dumps(man))
+    for run in (sim_runs / "200", sim_runs / "emulated100", rec):
+        cfg = R.load_configuration(run, R.default_request_logs(run))
+        lines = R.capacity_lines(cfg)
+        rates = {round(r["gbps"], 1) for r in line_rates(cfg.capture).values()}
+        assert not any("PCIe x4 path" in k for k in lines), lines
+        judged = {k: v for k, v in lines.items() if k.startswith("line rate")}
+        if recorded_setup(cfg.capture.meta).get("emulated_real_gbps"):
+            assert {round(v, 1) for v in judged.values()} == rates, (lines, rates)
+            assert any("record --emulated" in k for k in judged) and rates == {109.0}
+        else:
+            assert not judged
+            assert any("measured" in k and "not a bound" in k for k in lines), lines
+            bound = [v for k, v in lines.items() if "PCIe link bound" in k]
+            assert {round(v, 1) for v in bound} == rates, (lines, rates)
