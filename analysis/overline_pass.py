@@ -125,10 +125,14 @@ class OverLineFlagger:
                                                 int(iv["t1_ns"][-1]))
                     continue
                 if iv["t1_ns"][0] <= before_ns:
-                    keep = iv["t1_ns"] > before_ns
+                    # a counter's intervals are in time order: those kept are a suffix (found
+                    # by a binary search, not a mask over all of them), copied when it is the
+                    # smaller part (a view would keep the dropped part alive), else viewed
+                    i = int(np.searchsorted(iv["t1_ns"], before_ns, "right"))
                     self.first_dropped[c] = max(self.first_dropped.get(c, -(1 << 62)),
-                                                int(iv["t1_ns"][~keep].max()))
-                    iv = {k: a[keep] for k, a in iv.items()}
+                                                int(iv["t1_ns"][i - 1]))
+                    small = 2 * i > len(iv["t1_ns"])
+                    iv = {k: a[i:].copy() if small else a[i:] for k, a in iv.items()}
                 sliced[c] = iv
             if sliced:
                 out.append(sliced)
