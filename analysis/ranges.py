@@ -23,7 +23,7 @@ from .stream import WindowGrid, capture_info, edge_spans, iter_windows
 from .windows import RangeBytes, RangeIndex, group_keys
 
 __all__ = ["DEFAULT_CAPACITY_GBPS", "capacity_gbps", "RangeQueries",
-           "RangeIndex", "RangeWindowStats", "window_stats"]
+           "RangeIndex", "RangeWindowStats", "WindowBlock", "window_stats"]
 
 #: The capacity bursts are judged against when the manifest records no port rate (Gb/s).
 DEFAULT_CAPACITY_GBPS = 200.0
@@ -97,35 +97,31 @@ class RangeWindowStats:
     def add(self, t: np.ndarray, v: np.ndarray, qq: np.ndarray | None = None) -> None:
         """Fold in the next block of windows: starts ``t`` (int64 ns), bytes ``v`` (float64),
         quality bits ``qq`` (int, or None for all good), each shape (m,)."""
-        t = np.asarray(t, dtype=np.int64)
+        self.add_block(WindowBlock(t, v, qq, self.w))
+
+    def add_block(self, blk: WindowBlock) -> None:
+        """``add`` of a ``WindowBlock`` (one block's rates, runs and maxima, shared by every
+        ``RangeWindowStats`` of the same width and thresholds that it is added to)."""
+        t = blk.t
         m = len(t)
         if not m or not len(self.a):
             return
         w = self.w
+        if blk.w != w:
+            raise ValueError("RangeWindowStats: a block of another window width")
         idx = self.index.touching(int(t[0]), int(t[-1]) + w)
         if not len(idx):
             return
         s0 = np.searchsorted(t, self.a[idx], "left")
-        s1 = np.searchsorted(t + w, self.b[idx], "right")
+        s1 = np.searchsorted(blk.t_end, self.b[idx], "right")
         keep = s1 > s0
         idx, s0, s1 = idx[keep], s0[keep], s1[keep]
         if not len(idx):
             return
-        rate = np.asarray(v, dtype=np.float64) * 8.0 / float(w)
-        q = np.zeros(m, np.int64) if qq is None else np.asarray(qq, dtype=np.int64)
-        good = np.where(((q & HEADLINE_EXCLUDE) == 0) & ~np.isnan(rate), rate, -np.inf)
-        c_over = np.concatenate([[0], np.cumsum((q & QUALITY_OVER_LINE) != 0)])
+        c_over = blk.c_over
         self.n_over[idx] += c_over[s1] - c_over[s0]
-        self.peak[idx] = np.maximum(self.peak[idx], _range_max(good, s0, s1))
-        valid = ~np.isnan(rate)
-        hi = valid & (rate >= self.enter)
-        stay = valid & (rate >= self.leave)
-        c_hi = np.concatenate([[0], np.cumsum(hi)])
-        edges = np.diff(np.concatenate([[0], stay.astype(np.int8), [0]]))
-        run_s = np.flatnonzero(edges == 1)
-        run_e = np.flatnonzero(edges == -1)  # exclusive
-        run_has = (c_hi[run_e] - c_hi[run_s]) > 0
-        c_run = np.concatenate([[0], np.cumsum(run_has)])
+        self.peak[idx] = np.maximum(self.peak[idx], blk.range_max(s0, s1))
+        c_hi, run_s, run_e, c_run = blk.runs(self.enter, self.leave)
         # runs wholly inside [s0, s1)
         j_lo = np.searchsorted(run_s, s0, "left")
         j_hi = np.searchsorted(run_e, s1, "right")
@@ -171,24 +167,64 @@ class RangeWindowStats:
         return peak, self.count + (self.open & self.open_hi), self.n_over.copy()
 
 
-def _range_max(x: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
-    """max(x[s0[i]:s1[i]]) for every i (s1 > s0), by a sparse table: O(m log L + n)."""
-    need = int(np.max(s1 - s0))
-    out = np.full(len(s0), -np.inf)
-    table = x
-    k = 0
-    length = s1 - s0
-    while True:
-        # ranges whose highest power of two <= length is 2**k
-        sel = (length >= (1 << k)) & (length < (1 << (k + 1)))
-        if sel.any():
-            a, b = s0[sel], s1[sel] - (1 << k)
-            out[sel] = np.maximum(table[a], table[b])
-        if (1 << (k + 1)) > need:
-            return out
-        step = 1 << k
-        table = np.maximum(table[:-step], table[step:]) if len(table) > step else table[:0]
-        k += 1
+class WindowBlock:
+    """One block of windows as every ``RangeWindowStats`` reads it, computed once for all of
+    them: starts ``t``, ends ``t_end``, the over-line count before each window (``c_over``),
+    the headline values (``good``: the rate, -inf where ``peaks.HEADLINE_EXCLUDE`` keeps a
+    window out or it is NaN) and their sparse table of maxima (``range_max``, levels made as
+    far as a range asks), the burst runs per pair of thresholds (``runs``)."""
+
+    def __init__(self, t: np.ndarray, v: np.ndarray, qq: np.ndarray | None, width_ns: int):
+        self.t = np.asarray(t, dtype=np.int64)
+        self.w = w = int(width_ns)
+        m = len(self.t)
+        self.t_end = self.t + w
+        self.rate = rate = np.asarray(v, dtype=np.float64) * 8.0 / float(w)
+        q = np.zeros(m, np.int64) if qq is None else np.asarray(qq, dtype=np.int64)
+        self.valid = ~np.isnan(rate)
+        self.good = np.where(((q & HEADLINE_EXCLUDE) == 0) & self.valid, rate, -np.inf)
+        self.c_over = np.concatenate([[0], np.cumsum((q & QUALITY_OVER_LINE) != 0)])
+        self.levels = [self.good]  # levels[k][i] = max(good[i:i + 2**k])
+        self._runs: dict[tuple[float, float], tuple] = {}
+
+    def range_max(self, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
+        """max(good[s0[i]:s1[i]]) for every i (s1 > s0), by the sparse table: O(m log L + n)."""
+        need = int(np.max(s1 - s0))
+        out = np.full(len(s0), -np.inf)
+        length = s1 - s0
+        k = 0
+        while True:
+            # ranges whose highest power of two <= length is 2**k
+            sel = (length >= (1 << k)) & (length < (1 << (k + 1)))
+            if sel.any():
+                table = self.levels[k]
+                a, b = s0[sel], s1[sel] - (1 << k)
+                out[sel] = np.maximum(table[a], table[b])
+            if (1 << (k + 1)) > need:
+                return out
+            if len(self.levels) == k + 1:
+                table, step = self.levels[k], 1 << k
+                self.levels.append(np.maximum(table[:-step], table[step:])
+                                   if len(table) > step else table[:0])
+            k += 1
+
+    def runs(self, enter: float, leave: float) -> tuple:
+        """(c_hi, run_s, run_e, c_run) of the burst runs at these thresholds: windows at or
+        above ``leave`` in a row (starts, exclusive ends), how many windows at or above
+        ``enter`` before each window, how many runs holding one before each run."""
+        got = self._runs.get((enter, leave))
+        if got is None:
+            rate, valid = self.rate, self.valid
+            hi = valid & (rate >= enter)
+            stay = valid & (rate >= leave)
+            c_hi = np.concatenate([[0], np.cumsum(hi)])
+            edges = np.diff(np.concatenate([[0], stay.astype(np.int8), [0]]))
+            run_s = np.flatnonzero(edges == 1)
+            run_e = np.flatnonzero(edges == -1)  # exclusive
+            run_has = (c_hi[run_e] - c_hi[run_s]) > 0
+            c_run = np.concatenate([[0], np.cumsum(run_has)])
+            got = self._runs[(enter, leave)] = (c_hi, run_s, run_e, c_run)
+        return got
 
 
 class RangeQueries:
@@ -323,11 +359,10 @@ class _RangeRun:
         w = self.rq.width_ns
         # the headline rule of every 1 ms peak (peaks.headline_peak): over line rate,
         # gap-spread and partial windows never become a peak
-        qtx = self.flag(bb[["tx"]], qq[["tx"]], w)["tx"].to_numpy(np.int64)
-        t = bb.index.to_numpy()
-        v = bb["tx"].to_numpy(np.float64)
+        qtx = self.flag(bb["tx"].to_frame(), qq["tx"].to_frame(), w)["tx"].to_numpy(np.int64)
+        blk = WindowBlock(bb.index.to_numpy(), bb["tx"].to_numpy(np.float64), qtx, w)
         for st in self.rstats.values():
-            st.add(t, v, qtx)
+            st.add_block(blk)  # the block's rates, runs and maxima made once for all
 
     def finish(self) -> None:
         rq = self.rq

@@ -70,6 +70,23 @@ def test_range_window_stats_equal_the_per_range_rule_across_blocks(seed):
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1], want[1], err_msg=f"{n_blocks} blocks")
         np.testing.assert_array_equal(got[2], want[2])
+    # several stats of other ranges and thresholds fed the same blocks (ranges.WindowBlock: its
+    # rates, runs and sparse table made once, as the attribution's pass shares them) equal
+    # each fed alone
+    from rdmascope.analysis.ranges import WindowBlock
+
+    others = [(a[::2], b[::2], cap), (a[1::3], b[1::3], 40.0), (a, b, cap)]
+    shared = [RangeWindowStats(x, y, MS, c) for x, y, c in others]
+    alone = [RangeWindowStats(x, y, MS, c) for x, y, c in others]
+    for lo, hi in ((0, m // 3), (m // 3, m)):
+        blk = WindowBlock(t[lo:hi], v[lo:hi], qq[lo:hi], MS)
+        for s1, s2 in zip(shared, alone, strict=True):
+            s1.add_block(blk)
+            s2.add(t[lo:hi], v[lo:hi], qq[lo:hi])
+    for s1, s2 in zip(shared, alone, strict=True):
+        for x, y in zip(s1.result(), s2.result(), strict=True):
+            np.testing.assert_array_equal(x, y)
+    np.testing.assert_array_equal(shared[2].result()[1], want[1])
 
 
 def test_range_window_stats_hand_computed():
