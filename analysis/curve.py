@@ -317,6 +317,8 @@ def combine_windows(items, width: np.ndarray | int, index: pd.Index, partial_nan
     (``partial_nan``, ``integrate``) keep the strict rule.
     """
     tol = 0 if partial_nan else cover_tolerance_ns(width)
+    if columns is not None and not partial_nan and len(index) * len(columns) <= _BLOCK_2D_MAX:
+        return _combine_block(items, width - tol, index, columns)
     acc: dict[Any, list] = {}
     for k, (b, nan, gap, cov) in items:
         qq = (gap > 0).view(np.int8) * np.int8(QUALITY_GAP)
@@ -359,4 +361,50 @@ def combine_windows(items, width: np.ndarray | int, index: pd.Index, partial_nan
 
 #: above this many values a frame of ``combine_windows`` keeps its columns as separate arrays (no copy)
 _BLOCK_2D_MAX = 1 << 22
+
+
+def _combine_block(items, full, index: pd.Index, columns: pd.Index
+                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``combine_windows`` of a streamed block (its groups known: ``columns``; windows with
+    less covered time than ``full`` are partial): the same sums, bits and NaN, written
+    straight into the frames' 2-D blocks, and a bit's masks made only where the block has it.
+    """
+    n, row = len(index), {k: i for i, k in enumerate(columns)}
+    # an empty window (nothing covered) is partial too, unless a window has no length at all
+    empty_in_partial = bool(np.all(np.asarray(full) > 0))
+    bb = np.empty((len(columns), n))
+    qa = np.empty((len(columns), n), np.int8)
+    bads: dict[int, np.ndarray] = {}
+    for k, (b, nan, gap, cov) in items:
+        i = row[k]
+        qq = np.zeros(n, np.int8)
+        if gap.any():  # counts (or bools) of gaps, never negative
+            qq |= (gap > 0).view(np.int8) * np.int8(QUALITY_GAP)
+        bad = nan > 0
+        if bad.any():
+            qq |= bad.view(np.int8) * np.int8(QUALITY_INVALID)
+        part = cov < full
+        some_part = part.any()
+        if some_part:
+            qq |= part.view(np.int8) * np.int8(QUALITY_PARTIAL)
+        if some_part or not empty_in_partial:
+            empty = cov <= 0
+            if empty.any():
+                qq |= empty.view(np.int8) * np.int8(QUALITY_EMPTY)
+                bad |= empty
+        if i not in bads:
+            bb[i] = b
+            qa[i] = qq
+            bads[i] = bad
+        else:
+            bb[i] += b
+            qa[i] |= qq
+            bads[i] |= bad
+    if len(bads) != len(columns):
+        raise ValueError("combine_windows: a group of columns got no counter")
+    for i, bad in bads.items():
+        if bad.any():
+            bb[i][bad] = np.nan
+    return (pd.DataFrame(bb.T, index=index, columns=columns.copy(), copy=False),
+            pd.DataFrame(qa.T, index=index, columns=columns.copy(), copy=False))
 

@@ -622,7 +622,6 @@ class _GridAcc:
         if cut == 0:
             return None
         e = self._edges(self.k_lo, self.k_lo + cut)
-        width = np.diff(e)
         if self.columns is None:
             self.columns = pd.Index(names, name=by)
         for c in self.ids:
@@ -630,7 +629,7 @@ class _GridAcc:
         # the groups come in the order of ``names`` (the first counter of each), so the
         # frames need no reindexing; the frames hold copies, never views of the buffers
         b, q = combine_windows(((key_of[c], tuple(a[:cut] for a in self.acc[c])) for c in self.ids),
-                        width if self.g.clip else self.g.width_ns,
+                        np.diff(e) if self.g.clip else self.g.width_ns,
                         pd.Index(e[:-1], name="window_start_ns"), columns=self.columns)
         b.columns.name = q.columns.name = by
         for c in self.ids:
