@@ -23,9 +23,10 @@ segment edges exactly what the in-memory functions would see:
 Memory: one segment's readings plus the windows not yet final (about one segment's), whatever
 the capture's length. See ``benchmarks/bench_scale.py`` for time and peak memory per command.
 
-Size: one module (just over 800 lines) because it is the engine's one pass: the per-counter
+Size: one module (about 900 lines) because it is the engine's one pass: the per-counter
 interval streams and the window grids share the carry-over state across segment edges that makes
-the streamed result equal the in-memory one.
+the streamed result equal the in-memory one. The seam if it grows: the window grids' buffers
+(``WindowGrid``, ``_GridAcc``) apart from the interval streams.
 """
 
 from __future__ import annotations
