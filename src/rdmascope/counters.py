@@ -59,7 +59,10 @@ def drop_glitches(idx: np.ndarray, value: np.ndarray) -> np.ndarray:
     """
     if len(idx) < 3:
         return idx
-    v = value[idx]
+    # every reading valid (idx is then 0..n-1): the values themselves, not a copy
+    v = value if len(idx) == len(value) else value[idx]
+    if not (v[1:] < v[:-1]).any():
+        return idx  # never going down: no reading breaks monotonicity (the usual case)
     prev, cur, nxt = v[:-2], v[1:-1], v[2:]
     glitch = ((cur < prev) | (cur > nxt)) & (prev <= nxt)
     if glitch.any():
