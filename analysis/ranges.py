@@ -350,8 +350,7 @@ class _RangeRun:
             first.setdefault(c, int(iv["t0_ns"][0]))
             last[c] = int(iv["t1_ns"][-1])
             cnt = CounterCurve(iv["t0_ns"], iv["t1_ns"], iv["bytes"], iv["flag"])
-            for rb in self.bytes.values():
-                rb.add(c, cnt)
+            RangeBytes.add_all(self.bytes.values(), c, cnt)  # one evaluation for all
 
     def add(self, bb: pd.DataFrame, qq: pd.DataFrame) -> None:
         if "tx" not in bb.columns or not len(bb):

@@ -333,3 +333,37 @@ def test_classify_time_equals_the_segment_loop(seed):
         hi = lo if trial % 11 == 0 else int(rng.integers(5 * 10**5, 2 * 10**6))
         got, want = classify_time(req, lo, hi), _old_classify_time(req, lo, hi)
         pd.testing.assert_frame_equal(got, want, check_exact=True)
+
+
+def test_range_bytes_added_together_equal_each_added_alone():
+    """``windows.RangeBytes.add_all`` (the attribution's pass: one evaluation over the ranges
+    of every query) gives each ``RangeBytes`` the sums ``add`` gives it alone, file after file
+    (ranges touching none, some or all of a file's intervals; NaN intervals, gaps)."""
+    from rdmascope.analysis.curve import CounterCurve
+    from rdmascope.analysis.windows import RangeBytes
+
+    rng = np.random.default_rng(9)
+    t = np.cumsum(rng.integers(800_000, 1_200_000, 3001)).astype(np.int64)
+    flag = np.where(rng.random(3000) < 0.02, 1, np.where(rng.random(3000) < 0.02, 3, 0))
+    b = rng.random(3000) * 1e6
+    b[flag == 1] = np.nan
+    files = [(0, 900), (900, 901), (901, 2500), (2500, 3000)]
+    queries = []
+    for n in (0, 1, 40, 300):
+        a = rng.integers(int(t[0]) - 10**7, int(t[-1]), n)
+        queries.append((a, a + rng.integers(0, 10**9, n)))
+    together = [RangeBytes(a, z) for a, z in queries]
+    alone = [RangeBytes(a, z) for a, z in queries]
+    for lo, hi in files:
+        cnt = CounterCurve(t[lo:hi + 1][:-1], t[lo + 1:hi + 1], b[lo:hi],
+                           flag[lo:hi].astype(np.int8))
+        RangeBytes.add_all(together, 3, cnt)
+        for rb in alone:
+            rb.add(3, cnt)
+    for x, y in zip(together, alone, strict=True):
+        got = list(x.items({3: "s"}))
+        want = list(y.items({3: "s"}))
+        assert [k for k, _ in got] == [k for k, _ in want]
+        for (_, p), (_, q) in zip(got, want, strict=True):
+            for u, v in zip(p, q, strict=True):
+                np.testing.assert_array_equal(u, v)
