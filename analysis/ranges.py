@@ -311,8 +311,20 @@ class RangeQueries:
     def run(self) -> None:
         """Answer every recorded query in one pass over the capture."""
         rr = self.consumer()
+        # only the tx windows are asked about (``_RangeRun.add``): the other counters are read
+        # in the same pass for their intervals (the bytes of the ranges, the spans), not
+        # re-binned; a direction's windows are the sum of its own counters', so tx's are the
+        # same, and windows before or after every tx reading hold nothing a range counts
+        cdf = self.info.counters
+        kw: dict = {}
+        if self.source is not None and {"source", "direction"} <= set(cdf.columns):
+            data = cdf.index[cdf["data"] & (cdf["source"] == self.source)]
+            tx = [int(c) for c in data if cdf.at[c, "direction"] == "tx"]
+            if tx:
+                kw = {"counters": tx, "extra_counters": [int(c) for c in data
+                                                         if int(c) not in tx]}
         for _, bb, qq in iter_windows(self.info, [rr.grid], by="direction", source=self.source,
-                                      **pass_hooks([rr.flag], on_parts=rr.on_parts)):
+                                      **kw, **pass_hooks([rr.flag], on_parts=rr.on_parts)):
             rr.add(bb, qq)
         rr.finish()
 
