@@ -134,7 +134,7 @@ class ExactPercentiles:
                 # table lookup by the floats' top bits), then cut the few left to each range
                 wanted = self._wanted(lo for lo, _ in got)
                 for x in self._iter():
-                    xs = x[wanted[_top(x)]]
+                    xs = x[wanted.take(_top(x))]
                     key = self._key(xs)
                     for (blo, bhi), parts in got.items():
                         parts.append(xs[(key >= np.uint64(blo)) & (key <= np.uint64(bhi))])
@@ -149,7 +149,7 @@ class ExactPercentiles:
             seen = {r: [None, None] for r in ranges}  # smallest and largest key in the range
             wanted = self._wanted(lo for lo, _ in ranges)
             for x in self._iter():
-                key = self._key(x[wanted[_top(x)]])  # the values of the ranges' bins
+                key = self._key(x[wanted.take(_top(x))])  # the values of the ranges' bins
                 for (lo, hi), cnt in counts.items():
                     m = key[(key >= np.uint64(lo)) & (key <= np.uint64(hi))]
                     if not len(m):
@@ -202,7 +202,9 @@ class ExactPercentiles:
         if self.n == 0:
             return [np.nan] * len(qs)
         if self.file is None:
-            return [float(v) for v in np.percentile(np.concatenate(self.chunks), qs)]
+            # a fresh array (concatenate copies even one chunk): partitioned in place
+            return [float(v) for v in np.percentile(np.concatenate(self.chunks), qs,
+                                                    overwrite_input=True)]
         idx = []
         for q in qs:
             vi = (q / 100.0) * (self.n - 1)
