@@ -485,10 +485,16 @@ class _GridAcc:
         for c, cnt in buf:
             self.add(c, cnt)
 
+    @property
+    def _cuts(self) -> bool:
+        """A clipped grid with a range end to cut its first or last window at (clipping to no
+        bound changes nothing)."""
+        return self.g.clip and (self.start_ns is not None or self.g.end_ns is not None)
+
     def _edges(self, ka: int, kb: int) -> np.ndarray:
         g = self.g
         e = self.origin + np.arange(ka, kb + 1, dtype=np.int64) * g.width_ns
-        if g.clip:
+        if self._cuts:
             lo = -FAR_NS if self.start_ns is None else int(self.start_ns)
             hi = FAR_NS if g.end_ns is None else int(g.end_ns)
             e = np.clip(e, lo, hi)
@@ -630,7 +636,7 @@ class _GridAcc:
         # the groups come in the order of ``names`` (the first counter of each), so the
         # frames need no reindexing; the frames hold copies, never views of the buffers
         b, q = combine_windows(((key_of[c], tuple(a[:cut] for a in self.acc[c])) for c in self.ids),
-                        np.diff(e) if self.g.clip else self.g.width_ns,
+                        np.diff(e) if self._cuts else self.g.width_ns,
                         pd.Index(e[:-1], name="window_start_ns"), columns=self.columns)
         b.columns.name = q.columns.name = by
         for c in self.ids:
