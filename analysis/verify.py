@@ -495,7 +495,12 @@ class MeasureStream:
         """One block of 1 ms windows of ``grid()`` (columns: RDMA series). ``flagged``: the
         over-line bit is already set on the whole windows (``series.OverLineFlagger``)."""
         a = b.index.to_numpy()
-        on_grid = (a - self.origin) % MS == 0
+        # consecutive 1 ms windows of one grid: only the first and the last can be cut (a
+        # clipped grid), the others are all on this origin's grid or all off it
+        on_grid = np.empty(len(a), bool)
+        if len(a):
+            on_grid[1:-1] = len(a) > 2 and (int(a[1]) - self.origin) % MS == 0
+            on_grid[[0, -1]] = (a[[0, -1]] - self.origin) % MS == 0
         if self.end_ns is not None:
             on_grid = on_grid & (a + MS <= int(self.end_ns))
         qa = q.to_numpy()
@@ -517,7 +522,9 @@ class MeasureStream:
         for j, s in enumerate(b.columns):
             v = ba[:, j]
             x = self.acc.setdefault(s, [0.0, False, 0, PeakAcc(None)])
-            x[0] += float(np.nansum(v))
+            # np.nansum sums a copy with NaN as 0: without NaN, the same sum of the column itself
+            x[0] += float(np.nansum(v) if n_nan[j] or not v.flags.c_contiguous
+                          else np.add.reduce(v))
             x[1] = x[1] or bool(finite[j])
             x[2] += int(n_nan[j])
             x[3].add(a_on, (v if a_on is a else v[on_grid]) * 8.0 / MS,
