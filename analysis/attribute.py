@@ -30,6 +30,7 @@ import pandas as pd
 
 from . import metrics as M
 from . import series
+from .conserving import split, split_notes, window_sum  # split_notes's home was here
 from .ranges import (  # noqa: F401 (RangeIndex, RangeWindowStats: their home was here)
     DEFAULT_CAPACITY_GBPS,
     RangeIndex,
@@ -392,7 +393,7 @@ def _attribute_from(capture, log, be, *, arrival_window_s: float,
         pt = out["prompt_tokens"].to_numpy(dtype=float, na_value=np.nan)
         out["prefill_per_token_bytes"] = np.where(pt > 0, out["prefill_tx_bytes"] / pt, np.nan)
     by_series_df = pd.concat(long_parts, ignore_index=True)
-    split = _conserving_split(req, be, out)
+    sp = _conserving_split(req, be, out)
 
     rounds = _rounds(out, be)
     marked = _log_warmup_rounds(req, out)
@@ -474,13 +475,14 @@ def _attribute_from(capture, log, be, *, arrival_window_s: float,
         "itl_pooled_p99_s": float(np.percentile(itl, 99)) if len(itl) else None,
         "output_throughput_tps": float(np.nansum(out_tok) / run_s) if run_s > 0 else None,
         "burst_capacity_gbps": cap_gbps,
-        # the conserving split (conserving.py): per-request bytes + idle/other = the counters
-        "split_total_tx_bytes": split.total_tx, "split_idle_tx_bytes": split.idle_tx,
-        "split_total_rx_bytes": split.total_rx, "split_idle_rx_bytes": split.idle_rx,
-        "split_unknown_segments": split.unknown_segments,
-        "split_pairs_over_budget": split.pairs_over_budget,
-        "window_sum_tx_bytes": float(np.nansum(out["prefill_tx_bytes"])
-                                     + np.nansum(out["decode_tx_bytes"])),
+        # the conserving split (conserving.py): per-request bytes + idle/other = the counters;
+        # unknown is never zero: NaN totals with any unknown segment, the known parts beside
+        **{f"split_{k}_{d}{x}_bytes": getattr(sp, f"{k}_{d}{x}") for d in ("tx", "rx")
+           for k in ("total", "idle") for x in ("", "_known")},
+        "split_unknown_segments": sp.unknown_segments,
+        "split_unknown_s": sp.unknown_ns / 1e9,
+        "split_pairs_over_budget": sp.pairs_over_budget,
+        **window_sum(out),
     }
     notes = list(log.notes) + round_notes
     if warmup_rounds:
@@ -499,7 +501,7 @@ def _attribute_from(capture, log, be, *, arrival_window_s: float,
     if log.alignment:
         notes.append(f"alignment: {log.alignment['method']} ({log.alignment['note']}; "
                      f"uncertainty {log.alignment['uncertainty_ns'] / 1e6:g} ms)")
-    notes.extend(split_notes(summary))
+    notes.extend(split_notes(summary))  # conserving.split_notes
     notes.extend(implausible_request_notes(out))
     if out["prefill_tx_bytes"].isna().any():
         notes.append(f"{int(out['prefill_tx_bytes'].isna().sum())} prefill window(s) overlap a "
@@ -545,8 +547,6 @@ def _conserving_split(req: pd.DataFrame, be, out: pd.DataFrame):
     """Add the conserving split columns to ``out`` (``conserving.split``): ``prefill_tx_split_bytes``,
     ``prefill_rx_split_bytes``, ``decode_tx_split_bytes``, ``decode_rx_split_bytes`` and
     ``prefill_per_token_split_bytes``; return the ``conserving.Split``."""
-    from .conserving import split
-
     t_lo, t_hi = be.span()
 
     def integ(a, b):
@@ -561,35 +561,13 @@ def _conserving_split(req: pd.DataFrame, be, out: pd.DataFrame):
     out["prefill_rx_split_bytes"] = sp.prefill_rx
     out["decode_tx_split_bytes"] = sp.decode_tx
     out["decode_rx_split_bytes"] = sp.decode_rx
+    for w in ("prefill", "decode"):  # the known segments' part (they add up to the known total)
+        for d in ("tx", "rx"):
+            out[f"{w}_{d}_split_known_bytes"] = getattr(sp, f"{w}_{d}_known")
     pt = out["prompt_tokens"].to_numpy(dtype=float, na_value=np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         out["prefill_per_token_split_bytes"] = np.where(pt > 0, sp.prefill_tx / pt, np.nan)
     return sp
-
-
-#: Window bytes summing above the counters' total by more than this share: requests overlap.
-OVERLAP_NOTE_RATIO = 1.01
-
-
-def split_notes(summary: dict[str, Any]) -> list[str]:
-    """The note that tells the two views apart when requests overlap (window bytes counted once
-    per request add up to more than the counters saw)."""
-    over = summary.get("split_pairs_over_budget") or 0
-    if over:
-        from .conserving import MAX_PAIRS
-
-        return [f"requests overlap too densely for the conserving split ({over:,} request-"
-                f"segment pairs, more than {MAX_PAIRS:,} requests in flight at one instant: no "
-                "time block holds them): the *_split_bytes columns are unknown (NaN); fewer "
-                "requests at once gives them"]
-    tot, win = summary.get("split_total_tx_bytes"), summary.get("window_sum_tx_bytes")
-    if not tot or not np.isfinite(tot) or win is None or win <= OVERLAP_NOTE_RATIO * tot:
-        return []
-    return [f"requests overlap: the window columns (prefill_tx_bytes, decode_tx_bytes) count "
-            f"shared traffic once per request and add up to {win / 1e6:,.0f} MB against "
-            f"{tot / 1e6:,.0f} MB the counters saw ({win / tot:.1f}x); the split columns "
-            "(*_split_bytes) give each byte to one request's prefill or decode or to idle/other "
-            f"({summary['split_idle_tx_bytes'] / 1e6:,.0f} MB), adding up to the counters"]
 
 
 def _log_columns(req: pd.DataFrame) -> pd.DataFrame:

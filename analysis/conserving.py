@@ -28,8 +28,11 @@ Consequences: the bytes of every known segment are given out exactly (the per-re
 idle/other equals the counters' total over the span, up to float rounding); a segment with one
 active request phase gives all its bytes to it, so a request alone on the node (concurrency 1) gets
 exactly its window bytes; a request touching a segment whose bytes are unknown (a counter reset, a
-gap of readings) gets NaN (never a guess); an unknown segment's bytes are in neither the idle/other
-part nor the total (``unknown_segments`` counts them). Assumptions: one model (one bytes-per-
+gap of readings) gets NaN (never a guess). Unknown is never zero: with any unknown segment the
+total (and idle/other, when an idle segment is unknown) is NaN too, never the known part passed
+off as the total; the known parts are kept beside them (``*_known``: per request the bytes of its
+known segments, idle/other's and the total's), and those add up the same way: the per-request
+known parts plus idle/other's equal the known total. Assumptions: one model (one bytes-per-
 token), FCFS admission, the same tokens per step for every decoding request, traffic not from
 requests (keep-alives, other jobs) shows up in whatever phase is active when it is sent.
 """
@@ -37,7 +40,7 @@ requests (keep-alives, other jobs) shows up in whatever phase is active when it 
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -53,11 +56,17 @@ QUEUED_WEIGHT = 1e-3
 class Split:
     """The conserving split: per request (shape (n,)) ``prefill_tx``, ``prefill_rx``,
     ``decode_tx``, ``decode_rx`` (bytes, NaN where a touched segment's bytes are unknown);
-    ``idle_tx``/``idle_rx`` (bytes in the known segments no request computes in),
-    ``total_tx``/``total_rx`` (the known segments' bytes: the counters over the span),
-    ``unknown_segments`` (count of segments whose tx or rx bytes are unknown: in neither sum;
-    a direction with no known segment has NaN totals, never 0) and
-    ``segments`` (count)."""
+    ``idle_tx``/``idle_rx`` (bytes in the segments no request computes in; NaN when one of them
+    is unknown, 0 when there is none), ``total_tx``/``total_rx`` (the counters over the span;
+    NaN when any segment of that direction is unknown), ``unknown_segments`` (count of
+    segments whose tx or rx bytes are unknown), ``unknown_ns`` (their time, ns) and
+    ``segments`` (count).
+
+    The known parts, which add up exactly (``*_known``, bytes): per request the bytes of its
+    known segments (``prefill_tx_known`` ..., equal to the headline where that is known),
+    ``idle_tx_known``/``idle_rx_known`` and ``total_tx_known``/``total_rx_known`` (the known
+    segments' bytes: a lower bound; NaN when no segment of the direction is known):
+    sum(prefill_known + decode_known) + idle_known = total_known."""
 
     prefill_tx: np.ndarray
     prefill_rx: np.ndarray
@@ -72,6 +81,38 @@ class Split:
     #: request-segment pairs beyond ``MAX_PAIRS``: the per-request split was not computed (its
     #: arrays NaN: unknown, never 0); the totals are still the counters'
     pairs_over_budget: int = 0
+    unknown_ns: int = 0
+    idle_tx_known: float = float("nan")
+    idle_rx_known: float = float("nan")
+    total_tx_known: float = float("nan")
+    total_rx_known: float = float("nan")
+    prefill_tx_known: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    prefill_rx_known: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    decode_tx_known: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    decode_rx_known: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+def totals(tx: np.ndarray, rx: np.ndarray, idle: np.ndarray | None, dur: np.ndarray) -> dict:
+    """The ``Split`` fields of the span's totals from the segments' bytes ``tx``, ``rx`` (S,
+    NaN where unknown), which of them are idle/other (``idle``, bool (S,); None: not known,
+    idle NaN) and their durations ``dur`` (ns, (S,)). Unknown is never zero: a total over a
+    segment whose bytes are unknown is NaN, its known part beside it (``*_known``)."""
+    out: dict = {}
+    kt, kr = np.isfinite(tx), np.isfinite(rx)
+    for d, v, k in (("tx", tx, kt), ("rx", rx, kr)):
+        known = float(v[k].sum()) if k.any() else float("nan")
+        out[f"total_{d}"] = known if k.all() else float("nan")
+        out[f"total_{d}_known"] = known
+        if idle is None:
+            out[f"idle_{d}"] = out[f"idle_{d}_known"] = float("nan")
+        else:
+            ki = k[idle]
+            out[f"idle_{d}_known"] = float(v[idle][ki].sum())
+            out[f"idle_{d}"] = out[f"idle_{d}_known"] if ki.all() else float("nan")
+    unk = ~(kt & kr)
+    out["unknown_segments"] = int(unk.sum())
+    out["unknown_ns"] = int(np.asarray(dur, np.int64)[unk].sum())
+    return out
 
 
 #: The most (request row, segment) pairs the split holds at once (each costs ~40 bytes across
@@ -158,7 +199,9 @@ def split(send, first, last, prompt_tokens, output_tokens, integrate, t_lo: int,
         nan = np.full(n, np.nan)
         return Split(prefill_tx=nan, prefill_rx=nan, decode_tx=nan, decode_rx=nan,
                      idle_tx=float("nan"), idle_rx=float("nan"), total_tx=float("nan"),
-                     total_rx=float("nan"), unknown_segments=S, segments=S)
+                     total_rx=float("nan"), unknown_segments=S, segments=S,
+                     unknown_ns=int(np.sum(b - a)), prefill_tx_known=nan, prefill_rx_known=nan, decode_tx_known=nan,
+                     decode_rx_known=nan)
 
     def tokens(v, minus=0.0):
         v = np.asarray(v, dtype=float) - minus
@@ -183,13 +226,11 @@ def split(send, first, last, prompt_tokens, output_tokens, integrate, t_lo: int,
             return _split_blocked(n, a, b, tx, rx, k0, k1, length, cover, dens_a, rows_b,
                                   target, gen, rounds)
         nan = np.full(n, np.nan)
-        known_tx, known_rx = np.isfinite(tx), np.isfinite(rx)
         return Split(prefill_tx=nan, prefill_rx=nan.copy(), decode_tx=nan.copy(),
-                     decode_rx=nan.copy(), idle_tx=float("nan"), idle_rx=float("nan"),
-                     total_tx=float(np.nansum(tx)) if known_tx.any() else float("nan"),
-                     total_rx=float(np.nansum(rx)) if known_rx.any() else float("nan"),
-                     unknown_segments=int((~(known_tx & known_rx)).sum()), segments=S,
-                     pairs_over_budget=pairs)
+                     decode_rx=nan.copy(), segments=S, pairs_over_budget=pairs,
+                     prefill_tx_known=nan.copy(), prefill_rx_known=nan.copy(),
+                     decode_tx_known=nan.copy(), decode_rx_known=nan.copy(),
+                     **totals(tx, rx, None, b - a))
     row = np.repeat(np.arange(2 * n), length)
     starts = np.repeat(k0, length)
     pos = np.arange(len(row)) - np.repeat(np.cumsum(length) - length, length)
@@ -225,23 +266,19 @@ def split(send, first, last, prompt_tokens, output_tokens, integrate, t_lo: int,
     col = np.bincount(seg, w, S)
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(col[seg] > 0, w / col[seg], 0.0)
-    out = {}
+    out, kn = {}, {}
     for name, v in (("tx", tx), ("rx", rx)):
-        per = np.bincount(row, share * v[seg], 2 * n) if len(row) else np.zeros(2 * n)
-        # a request touching an unknown segment is unknown (a NaN in the sum says so)
-        out[name] = per
-    idle = col <= 0
-
-    def known_sum(v):
-        # the known segments' bytes; unknown (NaN), never 0, when no segment of v is known
-        return float(np.nansum(v)) if np.isfinite(v).any() else float("nan")
-
+        # a request touching an unknown segment is unknown (a NaN in the sum says so); its
+        # known segments' part is kept apart (the known parts add up)
+        vs = v[seg]
+        out[name] = np.bincount(row, share * vs, 2 * n) if len(row) else np.zeros(2 * n)
+        kn[name] = np.bincount(row, share * np.where(np.isfinite(vs), vs, 0.0), 2 * n) \
+            if len(row) else np.zeros(2 * n)
     return Split(prefill_tx=out["tx"][:n], prefill_rx=out["rx"][:n],
-                 decode_tx=out["tx"][n:], decode_rx=out["rx"][n:],
-                 idle_tx=known_sum(tx[idle]) if idle.any() else 0.0,
-                 idle_rx=known_sum(rx[idle]) if idle.any() else 0.0,
-                 total_tx=known_sum(tx), total_rx=known_sum(rx),
-                 unknown_segments=int((~(known & np.isfinite(rx))).sum()), segments=S)
+                 decode_tx=out["tx"][n:], decode_rx=out["rx"][n:], segments=S,
+                 prefill_tx_known=kn["tx"][:n], prefill_rx_known=kn["rx"][:n],
+                 decode_tx_known=kn["tx"][n:], decode_rx_known=kn["rx"][n:],
+                 **totals(tx, rx, col <= 0, b - a))
 
 
 def _cover(k0, k1, length, S) -> np.ndarray:
@@ -326,6 +363,8 @@ def _split_blocked(n, a, b, tx, rx, k0, k1, length, cover, dens_a, rows_b, targe
     # pass 2: each block fitted with a halo: the whole extent of every row holding one of its
     # segments (so a row crossing the block's edge is fitted whole), its own segments kept
     out_tx, out_rx = np.zeros(2 * n), np.zeros(2 * n)
+    kn_tx, kn_rx = np.zeros(2 * n), np.zeros(2 * n)
+    ktx, krx = np.where(np.isfinite(tx), tx, 0.0), np.where(np.isfinite(rx), rx, 0.0)
     idle = np.zeros(S, bool)
     on = length > 0
     for s0, s1 in blocks:
@@ -351,18 +390,15 @@ def _split_blocked(n, a, b, tx, rx, k0, k1, length, cover, dens_a, rows_b, targe
             share = np.where(np.take(col, ls) > 0, w / np.take(col, ls), 0.0)
         out_tx[ids] += np.bincount(loc, share * np.take(tx, seg), m)
         out_rx[ids] += np.bincount(loc, share * np.take(rx, seg), m)
+        kn_tx[ids] += np.bincount(loc, share * np.take(ktx, seg), m)
+        kn_rx[ids] += np.bincount(loc, share * np.take(krx, seg), m)
         idle[s0:s1] = col[s0 - e0:s1 - e0] <= 0
     idle |= cover == 0
-
-    def known_sum(v):
-        return float(np.nansum(v)) if np.isfinite(v).any() else float("nan")
-
     return Split(prefill_tx=out_tx[:n], prefill_rx=out_rx[:n], decode_tx=out_tx[n:],
-                 decode_rx=out_rx[n:],
-                 idle_tx=known_sum(tx[idle]) if idle.any() else 0.0,
-                 idle_rx=known_sum(rx[idle]) if idle.any() else 0.0,
-                 total_tx=known_sum(tx), total_rx=known_sum(rx),
-                 unknown_segments=int((~(known & np.isfinite(rx))).sum()), segments=S)
+                 decode_rx=out_rx[n:], segments=S,
+                 prefill_tx_known=kn_tx[:n], prefill_rx_known=kn_rx[:n],
+                 decode_tx_known=kn_tx[n:], decode_rx_known=kn_rx[n:],
+                 **totals(tx, rx, idle, b - a))
 
 
 def _fit(loc, ls, ln, lo, w, stok, tgt, L: int, rounds: int) -> np.ndarray:
@@ -450,3 +486,41 @@ def _bpt(tx, dec, pre_w, col, known) -> float | None:
     active = known & (col > 0)
     tot = float(np.sum(col[active]))
     return float(np.sum(tx[active])) / tot if tot > 0 and np.sum(tx[active]) > 0 else None
+
+
+def window_sum(out) -> dict[str, float]:
+    """The window view's tx bytes summed over requests (``window_sum_tx_bytes``): NaN when a
+    request's window bytes are unknown, never the known ones passed off as the sum; those are
+    ``window_sum_tx_known_bytes`` (a lower bound)."""
+    v = [out[c].to_numpy(dtype=float, na_value=np.nan)
+         for c in ("prefill_tx_bytes", "decode_tx_bytes")]
+    known = float(sum(x[np.isfinite(x)].sum() for x in v))
+    return {"window_sum_tx_bytes": known if all(np.isfinite(x).all() for x in v)
+            else float("nan"), "window_sum_tx_known_bytes": known}
+
+
+#: Window bytes summing above the counters' total by more than this share: requests overlap.
+OVERLAP_NOTE_RATIO = 1.01
+
+
+def split_notes(summary: dict) -> list[str]:
+    """The note that tells the two views apart when requests overlap (window bytes counted once
+    per request add up to more than the counters saw)."""
+    over = summary.get("split_pairs_over_budget") or 0
+    if over:
+        return [f"requests overlap too densely for the conserving split ({over:,} request-"
+                f"segment pairs, more than {MAX_PAIRS:,} requests in flight at one instant: no "
+                "time block holds them): the *_split_bytes columns are unknown (NaN); fewer "
+                "requests at once gives them"]
+    # with unknown bytes the readable ones are compared (the headline totals are NaN)
+    tot = summary.get("split_total_tx_known_bytes", summary.get("split_total_tx_bytes"))
+    win = summary.get("window_sum_tx_known_bytes", summary.get("window_sum_tx_bytes"))
+    idle = summary.get("split_idle_tx_known_bytes", summary.get("split_idle_tx_bytes"))
+    if not tot or not np.isfinite(tot) or win is None or win <= OVERLAP_NOTE_RATIO * tot:
+        return []
+    part = "" if np.isfinite(summary.get("split_total_tx_bytes", np.nan)) else " readable"
+    return [f"requests overlap: the window columns (prefill_tx_bytes, decode_tx_bytes) count "
+            f"shared traffic once per request and add up to {win / 1e6:,.0f} MB against "
+            f"{tot / 1e6:,.0f} MB{part} the counters saw ({win / tot:.1f}x); the split columns "
+            "(*_split_bytes) give each byte to one request's prefill or decode or to idle/other "
+            f"({idle / 1e6:,.0f} MB), adding up to the counters"]

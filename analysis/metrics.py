@@ -39,6 +39,10 @@ DEFINITIONS: dict[str, str] = {
                               "proportion to its scheduled tokens (docs/method.md); the "
                               "requests' split bytes plus idle/other add up to the counters",
     "decode_tx_split_bytes": "the decode part of the conserving split (see prefill_tx_split_bytes)",
+    "prefill_tx_split_known_bytes": "the split bytes from the pieces of known bytes (equal to "
+                                    "prefill_tx_split_bytes where that is known, which is "
+                                    "empty when the request touches unknown bytes); with "
+                                    "idle/other's they add up to the known total",
     "prefill_per_token_split_bytes": "prefill tx split bytes / prompt tokens (per round: the "
                                      "round's requests' split bytes / their prompt tokens)",
     "cells": "per test and round: TTFT, TPOT, E2E per request and ITL every chunk gap pooled; "

@@ -97,12 +97,14 @@ CONSERVATION_RTOL = 1e-6
 def check_conservation(at) -> None:
     """Assert the conserving split of one ``Attribution`` (analysis/conserving.py).
 
-    Per direction: the per-request ``prefill_*_split_bytes`` + ``decode_*_split_bytes`` +
-    ``split_idle_*_bytes`` equal ``split_total_*_bytes``, and that total equals the bytes of the
-    attribution's ``timeline`` (the same span cut at other points and integrated separately, a
-    second sum of what the counters saw). Unknown stays unknown: a request whose inclusive window
-    bytes are NaN has a NaN split (never 0); a NaN split only with an unknown segment, and then
-    the known values plus idle/other stay within the known total (NaN when none is known)."""
+    Per direction: the per-request ``prefill_*_split_known_bytes`` + ``decode_*_split_known_bytes``
+    + ``split_idle_*_known_bytes`` equal ``split_total_*_known_bytes`` (the known parts add up,
+    whatever is unknown), and with nothing unknown the headline columns do too and that total
+    equals the bytes of the attribution's ``timeline`` (the same span cut at other points and
+    integrated separately, a second sum of what the counters saw). Unknown is never zero: a
+    request whose inclusive window bytes are NaN has a NaN split (never 0); a NaN split, total
+    or idle/other only with an unknown segment, and then never the known part passed off as it
+    (the total NaN, the known total beside it)."""
     import numpy as np
 
     s, r = at.summary, at.requests
@@ -112,14 +114,18 @@ def check_conservation(at) -> None:
         for c in ("prefill_tx_split_bytes", "decode_tx_split_bytes"):
             assert r[c].isna().all(), c
         return
+    unknown = s.get("split_unknown_segments", 0)
+    assert (unknown > 0) == (s.get("split_unknown_s", 0.0) > 0), "unknown segments and time"
     for d in ("tx", "rx"):
         total, idle = float(s[f"split_total_{d}_bytes"]), float(s[f"split_idle_{d}_bytes"])
-        # idle/other is NaN when every idle segment is unknown: its known part is then 0
-        idle = 0.0 if np.isnan(idle) else idle
-        tol = CONSERVATION_RTOL * max(abs(total), 1.0)
+        ktotal = float(s[f"split_total_{d}_known_bytes"])
+        kidle = float(s[f"split_idle_{d}_known_bytes"])
+        tol = CONSERVATION_RTOL * max(abs(ktotal) if np.isfinite(ktotal) else 0.0, 1.0)
         cols = [f"prefill_{d}_split_bytes", f"decode_{d}_split_bytes"]
         vals = np.concatenate([r[c].to_numpy(dtype=float, na_value=np.nan) for c in cols]) \
             if len(r) else np.zeros(0)
+        kvals = np.concatenate([r[c.replace("_bytes", "_known_bytes")].to_numpy(
+            dtype=float, na_value=np.nan) for c in cols]) if len(r) else np.zeros(0)
         for w in ("prefill", "decode"):
             inc = r[f"{w}_{d}_bytes"].to_numpy(dtype=float, na_value=np.nan) if len(r) else []
             spl = r[f"{w}_{d}_split_bytes"].to_numpy(dtype=float, na_value=np.nan) \
@@ -134,29 +140,37 @@ def check_conservation(at) -> None:
             assert not bad.any(), (
                 f"{w} {d}: {int(bad.sum())} request(s) with unknown window bytes got a known "
                 f"split (unknown must stay NaN): {list(r.loc[bad, 'request_id'])[:5]}")
-        if not np.isnan(vals).any():
+        # the known parts: equal to the headline where it is known, and they add up
+        fin = np.isfinite(vals)
+        assert np.allclose(kvals[fin], vals[fin], rtol=1e-12, atol=1e-6), f"{d}: known part"
+        if np.isfinite(ktotal):
+            given = float(kvals.sum()) + kidle
+            assert abs(given - ktotal) <= tol, (
+                f"{d}: per-request known split {kvals.sum():,.0f} + idle/other {kidle:,.0f} = "
+                f"{given:,.0f} B, known counters over the span {ktotal:,.0f} B")
+        else:
+            # no known segment: nothing was split (NaN: not computed, an engine's dry run)
+            assert (kvals[np.isfinite(kvals)] == 0).all() and (np.isnan(kidle) or kidle == 0), (
+                f"{d}: counters unknown, yet split")
+        if np.isfinite(total):
+            assert total == ktotal, f"{d}: a known total differs from its known part"
+            assert not np.isnan(vals).any(), f"{d}: NaN split under a known total"
+            assert np.isfinite(idle) and idle == kidle, f"{d}: idle/other"
             given = float(vals.sum()) + idle
             assert abs(given - total) <= tol, (
                 f"{d}: per-request split {vals.sum():,.0f} + idle/other {idle:,.0f} = "
                 f"{given:,.0f} B, counters over the span {total:,.0f} B")
             tl = at.timeline
-            if (s.get("split_unknown_segments", 0) == 0 and len(tl) and f"{d}_bytes" in tl
-                    and not tl[f"{d}_bytes"].isna().any()):
+            if len(tl) and f"{d}_bytes" in tl and not tl[f"{d}_bytes"].isna().any():
                 seen = float(tl[f"{d}_bytes"].sum())
                 assert abs(seen - total) <= tol, (
                     f"{d}: split total {total:,.0f} B, timeline of the same span {seen:,.0f} B")
         else:
-            # a NaN split only where some segment's bytes are unknown; the known part stays
-            # within the known total (NaN total: nothing in that direction is known)
-            assert s.get("split_unknown_segments", 0) > 0, (
-                f"{d}: NaN split with no unknown segment")
-            if np.isfinite(total):
-                assert float(np.nansum(vals)) + idle <= total + tol, (
-                    f"{d}: known split + idle/other exceed the known counters' total")
-            else:
-                # no known segment: a request touching one is NaN, one touching none has 0
-                assert (vals[np.isfinite(vals)] == 0).all(), (
-                    f"{d}: counters unknown, yet bytes were split")
+            # unknown, never the known part passed off as the total
+            assert unknown > 0, f"{d}: NaN total with no unknown segment"
+        if np.isnan(vals).any():
+            assert unknown > 0, f"{d}: NaN split with no unknown segment"
+            assert np.isnan(total), f"{d}: a NaN split under a known total"
 
 
 @pytest.fixture(autouse=True)
