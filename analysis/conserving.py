@@ -100,14 +100,15 @@ def totals(tx: np.ndarray, rx: np.ndarray, idle: np.ndarray | None, dur: np.ndar
     out: dict = {}
     kt, kr = np.isfinite(tx), np.isfinite(rx)
     for d, v, k in (("tx", tx, kt), ("rx", rx, kr)):
-        known = float(v[k].sum()) if k.any() else float("nan")
+        # the known segments' bytes (NaN as 0 in the sum: the known part, never the total)
+        known = float(np.nansum(v)) if k.any() else float("nan")
         out[f"total_{d}"] = known if k.all() else float("nan")
         out[f"total_{d}_known"] = known
         if idle is None:
             out[f"idle_{d}"] = out[f"idle_{d}_known"] = float("nan")
         else:
             ki = k[idle]
-            out[f"idle_{d}_known"] = float(v[idle][ki].sum())
+            out[f"idle_{d}_known"] = float(np.nansum(v[idle]))
             out[f"idle_{d}"] = out[f"idle_{d}_known"] if ki.all() else float("nan")
     unk = ~(kt & kr)
     out["unknown_segments"] = int(unk.sum())
