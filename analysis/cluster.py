@@ -61,7 +61,7 @@ from .overline_pass import OverLineFlagger
 from .peaks import peak_table, window_label
 from .requestlogs import align, read_request_log
 from .stream import WindowGrid, iter_windows, open_capture
-from .verify import FAIL, PASS, MeasureStream, judge_emulation
+from .verify import FAIL, PASS, MeasureStream, add_kernel_bytes, judge_emulation
 
 MS = 1_000_000
 DEFAULT_MAX_LAG_NS = 200 * MS
@@ -597,10 +597,10 @@ class _PassFlagger:
 class KernelAcc:
     """The netdev (kernel-stack) bytes per device of ``verify``'s kernel check, made from the
     intervals of the node's one pass: 1 s windows of the capture-start grid clipped to [lo, hi)
-    (the RDMA readings' span, known only at the end), NaN windows left out, as
-    ``verify.kernel_bytes_reread``. Interior windows accumulate as the intervals stream by; the
-    two clipped end windows are made at the end from the intervals kept (those starting in the
-    first 3 s, and those ending in the last 2 s seen); ``kernel`` returns None when those do not
+    (the RDMA readings' span, known only at the end), unknown windows counted apart
+    (``verify.add_kernel_bytes``), as ``verify.kernel_bytes_reread``. Interior windows
+    accumulate as the intervals stream by; the two clipped end windows are made at the end from
+    the intervals kept (those starting in the first 3 s, and those ending in the last 2 s seen); ``kernel`` returns None when those do not
     cover them (then the caller re-reads).
     """
 
@@ -681,9 +681,9 @@ class KernelAcc:
         m["kernel"] = lambda a, z: got if (int(a), int(z)) == (lo, hi) else reread(a, z)
         return True
 
-    def kernel(self, lo: int, hi: int) -> dict[str, float] | None:
-        """{device: bytes} over [lo, hi), or None when the kept intervals cannot make the two
-        clipped end windows."""
+    def kernel(self, lo: int, hi: int) -> dict[str, tuple[float, int]] | None:
+        """{device: (known bytes, unknown windows)} over [lo, hi), or None when the kept
+        intervals cannot make the two clipped end windows."""
         if not self.seen:
             return {}
         lo, hi = int(lo), int(hi)
@@ -721,7 +721,7 @@ class KernelAcc:
 
         b, _q = combine_windows(((self.dev[c], parts(c)) for c in self.ids), np.diff(e),
                          pd.RangeIndex(k1 - k0))
-        return {d: float(np.nansum(b[d].to_numpy())) for d in b.columns}
+        return add_kernel_bytes({}, b)
 
 
 @dataclass

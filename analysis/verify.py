@@ -69,8 +69,10 @@ class Verdict:
     windows over line rate beyond their timing uncertainty, tx and rx: kept out of the peak),
     unknown_share (the largest share of the range, tx or rx, whose bytes are
     unknown). ``kernel``: the same bytes from netdev statistics per RDMA device
-    (kernel_bytes, rdma_bytes: NaN where the device's are unknown, rdma_known_bytes) or None
-    when not sampled. ``tcp_suspected``: kernel-stack bytes reached the TCP threshold.
+    (kernel_bytes and rdma_bytes: NaN where any of the device's windows is unknown;
+    kernel_known_bytes and rdma_known_bytes: the readable parts; kernel_unknown_windows: the
+    netdev 1 s windows with unknown bytes) or None when not sampled; the TCP check weighs the
+    readable parts, and the message says when kernel bytes are unknown. ``tcp_suspected``: kernel-stack bytes reached the TCP threshold.
     ``main_device``: the device with the largest share. ``total_bytes``: all RDMA bytes, NaN
     when any device's are unknown; ``known_bytes``: the readable RDMA bytes the shares are of.
     """
@@ -419,7 +421,7 @@ def _measure(capture: Capture, start_ns, end_ns, origin_ns) -> dict[str, Any]:
 
     def kernel(lo_, hi_):
         kb, _, _, _, _ = _bytes_by(capture, "netdev", "device", lo_, hi_, 1000 * MS, origin_ns)
-        return {} if kb is None else {d: float(np.nansum(kb[d].to_numpy())) for d in kb}
+        return {} if kb is None else add_kernel_bytes({}, kb)
 
     return {"lo": lo, "hi": hi, "peak_of": peak_of, "raw_of": raw_of, "series": series,
             "over_of": over_of,
@@ -532,7 +534,8 @@ class MeasureStream:
 
     def result(self, spans: dict, kernel=None) -> dict[str, Any]:
         """The measurement dict of ``_measure``. ``kernel``: a function (lo, hi) -> {device:
-        kernel bytes} to use instead of a second pass over the netdev counters."""
+        (known kernel bytes, unknown windows)} (``add_kernel_bytes``) to use instead of a second
+        pass over the netdev counters."""
         start_ns, end_ns, origin = self.start_ns, self.end_ns, self.origin
         info = self.info
         over_of: dict[str, int] = {}
@@ -583,17 +586,30 @@ class MeasureStream:
                 "over_of": over_of}
 
 
+def add_kernel_bytes(acc: dict[str, tuple[float, int]], b: pd.DataFrame
+                     ) -> dict[str, tuple[float, int]]:
+    """Add a block of netdev windows ``b`` (bytes, one column per device, NaN where unknown) to
+    ``acc`` ({device: (known bytes, unknown windows)}) and return it. The unknown windows are
+    counted, never added as 0 bytes: a device's kernel bytes are unknown when any is."""
+    for d in b.columns:
+        v = b[d].to_numpy(dtype=float)
+        nan = np.isnan(v)
+        k, u = acc.get(d, (0.0, 0))
+        acc[d] = (k + float(v[~nan].sum()), u + int(nan.sum()))
+    return acc
+
+
 def kernel_bytes_reread(info, origin: int):
-    """A function (lo, hi) -> {device: netdev bytes over [lo, hi)}: 1 s windows of the grid of
-    ``origin`` clipped to the range, NaN windows left out; one pass over the netdev counters."""
+    """A function (lo, hi) -> {device: (known netdev bytes over [lo, hi), unknown windows)}
+    (``add_kernel_bytes``): 1 s windows of the grid of ``origin`` clipped to the range; one
+    pass over the netdev counters."""
     def kernel(lo_, hi_):
-        out: dict[str, float] = {}
+        out: dict[str, tuple[float, int]] = {}
         try:
             for _, b, _q in iter_windows(info, [WindowGrid(1000 * MS, origin, int(lo_), int(hi_),
                                                            clip=True)],
                                          by="device", source="netdev"):
-                for d in b.columns:
-                    out[d] = out.get(d, 0.0) + float(np.nansum(b[d].to_numpy()))
+                add_kernel_bytes(out, b)
         except ValueError as exc:
             if "no intervals" not in str(exc):
                 raise
@@ -644,7 +660,7 @@ def measure_stream(capture, start_ns=None, end_ns=None, origin_ns=None, *,
         for c in consumers:
             c.on_parts(parts)
 
-    k_acc: dict[str, float] = {}
+    k_acc: dict[str, tuple[float, int]] = {}
     state: dict = {}
     try:
         for gi, b, q in iter_windows(info, grids, source="infiniband", state=state,
@@ -655,8 +671,7 @@ def measure_stream(capture, start_ns=None, end_ns=None, origin_ns=None, *,
                 c, k = owner[gi - first]
                 c.add(k, b, q)
             elif gi == 1:  # kernel bytes, summed block by block as kernel_bytes_reread does
-                for d in b.columns:
-                    k_acc[d] = k_acc.get(d, 0.0) + float(np.nansum(b[d].to_numpy()))
+                add_kernel_bytes(k_acc, b)
             else:
                 ms.add(b, q)
     except ValueError as exc:
@@ -805,25 +820,33 @@ def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
     # kernel-stack bytes from netdev statistics, per RDMA device
     kernel = None
     tcp = False
+    k_blind: list[str] = []  # devices whose kernel bytes are (partly) unknown
     if (c["data"] & (c["source"] == "netdev")).any():
         kb = m["kernel"](lo, hi)
-        kern = {dev: kb.get(dev, 0.0)
+        # a device without a netdev window in the range has unknown kernel bytes, never 0
+        kern = {dev: kb.get(dev, (0.0, -1))
                 for dev in dict.fromkeys(c[c["source"] == "netdev"]["device"])}
-        # rdma_bytes unknown (NaN) where the device's are; the TCP check below weighs the
-        # kernel bytes against the readable RDMA bytes (rdma_known_bytes)
-        kernel = pd.DataFrame({"kernel_bytes": pd.Series(kern),
-                               "rdma_bytes": df["bytes"].reindex(list(kern)),
-                               "rdma_known_bytes":
-                                   df["known_bytes"].reindex(list(kern)).fillna(0.0)})
+        # kernel_bytes and rdma_bytes unknown (NaN) where any of their windows is (the readable
+        # parts beside them); the TCP check below weighs the readable kernel bytes (a lower
+        # bound) against the readable RDMA bytes (rdma_known_bytes)
+        devs = list(kern)
+        kernel = pd.DataFrame({
+            "kernel_bytes": [k if u == 0 else np.nan for k, u in kern.values()],
+            "kernel_known_bytes": [k for k, _ in kern.values()],
+            "kernel_unknown_windows": [max(u, 0) for _, u in kern.values()],
+            "rdma_bytes": df["bytes"].reindex(devs).to_numpy(),
+            "rdma_known_bytes": df["known_bytes"].reindex(devs).fillna(0.0).to_numpy()},
+            index=pd.Index(devs, name="device"))
         kernel.loc[~kernel.index.isin(df.index), "rdma_bytes"] = 0.0
-        kernel.index.name = "device"
-        k_total = float(kernel["kernel_bytes"].sum())
+        k_blind = [d for d, (_, u) in kern.items() if u != 0]
+        k_total = float(kernel["kernel_known_bytes"].sum())
         # On native InfiniBand the port counters include IPoIB (sockets over ib0), so the
         # port's bytes are always a little above its IPoIB netdev's: there the kernel bytes are
         # judged against the port's bytes *without* them (IPoIB close to the port = TCP)
         ib_devs = _ib_link_layer_devices(capture.meta)
         rdma_only = float(sum(
-            max(float(kernel.at[d, "rdma_known_bytes"]) - float(kernel.at[d, "kernel_bytes"]),
+            max(float(kernel.at[d, "rdma_known_bytes"])
+                - float(kernel.at[d, "kernel_known_bytes"]),
                 0.0)
             if d in ib_devs else float(kernel.at[d, "rdma_known_bytes"]) for d in kernel.index))
         rdma_only += float(df["known_bytes"].drop(list(kernel.index), errors="ignore").sum())
@@ -842,10 +865,11 @@ def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
                 name += f" (was {', '.join(str(w) for w in was)})"
             if name not in nd_of[r["device"]]:
                 nd_of[r["device"]].append(name)
-        where = [f"{'+'.join(nd_of.get(d) or [d])} {kernel.at[d, 'kernel_bytes'] / 1e6:,.1f} MB"
-                 + (" (IPoIB)" if d in ib_devs else "")
-                 for d in kernel.sort_values("kernel_bytes", ascending=False).index
-                 if kernel.at[d, "kernel_bytes"] >= 1e6]
+        where = [f"{'+'.join(nd_of.get(d) or [d])} "
+                 f"{kernel.at[d, 'kernel_known_bytes'] / 1e6:,.1f} MB"
+                 + (" readable" if d in k_blind else "") + (" (IPoIB)" if d in ib_devs else "")
+                 for d in kernel.sort_values("kernel_known_bytes", ascending=False).index
+                 if kernel.at[d, "kernel_known_bytes"] >= 1e6]
 
     def share_text(d):
         if not np.isfinite(df.at[d, "known_bytes"]):
@@ -965,12 +989,20 @@ def judge_emulation(capture, m: dict[str, Any], *, expect: str = "single",
         msg += ("; the TCP check could not judge: the recorder was asked for netdev "
                 "statistics (--netdev-stats) but found no netdev (a private network namespace?), "
                 "so kernel-stack traffic is unknown")
+    if kernel is not None and k_blind and not tcp:
+        # unknown is not zero: the TCP check saw only the readable kernel-stack bytes
+        msg += ("; the TCP check saw only the readable kernel-stack bytes: those of "
+                + ", ".join(f"{'+'.join(nd_of.get(d) or [d])} ("
+                            + (f"{kern[d][1]} of the 1 s windows unknown" if kern[d][1] > 0
+                               else "no reading in the range") + ")" for d in k_blind)
+                + " are unknown")
     if tcp:
         ok, status = False, FAIL
         # the finding leads; what RDMA alone showed follows (without its own 'cannot judge: ',
         # which under a FAIL read as 'FAIL: cannot judge: ...')
-        msg = (f"TCP SUSPECTED: the kernel network stack moved "
-               f"{kernel['kernel_bytes'].sum() / 1e6:,.1f} MB ({', '.join(where)}) against "
+        msg = ("TCP SUSPECTED: the kernel network stack moved "
+               + ("at least " if k_blind else "")
+               + f"{k_total / 1e6:,.1f} MB ({', '.join(where)}) against "
                f"{rdma_only / 1e6:,.1f} MB over RDMA (did NCCL fall back to sockets?); "
                "RDMA alone: "
                + msg.removeprefix("cannot judge: "))

@@ -84,7 +84,7 @@ def _same(p, expect_status: dict[str, str], interval_ns=MS):
             assert v.kernel is None
         else:
             np.testing.assert_allclose(v.kernel.to_numpy(float), ref.kernel.to_numpy(float),
-                                       rtol=1e-9)
+                                       rtol=1e-9, equal_nan=True)
         # and the streamed verify_emulation (its own pass) agrees as well
         assert verify_emulation(p, expect=exp).status == status
     return got

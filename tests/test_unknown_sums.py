@@ -15,6 +15,7 @@ import pytest
 from rdmascope.analysis.attribute import attribute
 from rdmascope.analysis.load import load_capture
 from rdmascope.analysis.requestlogs import align, read_request_log
+from rdmascope.analysis.verify import FAIL, PASS
 from requestlog_helpers import MS, build_capture
 
 T0 = 1000 * 1_000_000_000
@@ -84,3 +85,74 @@ def test_conserving_split_totals_without_unknown_equal_the_counters(tmp_path):
     assert s["split_unknown_segments"] == 0 and s["split_unknown_s"] == 0.0
     assert s["window_sum_tx_bytes"] == s["window_sum_tx_known_bytes"] == \
         pytest.approx((20 + 30 + 8 + 10) * tx_ms)
+
+
+# --- verify-emulation's kernel (netdev) bytes: unknown windows are not 0 bytes ---------------
+
+ND_A, ND_B = "enp1s0f1np1", "enP2p1s0f1np1"
+
+
+def _kernel_capture(path, *, a_rdma_per_ms, kernel_a_per_ms, kernel_b_per_ms, bad=(2000, 2500),
+                    n=5000, roll_every=None):
+    """Twins A and B (RDMA tx/rx; A at ``a_rdma_per_ms`` bytes per ms, B idle) and one netdev tx
+    counter each (``kernel_*_per_ms`` bytes per ms), read every 1 ms at exactly T0 + k ms; A's
+    netdev readings ``bad[0] .. bad[1] - 1`` unreadable (its intervals bad[0]-1 .. bad[1]-1)."""
+    from capture_builders import MS as CMS
+    from capture_builders import STATUS_OK, STATUS_READ_ERROR, ib, netdev, write_capture
+    from capture_builders import T0 as CT0
+
+    counters = [ib(A, "tx"), ib(A, "rx"), ib(B, "tx"), ib(B, "rx"),
+                netdev(A, ND_A, "tx"), netdev(B, ND_B, "tx")]
+    per = [a_rdma_per_ms // 4, a_rdma_per_ms // 8, 0, 0, kernel_a_per_ms, kernel_b_per_ms]
+    rd = {}
+    for cid, step in enumerate(per):
+        rows = []
+        for k in range(n):
+            unread = cid == 4 and bad[0] <= k < bad[1]
+            rows.append((CT0 + k * CMS - 500, 1000, None if unread else 10**6 + step * k,
+                         STATUS_READ_ERROR if unread else STATUS_OK))
+        rd[cid] = rows
+    return write_capture(path, counters, rd, roll_every=roll_every,
+                         devices=[{"name": A, "pci": "0000:01:00.1"},
+                                  {"name": B, "pci": "0002:01:00.1"}])
+
+
+def _kernel_verdicts(path):
+    """The verdict three ways: in memory, streamed, and from the cluster's one node pass."""
+    from rdmascope.analysis.cluster import node_pass
+    from rdmascope.analysis.verify import judge_emulation, verify_emulation
+
+    got = node_pass(path, 1_000_000, measure=True)
+    return [verify_emulation(load_capture(path)), verify_emulation(path),
+            judge_emulation(got.info, got.measure)]
+
+
+@pytest.mark.parametrize("roll_every", [None, 1700])
+def test_kernel_bytes_with_unreadable_netdev_readings_are_unknown_not_zero(tmp_path, roll_every):
+    ka, kb = 1000, 300  # netdev bytes per ms
+    p = _kernel_capture(tmp_path / "c", a_rdma_per_ms=1_000_000, kernel_a_per_ms=ka,
+                        kernel_b_per_ms=kb, roll_every=roll_every)
+    # the range is the RDMA readings' span [0, 4999] ms; 1 s windows [0,1) .. [4, 4.999) s.
+    # A's netdev intervals 1999 .. 2499 ms are unknown: windows [1, 2) s and [2, 3) s
+    known_a = ka * (1000 + 1000 + 999)
+    for v in _kernel_verdicts(p):
+        k = v.kernel
+        assert np.isnan(k.at[A, "kernel_bytes"])
+        assert k.at[A, "kernel_known_bytes"] == pytest.approx(known_a)
+        assert k.at[A, "kernel_unknown_windows"] == 2
+        assert k.at[B, "kernel_bytes"] == k.at[B, "kernel_known_bytes"] == \
+            pytest.approx(kb * 4999)
+        assert k.at[B, "kernel_unknown_windows"] == 0
+        assert v.status == PASS and not v.tcp_suspected
+        assert f"{ND_A} (2 of the 1 s windows unknown)" in v.message
+        assert ND_B not in v.message.split("TCP check")[-1]
+
+
+def test_tcp_suspected_on_the_readable_kernel_bytes_says_at_least(tmp_path):
+    ka = 2_000_000  # 2 MB per ms over the kernel stack, no RDMA traffic
+    p = _kernel_capture(tmp_path / "c", a_rdma_per_ms=0, kernel_a_per_ms=ka, kernel_b_per_ms=0)
+    known_mb = ka * (1000 + 1000 + 999) / 1e6
+    for v in _kernel_verdicts(p):
+        assert v.status == FAIL and v.tcp_suspected
+        assert f"moved at least {known_mb:,.1f} MB ({ND_A} {known_mb:,.1f} MB readable)" \
+            in v.message
