@@ -130,7 +130,8 @@ def peak_bounds(intervals: pd.DataFrame, window_start_ns, width_ns: int, *,
     a window [a, b) holds between F(b - u_b) - F(a + u_a) and F(b + u_b) - F(a - u_a) bytes.
     ``window_start_ns``: one start per column (a Series indexed by group name, e.g. each
     series' peak window). Returns a DataFrame indexed by group: ``low_bytes``, ``high_bytes``
-    (NaN when the window touches a NaN interval). Raises ``ValueError`` on a negative
+    (NaN when the window touches a NaN interval; ``high_bytes`` NaN too when the widened window
+    reaches past the first or last reading of a counter: unknown bytes, never 0). Raises ``ValueError`` on a negative
     ``instant_unc_ns``.
     """
     if not instant_unc_ns >= 0:
@@ -159,7 +160,12 @@ def peak_bounds(intervals: pd.DataFrame, window_start_ns, width_ns: int, *,
                 lo[name] = hi[name] = np.nan
                 continue
             lo[name] += float(low)
-            hi[name] += float((c.at(b + ub) - c.at(a - ua))[0])
+            if len(c.t0) == 0 or a[0] - ua[0] < c.t0[0] or b[0] + ub[0] > c.t1[-1]:
+                # the widened window reaches past the counter's first or last reading: the
+                # bytes there are unknown, never 0, so the most it can hold is unknown
+                hi[name] = np.nan
+            else:
+                hi[name] += float((c.at(b + ub) - c.at(a - ua))[0])
     rows = {n: ((lo[n], hi[n]) if not pd.isna(window_start_ns[n]) else (np.nan, np.nan))
             for n in names}
     return pd.DataFrame.from_dict(rows, orient="index", columns=["low_bytes", "high_bytes"])
@@ -481,7 +487,7 @@ class PeakTablePass:
         if start_ns is None or end_ns is None:  # else judged as it came (``add``)
             wb, wq = link_view(wb, wq, groups, keep)
             wq = flag(wb, wq, hi - lo)  # the whole range [lo, hi) as one window, as the others
-        cols = [c for c in wb.columns if c in spans or c in (groups or {})]
+        cols = list(wb.columns)
         whole_gbps = to_gbps(wb, hi - lo)
         rows = []
         for i, w in enumerate(widths):
@@ -628,6 +634,9 @@ def peak_table_uncertainty(capture, table: pd.DataFrame, *, by: str | None = "se
             full, part, _, _ = c.cum(pts)
             f = full + part
             nan = c.windows(pts[:1], pts[2:])[1][0] > 0
+            # the edge moving past the counter's first or last reading: unknown bytes there
+            # (never 0), so how much the range can grow is unknown
+            past = len(c.t0) == 0 or pts[0] < c.t0[0] or pts[2] > c.t1[-1]
             for s, ms in members.items():
                 if key not in ms:
                     continue
@@ -636,15 +645,16 @@ def peak_table_uncertainty(capture, table: pd.DataFrame, *, by: str | None = "se
                     continue
                 # the range can grow by F(lo) - F(lo - u) at its start, F(hi + u) - F(hi) at
                 # its end, and shrink by F(lo + u) - F(lo), F(hi) - F(hi - u)
-                grow = (f[1] - f[0]) if sign < 0 else (f[2] - f[1])
+                grow = np.nan if past else (f[1] - f[0]) if sign < 0 else (f[2] - f[1])
                 shrink = (f[2] - f[1]) if sign < 0 else (f[1] - f[0])
                 edge[s][0] += float(grow)
                 edge[s][1] += float(shrink)
     for i, row in whole.iterrows():
         b = float(row["peak_gbps"]) * span / 8.0
         g, sh = edge[row["series"]]
-        if int(row["n_nan_windows"]) or not np.isfinite([b, g, sh]).all():
+        if int(row["n_nan_windows"]) or not np.isfinite([b, sh]).all():
             continue  # unknown bytes, or an edge that can move onto unknown ones: NaN
         out.at[i, "peak_low_gbps"] = float(to_gbps(max(0.0, b - sh), span))
-        out.at[i, "peak_high_gbps"] = float(to_gbps(b + g, span))
+        # NaN (unknown) when an edge can move past the readings
+        out.at[i, "peak_high_gbps"] = float(to_gbps(b + g, span)) if np.isfinite(g) else np.nan
     return out

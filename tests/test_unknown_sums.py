@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 from rdmascope.analysis.attribute import attribute
 from rdmascope.analysis.load import load_capture
@@ -156,3 +157,62 @@ def test_tcp_suspected_on_the_readable_kernel_bytes_says_at_least(tmp_path):
         assert v.status == FAIL and v.tcp_suspected
         assert f"moved at least {known_mb:,.1f} MB ({ND_A} {known_mb:,.1f} MB readable)" \
             in v.message
+
+
+# --- peaks: the bounds past the readings, and a series without intervals in the range --------
+
+def test_peak_bounds_past_the_readings_are_unknown_not_zero(tmp_path):
+    from rdmascope.analysis.peaks import INSTANT_UNC_NS, peak_bounds, peak_table
+    from rdmascope.analysis.series import byte_intervals
+
+    per_ms = PER_MS[f"{A}/tx"]
+    cap = _capture(tmp_path / "cap")
+    iv = byte_intervals(cap)
+    iv = iv[iv["series"] == f"{A}/tx"]
+    u = 1000 + INSTANT_UNC_NS  # half the 2 us read bracket + the adapter's update period
+    starts = pd.Series({f"{A}/tx": T0 + 40 * MS})
+    got = peak_bounds(iv, starts, MS)
+    # inside the readings: F(b + u) - F(a - u) and F(b - u) - F(a + u) at a constant rate
+    assert got.at[f"{A}/tx", "high_bytes"] == pytest.approx(per_ms * (MS + 2 * u) / MS)
+    assert got.at[f"{A}/tx", "low_bytes"] == pytest.approx(per_ms * (MS - 2 * u) / MS)
+    for k in (0, N - 1):  # the first and last windows: their widened edges pass the readings
+        got = peak_bounds(iv, pd.Series({f"{A}/tx": T0 + k * MS}), MS)
+        assert np.isnan(got.at[f"{A}/tx", "high_bytes"])  # unknown there, never 0
+        assert got.at[f"{A}/tx", "low_bytes"] == pytest.approx(per_ms * (MS - 2 * u) / MS)
+    # the whole range (the readings' span): it can grow past them only onto unknown bytes
+    t = peak_table(iv, windows_ns=(MS,), uncertainty=True, percentiles=())
+    whole = t[t["window"] == "whole range"].iloc[0]
+    assert np.isnan(whole["peak_high_gbps"])
+    assert whole["peak_low_gbps"] == pytest.approx(per_ms * 8 * (N * MS - 2 * u) / (N * MS) / MS)
+    # a range inside the readings: both edges can move onto known bytes
+    t = peak_table(iv, start_ns=T0 + 10 * MS, end_ns=T0 + 90 * MS, windows_ns=(MS,),
+                   uncertainty=True, percentiles=())
+    whole = t[t["window"] == "whole range"].iloc[0]
+    span = 80 * MS
+    assert whole["peak_high_gbps"] == pytest.approx(per_ms * 8 * (span + 2 * u) / span / MS)
+    assert whole["peak_low_gbps"] == pytest.approx(per_ms * 8 * (span - 2 * u) / span / MS)
+
+
+def test_peak_table_capture_keeps_a_series_without_intervals_in_the_range(tmp_path):
+    """B's readings stop at 19 ms; the range [60, 90) ms reads only the later segments: B is in
+    the table, unknown (no window known), as in the in-memory peak table."""
+    from capture_builders import MS as CMS
+    from capture_builders import STATUS_OK, ib, write_capture
+    from capture_builders import T0 as CT0
+    from rdmascope.analysis.peaks import peak_table, peak_table_capture
+    from rdmascope.analysis.series import byte_intervals
+
+    rd = {0: [(CT0 + k * CMS - 500, 1000, 10**6 + 1000 * k, STATUS_OK) for k in range(100)],
+          1: [(CT0 + k * CMS - 500, 1000, 10**6 + 2000 * k, STATUS_OK) for k in range(20)]}
+    p = write_capture(tmp_path / "c", [ib(A, "tx"), ib(B, "tx")], rd, roll_every=10)
+    kw = {"start_ns": CT0 + 60 * CMS, "end_ns": CT0 + 90 * CMS, "windows_ns": (CMS, 10 * CMS)}
+    disk = peak_table_capture(p, **kw)
+    mem = peak_table(byte_intervals(load_capture(p)), **kw)
+    assert list(disk["series"]) == list(mem["series"]) == [f"{A}/tx"] * 3 + [f"{B}/tx"] * 3
+    b = disk[disk["series"] == f"{B}/tx"]
+    assert b["peak_gbps"].isna().all() and b["mean_gbps"].isna().all()
+    assert (b["n_windows"] == 0).all()
+    # A: 1000 units x 4 B per ms = 32 Mb/s, in both
+    a = disk[disk["series"] == f"{A}/tx"]
+    assert a["peak_gbps"].to_numpy() == pytest.approx(4000 * 8 / 1e6)
+    pd.testing.assert_frame_equal(disk, mem, check_exact=False, rtol=1e-12)
