@@ -31,7 +31,7 @@ from .intervals import FLAG_GAP, FLAGS, IS_NAN_FLAG
 __all__ = ["QUALITY_GAP", "QUALITY_INVALID", "QUALITY_PARTIAL", "QUALITY_EMPTY",
            "QUALITY_OVER_LINE", "HEADLINE_EXCLUDE", "INSTANT_UNC_NS", "COVER_TOLERANCE_NS",
            "CounterCurve", "CurveSpec", "counters_of", "counter_rows", "cover_tolerance_ns",
-           "combine_windows"]
+           "combine_windows", "WindowCoverage"]
 
 #: Window quality bits (``rebin_with_quality``).
 QUALITY_GAP = 1  #: a gap (missed sweeps) crosses one of the window's edges: bytes split by assumption
@@ -301,7 +301,7 @@ def _split(intervals: pd.DataFrame, by, with_unc: bool, rows: bool = False):
 
 
 def combine_windows(items, width: np.ndarray | int, index: pd.Index, partial_nan: bool = False,
-             columns: pd.Index | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                    columns: pd.Index | None = None, coverage: bool = False) -> tuple:
     """Sum per-counter window parts into group columns; NaN and quality bits per the policy.
 
     ``items`` yields (group key, (bytes, n_nan, n_gap, covered_ns)) per counter, consumed one at
@@ -315,16 +315,22 @@ def combine_windows(items, width: np.ndarray | int, index: pd.Index, partial_nan
     the first reading is taken a few microseconds after it, so without this every capture's
     first window (a 2 s capture's only full 1 s window) was partial. Ranges
     (``partial_nan``, ``integrate``) keep the strict rule.
+
+    Returns (bytes_df, quality_df); with ``coverage`` (bytes_df, quality_df,
+    ``WindowCoverage``): each window's covered time and its rate over that covered part.
     """
     tol = 0 if partial_nan else cover_tolerance_ns(width)
+    cover = _CoverSums(width) if coverage else None
     if columns is not None and not partial_nan and len(index) * len(columns) <= _BLOCK_2D_MAX:
-        return _combine_block(items, width - tol, index, columns)
+        return _combine_block(items, width - tol, index, columns, cover)
     acc: dict[Any, list] = {}
     for k, (b, nan, gap, cov) in items:
         qq = (gap > 0).view(np.int8) * np.int8(QUALITY_GAP)
         bad = nan > 0
         qq |= bad.view(np.int8) * np.int8(QUALITY_INVALID)
         part = cov < width - tol
+        if cover is not None:
+            cover.add(k, b, cov, part, acc[k][0] if k in acc else None)
         qq |= part.view(np.int8) * np.int8(QUALITY_PARTIAL)
         empty = cov <= 0
         qq |= empty.view(np.int8) * np.int8(QUALITY_EMPTY)
@@ -344,10 +350,11 @@ def combine_windows(items, width: np.ndarray | int, index: pd.Index, partial_nan
     cols = pd.Index(names) if columns is None else columns.copy()  # frames never share one
     if n * len(names) > _BLOCK_2D_MAX:
         # large frames (a whole capture in memory): the columns as they are, never a copy
-        return (pd.DataFrame({k: acc[k][0] for k in names}, index=index, columns=cols,
-                             copy=False),
-                pd.DataFrame({k: acc[k][1] for k in names}, index=index, columns=cols.copy(),
-                             copy=False))
+        out = (pd.DataFrame({k: acc[k][0] for k in names}, index=index, columns=cols,
+                            copy=False),
+               pd.DataFrame({k: acc[k][1] for k in names}, index=index, columns=cols.copy(),
+                            copy=False))
+        return out if cover is None else (*out, cover.result(names))
     # small frames (the streamed blocks): one 2-D block per frame (each column contiguous),
     # much cheaper to build than one block per column
     bb = np.empty((len(names), n))
@@ -355,16 +362,16 @@ def combine_windows(items, width: np.ndarray | int, index: pd.Index, partial_nan
     for i, name in enumerate(names):
         bb[i] = acc[name][0]
         qa[i] = acc[name][1]
-    return (pd.DataFrame(bb.T, index=index, columns=cols, copy=False),
-            pd.DataFrame(qa.T, index=index, columns=cols.copy(), copy=False))
+    out = (pd.DataFrame(bb.T, index=index, columns=cols, copy=False),
+           pd.DataFrame(qa.T, index=index, columns=cols.copy(), copy=False))
+    return out if cover is None else (*out, cover.result(names))
 
 
 #: above this many values a frame of ``combine_windows`` keeps its columns as separate arrays (no copy)
 _BLOCK_2D_MAX = 1 << 22
 
 
-def _combine_block(items, full, index: pd.Index, columns: pd.Index
-                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _combine_block(items, full, index: pd.Index, columns: pd.Index, cover=None) -> tuple:
     """``combine_windows`` of a streamed block (its groups known: ``columns``; windows with
     less covered time than ``full`` are partial): the same sums, bits and NaN, written
     straight into the frames' 2-D blocks, and a bit's masks made only where the block has it.
@@ -387,6 +394,8 @@ def _combine_block(items, full, index: pd.Index, columns: pd.Index
         some_part = part.any()
         if some_part:
             qq |= part.view(np.int8) * np.int8(QUALITY_PARTIAL)
+        if cover is not None and (some_part or i in cover.g):
+            cover.add(i, b, cov, part, bb[i] if i in bads else None)
         if some_part or not empty_in_partial:
             empty = cov <= 0
             if empty.any():
@@ -405,6 +414,95 @@ def _combine_block(items, full, index: pd.Index, columns: pd.Index
     for i, bad in bads.items():
         if bad.any():
             bb[i][bad] = np.nan
-    return (pd.DataFrame(bb.T, index=index, columns=columns.copy(), copy=False),
-            pd.DataFrame(qa.T, index=index, columns=columns.copy(), copy=False))
+    out = (pd.DataFrame(bb.T, index=index, columns=columns.copy(), copy=False),
+           pd.DataFrame(qa.T, index=index, columns=columns.copy(), copy=False))
+    return out if cover is None else (*out, cover.result(range(len(columns))))
+
+
+class _CoverSums:
+    """``combine_windows``' coverage, group by group, kept only for a group with a partly
+    covered window (the others: every window wholly covered, their rate their bytes over the
+    width)."""
+
+    def __init__(self, width):
+        self.width = width  # int, or int64 per window (a clipped grid)
+        self.g: dict[Any, list[np.ndarray]] = {}  # group -> [rate bytes, covered ns]
+
+    def add(self, k, b, cov, part, before) -> None:
+        """One counter of group ``k``: its bytes, covered ns, partial mask (covered less than
+        the width minus the tolerance); ``before``: the group's byte sum before this counter
+        (None: it is the group's first)."""
+        g = self.g.get(k)
+        some = bool(part.any())
+        if g is None:
+            if not some:
+                return
+            rb = np.zeros(len(b)) if before is None else np.array(before, np.float64)
+            cv = np.empty(len(b), np.int64)
+            cv[:] = self.width
+            g = self.g[k] = [rb, cv]
+        rb, cv = g
+        if not some:
+            rb += b
+            return
+        # a partly covered window: this counter's bytes at the rate of its covered part (an
+        # empty one, nothing covered, makes the group's window NaN: its rate too)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rb += np.where(part, b * self.width / np.maximum(cov, 1), b)
+        np.minimum(cv, np.where(part, np.maximum(cov, 0), self.width), out=cv)
+
+    def result(self, keys) -> WindowCoverage:
+        """The coverage of the groups ``keys`` (in column order)."""
+        return WindowCoverage(self.width, {j: self.g[k] for j, k in enumerate(keys)
+                                           if k in self.g})
+
+
+class WindowCoverage:
+    """How much of each window of a block its readings cover and the rate over that part: what
+    ``combine_windows(coverage=True)`` and ``stream.iter_windows(coverage=True)`` give beside
+    a block's bytes ``b`` (the bytes of the covered part; NaN for a window touching an unknown
+    interval or without readings). Each method takes that frame and returns one of its shape:
+
+    - ``covered_ns(b)`` (int64): the ns of the window the group's readings cover, the least of
+      its counters'; a window they leave at most ``cover_tolerance_ns`` uncovered (the
+      tolerance of ``QUALITY_PARTIAL``) is wholly covered: its width.
+    - ``gbps(b)`` (float64, Gb/s): the rate over the covered part: a wholly covered window's
+      bytes x 8 / its width; a partly covered one (``QUALITY_PARTIAL``) the sum over the
+      group's counters of each one's bytes x 8 / its covered ns. NaN where ``b`` is NaN. Time
+      without readings (before the first, after the last) is unknown, never zero traffic: it
+      never dilutes the rate.
+
+    ``partial``: whether a window of the block is partly covered (else ``covered_ns`` is the
+    width and ``gbps`` is ``b`` x 8 / width).
+    """
+
+    __slots__ = ("width", "g")
+
+    def __init__(self, width, groups: dict[int, list[np.ndarray]]):
+        self.width = width
+        self.g = groups  # column position -> [rate bytes, covered ns]
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.g)
+
+    def _width_column(self):
+        w = self.width
+        return np.asarray(w, np.float64).reshape(-1, 1) if np.ndim(w) else float(w)
+
+    def covered_ns(self, b: pd.DataFrame) -> pd.DataFrame:
+        a = np.empty(b.shape, np.int64)
+        a[:] = np.asarray(self.width, np.int64).reshape(-1, 1) if np.ndim(self.width) \
+            else int(self.width)
+        for j, (_, cv) in self.g.items():
+            a[:, j] = cv
+        return pd.DataFrame(a, index=b.index, columns=b.columns.copy(), copy=False)
+
+    def gbps(self, b: pd.DataFrame) -> pd.DataFrame:
+        a = b.to_numpy(np.float64, copy=True)
+        for j, (rb, _) in self.g.items():
+            a[:, j] = np.where(np.isnan(a[:, j]), np.nan, rb)
+        a *= 8.0
+        a /= self._width_column()
+        return pd.DataFrame(a, index=b.index, columns=b.columns.copy(), copy=False)
 

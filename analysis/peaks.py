@@ -40,7 +40,7 @@ from .stream import (
     iter_windows,
     memory_capture,
 )
-from .windows import rebin_with_quality, to_gbps
+from .windows import link_coverage, rebin_with_quality, to_gbps
 
 __all__ = ["DEFAULT_WINDOWS_NS", "INSTANT_UNC_NS", "HEADLINE_EXCLUDE", "peak_table",
            "window_label", "rebin_view", "peak_bounds", "headline_peak"]
@@ -66,19 +66,24 @@ def window_label(width_ns: int) -> str:
 def rebin_view(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int | None = None,
                start_ns: int | None = None, end_ns: int | None = None, by: str | None = "series",
                groups: dict[str, list[str]] | None = None, keep: bool = True,
-               line_gbps: float | dict | None = None, instant_unc_ns: int = INSTANT_UNC_NS
-               ) -> tuple[pd.DataFrame, pd.DataFrame]:
+               line_gbps: float | dict | None = None, instant_unc_ns: int = INSTANT_UNC_NS,
+               coverage: bool = False) -> tuple:
     """Re-bin with quality and, when ``groups`` is given, add the summed link columns.
 
     Returns (bytes_df, quality_df) as ``rebin_with_quality``; a link's quality is the OR of its
     members' gap/invalid/partial/empty bits, and its own ``QUALITY_OVER_LINE`` judged against
     the link's line rate (``series.flag_over_line``). With ``keep=False`` only the links remain.
     ``line_gbps`` overrides line rates (one number, or {column: Gb/s}). Errors as ``rebin`` and
-    ``group_links``.
+    ``group_links``. ``coverage``: return (bytes_df, quality_df, ``windows.Coverage``) with
+    the links' coverage too (``windows.link_coverage``): the rate over each window's covered
+    part.
     """
-    b, q = rebin_with_quality(intervals, width_ns, origin_ns=origin_ns, start_ns=start_ns,
-                              end_ns=end_ns, by=by, line_gbps=line_gbps,
-                              instant_unc_ns=instant_unc_ns)
+    b, q, *cov = rebin_with_quality(intervals, width_ns, origin_ns=origin_ns,
+                                    start_ns=start_ns, end_ns=end_ns, by=by,
+                                    line_gbps=line_gbps, instant_unc_ns=instant_unc_ns,
+                                    coverage=coverage)
+    if coverage:
+        cov = [link_coverage(cov[0], groups or {}, keep=keep)]
     if groups:
         b = group_links(b, groups, keep=keep)
         q2 = q.copy() if keep else pd.DataFrame(index=q.index)
@@ -90,7 +95,7 @@ def rebin_view(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int | None 
                                    groups=groups, line_gbps=line_gbps,
                                    instant_unc_ns=instant_unc_ns)
         q = q2
-    return b, q
+    return (b, q, *cov)
 
 
 def headline_peak(gbps, quality) -> tuple[int | None, int | None]:

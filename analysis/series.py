@@ -51,7 +51,16 @@ from .overline import (
 )
 from .overline_pass import OverLineFlagger, flag_over_line_capture
 from .stream import WindowGrid, byte_intervals_streamed, iter_windows, open_capture
-from .windows import integrate, rebin, rebin_with_quality, to_gbps
+from .windows import (
+    Coverage,
+    coverage_frames,
+    integrate,
+    link_coverage,
+    rebin,
+    rebin_with_quality,
+    to_gbps,
+    window_columns,
+)
 
 __all__ = [
     "FLAGS",
@@ -87,6 +96,10 @@ __all__ = [
     "COVER_TOLERANCE_NS",
     "HEADLINE_EXCLUDE",
     "cover_tolerance_ns",
+    "Coverage",
+    "coverage_frames",
+    "link_coverage",
+    "window_columns",
 ]
 
 
@@ -115,7 +128,7 @@ def iter_rebin_capture(path: str | os.PathLike, width_ns: int, *, origin_ns: int
                        by: str | None = "series", source: str | None = "infiniband",
                        gap_factor: float = DEFAULT_GAP_FACTOR, max_gbps: float | None = None,
                        batch_rows: int = 1 << 20, progress: Callable[[int], None] | None = None,
-                       **hooks) -> Iterator[tuple[pd.DataFrame, pd.DataFrame]]:
+                       coverage: bool = False, **hooks) -> Iterator[tuple]:
     """Re-bin a capture segment by segment, yielding finished windows in bounded memory.
 
     Same result as ``rebin_with_quality(byte_intervals(load_capture(path)), ...)`` with the
@@ -128,7 +141,9 @@ def iter_rebin_capture(path: str | os.PathLike, width_ns: int, *, origin_ns: int
     its readings). ``hooks``: consumers registered on the pass (``on_parts``, ``on_final``,
     ``on_horizon``, ``hold_files`` of ``stream.iter_windows``; e.g.
     ``overline_pass.pass_hooks([flagger])``). Yields (bytes_df, quality_df) blocks in time order; concatenate them, or reduce
-    each (e.g. a running maximum) for a day at 1 ms.
+    each (e.g. a running maximum) for a day at 1 ms. ``coverage``: yields (bytes_df,
+    quality_df, ``windows.Coverage``): each window's covered time and rate over its covered
+    part (as ``rebin_with_quality(..., coverage=True)``).
     Raises the loader errors of ``load_capture`` and ``ValueError`` as ``rebin`` does.
     """
     if not isinstance(width_ns, (int, np.integer)) or width_ns <= 0:
@@ -136,10 +151,10 @@ def iter_rebin_capture(path: str | os.PathLike, width_ns: int, *, origin_ns: int
     info = open_capture(path)
     origin = info.t_start_ns if origin_ns is None else int(origin_ns)
     grid = WindowGrid(int(width_ns), origin, start_ns, end_ns)
-    for _, b, q in iter_windows(info, [grid], by=by, source=source,
-                                gap_factor=gap_factor, max_gbps=max_gbps, progress=progress,
-                                **hooks):
-        yield b, q
+    for _, b, q, *cov in iter_windows(info, [grid], by=by, source=source,
+                                      gap_factor=gap_factor, max_gbps=max_gbps,
+                                      progress=progress, coverage=coverage, **hooks):
+        yield (b, q, coverage_frames(b, cov[0])) if coverage else (b, q)
 
 
 def rebin_capture(path: str | os.PathLike, width_ns: int, **kwargs) -> tuple[pd.DataFrame,

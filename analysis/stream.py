@@ -617,8 +617,9 @@ class _GridAcc:
         elif k < self.k_lo:
             self._grow(k, self.k_lo)
 
-    def take(self, k_end: int, key_of, names, by):
-        """Pop the windows before window number ``k_end``; return (bytes_df, quality_df)."""
+    def take(self, k_end: int, key_of, names, by, coverage: bool = False):
+        """Pop the windows before window number ``k_end``; return (bytes_df, quality_df), with
+        ``coverage`` (bytes_df, quality_df, ``curve.WindowCoverage``)."""
         if self.k_lo is None or self.origin is None:
             return None
         if self.k_max is not None:
@@ -635,9 +636,10 @@ class _GridAcc:
             self._fill(c, cut)
         # the groups come in the order of ``names`` (the first counter of each), so the
         # frames need no reindexing; the frames hold copies, never views of the buffers
-        b, q = combine_windows(((key_of[c], tuple(a[:cut] for a in self.acc[c])) for c in self.ids),
-                        np.diff(e) if self._cuts else self.g.width_ns,
-                        pd.Index(e[:-1], name="window_start_ns"), columns=self.columns)
+        b, q, *cov = combine_windows(
+            ((key_of[c], tuple(a[:cut] for a in self.acc[c])) for c in self.ids),
+            np.diff(e) if self._cuts else self.g.width_ns,
+            pd.Index(e[:-1], name="window_start_ns"), columns=self.columns, coverage=coverage)
         b.columns.name = q.columns.name = by
         for c in self.ids:
             # the few windows left move to the front of the buffers
@@ -648,15 +650,15 @@ class _GridAcc:
         self.k_lo += cut
         self.n -= cut
         self.emitted = True
-        return b, q
+        return (b, q, *cov)
 
 
 def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
                  counters=None, source: str | None = "infiniband",
                  gap_factor: float = DEFAULT_GAP_FACTOR, max_gbps: float | None = None,
                  progress=None, state: dict | None = None, on_parts=None,
-                 extra_counters=(), on_final=None, on_horizon=None, hold_files: int = 0
-                 ) -> Iterator[tuple[int, pd.DataFrame, pd.DataFrame]]:
+                 extra_counters=(), on_final=None, on_horizon=None, hold_files: int = 0,
+                 coverage: bool = False) -> Iterator[tuple]:
     """Re-bin a capture to several window grids in one pass, yielding final windows in order.
 
     Yields (grid index, bytes_df, quality_df) blocks; the blocks of one grid concatenated equal
@@ -679,6 +681,9 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
     from the intervals around it (``overline_pass.OverLineFlagger``) has them without reading
     again; ``on_horizon(t_ns)``: called before each block is yielded, no window yielded from
     then on starts before ``t_ns`` (what a consumer keeping intervals may drop).
+    ``coverage``: yield (grid index, bytes_df, quality_df, ``curve.WindowCoverage``): each
+    window's covered time and its rate over the covered part (a rate shown to a user: never
+    diluted by time without readings).
     Raises ``ValueError`` as ``rebin``
     (no intervals at all) and ``byte_intervals``.
     """
@@ -686,7 +691,7 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
         yield from _windows(capture, grids, by=by, counters=counters, source=source,
                             gap_factor=gap_factor, max_gbps=max_gbps, progress=progress,
                             state=state, on_parts=on_parts, extra_counters=extra_counters,
-                            on_final=on_final)
+                            on_final=on_final, coverage=coverage)
         return
     files = 0
     done = False
@@ -703,12 +708,12 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
         if on_final is not None:
             on_final()
 
-    pending: list[tuple[int, int, pd.DataFrame, pd.DataFrame]] = []
+    pending: list[tuple] = []  # (files seen, grid, bytes_df, quality_df[, coverage])
     nxt: dict[int, int] = {}  # grid -> start of its next window (after the last one yielded)
 
     def release(everything: bool):
         while pending and (everything or done or pending[0][0] + hold_files <= files):
-            _, i, b, q = pending.pop(0)
+            _, i, b, q, *cov = pending.pop(0)
             if len(b):
                 nxt[i] = int(b.index[-1]) + int(grids[i].width_ns)
                 end = grids[i].end_ns
@@ -725,20 +730,20 @@ def iter_windows(capture, grids: list[WindowGrid], *, by: str | None = "series",
                 if len(b):
                     firsts.append(int(b.index[0]))
                 on_horizon(min([*firsts, *nxt.values()]))
-            yield i, b, q
+            yield (i, b, q, *cov)
 
-    for i, b, q in _windows(capture, grids, by=by, counters=counters, source=source,
-                            gap_factor=gap_factor, max_gbps=max_gbps, progress=progress,
-                            state=state, on_parts=count, extra_counters=extra_counters,
-                            on_final=finished):
+    for i, b, q, *cov in _windows(capture, grids, by=by, counters=counters, source=source,
+                                  gap_factor=gap_factor, max_gbps=max_gbps, progress=progress,
+                                  state=state, on_parts=count, extra_counters=extra_counters,
+                                  on_final=finished, coverage=coverage):
         yield from release(False)
-        pending.append((files, i, b, q))
+        pending.append((files, i, b, q, *cov))
     yield from release(True)
 
 
 def _windows(capture, grids: list[WindowGrid], *, by, counters, source, gap_factor, max_gbps,
-             progress, state, on_parts, extra_counters, on_final
-             ) -> Iterator[tuple[int, pd.DataFrame, pd.DataFrame]]:
+             progress, state, on_parts, extra_counters, on_final, coverage=False
+             ) -> Iterator[tuple]:
     """The pass of ``iter_windows`` (its arguments), blocks yielded as soon as they are final."""
     info = capture_info(capture)
     cdf = info.counters
@@ -829,7 +834,7 @@ def _windows(capture, grids: list[WindowGrid], *, by, counters, source, gap_fact
             if bound >= FAR_NS:
                 continue
             out = a.take((bound - a.origin) // g.width_ns, grid_keys[i], grid_names[i],
-                         grid_by[i])
+                         grid_by[i], coverage)
             if out is not None:
                 yield i, *out
     if on_final is not None:
@@ -844,7 +849,7 @@ def _windows(capture, grids: list[WindowGrid], *, by, counters, source, gap_fact
             a.start((first_t0 - a.origin) // g.width_ns)
         k_end = (-((a.origin - last_t1) // g.width_ns) if g.end_ns is None
                  else -((a.origin - int(g.end_ns)) // g.width_ns))
-        out = a.take(k_end, grid_keys[i], grid_names[i], grid_by[i])
+        out = a.take(k_end, grid_keys[i], grid_names[i], grid_by[i], coverage)
         if out is not None:
             yield i, *out
 

@@ -7,7 +7,9 @@
   when twins are found (``link:<dev>+<dev>/tx``, the twins summed): one value per window
   (``width_ns``, 1 ms by default), Gb/s = bytes in the window x 8 / width (10^9 bit/s), the
   window's bytes computed exactly as ``rebin`` does (each sampling interval spread over the
-  windows it overlaps in proportion to the overlap). A sample is placed at its window's start
+  windows it overlaps in proportion to the overlap); a window the readings cover only in part
+  (the capture's first and last) at the rate of its covered part (``windows.Coverage``: the
+  time without readings is unknown, never zero traffic). A sample is placed at its window's start
   and holds until the next sample, so consecutive equal values are written once (lossless).
   Windows whose bytes are unknown (reset, saturated, unavailable, implausible, outside the
   readings: NaN) get no value: they are listed as slices ``no valid data`` on the track
@@ -59,7 +61,7 @@ from .load import (
 )
 from .overline import line_gbps_of
 from .peaks import rebin_view
-from .series import byte_intervals, to_gbps, twin_links
+from .series import byte_intervals, twin_links
 
 
 class NoIntervalsError(ValueError):
@@ -312,12 +314,13 @@ def build_timeline(captures: list[Capture], *, width_ns: int = MS, log=None,
                 procs.append(proc)
                 continue
         origin = cap.t_start_ns + (0 if origin_s is None else int(round(origin_s * 1e9)))
-        b, q = rebin_view(iv, width_ns, origin_ns=origin, start_ns=lo, end_ns=hi,
-                          groups=groups)
+        # a partly covered window (the capture's edges) at the rate of its covered part
+        b, q, cov = rebin_view(iv, width_ns, origin_ns=origin, start_ns=lo, end_ns=hi,
+                               groups=groups, coverage=True)
         line = line_gbps_of(iv, "series", groups=groups)
         t = conv(b.index.to_numpy(np.int64))
         for col in b.columns:
-            raw = to_gbps(b[col].to_numpy(np.float64), width_ns)
+            raw = cov.gbps[col].to_numpy(np.float64)
             v, kept_out = _headline_values(raw, q[col].to_numpy(), line.get(col))
             ts, vs = _counter_samples(t, v)
             proc.tracks.append(Track(name=f"{col} Gb/s", kind="counter", unit="Gb/s",

@@ -14,22 +14,86 @@ segment. Neither computes a window or a range by a rule of its own.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
-from .curve import INSTANT_UNC_NS, CounterCurve, combine_windows
+from .curve import INSTANT_UNC_NS, CounterCurve, WindowCoverage, combine_windows
 from .intervals import default_origin
+from .links import group_links
 from .overline_pass import OverLineFlagger, pass_hooks
 from .stream import WindowGrid, iter_intervals, iter_windows, memory_capture
 
-__all__ = ["rebin_with_quality", "rebin", "to_gbps", "integrate", "RangeBytes", "RangeIndex"]
+__all__ = ["rebin_with_quality", "rebin", "to_gbps", "integrate", "RangeBytes", "RangeIndex",
+           "Coverage", "coverage_frames", "link_coverage", "window_columns"]
+
+
+class Coverage(NamedTuple):
+    """Per window and column, frames shaped as the windows' bytes (``rebin_with_quality(...,
+    coverage=True)``, ``series.iter_rebin_capture(..., coverage=True)``):
+
+    - ``covered_ns`` (int64): the ns of the window the readings cover, the least of the
+      column's counters'; a window they leave at most ``cover_tolerance_ns`` uncovered (0.1
+      ms, at most 1 %: the tolerance of ``QUALITY_PARTIAL``) counts as wholly covered (its
+      width).
+    - ``gbps`` (float64, Gb/s): the rate over the covered part. A wholly covered window: its
+      bytes x 8 / its width. A partly covered one (``QUALITY_PARTIAL``): each counter's bytes
+      x 8 / its covered ns, summed over the column. NaN where the bytes are NaN. Time without
+      readings (before the first, after the last) is unknown, never zero traffic: it never
+      dilutes the rate.
+
+    The window's bytes frame holds the bytes of the covered part; a partly covered window's
+    whole bytes are unknown (``window_columns`` shows them as NaN beside ``covered_bytes``).
+    """
+
+    covered_ns: pd.DataFrame
+    gbps: pd.DataFrame
+
+
+def coverage_frames(b: pd.DataFrame, cov: WindowCoverage) -> Coverage:
+    """The ``Coverage`` frames of a block of windows: ``b`` its bytes, ``cov`` the
+    ``curve.WindowCoverage`` the engine gave with it (``stream.iter_windows(coverage=True)``)."""
+    return Coverage(cov.covered_ns(b), cov.gbps(b))
+
+
+def link_coverage(c: Coverage, groups: dict[str, list[str]], *, keep: bool = True) -> Coverage:
+    """``Coverage`` with the links of ``groups`` (twin devices of one cable) added as
+    ``links.group_links`` adds them to the bytes: a link's covered ns is the least of its
+    members', its rate their sum (NaN where a member's is)."""
+    if not groups:
+        return c
+    cov = c.covered_ns.copy() if keep else pd.DataFrame(index=c.covered_ns.index)
+    for link, members in groups.items():
+        cov[link] = c.covered_ns[list(members)].min(axis=1)
+    return Coverage(cov, group_links(c.gbps, groups, keep=keep))
+
+
+def window_columns(b: pd.DataFrame, q: pd.DataFrame, c: Coverage, column: str,
+                   with_bytes: bool) -> dict[str, np.ndarray]:
+    """The columns a user sees for one column of windows: ``<column>_gbps`` (the rate over the
+    covered part, ``Coverage.gbps``) and, with ``with_bytes``, ``<column>_bytes`` (the
+    window's bytes; NaN, unknown, for a partly covered window: its uncovered part's bytes are
+    unknown), ``<column>_covered_bytes`` (the bytes of the covered part) and
+    ``<column>_covered_s`` (how long that part is, s). ``q``: the quality bits of ``b``."""
+    from .curve import QUALITY_PARTIAL
+
+    out = {f"{column}_gbps": c.gbps[column].to_numpy(np.float64)}
+    if with_bytes:
+        cb = b[column].to_numpy(np.float64)
+        part = (q[column].to_numpy() & QUALITY_PARTIAL) != 0
+        out[f"{column}_bytes"] = np.where(part, np.nan, cb)
+        out[f"{column}_covered_bytes"] = cb
+        out[f"{column}_covered_s"] = np.where(np.isnan(cb), np.nan,
+                                              c.covered_ns[column].to_numpy(np.float64) / 1e9)
+    return out
 
 
 def rebin_with_quality(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int | None = None,
                        start_ns: int | None = None, end_ns: int | None = None,
                        by: str | None = "series", line_gbps: float | dict | None = None,
-                       instant_unc_ns: int = INSTANT_UNC_NS
-                       ) -> tuple[pd.DataFrame, pd.DataFrame]:
+                       instant_unc_ns: int = INSTANT_UNC_NS, coverage: bool = False
+                       ) -> tuple:
     """Re-bin intervals to windows and also return each window's quality bits.
 
     Returns (bytes_df, quality_df), same index and columns (see ``rebin``); quality_df holds an
@@ -40,6 +104,12 @@ def rebin_with_quality(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int
     uncertainty allows, ``flag_over_line`` with ``line_gbps`` and ``instant_unc_ns``; checked
     when the line rates are known: intervals from ``byte_intervals`` on a manifest with port
     rates, or ``line_gbps`` given). Raises ``ValueError`` as ``rebin`` does.
+
+    A partly covered window (``QUALITY_PARTIAL``) holds the bytes of its covered part: its
+    bytes over its width is no rate. ``coverage``: return (bytes_df, quality_df,
+    ``Coverage``): each window's covered time and its rate over the covered part, the
+    numbers ``rdmascope rates`` shows (the streamed ``series.iter_rebin_capture`` gives the
+    same).
     """
     src = memory_capture(intervals, by)  # raises as counters_of: no intervals, overlaps
     if not isinstance(width_ns, (int, np.integer)) or width_ns <= 0:
@@ -59,10 +129,13 @@ def rebin_with_quality(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int
                                instant_unc_ns=instant_unc_ns)
     hooks = pass_hooks([flag]) if flag is not None else {}
     # one segment: one block, every window at once
-    (_, b, q), = iter_windows(src, [grid], by=by, source=None, **hooks)
+    (_, b, q, *cov), = iter_windows(src, [grid], by=by, source=None, coverage=coverage,
+                                    **hooks)
     if flag is not None:
         q = flag(b, q, w)
     b.columns.name = q.columns.name = by
+    if coverage:
+        return b, q, coverage_frames(b, cov[0])
     return b, q
 
 

@@ -43,9 +43,9 @@ def _capture_end_ns(m: dict, rows: int) -> int:
     return t0 + rows // n_counters * int(m["interval_ns"])
 
 
-def _in_range(b, q, start: int | None, end: int | None, width_ns: int):
-    """Keep the windows (rows of ``b`` and ``q``, indexed by window start ns) that overlap
-    [start, end); either bound may be None (open)."""
+def _in_range(b, q, c, start: int | None, end: int | None, width_ns: int):
+    """Keep the windows (rows of ``b``, ``q`` and the ``Coverage`` frames ``c``, indexed by
+    window start ns) that overlap [start, end); either bound may be None (open)."""
     import numpy as np
 
     idx = b.index.to_numpy()
@@ -54,22 +54,29 @@ def _in_range(b, q, start: int | None, end: int | None, width_ns: int):
         keep &= idx + width_ns > start
     if end is not None:
         keep &= idx < end
-    return b[keep], q[keep]
+    if keep.all():
+        return b, q, c
+    return b[keep], q[keep], type(c)(*(f[keep] for f in c))
 
 
-def _table(b, q, t0: int, width_ns: int, with_bytes: bool):
-    """The rates table of one block: t_s, <series>_gbps [, <series>_bytes], <series>_quality."""
+def _sliced(b, q, c, lo: int, hi: int | None = None):
+    """Rows [lo, hi) of a block's bytes, quality and ``Coverage`` frames."""
+    return b.iloc[lo:hi], q.iloc[lo:hi], type(c)(*(f.iloc[lo:hi] for f in c))
+
+
+def _table(b, q, cov, t0: int, width_ns: int, with_bytes: bool):
+    """The rates table of one block: t_s, <series>_gbps [, <series>_bytes,
+    <series>_covered_bytes, <series>_covered_s], <series>_quality
+    (``analysis.series.window_columns``: the rate over the covered part; a partly covered
+    window's bytes unknown, NaN, its covered part's bytes and length beside them)."""
     import pandas as pd
 
-    from rdmascope.analysis import to_gbps
+    from rdmascope.analysis.series import window_columns
 
-    gbps = to_gbps(b, width_ns)
     # built in one go: column by column fragments the frame with hundreds of devices
     cols = {"t_s": (b.index.to_numpy() - t0) / 1e9}
     for c in b.columns:
-        cols[f"{c}_gbps"] = gbps[c].to_numpy()
-        if with_bytes:
-            cols[f"{c}_bytes"] = b[c].to_numpy()
+        cols.update(window_columns(b, q, cov, c, with_bytes))
     for c in b.columns:
         cols[f"{c}_quality"] = q[c].to_numpy().astype("int8")
     table = pd.DataFrame(cols, index=b.index)
@@ -149,14 +156,15 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
     from rdmascope.analysis import QUALITY_EMPTY, OverLineFlagger, iter_rebin_capture
     from rdmascope.analysis.overline_pass import pass_hooks
     from rdmascope.analysis.peaks import link_view
+    from rdmascope.analysis.series import link_coverage
 
     # windows over line rate: the same rule as every command (series.flag_over_line)
     flag = OverLineFlagger(capture, by=by, groups=links or None, source=src,
                            gap_factor=gap_factor)
 
-    def view(b, q):
+    def view(b, q, c):
         b, q = link_view(b, q, links, True)
-        return b, flag(b, q, width_ns)
+        return b, flag(b, q, width_ns), link_coverage(c, links)
 
     state = {"csv": None, "pq": None, "schema": None, "rows": 0, "held": [], "started": False}
     # the Parquet file is written beside its name and renamed when complete: a capture that
@@ -203,12 +211,12 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
 
     try:
         with cli_errors(str(capture)), progress(length=max(total, 1), label="re-binning") as bar:
-            for b, q in iter_rebin_capture(capture, width_ns, origin_ns=origin, by=by,
-                                           start_ns=start, end_ns=end,
-                                           source=src, gap_factor=gap_factor,
-                                           progress=lambda n: bar.update(n),
-                                           **pass_hooks([flag])):
-                b, q = _in_range(b, q, start, end, width_ns)
+            for b, q, c in iter_rebin_capture(capture, width_ns, origin_ns=origin, by=by,
+                                              start_ns=start, end_ns=end,
+                                              source=src, gap_factor=gap_factor,
+                                              progress=lambda n: bar.update(n),
+                                              coverage=True, **pass_hooks([flag])):
+                b, q, c = _in_range(b, q, c, start, end, width_ns)
                 if not len(b):
                     continue
                 has = ((q & QUALITY_EMPTY) == 0).any(axis=1).to_numpy()
@@ -216,19 +224,17 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
                     if not has.any():
                         continue
                     first = int(np.argmax(has))
-                    b, q, has = b.iloc[first:], q.iloc[first:], has[first:]
+                    (b, q, c), has = _sliced(b, q, c, first), has[first:]
                     state["started"] = True
                 # windows after the last one with readings wait for a window with readings
                 last = len(has) - int(np.argmax(has[::-1])) if has.any() else 0
                 if last:
-                    for hb, hq in state["held"]:
-                        write(_table(*view(hb, hq), t0, width_ns,
-                                     with_bytes))
+                    for held in state["held"]:
+                        write(_table(*view(*held), t0, width_ns, with_bytes))
                     state["held"] = []
-                    write(_table(*view(b.iloc[:last], q.iloc[:last]), t0,
-                                 width_ns, with_bytes))
+                    write(_table(*view(*_sliced(b, q, c, 0, last)), t0, width_ns, with_bytes))
                 if last < len(b):
-                    state["held"].append((b.iloc[last:], q.iloc[last:]))
+                    state["held"].append(_sliced(b, q, c, last))
         done = True
     finally:
         if state["csv"] is not None:
@@ -251,7 +257,9 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
 
 
 @click.command(help="Re-bin a capture to rates (Gb/s) at any window width, exactly (each "
-                    "interval's bytes spread over the windows it overlaps).")
+                    "interval's bytes spread over the windows it overlaps). Flags: G gap-spread, "
+                    "N unknown, P partly covered (the rate of its covered part: time without "
+                    "readings is unknown, never zero), E no readings, O over line rate.")
 @click.argument("capture", nargs=-1, required=True, type=CaptureDirs())
 @click.option("--window", "width_ns", type=WINDOW, default="1ms", show_default=True,
               help="Window width (e.g. 1ms, 5ms, 100ms, 1s; at least 1us).")
@@ -264,7 +272,10 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
 @click.option("--source", type=click.Choice(["infiniband", "netdev", "all"]),
               default="infiniband", show_default=True,
               help="RDMA port counters, netdev (kernel stack) statistics, or both.")
-@click.option("--bytes", "with_bytes", is_flag=True, help="Add bytes per window columns.")
+@click.option("--bytes", "with_bytes", is_flag=True,
+              help="Add bytes per window columns: <col>_bytes (empty for a partly covered "
+                   "window, flag P: its uncovered part's bytes are unknown), "
+                   "<col>_covered_bytes and <col>_covered_s (the covered part).")
 @click.option("--gap-factor", type=FiniteFloat(minimum=1.0), default=1.5, show_default=True,
               help="Readings further apart than this many intervals form a gap.")
 @click.option("--limit", type=click.IntRange(min=0), default=40, show_default=True,
@@ -300,6 +311,7 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
     from rdmascope.analysis.load import counters_frame
     from rdmascope.analysis.overline_pass import pass_hooks
     from rdmascope.analysis.peaks import link_view
+    from rdmascope.analysis.series import link_coverage
     from rdmascope.capture import estimate_size, read_manifest
 
     if group == "twins" and by != "series":
@@ -352,28 +364,30 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
         # as every command: series.flag_over_line), judged block by block on the pass
         flag = OverLineFlagger(capture, by=by, groups=links or None, source=src,
                                gap_factor=gap_factor)
-        blocks_b, blocks_q = [], []
+        blocks_b, blocks_q, blocks_c = [], [], []
         with progress(length=max(total, 1), label="re-binning") as bar:
-            for b, q in iter_rebin_capture(capture, width_ns, origin_ns=origin, by=by,
-                                           start_ns=start, end_ns=end,
-                                           source=src, gap_factor=gap_factor,
-                                           progress=lambda n: bar.update(n),
-                                           **pass_hooks([flag])):
-                b, q = _in_range(b, q, start, end, width_ns)
+            for b, q, c in iter_rebin_capture(capture, width_ns, origin_ns=origin, by=by,
+                                              start_ns=start, end_ns=end,
+                                              source=src, gap_factor=gap_factor,
+                                              progress=lambda n: bar.update(n),
+                                              coverage=True, **pass_hooks([flag])):
+                b, q, c = _in_range(b, q, c, start, end, width_ns)
                 # twin links (each source grouped apart: netdev twins get their own
                 # "(netdev)" label) beside their members, their over-line bit their own
                 b, q = link_view(b, q, links, True)
                 blocks_b.append(b)
                 blocks_q.append(flag(b, q, width_ns))
+                blocks_c.append(link_coverage(c, links))
     if not blocks_b or sum(len(x) for x in blocks_b) == 0:
         raise click.ClickException(f"{capture}: no windows in the requested range")
     b = pd.concat(blocks_b)
     q = pd.concat(blocks_q)
+    cov = type(blocks_c[0])(*(pd.concat(fs) for fs in zip(*blocks_c, strict=True)))
     # drop leading/trailing windows with no readings at all (before the first reading)
     has = ((q & QUALITY_EMPTY) == 0).any(axis=1).to_numpy()
     lo, hi = int(np.argmax(has)), len(has) - int(np.argmax(has[::-1]))
-    b, q = b.iloc[lo:hi], q.iloc[lo:hi]
-    table = _table(b, q, t0, width_ns, with_bytes)
+    b, q, cov = _sliced(b, q, cov, lo, hi)
+    table = _table(b, q, cov, t0, width_ns, with_bytes)
     flags = np.bitwise_or.reduce(q.to_numpy(), axis=1) if len(q) else np.zeros(0, int)
     impl_lines, impl = [], []
     if len(flags) and (flags & QUALITY_INVALID).any():
@@ -407,10 +421,13 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
         n_over = int(((flags & QUALITY_OVER_LINE) != 0).sum())
         from rdmascope.analysis.peaks import window_label
 
+        part_bytes = (", its bytes unknown: -, the covered part's in *_covered_bytes and "
+                      "*_covered_s" if with_bytes else "")
         click.echo(f"{capture}: {len(table)} window(s) of {window_label(width_ns)}, rates in Gb/s "
                    f"(t_s from capture start; flags: G gap-spread, N unknown (reset/saturated/"
-                   f"unavailable/implausible), P partly covered, E no readings, O over line "
-                   f"rate beyond the timing uncertainty: {n_over} window(s))")
+                   f"unavailable/implausible), P partly covered (its rate over the covered "
+                   f"part{part_bytes}), E no readings, O over line rate beyond the timing "
+                   f"uncertainty: {n_over} window(s))")
         click.echo(format_table(h, max_rows=limit, formats={"t_s": "{:.6f}"}))
         for line in impl_lines:
             click.echo(line)
