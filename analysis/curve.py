@@ -498,10 +498,17 @@ class WindowCoverage:
             a[:, j] = cv
         return pd.DataFrame(a, index=b.index, columns=b.columns.copy(), copy=False)
 
-    def gbps(self, b: pd.DataFrame) -> pd.DataFrame:
+    def rate_bytes(self, b: pd.DataFrame) -> np.ndarray:
+        """The bytes each window would hold at the rate of its covered part (``b`` where
+        wholly covered; NaN where ``b`` is), a float64 array of ``b``'s shape: ``gbps`` is it
+        x 8 / width, and a sum of columns' is the column of their sum's."""
         a = b.to_numpy(np.float64, copy=True)
         for j, (rb, _) in self.g.items():
             a[:, j] = np.where(np.isnan(a[:, j]), np.nan, rb)
+        return a
+
+    def gbps(self, b: pd.DataFrame) -> pd.DataFrame:
+        a = self.rate_bytes(b)
         a *= 8.0
         a /= self._width_column()
         return pd.DataFrame(a, index=b.index, columns=b.columns.copy(), copy=False)

@@ -47,10 +47,12 @@ def node_gbps(cfg: Configuration, width_ns: int, start_ns: int, end_ns: int, *,
     named after the direction; ``by="series"`` keeps one column per device. Windows are aligned
     on the capture start (``window_origin``), as everywhere in the report; the windows
     overlapping the range are returned, or with ``whole`` only those lying wholly inside it (as
-    ``peaks.peak_table`` and ``attribute`` count them). Uses ``series.rebin`` and
-    ``series.to_gbps``.
+    ``peaks.peak_table`` and ``attribute`` count them). A window the readings cover in part
+    (the capture's edges, a window cut by the range) is at the rate of its covered part
+    (``windows.Coverage``), never its bytes over the whole width. Uses
+    ``series.rebin_with_quality(coverage=True)`` or the streamed engine.
     """
-    from .series import rebin, to_gbps
+    from .series import coverage_frames, rebin_with_quality
 
     origin = window_origin(cfg)
     lo, hi = cfg.data_span(direction)
@@ -63,18 +65,19 @@ def node_gbps(cfg: Configuration, width_ns: int, start_ns: int, end_ns: int, *,
         ids = [int(c) for c in cdf.index[cdf["data"] & (cdf["source"] == "infiniband")
                                          & (cdf["direction"] == direction)]]
         state: dict = {}
-        blocks = [(bb, qq) for _, bb, qq in iter_windows(
+        blocks = [coverage_frames(bb, cov).gbps for _, bb, _qq, cov in iter_windows(
             info_of(cfg.capture), [WindowGrid(int(width_ns), origin, start_ns, end_ns)],
-            by=by, counters=ids, state=state)]
-        b = pd.concat([x[0] for x in blocks])
-        b = b[[c for c in b.columns if c in state.get("spans", {})]]
+            by=by, counters=ids, state=state, coverage=True)]
+        out = pd.concat(blocks)
+        out = out[[c for c in out.columns if c in state.get("spans", {})]]
     else:
         iv = cfg.intervals[cfg.intervals["direction"] == direction]
-        b = rebin(iv, int(width_ns), origin_ns=origin, start_ns=start_ns, end_ns=end_ns, by=by)
+        _, _, cov = rebin_with_quality(iv, int(width_ns), origin_ns=origin, start_ns=start_ns,
+                                       end_ns=end_ns, by=by, coverage=True)
+        out = cov.gbps
     if whole:
-        t = b.index.to_numpy()
-        b = b[(t >= start_ns) & (t + int(width_ns) <= end_ns)]
-    out = to_gbps(b, width_ns)
+        t = out.index.to_numpy()
+        out = out[(t >= start_ns) & (t + int(width_ns) <= end_ns)]
     if by == "direction":
         out.columns = [f"{direction}, all devices"]
     return out
@@ -106,12 +109,11 @@ def node_envelope(cfg: Configuration, width_ns: int, start_ns: int, end_ns: int,
         cdf = cfg.capture.counters
         ids = [int(c) for c in cdf.index[cdf["data"] & (cdf["source"] == "infiniband")
                                          & (cdf["direction"] == direction)]]
-        for _, bb, _qq in iter_windows(info_of(cfg.capture),
-                                       [WindowGrid(int(width_ns), origin, start_ns, end_ns)],
-                                       by="direction", counters=ids):
-            if direction in bb.columns:
-                env.add(bb.index.to_numpy(), bb[direction].to_numpy(np.float64) * 8.0
-                        / float(width_ns))
+        for _, bb, _qq, cov in iter_windows(
+                info_of(cfg.capture), [WindowGrid(int(width_ns), origin, start_ns, end_ns)],
+                by="direction", counters=ids, coverage=True):
+            if direction in bb.columns:  # the rate over each window's covered part
+                env.add(bb.index.to_numpy(), cov.gbps(bb)[direction].to_numpy(np.float64))
     else:
         r = node_gbps(cfg, width_ns, start_ns, end_ns, direction=direction)
         env.add(r.index.to_numpy(), r.iloc[:, 0].to_numpy(np.float64))
@@ -144,8 +146,11 @@ class RangeRates:
     direction=direction, by=by, whole=whole)`` returns (or ``node_envelope(cfg, width_ns,
     start_ns, end_ns, k=k, direction=direction)``), value for value. Holds the range's windows
     only (the envelope: its buckets). Raises ValueError as those functions do on a range
-    holding no data.
+    holding no data. ``coverage``: it takes each block's ``curve.WindowCoverage`` (the rate
+    over a window's covered part, as ``node_gbps``).
     """
+
+    coverage = True
 
     def __init__(self, cfg: Configuration, width_ns: int, start_ns: int, end_ns: int, *,
                  direction: str = "tx", whole: bool = False, k: int | None = None,
@@ -175,13 +180,13 @@ class RangeRates:
             origin_ns=origin, k=int(k))
         self.present: set | None = None  # the columns with intervals (set by finish)
 
-    def add(self, _k: int, b: pd.DataFrame, _q: pd.DataFrame) -> None:
+    def add(self, _k: int, b: pd.DataFrame, _q: pd.DataFrame, cov) -> None:
         d = self.direction
+        g = cov.gbps(b)  # Gb/s over each window's covered part
         if self.env is None:
-            self.blocks.append(b)
-        elif d in b.columns:
-            self.env.add(b.index.to_numpy(), b[d].to_numpy(np.float64) * 8.0
-                         / float(self.width_ns))
+            self.blocks.append(g)
+        elif d in g.columns:
+            self.env.add(g.index.to_numpy(), g[d].to_numpy(np.float64))
 
     def finish(self, spans: dict) -> None:
         """The pass is over; ``spans``: its ``state["spans"]`` (by RDMA series)."""
@@ -193,19 +198,16 @@ class RangeRates:
         return self.present is not None
 
     def result(self) -> pd.DataFrame:
-        from .series import to_gbps
-
         if self.env is not None:
             out = self.env.frame()
             out.attrs["bucket_ns"] = self.env.bucket_ns
             return out
-        b = pd.concat(self.blocks)
-        b = b[[c for c in b.columns if c in self.present]]
+        out = pd.concat(self.blocks)
+        out = out[[c for c in out.columns if c in self.present]]
         w = self.width_ns
         if self.whole:
-            t = b.index.to_numpy()
-            b = b[(t >= self.start_ns) & (t + w <= self.end_ns)]
-        out = to_gbps(b, w)
+            t = out.index.to_numpy()
+            out = out[(t >= self.start_ns) & (t + w <= self.end_ns)]
         if self.by == "direction":
             out.columns = [f"{self.direction}, all devices"]
         return out
@@ -223,6 +225,8 @@ class RequestFigures:
     segments around the request (``run_consumers``). ``done``: fed to the end of a pass.
     Raises ValueError as ``node_gbps``/``peak_table_capture`` on an empty range.
     """
+
+    coverage = True  # its ``RangeRates`` take each block's ``curve.WindowCoverage``
 
     def __init__(self, cfg: Configuration, req: pd.Series, *, zoom: bool = True,
                  windows_ns=DEFAULT_WINDOWS_NS, peaks: bool = True, pad_s: float = 0.5,
@@ -250,10 +254,10 @@ class RequestFigures:
         self.dir_of = _direction_of(cfg)
         self.spans: dict | None = None
 
-    def add(self, k: int, b: pd.DataFrame, q: pd.DataFrame) -> None:
+    def add(self, k: int, b: pd.DataFrame, q: pd.DataFrame, cov) -> None:
         if k < len(self.owner):
             p, j = self.owner[k]
-            p.add(j, b, q)
+            p.add(j, b, q, cov)
         else:  # the peak table's grids (its range is given: it needs no spans while adding)
             self.peaks.add(k - len(self.owner), b, q, {})
 
@@ -315,9 +319,10 @@ def run_consumers(cfg: Configuration, consumers) -> None:
 
     fed = PassConsumers(consumers)
     state: dict = {}
-    for gi, b, q in iter_windows(info_of(cfg.capture), fed.grids, by="series",
-                                 source="infiniband", state=state, **pass_hooks(fed.flaggers)):
-        fed.add(gi, b, q)
+    for gi, b, q, *cov in iter_windows(info_of(cfg.capture), fed.grids, by="series",
+                                       source="infiniband", state=state,
+                                       coverage=fed.coverage, **pass_hooks(fed.flaggers)):
+        fed.add(gi, b, q, *cov)
     fed.finish(state.get("spans", {}))
 
 

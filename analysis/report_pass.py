@@ -106,10 +106,13 @@ class PassConsumers:
     not the pass's), ``flaggers`` (``OverLineFlagger`` to register), ``add(k, b, q)`` for the
     blocks of its k-th grid and ``finish(spans)`` once the pass is over (``spans``: the pass's
     ``state["spans"]``, {RDMA series: [first, last] ns}). ``first``: the pass's index of the
-    first consumer grid."""
+    first consumer grid. A consumer whose ``coverage`` is true is given each block's
+    ``curve.WindowCoverage`` too (``add(k, b, q, cov)``: the pass then runs
+    ``iter_windows(coverage=True)``; ``coverage`` here says whether one asks)."""
 
     def __init__(self, consumers, first: int = 0):
         self.consumers = [c for c in consumers if c is not None]
+        self.coverage = any(getattr(c, "coverage", False) for c in self.consumers)
         self.grids = [g for c in self.consumers for g in c.grids]
         self.owner = [(c, k) for c in self.consumers for k in range(len(c.grids))]
         self.flaggers = [f for c in self.consumers for f in c.flaggers]
@@ -118,9 +121,12 @@ class PassConsumers:
     def on_parts(self, _parts) -> None:
         """(each file's intervals: the figures need none)"""
 
-    def add(self, gi: int, b: pd.DataFrame, q: pd.DataFrame) -> None:
+    def add(self, gi: int, b: pd.DataFrame, q: pd.DataFrame, cov=None) -> None:
         c, k = self.owner[gi - self.first]
-        c.add(k, b, q)
+        if getattr(c, "coverage", False):
+            c.add(k, b, q, cov)
+        else:
+            c.add(k, b, q)
 
     def finish(self, spans: dict) -> None:
         for c in self.consumers:
@@ -151,6 +157,7 @@ def capture_pass(cfg: Configuration, *, capacity_gbps: float,
     if not cfg.streamed:
         return None
     from .bursts import BurstStreamAcc
+    from .curve import QUALITY_PARTIAL
     from .envelope import MinMaxEnvelope, bucket_windows
     from .figures import MAX_TIMELINE_POINTS
     from .overline_pass import pass_hooks
@@ -212,13 +219,17 @@ def capture_pass(cfg: Configuration, *, capacity_gbps: float,
     grids += fed.grids
     hooks = pass_hooks([ms.flagger, bursts.flag, rr.flag if rr is not None else None,
                         *fed.flaggers], on_parts=on_parts)
-    for gi, b, q in iter_windows(info, grids, by="series", source="infiniband", state=state,
-                                 extra_counters=kern.ids if kern is not None else (), **hooks):
+    # coverage: a window the readings cover in part (the capture's edges) is drawn at the
+    # rate of its covered part (curve.WindowCoverage), never its bytes over the whole width
+    for gi, b, q, cov in iter_windows(info, grids, by="series", source="infiniband",
+                                      state=state, coverage=True,
+                                      extra_counters=kern.ids if kern is not None else (),
+                                      **hooks):
         if gi == 1:
-            dev_blocks.append(b[tx_series])
+            dev_blocks.append(cov.gbps(b)[tx_series])
             continue
         if gi > 1:
-            fed.add(gi, b, q)
+            fed.add(gi, b, q, cov)
             continue
         ms.add(b, q)
         B = b.to_numpy(np.float64)
@@ -239,6 +250,16 @@ def capture_pass(cfg: Configuration, *, capacity_gbps: float,
         if "tx" in bd:
             t = b.index.to_numpy(np.int64)
             rate = bd["tx"] * 8.0 / float(MS_NS)
+            if cov.partial:  # a partial window: its series' rates over their covered parts
+                part = (qd["tx"] & QUALITY_PARTIAL) != 0
+                if part.any():
+                    # summed as the engine sums a direction's (rebin by="direction")
+                    RB = cov.rate_bytes(b)
+                    cols = cols_of["tx"]
+                    g = RB[:, cols[0]].copy()
+                    for j in cols[1:]:
+                        g += RB[:, j]
+                    rate = np.where(part, g * 8.0 / float(MS_NS), rate)
             if env is not None:
                 env.add(t, rate)
             else:
@@ -270,7 +291,7 @@ def capture_pass(cfg: Configuration, *, capacity_gbps: float,
         timeline = pd.Series(np.concatenate(tl_v) if tl_v else np.zeros(0),
                              index=pd.Index(t, name="window_start_ns"), name="tx, all devices")
     dev = pd.concat(dev_blocks) if dev_blocks else pd.DataFrame(columns=tx_series)
-    dev = dev[[c for c in dev.columns if c in spans]] * 8.0 / float(devices_width_ns)
+    dev = dev[[c for c in dev.columns if c in spans]]  # Gb/s (WindowCoverage.gbps)
     return CapturePass(checks=(single, both), bursts=bt, timeline=timeline, devices=dev,
                        flags=flags.result())
 

@@ -662,14 +662,20 @@ def measure_stream(capture, start_ns=None, end_ns=None, origin_ns=None, *,
 
     k_acc: dict[str, tuple[float, int]] = {}
     state: dict = {}
+    # a consumer with ``coverage`` gets each block's ``curve.WindowCoverage`` too
+    coverage = any(getattr(c, "coverage", False) for c in consumers)
     try:
-        for gi, b, q in iter_windows(info, grids, source="infiniband", state=state,
-                                     **pass_hooks([ms.flagger, *(f for c in consumers
-                                                                 for f in c.flaggers)],
-                                                  on_parts=on_parts)):
+        for gi, b, q, *cov in iter_windows(info, grids, source="infiniband", state=state,
+                                           coverage=coverage,
+                                           **pass_hooks([ms.flagger, *(f for c in consumers
+                                                                       for f in c.flaggers)],
+                                                        on_parts=on_parts)):
             if gi >= first:
                 c, k = owner[gi - first]
-                c.add(k, b, q)
+                if getattr(c, "coverage", False):
+                    c.add(k, b, q, *cov)
+                else:
+                    c.add(k, b, q)
             elif gi == 1:  # kernel bytes, summed block by block as kernel_bytes_reread does
                 add_kernel_bytes(k_acc, b)
             else:

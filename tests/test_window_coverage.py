@@ -128,11 +128,13 @@ def test_rates_cli_shows_partial_bytes_unknown_and_the_covered_part(case, reques
 
 def test_peaks_keep_a_partial_window_out_of_the_headline(stops):
     """The partial [10, 20) ms window's 0.096 Gb/s is over 6 ms: never the 10 ms headline peak
-    (the whole [0, 10) window's 0.032 Gb/s is)."""
+    (the whole [0, 10) window's 0.032 Gb/s is), nor the raw maximum (peaks take the windows
+    wholly covered by readings)."""
     r = CliRunner().invoke(main, ["peaks", str(stops), "--windows", "10ms", "--json"])
     assert r.exit_code == 0, r.output
     rows = [x for x in json.loads(r.output)["peaks"] if x["window_ns"] == W]
     assert rows and rows[0]["peak_gbps"] == pytest.approx(0.032, rel=1e-9)
+    assert rows[0]["raw_max_gbps"] == pytest.approx(0.032, rel=1e-9)
 
 
 def test_timeline_draws_a_partial_window_at_its_covered_rate(stops):
@@ -144,3 +146,22 @@ def test_timeline_draws_a_partial_window_at_its_covered_rate(stops):
     tr = [t for t in tl.processes[0].tracks if t.name == "d/tx Gb/s"][0]
     assert list(tr.t_ns) == [T0, T0 + W]
     np.testing.assert_allclose(tr.values, [0.032, 0.096], rtol=1e-9)
+
+
+def test_report_figures_draw_a_partial_window_at_its_covered_rate(stops):
+    """The report's windows (``node_gbps``: figures 1-3; ``capture_pass``: the per-device
+    figure's windows and the 1 ms timeline) on ``stops``: 10 ms windows over its data span
+    [T0, T0 + 16 ms), the last cut at 16 ms: 0.032 and 0.096 Gb/s (its 6 ms over 6 ms, never
+    over 10). The per-device figure (100 ms windows over the same span): one window cut to the
+    16 ms, 112,000 B x 8 / 16e6 ns = 0.056 Gb/s (never 112,000 B over 100 ms: 0.00896)."""
+    from rdmascope.analysis import report as R
+
+    cfg = R.load_configuration(stops)
+    assert cfg.streamed
+    got = R.node_gbps(cfg, W, T0, T0 + 20 * MS)
+    assert got.index.tolist() == [T0, T0 + W]
+    np.testing.assert_allclose(got.iloc[:, 0], [0.032, 0.096], rtol=1e-9)
+    cp = R.capture_pass(cfg, capacity_gbps=200.0)
+    np.testing.assert_allclose(cp.devices["d/tx"], [0.056], rtol=1e-9)
+    # every 1 ms window is whole (readings every 1 ms from T0): 0.032 then 0.096 Gb/s
+    np.testing.assert_allclose(cp.timeline.to_numpy(), [0.032] * 10 + [0.096] * 6, rtol=1e-9)
