@@ -212,7 +212,10 @@ class NodeSeries:
 
     Windows are regular: edge k at ``start_ns + k x width_ns`` (k = 0..n, ``edges_ns``).
     ``cum_tx``/``cum_rx``: cumulative bytes at the edges (float64, n + 1; unknown windows count
-    0 and are counted in ``n_unknown``); ``cum`` = both. Memory: 16 bytes per window.
+    0 in them (the readable bytes) and are counted in ``n_unknown``, tx or rx); ``cum`` = both.
+    ``unknown_tx``/``unknown_rx``: where that direction's windows are unknown (``unknown_runs``:
+    (m, 2) int64 window indices [k0, k1)), so a span over them is unknown (``unknown_in``).
+    Memory: 16 bytes per window.
     """
 
     start_ns: int
@@ -220,6 +223,14 @@ class NodeSeries:
     cum_rx: np.ndarray
     n_unknown: int
     width_ns: int
+    unknown_tx: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
+    unknown_rx: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
+
+    def unknown_in(self, t0_ns, t1_ns, which: str = "tx") -> np.ndarray:
+        """How many unknown windows of ``which`` ("tx" | "rx") each span [t0, t1) (own clock,
+        ns; scalars or arrays) overlaps (``unknown_windows``)."""
+        return unknown_windows(self.unknown_tx if which == "tx" else self.unknown_rx,
+                               self.start_ns, self.width_ns, t0_ns, t1_ns)
 
     @property
     def edges_ns(self) -> np.ndarray:
@@ -250,12 +261,74 @@ class NodeSeries:
         return np.diff(self.cum_at(grid_ns, "tx" if tx else "all"))
 
 
+def unknown_runs(mask, offset: int = 0) -> np.ndarray:
+    """The runs of True in a boolean array of windows: (m, 2) int64 [k0, k1) window indices,
+    shifted by ``offset`` (the first window's index)."""
+    m = np.asarray(mask, bool)
+    if not m.any():
+        return np.zeros((0, 2), np.int64)
+    d = np.diff(np.concatenate([[0], m.astype(np.int8), [0]]))
+    return np.stack([np.flatnonzero(d == 1), np.flatnonzero(d == -1)], axis=1).astype(
+        np.int64) + int(offset)
+
+
+def node_bytes(tx: float, rx: float, unknown_tx: int, unknown_rx: int, width_ns: int
+               ) -> dict[str, float]:
+    """A node's row bytes over the common span: ``tx_bytes``/``rx_bytes`` (NaN when any of that
+    direction's windows in the span is unknown, never the readable part passed off as the
+    total), ``tx_known_bytes``/``rx_known_bytes`` (the readable part, a lower bound) and
+    ``tx_unknown_s``/``rx_unknown_s`` (the unknown windows' time, s). ``tx``/``rx``: the
+    readable bytes (the cumulative series, unknown windows as 0); ``unknown_*``: the unknown
+    windows in the span."""
+    out: dict[str, float] = {}
+    for d, v, u in (("tx", tx, int(unknown_tx)), ("rx", rx, int(unknown_rx))):
+        out[f"{d}_bytes"] = v if u == 0 else float("nan")
+    for d, v, u in (("tx", tx, int(unknown_tx)), ("rx", rx, int(unknown_rx))):
+        out[f"{d}_known_bytes"] = v
+        out[f"{d}_unknown_s"] = u * width_ns / 1e9
+    return out
+
+
+def requests_unknown(row: dict, unknown: np.ndarray) -> dict[str, Any]:
+    """``requests_unknown`` (the requests counted in ``row["requests"]`` whose [send, last
+    token] overlaps an unknown tx window) and, when there is one, ``bytes_per_request`` NaN:
+    the mean counts their unknown bytes as 0, so it is unknown, never a low number."""
+    k = int((np.asarray(unknown) > 0).sum())
+    out: dict[str, Any] = {"requests_unknown": k}
+    if k:
+        out["bytes_per_request"] = float("nan")
+    return out
+
+
+def unknown_windows(runs: np.ndarray, start_ns: int, width_ns: int, t0_ns, t1_ns) -> np.ndarray:
+    """How many windows of ``runs`` (sorted, disjoint [k0, k1) window indices of a series whose
+    window k is [start + k w, start + (k + 1) w)) each span [t0, t1) (ns) overlaps (int64, the
+    shape of ``t0_ns``)."""
+    t0 = np.asarray(t0_ns, np.int64)
+    t1 = np.asarray(t1_ns, np.int64)
+    if not len(runs):
+        return np.zeros(np.broadcast(t0, t1).shape, np.int64)
+    k0, k1 = runs[:, 0], runs[:, 1]
+    cum = np.concatenate([[0], np.cumsum(k1 - k0)])
+
+    def below(x):  # unknown windows with an index < x
+        j = np.searchsorted(k0, x, side="left")  # runs starting before x
+        jj = np.maximum(j - 1, 0)
+        part = np.clip(x - k0[jj], 0, k1[jj] - k0[jj])
+        return np.where(j > 0, cum[jj] + part, 0)
+
+    first = (t0 - int(start_ns)) // int(width_ns)  # the first window touched
+    past = -((int(start_ns) - t1) // int(width_ns))  # one past the last touched
+    return np.maximum(below(np.maximum(past, first)) - below(first), 0).astype(np.int64)
+
+
 def node_series(bytes_df: pd.DataFrame, width_ns: int) -> NodeSeries:
     """Build a ``NodeSeries`` from ``rebin`` output (index: consecutive window starts, columns
     "<dev>/<dir>")."""
     t = bytes_df.index.to_numpy(np.int64)
     b = bytes_df.to_numpy(np.float64)
-    unknown = np.isnan(b).any(axis=1)
+    nan = np.isnan(b)
+    unknown = nan.any(axis=1)
     b = np.nan_to_num(b)
     tx_cols = [i for i, c in enumerate(bytes_df.columns) if str(c).endswith("/tx")]
     rx_cols = [i for i, c in enumerate(bytes_df.columns) if str(c).endswith("/rx")]
@@ -266,7 +339,11 @@ def node_series(bytes_df: pd.DataFrame, width_ns: int) -> NodeSeries:
     return NodeSeries(start_ns=int(t[0]) if len(t) else 0,
                       cum_tx=np.concatenate([[0.0], np.cumsum(tx)]),
                       cum_rx=np.concatenate([[0.0], np.cumsum(rx)]),
-                      n_unknown=int(unknown.sum()), width_ns=int(width_ns))
+                      n_unknown=int(unknown.sum()), width_ns=int(width_ns),
+                      unknown_tx=unknown_runs(nan[:, tx_cols].any(axis=1)) if tx_cols
+                      else unknown_runs([]),
+                      unknown_rx=unknown_runs(nan[:, rx_cols].any(axis=1)) if rx_cols
+                      else unknown_runs([]))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -752,7 +829,7 @@ def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS, *, peaks: boo
     empty, gap-spread or over-line window; ``peaks.headline_peak``); the few windows over line
     rate are judged from the intervals the pass holds (``_PassFlagger``). ``cap``: a
     ``stream.CaptureInfo`` or a path. ``peaks`` False: only the series (the peaks dict is
-    empty). ``sink``: an object whose ``add(t_ns, tx, rx, unknown)`` takes each block of the
+    empty). ``sink``: an object whose ``add(t_ns, tx, rx, unknown_tx, unknown_rx)`` takes each block of the
     series' windows in time order instead (``cluster_map``: the summary is made as the pass
     goes, no whole series is held; ``NodePass.series`` is then None). Raises ``ValueError``
     when the capture has no RDMA byte intervals.
@@ -838,7 +915,8 @@ def node_pass(cap, width_ns: int = MS, windows_ns=PEAK_WINDOWS_NS, *, peaks: boo
             nan = np.isnan(B)
             z = np.where(nan, 0.0, B)
             blk = (b.index.to_numpy(np.int64), z[:, tx_cols].sum(axis=1),
-                   z[:, rx_cols].sum(axis=1), nan.any(axis=1))
+                   z[:, rx_cols].sum(axis=1), nan[:, tx_cols].any(axis=1),
+                   nan[:, rx_cols].any(axis=1))
             if sink is not None:
                 sink.add(*blk)
                 sums.append(None)
@@ -913,7 +991,10 @@ def _series_of(sums, width_ns) -> NodeSeries:
                          [x[1] for x in sums]))]),
                      cum_rx=np.concatenate([[0.0], np.cumsum(np.concatenate(
                          [x[2] for x in sums]))]),
-                     n_unknown=int(sum(int(x[3].sum()) for x in sums)), width_ns=int(width_ns))
+                     n_unknown=int(sum(int((x[3] | x[4]).sum()) for x in sums)),
+                     width_ns=int(width_ns),
+                     unknown_tx=unknown_runs(np.concatenate([x[3] for x in sums])),
+                     unknown_rx=unknown_runs(np.concatenate([x[4] for x in sums])))
     return ser
 
 
@@ -1188,8 +1269,10 @@ def cluster_summary_series(paths, *, requests: str | os.PathLike | None = None,
         row = {"host": n.host, "offset_ms": n.offset_ns / MS,
                "offset_unc_ms": None if n.offset_unc_ns is None else n.offset_unc_ns / MS,
                "clock_residual_ms": None if n.residual_ns is None else n.residual_ns / MS,
-               "correlation": n.correlation, "tx_bytes": tx, "rx_bytes": rx, "share": share,
-               "main_device": v.main_device, "verdict": v.status,
+               "correlation": n.correlation,
+               **node_bytes(tx, rx, s.unknown_in(span[0], span[1], "tx"),
+                            s.unknown_in(span[0], span[1], "rx"), s.width_ns),
+               "share": share, "main_device": v.main_device, "verdict": v.status,
                **{f"peak_{k.replace(' ', '')}_gbps": val for k, val in peaks[n.host].items()}}
         if log_df is not None and len(log_df):
             t0 = n.from_ref(log_df["t_send_ns"].to_numpy(np.int64))
@@ -1199,6 +1282,7 @@ def cluster_summary_series(paths, *, requests: str | os.PathLike | None = None,
             by = np.where(inside, by, np.nan)
             row["requests"] = int(np.isfinite(by).sum())
             row["bytes_per_request"] = float(np.nanmean(by)) if np.isfinite(by).any() else np.nan
+            row.update(requests_unknown(row, s.unknown_in(t0, t1, "tx")[inside]))
         rows.append(row)
     nodes = pd.DataFrame(rows)
     if "bytes_per_request" in nodes:

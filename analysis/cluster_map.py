@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from rdmascope.analysis.bursts import detect_bursts
-from rdmascope.analysis.cluster import node_pass
+from rdmascope.analysis.cluster import node_pass, unknown_runs, unknown_windows
 from rdmascope.analysis.stream import open_capture
 from rdmascope.analysis.verify import judge_emulation
 
@@ -104,6 +104,9 @@ class NodeSummary:
     series_start_ns: int = 0
     n_windows: int = 0
     n_unknown: int = 0
+    #: where the tx / rx windows are unknown: (m, 2) int64 [k0, k1) window indices
+    unknown_tx: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
+    unknown_rx: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
     peaks: dict[str, float] = field(default_factory=dict)
     verdicts: dict[str, Any] = field(default_factory=dict)
     pieces: list[tuple[int, np.ndarray, np.ndarray]] = field(default_factory=list)
@@ -127,6 +130,7 @@ class NodeSummary:
         n = sum(a.nbytes + b.nbytes for _, a, b in (*self.pieces, *self.edges))
         for a in (self.coarse_cum_tx, self.coarse_cum_rx, self.coarse_max_tx, self.ends,
                   self.markers, self.lattice_ns, self.req_sum, self.req_count,
+                  self.unknown_tx, self.unknown_rx,
                   *self.bursts.values()):
             n += 0 if a is None else a.nbytes
         return n
@@ -176,6 +180,12 @@ class SummaryView:
     def rate_at(self, grid_ns: np.ndarray, *, tx: bool = False) -> np.ndarray:
         return np.diff(self.cum_at(grid_ns, "tx" if tx else "all"))
 
+    def unknown_in(self, t0_ns, t1_ns, which: str = "tx") -> np.ndarray:
+        """How many unknown windows of ``which`` each span [t0, t1) overlaps (as
+        ``cluster.NodeSeries.unknown_in``)."""
+        return unknown_windows(self.s.unknown_tx if which == "tx" else self.s.unknown_rx,
+                               self.start_ns, self.width_ns, t0_ns, t1_ns)
+
     def coarse_cum_at(self, t_ns, which: str = "all") -> np.ndarray:
         """Cumulative bytes from the coarse grid (linear between its edges: an estimate)."""
         s = self.s
@@ -214,6 +224,7 @@ class _Sink:
         self.pend_n = 0
         self.n = 0
         self.n_unknown = 0
+        self.unk: dict[str, list[np.ndarray]] = {"tx": [], "rx": []}
         self.enter = 0.25 * plan.capacity_gbps * 1e9 / 8 * self.w / 1e9  # bytes per window
         self.leave = 0.10 * plan.capacity_gbps * 1e9 / 8 * self.w / 1e9
         self.last_end_all: int | None = None
@@ -249,15 +260,19 @@ class _Sink:
         return ok
 
     # ---- input
-    def add(self, t, tx, rx, unknown) -> None:
+    def add(self, t, tx, rx, unknown_tx, unknown_rx) -> None:
         if self.start is None:
             self.start = int(t[0])
         elif int(t[0]) != self.start + self.n * self.w:
             raise ValueError("windows must be consecutive and of the given width")
         self.pend.append((np.asarray(tx, np.float64), np.asarray(rx, np.float64)))
+        ut, ur = np.asarray(unknown_tx, bool), np.asarray(unknown_rx, bool)
+        for d, u in (("tx", ut), ("rx", ur)):
+            if u.any():
+                self.unk[d].append(unknown_runs(u, self.n))
         self.pend_n += len(t)
         self.n += len(t)
-        self.n_unknown += int(np.asarray(unknown).sum())
+        self.n_unknown += int((ut | ur).sum())
         if len(self.tx) - self.p + self.pend_n >= CHUNK_WINDOWS + LOOKAHEAD:
             self._absorb()
             self._process(final=False)
@@ -467,6 +482,8 @@ class _Sink:
             self.ccum_tx.append(ctx[-1:])
             self.ccum_rx.append(crx[-1:])
         out = {"series_start_ns": self.start, "n_windows": n, "n_unknown": self.n_unknown,
+               **{f"unknown_{d}": np.concatenate(r) if r else np.zeros((0, 2), np.int64)
+                  for d, r in self.unk.items()},
                "pieces": _merge(self.pieces), "edges": _merge(self.edge_pieces + self.tail),
                "coarse_k": self.coarse_k,
                "coarse_cum_tx": np.concatenate(self.ccum_tx),

@@ -405,13 +405,20 @@ def _summarize(paths, *, requests=None, request_format: str | None = None,
         row = {"host": n.host, "offset_ms": n.offset_ns / MS,
                "offset_unc_ms": None if n.offset_unc_ns is None else n.offset_unc_ns / MS,
                "clock_residual_ms": None if n.residual_ns is None else n.residual_ns / MS,
-               "correlation": n.correlation, "tx_bytes": float(ctx[1] - ctx[0]),
-               "rx_bytes": float(crx[1] - crx[0]), "share": share,
-               "main_device": v.main_device, "verdict": v.status,
+               "correlation": n.correlation,
+               **C.node_bytes(float(ctx[1] - ctx[0]), float(crx[1] - crx[0]),
+                              v_.unknown_in(span[0], span[1], "tx"),
+                              v_.unknown_in(span[0], span[1], "rx"), v_.width_ns),
+               "share": share, "main_device": v.main_device, "verdict": v.status,
                **{f"peak_{k.replace(' ', '')}_gbps": val for k, val in s.peaks.items()}}
         if log_df is not None and len(log_df):
             cnt, mean = bytes_per_request(s, n.offset_ns - n.wall_offset_ns)
             row["requests"], row["bytes_per_request"] = cnt, mean
+            # the requests counted: inside the node's series (as the lattice counts them)
+            t0 = n.from_ref(log_df["t_send_ns"].to_numpy(np.int64))
+            t1 = n.from_ref(log_df["t_last_ns"].to_numpy(np.int64))
+            inside = (t0 >= v_.start_ns) & (t1 <= v_.end_ns)
+            row.update(C.requests_unknown(row, v_.unknown_in(t0, t1, "tx")[inside]))
         rows.append(row)
     if approx:
         rs.warnings.append(

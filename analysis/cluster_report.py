@@ -168,6 +168,9 @@ def build_cluster_report(res: C.ClusterResult, *, title: str | None = None) -> R
     keep = ["host", "offset_unc_ms", "clock_residual_ms", "tx_bytes", "rx_bytes", "share",
             "verdict", "peak_1ms_gbps", "peak_5ms_gbps", "peak_100ms_gbps", "peak_1s_gbps",
             "requests", "bytes_per_request", "vs_median_pct", "flag"]
+    if any(c in t and (t[c] > 0).any() for c in ("tx_unknown_s", "rx_unknown_s")):
+        # a node with unknown windows: its bytes are empty, the readable part beside
+        keep[5:5] = ["tx_known_bytes", "rx_known_bytes", "tx_unknown_s", "rx_unknown_s"]
     t = t[[c for c in keep if c in t]]
     # named with the _bytes suffix so the table shows MB (and tables/nodes.csv keeps bytes); as
     # 'bytes_per_request' its bytes stood under the header 'tx per request (MB)'

@@ -216,3 +216,65 @@ def test_peak_table_capture_keeps_a_series_without_intervals_in_the_range(tmp_pa
     a = disk[disk["series"] == f"{A}/tx"]
     assert a["peak_gbps"].to_numpy() == pytest.approx(4000 * 8 / 1e6)
     pd.testing.assert_frame_equal(disk, mem, check_exact=False, rtol=1e-12)
+
+
+# --- cluster: a node's bytes over the shared span, and its bytes per request -----------------
+
+def _cluster_set(tmp_path):
+    """Two nodes, the same traffic (A tx 1,000 B/ms, A rx 500 B/ms, B idle), read every 1 ms
+    for 3 s; n2's A tx readings 1000 .. 1499 unreadable (its intervals 999 .. 1499 ms)."""
+    from capture_builders import MS as CMS
+    from capture_builders import STATUS_OK, STATUS_READ_ERROR, ib, write_capture
+    from capture_builders import T0 as CT0
+
+    paths = []
+    for host, bad in (("n1", None), ("n2", (1000, 1500))):
+        rd = {}
+        for cid, units in enumerate((250, 125, 0, 0)):  # 4-byte units per ms
+            rows = []
+            for k in range(3000):
+                unread = bad is not None and cid == 0 and bad[0] <= k < bad[1]
+                rows.append((CT0 + k * CMS - 500, 1000, None if unread else 10**6 + units * k,
+                             STATUS_READ_ERROR if unread else STATUS_OK))
+            rd[cid] = rows
+        p = write_capture(tmp_path / host, [ib(A, "tx"), ib(A, "rx"), ib(B, "tx"), ib(B, "rx")],
+                          rd, devices=[{"name": A, "pci": "0000:01:00.1"},
+                                       {"name": B, "pci": "0002:01:00.1"}])
+        m = json.loads((p / "manifest.json").read_text())
+        m["host"] = host
+        (p / "manifest.json").write_text(json.dumps(m))
+        paths.append(p)
+    rt = 1_700_000_000 * 10**9  # capture_builders' realtime at monotonic 0
+    with open(tmp_path / "req.jsonl", "w") as f:
+        for i, (s, a, b) in enumerate([(100, 150, 400), (500, 600, 900), (1200, 1300, 1400),
+                                       (2000, 2100, 2500)]):
+            f.write(json.dumps({"request_id": f"r{i}", "t_send": (rt + CT0 + s * MS) / 1e9,
+                                "t_first_token": (rt + CT0 + a * MS) / 1e9,
+                                "t_last_token": (rt + CT0 + b * MS) / 1e9, "prompt_tokens": 100,
+                                "output_tokens": 10, "clock": "CLOCK_REALTIME"}) + "\n")
+    return paths, tmp_path / "req.jsonl"
+
+
+@pytest.mark.parametrize("method", ["series", "summary"])
+def test_cluster_node_bytes_over_unknown_windows_are_unknown_with_the_readable_part(tmp_path,
+                                                                                    method):
+    from rdmascope.analysis.cluster_reduce import cluster_summary
+
+    paths, req = _cluster_set(tmp_path)
+    kw = {"engine": "serial"} if method == "summary" else {}
+    nodes = cluster_summary(paths, method=method, refine=False, requests=req,
+                            **kw).nodes.set_index("host")
+    # the shared span: the readings' [0, 2999] ms; 2,999 intervals of 1,000 B tx, 500 B rx
+    assert np.isnan(nodes.at["n2", "tx_bytes"])  # 501 ms unknown: never the readable part
+    assert nodes.at["n2", "tx_known_bytes"] == pytest.approx(1000 * (2999 - 501))
+    assert nodes.at["n2", "tx_unknown_s"] == pytest.approx(0.501)
+    assert nodes.at["n2", "rx_bytes"] == pytest.approx(500 * 2999)  # rx read throughout
+    assert nodes.at["n2", "rx_unknown_s"] == 0
+    assert nodes.at["n1", "tx_bytes"] == nodes.at["n1", "tx_known_bytes"] == \
+        pytest.approx(1000 * 2999)
+    # bytes per request (tx over [send, last token]): r2 [1200, 1400] ms lies in n2's unknown
+    # stretch, so n2's mean is unknown; n1's is (300 + 400 + 200 + 500) ms x 1,000 B / 4
+    assert nodes.at["n1", "requests"] == nodes.at["n2", "requests"] == 4
+    assert nodes.at["n1", "requests_unknown"] == 0 and nodes.at["n2", "requests_unknown"] == 1
+    assert nodes.at["n1", "bytes_per_request"] == pytest.approx(1000 * 1400 / 4)
+    assert np.isnan(nodes.at["n2", "bytes_per_request"])

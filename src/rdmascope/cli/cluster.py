@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import click
@@ -224,6 +225,11 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
         t["rx_MB"] = t.pop("rx_bytes") / 1e6
         cols = ["host", "clock_residual_ms", "offset_unc_ms", "tx_MB", "rx_MB", "share",
                 "verdict", "peak_1ms_gbps", "peak_5ms_gbps", "peak_100ms_gbps", "peak_1s_gbps"]
+        if any(c in t and (t[c] > 0).any() for c in ("tx_unknown_s", "rx_unknown_s")):
+            # a node with unknown windows: its bytes are empty, the readable part beside
+            t["tx_known_MB"] = t["tx_known_bytes"] / 1e6
+            t["rx_known_MB"] = t["rx_known_bytes"] / 1e6
+            cols[5:5] = ["tx_known_MB", "rx_known_MB", "tx_unknown_s", "rx_unknown_s"]
         if "bytes_per_request" in t:
             t["MB_per_request"] = t.pop("bytes_per_request") / 1e6
             cols += ["MB_per_request", "vs_median_pct", "flag"]
@@ -255,9 +261,14 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
                 for _, r in flagged.iterrows():
                     click.echo(f"symmetry: {r['host']} sends {r['vs_median_pct']:+.2f} % "
                                f"bytes per request vs the set's median; likely: {r['likely']}")
-            else:
-                click.echo(f"symmetry: every node within {tolerance:g} % of the set's median "
-                           "bytes per request")
+            unknown = [str(h) for h, v in zip(nodes["host"], nodes["bytes_per_request"],
+                                              strict=True) if not math.isfinite(float(v))]
+            if unknown:  # unknown is not 'within': said apart
+                click.echo(f"symmetry: bytes per request unknown for {', '.join(unknown)} "
+                           "(requests over unknown windows, or none inside its capture)")
+            if not len(flagged):
+                click.echo(f"symmetry: every {'other ' if unknown else ''}node within "
+                           f"{tolerance:g} % of the set's median bytes per request")
         nb = int(res.timing["burst"].nunique()) if len(res.timing) else 0
         click.echo(f"bursts: {nb} all-reduce bursts compared across nodes")
         if len(findings):
