@@ -278,3 +278,24 @@ def test_cluster_node_bytes_over_unknown_windows_are_unknown_with_the_readable_p
     assert nodes.at["n1", "requests_unknown"] == 0 and nodes.at["n2", "requests_unknown"] == 1
     assert nodes.at["n1", "bytes_per_request"] == pytest.approx(1000 * 1400 / 4)
     assert np.isnan(nodes.at["n2", "bytes_per_request"])
+
+
+def test_nccl_size_class_wire_bytes_with_an_unknown_collective_are_unknown():
+    from rdmascope.analysis.nccl.collectives import size_class_table
+
+    # three AllReduce of 1 MiB (one size class); the second's span had no readings
+    t = pd.DataFrame({"coll": ["AllReduce"] * 3, "size_bytes": [2**20] * 3,
+                      "expected_bytes": [1000.0, 1000.0, 1000.0],
+                      "wire_bytes": [900.0, np.nan, 1100.0],
+                      "wire_bytes_wide": [950.0, np.nan, 1150.0],
+                      "isolated": [True, True, False], "busbw_gbs": [1.0, 1.0, 1.0],
+                      "measured_gbps": [1.0, np.nan, 1.0]})
+    row = size_class_table(t).iloc[0]
+    assert row["n"] == 3 and row["unknown"] == 1
+    assert np.isnan(row["wire_bytes"]) and np.isnan(row["wire_bytes_wide"])  # never 2,000
+    assert row["expected_bytes"] == 3000.0
+    assert row["wire_known_bytes"] == 900.0 + 1100.0
+    assert row["wire_known_bytes_wide"] == 950.0 + 1150.0
+    assert row["expected_known_bytes"] == 2000.0
+    assert row["ratio"] == pytest.approx(2000.0 / 2000.0)  # over the known collectives
+    assert row["ratio_low"] == pytest.approx(900.0 / 1000.0)  # the isolated known one

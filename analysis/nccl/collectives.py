@@ -185,8 +185,12 @@ def size_class_table(table: pd.DataFrame) -> pd.DataFrame:
     bytes exact and widened (sums), ``ratio`` = wire / expected over all, and over the
     ``isolated`` collectives only the bounds ``ratio_low`` (exact spans) and ``ratio_high``
     (widened spans), between which the true ratio lies (see the module docstring; NaN without
-    isolated collectives), mean NCCL busbw (GB/s) and mean measured rate (Gb/s). NaN bytes (a
-    span without readings) leave that collective out of the sums, counted in ``unknown``."""
+    isolated collectives), mean NCCL busbw (GB/s) and mean measured rate (Gb/s). Unknown is never
+    zero: a collective whose wire bytes are NaN (a span without readings) is counted in
+    ``unknown`` and makes the class's ``wire_bytes``/``wire_bytes_wide`` NaN (never the known
+    ones' sum passed off as the class's); the ratios are over the known collectives only, whose
+    sums are beside: ``wire_known_bytes``, ``wire_known_bytes_wide`` and
+    ``expected_known_bytes`` (the ratio's denominator; ``expected_bytes`` is over all)."""
     t = table.copy()
     t["size_class"] = t["size_bytes"].map(_size_class)
     t["_lo"] = t["size_bytes"].map(lambda b: 2 ** int(np.floor(np.log2(b))) if b > 0 else 0)
@@ -197,9 +201,13 @@ def size_class_table(table: pd.DataFrame) -> pd.DataFrame:
         iso = known[known["isolated"]]
         iexp = float(iso["expected_bytes"].sum())
         rows.append({"coll": coll, "size_class": cls, "_lo": int(g["_lo"].iloc[0]), "n": len(g),
-                     "unknown": len(g) - len(known), "expected_bytes": exp,
-                     "wire_bytes": float(known["wire_bytes"].sum()),
-                     "wire_bytes_wide": float(known["wire_bytes_wide"].sum()),
+                     "unknown": len(g) - len(known),
+                     "expected_bytes": float(g["expected_bytes"].sum(skipna=False)),
+                     "wire_bytes": float(g["wire_bytes"].sum(skipna=False)),
+                     "wire_bytes_wide": float(g["wire_bytes_wide"].sum(skipna=False)),
+                     "expected_known_bytes": exp,
+                     "wire_known_bytes": float(known["wire_bytes"].sum()),
+                     "wire_known_bytes_wide": float(known["wire_bytes_wide"].sum()),
                      "ratio": float(known["wire_bytes"].sum()) / exp if exp > 0 else np.nan,
                      "isolated": len(iso),
                      "ratio_low": float(iso["wire_bytes"].sum()) / iexp if iexp > 0 else np.nan,
