@@ -68,7 +68,7 @@ def test_unreadable_twin_is_unknown_never_zero(tmp_path, err):
     # rates: the twin's windows are unknown (null), never 0; the readable twin's sum is exact
     cap = load_capture(cap_dir)
     r, c = cap.readings, cap.counters
-    res = run_cli("rates", cap_dir, "--window", "100ms", "--json")
+    res = run_cli("rates", cap_dir, "--window", "100ms", "--json", "--bytes")
     assert res.exit_code == 0, res.output
     rows = json.loads(res.output)["windows"] if "windows" in json.loads(res.output) else None
     out = json.loads(res.output)
@@ -78,7 +78,12 @@ def test_unreadable_twin_is_unknown_never_zero(tmp_path, err):
     cid = int(c.index[(c["device"] == "rocep1s0f1") & (c["name"] == "port_xmit_data")][0])
     v = r.loc[(r["counter_id"] == cid) & r["valid"], "value"].to_numpy()
     expect_bytes = (int(v[-1]) - int(v[0])) * 4  # the counter difference x 4, from the readings
-    got_bits = sum(row["rocep1s0f1/tx_gbps"] or 0.0 for row in rows) * 1e9 * 0.1
+    # each window's bytes of its covered part (a partly covered window, at the capture's
+    # edges, has its rate over that part and its whole bytes unknown)
+    assert sum(row["rocep1s0f1/tx_covered_bytes"] for row in rows) == \
+        pytest.approx(expect_bytes, rel=1e-6)
+    got_bits = sum(row["rocep1s0f1/tx_gbps"] * row["rocep1s0f1/tx_covered_s"]
+                   for row in rows) * 1e9
     assert got_bits / 8 == pytest.approx(expect_bytes, rel=1e-6)
     assert expect_bytes > 1e6
 
