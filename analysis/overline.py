@@ -214,7 +214,8 @@ def flag_over_line(intervals: pd.DataFrame, bytes_df: pd.DataFrame, quality_df: 
                    line_gbps: float | dict | None = None,
                    instant_unc_ns: int = INSTANT_UNC_NS,
                    low_bytes: Callable[[np.ndarray], pd.DataFrame] | None = None,
-                   lines_members: tuple[dict, dict] | None = None) -> pd.DataFrame:
+                   lines_members: tuple[dict, dict] | None = None,
+                   covered_ns: pd.DataFrame | None = None) -> pd.DataFrame:
     """Return ``quality_df`` with ``QUALITY_OVER_LINE`` set on windows physics rules out.
 
     A window is over line rate when even its fewest possible bytes (``window_low_bytes``: the
@@ -228,7 +229,10 @@ def flag_over_line(intervals: pd.DataFrame, bytes_df: pd.DataFrame, quality_df: 
     function of window starts returning per-series low bytes (default ``window_low_bytes`` on
     ``intervals``; the chunked path passes its own). ``lines_members``: (``line_gbps_of``,
     group members) already computed for these arguments (``OverLineFlagger``: once per command,
-    not per block). Returns a new quality DataFrame.
+    not per block). ``covered_ns``: each window's covered time (``windows.Coverage``, same
+    index, columns by name): a partly covered window is judged over its covered part (its
+    fewest bytes against what the line carries in that time), as its rate is shown; else every
+    window over its width. Returns a new quality DataFrame.
     """
     q = quality_df.copy()
     if not len(bytes_df):
@@ -238,7 +242,13 @@ def flag_over_line(intervals: pd.DataFrame, bytes_df: pd.DataFrame, quality_df: 
         members = members_of(intervals, by, groups)
     else:
         lines, members = lines_members
-    rate = bytes_df.to_numpy(np.float64) * 8.0 / float(width_ns)
+    span = None  # per window and column, the time judged where a window is partly covered
+    if covered_ns is not None:
+        cv = covered_ns.reindex(columns=bytes_df.columns).to_numpy(np.float64)
+        with np.errstate(invalid="ignore"):
+            if (cv < width_ns).any():
+                span = np.where(np.isnan(cv) | (cv <= 0), float(width_ns), cv)
+    rate = bytes_df.to_numpy(np.float64) * 8.0 / (float(width_ns) if span is None else span)
     cand = {}
     for j, col in enumerate(bytes_df.columns):
         lim = lines.get(col)
@@ -260,7 +270,9 @@ def flag_over_line(intervals: pd.DataFrame, bytes_df: pd.DataFrame, quality_df: 
         if not all(m in low.columns for m in ms):
             continue
         lo = low[ms].to_numpy(np.float64).sum(axis=1)[[pos[r] for r in hit]]
-        over = over_line(lo, int(width_ns), lines[col])  # the one judgement (counters)
+        # the one judgement (counters), over the window or its covered part
+        over = over_line(lo, int(width_ns) if span is None
+                         else span[hit, bytes_df.columns.get_loc(col)], lines[col])
         if over.any():
             j = q.columns.get_loc(col)
             q.iloc[hit[over], j] = q.iloc[hit[over], j] | QUALITY_OVER_LINE

@@ -184,12 +184,14 @@ class OverLineFlagger:
         return pd.DataFrame(acc, index=pd.Index(starts, name="window_start_ns"))
 
     def __call__(self, bytes_df: pd.DataFrame, quality_df: pd.DataFrame,
-                 width_ns: int) -> pd.DataFrame:
+                 width_ns: int, covered_ns: pd.DataFrame | None = None) -> pd.DataFrame:
+        """``flag_over_line`` of a block (``covered_ns``: its windows' covered time, a
+        partly covered window judged over its covered part)."""
         q = flag_over_line(self.stub, bytes_df, quality_df, int(width_ns), by=self.by,
                            groups=self.groups, line_gbps=self.line_gbps,
                            instant_unc_ns=self.extra,
                            low_bytes=lambda s: self._low(s, int(width_ns)),
-                           lines_members=(self.lines, self.members))
+                           lines_members=(self.lines, self.members), covered_ns=covered_ns)
         if self.fed and len(q):
             # name the causes of the new over-line windows now, from the intervals kept
             new = ((q.to_numpy() & QUALITY_OVER_LINE) != 0) & (

@@ -78,12 +78,12 @@ def rebin_view(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int | None 
     the links' coverage too (``windows.link_coverage``): the rate over each window's covered
     part.
     """
+    # the coverage: asked for, or the links' (a partly covered window judged over its part)
     b, q, *cov = rebin_with_quality(intervals, width_ns, origin_ns=origin_ns,
                                     start_ns=start_ns, end_ns=end_ns, by=by,
                                     line_gbps=line_gbps, instant_unc_ns=instant_unc_ns,
-                                    coverage=coverage)
-    if coverage:
-        cov = [link_coverage(cov[0], groups or {}, keep=keep)]
+                                    coverage=coverage or bool(groups))
+    cov = link_coverage(cov[0], groups, keep=keep) if cov else None
     if groups:
         b = group_links(b, groups, keep=keep)
         q2 = q.copy() if keep else pd.DataFrame(index=q.index)
@@ -93,9 +93,10 @@ def rebin_view(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int | None 
         links = list(groups)
         q2[links] = flag_over_line(intervals, b[links], q2[links], int(width_ns), by="series",
                                    groups=groups, line_gbps=line_gbps,
-                                   instant_unc_ns=instant_unc_ns)
+                                   instant_unc_ns=instant_unc_ns,
+                                   covered_ns=cov.covered_ns[links])
         q = q2
-    return (b, q, *cov)
+    return (b, q, cov) if coverage else (b, q)
 
 
 def headline_peak(gbps, quality) -> tuple[int | None, int | None]:

@@ -129,13 +129,13 @@ def rebin_with_quality(intervals: pd.DataFrame, width_ns: int, *, origin_ns: int
                                instant_unc_ns=instant_unc_ns)
     hooks = pass_hooks([flag]) if flag is not None else {}
     # one segment: one block, every window at once
-    (_, b, q, *cov), = iter_windows(src, [grid], by=by, source=None, coverage=coverage,
-                                    **hooks)
+    # coverage always: a partly covered window is judged over line over its covered part
+    (_, b, q, cv), = iter_windows(src, [grid], by=by, source=None, coverage=True, **hooks)
     if flag is not None:
-        q = flag(b, q, w)
+        q = flag(b, q, w, cv.covered_ns(b) if cv.partial else None)
     b.columns.name = q.columns.name = by
     if coverage:
-        return b, q, coverage_frames(b, cov[0])
+        return b, q, coverage_frames(b, cv)
     return b, q
 
 

@@ -165,3 +165,30 @@ def test_report_figures_draw_a_partial_window_at_its_covered_rate(stops):
     np.testing.assert_allclose(cp.devices["d/tx"], [0.056], rtol=1e-9)
     # every 1 ms window is whole (readings every 1 ms from T0): 0.032 then 0.096 Gb/s
     np.testing.assert_allclose(cp.timeline.to_numpy(), [0.032] * 10 + [0.096] * 6, rtol=1e-9)
+
+
+def test_a_partial_window_over_line_in_its_covered_part_is_flagged_over_line(tmp_path):
+    """A 200 Gb/s port read every 1 ms (read bracket 2 us) from T0 to T0 + 16 ms: 1.25 MB per
+    ms (10 Gb/s) for 10 ms, then 37.5 MB per ms (300 Gb/s) for 6 ms. The 10 ms window [10, 20)
+    covers 6 ms at 300 Gb/s: its fewest bytes (each edge moved 1 us + 0.1 ms inward: 225 MB
+    less under 0.202 ms at 300 Gb/s, 7.6 MB) exceed what 200 Gb/s carries in the 6 ms (150 MB):
+    over line (O), as its 1 ms windows are. Judged over 10 ms (225 MB x 8 / 10 ms = 180 Gb/s)
+    it was never even a candidate."""
+    units = np.concatenate([[0], np.cumsum([1.25e6 / 4] * 10 + [37.5e6 / 4] * 6)])
+    path = write_capture(
+        tmp_path / "over", [ib("rocep1s0f1", "tx")],
+        {0: [(T0 + k * MS - 1000, 2000, int(u), STATUS_OK) for k, u in enumerate(units)]},
+        devices=[{"name": "rocep1s0f1", "ports": [{"port": 1, "rate_gbps": 200.0}]}],
+        roll_every=5)
+    from rdmascope.analysis import QUALITY_OVER_LINE
+
+    mem_b, mem_q, cov = rebin_with_quality(byte_intervals(load_capture(path)), W, origin_ns=T0,
+                                           coverage=True)
+    np.testing.assert_allclose(cov.gbps["rocep1s0f1/tx"], [10.0, 300.0], rtol=1e-9)
+    assert [bool(x & QUALITY_OVER_LINE) for x in mem_q["rocep1s0f1/tx"]] == [False, True]
+    r = CliRunner().invoke(main, ["rates", str(path), "--window", "10ms", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)["rates"]
+    assert [x["rocep1s0f1/tx_quality"] for x in rows] == \
+        [int(x) for x in mem_q["rocep1s0f1/tx"]] == [0, QUALITY_PARTIAL | QUALITY_OVER_LINE]
+    assert rows[1]["rocep1s0f1/tx_gbps"] == pytest.approx(300.0, rel=1e-9)

@@ -164,7 +164,8 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
 
     def view(b, q, c):
         b, q = link_view(b, q, links, True)
-        return b, flag(b, q, width_ns), link_coverage(c, links)
+        c = link_coverage(c, links)
+        return b, flag(b, q, width_ns, c.covered_ns), c
 
     state = {"csv": None, "pq": None, "schema": None, "rows": 0, "held": [], "started": False}
     # the Parquet file is written beside its name and renamed when complete: a capture that
@@ -375,9 +376,11 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
                 # twin links (each source grouped apart: netdev twins get their own
                 # "(netdev)" label) beside their members, their over-line bit their own
                 b, q = link_view(b, q, links, True)
+                c = link_coverage(c, links)
                 blocks_b.append(b)
-                blocks_q.append(flag(b, q, width_ns))
-                blocks_c.append(link_coverage(c, links))
+                # a partly covered window judged over line over its covered part, as shown
+                blocks_q.append(flag(b, q, width_ns, c.covered_ns))
+                blocks_c.append(c)
     if not blocks_b or sum(len(x) for x in blocks_b) == 0:
         raise click.ClickException(f"{capture}: no windows in the requested range")
     b = pd.concat(blocks_b)
