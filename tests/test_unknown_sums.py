@@ -299,3 +299,29 @@ def test_nccl_size_class_wire_bytes_with_an_unknown_collective_are_unknown():
     assert row["expected_known_bytes"] == 2000.0
     assert row["ratio"] == pytest.approx(2000.0 / 2000.0)  # over the known collectives
     assert row["ratio_low"] == pytest.approx(900.0 / 1000.0)  # the isolated known one
+
+
+def test_stacked_device_figure_leaves_unknown_windows_out_and_shades_them():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from rdmascope.analysis.figures import plot_devices
+
+    w = 100 * MS
+    idx = pd.Index(T0 + np.arange(6) * w, dtype="int64")
+    rates = pd.DataFrame({f"{A}/tx": [10.0, 20.0, np.nan, np.nan, 30.0, 40.0],
+                          f"{B}/tx": [1.0, 1.0, 1.0, 1.0, 1.0, 1.0]}, index=idx)
+    ax = plot_devices(rates, origin_ns=T0)
+    spans = [p for p in ax.patches if p.get_gid() == "unknown"]
+    assert len(spans) == 1  # windows 2 and 3: one band [0.2, 0.4) s
+    x0, x1 = spans[0].get_x(), spans[0].get_x() + spans[0].get_width()
+    assert (x0, x1) == pytest.approx((0.2, 0.4))
+    # no stacked area inside the unknown windows (drawn as 0 Gb/s it would be there)
+    drawn = set()
+    for coll in ax.collections:
+        for path in coll.get_paths():
+            xs = path.vertices[:, 0]
+            assert not ((xs > 0.2 + 1e-9) & (xs < 0.4 - 1e-9)).any()
+            drawn.add((round(float(xs.min()), 9), round(float(xs.max()), 9)))
+    # the known windows are drawn to their ends: [0, 0.2) and [0.4, 0.6) s
+    assert drawn == {(0.0, 0.2), (0.4, 0.6)}

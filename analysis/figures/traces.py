@@ -301,12 +301,25 @@ def plot_devices(
     if origin_ns is None:
         origin_ns = int(rates.index.min()) if len(rates) else 0
     x = _seconds(rates.index, origin_ns)
-    ys = [np.nan_to_num(rates[c].to_numpy(dtype=float)) for c in rates.columns]
+    # unknown is never zero: a window where a device's bytes are unknown is not stacked (a gap,
+    # never drawn as 0 Gb/s) and is shaded as unknown
+    vals = rates.to_numpy(dtype=float)
+    unknown = np.isnan(vals).any(axis=1) if vals.size else np.zeros(len(rates), bool)
+    ys = [np.where(unknown, np.nan, vals[:, j]) for j in range(vals.shape[1])]
     colors = [PALETTE[i % len(PALETTE)] for i in range(len(ys))]
-    ax.stackplot(x, *ys, labels=[str(c) for c in rates.columns], colors=colors, alpha=0.85,
-                 step="post", linewidth=0)
+    w = _width_of(rates.index) / 1e9
+    # each window drawn from its start to its end (the last one and those next to a gap too)
+    xs, ys_ = (np.column_stack([x, x + w]).ravel(), [np.repeat(y, 2) for y in ys]) if w > 0 \
+        else (x, ys)
+    ax.stackplot(xs, *ys_, labels=[str(c) for c in rates.columns], colors=colors, alpha=0.85,
+                 linewidth=0)
+    if unknown.any():
+        for k, (a, b) in enumerate(_merge_spans([(t, t + w) for t in x[unknown]])):
+            ax.axvspan(a, b, facecolor="0.9", edgecolor="0.6", hatch="//", linewidth=0,
+                       gid="unknown", label="unknown (no reading)" if k == 0 else None)
     _draw_capacities(ax, link_gbps)
-    _headroom(ax, [float(np.sum([y.max() for y in ys]))] if len(x) else [], link_gbps)
+    _headroom(ax, [float(np.sum([m for y in ys for m in _finite_max(y)]))] if len(x) else [],
+              link_gbps)
     ax.set_xlabel("time since start (s)")
     ax.set_ylabel(RATE_LABEL)
     ax.set_title(title or "Traffic per RDMA device (twin PCIe paths of one port), stacked",
