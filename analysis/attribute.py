@@ -473,7 +473,9 @@ def _attribute_from(capture, log, be, *, arrival_window_s: float,
         "itl_pooled_mean_s": float(itl.mean()) if len(itl) else None,
         "itl_pooled_p50_s": float(np.median(itl)) if len(itl) else None,
         "itl_pooled_p99_s": float(np.percentile(itl, 99)) if len(itl) else None,
-        "output_throughput_tps": float(np.nansum(out_tok) / run_s) if run_s > 0 else None,
+        # unknown is never zero: a request without its output tokens makes the total unknown
+        "output_throughput_tps": float(out_tok.sum() / run_s)
+        if run_s > 0 and len(out_tok) and np.isfinite(out_tok).all() else None,
         "burst_capacity_gbps": cap_gbps,
         # the conserving split (conserving.py): per-request bytes + idle/other = the counters;
         # unknown is never zero: NaN totals with any unknown segment, the known parts beside

@@ -325,3 +325,15 @@ def test_stacked_device_figure_leaves_unknown_windows_out_and_shades_them():
             drawn.add((round(float(xs.min()), 9), round(float(xs.max()), 9)))
     # the known windows are drawn to their ends: [0, 0.2) and [0.4, 0.6) s
     assert drawn == {(0.0, 0.2), (0.4, 0.6)}
+
+
+def test_output_throughput_is_unknown_when_a_request_has_no_output_tokens(tmp_path):
+    cap = _capture(tmp_path / "cap")
+    log = _log(tmp_path / "log.jsonl", [(10, 30, 60), (62, 70, 80)])
+    # some tools leave a request's output tokens out (requestlogs: Int64, missing)
+    log.requests.loc[log.requests["request_id"] == "r1", "output_tokens"] = pd.NA
+    s = attribute(cap, align(log, cap)).summary
+    assert s["output_throughput_tps"] is None  # 11 tokens known, r1's unknown: never 11 / run
+    # with both known: total output tokens / (last token - first send) = 22 / 0.070 s
+    at = attribute(cap, align(_log(tmp_path / "log2.jsonl", [(10, 30, 60), (62, 70, 80)]), cap))
+    assert at.summary["output_throughput_tps"] == pytest.approx(22 / 0.070)
