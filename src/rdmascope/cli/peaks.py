@@ -113,8 +113,9 @@ def command(capture, t_from, t_to, origin_s, windows, percentiles, group, uncert
         sel = c[c["data"] & ((c["source"] == src) if src else c["data"])]
         n_series = sel["series"].nunique() + len(groups or {})
         # the windows held in memory at once: about one segment's (the rest streams)
+        span = segment_span(cap)  # every segment's footer: read once, not once per width
         for w in widths:
-            check_window_count(w, segment_span(cap), n_series=n_series, option="--windows",
+            check_window_count(w, span, n_series=n_series, option="--windows",
                                what="one segment of the capture",
                                advice="use a wider window")
         with progress(length=max(cap.rows, 1), label="peaks") as bar:
