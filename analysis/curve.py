@@ -55,7 +55,7 @@ class CounterCurve:
     """One counter's intervals, sorted and non-overlapping, with the precomputed cumulative sums."""
 
     __slots__ = ("t0", "t1", "b", "cb", "dur", "cdur", "nan_t0", "nan_t1", "gap_t0", "gap_t1",
-                 "unc")
+                 "unc", "solid")
 
     def __init__(self, t0: np.ndarray, t1: np.ndarray, b: np.ndarray, flag: np.ndarray,
                  unc: np.ndarray | None = None):
@@ -78,11 +78,15 @@ class CounterCurve:
         self.dur = t1 - t0
         self.cdur = np.empty(n + 1, self.dur.dtype if n else np.int64)
         self.cdur[0] = 0
+        self.solid = False
         if n and (t0[1:] == t1[:-1]).all():
             # consecutive intervals (each starts where the last ended, as a counter's readings
             # make them): the covered time up to an interval's end is the same integer as the
             # running sum of durations, without the sequential sum
             np.subtract(t1, t0[0], out=self.cdur[1:])
+            # and of positive durations: the covered time up to any instant is the time since
+            # the first reading, clipped to the span (``cum``)
+            self.solid = bool((self.dur > 0).all())
         else:
             np.cumsum(self.dur, out=self.cdur[1:])
         g = flag == FLAG_GAP
@@ -123,10 +127,22 @@ class CounterCurve:
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Cumulative bytes (whole intervals, partial interval) and covered ns (same) at e.
 
-        ``step``: e is a regular grid of this step (see ``ends_before``)."""
+        ``step``: e is a regular grid of this step (see ``ends_before``).
+
+        For consecutive intervals of positive duration (``solid``: a counter read without a
+        hole, as the sampler's readings make them) the covered ns comes whole as the third part
+        (the time since the first reading, clipped to the span: the same integers) and the
+        fourth is zero, read-only and zero-strided (``is_zero``; ``edges`` skips it); the bytes
+        are the same floats either way."""
         n = len(self.t0)
         j = self.ends_before(e, step)  # intervals ending at or before e
         jj = np.minimum(j, n - 1)
+        if self.solid and len(e) >= _SOLID_MIN:
+            num = e - self.t0[jj]
+            frac = np.divide(num, self.dur[jj])
+            frac[(j >= n) | (num <= 0)] = 0.0  # past the last interval or before its start
+            cov = np.clip(e - self.t0[0], 0, self.cdur[-1])
+            return self.cb[j], self.b[jj] * frac, cov, _zeros(len(e), np.int64)
         t0j = self.t0[jj]
         inside = (j < n) & (t0j < e)
         num = np.where(inside, e - t0j, 0)
@@ -194,7 +210,8 @@ class CounterCurve:
             np.subtract(f[1:], f[:-1], out=byt[s:s + len(ee) - 1])
             byt[s:s + len(ee) - 1] += np.diff(p)
             np.subtract(c[1:], c[:-1], out=cov[s:s + len(ee) - 1])
-            cov[s:s + len(ee) - 1] += np.diff(nn)
+            if not is_zero(nn):
+                cov[s:s + len(ee) - 1] += np.diff(nn)
         a, b = e[:-1], e[1:]
         if len(self.nan_t0):
             nan = overlapping(self.nan_t0, self.nan_t1, a, b) > 0
@@ -210,6 +227,21 @@ class CounterCurve:
         out[1][...] = nan
         out[2][...] = gap
         return out
+
+
+#: ``CounterCurve.cum`` takes the covered time whole from this many instants on (below it the
+#: two-part sum is as fast)
+_SOLID_MIN = 64
+
+
+def _zeros(n: int, dtype=np.float64) -> np.ndarray:
+    """n zeros that take no memory (one value, stride 0, read-only: ``is_zero``)."""
+    return np.broadcast_to(np.zeros(1, dtype), (n,))
+
+
+def is_zero(a: np.ndarray) -> bool:
+    """True for the zero-strided zeros ``CounterCurve.cum`` returns for a part it does not use."""
+    return a.ndim == 1 and a.strides == (0,) and len(a) > 0 and not a.flags.writeable
 
 
 class CurveSpec:

@@ -575,6 +575,39 @@ def test_regular_grid_count_equals_the_binary_search():
         assert np.array_equal(c.ends_before(e, step), np.searchsorted(t1, e, "right"))
 
 
+def test_solid_curve_windows_equal_the_two_part_sum():
+    """A counter read without a hole (``CounterCurve.solid``: consecutive intervals of positive
+    duration) takes its covered time whole from the first reading; every window's bytes, NaN
+    and gap marks and covered ns must be exactly those of the general two-part sum (grids
+    before, inside and past the readings, regular, clipped and irregular edges)."""
+    from rdmascope.analysis.curve import CounterCurve
+
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        n = int(rng.integers(1, 400))
+        t = int(rng.integers(-10**6, 10**6)) + np.concatenate(
+            [[0], np.cumsum(rng.integers(1, 3000, n))]).astype(np.int64)
+        # a few unknown intervals: counter resets and gaps (FLAG_RESET 1, FLAG_GAP 3)
+        flag = rng.choice(np.array([0, 1, 3], np.int8), n, p=[0.9, 0.05, 0.05])
+        b = np.where(flag != 0, np.nan, rng.integers(0, 10**9, n).astype(float))
+        c = CounterCurve(t[:-1], t[1:], b, flag)
+        assert c.solid
+        step = int(rng.integers(1, 4000))
+        e = int(t[0]) - int(rng.integers(0, 4 * step)) \
+            + np.arange(int(rng.integers(2, 500)), dtype=np.int64) * step
+        steps = [step, None]
+        if rng.random() < 0.3:  # irregular edges
+            e = np.unique(rng.integers(int(t[0]) - 5000, int(t[-1]) + 5000, 200))
+            steps = [None]
+        for st in steps:
+            fast = c.edges(e, step=st)
+            c.solid = False
+            slow = c.edges(e, step=st)
+            c.solid = True
+            for x, y in zip(fast, slow, strict=True):
+                assert np.array_equal(x, y, equal_nan=True)
+
+
 def test_grids_sharing_edges_equal_each_grid_alone(tmp_path):
     """Grids of one pass whose edges are every r-th edge of a finer grid take the cumulative
     curve from it (``_GridAcc.add`` with a memo); each grid's windows must be exactly those of
