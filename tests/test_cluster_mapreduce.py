@@ -172,7 +172,7 @@ def test_the_process_pool_gives_the_serial_results(cset):
 def test_the_command_starts_its_pool_first_and_answers_as_serially(cset):
     """``cluster`` starts its pool's workers before it imports the analysis modules
     (``mappool.start_pool``: every worker at once, importing while the command does); its
-    answer is the serial one, and each node's map ran in one of the pool's two workers."""
+    answer is the serial one, and each node's map ran in one of the pool's workers."""
     from rdmascope.mappool import start_pool
 
     with start_pool(2) as ex:  # both workers started at once (not one per task as it comes)
@@ -185,7 +185,10 @@ def test_the_command_starts_its_pool_first_and_answers_as_serially(cset):
     serial, pool = (json.loads(r.stdout) for r in runs)
     maps = [x["meta"].pop("maps") for x in (serial, pool)]
     assert {m["pid"] for m in maps[0].values()} == {os.getpid()}
-    assert len({m["pid"] for m in maps[1].values()} - {os.getpid()}) == 2
+    # every map ran in a worker, none in the command's own process; which of the two workers
+    # took how many is up to the scheduler (on a loaded machine one may take them all)
+    pool_pids = {m["pid"] for m in maps[1].values()}
+    assert os.getpid() not in pool_pids and 1 <= len(pool_pids) <= 2
     assert serial == pool
 
 
