@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from rdmascope.capture import read_manifest
+from rdmascope.exitcodes import OptionValueError
 
 from .bursts import detect_bursts
 from .curve import HEADLINE_EXCLUDE, QUALITY_OVER_LINE, CounterCurve, combine_windows
@@ -73,6 +74,14 @@ MIN_CORRELATION = 0.5
 
 class RunSetError(ValueError):
     """A set of captures that cannot be one run's (two of one host, no overlap, no clocks)."""
+
+
+class NoSuchHost(RunSetError, OptionValueError):
+    """``--reference HOST`` names no capture of the set: a usage error (exit 2) naming the
+    hosts there are."""
+
+    def __init__(self, message: str):
+        OptionValueError.__init__(self, message, "--reference")
 
 
 @dataclass
@@ -182,8 +191,8 @@ def open_run_set(paths, *, reference: str | None = None, t_end_ns: dict | None =
     ref = 0
     if reference is not None:
         if reference not in seen:
-            raise RunSetError(f"--reference {reference!r}: no capture of that host (hosts: "
-                              f"{', '.join(seen)})")
+            raise NoSuchHost(f"{reference!r}: no capture of that host (hosts: "
+                             f"{', '.join(seen)})")
         ref = [n.host for n in nodes].index(reference)
     r0 = nodes[ref].realtime_minus_monotonic_ns
     for n in nodes:

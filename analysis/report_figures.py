@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from rdmascope.exitcodes import OptionValueError
+
 from .report_pass import DEFAULT_WINDOWS_NS, MS_NS, Configuration, info_of, window_origin
 
 ONE_MS_UNCERTAINTY = ("A single 1 ms value carries about ±15–25 % timing uncertainty (each "
@@ -331,7 +333,8 @@ def pick_request(cfg: Configuration, request_id: str | None = None) -> pd.Series
 
     "Lone": no other request is in flight between its send and its first token, so its traffic
     is its own; among those the one with the longest TTFT (most bursts). Raises ValueError when
-    the configuration has no requests or the id is unknown.
+    the configuration has no requests, ``OptionValueError`` (``--request-id``, a usage error)
+    when the id is unknown.
     """
     r = cfg.requests
     if not len(r):
@@ -339,8 +342,10 @@ def pick_request(cfg: Configuration, request_id: str | None = None) -> pd.Series
     if request_id is not None:
         hit = r[r["request_id"].astype(str) == str(request_id)]
         if not len(hit):
-            raise ValueError(f"{cfg.label}: no successful request {request_id!r}; known: "
-                             f"{', '.join(map(str, r['request_id'][:10]))}")
+            ids = [str(x) for x in r["request_id"]]
+            raise OptionValueError(f"{cfg.label}: no successful request {request_id!r}; "
+                                   f"known ({len(ids)}): {', '.join(ids[:10])}"
+                                   f"{', ...' if len(ids) > 10 else ''}", "--request-id")
         return hit.iloc[0]
     send, first, last = (r[c].to_numpy() for c in ("t_send_ns", "t_first_ns", "t_last_ns"))
     lone = np.array([not np.any((send < first[i]) & (last > send[i]) & (np.arange(len(r)) != i))
@@ -583,9 +588,13 @@ def _test_ranges(configs: Sequence[Configuration], test: str | None, pad_s: floa
         if not len(r):
             raise ValueError(f"{cfg.label}: no request log given")
         if test is not None:
+            tests = r["test"].dropna().astype(str)
             r = r[r["test"].astype(str) == str(test)]
             if not len(r):
-                raise ValueError(f"{cfg.label}: no request of test {test!r}")
+                there = list(dict.fromkeys(tests))
+                raise OptionValueError(f"{cfg.label}: no request of test {test!r}; tests: "
+                                       f"{', '.join(there[:20]) or 'none (no test names)'}"
+                                       f"{', ...' if len(there) > 20 else ''}", "--test")
         pad = int(pad_s * 1e9)
         t0 = int(r["t_send_ns"].min())
         a, b = t0 - pad, int(r["t_last_ns"].max()) + pad
@@ -670,7 +679,8 @@ def figure_comparison(configs: Sequence[Configuration], test: str | None = None,
     first send (the figure's time axis), e.g. a few seconds of a long test at every 1 ms window.
     ``fed``: {label: ``RangeRates``} of ``comparison_consumers`` (same arguments) fed by each
     capture's pass; a configuration without one is read here.
-    Raises ValueError when a configuration has no request of ``test`` or nothing in the range.
+    Raises ``OptionValueError`` (``--test``) when a configuration has no request of ``test``,
+    ValueError when nothing is in the range.
     """
     from . import figures
 

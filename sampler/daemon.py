@@ -95,8 +95,10 @@ class RecordError(Exception):
 
 
 class RecordUsageError(RecordError):
-    """A ``RecordError`` caused by an option value that names nothing (a ``--sysfs-root`` that
-    does not exist, a ``--device`` that is not there): the CLI exits 2, as for a usage error."""
+    """A ``RecordError`` caused by an option value that names nothing or is out of range (a
+    ``--sysfs-root`` that does not exist, a ``--device``, ``--counters`` name or ``--netdev``
+    that is not there, an ``--interval`` or ``--duration`` outside its range): the CLI exits 2,
+    as for a usage error. The message starts with the option."""
 
 
 @dataclass
@@ -170,10 +172,10 @@ def _start_metrics(address: str | None, counters, interval_ns: int, meta=None):
 
 def _validate(opts: RecordOptions) -> None:
     if not MIN_INTERVAL_NS <= opts.interval_ns <= MAX_INTERVAL_NS:
-        raise RecordError(f"--interval {opts.interval_ns / 1e6:g} ms is outside the allowed range "
-                          "0.1 ms .. 1 s")
+        raise RecordUsageError(f"--interval {opts.interval_ns / 1e6:g} ms is outside the allowed "
+                               "range 0.1 ms .. 1 s")
     if opts.duration_s is not None and opts.duration_s <= 0:
-        raise RecordError(f"--duration must be positive, got {opts.duration_s:g} s")
+        raise RecordUsageError(f"--duration must be positive, got {opts.duration_s:g} s")
 
 
 def _check_requested_counters(devices, names) -> None:
@@ -191,7 +193,7 @@ def _check_requested_counters(devices, names) -> None:
     if absent:
         where = ", ".join(f"{d.name}/{p.port}" for d, p in ports)
         have = available_counters(devices)
-        raise RecordError(
+        raise RecordUsageError(
             f"--counters: {', '.join(absent)} exist(s) on none of the selected ports ({where}); "
             f"counters there: {', '.join(have) or 'none'}")
 
@@ -291,8 +293,9 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
             if not netdev_exists(root, nd):
                 have = sorted(os.listdir(root / "class" / "net")) if (
                     root / "class" / "net").is_dir() else []
-                raise RecordError(f"--netdev {nd}: no {root / 'class' / 'net' / nd / 'statistics'}"
-                                  f" (interfaces: {', '.join(have) or 'none'})")
+                raise RecordUsageError(f"--netdev {nd}: no "
+                                       f"{root / 'class' / 'net' / nd / 'statistics'}"
+                                       f" (interfaces: {', '.join(have) or 'none'})")
             if nd not in own:
                 extra[nd] = "--netdev"
         if opts.netdev_stats:

@@ -129,10 +129,11 @@ def test_report_takes_run(tmp_path):
                                   "-o", str(tmp_path / "all")])
     assert r.exit_code == 0, r.output
     assert request_ids("all") == ["run1-0", "run2-0"]  # without --run: every run
-    # a run the file does not hold: the log's own error, one line
+    # a run the file does not hold: a usage error (exit 2) naming the option and the runs there
     r = CliRunner().invoke(main, ["report", str(cap), "--requests", str(log), "--run", "9",
                                   "--offset", send, "-o", str(tmp_path / "r9")])
-    assert r.exit_code == 4 and "run 9 does not exist" in r.output
+    assert r.exit_code == 2 and "run 9 does not exist" in r.output, r.output
+    assert "'--run'" in r.output and "holds 2 runs (expected 1..2)" in r.output
     r = CliRunner().invoke(main, ["report", str(cap), "--requests", str(log), "--run", "1",
                                   "--run", "2", "-o", str(tmp_path / "rx")])
     assert r.exit_code == 2 and "give one --run for every capture or one per capture" in r.output

@@ -443,7 +443,9 @@ def test_compare_picks_a_run_of_each_log(tmp_path):
     base = ["compare", str(CAP), str(b), "--requests-a", log, "--requests-b", log,
             "--offset-a", str(P1_SEND), "--offset-b", str(P1_SEND), "--run-b", "1"]
     r = CliRunner().invoke(main, base + ["--run-a", "3"])
-    assert r.exit_code == 4 and "run 3 does not exist" in r.output
+    # a usage error (exit 2) naming the side's option, not a problem of the log (exit 4)
+    assert r.exit_code == 2 and "run 3 does not exist" in r.output, r.output
+    assert "Invalid value for '--run-a'" in r.output
     r = CliRunner().invoke(main, base + ["--run-a", "1", "--json"])
     assert r.exit_code == 0, r.output
 

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rdmascope.exitcodes import OptionValueError
+
 CLOCK_MONOTONIC = "CLOCK_MONOTONIC"
 
 
@@ -67,6 +69,19 @@ class RequestLogError(ValueError):
         if field is not None:
             where += f": field {field!r}"
         super().__init__(f"{where}: {message}")
+
+
+class NoSuchRun(RequestLogError, OptionValueError):
+    """``--run K`` names a run the log does not hold: a usage error (exit 2) naming the runs
+    there are, found only once the log is read. ``option`` is ``--run`` (``compare`` sets
+    ``--run-a``/``--run-b``)."""
+
+    def __init__(self, path: str | os.PathLike, run: int, n_runs: int):
+        self.path, self.row, self.field, self.option = str(path), None, "run", "--run"
+        self.message = (f"run {run} does not exist: {path} holds {n_runs} run"
+                        f"{'s' if n_runs != 1 else ''} (expected "
+                        f"{'1' if n_runs == 1 else f'1..{n_runs}'})")
+        ValueError.__init__(self, self.message)
 
 
 @dataclass

@@ -9,7 +9,15 @@ from pathlib import Path
 import pandas as pd
 
 from .checks import MAX_CHECK_NOTES, _validate
-from .common import RequestLog, RequestLogError, UnexpectedShape, _frame, _read_text, short_reason
+from .common import (
+    NoSuchRun,
+    RequestLog,
+    RequestLogError,
+    UnexpectedShape,
+    _frame,
+    _read_text,
+    short_reason,
+)
 from .detector import detect_format
 from .formats import FORMATS, TABLE
 
@@ -77,8 +85,7 @@ def read_request_log(path: str | os.PathLike, format: str | None = None, *,
         df["token_source"] = [t or TABLE[fmt].token_source for t in df["token_source"]]
     if run is not None:
         if not 1 <= int(run) <= len(runs):
-            raise RequestLogError(p, f"holds {len(runs)} run(s); run {run} does not exist "
-                                     f"(expected 1..{len(runs)})", field="run")
+            raise NoSuchRun(p, int(run), len(runs))
         df = df[df["run"] == int(run)].reset_index(drop=True)
         runs = [r for r in runs if r["run"] == int(run)]
         notes = [n for n in notes if not n.startswith(f"{len(res[3])} runs in one file")] \

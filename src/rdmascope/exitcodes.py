@@ -20,6 +20,13 @@ ERROR > FAIL > CANNOT JUDGE > PASS (USAGE when every node refused the same comma
 
 ``DataError`` is the ``click.ClickException`` for code 4; ``rdmascope.cli`` turns any other plain
 ``ClickException`` (exit 1 in click) into code 4 too, so that 1 stays the verdict's.
+
+A value that names something the data does not hold (``--run 5`` of a log of 3 runs,
+``--request-id X`` of no such request, ``--reference HOST`` of no capture, ``--counters bogus``)
+is a usage error too, although it can only be found after reading: the library raises
+``OptionValueError`` (a ``ValueError`` naming the option and the values there are), and the CLI
+shows it as click's ``BadParameter`` ("Invalid value for '--run': ...", exit 2) wherever it was
+caught and wrapped (``usage_error``).
 This module imports only click: the sampler's ``record`` uses it as well.
 """
 
@@ -60,6 +67,44 @@ class DataError(click.ClickException):
     """A one-line error about the data or a file (exit code 4, ``EXIT_ERROR``)."""
 
     exit_code = EXIT_ERROR
+
+
+class OptionValueError(ValueError):
+    """An option's value names something absent or invalid that only the data shows: a usage
+    error (exit 2), never a data error. ``option``: the option as typed (``"--run"``; a caller
+    handling two such options, e.g. ``--run-a``/``--run-b``, may set it); the message says what
+    was given and the values there are ("run 5 does not exist: LOG holds 3 runs (1..3)")."""
+
+    def __init__(self, message: str, option: str | None = None):
+        super().__init__(message)
+        self.option = option
+
+
+def option_value_error(exc: BaseException | None) -> OptionValueError | None:
+    """The ``OptionValueError`` that ``exc`` is or was raised from (its ``__cause__`` /
+    ``__context__`` chain), else None."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, OptionValueError):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def usage_error(exc: click.ClickException | OptionValueError) -> click.ClickException:
+    """``exc`` itself, or, when it is or wraps an ``OptionValueError`` (a CLI module caught a
+    library error and raised ``ClickException(str(exc)) from exc``), the ``click.BadParameter``
+    (exit 2) naming its option."""
+    if isinstance(exc, click.UsageError):
+        return exc
+    found = option_value_error(exc)
+    if found is None:
+        return exc
+    hint = f"'{found.option}'" if found.option else None
+    new = click.BadParameter(str(found), param_hint=hint)
+    new.__cause__ = found
+    return new
 
 
 def worst(codes) -> int:

@@ -12,7 +12,7 @@ import importlib
 import click
 
 from rdmascope import __version__
-from rdmascope.exitcodes import EXIT_ERROR, TABLE, DataError
+from rdmascope.exitcodes import EXIT_ERROR, TABLE, DataError, OptionValueError, usage_error
 
 # command name -> module under rdmascope.cli holding a click command called `command`
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -77,7 +77,12 @@ class LazyGroup(click.Group):
                 raise DataError(
                     f"`rdmascope {ctx.invoked_subcommand}` {_needs_extras(exc)}") from exc
             raise
+        except OptionValueError as exc:  # a value the data shows to name nothing: exit 2
+            raise usage_error(exc) from exc
         except click.ClickException as exc:
+            usage = usage_error(exc)  # an OptionValueError wrapped by the command: exit 2
+            if usage is not exc:
+                raise usage from exc
             # click exits 1 on a plain ClickException; 1 is the FAIL verdict's alone
             # (rdmascope.exitcodes), so an error that is not a usage error exits EXIT_ERROR
             if exc.exit_code == 1 and not isinstance(exc, click.UsageError):

@@ -16,6 +16,7 @@ from rdmascope.cli.output import (
     say_capture_state,
 )
 from rdmascope.cli.shared import (
+    REQUEST_FORMATS,
     CaptureDirs,
     default_log,
     echo_table,
@@ -88,9 +89,7 @@ def cell_cols(percentiles) -> list[str]:
                    "Give it several times for several logs of one run (one per rank API "
                    "server or client): each is aligned on its own, requests are merged with "
                    "their source named, statistics per log and merged.")
-@click.option("--format", "fmt", type=click.Choice(
-    ["native", "vllm", "guidellm", "genai-perf", "aiperf", "inference-perf", "sglang",
-     "llmperf", "vllm-multiturn", "trtllm-bench", "fmperf"]),
+@click.option("--format", "fmt", type=click.Choice(REQUEST_FORMATS),
               help="Request log format (default: detected from the content).")
 @click.option("--offset", type=OFFSET, multiple=True,
               help="Seconds added to the log's times (places a relative log on the capture). "

@@ -18,7 +18,7 @@ from rdmascope.cli.output import (
     link_gbps_option,
     output_options,
 )
-from rdmascope.cli.shared import CaptureDirs, find_request_log, run_set_paths
+from rdmascope.cli.shared import REQUEST_FORMATS, CaptureDirs, find_request_log, run_set_paths
 from rdmascope.exitcodes import VERDICT_EXIT as EXIT
 
 
@@ -59,7 +59,7 @@ def _device_changes(rs) -> dict[str, list[str]]:
               default=None, help="The benchmark client's request log (one serves all nodes) "
               "[default: requests.jsonl in a capture directory (its host becomes the "
               "reference), else in the captures' common parent directory].")
-@click.option("--format", "request_format", default=None,
+@click.option("--format", "request_format", default=None, type=click.Choice(REQUEST_FORMATS),
               help="Request log format (default: detected from the content).")
 @click.option("--offset", "offset_s", type=OFFSET, default=None,
               help="Seconds added to the log's times (placing a relative log on the "

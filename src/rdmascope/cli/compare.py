@@ -16,10 +16,14 @@ from rdmascope.cli.output import (
     say_capture_state,
 )
 from rdmascope.cli.setup_options import describe_sources, resolve, setup_options
-from rdmascope.cli.shared import default_log, echo_table, find_request_log, run_set_dir
-
-FORMATS = ["native", "vllm", "guidellm", "genai-perf", "aiperf", "inference-perf", "sglang",
-           "llmperf", "vllm-multiturn", "trtllm-bench", "fmperf"]
+from rdmascope.cli.shared import (
+    REQUEST_FORMATS,
+    default_log,
+    echo_table,
+    find_request_log,
+    run_set_dir,
+)
+from rdmascope.exitcodes import OptionValueError
 
 TABLE_COLS = ["test", "n_requests", "prompt_tokens", "ttft_a_s", "ttft_b_s", "ttft_change_s",
               "ttft_change_pct", "ttlft_a_s", "ttlft_b_s", "ttlft_change_s", "ttlft_change_pct",
@@ -84,8 +88,8 @@ def _open_set(name: str, path, caps, reference):
               help="Request log of A (default: CAPTURE_A/requests.jsonl).")
 @click.option("--requests-b", type=click.Path(exists=True, dir_okay=False),
               help="Request log of B (default: CAPTURE_B/requests.jsonl).")
-@click.option("--format-a", type=click.Choice(FORMATS), default=None)
-@click.option("--format-b", type=click.Choice(FORMATS), default=None)
+@click.option("--format-a", type=click.Choice(REQUEST_FORMATS), default=None)
+@click.option("--format-b", type=click.Choice(REQUEST_FORMATS), default=None)
 @click.option("--offset-a", type=OFFSET, default=None,
               help="Seconds added to A's log times.")
 @click.option("--offset-b", type=OFFSET, default=None,
@@ -197,8 +201,8 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
         raise click.UsageError(f"CAPTURE_A ({capture_a}) and CAPTURE_B ({capture_b}) are "
                                    f"the same capture (capture_id {id_a}) with the same request "
                                    f"log ({logs[0]}); compare two different runs")
-    for cap, log_path, fmt, off, run in ((caps[0], logs[0], format_a, offset_a, run_a),
-                                         (caps[1], logs[1], format_b, offset_b, run_b)):
+    for side, cap, log_path, fmt, off, run in (("a", caps[0], logs[0], format_a, offset_a, run_a),
+                                               ("b", caps[1], logs[1], format_b, offset_b, run_b)):
         try:
             require_rdma_counters(cap)  # said before anything about the log, as ever
             log = align(read_request_log(log_path, fmt, run=run), cap, off)
@@ -208,6 +212,8 @@ def command(capture_a, capture_b, requests_a, requests_b, format_a, format_b, of
             atts.append(att)
             ifaces.append(interfaces_of(checks))
         except (RequestLogError, CaptureError, ValueError) as exc:
+            if isinstance(exc, OptionValueError) and exc.option == "--run":
+                exc.option = f"--run-{side}"  # the side's own option (exit 2, cli.__init__)
             raise click.ClickException(str(exc)) from exc
     setup = resolve(setup_kw, run_facts(caps[0], ifaces[0]), run_facts(caps[1], ifaces[1]))
     la = label_a or Path(capture_a).name

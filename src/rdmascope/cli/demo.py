@@ -7,6 +7,17 @@ import click
 from rdmascope.cli.simulate import MAX_NODES
 
 
+def _nodes(ctx, param, value):
+    """1 (the one-node demo) or 3..MAX_NODES (the cluster demo): 2 is refused as the range
+    is (exit 2), naming the values there are."""
+    if value is not None and value != 1 and not 3 <= value <= MAX_NODES:
+        raise click.BadParameter(f"{value} is not 1 (the one-node demo) or in the range "
+                                 f"3<=x<={MAX_NODES} (the cluster demo: one node without "
+                                 "NCCL_IB_HCA and one straggler need a third to compare with)",
+                                 ctx=ctx, param=param)
+    return value
+
+
 @click.command(name="demo")
 @click.option("-o", "--output", default=None, type=click.Path(),
               help="Directory for the demo's captures, request logs and summary "
@@ -14,10 +25,11 @@ from rdmascope.cli.simulate import MAX_NODES
 @click.option("--force", is_flag=True,
               help="With -o: replace an earlier demo's outputs in a non-empty directory (its "
                    "captures, report/ and summary.txt); anything else in their place is refused.")
-@click.option("--nodes", type=click.IntRange(1, MAX_NODES), default=1, show_default=True,
-              help="N >= 3: the cluster demo instead: an emulated N-node run (one node without "
-                   "NCCL_IB_HCA, one straggler, wall clocks apart), captures written by the "
-                   "emulator, then `rdmascope cluster` and the cluster report (seconds).")
+@click.option("--nodes", type=int, default=1, show_default=True, callback=_nodes,
+              help=f"1: the one-node demo. N from 3 to {MAX_NODES}: the cluster demo instead: "
+                   "an emulated N-node run (one node without NCCL_IB_HCA, one straggler, wall "
+                   "clocks apart), captures written by the emulator, then `rdmascope cluster` "
+                   "and the cluster report (seconds).")
 def command(output, force, nodes) -> None:
     """Emulated ConnectX-7 twins -> the real `rdmascope record` -> analysis, at 200 Gb/s and at the
     emulated 100 Gb/s (about a minute). Without -o each run gets a fresh directory; with -o a

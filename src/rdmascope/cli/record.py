@@ -209,7 +209,13 @@ def command(output, interval_ns, devices, duration_ns, counters, netdev_stats, n
     try:
         result = record(opts)
     except RecordUsageError as exc:  # an option value that names nothing: exit 2
-        raise click.UsageError(str(exc)) from exc
+        import re
+
+        # "--counters: bogus exist(s) ..." -> "Invalid value for '--counters': bogus ..."
+        m = re.match(r"(--[a-z-]+):? (.*)", str(exc), re.S)
+        if m is None:
+            raise click.UsageError(str(exc)) from exc
+        raise click.BadParameter(m.group(2), param_hint=f"'{m.group(1)}'") from exc
     except RecordError as exc:
         raise click.ClickException(str(exc)) from exc
     try:

@@ -32,6 +32,8 @@ from rdmascope.exitcodes import (
     EXIT_FAIL,
     EXIT_PASS,
     EXIT_USAGE,
+    OptionValueError,
+    usage_error,
     worst,
 )
 
@@ -111,7 +113,8 @@ def for_each_node(command: click.Command, captures, params: dict[str, Any], *,
                 ctx.invoke(command, **p)
             except click.exceptions.Exit as exc:
                 code = exc.exit_code
-            except click.ClickException as exc:
+            except (click.ClickException, OptionValueError) as exc:
+                exc = usage_error(exc)  # a value naming nothing (--run 5): exit 2
                 click.echo(f"Error: {node.host}: {exc.format_message()}", err=True)
                 code = exc.exit_code  # 2 for a usage error, else an error about the data
                 if code == EXIT_FAIL and not isinstance(exc, click.UsageError):

@@ -25,6 +25,11 @@ __all__ = ["default_log", "require_capture", "find_request_log", "run_set_dir", 
            "CaptureDirs", "echo_table"]
 
 #: columns printed as whole numbers (with thousands separators) by ``echo_table``
+#: The request-log formats ``--format`` takes (``analysis.requestlogs.FORMATS``, stated here so
+#: that a command's --help and option check import no pandas; tests/test_newuser_errors.py).
+REQUEST_FORMATS = ["native", "vllm", "guidellm", "genai-perf", "aiperf", "inference-perf",
+                   "sglang", "llmperf", "vllm-multiturn", "trtllm-bench", "fmperf"]
+
 COUNT_SUFFIXES = ("tokens", "round", "rounds", "requests", "bursts", "n_chunks")
 
 
@@ -91,7 +96,8 @@ def find_request_log(paths: list[str], reference: str | None) -> tuple[str | Non
     """Return (log path, index of the capture whose host wrote it) for the first capture
     directory holding ``requests.jsonl`` (the reference's first), else the parent directory
     shared by the captures (a ``simulate capture --nodes`` or ``record -o runs/p2/{host}`` layout;
-    index None), else (None, None)."""
+    index None), else (None, None). Raises ``click.BadParameter`` (exit 2) when ``reference``
+    is the host of none of the (readable) captures."""
     order = list(range(len(paths)))
     if reference is not None:
         hosts = []
@@ -100,6 +106,10 @@ def find_request_log(paths: list[str], reference: str | None) -> tuple[str | Non
                 hosts.append(read_manifest(p).get("host"))
             except Exception:  # noqa: BLE001 (open_run_set names the bad capture later)
                 hosts.append(None)
+        if reference not in hosts and None not in hosts:  # named before any log is blamed
+            raise click.BadParameter(f"{reference!r}: no capture of that host (hosts: "
+                                     f"{', '.join(dict.fromkeys(hosts))})",
+                                     param_hint="'--reference'")
         order.sort(key=lambda i: hosts[i] != reference)
     for i in order:
         f = Path(paths[i]) / "requests.jsonl"
