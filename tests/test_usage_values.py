@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 from rdmascope.sampler.faketree import build_device
 
-from rdmascope.cli import main
+from rdmascope.cli import main, refuse_both_ways
 from rdmascope.emulator.cluster import ClusterSpec, simulate_cluster
 from rdmascope.emulator.model import TrafficConfig, link_config, make_scenario, simulate
 from rdmascope.exitcodes import EXIT_USAGE
@@ -150,3 +151,63 @@ def test_record_interval_and_duration_out_of_range_are_usage_errors(tmp_path):
         r = run("record", "-o", tmp_path / "cap", "--sysfs-root", tmp_path, "--no-status", *args)
         assert_usage(r, option)
         assert not (tmp_path / "cap").exists()
+
+
+@pytest.mark.parametrize("cmd", [
+    ["verify-emulation", SIM, "--expect-single", "--expect-both"],
+    ["verify-emulation", SIM, "--expect-both", "--expect-single"],
+    ["cluster", SIM, EMU, "--expect-single", "--expect-both"],
+    ["cluster", SIM, EMU, "--refine", "--no-refine"],
+    ["record", "-o", "{tmp}/c", "--status", "--no-status"],
+    ["simulate", "capture", "-o", "{tmp}/c", "--enable-chunked-prefill",
+     "--no-enable-chunked-prefill"],
+])
+def test_both_sides_of_an_on_off_flag_are_refused(cmd, tmp_path):
+    r = run(*[str(a).format(tmp=tmp_path) for a in cmd])
+    assert r.exit_code == EXIT_USAGE, r.output
+    on, off = [a for a in cmd if str(a).startswith("--") and "status" in a or "expect" in str(a)
+               or "refine" in str(a) or "chunked" in str(a)]
+    assert f"{on} and {off} contradict each other" in r.output, r.output
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_flag_word_as_an_options_value_is_no_flag():
+    cmd = click.Command("x", params=[click.Option(["--label"]),
+                                     click.Option(["--refine/--no-refine"], default=True)])
+    refuse_both_ways(cmd, ["--label", "--no-refine", "--refine"])  # a label, then one flag
+    refuse_both_ways(cmd, ["--refine", "--", "--no-refine"])  # after -- nothing is an option
+    with pytest.raises(click.UsageError):
+        refuse_both_ways(cmd, ["--refine", "--label", "x", "--no-refine"])
+
+
+@pytest.mark.parametrize("cmd, says", [
+    (["verify-emulation", SIM, "--expect-rails", "2", "--expect-single"],
+     "--expect-rails N replaces --expect-single/--expect-both"),
+    (["cluster", SIM, EMU, "--no-refine", "--max-clock-error", "50ms"],
+     "goes with --refine, not --no-refine"),
+    (["simulate", "capture", "-o", "{tmp}/c", "--clock-error", "5ms"],
+     "--clock-error goes with --nodes N"),
+    (["simulate", "capture", "-o", "{tmp}/c", "--nodes", "2", "--straggle", "5ms"],
+     "--straggle goes with --straggler N"),
+    (["simulate", "capture", "-o", "{tmp}/c", "--dp", "2"], "go with --layout ep"),
+    (["simulate", "capture", "-o", "{tmp}/c", "--rails-before", "2"], "go with --rails N"),
+    (["simulate", "capture", "-o", "{tmp}/c", "--preset", "glm-5", "--config", SIM / "truth.json"],
+     "give one model"),
+    (["estimate", "--rails", "2"], "--rails goes with --layout ep"),
+    (["estimate", "--all2all-backend", "naive"], "--all2all-backend goes with --layout ep"),
+    (["plot", "request", SIM, "--test", "P2", "-o", "{tmp}/c.png"],
+     "--test applies to `plot compare` only, not `plot request`"),
+    (["plot", "compare", SIM, EMU, "--request-id", "P2-r1-0", "-o", "{tmp}/c.png"],
+     "--request-id applies to `plot request` and `plot windows`, not `plot compare`"),
+    (["plot", "compare", SIM, EMU, "--zoom", "10ms", "-o", "{tmp}/c.png"],
+     "--zoom applies to"),
+    (["plot", "request", SIM, "--windows", "1ms", "-o", "{tmp}/c.png"],
+     "--windows applies to `plot windows` only"),
+    (["plot", "devices", SIM, "--ttft", "1", "-o", "{tmp}/c.png"],
+     "--ttft applies to `plot tp` only"),
+])
+def test_an_option_that_goes_with_another_is_refused_without_it(cmd, says, tmp_path):
+    r = run(*[str(a).format(tmp=tmp_path) for a in cmd])
+    assert r.exit_code == EXIT_USAGE, r.output
+    assert says in r.output and "Traceback" not in r.output
+    assert not list(tmp_path.iterdir())  # refused before any work

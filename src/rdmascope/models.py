@@ -986,6 +986,12 @@ def resolve_setup(*, preset_name: str | None = None, config: str | os.PathLike |
     run_b = run_b or RunFacts()
     rec_a, rec_b = run_a.recorded, run_b.recorded
     src: dict[str, str] = {}
+    ep_only = [o for o, v in (("--all2all-backend", all2all_backend), ("--rails", rails))
+               if v is not None]
+    if ep_only and layout != "ep":  # never silently ignored under --layout tp
+        raise ModelError(f"{' and '.join(ep_only)} go{'es' if len(ep_only) == 1 else ''} with "
+                         "--layout ep (the expert collective's traffic); under --layout tp "
+                         f"{'it changes' if len(ep_only) == 1 else 'they change'} nothing")
     if sum(x is not None for x in (model, config, preset_name)) > 1:
         raise ModelError("give one model: --preset or --config")
     if model is not None:

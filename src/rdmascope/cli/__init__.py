@@ -65,6 +65,7 @@ class LazyGroup(click.Group):
         name, cmd, rest = super().resolve_command(ctx, args)
         if cmd is not None:
             rest = join_spaced_units(cmd, rest)
+            refuse_both_ways(cmd, rest)
         return name, cmd, rest
 
     def invoke(self, ctx: click.Context):
@@ -159,6 +160,48 @@ def join_spaced_units(cmd: click.Command, args: list[str]) -> list[str]:
             continue
         i += 1
     return out
+
+
+def refuse_both_ways(cmd: click.Command, args: list[str]) -> None:
+    """Refuse (``click.UsageError``, exit 2) both sides of an on/off flag on one command line,
+    e.g. ``--expect-single --expect-both`` or ``--refine --no-refine``: click keeps the last one
+    silently, and which one the user meant is unknown. For a group (``simulate``), the flags of
+    the subcommand named in ``args``. A word that is the value of an option taking one is no
+    flag; nothing after ``--`` is looked at."""
+    if isinstance(cmd, click.Group):
+        sub = next((a for a in args if not a.startswith("-")), None)
+        cmd = cmd.commands.get(sub) if sub is not None else None
+        if cmd is None:
+            return
+    takes_value: set[str] = set()
+    pairs: list[tuple[list[str], list[str]]] = []
+    for p in cmd.params:
+        if not isinstance(p, click.Option):
+            continue
+        if p.is_flag or p.count:
+            if p.secondary_opts:
+                pairs.append((p.opts, p.secondary_opts))
+        else:
+            takes_value.update(p.opts)
+    if not pairs:
+        return
+    seen: dict[str, int] = {}  # flag -> where it was first typed
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            break
+        if a in takes_value:
+            i += 2  # "--label --no-refine": a label, not the flag
+            continue
+        seen.setdefault(a, i)
+        i += 1
+    for on, off in pairs:
+        a = next((o for o in on if o in seen), None)
+        b = next((o for o in off if o in seen), None)
+        if a and b:  # named in the order they were typed
+            a, b = sorted((a, b), key=seen.__getitem__)
+            raise click.UsageError(f"{a} and {b} contradict each other: give one")
 
 
 def _is_number(text: str) -> bool:

@@ -127,6 +127,11 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
     if len(captures) < 2:
         raise click.UsageError("give the captures of at least two hosts of one run (or the "
                                "directory that holds one capture per host)")
+    from rdmascope.cli.common import given
+
+    if not refine and given("max_lag"):  # the refinement's own option, never silently ignored
+        raise click.UsageError("--max-clock-error is the clock refinement's search range: it "
+                               "goes with --refine, not --no-refine")
     if max_lag <= 0:  # a search range of nothing is not "no refinement": say which one is meant
         raise click.BadParameter("the refinement's search range must be longer than 0 (e.g. "
                                  "200ms); to trust the wall clocks alone, give --no-refine",

@@ -36,6 +36,37 @@ KINDS = {
     "cluster-zoom": "several hosts of one run: every node's bursts, aligned (60 ms, --zoom)",
 }
 
+#: parameter -> (its options, the kinds it applies to): given for another kind it is refused
+#: (exit 2), never silently ignored.
+APPLIES = {
+    "request_id": ("--request-id", ("request", "windows")),
+    "test_name": ("--test", ("compare",)),
+    "zoom_ns": ("--zoom", ("request", "cluster-zoom")),
+    "zoom_start_ns": ("--zoom-start", ("request",)),
+    "windows_text": ("--windows", ("windows",)),
+    "from_s": ("--from/--to", ("compare",)),
+    "to_s": ("--from/--to", ("compare",)),
+    "window_ns": ("--window", ("compare", "devices")),
+    "prompt_tokens": ("--prompt-tokens", ("tp",)),
+    "ttft_s": ("--ttft", ("tp",)),
+}
+
+
+def refuse_other_kinds(kind: str) -> None:
+    """Refuse (``click.UsageError``, exit 2) an option given on the command line that another
+    KIND takes (``APPLIES``): ``plot compare --request-id X`` would draw without it."""
+    from rdmascope.cli.common import given
+
+    for param, (opt, kinds) in APPLIES.items():
+        if kind not in kinds and given(param):
+            what = (f"`plot {kinds[0]}` only" if len(kinds) == 1 else
+                    "`plot " + "` and `plot ".join(kinds) + "`")
+            extra = " (a stretch of a test)" if param in ("from_s", "to_s") else ""
+            raise click.UsageError(f"{opt} apply to {what}{extra}, not `plot {kind}`"
+                                   if "/" in opt else
+                                   f"{opt} applies to {what}{extra}, not `plot {kind}`")
+
+
 _HELP = "KIND is one of:\n\n" + "\n\n".join(f"\b\n  {k:14s} {v}" for k, v in KINDS.items())
 
 
@@ -86,8 +117,7 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
     from rdmascope.analysis import report as R
 
     given = resolve_kwargs(setup_kw)
-    if (from_s is not None or to_s is not None) and kind != "compare":
-        raise click.UsageError("--from/--to apply to `plot compare` only (a stretch of a test)")
+    refuse_other_kinds(kind)
     if from_s is not None and to_s is not None and not to_s > from_s:
         raise click.BadParameter(f"--to {to_s:g} s must be after --from {from_s:g} s",
                                  param_hint="'--to'")

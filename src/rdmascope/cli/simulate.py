@@ -163,30 +163,31 @@ def _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds, preset=N
         raise click.BadParameter(str(exc), param_hint="'--scenario'") from exc
     try:
         if preset and config:
-            raise models.ModelError("give one model: --preset or --config")
+            raise click.UsageError("give one model: --preset or --config")
         model = (models.model_from_hf_config(config) if config
                  else models.preset(preset) if preset else models.STUDY_MODEL)
         lc = link_config(link, tcp_fallback=tcp_fallback)
         if twins == 1 and link != "200":
-            raise ValueError("--link emulated100 restricts NCCL to one of two twins: it needs "
-                             "--twins 2")
+            raise click.UsageError("--link emulated100 restricts NCCL to one of two twins: it "
+                                   "needs --twins 2")
         cable = port_gbps or lc.cable_gbps
         lc = replace(lc, cable_gbps=cable, twins=twins or 2, active_twins=min(lc.active_twins,
                                                                                twins or 2),
                      twin_gbps=twin_gbps or (cable if twins == 1 else lc.twin_gbps))
         if rails:
             if link != "200" or twins or twin_gbps or tcp_fallback:
-                raise ValueError("--rails plays InfiniBand HCAs without twins: it takes no "
-                                 "--link emulated100, --twins, --twin-gbps or --tcp-fallback")
+                raise click.UsageError("--rails plays InfiniBand HCAs without twins: it takes no "
+                                       "--link emulated100, --twins, --twin-gbps or "
+                                       "--tcp-fallback")
             lc = replace(lc, rails=rails, rail_gbps=rail_gbps or 400.0)
         elif rail_gbps or rails_before:
-            raise ValueError("--rail-gbps and --rails-before go with --rails N")
+            raise click.UsageError("--rail-gbps and --rails-before go with --rails N")
         if (rails_before or dp_before) and not resize_at:
-            raise ValueError("--rails-before and --dp-before go with --resize-at S")
+            raise click.UsageError("--rails-before and --dp-before go with --resize-at S")
         if resize_at and not (rails_before or dp_before):
-            raise ValueError("--resize-at S needs --rails-before N and/or --dp-before N")
+            raise click.UsageError("--resize-at S needs --rails-before N and/or --dp-before N")
         if (dp or all2all_backend) and (layout or "tp") != "ep":
-            raise ValueError("--dp and --all2all-backend go with --layout ep")
+            raise click.UsageError("--dp and --all2all-backend go with --layout ep")
         arch = ModelArch.from_model(model, tp=tp or 8, layout=layout or "tp", dp=dp,
                                     all2all_backend=all2all_backend
                                     or models.DEFAULT_ALL2ALL_BACKEND)
@@ -276,6 +277,7 @@ def serve_cmd(root, scenario, link, tcp_fallback, seed, output_tokens, rounds, s
     for path, option in ((root, "'--root'"), (out, "'--out'")):
         if path is not None:  # a mistyped path is an error, never a new tree (as every command)
             require_parent_dir(path, option)
+    check_cluster_options(nodes, straggler)
     traffic, _ = _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds, **model_kw)
     spec = _spec(nodes, clock_error, not_emulated, straggler, straggle, seed) \
         if nodes > 1 or not_emulated or straggler else None
@@ -390,6 +392,7 @@ def capture_cmd(output, scenario, link, tcp_fallback, seed, output_tokens, round
     from rdmascope.emulator.simcapture import simulate_capture
 
     require_parent_dir(output)  # a mistyped -o is an error, never a new tree (as every command)
+    check_cluster_options(nodes, straggler)
     traffic, record = _traffic(scenario, link, tcp_fallback, seed, output_tokens, rounds,
                                **model_kw)
     argv = ["rdmascope", "simulate", "capture", *sys.argv[3:]] if len(sys.argv) > 2 else None
@@ -455,6 +458,18 @@ def _live_cluster_logs(truth_path, played: dict | None = None) -> None:
 
 class _Served(Exception):
     """serve --nodes finished (skips the one-node path)."""
+
+
+def check_cluster_options(nodes, straggler) -> None:
+    """Refuse (exit 2) an option of a played cluster given without what it goes with, instead
+    of ignoring it: --clock-error without --nodes N (N >= 2), --straggle without --straggler."""
+    from rdmascope.cli.common import given
+
+    if given("clock_error") and nodes < 2:
+        raise click.UsageError("--clock-error goes with --nodes N (N >= 2): one node has no "
+                               "other clock to be off from")
+    if given("straggle") and straggler is None:
+        raise click.UsageError("--straggle goes with --straggler N (the node that is late)")
 
 
 def _spec(nodes, clock_error, not_emulated, straggler, straggle, seed):

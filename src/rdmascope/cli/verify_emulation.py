@@ -63,14 +63,6 @@ from rdmascope.exitcodes import EXIT_CANNOT_JUDGE, EXIT_FAIL, EXIT_PASS
 @output_options
 def command(capture, t_from, t_to, origin_s, single, share, min_share, out, nccl_log=(),
             expect_rails=None, rail_balance=0.5):
-    capture = run_set_paths(capture)  # a run set directory: its nodes (cli.shared)
-    if len(capture) > 1:  # several hosts of one run: once per node (cli.runset)
-        from rdmascope.cli.runset import for_each_node
-
-        return for_each_node(command, capture, dict(locals()))
-    capture = capture[0]
-    from rdmascope.analysis import verify_emulation
-
     # the ranges of verify.check_shares, said with the option names
     if not 0.5 < share <= 1.0:
         raise click.BadParameter(f"must be > 0.5 and <= 1 (a share of 0.5 or less passes an "
@@ -82,6 +74,9 @@ def command(capture, t_from, t_to, origin_s, single, share, min_share, out, nccl
                                  param_hint="--min-share")
     # an option of the other expectation is refused, never silently ignored
     given = _given_options()
+    if expect_rails and "single" in given:
+        raise click.UsageError("--expect-rails N replaces --expect-single/--expect-both: give "
+                               "one expectation")
     expectation = ("--expect-rails" if expect_rails else "--expect-single" if single
                    else "--expect-both")
     for opt, applies in (("share", "--expect-single"), ("min_share", "--expect-both"),
@@ -89,6 +84,14 @@ def command(capture, t_from, t_to, origin_s, single, share, min_share, out, nccl
         if opt in given and applies != expectation:
             raise click.UsageError(f"--{opt.replace('_', '-')} applies to {applies}, not "
                                    f"{expectation}")
+    capture = run_set_paths(capture)  # a run set directory: its nodes (cli.shared)
+    if len(capture) > 1:  # several hosts of one run: once per node (cli.runset)
+        from rdmascope.cli.runset import for_each_node
+
+        return for_each_node(command, capture, dict(locals()))
+    capture = capture[0]
+    from rdmascope.analysis import verify_emulation
+
     cap = open_or_fail(capture)  # streamed segment by segment (bounded memory)
     start, end = time_range(cap.t_start_ns, t_from, t_to)
     try:
