@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -91,3 +92,84 @@ def test_client_imports_stdlib_only():
             "print(bad); sys.exit(1 if bad else 0)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+GOOD = {"request_id": "a", "t_send": 1.0, "t_first_token": 1.5, "t_last_token": 2.0,
+        "prompt_tokens": 5, "output_tokens": 2, "test": "P1", "round": 1,
+        "clock": "CLOCK_MONOTONIC"}
+
+
+@pytest.mark.parametrize("field, value", [
+    ("prompt_tokens", None), ("prompt_tokens", -1), ("prompt_tokens", 2.5),
+    ("prompt_tokens", "many"), ("output_tokens", None), ("output_tokens", -3),
+    ("round", -1), ("round", 1.5), ("request_id", ""), ("request_id", None),
+    ("t_send", None), ("t_send", "soon"), ("t_first_token", True),
+    ("t_last_token", 1e300), ("chunk_times", "1.5"), ("chunk_times", [1.5, "x"]),
+])
+def test_writer_refuses_what_the_reader_would_refuse_the_log_for(tmp_path, field, value):
+    """Each bad value, written raw beside a good row, makes the reader refuse the whole file
+    (checked here first, independently of the writer); the writer raises ValueError naming
+    the field and writes nothing, so the log it wrote stays readable."""
+    from rdmascope.analysis.requestlogs import RequestLogError, read_request_log
+
+    bad = {**GOOD, "request_id": "b", field: value}
+    raw = tmp_path / "raw.jsonl"
+    raw.write_text(json.dumps(GOOD) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(RequestLogError):
+        read_request_log(raw)
+    p = tmp_path / "w.jsonl"
+    with RequestLogWriter(p) as log:
+        log.write(dict(GOOD))
+        with pytest.raises(ValueError, match=f"{field}: expected"):
+            log.write(bad)
+    assert read_request_log(p).requests["request_id"].tolist() == ["a"]
+    with pytest.raises(ValueError, match=f"{field}: expected"):
+        record_request(p, **{k: v for k, v in bad.items() if k != "clock"})
+    assert len(p.read_text().splitlines()) == 1
+
+
+def test_writer_refuses_an_id_twice_as_the_reader_does(tmp_path):
+    from rdmascope.analysis.requestlogs import RequestLogError, read_request_log
+
+    raw = tmp_path / "raw.jsonl"
+    raw.write_text(json.dumps(GOOD) + "\n" + json.dumps(GOOD) + "\n")
+    with pytest.raises(RequestLogError, match="more than once"):
+        read_request_log(raw)
+    p = tmp_path / "w.jsonl"
+    with RequestLogWriter(p, timer=FakeTimer()) as log:
+        log.write(dict(GOOD))
+        with pytest.raises(ValueError, match="request_id: already written"):
+            log.write(dict(GOOD))
+        with pytest.raises(ValueError, match="request_id 'a': already written"):
+            log.request("a", prompt_tokens=1)
+    assert len(read_request_log(p).requests) == 1
+
+
+def test_request_without_prompt_tokens_is_refused_saying_how(tmp_path):
+    p = tmp_path / "r.jsonl"
+    with RequestLogWriter(p, timer=FakeTimer()) as log:
+        with pytest.raises(ValueError, match=r"prompt_tokens: expected a non-negative integer "
+                           r"\(tokens\), got None \(pass prompt_tokens= to log.request\(\)"):
+            with log.request() as r:
+                r.chunk()
+        with pytest.raises(ValueError, match="prompt_tokens: expected a non-negative integer, "
+                           "got -5"):
+            log.request(prompt_tokens=-5)  # said at once, before the request is sent
+        with log.request() as r:  # set inside the block: fine
+            r.chunk()
+            r.prompt_tokens = 7
+    assert [json.loads(x)["prompt_tokens"] for x in p.read_text().splitlines()] == [7]
+
+
+def test_a_failed_request_may_lack_times_and_counts(tmp_path):
+    """A failed row (error set) is read with its times and token counts None: not refused."""
+    from rdmascope.analysis.requestlogs import read_request_log
+
+    p = tmp_path / "r.jsonl"
+    with RequestLogWriter(p, timer=FakeTimer()) as log:
+        log.write(dict(GOOD))
+        with pytest.raises(RuntimeError):
+            with log.request("f"):  # no prompt_tokens, no token: a failed row
+                raise RuntimeError("refused by the server")
+    rl = read_request_log(p)
+    assert rl.n_failed == 1 and len(rl.requests) == 2

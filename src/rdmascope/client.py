@@ -19,11 +19,17 @@ A request that raises inside its ``with`` block is written with ``error`` set (a
 re-raised), so failed requests are counted, never silently lost. Rows carry ``request_id,
 t_send, t_first_token, t_last_token`` (float seconds), ``prompt_tokens, output_tokens, test,
 round, clock`` and, when chunks were marked, ``chunk_times`` (seconds).
+
+Every row is checked before it is written (``check_row``): a value rdmascope's reader would
+refuse the whole file for (a missing or negative ``prompt_tokens``, a ``request_id`` written
+twice, a time that is not a finite number of seconds ...) raises ``ValueError`` naming the
+request and the field, and that row is not written, so the file stays readable.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
@@ -31,6 +37,61 @@ from collections.abc import Callable
 from typing import Any
 
 CLOCK = "CLOCK_MONOTONIC"
+
+#: a time in seconds must fit the reader's int64 nanoseconds (~292 years)
+_MAX_ABS_S = (2**63 - 1) / 1e9
+
+_TIMES = ("t_send", "t_first_token", "t_last_token")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def check_row(row: dict[str, Any]) -> None:
+    """Raise ``ValueError`` ("request 'ID': FIELD: expected ..., got ...") when ``row`` holds a
+    value for which rdmascope's reader would refuse the whole log.
+
+    A successful row (no ``error``) needs a non-empty ``request_id``; ``t_send``,
+    ``t_first_token``, ``t_last_token`` as finite numbers of seconds (within int64 ns);
+    ``prompt_tokens`` and ``output_tokens`` as non-negative integers. A failed row may leave
+    times and token counts None, but a value given must be one of those. ``round``: None or a
+    non-negative integer; ``chunk_times``: None or a list of finite numbers of seconds. Which
+    values make only that row invalid (a first token before the send) is the reader's call.
+    """
+    rid = row.get("request_id")
+    who = f"request {rid!r}"
+    if rid is None or str(rid).strip() == "":
+        raise ValueError(f"{who}: request_id: expected a non-empty id, got {rid!r}")
+    ok = not row.get("error")
+
+    def need(name: str, what: str, good) -> None:
+        v = row.get(name)
+        if v is None and not ok:
+            return
+        if v is None or not good(v):
+            hint = (" (pass prompt_tokens= to log.request() or set r.prompt_tokens)"
+                    if name == "prompt_tokens" and v is None else "")
+            raise ValueError(f"{who}: {name}: expected {what}, got {v!r}{hint}")
+
+    for name in _TIMES:
+        need(name, "a finite number of seconds", _is_seconds)
+    for name in ("prompt_tokens", "output_tokens"):
+        need(name, "a non-negative integer (tokens)", lambda v: _is_int(v) and v >= 0)
+    rnd = row.get("round")
+    if rnd is not None and not (_is_int(rnd) and rnd >= 0):
+        raise ValueError(f"{who}: round: expected None or a non-negative integer, got {rnd!r}")
+    chunks = row.get("chunk_times")
+    if chunks is not None and not (isinstance(chunks, list | tuple)
+                                   and all(_is_seconds(c) for c in chunks)):
+        raise ValueError(f"{who}: chunk_times: expected a list of finite numbers of seconds, "
+                         f"got {chunks!r:.80}")
+
+
+def _is_seconds(v: Any) -> bool:
+    """A finite number (not a bool) of seconds the reader can hold in int64 nanoseconds."""
+    return (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            and abs(v) <= _MAX_ABS_S)
 
 
 class Request:
@@ -134,6 +195,7 @@ class RequestLogWriter:
         self._keep_chunks = keep_chunks
         self._lock = threading.Lock()
         self._n = 0
+        self._ids: set[str] = set()  # request_ids written (the reader refuses one twice)
         self._f = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
 
     def request(self, request_id: str | None = None, *, prompt_tokens: int | None = None,
@@ -141,7 +203,16 @@ class RequestLogWriter:
         """Return a context manager timing one request (send stamped on entry, row written on exit).
 
         ``request_id`` defaults to "<test>-r<round>-<n>" (unique within this writer).
+        Raises ``ValueError`` at once for a ``prompt_tokens`` or ``round`` given that is not a
+        non-negative integer, or a ``request_id`` this writer already wrote; the whole row is
+        checked again when the block ends (``write``).
         """
+        for name, v in (("prompt_tokens", prompt_tokens), ("round", round)):
+            if v is not None and not (_is_int(v) and v >= 0):
+                raise ValueError(f"{name}: expected a non-negative integer, got {v!r}")
+        if request_id is not None and str(request_id) in self._ids:
+            raise ValueError(f"request_id {str(request_id)!r}: already written to {self.path} "
+                             "(the reader refuses a log with an id twice)")
         with self._lock:
             n = self._n
             self._n += 1
@@ -152,9 +223,19 @@ class RequestLogWriter:
                                              self._keep_chunks))
 
     def write(self, row: dict[str, Any]) -> None:
-        """Append one row (a dict in the native format) as a JSON line and flush it."""
+        """Append one row (a dict in the native format) as a JSON line and flush it.
+
+        Raises ``ValueError`` naming the request and field, and writes nothing, when the row
+        holds a value the reader would refuse the log for (``check_row``) or a ``request_id``
+        this writer already wrote."""
+        check_row(row)
         line = json.dumps(row, allow_nan=False) + "\n"
+        rid = str(row["request_id"])
         with self._lock:
+            if rid in self._ids:
+                raise ValueError(f"request {rid!r}: request_id: already written to {self.path} "
+                                 "(the reader refuses a log with an id twice)")
+            self._ids.add(rid)
             self._f.write(line)
             self._f.flush()
 
@@ -178,14 +259,9 @@ def record_request(path: str | os.PathLike, *, request_id: str, t_send: float,
     """Append one request with times you took yourself (``time.perf_counter()`` seconds).
 
     Returns the row written. Raises ``ValueError`` when the first token precedes the send or the
-    last token precedes the first (the reader would refuse the file later).
+    last token precedes the first, or a field holds a value the reader would refuse the log for
+    (``check_row``); nothing is written then.
     """
-    if not error:
-        if t_first_token < t_send:
-            raise ValueError(f"t_first_token {t_first_token} is before t_send {t_send}")
-        if t_last_token < t_first_token:
-            raise ValueError(f"t_last_token {t_last_token} is before t_first_token "
-                             f"{t_first_token}")
     row: dict[str, Any] = {"request_id": request_id, "t_send": t_send,
                            "t_first_token": t_first_token, "t_last_token": t_last_token,
                            "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
@@ -194,6 +270,13 @@ def record_request(path: str | os.PathLike, *, request_id: str, t_send: float,
         row["chunk_times"] = list(chunk_times)
     if error:
         row["error"] = error
+    check_row(row)
+    if not error:
+        if t_first_token < t_send:
+            raise ValueError(f"t_first_token {t_first_token} is before t_send {t_send}")
+        if t_last_token < t_first_token:
+            raise ValueError(f"t_last_token {t_last_token} is before t_first_token "
+                             f"{t_first_token}")
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(row, allow_nan=False) + "\n")
     return row
