@@ -47,9 +47,11 @@ VERDICT_EXIT = {"PASS": EXIT_PASS, "FAIL": EXIT_FAIL, "CANNOT JUDGE": EXIT_CANNO
 TABLE = (
     (EXIT_PASS, "PASS", "done; a verdict shown is PASS"),
     (EXIT_FAIL, "FAIL", "a verdict shown is FAIL (emulation, cluster, report)"),
-    (EXIT_USAGE, "USAGE", "wrong command line: unknown option, bad value, contradicting options, "
-                          "a path or an output's directory that does not exist or cannot be "
-                          "written"),
+    (EXIT_USAGE, "USAGE", "wrong command line: unknown option, bad value (also one naming what "
+                          "the capture or log does not hold, e.g. `--run 5` of a log of 3 runs "
+                          "or `--reference` of no host), contradicting options, an option "
+                          "without the one it goes with, a path or an output's directory that "
+                          "does not exist or cannot be written"),
     (EXIT_CANNOT_JUDGE, "CANNOT JUDGE", "a verdict cannot be given (too little traffic, unknown "
                                         "counters, not one run)"),
     (EXIT_ERROR, "ERROR", "the data or a file stopped the command (a directory that is no "
