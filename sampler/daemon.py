@@ -86,6 +86,9 @@ from rdmascope.capture import (
 #: A read slower than this many sampling intervals is a slow read (counted, named: audit,
 #: inspect, status line); on mlx5 each read is a firmware command (command timeout 60 s).
 SLOW_READ_FACTOR = 5
+#: The first sweep's deadline (the capture's start) is this far after the recorder takes its
+#: clocks, so the sampling thread is waiting for it when it comes (``record``).
+START_LEAD_NS = 5_000_000
 MIN_INTERVAL_NS = 100_000
 MAX_INTERVAL_NS = 1_000_000_000
 
@@ -432,7 +435,13 @@ def record(opts: RecordOptions, *, should_stop=None, log: TextIO | None = None) 
     wt.known_at_start |= {d.name for d in found}  # devices present at the start
     wt.note_events(reader.events)  # problems found when opening: said now, stored with the rest
     wt.start()  # waits for the first buffer before touching the manifest
-    pair = pair_now()
+    # The capture starts at its first sweep's deadline, which the windows' grids take as their
+    # origin: set a little ahead of now (both clocks alike, so the pair still maps one onto the
+    # other), the sampling thread is at it when it comes and the first reading is within the
+    # windows' cover tolerance of the start; a deadline of now was already ~1 ms past when the
+    # first sweep ran (the thread's start and the manifest's first save), leaving every
+    # width's first window partly covered.
+    pair = tuple(x + START_LEAD_NS for x in pair_now())
     if server is not None:  # the queue hands it over before any buffer
         server.metrics.start_ns = pair[1]
         wt.metrics = server.metrics
