@@ -167,7 +167,9 @@ def test_tcp_over_the_default_route_interface_is_seen_and_named(tmp_path):
     # --netdev NAME adds an interface by hand (here the same one, said once)
     bad = run_cli("record", "-o", tmp_path / "cap2", "--sysfs-root", root, "--duration", "0.1s",
                   "--netdev", "nosuch0")
-    assert bad.exit_code != 0 and "--netdev nosuch0" in bad.output
+    # an interface that is not there: a usage error naming the option and the interfaces
+    assert bad.exit_code == 2 and "Invalid value for '--netdev': nosuch0" in bad.output
+    assert "(interfaces: " in bad.output and "eth0" in bad.output
 
 
 def test_native_ib_tcp_over_ipoib_is_suspected(tmp_path):
