@@ -110,8 +110,11 @@ class Recorder:
         self.stderr_path = logdir / f"{self.out.name}.stderr"
         head = [sys.executable, "-m", "rdmascope"] if fast_roll is None else \
             [sys.executable, "-c", _ROLL_WRAPPER, str(fast_roll)]
+        # --no-status unless the test asks for the status line: both on one command line are
+        # refused (exit 2), no longer the last one silently winning
+        quiet = [] if "--status" in args else ["--no-status"]
         cmd = [*(prefix or []), *head, "record", "-o", str(out), "--sysfs-root", str(sysfs_root),
-               "--no-status", *args]
+               *quiet, *args]
         self.cmd = cmd
         with open(self.stdout_path, "wb") as so, open(self.stderr_path, "wb") as se:
             self.proc = subprocess.Popen(cmd, stdout=so, stderr=se, stdin=subprocess.DEVNULL,
