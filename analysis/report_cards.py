@@ -108,6 +108,15 @@ def _unclean_text(path) -> str:
             "flushed reading")
 
 
+def _is_number(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _count(v) -> str:
+    """A count from the audit with thousands separators, "unknown" when it is not one."""
+    return f"{v:,}" if _is_number(v) else "unknown"
+
+
 def capture_fields(cfg: Configuration) -> list[tuple[str, str]]:
     cap, m = cfg.capture, cfg.capture.meta
     audit = m.get("audit") or {}
@@ -129,10 +138,11 @@ def capture_fields(cfg: Configuration) -> list[tuple[str, str]]:
         fields.append(("devices that came and went", "; ".join(changes)))
     if audit:
         taken, missed = audit.get("sweeps_taken"), audit.get("sweeps_missed")
-        if taken is not None:
+        if taken is not None:  # an audit without the rest: unknown, never 0 or a traceback
+            pct = audit.get("sweeps_taken_pct")
             fields.append(("sweeps taken / missed",
-                           f"{taken:,} / {missed:,} ({audit.get('sweeps_taken_pct', 0):.3f} % "
-                           "taken)"))
+                           f"{_count(taken)} / {_count(missed)} ("
+                           + (f"{pct:.3f} % taken)" if _is_number(pct) else "share unknown)")))
         iv = audit.get("interval_ns") or {}
         pct = {k: v for k, v in iv.items() if isinstance(v, (int, float)) and k.startswith("p")}
         if pct:

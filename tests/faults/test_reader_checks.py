@@ -160,11 +160,14 @@ def test_analysis_commands_say_the_shortfall_too(tmp_path):
     _edit(cap, lambda m: m.__setitem__("segments", m["segments"][:1]))
     out = tmp_path / "out"
     out.mkdir()
-    for cmd in (["peaks"], ["verify-emulation"], ["bursts"], ["rates"],
+    # (rates with its 1 s windows: its default 1 ms would be too many over this capture's span,
+    # an error, which no warning precedes)
+    for cmd in (["peaks"], ["verify-emulation"], ["bursts"], ["rates", "--window", "1s"],
                 ["export", "dataset", "-o", str(out / "ds")],
                 ["export", "perfetto", "-o", str(out / "t.json")],
                 ["report", "-o", str(out / "rep")]):
         r = CliRunner().invoke(main, [*cmd, str(cap)])
+        assert r.exit_code in (0, 1, 3), (cmd, r.output)  # done (a verdict), not an error
         assert ("the audit says 400 readings were written but the capture holds 200: 200 "
                 "readings are missing") in r.output, (cmd, r.output)
 
