@@ -756,6 +756,7 @@ def figure_tp(**kwargs):
 
 def default_request_logs(capture_path: str | os.PathLike) -> list[Path]:
     """Return the request log stored beside a capture (``requests.jsonl``, as the emulator and
-    ``rdmascope demo`` write it), or an empty list."""
+    ``rdmascope demo`` write it; a directory of that name too, which the reader names as one),
+    or an empty list."""
     p = Path(capture_path) / "requests.jsonl"
-    return [p] if p.is_file() else []
+    return [p] if p.exists() else []

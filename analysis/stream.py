@@ -259,10 +259,12 @@ class _CounterStream:
         self.last_t: int | None = None  # latest reading instant seen (valid or not)
         self.rows = 0
 
-    def feed(self, t_before, dur, val, valid, sweep, *, final: bool = False
-             ) -> dict[str, np.ndarray]:
+    def feed(self, t_before, dur, val, valid, sweep, *, final: bool = False,
+             file: str | None = None) -> dict[str, np.ndarray]:
         """One file's readings of the counter (``t_before_ns``, ``read_duration_ns``, value,
-        valid, sweep); return the intervals they settle."""
+        valid, sweep); return the intervals they settle. ``file``: how to name the file in the
+        ``ValueError`` for sweeps that repeat or go back (e.g. ``segments/seg-000003.parquet``,
+        a segment copied in twice)."""
         n_new = len(sweep)
         k = 0 if self.carry is None else len(self.carry[0])
         # the reading instants (middle of the read bracket) and half-brackets, written after
@@ -276,9 +278,14 @@ class _CounterStream:
         np.right_shift(d, 1, out=unc[k:])  # (d + 1) // 2
         del d
         if n_new:
-            if (sweep[1:] <= sweep[:-1]).any() or (self.last_sweep is not None
-                                               and sweep[0] <= self.last_sweep):
-                raise ValueError(f"{self.label}: duplicate or unordered sweeps")
+            where = f" in {file}" if file else ""
+            if (sweep[1:] <= sweep[:-1]).any():
+                raise ValueError(f"{self.label}: duplicate or unordered sweeps{where}")
+            if self.last_sweep is not None and sweep[0] <= self.last_sweep:
+                raise ValueError(f"{self.label}: duplicate or unordered sweeps{where}: its "
+                                 f"first sweep {int(sweep[0])} is not after sweep "
+                                 f"{self.last_sweep} of the files before it (a segment copied "
+                                 "in twice, or one of another recording?)")
             self.last_sweep = int(sweep[-1])
             self.last_t = int(t[-1])
         self.rows += n_new
@@ -358,6 +365,7 @@ def iter_intervals(capture, *, counters=None, source: str | None = "infiniband",
     keys = np.asarray(ids_sorted, dtype=np.uint16)
     # every counter's rows are read and sliced here (views): cheaper than Arrow slices of the
     # asked counters concatenated and converted again
+    listed = {r.get("name") for r in info.meta.get("segments") or () if isinstance(r, dict)}
     for _f, tab in iter_capture_tables(info.path, counter_ids=None, start_ns=start_ns,
                                        end_ns=end_ns, manifest=info.meta,
                                        columns=["t_before_ns", "read_duration_ns", "value",
@@ -369,11 +377,14 @@ def iter_intervals(capture, *, counters=None, source: str | None = "infiniband",
         lo = np.searchsorted(cid, keys, "left")
         hi = np.searchsorted(cid, keys, "right")
         parts = {}
+        name = f"{Path(_f).parent.name}/{Path(_f).name}" + (
+            " (not listed in the manifest)" if info.meta.get("segments") is not None
+            and Path(_f).suffix == ".parquet" and Path(_f).name not in listed else "")
         for c, a, b in zip(ids_sorted, lo.tolist(), hi.tolist(), strict=True):
             if b <= a:
                 continue
             parts[c] = streams[c].feed(t_before[a:b], dur[a:b], value[a:b], ok[a:b],
-                                       sweep[a:b])
+                                       sweep[a:b], file=name)
         del tab, cid, t_before, dur, value, ok, sweep
         # handed over, not kept: this frame holds no reference to the file's intervals while
         # the next file is read

@@ -421,7 +421,7 @@ def test_a_live_or_killed_capture_spans_its_live_segment(tmp_path, roll_every):
                                "prompt_tokens": 100, "output_tokens": 4}) + "\n")
     r = CliRunner().invoke(main, ["attribute", str(cap), "--requests", str(log), "--json"])
     assert r.exit_code == 0, r.output
-    out = json.loads(r.output[r.output.index("{"):])
+    out = json.loads(r.stdout)  # the capture's note is on stderr, after it
     (row,) = out["requests"]
     # 4 MB per ms (1e6 units x 4 bytes), readings mid-bracket: prefill 5 ms = 20 MB
     assert row["prefill_tx_bytes"] == pytest.approx(20e6, rel=1e-6)

@@ -342,12 +342,42 @@ def _epoch_hint(t_ns: int, clock: str) -> str:
             "CLOCK_REALTIME)")
 
 
+def _span(ns: int) -> str:
+    """A distance in natural units: "491.150 s", "3.2 h", "778 days"."""
+    s_ = ns / 1e9
+    if s_ < 3600:
+        return f"{s_:.3f} s"
+    if s_ < 2 * 86400:
+        return f"{s_ / 3600:.1f} h"
+    return f"{s_ / 86400:,.0f} days"
+
+
+def _clock_hint(sends, lasts, t0: int, t1: int, clock: str) -> str:
+    """Where the requests lie when none is in the capture [t0, t1] (ns, after alignment), and
+    what on their clock makes that happen, or "" when they are not all on one side."""
+    if not len(sends):
+        return ""
+    if int(lasts.max()) < t0:
+        where = (f"every request ends before the capture starts (the last "
+                 f"{_span(t0 - int(lasts.max()))} before it)")
+    elif int(sends.min()) > t1:
+        where = (f"every request starts after the capture ends (the first "
+                 f"{_span(int(sends.min()) - t1)} after it)")
+    else:
+        return ""
+    why = {CLOCK_MONOTONIC: "CLOCK_MONOTONIC counts from each host's boot: a log of another "
+                            "host or another run, or times on another clock?",
+           CLOCK_REALTIME: "the log's wall-clock times went through the capture's clock pairs: a log "
+                           "of another run, or a wall clock set wrong?"}.get(clock, "")
+    return f"; {where}" + (f"; {why}" if why else "") + " (--offset S moves the log's times)"
+
+
 def _check_span(log: RequestLog, capture, log_clock: str) -> RequestLog:
     t0, t1 = int(capture.t_start_ns), int(capture.t_end_ns)
     df = log.requests.copy()
     first_bad = None
     n_out = n_part = 0
-    ok = df["ok"].to_numpy()
+    ok = df["ok"].to_numpy(copy=True)  # the rows ok as read (df's own "ok" changes below)
     sends = df["t_send_ns"].to_numpy(dtype="int64", na_value=0)
     lasts = df["t_last_ns"].to_numpy(dtype="int64", na_value=0)
     inside = ok & (sends >= t0) & (lasts <= t1)
@@ -378,11 +408,14 @@ def _check_span(log: RequestLog, capture, log_clock: str) -> RequestLog:
         if first_bad is None:
             return replace(log, requests=df, notes=notes)
         r, fld, v = first_bad
+        hint = _epoch_hint(int(r['t_send_ns']) - int(log.alignment['offset_ns']), log_clock)
+        if not hint:
+            hint = _clock_hint(sends[ok], lasts[ok], t0, t1, log_clock)
         raise RequestLogError(
             log.path, f"request {r['request_id']!r} at {v / 1e9:.6f} s (CLOCK_MONOTONIC, after "
                       f"alignment: {log.alignment['method']}) is outside the capture "
                       f"{capture.path} span {t0 / 1e9:.6f}-{t1 / 1e9:.6f} s, and so is every "
-                      f"other request{_epoch_hint(int(r['t_send_ns']) - int(log.alignment['offset_ns']), log_clock)}",
+                      f"other request{hint}",
             row=int(r["row"]), field=fld)
     if n_out:
         notes.append(f"{n_out} request(s) lie wholly outside the capture: counted as failed")

@@ -359,11 +359,27 @@ def _csv_rows(path: Path, text: str, notes: list[str]) -> tuple[list[str], list[
     return header, [(line, dict(zip(header, vals, strict=True))) for line, vals in rows]
 
 
+def _directory_message(p: Path) -> str:
+    """What to say of a request log path that is a directory: so, and the files in it that
+    could be the log (at most 5)."""
+    try:
+        files = sorted(f.name for f in Path(p).iterdir() if f.is_file()
+                       and f.suffix.lower() in (".json", ".jsonl", ".csv"))
+    except OSError:
+        files = []
+    more = f", ... ({len(files)} in all)" if len(files) > 5 else ""
+    inside = (f"; JSON/CSV files in it: {', '.join(files[:5])}{more}" if files
+              else "; it holds no JSON/CSV file")
+    return f"is a directory, not a request log file: give the log file itself{inside}"
+
+
 def _read_text(p: Path) -> str:
     try:
         data = p.read_bytes()
     except FileNotFoundError as exc:
         raise RequestLogError(p, "no such file") from exc
+    except IsADirectoryError as exc:
+        raise RequestLogError(p, _directory_message(p)) from exc
     except OSError as exc:
         raise RequestLogError(p, f"cannot read ({exc.strerror or exc})") from exc
     if data[:4] == b"PK\x03\x04":

@@ -71,8 +71,11 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context):
         # Commands import pandas/matplotlib inside their functions (so --help stays fast): a
         # lean, sampler-only install must get a one-line explanation, not a traceback.
+        from rdmascope.cli.common import notes_after_success
+
         try:
-            return super().invoke(ctx)
+            with notes_after_success():  # notes only when no fatal error follows them
+                return super().invoke(ctx)
         except ModuleNotFoundError as exc:
             if _is_extra(exc):
                 raise DataError(

@@ -30,13 +30,14 @@ _PART_RE = re.compile(r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zµ]+)\s*")
 MAX_DURATION_NS = 10**18
 
 
-def parse_duration_ns(text: str) -> int:
+def parse_duration_ns(text: str, guess_unit: str | None = None) -> int:
     """Parse a duration like "1ms", "0.5ms", "100us", "2s", "1m", "1h" to int ns.
 
     Compound durations, largest unit first, are the sum of their parts ("1h30m" = 5,400 s).
     The unit (ns, us/µs, ms, s, m/min, h) is required; a bare number is refused unless it is zero
     (the same in every unit, e.g. ``--zoom 0``). Raises ``ValueError`` naming the text and the
-    accepted units, or for a duration above ``MAX_DURATION_NS`` (1e9 s).
+    accepted units, or for a duration above ``MAX_DURATION_NS`` (1e9 s). ``guess_unit``: the
+    unit a bare number most likely meant (``guess_unit_of``), offered in that error ("5ms?").
     """
     m = _DUR_RE.match(str(text))
     unit = m.group(2) if m else None
@@ -54,8 +55,9 @@ def parse_duration_ns(text: str) -> int:
     if not unit:
         if number == 0:
             return 0
+        guess = f"; {str(text).strip()}{guess_unit}?" if guess_unit else ""
         raise ValueError(f"{str(text).strip()!r} has no unit; expected e.g. 1ms, 500us, 2s "
-                         f"(units: {units})")
+                         f"(units: {units}){guess}")
     return _limit(text, number * _UNITS_NS[unit])
 
 
@@ -109,6 +111,17 @@ def parse_seconds(text) -> float:
                          "unit (1.5s, 250ms, 1h30m)") from exc
 
 
+def guess_unit_of(param) -> str:
+    """The unit a bare number given to the duration option ``param`` most likely meant: its
+    default's unit ("1ms" -> "ms"), else "s" for a --duration, else "ms" (an interval, window
+    or clock error: readings are ~1 ms apart)."""
+    default = getattr(param, "default", None)
+    m = _DUR_RE.match(default) if isinstance(default, str) else None
+    if m and m.group(2) in _UNITS_NS:
+        return m.group(2)
+    return "s" if "duration" in (getattr(param, "name", None) or "") else "ms"
+
+
 class DurationType(click.ParamType):
     """A click parameter type for durations; the value is int ns."""
 
@@ -118,7 +131,7 @@ class DurationType(click.ParamType):
         if isinstance(value, int):
             return value
         try:
-            return parse_duration_ns(value)
+            return parse_duration_ns(value, guess_unit_of(param))
         except ValueError as exc:
             # click prefixes "Invalid value for '--interval':", so the option is named
             self.fail(str(exc), param, ctx)
@@ -184,3 +197,41 @@ def echo_json(obj: Any) -> None:
     """Print the dict ``obj`` as indented JSON to stdout, ``"schema_version"`` first."""
     click.echo(json.dumps({"schema_version": JSON_SCHEMA_VERSION, **obj}, indent=2,
                           default=str))
+
+
+#: ``click.Context.meta`` key of the stderr notes held back until the command has ended
+_NOTES_KEY = "rdmascope.notes_after_success"
+
+
+def say_later(text: str) -> None:
+    """Print ``text`` on stderr when the running command ends without an error (a verdict's
+    exit included), so that a note or warning never comes just before a fatal ``Error:``
+    line, which alone is then what the user reads. Outside ``notes_after_success`` (library
+    use, tests calling a helper) it is printed at once. The same text is held once."""
+    ctx = click.get_current_context(silent=True)
+    notes = ctx.meta.get(_NOTES_KEY) if ctx is not None else None
+    if notes is None:
+        click.echo(text, err=True)
+    elif text not in notes:
+        notes.append(text)
+
+
+class notes_after_success:  # noqa: N801 (used as a context manager, like contextlib's)
+    """Hold ``say_later`` notes while the block runs; print them on stderr when it ends
+    normally or by ``click.exceptions.Exit`` (a verdict's exit code), drop them when it raises
+    anything else (the error is what the user needs). Nested blocks (a run set's nodes) hold
+    their own."""
+
+    def __enter__(self):
+        self.ctx = click.get_current_context()
+        self.outer = self.ctx.meta.get(_NOTES_KEY)
+        self.notes: list[str] = []
+        self.ctx.meta[_NOTES_KEY] = self.notes
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        self.ctx.meta[_NOTES_KEY] = self.outer
+        if exc_type is None or issubclass(exc_type, click.exceptions.Exit):
+            for n in self.notes:
+                click.echo(n, err=True)
+        return False

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from rdmascope.cli.common import check_window_fits
+from rdmascope.cli.common import check_window_fits, say_later
 from rdmascope.cli.output import (
     NONNEG_SECONDS,
     OFFSET,
@@ -133,7 +133,7 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
                                    "one run (a run set)")
         clock = "reference" if offsets is not None else "monotonic"
         if note:
-            click.echo(f"note: {note}", err=True)
+            say_later(f"note: {note}")
     # streamed (analysis.timeline_stream): each capture is read and its trace written a block
     # of time at a time, so neither the capture nor its trace is ever held whole
     infos = []
@@ -151,7 +151,7 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
                       t_from is not None or t_to is not None)
     log = None
     log_path = requests_log
-    if log_path is None and (Path(captures[0]) / "requests.jsonl").is_file():
+    if log_path is None and (Path(captures[0]) / "requests.jsonl").exists():
         log_path = str(Path(captures[0]) / "requests.jsonl")
     if log_path is not None:
         with cli_errors(str(log_path)):

@@ -123,14 +123,15 @@ OFFSET = FiniteFloat(max_abs=MAX_OFFSET_SECONDS, unit=" s", time=True)
 POSITIVE = FiniteFloat(positive=True)
 
 
-def parse_ns(text) -> int:
+def parse_ns(text, guess_unit: str | None = "ms") -> int:
     """Parse a duration with a unit ("1ms", "2s") to int ns: ``cli.common.parse_duration_ns``.
 
-    Raises ``ValueError`` for a bad duration or one longer than 1e9 s (``MAX_DURATION_NS``).
+    Raises ``ValueError`` for a bad duration or one longer than 1e9 s (``MAX_DURATION_NS``); a
+    bare number's error offers ``guess_unit`` (default "ms": a window, "5ms?").
     """
     from rdmascope.cli.common import parse_duration_ns  # noqa: PLC0415 (kept local like before)
 
-    return parse_duration_ns(text)
+    return parse_duration_ns(text, guess_unit)
 
 
 #: The duration option type (value int ns, at most 1e9 s), shared with ``rdmascope record``.
@@ -451,9 +452,11 @@ def say_capture_state(path, meta: dict | None = None, cap=None) -> None:
     recorded, unclean end) and ``say_audit_shortfall`` (fewer readings than the audit says were
     written). ``cap``: the whole capture as the command opened it (a loaded ``Capture`` or a
     ``stream.CaptureInfo``), else its manifest and footers are opened here to count the rows."""
+    from rdmascope.cli.common import say_later
+
     note = capture_state_note(path, meta)
     if note:
-        click.echo(note, err=True)
+        say_later(note)
     if cap is None:
         from rdmascope.analysis.stream import open_capture
 
@@ -501,9 +504,11 @@ def say_audit_shortfall(cap, path) -> None:
         return  # a segment list the reader refuses (said then): its counts mean nothing
     rows = cap.rows if hasattr(cap, "rows") else len(cap.readings)
     if rows < said:
-        click.echo(f"rdmascope: warning: {path}: the audit says {said} readings were written but "
-                   f"the capture holds {rows}: {said - rows} readings are missing; these results "
-                   "cover only the readings present", err=True)
+        from rdmascope.cli.common import say_later
+
+        say_later(f"rdmascope: warning: {path}: the audit says {said} readings were written but "
+                  f"the capture holds {rows}: {said - rows} readings are missing; these results "
+                  "cover only the readings present")
 
 
 def require_readings(cap, path) -> None:

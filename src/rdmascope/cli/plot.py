@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from rdmascope.cli.common import check_window_fits
+from rdmascope.cli.common import check_window_fits, say_later
 from rdmascope.cli.output import (
     DURATION_NS,
     OFFSET,
@@ -122,7 +122,7 @@ def command(kind, captures, request_logs, output, labels, request_id, test_name,
         raise click.BadParameter(f"--to {to_s:g} s must be after --from {from_s:g} s",
                                  param_hint="'--to'")
     if link_gbps_note():
-        click.echo(f"note: {link_gbps_note()}", err=True)
+        say_later(f"note: {link_gbps_note()}")
     suffix = Path(output).suffix.lower().lstrip(".")
     if suffix not in figures.FIGURE_FORMATS:
         raise click.BadParameter(f"{output}: the output must end in .png, .svg or .pdf",

@@ -26,6 +26,7 @@ from typing import Any
 
 import click
 
+from rdmascope.cli.common import notes_after_success, say_later
 from rdmascope.exitcodes import (
     EXIT_CANNOT_JUDGE,
     EXIT_ERROR,
@@ -63,7 +64,7 @@ def for_each_node(command: click.Command, captures, params: dict[str, Any], *,
             rs = refined_run_set([str(n.path) for n in placed.nodes],
                                  reference=placed.ref.host)
             for w in rs.warnings:
-                click.echo(f"warning: {w}", err=True)
+                say_later(f"warning: {w}")
     except (RunSetError, CaptureError) as exc:
         raise click.ClickException(str(exc)) from exc
     ctx = click.get_current_context()
@@ -110,7 +111,8 @@ def for_each_node(command: click.Command, captures, params: dict[str, Any], *,
             else:
                 click.echo(header)
             try:
-                ctx.invoke(command, **p)
+                with notes_after_success():  # this node's notes, unless it errs
+                    ctx.invoke(command, **p)
             except click.exceptions.Exit as exc:
                 code = exc.exit_code
             except (click.ClickException, OptionValueError) as exc:

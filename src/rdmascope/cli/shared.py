@@ -19,6 +19,7 @@ from pathlib import Path
 import click
 
 from rdmascope.capture import CaptureError, read_manifest
+from rdmascope.cli.common import say_later
 from rdmascope.exitcodes import DataError
 
 __all__ = ["default_log", "require_capture", "find_request_log", "run_set_dir", "run_set_paths",
@@ -34,11 +35,12 @@ COUNT_SUFFIXES = ("tokens", "round", "rounds", "requests", "bursts", "n_chunks")
 
 
 def default_log(capture: str, given: str | None, option: str) -> str:
-    """Return the request log to use: ``given``, else CAPTURE/requests.jsonl if it exists."""
+    """Return the request log to use: ``given``, else CAPTURE/requests.jsonl if it exists (a
+    directory of that name too: the reader then says it is one)."""
     if given:
         return given
     p = Path(capture) / "requests.jsonl"
-    if p.is_file():
+    if p.exists():
         return str(p)
     require_capture(capture)  # a path that is no capture is that error, not a missing log
     raise click.UsageError(f"no request log: give {option} LOG (and no {p} exists)")
@@ -113,12 +115,12 @@ def find_request_log(paths: list[str], reference: str | None) -> tuple[str | Non
         order.sort(key=lambda i: hosts[i] != reference)
     for i in order:
         f = Path(paths[i]) / "requests.jsonl"
-        if f.is_file():
+        if f.exists():  # a directory of that name too: the reader says it is one
             return str(f), i
     parents = {Path(p).resolve().parent for p in paths}
     if len(parents) == 1:
         f = parents.pop() / "requests.jsonl"
-        if f.is_file():
+        if f.exists():
             return str(f), None
     return None, None
 
@@ -198,7 +200,7 @@ def run_set_paths(paths) -> list[str]:
     for x in paths:
         f = Path(x)
         if f.is_file() and len(dirs) >= 2 and f.resolve().parent in parents:
-            click.echo(f"note: {x}: a file, not a node's capture directory; skipped", err=True)
+            say_later(f"note: {x}: a file, not a node's capture directory; skipped")
             continue
         if f.is_file():
             raise click.BadParameter(f"{x!r} is a file, not a capture directory.",
