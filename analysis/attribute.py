@@ -30,7 +30,7 @@ import pandas as pd
 
 from . import metrics as M
 from . import series
-from .conserving import split, split_notes, window_sum  # split_notes's home was here
+from .conserving import known_parts, split, split_notes, window_sum  # split_notes's home was here
 from .ranges import (  # noqa: F401 (RangeIndex, RangeWindowStats: their home was here)
     DEFAULT_CAPACITY_GBPS,
     RangeIndex,
@@ -425,10 +425,15 @@ def _attribute_from(capture, log, be, *, arrival_window_s: float,
     t_lo, t_hi = be.span()
     timeline = classify_time(req, t_lo, t_hi)
     if len(timeline):
-        seg = be.integrate(timeline["t0_ns"].to_numpy(np.int64),
-                           timeline["t1_ns"].to_numpy(np.int64), by="direction",
-                           allow_partial=True)
+        seg, seg_read = be.integrate(timeline["t0_ns"].to_numpy(np.int64),
+                                     timeline["t1_ns"].to_numpy(np.int64), by="direction",
+                                     allow_partial=True, known=True)
         timeline["tx_bytes"], timeline["rx_bytes"] = _dir_cols(seg)
+        # each stretch's known part: its bytes, or what the counters read in it when they
+        # are unknown (one twin unreadable for a second leaves the other twin's bytes known)
+        read_tx, read_rx = _dir_cols(seg_read)
+        timeline["tx_known_bytes"] = known_parts(timeline["tx_bytes"].to_numpy(float), read_tx)
+        timeline["rx_known_bytes"] = known_parts(timeline["rx_bytes"].to_numpy(float), read_rx)
     classes = []
     total_s = (t_hi - t_lo) / 1e9
     for st in STATES:
@@ -439,6 +444,8 @@ def _attribute_from(capture, log, be, *, arrival_window_s: float,
         # known part stated apart (tx/rx_known_bytes, a lower bound) with that span (unknown_s)
         tx = seg["tx_bytes"].to_numpy(np.float64) if len(seg) else np.zeros(0)
         rx = seg["rx_bytes"].to_numpy(np.float64) if len(seg) else np.zeros(0)
+        ktx = seg["tx_known_bytes"].to_numpy(np.float64) if len(seg) else np.zeros(0)
+        krx = seg["rx_known_bytes"].to_numpy(np.float64) if len(seg) else np.zeros(0)
         kt, kr = np.isfinite(tx), np.isfinite(rx)
         txb = float(tx.sum()) if kt.all() else np.nan
         rxb = float(rx.sum()) if kr.all() else np.nan
@@ -446,8 +453,8 @@ def _attribute_from(capture, log, be, *, arrival_window_s: float,
                         "share": secs / total_s if total_s > 0 else np.nan,
                         "tx_bytes": txb, "rx_bytes": rxb,
                         "mean_tx_gbps": txb * 8 / (secs * 1e9) if secs > 0 else np.nan,
-                        "tx_known_bytes": float(tx[kt].sum()),
-                        "rx_known_bytes": float(rx[kr].sum()),
+                        "tx_known_bytes": float(np.nansum(ktx)),
+                        "rx_known_bytes": float(np.nansum(krx)),
                         "unknown_s": float(dur_ns[~(kt & kr)].sum() / 1e9)})
     itl = M.pooled_itl(req[measured])
     out_tok = req["output_tokens"].to_numpy(dtype=float, na_value=np.nan)
@@ -552,7 +559,8 @@ def _conserving_split(req: pd.DataFrame, be, out: pd.DataFrame):
     t_lo, t_hi = be.span()
 
     def integ(a, b):
-        return _dir_cols(be.integrate(a, b, by="direction", allow_partial=True))
+        got, read = be.integrate(a, b, by="direction", allow_partial=True, known=True)
+        return (*_dir_cols(got), *_dir_cols(read))
 
     sp = split(req["t_send_ns"].to_numpy(np.int64), req["t_first_ns"].to_numpy(np.int64),
                req["t_last_ns"].to_numpy(np.int64),

@@ -30,9 +30,11 @@ active request phase gives all its bytes to it, so a request alone on the node (
 exactly its window bytes; a request touching a segment whose bytes are unknown (a counter reset, a
 gap of readings) gets NaN (never a guess). Unknown is never zero: with any unknown segment the
 total (and idle/other, when an idle segment is unknown) is NaN too, never the known part passed
-off as the total; the known parts are kept beside them (``*_known``: per request the bytes of its
-known segments, idle/other's and the total's), and those add up the same way: the per-request
-known parts plus idle/other's equal the known total. Assumptions: one model (one bytes-per-
+off as the total; the known parts are kept beside them (``*_known``: per request its share of
+what the counters read in its segments, the readable part of a segment whose bytes are unknown
+included; idle/other's and the total's), and those add up the same way: the per-request
+known parts plus idle/other's equal the known total. A prefill or decode reaching outside the
+span split (the readings') is unknown too, its part inside its known part. Assumptions: one model (one bytes-per-
 token), FCFS admission, the same tokens per step for every decoding request, traffic not from
 requests (keep-alives, other jobs) shows up in whatever phase is active when it is sent.
 """
@@ -55,17 +57,18 @@ QUEUED_WEIGHT = 1e-3
 @dataclass
 class Split:
     """The conserving split: per request (shape (n,)) ``prefill_tx``, ``prefill_rx``,
-    ``decode_tx``, ``decode_rx`` (bytes, NaN where a touched segment's bytes are unknown);
+    ``decode_tx``, ``decode_rx`` (bytes, NaN where a touched segment's bytes are unknown or
+    the prefill/decode reaches outside the span);
     ``idle_tx``/``idle_rx`` (bytes in the segments no request computes in; NaN when one of them
     is unknown, 0 when there is none), ``total_tx``/``total_rx`` (the counters over the span;
     NaN when any segment of that direction is unknown), ``unknown_segments`` (count of
     segments whose tx or rx bytes are unknown), ``unknown_ns`` (their time, ns) and
     ``segments`` (count).
 
-    The known parts, which add up exactly (``*_known``, bytes): per request the bytes of its
-    known segments (``prefill_tx_known`` ..., equal to the headline where that is known),
-    ``idle_tx_known``/``idle_rx_known`` and ``total_tx_known``/``total_rx_known`` (the known
-    segments' bytes: a lower bound; NaN when no segment of the direction is known):
+    The known parts, which add up exactly (``*_known``, bytes): per request its share of what
+    the counters read in its segments (``prefill_tx_known`` ..., equal to the headline where
+    that is known), ``idle_tx_known``/``idle_rx_known`` and ``total_tx_known``/
+    ``total_rx_known`` (what the counters read: a lower bound; NaN when nothing was read):
     sum(prefill_known + decode_known) + idle_known = total_known."""
 
     prefill_tx: np.ndarray
@@ -92,24 +95,28 @@ class Split:
     decode_rx_known: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
-def totals(tx: np.ndarray, rx: np.ndarray, idle: np.ndarray | None, dur: np.ndarray) -> dict:
+def totals(tx: np.ndarray, rx: np.ndarray, idle: np.ndarray | None, dur: np.ndarray,
+           ktx: np.ndarray | None = None, krx: np.ndarray | None = None) -> dict:
     """The ``Split`` fields of the span's totals from the segments' bytes ``tx``, ``rx`` (S,
     NaN where unknown), which of them are idle/other (``idle``, bool (S,); None: not known,
     idle NaN) and their durations ``dur`` (ns, (S,)). Unknown is never zero: a total over a
-    segment whose bytes are unknown is NaN, its known part beside it (``*_known``)."""
+    segment whose bytes are unknown is NaN, its known part beside it (``*_known``): ``ktx``,
+    ``krx`` (S,) each segment's known part (``known_parts``; default: its bytes where known)."""
     out: dict = {}
     kt, kr = np.isfinite(tx), np.isfinite(rx)
-    for d, v, k in (("tx", tx, kt), ("rx", rx, kr)):
-        # the known segments' bytes (NaN as 0 in the sum: the known part, never the total)
-        known = float(np.nansum(v)) if k.any() else float("nan")
-        out[f"total_{d}"] = known if k.all() else float("nan")
+    ktx = tx if ktx is None else ktx
+    krx = rx if krx is None else krx
+    for d, v, k, kv in (("tx", tx, kt, ktx), ("rx", rx, kr, krx)):
+        # the segments' known parts (NaN as 0 in the sum: the known part, never the total)
+        known = float(np.nansum(kv)) if np.isfinite(kv).any() else float("nan")
+        out[f"total_{d}"] = float(np.nansum(v)) if k.all() else float("nan")
         out[f"total_{d}_known"] = known
         if idle is None:
             out[f"idle_{d}"] = out[f"idle_{d}_known"] = float("nan")
         else:
             ki = k[idle]
-            out[f"idle_{d}_known"] = float(np.nansum(v[idle]))
-            out[f"idle_{d}"] = out[f"idle_{d}_known"] if ki.all() else float("nan")
+            out[f"idle_{d}_known"] = float(np.nansum(kv[idle]))
+            out[f"idle_{d}"] = float(np.nansum(v[idle])) if ki.all() else float("nan")
     unk = ~(kt & kr)
     out["unknown_segments"] = int(unk.sum())
     out["unknown_ns"] = int(np.asarray(dur, np.int64)[unk].sum())
@@ -175,6 +182,14 @@ def bytes_per_token(tx, seg, row, w, n, known, S) -> float | None:
     return float(np.sum(tx[active])) / tot if tot > 0 and np.sum(tx[active]) > 0 else None
 
 
+def known_parts(v: np.ndarray, read: np.ndarray | None) -> np.ndarray:
+    """Each segment's known part (S,): its bytes where known, else what its counters read in
+    it (``read``: ``windows.range_frame``'s known part, NaN where nothing was read; None: 0)."""
+    if read is None:
+        return np.where(np.isfinite(v), v, 0.0)
+    return np.where(np.isfinite(v), v, np.asarray(read, dtype=float))
+
+
 def split(send, first, last, prompt_tokens, output_tokens, integrate, t_lo: int, t_hi: int,
           *, rounds: int = IPF_ROUNDS, dry: bool = False) -> Split:
     """Split the traffic of [t_lo, t_hi) over requests (module docstring).
@@ -183,7 +198,12 @@ def split(send, first, last, prompt_tokens, output_tokens, integrate, t_lo: int,
     ``prompt_tokens``, ``output_tokens``: float arrays (n,), NaN where unknown (the median of the
     known ones is used); ``integrate(a, b)``: bytes in ranges [a[i], b[i]) as a (tx, rx) pair of
     float arrays (NaN where unknown; the attribution passes ``series.integrate`` with
-    ``allow_partial``). Returns a ``Split``. ``dry``: only ask ``integrate`` the ranges (an
+    ``allow_partial``), or (tx, rx, tx read, rx read) with what the counters read in each
+    range where its bytes are unknown (``windows.range_frame``'s known part): the known parts
+    then keep a segment's readable bytes (one twin unreadable for a second leaves the other's
+    and its own readable part known). A request's prefill or decode reaching outside
+    [t_lo, t_hi) (the readings' span) is unknown (NaN), its part inside kept as its known part.
+    Returns a ``Split``. ``dry``: only ask ``integrate`` the ranges (an
     engine's recording run, ``ranges.RangeQueries``) and return a Split of NaN, unfitted.
     """
     send = np.asarray(send, np.int64)
@@ -192,9 +212,13 @@ def split(send, first, last, prompt_tokens, output_tokens, integrate, t_lo: int,
     n = len(send)
     edges = np.unique(np.clip(np.concatenate([[t_lo, t_hi], send, first, last]), t_lo, t_hi))
     a, b = edges[:-1], edges[1:]
-    tx, rx = integrate(a, b)
-    tx = np.asarray(tx, dtype=float)
-    rx = np.asarray(rx, dtype=float)
+    got = integrate(a, b)
+    tx = np.asarray(got[0], dtype=float)
+    rx = np.asarray(got[1], dtype=float)
+    ktx = known_parts(tx, got[2] if len(got) > 2 else None)
+    krx = known_parts(rx, got[3] if len(got) > 2 else None)
+    # a prefill [send, first) or decode [first, last) reaching outside the readings: unknown
+    outside = np.concatenate([(send < t_lo) | (first > t_hi), (first < t_lo) | (last > t_hi)])
     S = len(a)
     if dry:
         nan = np.full(n, np.nan)
@@ -225,13 +249,13 @@ def split(send, first, last, prompt_tokens, output_tokens, integrate, t_lo: int,
         cover = _cover(k0, k1, length, S)
         if S and int(cover.max()) <= MAX_PAIRS:
             return _split_blocked(n, a, b, tx, rx, k0, k1, length, cover, dens_a, rows_b,
-                                  target, gen, rounds)
+                                  target, gen, rounds, ktx, krx, outside)
         nan = np.full(n, np.nan)
         return Split(prefill_tx=nan, prefill_rx=nan.copy(), decode_tx=nan.copy(),
                      decode_rx=nan.copy(), segments=S, pairs_over_budget=pairs,
                      prefill_tx_known=nan.copy(), prefill_rx_known=nan.copy(),
                      decode_tx_known=nan.copy(), decode_rx_known=nan.copy(),
-                     **totals(tx, rx, None, b - a))
+                     **totals(tx, rx, None, b - a, ktx, krx))
     row = np.repeat(np.arange(2 * n), length)
     starts = np.repeat(k0, length)
     pos = np.arange(len(row)) - np.repeat(np.cumsum(length) - length, length)
@@ -268,18 +292,20 @@ def split(send, first, last, prompt_tokens, output_tokens, integrate, t_lo: int,
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(col[seg] > 0, w / col[seg], 0.0)
     out, kn = {}, {}
-    for name, v in (("tx", tx), ("rx", rx)):
+    for name, v, kv in (("tx", tx, ktx), ("rx", rx, krx)):
         # a request touching an unknown segment is unknown (a NaN in the sum says so); its
-        # known segments' part is kept apart (the known parts add up)
+        # segments' known parts are kept apart (the known parts add up)
         vs = v[seg]
         out[name] = np.bincount(row, share * vs, 2 * n) if len(row) else np.zeros(2 * n)
-        kn[name] = np.bincount(row, share * np.where(np.isfinite(vs), vs, 0.0), 2 * n) \
+        out[name][outside] = np.nan
+        ks = kv[seg]
+        kn[name] = np.bincount(row, share * np.where(np.isfinite(ks), ks, 0.0), 2 * n) \
             if len(row) else np.zeros(2 * n)
     return Split(prefill_tx=out["tx"][:n], prefill_rx=out["rx"][:n],
                  decode_tx=out["tx"][n:], decode_rx=out["rx"][n:], segments=S,
                  prefill_tx_known=kn["tx"][:n], prefill_rx_known=kn["rx"][:n],
                  decode_tx_known=kn["tx"][n:], decode_rx_known=kn["rx"][n:],
-                 **totals(tx, rx, col <= 0, b - a))
+                 **totals(tx, rx, col <= 0, b - a, ktx, krx))
 
 
 def _cover(k0, k1, length, S) -> np.ndarray:
@@ -314,7 +340,8 @@ def _block_pairs(k0, k1, length, s0: int, s1: int):
 
 
 def _split_blocked(n, a, b, tx, rx, k0, k1, length, cover, dens_a, rows_b, target, gen,
-                   rounds: int) -> Split:
+                   rounds: int, ktx: np.ndarray, krx: np.ndarray, outside: np.ndarray
+                   ) -> Split:
     """``split`` for a capture with more than ``MAX_PAIRS`` request-segment pairs, in time blocks
     of at most ``BLOCK_PAIRS`` (so memory stays bounded whatever the capture's length).
 
@@ -365,7 +392,7 @@ def _split_blocked(n, a, b, tx, rx, k0, k1, length, cover, dens_a, rows_b, targe
     # segments (so a row crossing the block's edge is fitted whole), its own segments kept
     out_tx, out_rx = np.zeros(2 * n), np.zeros(2 * n)
     kn_tx, kn_rx = np.zeros(2 * n), np.zeros(2 * n)
-    ktx, krx = np.where(np.isfinite(tx), tx, 0.0), np.where(np.isfinite(rx), rx, 0.0)
+    ktx0, krx0 = np.where(np.isfinite(ktx), ktx, 0.0), np.where(np.isfinite(krx), krx, 0.0)
     idle = np.zeros(S, bool)
     on = length > 0
     for s0, s1 in blocks:
@@ -391,15 +418,17 @@ def _split_blocked(n, a, b, tx, rx, k0, k1, length, cover, dens_a, rows_b, targe
             share = np.where(np.take(col, ls) > 0, w / np.take(col, ls), 0.0)
         out_tx[ids] += np.bincount(loc, share * np.take(tx, seg), m)
         out_rx[ids] += np.bincount(loc, share * np.take(rx, seg), m)
-        kn_tx[ids] += np.bincount(loc, share * np.take(ktx, seg), m)
-        kn_rx[ids] += np.bincount(loc, share * np.take(krx, seg), m)
+        kn_tx[ids] += np.bincount(loc, share * np.take(ktx0, seg), m)
+        kn_rx[ids] += np.bincount(loc, share * np.take(krx0, seg), m)
         idle[s0:s1] = col[s0 - e0:s1 - e0] <= 0
     idle |= cover == 0
+    out_tx[outside] = np.nan  # reaching outside the readings: unknown (``split``)
+    out_rx[outside] = np.nan
     return Split(prefill_tx=out_tx[:n], prefill_rx=out_rx[:n], decode_tx=out_tx[n:],
                  decode_rx=out_rx[n:], segments=S,
                  prefill_tx_known=kn_tx[:n], prefill_rx_known=kn_rx[:n],
                  decode_tx_known=kn_tx[n:], decode_rx_known=kn_rx[n:],
-                 **totals(tx, rx, idle, b - a))
+                 **totals(tx, rx, idle, b - a, ktx, krx))
 
 
 def _fit(loc, ls, ln, lo, w, stok, tgt, L: int, rounds: int) -> np.ndarray:

@@ -285,17 +285,19 @@ class RangeQueries:
             raise RuntimeError("RangeQueries: the second run asked different ranges")
         return self.answers[k]
 
-    def integrate(self, a, b, *, by: str, allow_partial: bool = False) -> pd.DataFrame:
+    def integrate(self, a, b, *, by: str, allow_partial: bool = False, known: bool = False):
+        """The bytes of ranges [a[i], b[i]) per group ``by`` (``windows.integrate``'s rule;
+        NaN in the dry run). ``known``: (that frame, the known parts: ``windows.range_frame``)."""
         a = np.asarray(a, dtype=np.int64).ravel()
         b = np.asarray(b, dtype=np.int64).ravel()
-        got = self._ask(("integrate", a, b, by, allow_partial))
+        got = self._ask(("integrate", a, b, by, allow_partial, known))
         if got is not None:
             return got
         cdf = self.info.counters
         cols = list(dict.fromkeys(cdf.at[c, by] for c in sorted(self.spans)))
         out = pd.DataFrame(np.full((len(a), len(cols)), np.nan), columns=cols)
         out.columns.name = by
-        return out
+        return (out, out.copy()) if known else out
 
     def window_stats(self, a, b) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         a = np.asarray(a, dtype=np.int64).ravel()
@@ -382,9 +384,9 @@ class _RangeRun:
         answers: list = [None] * len(rq.queries)
         for k, st in self.rstats.items():
             answers[k] = at_bound(st.result(), self.flag.lines.get("tx"))
-        for k, (_, _a, _b, by, allow_partial) in self.integ:
+        for k, (_, _a, _b, by, allow_partial, known) in self.integ:
             answers[k] = self.bytes[k].result(group_keys(cdf, by, sorted(first)), by,
-                                              allow_partial=allow_partial)
+                                              allow_partial=allow_partial, known=known)
         rq.answers = answers
         rq.cursor = 0
         # the two ends of the capture decided the attribution's span; the pass saw them all

@@ -364,16 +364,43 @@ class RangeBytes:
                 cov = np.where(cov > 0, np.maximum(cov, width), cov)
             yield key_of[c], (byt, nan, gap, cov)
 
-    def result(self, key_of: dict, by, *, allow_partial: bool = False) -> pd.DataFrame:
+    def result(self, key_of: dict, by, *, allow_partial: bool = False, known: bool = False):
         """One row per range (RangeIndex), one float64 column of bytes per group of the
-        counters fed (``key_of``: {counter: group key}), by the window rule for ranges."""
+        counters fed (``key_of``: {counter: group key}), by the window rule for ranges.
+        ``known``: (that frame, the known parts' frame of ``range_frame``)."""
         return range_frame(self.items(key_of, allow_partial=allow_partial), self.b - self.a,
-                           by)
+                           by, known=known)
 
 
-def range_frame(items, width: np.ndarray, by) -> pd.DataFrame:
+def range_frame(items, width: np.ndarray, by, *, known: bool = False):
     """``RangeBytes.items`` combined into groups (``curve.combine_windows`` with
-    ``partial_nan``: NaN unless wholly covered): one row per range, one column per group."""
-    out, _ = combine_windows(items, width, pd.RangeIndex(len(width)), partial_nan=True)
+    ``partial_nan``: NaN unless wholly covered): one row per range, one column per group.
+
+    ``known``: return (that frame, the known part's frame): per range and group the bytes
+    its counters read there, without the unreadable intervals (reset, saturated, unavailable,
+    implausible) and the time outside every reading, so a range whose bytes are unknown
+    because one twin could not be read for 1 s still shows the other twin's bytes and the
+    first one's readable part (a lower bound of the bytes: 0 for a range wholly inside
+    unreadable intervals; NaN where no counter of the group has an interval in the range).
+    Same shape and columns."""
+    if not known:
+        out, _ = combine_windows(items, width, pd.RangeIndex(len(width)), partial_nan=True)
+        out.columns.name = by
+        return out
+    part: dict = {}  # group -> [known bytes, any of it read]
+
+    def tee():
+        for k, parts in items:
+            b, _nan, _gap, cov = parts
+            if k in part:
+                part[k][0] += b
+                part[k][1] |= cov > 0
+            else:
+                part[k] = [np.array(b, np.float64, copy=True), cov > 0]
+            yield k, parts
+
+    out, _ = combine_windows(tee(), width, pd.RangeIndex(len(width)), partial_nan=True)
     out.columns.name = by
-    return out
+    kn = pd.DataFrame({k: np.where(part[k][1], part[k][0], np.nan) for k in out.columns},
+                      index=out.index, columns=out.columns.copy())
+    return out, kn

@@ -116,6 +116,20 @@ def check_conservation(at) -> None:
         return
     unknown = s.get("split_unknown_segments", 0)
     assert (unknown > 0) == (s.get("split_unknown_s", 0.0) > 0), "unknown segments and time"
+    # a prefill or decode reaching outside the readings' span (the timeline's) is unknown too,
+    # its part inside being its known part
+    tl = at.timeline
+    lo = int(tl["t0_ns"].min()) if len(tl) else None
+    hi = int(tl["t1_ns"].max()) if len(tl) else None
+    out_of = {}
+    for w, (a, b) in (("prefill", ("t_send_ns", "t_first_ns")),
+                      ("decode", ("t_first_ns", "t_last_ns"))):
+        if lo is None or not len(r) or a not in r or b not in r:
+            out_of[w] = np.zeros(len(r), bool)
+            continue
+        ta = r[a].to_numpy(dtype=float, na_value=np.nan)
+        tb = r[b].to_numpy(dtype=float, na_value=np.nan)
+        out_of[w] = ((ta < lo) | (tb > hi)) & (tb > ta)
     for d in ("tx", "rx"):
         total, idle = float(s[f"split_total_{d}_bytes"]), float(s[f"split_idle_{d}_bytes"])
         ktotal = float(s[f"split_total_{d}_known_bytes"])
@@ -140,6 +154,10 @@ def check_conservation(at) -> None:
             assert not bad.any(), (
                 f"{w} {d}: {int(bad.sum())} request(s) with unknown window bytes got a known "
                 f"split (unknown must stay NaN): {list(r.loc[bad, 'request_id'])[:5]}")
+            bad = out_of[w] & ~np.isnan(spl)
+            assert not bad.any(), (
+                f"{w} {d}: {int(bad.sum())} request(s) reaching outside the readings got a "
+                f"known split (the part outside is unknown): {list(r.loc[bad, 'request_id'])[:5]}")
         # the known parts: equal to the headline where it is known, and they add up
         fin = np.isfinite(vals)
         assert np.allclose(kvals[fin], vals[fin], rtol=1e-12, atol=1e-6), f"{d}: known part"
@@ -152,15 +170,17 @@ def check_conservation(at) -> None:
             # no known segment: nothing was split (NaN: not computed, an engine's dry run)
             assert (kvals[np.isfinite(kvals)] == 0).all() and (np.isnan(kidle) or kidle == 0), (
                 f"{d}: counters unknown, yet split")
+        outside = np.concatenate([out_of["prefill"], out_of["decode"]]) if len(r) \
+            else np.zeros(0, bool)
         if np.isfinite(total):
             assert total == ktotal, f"{d}: a known total differs from its known part"
-            assert not np.isnan(vals).any(), f"{d}: NaN split under a known total"
+            assert not (np.isnan(vals) & ~outside).any(), f"{d}: NaN split under a known total"
             assert np.isfinite(idle) and idle == kidle, f"{d}: idle/other"
-            given = float(vals.sum()) + idle
+            # the requests' parts inside the readings (their split where it is known)
+            given = float(kvals.sum()) + idle
             assert abs(given - total) <= tol, (
-                f"{d}: per-request split {vals.sum():,.0f} + idle/other {idle:,.0f} = "
+                f"{d}: per-request split {kvals.sum():,.0f} + idle/other {idle:,.0f} = "
                 f"{given:,.0f} B, counters over the span {total:,.0f} B")
-            tl = at.timeline
             if len(tl) and f"{d}_bytes" in tl and not tl[f"{d}_bytes"].isna().any():
                 seen = float(tl[f"{d}_bytes"].sum())
                 assert abs(seen - total) <= tol, (
@@ -168,7 +188,7 @@ def check_conservation(at) -> None:
         else:
             # unknown, never the known part passed off as the total
             assert unknown > 0, f"{d}: NaN total with no unknown segment"
-        if np.isnan(vals).any():
+        if (np.isnan(vals) & ~outside).any():
             assert unknown > 0, f"{d}: NaN split with no unknown segment"
             assert np.isnan(total), f"{d}: a NaN split under a known total"
 

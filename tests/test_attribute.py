@@ -227,7 +227,13 @@ def test_cli_attribute_outputs_and_errors(tmp_path, overlap_capture):
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert d["requests"][0]["flag"].startswith("runs past the capture end")
-    assert d["requests"][0]["decode_tx_bytes"] > 0
+    late = d["requests"][0]
+    assert late["decode_tx_bytes"] > 0
+    # the conserving split: the decode's bytes after the capture are unknown, never 0 (its
+    # part inside is its known part: the request is alone, so it takes every byte there)
+    assert late["decode_tx_split_bytes"] is None
+    assert late["decode_tx_split_known_bytes"] == pytest.approx(late["decode_tx_bytes"])
+    assert late["prefill_tx_split_bytes"] == pytest.approx(late["prefill_tx_bytes"])
     assert any("run past the capture" in n for n in d["meta"]["notes"])
     # said once (the log's alignment and the attribution both noticed it), naming the request
     past = [n for n in d["meta"]["notes"] if "run past the capture" in n]
@@ -476,11 +482,72 @@ def test_time_classes_with_an_unknown_span_are_unknown_with_the_known_part_besid
     att = attribute(cap, log)
     tc = att.time_classes.set_index("state")
     assert np.isnan(tc.loc["prefill", "tx_bytes"]) and np.isnan(tc.loc["prefill", "mean_tx_gbps"])
-    # by hand: r1's prefill [50, 70) ms is known, 20 ms x (4000 + 8000); r0's [10, 30) is not
-    assert tc.loc["prefill", "tx_known_bytes"] == pytest.approx(20 * 12_000)
+    # by hand: r1's prefill [50, 70) ms is known, 20 ms x (4000 + 8000); r0's [10, 30) is not,
+    # its known part is what was read: A's 20 ms x 4000 and B's 14 ms x 8000 (readings 15..19
+    # unreadable make B's six intervals [14, 20) ms unknown)
+    assert tc.loc["prefill", "tx_known_bytes"] == pytest.approx(20 * 12_000 + 20 * 4000
+                                                                + 14 * 8000)
     assert tc.loc["prefill", "unknown_s"] == pytest.approx(0.020)
     # rx was read throughout: known, 2 x 20 ms x (400 + 800)
     assert tc.loc["prefill", "rx_bytes"] == pytest.approx(2 * 20 * 1200)
     # decode-only [30, 40) and [70, 90) ms: known, no unknown span
     assert tc.loc["decode-only", "tx_bytes"] == pytest.approx(30 * 12_000)
     assert tc.loc["decode-only", "unknown_s"] == 0.0
+
+
+def test_a_twin_unreadable_inside_a_prefill_leaves_the_other_twins_bytes_known(tmp_path):
+    """Unknown is never zero, and neither is known: a prefill over which one twin could not
+    be read for 6 ms has unknown split bytes (NaN), and its known part is what the counters
+    did read there (the other twin's every byte, the first twin's readable part), not 0; the
+    known parts still add up to what the counters read over the span (check_conservation)."""
+    from conftest import check_conservation
+
+    n = 100
+    path = build_capture(tmp_path / "cap", T0, {
+        f"{A}/tx": np.full(n, 4000), f"{B}/tx": np.full(n, 8000),
+        f"{A}/rx": np.full(n, 400), f"{B}/rx": np.full(n, 800)},
+        unreadable={f"{B}/tx": (15, 20)})  # B tx unknown over ms 14..19: inside r0's prefill
+    cap = load_capture(path)
+    log = align(write_log(tmp_path / "log.jsonl", [(10, 30, 40), (50, 70, 90)]), cap)
+    att = attribute(cap, log)
+    r = att.requests.set_index("request_id")
+    assert np.isnan(r.loc["r0", "prefill_tx_split_bytes"])
+    # by hand: [10, 30) ms holds A's 20 x 4000 and B's (20 - 6) x 8000 readable bytes; r0 is
+    # alone then, so it takes them all
+    assert r.loc["r0", "prefill_tx_split_known_bytes"] == pytest.approx(20 * 4000 + 14 * 8000)
+    assert r.loc["r1", "prefill_tx_split_bytes"] == pytest.approx(20 * 12_000)
+    assert r.loc["r0", "prefill_rx_split_bytes"] == pytest.approx(20 * 1200)  # rx: read
+    # the known total: every readable byte of the span, by hand from the per-ms rates
+    s = att.summary
+    lo, hi = int(att.timeline["t0_ns"].min()), int(att.timeline["t1_ns"].max())
+    span_ms = (hi - lo) / MS
+    assert np.isnan(s["split_total_tx_bytes"])
+    assert s["split_total_tx_known_bytes"] == pytest.approx(span_ms * 12_000 - 6 * 8000)
+    check_conservation(att)
+
+
+def test_a_request_reaching_outside_the_readings_has_unknown_split_bytes(tmp_path, overlap_capture):
+    """A decode running past the capture's last reading, or a prefill sent before its first,
+    has unknown split bytes (NaN: the part outside was never read), its part inside kept as
+    its known part; never 0, and never the inside part passed off as the whole."""
+    from conftest import check_conservation
+
+    # r0 sent 5 ms before the capture's first reading; r1's decode runs 50 ms past its end
+    log = align(write_log(tmp_path / "log.jsonl", [(-5, 20, 30), (60, 70, 150)]),
+                overlap_capture)
+    att = attribute(overlap_capture, log)
+    r = att.requests.set_index("request_id")
+    assert np.isnan(r.loc["r0", "prefill_tx_split_bytes"])
+    assert np.isnan(r.loc["r1", "decode_tx_split_bytes"])
+    assert np.isnan(r.loc["r0", "prefill_per_token_split_bytes"])
+    # the parts inside, by hand: alone in them, each request takes every byte
+    lo, hi = int(att.timeline["t0_ns"].min()), int(att.timeline["t1_ns"].max())
+    k0 = (lo - T0) // MS
+    inside = sum(a_tx(k) + 8000 for k in range(k0, 20))
+    assert r.loc["r0", "prefill_tx_split_known_bytes"] == pytest.approx(inside)
+    k1 = (hi - T0) // MS
+    assert r.loc["r1", "decode_tx_split_known_bytes"] == pytest.approx(
+        sum(a_tx(k) + 8000 for k in range(70, k1)))
+    assert r.loc["r1", "prefill_tx_split_bytes"] == pytest.approx(
+        sum(a_tx(k) + 8000 for k in range(60, 70)))
+    check_conservation(att)
