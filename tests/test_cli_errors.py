@@ -288,14 +288,17 @@ def test_twin_grouping_same_in_rates_and_peaks_on_tcp_fallback(paths):
 
 def test_rates_on_a_killed_capture_judges_from_against_its_readings(tmp_path):
     """No stop record (kill -9): the end is unknown, so --from is never refused against an
-    estimate; a range past the readings says so, one inside them works."""
+    estimate; a range past the readings is a usage error naming --from with the readings'
+    span in seconds (49 readings 1 ms apart: 0.000 to 0.049 s), one inside them works."""
     from capture_builders import MS, STATUS_OK, T0, ib, write_capture
 
     rd = {0: [(T0 + k * MS, 0, 250 * k, STATUS_OK) for k in range(50)]}  # 1,000 B per ms
     cap = str(write_capture(tmp_path / "c", [ib("rocep1s0f1", "tx")], rd, close=False))
     r = CliRunner().invoke(main, ["rates", cap, "--from", "1"])
-    assert r.exit_code == 4 and "Traceback" not in r.output
-    assert _error_lines(r.output) == [f"Error: {cap}: no windows in the requested range"]
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert _error_lines(r.output) == [
+        "Error: Invalid value for '--from': 1 s is at or after the capture's last reading "
+        "(0.049 s after its start; the readings span 0.000 to 0.049 s)"]
     r = CliRunner().invoke(main, ["rates", cap, "--from", "0.040", "--window", "5ms", "--json"])
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout)["rates"]  # the note on stderr comes after it

@@ -88,7 +88,7 @@ def command(capture, t_from, t_to, origin_s, capacity_gbps, enter_frac, leave_fr
     cap = open_or_fail(capture)
     require_readings(cap, capture)
     start, end = time_range(cap.t_start_ns, t_from, t_to,
-                            t_end_ns=cap.t_end_ns if cap.clean_end else None)
+                            t_end_ns=cap.t_end_ns if cap.clean_end else None, readings=cap)
     check_window_fits(width_ns, max(cap.t_start_ns, start or cap.t_start_ns),
                       min(cap.t_end_ns, end or cap.t_end_ns), cap.t_start_ns,
                       start is not None or end is not None)

@@ -141,8 +141,10 @@ def perfetto(captures, out, requests_log, offset, width_ns, clock, capacity, fmt
         with cli_errors(str(c)):
             infos.append(open_capture(c))
             say_capture_state(c, infos[-1].meta, infos[-1])
-    if t_from is not None and len(infos) == 1:  # as rates/peaks: a range after the end is refused
-        time_range(infos[0].t_start_ns, t_from, t_to, t_end_ns=infos[0].t_end_ns)
+    if (t_from is not None or t_to is not None) and len(infos) == 1:
+        # as rates/peaks: a range after the end, or holding none of the readings, is refused
+        time_range(infos[0].t_start_ns, t_from, t_to, t_end_ns=infos[0].t_end_ns,
+                   readings=infos[0], source=None)
     # as rates and bursts: a window longer than the (longest) capture's range is refused
     longest = max(infos, key=lambda i: i.t_end_ns - i.t_start_ns)
     t0, t1 = longest.t_start_ns, longest.t_end_ns

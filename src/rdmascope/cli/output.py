@@ -326,13 +326,54 @@ def grid_origin(t_start_ns: int, origin_s: float | None) -> int | None:
 
 
 def time_range(t_start_ns: int, t_from: float | None, t_to: float | None, *,
-               t_end_ns: int | None = None) -> tuple[int | None, int | None]:
+               t_end_ns: int | None = None, readings=None,
+               source: str | None = "infiniband") -> tuple[int | None, int | None]:
     """Turn --from/--to seconds (relative to ``t_start_ns``) into absolute ns (None = open).
 
     Raises ``click.BadParameter`` naming the option when a time is not finite, --to is not
-    after --from, or (given the capture's end ``t_end_ns``) --from is at or after that end or
-    --to at or before the start.
+    after --from, (given the capture's end ``t_end_ns``) --from is at or after that end or
+    --to at or before the start, or (given ``readings``, the command's ``stream.CaptureInfo``,
+    and its counters' ``source``) the range holds none of the readings: --from at or after
+    the last reading, --to at or before the first (the capture's stop record can come tens of
+    ms after its last reading). Times in the messages are seconds after the capture start.
     """
+    start, end = _time_range(t_start_ns, t_from, t_to, t_end_ns)
+    if readings is not None and (start is not None or end is not None):
+        from rdmascope.analysis.stream import edge_spans
+
+        spans = edge_spans(readings, source)
+        if spans:
+            lo = min(s[0] for s in spans.values())
+            hi = max(s[1] for s in spans.values())
+            first, last = (lo - t_start_ns) / 1e9, (hi - t_start_ns) / 1e9
+            if start is not None and start >= hi:
+                raise click.BadParameter(
+                    f"{t_from:g} s is at or after the capture's last reading ({last:.3f} s "
+                    f"after its start; the readings span {first:.3f} to {last:.3f} s)",
+                    param_hint="'--from'")
+            if end is not None and end <= lo:
+                raise click.BadParameter(
+                    f"{t_to:g} s is at or before the capture's first reading ({first:.3f} s "
+                    f"after its start; the readings span {first:.3f} to {last:.3f} s)",
+                    param_hint="'--to'")
+    return start, end
+
+
+def no_windows_error(capture, t_from: float | None, t_to: float | None) -> click.ClickException:
+    """The error for a range that holds no window: a usage error naming --from/--to (exit 2)
+    when one was given, else the capture's own problem (exit 4)."""
+    if t_from is None and t_to is None:
+        return click.ClickException(f"{capture}: no windows in the requested range")
+    given = " and ".join(f"{o} {v:g} s" for o, v in (("--from", t_from), ("--to", t_to))
+                         if v is not None)
+    return click.BadParameter(f"{capture}: no windows in the range {given} (seconds after the "
+                              "capture start): it holds none of the readings",
+                              param_hint="'--from' / '--to'")
+
+
+def _time_range(t_start_ns: int, t_from: float | None, t_to: float | None,
+                t_end_ns: int | None) -> tuple[int | None, int | None]:
+    """``time_range`` against the capture's start and end records only."""
     for opt, v in (("--from", t_from), ("--to", t_to)):
         if v is not None and not math.isfinite(v):
             raise click.BadParameter(f"{v!r} is not a finite number of seconds",

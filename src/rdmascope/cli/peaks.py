@@ -102,7 +102,8 @@ def command(capture, t_from, t_to, origin_s, windows, percentiles, group, uncert
             "0.1-0.2 ms (docs/method.md 'The sampler'), give at most the interval",
             param_hint="'--instant-uncertainty'")
     start, end = time_range(cap.t_start_ns, t_from, t_to,
-                            t_end_ns=cap.t_end_ns if cap.clean_end else None)
+                            t_end_ns=cap.t_end_ns if cap.clean_end else None, readings=cap,
+                            source=None if source == "all" else source)
     src = None if source == "all" else source
     with cli_errors(str(capture)):
         # each source grouped apart, as `rdmascope rates` does (netdev links: "(netdev)")

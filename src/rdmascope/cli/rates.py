@@ -21,6 +21,7 @@ from rdmascope.cli.output import (
     emit,
     format_table,
     link_gbps_option,
+    no_windows_error,
     output_options,
     progress,
     time_range,
@@ -140,7 +141,7 @@ def _two_direction_rates(lrates: dict) -> dict:
 
 
 def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, links, with_bytes,
-                t0, total, out) -> None:
+                t0, total, out, t_from=None, t_to=None) -> None:
     """Write the rates as CSV (stdout) and/or Parquet block by block (pyarrow's writers).
 
     The same rows as the in-memory table: windows of the range, without the leading and
@@ -252,7 +253,7 @@ def _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, link
                 with contextlib.suppress(OSError):
                     os.unlink(part)  # left only when not renamed
     if state["rows"] == 0:
-        raise click.ClickException(f"{capture}: no windows in the requested range")
+        raise no_windows_error(capture, t_from, t_to)
     if out.parquet:
         click.echo(f"wrote {out.parquet} ({state['rows']} rows)", err=True)
 
@@ -331,6 +332,10 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
         stop = m.get("stop") if isinstance(m.get("stop"), dict) else {}
         start, end = time_range(t0, t_from, t_to,
                                 t_end_ns=t_end if stop.get("monotonic_ns") == t_end else None)
+        if start is not None or end is not None:  # a range holding none of the readings
+            from rdmascope.analysis.stream import open_capture
+
+            time_range(t0, t_from, t_to, readings=open_capture(capture), source=src)
         sel = cdf[cdf["data"] & (cdf["source"] == src if src else cdf["data"])]
         links = (twin_links(types.SimpleNamespace(meta=m, counters=cdf), source=src)
                  if group == "twins" else {})
@@ -357,7 +362,7 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
             if group == "twins" and not links:
                 raise click.ClickException(f"{capture}: no twin devices found to group")
             _stream_out(capture, width_ns, origin, start, end, by, src, gap_factor, links,
-                        with_bytes, t0, total, out)
+                        with_bytes, t0, total, out, t_from, t_to)
             return
         if group == "twins" and not links:
             raise click.ClickException(f"{capture}: no twin devices found to group")
@@ -382,7 +387,7 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
                 blocks_q.append(flag(b, q, width_ns, c.covered_ns))
                 blocks_c.append(c)
     if not blocks_b or sum(len(x) for x in blocks_b) == 0:
-        raise click.ClickException(f"{capture}: no windows in the requested range")
+        raise no_windows_error(capture, t_from, t_to)
     b = pd.concat(blocks_b)
     q = pd.concat(blocks_q)
     cov = type(blocks_c[0])(*(pd.concat(fs) for fs in zip(*blocks_c, strict=True)))

@@ -93,7 +93,7 @@ def command(capture, t_from, t_to, origin_s, single, share, min_share, out, nccl
     from rdmascope.analysis import verify_emulation
 
     cap = open_or_fail(capture)  # streamed segment by segment (bounded memory)
-    start, end = time_range(cap.t_start_ns, t_from, t_to)
+    start, end = time_range(cap.t_start_ns, t_from, t_to, readings=cap)
     try:
         with cli_errors(str(capture)):
             v = verify_emulation(cap, start_ns=start, end_ns=end,
