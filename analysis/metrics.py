@@ -62,7 +62,9 @@ DEFINITIONS: dict[str, str] = {
     "round_decode_tx_bytes": "bytes sent in [last first token, last token] of the round "
                              "(decode-only time)",
     "time classes": "every instant of the capture is 'prefill' (inside any request's prefill "
-                    "window), else 'decode-only' (inside a decode window), else 'idle'",
+                    "window), else 'decode-only' (inside a decode window), else 'idle' (no "
+                    "successful request in flight: its bytes are those of failed requests, "
+                    "other work or keep-alives)",
 }
 
 

@@ -408,8 +408,9 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                                            at_line_rate=at_line_of(pk_tx)),
                 "The same prefill averaged over 1, 5 and 100 ms windows (aligned on the "
                 "capture start, as every table): the peak falls as the window widens, although "
-                "the bytes are the same. The 5 ms panel is a step line whose values beat: the "
-                "bursts come every ~20 ms, so a 5 ms window holds a whole burst, part of one or "
+                "the bytes are the same. The 5 ms panel is a step line whose values can beat: "
+                "when the bursts come every few milliseconds (their spacing is the burst "
+                "table's median_gap_s), a 5 ms window holds a whole burst, part of one or "
                 "none, and neighbouring 5 ms values rise and fall in a slow pattern; that is the "
                 "averaging, not a drawing error. " + ONE_MS_REF))
             tables.append(ReportTable(

@@ -126,3 +126,22 @@ def test_total_bytes_with_an_unknown_window_is_unknown_with_the_known_part_besid
     k = burst_analysis(_intervals([0, 60, 100, 0]), capacity_gbps=200.0).summary.iloc[0]
     assert k["total_bytes"] == pytest.approx(160e9 / 8 * 1e-3) == k["known_bytes"]
     assert k["unknown_s"] == 0.0
+
+
+def test_the_capacity_note_names_where_the_capacity_came_from():
+    """`bursts --link-gbps 100` takes 100 Gb/s as the capacity and says so (it said "the
+    ports' reported rate"); without it, the port rate is named as the source."""
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    sim = str(Path(__file__).resolve().parents[1] / "fixtures" / "sim-p2-200")
+    r = CliRunner().invoke(main, ["bursts", sim, "--link-gbps", "100"])
+    assert r.exit_code == 0, r.output
+    assert "capacity 100 Gb/s (--link-gbps); a burst enters at >= 25 Gb/s" in r.output
+    r = CliRunner().invoke(main, ["bursts", sim])
+    assert "capacity 200 Gb/s (the ports' reported rate" in r.output
+    r = CliRunner().invoke(main, ["bursts", sim, "--capacity", "150"])
+    assert "capacity 150 Gb/s;" in r.output, r.output

@@ -70,9 +70,10 @@ CASES = [
     ("peaks {empty}", 4, "has no manifest.json"),
     ("bursts {garbage}", 4, "is not valid JSON"),
     # segments removed: "has no readings", not "cannot convert float NaN to integer"
-    ("peaks {noseg}", 4, "is listed in the manifest (1 segment(s) in all) but missing on disk"),
-    ("bursts {noseg}", 4, "is listed in the manifest (1 segment(s) in all) but missing on disk"),
-    ("rates {noseg}", 4, "capture {noseg} has no readings"),
+    ("peaks {noseg}", 4, "seg-000000.parquet: is listed in the manifest but missing on disk "
+                         "(1 of its 1 listed segment(s) are)"),
+    ("bursts {noseg}", 4, "seg-000000.parquet: is listed in the manifest but missing on disk"),
+    ("rates {noseg}", 4, "seg-000000.parquet: is listed in the manifest but missing on disk"),
     # 2. bad option values: exit 2 naming the option
     ("rates {sim} --window 1ns", 2, "'--window': window 1ns is narrower than the minimum of 1us"),
     ("rates {sim} --window 999ns", 2, "narrower than the minimum of 1us"),

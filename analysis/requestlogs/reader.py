@@ -103,7 +103,9 @@ def read_request_log(path: str | os.PathLike, format: str | None = None, *,
         shown = "; ".join(f"row {r.row}: {short_reason(r.error)}"
                           for r in bad.head(3).itertuples())
         log.notes.append(f"{log.n_failed} failed request(s) kept out of the metrics ({shown}"
-                         f"{'; ...' if len(bad) > 3 else ''})")
+                         f"{'; ...' if len(bad) > 3 else ''}); the traffic they caused counts "
+                         "as 'idle' in the time classes and idle/other in the split, where no "
+                         "successful request is in flight")
     checked = log.requests[log.requests["check"].astype(bool)]
     for r in checked.head(MAX_CHECK_NOTES).itertuples():
         log.notes.append(f"request {r.request_id} (row {r.row}): {r.check}")

@@ -327,8 +327,9 @@ def listed_segments(path: Path, manifest: dict[str, Any], segs: list[Path]
     gone = [n for n in listed if n not in on_disk]
     if gone:
         raise CorruptSegmentError(path / SEGMENT_DIR / gone[0],
-                                  f"is listed in the manifest ({len(gone)} segment(s) in all) but "
-                                  "missing on disk; the capture is incomplete")
+                                  f"is listed in the manifest but missing on disk ({len(gone)} "
+                                  f"of its {len(listed)} listed segment(s) are); the capture is "
+                                  "incomplete")
     last = max(listed) if listed else ""
     stray = [n for n in sorted(on_disk - set(listed)) if n < last]
     if stray:

@@ -39,8 +39,9 @@ def default_capacity(meta: dict) -> float | None:
 @click.argument("capture", nargs=-1, required=True, type=CaptureDirs())
 @time_range_options
 @click.option("--capacity", "capacity_gbps", type=POSITIVE, default=None,
-              help="Link capacity in Gb/s [default: the highest port rate in the capture, "
-                   "else 200].")
+              help="Link capacity in Gb/s, the base of --enter and --leave [default: "
+                   "--link-gbps, else the highest port rate in the capture (not a lower line "
+                   "rate such as an emulated link's or a PCIe-bound twin's), else 200].")
 @click.option("--enter", "enter_frac", type=POSITIVE, default=0.25, show_default=True,
               help="A burst starts at this fraction of the capacity.")
 @click.option("--leave", "leave_frac", type=POSITIVE, default=0.10, show_default=True,
@@ -94,8 +95,13 @@ def command(capture, t_from, t_to, origin_s, capacity_gbps, enter_frac, leave_fr
                       start is not None or end is not None)
     cap_note = ""
     if capacity_gbps is None:
+        from rdmascope.plausibility import current_link_gbps
+
         capacity_gbps = default_capacity(cap.meta)
-        cap_note = " (the ports' reported rate)"
+        # the thresholds' base: the port rate, not a lower line rate the windows are judged
+        # against (an emulated link, a PCIe-bound twin), unless --link-gbps sets every rate
+        cap_note = (" (--link-gbps)" if current_link_gbps() is not None else
+                    " (the ports' reported rate; --capacity to set it)")
         if capacity_gbps is None:
             capacity_gbps, cap_note = 200.0, " (default; the capture reports no port rate)"
     with cli_errors(str(capture)):

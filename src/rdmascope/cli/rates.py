@@ -325,6 +325,9 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
         t0 = int(m["start"]["monotonic_ns"])
         total, n_files, seg_span = estimate_size(capture)
         if n_files == 0:
+            from rdmascope.analysis.stream import open_capture
+
+            open_capture(capture)  # names a segment the manifest lists and the disk lacks
             raise click.ClickException(f"capture {capture} has no readings (no segment or live "
                                        "file; were its segments removed?)")
         t_end = _capture_end_ns(m, total)
