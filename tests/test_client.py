@@ -128,6 +128,21 @@ def test_writer_refuses_what_the_reader_would_refuse_the_log_for(tmp_path, field
     assert len(p.read_text().splitlines()) == 1
 
 
+def test_writer_takes_whole_floats_as_the_reader_does(tmp_path):
+    """8192.0 tokens and round 2.0 are whole numbers: the reader takes them, so does the writer."""
+    from rdmascope.analysis.requestlogs import read_request_log
+
+    p = tmp_path / "w.jsonl"
+    with RequestLogWriter(p) as log:
+        log.write({**GOOD, "prompt_tokens": 8192.0, "output_tokens": 3.0, "round": 2.0})
+        with log.request("b", prompt_tokens=5.0, round=1.0):
+            pass  # no token: a failed row, still written
+    r = read_request_log(p).requests.set_index("request_id")
+    assert (r.loc["a", "prompt_tokens"], r.loc["a", "output_tokens"], r.loc["a", "round"]) == \
+        (8192, 3, 2)
+    assert r.loc["b", "prompt_tokens"] == 5
+
+
 def test_writer_refuses_an_id_twice_as_the_reader_does(tmp_path):
     from rdmascope.analysis.requestlogs import RequestLogError, read_request_log
 

@@ -44,6 +44,12 @@ _MAX_ABS_S = (2**63 - 1) / 1e9
 _TIMES = ("t_send", "t_first_token", "t_last_token")
 
 
+def _is_count(v: Any) -> bool:
+    """A non-negative whole number, as the reader takes one (8192 or 8192.0, not True)."""
+    return ((_is_int(v) or (isinstance(v, float) and math.isfinite(v) and v.is_integer()))
+            and v >= 0)
+
+
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -77,9 +83,9 @@ def check_row(row: dict[str, Any]) -> None:
     for name in _TIMES:
         need(name, "a finite number of seconds", _is_seconds)
     for name in ("prompt_tokens", "output_tokens"):
-        need(name, "a non-negative integer (tokens)", lambda v: _is_int(v) and v >= 0)
+        need(name, "a non-negative integer (tokens)", _is_count)
     rnd = row.get("round")
-    if rnd is not None and not (_is_int(rnd) and rnd >= 0):
+    if rnd is not None and not _is_count(rnd):
         raise ValueError(f"{who}: round: expected None or a non-negative integer, got {rnd!r}")
     chunks = row.get("chunk_times")
     if chunks is not None and not (isinstance(chunks, list | tuple)
@@ -208,7 +214,7 @@ class RequestLogWriter:
         checked again when the block ends (``write``).
         """
         for name, v in (("prompt_tokens", prompt_tokens), ("round", round)):
-            if v is not None and not (_is_int(v) and v >= 0):
+            if v is not None and not _is_count(v):
                 raise ValueError(f"{name}: expected a non-negative integer, got {v!r}")
         if request_id is not None and str(request_id) in self._ids:
             raise ValueError(f"request_id {str(request_id)!r}: already written to {self.path} "
