@@ -25,12 +25,13 @@ from rdmascope.exitcodes import DataError
 __all__ = ["default_log", "require_capture", "find_request_log", "run_set_dir", "run_set_paths",
            "CaptureDirs", "echo_table"]
 
-#: columns printed as whole numbers (with thousands separators) by ``echo_table``
 #: The request-log formats ``--format`` takes (``analysis.requestlogs.FORMATS``, stated here so
-#: that a command's --help and option check import no pandas; tests/test_newuser_errors.py).
+#: that a command's --help and option check import no pandas; tests/test_usage_values.py
+#: checks that the two lists hold the same formats).
 REQUEST_FORMATS = ["native", "vllm", "guidellm", "genai-perf", "aiperf", "inference-perf",
                    "sglang", "llmperf", "vllm-multiturn", "trtllm-bench", "fmperf"]
 
+#: columns printed as whole numbers (with thousands separators) by ``echo_table``
 COUNT_SUFFIXES = ("tokens", "round", "rounds", "requests", "bursts", "n_chunks")
 
 
