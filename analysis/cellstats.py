@@ -33,9 +33,12 @@ METRICS = {"ttft": "ttft_s", "tpot": "tpot_s", "itl": None, "e2e": "e2e_s"}
 
 def parse_percentiles(text: str) -> tuple[float, ...]:
     """``"50,95,99"`` -> ``(50.0, 95.0, 99.0)``. Raises ``ValueError`` naming a value that is
-    not a number in [0, 100], and for an empty list."""
+    not a number in [0, 100], for an empty item between commas and for an empty list."""
     out = []
-    for part in str(text).split(","):
+    items = str(text).split(",")
+    if any(items) and not all(x.strip() for x in items):
+        raise ValueError(f"{text!r}: an empty percentile between commas (expected e.g. 50,95,99)")
+    for part in items:
         p = part.strip()
         if not p:
             continue

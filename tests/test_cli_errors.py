@@ -77,6 +77,10 @@ CASES = [
     # 2. bad option values: exit 2 naming the option
     ("rates {sim} --window 1ns", 2, "'--window': window 1ns is narrower than the minimum of 1us"),
     ("rates {sim} --window 999ns", 2, "narrower than the minimum of 1us"),
+    # a list with an empty item is a typo, never a silently shorter list
+    ("peaks {sim} --windows 1ms,,5ms", 2, "'--windows': '1ms,,5ms': an empty width between commas"),
+    ("peaks {sim} --percentiles 50,,99", 2, "'--percentiles': '50,,99': an empty percentile"),
+    ("attribute {sim} --percentiles 50,99,", 2, "'--percentiles': '50,99,': an empty percentile"),
     # 10 s / 1 us = 10 M windows x 8 series (RDMA + netdev) > 40 M values
     ("rates {sim} --window 1us --source all", 2,
      "s) make {n_1us} windows for 8 series, more than the limit of 5,000,000 held in memory "

@@ -185,9 +185,12 @@ def parse_windows(text: str, option: str = "--windows") -> list[int]:
     Raises ``click.BadParameter`` naming ``option`` for a bad width (< 1 us, > 1e9 s) or an
     empty list.
     """
-    parts = [x.strip() for x in str(text).split(",") if x.strip()]
-    if not parts:
+    parts = [x.strip() for x in str(text).split(",")]
+    if not any(parts):
         raise click.BadParameter(f"{text!r}: give at least one window width, e.g. 1ms,5ms,100ms",
+                                 param_hint=_hint(option))
+    if not all(parts):  # "1ms,,5ms": a width lost to a typo, never silently dropped
+        raise click.BadParameter(f"{text!r}: an empty width between commas (e.g. 1ms,5ms,100ms)",
                                  param_hint=_hint(option))
     out = []
     for x in parts:

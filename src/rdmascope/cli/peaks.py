@@ -37,8 +37,11 @@ def segment_span(cap) -> int:
 def _percentiles(text: str) -> tuple[float, ...]:
     import math
 
+    if not all(x.strip() for x in text.split(",")):  # "50,,99": never silently dropped
+        raise click.BadParameter(f"{text!r}: an empty percentile between commas (e.g. "
+                                 "50,90,99)", param_hint="'--percentiles'")
     try:
-        pcts = tuple(float(x) for x in text.split(",") if x.strip())
+        pcts = tuple(float(x) for x in text.split(","))
     except ValueError as exc:
         raise click.BadParameter(f"{text!r}: expected numbers like 50,90,99",
                                  param_hint="'--percentiles'") from exc
