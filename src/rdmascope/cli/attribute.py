@@ -227,7 +227,9 @@ def _human(att, definitions: bool) -> None:
                f"{s['n_ok']} ok, {s['n_failed']} failed (kept out); {s['n_tests']} test(s), "
                f"{s['n_rounds']} round(s) in all (one per test and round)")
     warm = ["warmup"] if att.warmup_rounds else []
-    echo_table(att.requests, REQ_COLS + warm, "Per request (node tx, all RDMA devices)")
+    # a request flagged (runs past the capture, corrected values) says so in its row
+    flag = ["flag"] if "flag" in att.requests and att.requests["flag"].astype(bool).any() else []
+    echo_table(att.requests, REQ_COLS + warm + flag, "Per request (node tx, all RDMA devices)")
     echo_table(att.rounds, ROUND_COLS + warm, "Per round")
     echo_table(att.tests, TEST_COLS[:2] + (["warmup_rounds"] if warm else []) + TEST_COLS[2:],
                "Per test (mean of rounds, min and max" + (", warm-up left out)" if warm
