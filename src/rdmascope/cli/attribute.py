@@ -9,9 +9,7 @@ from rdmascope.cli.output import (
     OFFSET,
     POSITIVE,
     emit,
-    grid_origin,
     link_gbps_option,
-    origin_option,
     output_options,
     say_capture_state,
 )
@@ -23,6 +21,7 @@ from rdmascope.cli.shared import (
     find_request_log,
     run_set_paths,
 )
+from rdmascope.cli.timerange import grid_origin, origin_option
 
 #: The conserving split (each byte to one request's prefill or decode, or to idle/other) is
 #: the main view; the window view (all traffic inside a request's window, shared with the

@@ -12,17 +12,15 @@ from rdmascope.cli.output import (
     cli_errors,
     emit,
     format_table,
-    grid_origin,
     link_gbps_option,
     no_intervals_error,
     open_or_fail,
     output_options,
     progress,
     require_readings,
-    time_range,
-    time_range_options,
 )
 from rdmascope.cli.shared import CaptureDirs, run_set_paths
+from rdmascope.cli.timerange import grid_origin, time_range, time_range_options
 
 
 def default_capacity(meta: dict) -> float | None:

@@ -22,13 +22,12 @@ from rdmascope.cli.output import (
     link_gbps_note,
     link_gbps_option,
     no_intervals_error,
-    origin_option,
     refuse_existing_output,
     require_parent_dir,
     say_capture_state,
-    time_range,
 )
 from rdmascope.cli.shared import CaptureDirs, run_set_paths
+from rdmascope.cli.timerange import origin_option, time_range
 
 
 @click.group("export", short_help="Export captures for other tools.")

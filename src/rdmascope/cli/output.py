@@ -5,7 +5,7 @@ formats, added with one decorator::
 
     @click.command()
     @click.argument("capture", type=click.Path())
-    @time_range_options            # --from / --to, seconds relative to the capture start
+    @time_range_options            # --from / --to (cli.timerange), seconds after the start
     @output_options                # --json / --csv / --parquet PATH
     def command(capture, t_from, t_to, out):
         cap = load_or_fail(capture)
@@ -44,12 +44,12 @@ import click
 
 from rdmascope.cli.common import DURATION, JSON_SCHEMA_VERSION
 
-__all__ = ["OutputSpec", "output_options", "time_range_options", "emit", "format_table",
-           "load_or_fail", "open_or_fail", "time_range", "progress", "to_records", "cli_errors", "SECONDS",
+__all__ = ["OutputSpec", "output_options", "emit", "format_table",
+           "load_or_fail", "open_or_fail", "progress", "to_records", "cli_errors", "SECONDS",
            "POSITIVE", "NONNEG_SECONDS", "OFFSET", "FiniteFloat", "MAX_SECONDS",
            "MAX_OFFSET_SECONDS", "DURATION_NS", "parse_ns", "WINDOW", "MIN_WINDOW_NS", "MAX_WINDOW_VALUES", "check_window_count",
            "parse_windows", "require_readings", "no_intervals_error", "format_duration", "require_parent_dir", "refuse_existing_output",
-           "origin_option", "grid_origin", "link_gbps_option", "link_gbps_note",
+           "link_gbps_option", "link_gbps_note", "param_hint",
            "capture_state_note", "say_capture_state"]
 
 #: The narrowest window the analysis commands accept (1 us; readings are 1 ms apart).
@@ -146,7 +146,8 @@ def format_duration(ns: int) -> str:
     return f"{ns}ns"
 
 
-def _hint(option: str | None) -> str | None:
+def param_hint(option: str | None) -> str | None:
+    """click's ``param_hint`` for an option name: ``'--from'`` (None stays None)."""
     return None if option is None else f"'{option}'"
 
 
@@ -154,7 +155,7 @@ def _check_width(width_ns: int, param=None, ctx=None, option: str | None = None)
     if width_ns < MIN_WINDOW_NS:
         msg = (f"window {format_duration(width_ns)} is narrower than the minimum of 1us "
                f"(readings are ~1 ms apart); e.g. 1ms")
-        raise click.BadParameter(msg, ctx=ctx, param=param, param_hint=_hint(option))
+        raise click.BadParameter(msg, ctx=ctx, param=param, param_hint=param_hint(option))
     return width_ns
 
 
@@ -188,16 +189,16 @@ def parse_windows(text: str, option: str = "--windows") -> list[int]:
     parts = [x.strip() for x in str(text).split(",")]
     if not any(parts):
         raise click.BadParameter(f"{text!r}: give at least one window width, e.g. 1ms,5ms,100ms",
-                                 param_hint=_hint(option))
+                                 param_hint=param_hint(option))
     if not all(parts):  # "1ms,,5ms": a width lost to a typo, never silently dropped
         raise click.BadParameter(f"{text!r}: an empty width between commas (e.g. 1ms,5ms,100ms)",
-                                 param_hint=_hint(option))
+                                 param_hint=param_hint(option))
     out = []
     for x in parts:
         try:
             out.append(parse_ns(x))
         except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint=_hint(option)) from exc
+            raise click.BadParameter(str(exc), param_hint=param_hint(option)) from exc
         _check_width(out[-1], option=option)
     return list(dict.fromkeys(out))  # "1ms,1ms" (or "1ms,1000us") is one window, one row
 
@@ -220,7 +221,7 @@ def check_window_count(width_ns: int, span_ns: int, *, n_series: int = 1,
             f"{n:,} windows{per}, more than the limit of {MAX_WINDOW_VALUES // k:,} held in "
             f"memory (at this width, {format_duration(MAX_WINDOW_VALUES // k * int(width_ns))} "
             f"of windows); {advice}",
-            param_hint=_hint(option))
+            param_hint=param_hint(option))
 
 
 @dataclass
@@ -257,20 +258,6 @@ def output_options(f: Callable) -> Callable:
         return f(*args, out=OutputSpec(json=as_json, csv=as_csv, parquet=parquet), **kwargs)
 
     return wrapper
-
-
-def time_range_options(f: Callable) -> Callable:
-    """Add ``--from`` / ``--to`` (seconds relative to the capture start) as t_from / t_to, and
-    ``--origin`` (the window grid's origin, ``origin_option``) as origin_s."""
-    f = origin_option(f)
-    f = click.option("--to", "t_to", type=NONNEG_SECONDS, default=None, metavar="TIME",
-                     help="End of the range after the capture start: seconds (12.5) or with a "
-                          "unit (12.5s, 800ms, 1h30m); not negative.")(f)
-    f = click.option("--from", "t_from", type=NONNEG_SECONDS, default=None, metavar="TIME",
-                     help="Start of the range after the capture start: seconds (1.5) or with "
-                          "a unit (1.5s, 250ms); not negative (a time before the capture has no "
-                          "readings). Selects windows; never moves the grid.")(f)
-    return f
 
 
 def _set_link_gbps(ctx, param, value):
@@ -310,91 +297,6 @@ def link_gbps_note() -> str | None:
         return None
     return (f"line rate: {g:g} Gb/s for every device, from --link-gbps (instead of the port "
             "rates, PCIe links and record --emulated)")
-
-
-def origin_option(f: Callable) -> Callable:
-    """Add ``--origin`` (seconds after the capture start, a unit allowed) as origin_s."""
-    return click.option("--origin", "origin_s", type=SECONDS, default=None, metavar="TIME",
-                        help="Align windows to this instant after the capture start (seconds "
-                             "or with a unit) [default: the capture start, the one grid every "
-                             "command and figure uses].")(f)
-
-
-def grid_origin(t_start_ns: int, origin_s: float | None) -> int | None:
-    """Return the window origin (int ns) for ``--origin`` seconds, None when not given.
-
-    None means the default: the capture start (``rdmascope.analysis.series.default_origin``).
-    """
-    return None if origin_s is None else int(t_start_ns) + int(round(origin_s * 1e9))
-
-
-def time_range(t_start_ns: int, t_from: float | None, t_to: float | None, *,
-               t_end_ns: int | None = None, readings=None,
-               source: str | None = "infiniband") -> tuple[int | None, int | None]:
-    """Turn --from/--to seconds (relative to ``t_start_ns``) into absolute ns (None = open).
-
-    Raises ``click.BadParameter`` naming the option when a time is not finite, --to is not
-    after --from, (given the capture's end ``t_end_ns``) --from is at or after that end or
-    --to at or before the start, or (given ``readings``, the command's ``stream.CaptureInfo``,
-    and its counters' ``source``) the range holds none of the readings: --from at or after
-    the last reading, --to at or before the first (the capture's stop record can come tens of
-    ms after its last reading). Times in the messages are seconds after the capture start.
-    """
-    start, end = _time_range(t_start_ns, t_from, t_to, t_end_ns)
-    if readings is not None and (start is not None or end is not None):
-        from rdmascope.analysis.stream import edge_spans
-
-        spans = edge_spans(readings, source)
-        if spans:
-            lo = min(s[0] for s in spans.values())
-            hi = max(s[1] for s in spans.values())
-            first, last = (lo - t_start_ns) / 1e9, (hi - t_start_ns) / 1e9
-            if start is not None and start >= hi:
-                raise click.BadParameter(
-                    f"{t_from:g} s is at or after the capture's last reading ({last:.3f} s "
-                    f"after its start; the readings span {first:.3f} to {last:.3f} s)",
-                    param_hint="'--from'")
-            if end is not None and end <= lo:
-                raise click.BadParameter(
-                    f"{t_to:g} s is at or before the capture's first reading ({first:.3f} s "
-                    f"after its start; the readings span {first:.3f} to {last:.3f} s)",
-                    param_hint="'--to'")
-    return start, end
-
-
-def no_windows_error(capture, t_from: float | None, t_to: float | None) -> click.ClickException:
-    """The error for a range that holds no window: a usage error naming --from/--to (exit 2)
-    when one was given, else the capture's own problem (exit 4)."""
-    if t_from is None and t_to is None:
-        return click.ClickException(f"{capture}: no windows in the requested range")
-    given = " and ".join(f"{o} {v:g} s" for o, v in (("--from", t_from), ("--to", t_to))
-                         if v is not None)
-    return click.BadParameter(f"{capture}: no windows in the range {given} (seconds after the "
-                              "capture start): it holds none of the readings",
-                              param_hint="'--from' / '--to'")
-
-
-def _time_range(t_start_ns: int, t_from: float | None, t_to: float | None,
-                t_end_ns: int | None) -> tuple[int | None, int | None]:
-    """``time_range`` against the capture's start and end records only."""
-    for opt, v in (("--from", t_from), ("--to", t_to)):
-        if v is not None and not math.isfinite(v):
-            raise click.BadParameter(f"{v!r} is not a finite number of seconds",
-                                     param_hint=_hint(opt))
-    start = None if t_from is None else t_start_ns + int(round(t_from * 1e9))
-    end = None if t_to is None else t_start_ns + int(round(t_to * 1e9))
-    if start is not None and end is not None and end <= start:
-        raise click.BadParameter(f"--to ({t_to:g} s) must be after --from ({t_from:g} s)",
-                                 param_hint="'--to'")
-    if t_end_ns is not None:
-        span = (t_end_ns - t_start_ns) / 1e9
-        if start is not None and start >= t_end_ns:
-            raise click.BadParameter(f"{t_from:g} s is at or after the capture's end ({span:.3f} "
-                                     "s after its start)", param_hint="'--from'")
-        if end is not None and end <= t_start_ns:
-            raise click.BadParameter(f"{t_to:g} s is at or before the capture's start (0 s; it "
-                                     f"ends at {span:.3f} s)", param_hint="'--to'")
-    return start, end
 
 
 @contextlib.contextmanager

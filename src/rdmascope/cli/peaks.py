@@ -11,7 +11,6 @@ from rdmascope.cli.output import (
     cli_errors,
     emit,
     format_table,
-    grid_origin,
     link_gbps_option,
     no_intervals_error,
     open_or_fail,
@@ -19,10 +18,9 @@ from rdmascope.cli.output import (
     parse_windows,
     progress,
     require_readings,
-    time_range,
-    time_range_options,
 )
 from rdmascope.cli.shared import CaptureDirs, run_set_paths
+from rdmascope.cli.timerange import grid_origin, time_range, time_range_options
 
 
 def segment_span(cap) -> int:

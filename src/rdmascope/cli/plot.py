@@ -15,13 +15,13 @@ from rdmascope.cli.output import (
     cli_errors,
     link_gbps_note,
     link_gbps_option,
-    origin_option,
     parse_windows,
     refuse_existing_output,
     require_parent_dir,
 )
 from rdmascope.cli.setup_options import resolve_kwargs, setup_options
 from rdmascope.cli.shared import CaptureDirs, require_capture
+from rdmascope.cli.timerange import origin_option
 
 KINDS = {
     "request": "figure 1: one request at 1 ms, prefill shaded, first token, zoom inside the prefill",

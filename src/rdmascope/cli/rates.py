@@ -21,13 +21,11 @@ from rdmascope.cli.output import (
     emit,
     format_table,
     link_gbps_option,
-    no_windows_error,
     output_options,
     progress,
-    time_range,
-    time_range_options,
 )
 from rdmascope.cli.shared import CaptureDirs, run_set_paths
+from rdmascope.cli.timerange import no_windows_error, time_range, time_range_options
 
 
 def _capture_end_ns(m: dict, rows: int) -> int:

@@ -9,12 +9,12 @@ from rdmascope.cli.output import (
     cli_errors,
     link_gbps_note,
     link_gbps_option,
-    origin_option,
     require_parent_dir,
     say_capture_state,
 )
 from rdmascope.cli.setup_options import resolve_kwargs, setup_options
 from rdmascope.cli.shared import CaptureDirs
+from rdmascope.cli.timerange import origin_option
 
 
 @click.command("report")

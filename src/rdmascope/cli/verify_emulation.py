@@ -18,14 +18,12 @@ from rdmascope.cli.output import (
     cli_errors,
     emit,
     format_table,
-    grid_origin,
     link_gbps_option,
     open_or_fail,
     output_options,
-    time_range,
-    time_range_options,
 )
 from rdmascope.cli.shared import CaptureDirs, run_set_paths
+from rdmascope.cli.timerange import grid_origin, time_range, time_range_options
 from rdmascope.exitcodes import EXIT_CANNOT_JUDGE, EXIT_FAIL, EXIT_PASS
 
 
