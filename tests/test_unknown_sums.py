@@ -52,15 +52,19 @@ def test_conserving_split_totals_are_unknown_with_an_unknown_segment_and_known_p
     rx_ms = PER_MS[f"{A}/rx"] + PER_MS[f"{B}/rx"]
     # the span [0, 100] ms is cut at 10, 30, 60, 62, 70, 80; [30, 60) holds the unknown ms
     known_ms = {"idle": 10 + 2 + 20, "r0 prefill": 20, "r1 prefill": 8, "r1 decode": 10}
+    # what the counters read in [30, 60): A's 30 ms and B's 30 - 6 ms (its readable part)
+    read_30_60 = 30 * PER_MS[f"{A}/tx"] + 24 * PER_MS[f"{B}/tx"]
     assert np.isnan(s["split_total_tx_bytes"])
-    assert s["split_total_tx_known_bytes"] == pytest.approx(sum(known_ms.values()) * tx_ms)
+    assert s["split_total_tx_known_bytes"] == pytest.approx(sum(known_ms.values()) * tx_ms
+                                                            + read_30_60)
     assert s["split_unknown_segments"] == 1 and s["split_unknown_s"] == pytest.approx(0.030)
     # every idle segment is known: idle/other is known
     assert s["split_idle_tx_bytes"] == s["split_idle_tx_known_bytes"] == \
         pytest.approx(known_ms["idle"] * tx_ms)
-    # r0's decode [30, 60) is unknown (its known part: none); the others are known
+    # r0's decode [30, 60) is unknown, its known part what was read there (r0 alone in it);
+    # the others are known
     assert np.isnan(r.at["r0", "decode_tx_split_bytes"])
-    assert r.at["r0", "decode_tx_split_known_bytes"] == 0.0
+    assert r.at["r0", "decode_tx_split_known_bytes"] == pytest.approx(read_30_60)
     assert r.at["r0", "prefill_tx_split_bytes"] == pytest.approx(known_ms["r0 prefill"] * tx_ms)
     assert r.at["r1", "prefill_tx_split_bytes"] == pytest.approx(known_ms["r1 prefill"] * tx_ms)
     assert r.at["r1", "decode_tx_split_bytes"] == pytest.approx(known_ms["r1 decode"] * tx_ms)

@@ -11,6 +11,7 @@ bytes NaN, never negative or huge). An interval with unparseable readings inside
 
 from __future__ import annotations
 
+import signal
 import time
 
 import numpy as np
@@ -25,6 +26,12 @@ from .conftest import Recorder, Ticker, inspect_json, make_tree
 U32_MAX = (1 << 32) - 1
 BAD_CONTENTS = ["garbage\n", "", "-5\n", f"{1 << 64}\n", "12abc\n"]
 PHASE_S = 0.25
+# a good stretch between two bad contents: longer than the longest pause a PHASE_S of failing
+# reads builds (the reader doubles it from 2 ms while the error repeats: 2 + 4 + ... + 128 ms
+# <= 0.25 s, so the next pause is at most 256 ms), so the counter is read good again, says
+# "recovered", and the next bad content is a new problem said again; with a good stretch of
+# PHASE_S a late read could sleep through it and never see the next content's error
+GOOD_S = 0.6
 
 
 def _cid(cap, device, name):
@@ -47,7 +54,9 @@ def test_garbage_empty_backwards_and_saturated(tmp_path):
     ticker = Ticker(tree, {("mlx5_0", "port_rcv_data"): 3, ("mlx5_1", "port_rcv_data"): 5})
     tree.set("mlx5_0", "port_xmit_data", 10_000)
     tree.set("mlx5_1", "port_xmit_data", U32_MAX - 400)
-    rec = Recorder(tmp_path / "cap", tree.root, "--duration", "4s")
+    # ended by SIGINT once the phases are played (a clean end), however long a loaded machine
+    # takes to play them
+    rec = Recorder(tmp_path / "cap", tree.root, "--duration", "60s")
     ticker.start()
     try:
         rec.wait_sampling()
@@ -69,9 +78,10 @@ def test_garbage_empty_backwards_and_saturated(tmp_path):
         for content in BAD_CONTENTS:
             tree.set("mlx5_0", "port_xmit_data", content)
             advance(PHASE_S, bad=content)
-            advance(PHASE_S)
+            advance(GOOD_S)
         v -= 5_000  # goes backwards (a firmware reset, perfquery -R)
         advance(PHASE_S)
+        rec.proc.send_signal(signal.SIGINT)
         rc = rec.wait()
     finally:
         ticker.stop()
