@@ -503,7 +503,12 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
                     over = (f"; {int(pk1_row['n_over_line_windows'])} window(s) over line rate "
                             f"kept out ({pk1_row['over_line_causes']}), raw max "
                             f"{float(pk1_row['raw_max_gbps']):.0f} Gb/s")
-                content.cards.append((f"{cfg.label}: 1 ms peak", f"{pk1:.0f} Gb/s",
+                at_line = pk1_row is not None and bool(pk1_row.get("at_line_rate", False))
+                if at_line and not over:  # the headline sits at the line rate: say so
+                    over = (f"; at line rate (raw max {float(pk1_row['raw_max_gbps']):.0f} "
+                            "Gb/s, above it within its timing uncertainty)")
+                content.cards.append((f"{cfg.label}: 1 ms peak",
+                                      f"{pk1:.0f} Gb/s" + (" (at line rate)" if at_line else ""),
                                       f"{ONE_MS_REF}; 100 ms: "
                                       f"{peaks.get(100 * MS_NS, float('nan')):.0f} Gb/s"
                                       + over))

@@ -391,6 +391,8 @@ def test_one_request_shows_one_1ms_peak_in_every_table_card_and_figure(sim_runs,
         # note under the table says what that and the raw percentiles mean
         at_line = bool(peaks.set_index("window").at["1 ms", "at_line_rate"])
         assert at_line == (float(b["tx"].max()) * 8 / 1e6 > bound)
+        # the headline card says it too (it showed "200 Gb/s" alone, the raw max 201)
+        assert (f"{table_peak:.0f} Gb/s (at line rate)" in page) == at_line
         assert "at line rate: windows above it by less than their timing uncertainty" in page
         assert "p99 can exceed the peak" in page
         # figure 3: the 1 ms panel's data maximum (its marker) and its label
