@@ -48,6 +48,7 @@ from .report_cards import (
     emulation_verdict_text,
     nccl_collectives,
     nccl_witness,
+    peak_card,
     per_token_note,
     pick_columns,
     ttft_cards,
@@ -496,22 +497,9 @@ def build_report(configs: Sequence[Configuration], *, progress: Callable[[str], 
             cfg.__dict__.pop("_pass", None)
         if cfg.label in attributions:
             content.cards.extend(ttft_cards(cfg.label, attributions[cfg.label].tests))
-            pk1 = peaks.get(MS_NS)
-            if pk1 is not None:
-                over = ""
-                if pk1_row is not None and int(pk1_row["n_over_line_windows"]):
-                    over = (f"; {int(pk1_row['n_over_line_windows'])} window(s) over line rate "
-                            f"kept out ({pk1_row['over_line_causes']}), raw max "
-                            f"{float(pk1_row['raw_max_gbps']):.0f} Gb/s")
-                at_line = pk1_row is not None and bool(pk1_row.get("at_line_rate", False))
-                if at_line and not over:  # the headline sits at the line rate: say so
-                    over = (f"; at line rate (raw max {float(pk1_row['raw_max_gbps']):.0f} "
-                            "Gb/s, above it within its timing uncertainty)")
-                content.cards.append((f"{cfg.label}: 1 ms peak",
-                                      f"{pk1:.0f} Gb/s" + (" (at line rate)" if at_line else ""),
-                                      f"{ONE_MS_REF}; 100 ms: "
-                                      f"{peaks.get(100 * MS_NS, float('nan')):.0f} Gb/s"
-                                      + over))
+            card = peak_card(cfg.label, peaks, pk1_row)
+            if card is not None:
+                content.cards.append(card)
     compared = [c for c in configs if c.label in attributions]
     if len(compared) >= 2:
         _add_comparison(content, compared, attributions, say, setup_options or {}, compare_fed)

@@ -12,7 +12,7 @@ import pandas as pd
 
 from rdmascope.capture import device_change_texts
 
-from .report_figures import line_rate_items
+from .report_figures import ONE_MS_REF, line_rate_items
 from .report_pass import Configuration, flag_counts
 
 
@@ -242,3 +242,25 @@ def change_cards(tests: pd.DataFrame, label_a: str, label_b: str, *,
 
 def pick_columns(df: pd.DataFrame, cols) -> pd.DataFrame:
     return df[[c for c in cols if c in df.columns]]
+
+
+def peak_card(label: str, peaks: Mapping[int, float], row) -> tuple[str, str, str] | None:
+    """The "<label>: 1 ms peak" card: the headline 1 ms peak (Gb/s; "(at line rate)" when it
+    is the line rate, the raw maximum beside it) and the 100 ms one, with the windows over line
+    rate kept out. ``peaks``: {window ns: headline peak Gb/s}; ``row``: the 1 ms row of the
+    peak table (``n_over_line_windows``, ``over_line_causes``, ``raw_max_gbps``,
+    ``at_line_rate``) or None. None without a 1 ms peak."""
+    ms = 1_000_000
+    pk1 = peaks.get(ms)
+    if pk1 is None:
+        return None
+    over = ""
+    if row is not None and int(row["n_over_line_windows"]):
+        over = (f"; {int(row['n_over_line_windows'])} window(s) over line rate kept out "
+                f"({row['over_line_causes']}), raw max {float(row['raw_max_gbps']):.0f} Gb/s")
+    at_line = row is not None and bool(row.get("at_line_rate", False))
+    if at_line and not over:  # the headline sits at the line rate: say so
+        over = (f"; at line rate (raw max {float(row['raw_max_gbps']):.0f} Gb/s, above it "
+                "within its timing uncertainty)")
+    return (f"{label}: 1 ms peak", f"{pk1:.0f} Gb/s" + (" (at line rate)" if at_line else ""),
+            f"{ONE_MS_REF}; 100 ms: {peaks.get(100 * ms, float('nan')):.0f} Gb/s" + over)
