@@ -71,6 +71,19 @@ def live_single4k(tmp_path_factory) -> dict:
         os.chdir(old)
 
 
+@pytest.fixture(scope="session")
+def two_node_run_set(tmp_path_factory) -> Path:
+    """A run set of two emulated hosts (single4k at 200 Gb/s, 5 ms of clock error) with the
+    client's requests.jsonl beside them: the directory ``cluster`` and the commands take."""
+    from rdmascope.emulator.cluster import ClusterSpec, simulate_cluster
+    from rdmascope.emulator.model import TrafficConfig, link_config, make_scenario, simulate
+
+    d = tmp_path_factory.mktemp("set") / "p"
+    traffic = simulate(make_scenario("single4k"), TrafficConfig(link=link_config("200")), seed=3)
+    simulate_cluster(d, traffic, ClusterSpec(nodes=2, clock_error_ns=5_000_000, seed=1))
+    return d
+
+
 @pytest.fixture(params=["compiled", "python"])
 def sweep_impl(request, monkeypatch) -> str:
     """Run a test under each sweep of ``rdmascope record`` (sampler/csweep.py): the compiled

@@ -471,18 +471,27 @@ def test_known_prompt_tokens_still_group_rounds_of_one_test():
     assert len(out.attrs["notes"]) == 1
 
 
-def test_time_classes_with_an_unknown_span_are_unknown_with_the_known_part_beside(tmp_path):
-    """Unknown is never zero: a state whose span holds unknown bytes has unknown totals (NaN),
-    never the known rows' sum passed off as the total; the known part and the unknown span
-    are stated beside them."""
+@pytest.fixture
+def twin_gap_attribution(tmp_path):
+    """Two twins at 4000 and 8000 B/ms tx (400, 800 rx) for 100 ms, B's tx readings 15..19
+    unreadable (its intervals [14, 20) ms unknown: inside r0's prefill [10, 30)), attributed
+    to r0 (10, 30, 40) and r1 (50, 70, 90) ms."""
     n = 100
     path = build_capture(tmp_path / "cap", T0, {
         f"{A}/tx": np.full(n, 4000), f"{B}/tx": np.full(n, 8000),
         f"{A}/rx": np.full(n, 400), f"{B}/rx": np.full(n, 800)},
-        unreadable={f"{B}/tx": (15, 20)})  # B tx unknown over ms 14..19: inside r0's prefill
+        unreadable={f"{B}/tx": (15, 20)})
     cap = load_capture(path)
-    log = align(write_log(tmp_path / "log.jsonl", [(10, 30, 40), (50, 70, 90)]), cap)
-    att = attribute(cap, log)
+    return attribute(cap, align(write_log(tmp_path / "log.jsonl", [(10, 30, 40), (50, 70, 90)]),
+                                cap))
+
+
+def test_time_classes_with_an_unknown_span_are_unknown_with_the_known_part_beside(
+        twin_gap_attribution):
+    """Unknown is never zero: a state whose span holds unknown bytes has unknown totals (NaN),
+    never the known rows' sum passed off as the total; the known part and the unknown span
+    are stated beside them."""
+    att = twin_gap_attribution
     tc = att.time_classes.set_index("state")
     assert np.isnan(tc.loc["prefill", "tx_bytes"]) and np.isnan(tc.loc["prefill", "mean_tx_gbps"])
     # by hand: r1's prefill [50, 70) ms is known, 20 ms x (4000 + 8000); r0's [10, 30) is not,
@@ -498,21 +507,15 @@ def test_time_classes_with_an_unknown_span_are_unknown_with_the_known_part_besid
     assert tc.loc["decode-only", "unknown_s"] == 0.0
 
 
-def test_a_twin_unreadable_inside_a_prefill_leaves_the_other_twins_bytes_known(tmp_path):
+def test_a_twin_unreadable_inside_a_prefill_leaves_the_other_twins_bytes_known(
+        twin_gap_attribution):
     """Unknown is never zero, and neither is known: a prefill over which one twin could not
     be read for 6 ms has unknown split bytes (NaN), and its known part is what the counters
     did read there (the other twin's every byte, the first twin's readable part), not 0; the
     known parts still add up to what the counters read over the span (check_conservation)."""
     from conftest import check_conservation
 
-    n = 100
-    path = build_capture(tmp_path / "cap", T0, {
-        f"{A}/tx": np.full(n, 4000), f"{B}/tx": np.full(n, 8000),
-        f"{A}/rx": np.full(n, 400), f"{B}/rx": np.full(n, 800)},
-        unreadable={f"{B}/tx": (15, 20)})  # B tx unknown over ms 14..19: inside r0's prefill
-    cap = load_capture(path)
-    log = align(write_log(tmp_path / "log.jsonl", [(10, 30, 40), (50, 70, 90)]), cap)
-    att = attribute(cap, log)
+    att = twin_gap_attribution
     r = att.requests.set_index("request_id")
     assert np.isnan(r.loc["r0", "prefill_tx_split_bytes"])
     # by hand: [10, 30) ms holds A's 20 x 4000 and B's (20 - 6) x 8000 readable bytes; r0 is

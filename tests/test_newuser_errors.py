@@ -18,11 +18,8 @@ from rdmascope.emulator.model import TrafficConfig, link_config, make_scenario, 
 
 
 @pytest.fixture(scope="module")
-def run_set(tmp_path_factory):
-    d = tmp_path_factory.mktemp("set") / "p"
-    traffic = simulate(make_scenario("single4k"), TrafficConfig(link=link_config("200")), seed=3)
-    simulate_cluster(d, traffic, ClusterSpec(nodes=2, clock_error_ns=5_000_000, seed=1))
-    return d
+def run_set(two_node_run_set):
+    return two_node_run_set  # conftest: two emulated hosts and the client's log
 
 
 @pytest.mark.parametrize("args, option", [

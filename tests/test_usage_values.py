@@ -14,8 +14,6 @@ from click.testing import CliRunner
 from rdmascope.sampler.faketree import build_device
 
 from rdmascope.cli import main, refuse_both_ways
-from rdmascope.emulator.cluster import ClusterSpec, simulate_cluster
-from rdmascope.emulator.model import TrafficConfig, link_config, make_scenario, simulate
 from rdmascope.exitcodes import EXIT_USAGE
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -34,11 +32,8 @@ def runs_in(log: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-def run_set(tmp_path_factory):
-    d = tmp_path_factory.mktemp("set") / "p"
-    traffic = simulate(make_scenario("single4k"), TrafficConfig(link=link_config("200")), seed=3)
-    simulate_cluster(d, traffic, ClusterSpec(nodes=2, clock_error_ns=5_000_000, seed=1))
-    return d
+def run_set(two_node_run_set):
+    return two_node_run_set  # conftest: two emulated hosts and the client's log
 
 
 def assert_usage(r, option: str, *says: str) -> None:
