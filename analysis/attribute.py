@@ -368,10 +368,12 @@ def _attribute_from(capture, log, be, *, arrival_window_s: float,
     out = pd.concat([out, timing, _log_columns(req)], axis=1)
     links = series.twin_links(capture)
     long_parts = []
+    window_read = {}  # per window kind: each request's known tx part (what was read in it)
     for w, (a, b) in windows.items():
-        by_dir = be.integrate(a, b, by="direction")
+        by_dir, read = be.integrate(a, b, by="direction", known=True)
         tx, rx = _dir_cols(by_dir)
         tx, rx = np.where(outside[w], np.nan, tx), np.where(outside[w], np.nan, rx)
+        window_read[w] = known_parts(tx, _dir_cols(read)[0])
         out[f"{w}_tx_bytes"] = tx
         out[f"{w}_rx_bytes"] = rx
         out[f"{w}_tx_gbps"] = _rate_gbps(tx, a, b)
@@ -491,7 +493,7 @@ def _attribute_from(capture, log, be, *, arrival_window_s: float,
         "split_unknown_segments": sp.unknown_segments,
         "split_unknown_s": sp.unknown_ns / 1e9,
         "split_pairs_over_budget": sp.pairs_over_budget,
-        **window_sum(out),
+        **window_sum(out, window_read.values()),
     }
     notes = list(log.notes) + round_notes
     if warmup_rounds:

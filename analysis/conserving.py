@@ -518,14 +518,17 @@ def _bpt(tx, dec, pre_w, col, known) -> float | None:
     return float(np.sum(tx[active])) / tot if tot > 0 and np.sum(tx[active]) > 0 else None
 
 
-def window_sum(out) -> dict[str, float]:
+def window_sum(out, read=None) -> dict[str, float]:
     """The window view's tx bytes summed over requests (``window_sum_tx_bytes``): NaN when a
-    request's window bytes are unknown, never the known ones passed off as the sum; those are
-    ``window_sum_tx_known_bytes`` (a lower bound)."""
+    request's window bytes are unknown, never the known ones passed off as the sum; the known
+    part is ``window_sum_tx_known_bytes`` (a lower bound): ``read``, the windows' known parts
+    (arrays of (n,) bytes per window kind, ``known_parts``: a window whose bytes are unknown
+    counts what its counters read), else the known windows' bytes."""
     v = [out[c].to_numpy(dtype=float, na_value=np.nan)
          for c in ("prefill_tx_bytes", "decode_tx_bytes")]
-    known = float(sum(x[np.isfinite(x)].sum() for x in v))
-    return {"window_sum_tx_bytes": known if all(np.isfinite(x).all() for x in v)
+    whole = float(sum(x[np.isfinite(x)].sum() for x in v))
+    known = whole if read is None else float(sum(np.nansum(x) for x in read))
+    return {"window_sum_tx_bytes": whole if all(np.isfinite(x).all() for x in v)
             else float("nan"), "window_sum_tx_known_bytes": known}
 
 

@@ -529,6 +529,11 @@ def test_a_twin_unreadable_inside_a_prefill_leaves_the_other_twins_bytes_known(
     span_ms = (hi - lo) / MS
     assert np.isnan(s["split_total_tx_bytes"])
     assert s["split_total_tx_known_bytes"] == pytest.approx(span_ms * 12_000 - 6 * 8000)
+    # the window view's known sum counts r0's prefill window's readable bytes too (it counted
+    # none of them): r0's windows [10, 30) and [30, 40), r1's [50, 70) and [70, 90) ms
+    assert np.isnan(s["window_sum_tx_bytes"])
+    assert s["window_sum_tx_known_bytes"] == pytest.approx(
+        20 * 4000 + 14 * 8000 + (10 + 20 + 20) * 12_000)
     check_conservation(att)
 
 

@@ -75,9 +75,10 @@ def test_conserving_split_totals_are_unknown_with_an_unknown_segment_and_known_p
     assert s["split_total_rx_bytes"] == pytest.approx(N * rx_ms)
     given_rx = sum(r[f"{w}_rx_split_bytes"].sum() for w in ("prefill", "decode"))
     assert given_rx + s["split_idle_rx_bytes"] == pytest.approx(N * rx_ms)
-    # the window view's sum: unknown (r0's decode window), its known part beside it
+    # the window view's sum: unknown (r0's decode window), its known part beside it: the known
+    # windows' bytes and what was read in r0's decode window
     assert np.isnan(s["window_sum_tx_bytes"])
-    assert s["window_sum_tx_known_bytes"] == pytest.approx((20 + 8 + 10) * tx_ms)
+    assert s["window_sum_tx_known_bytes"] == pytest.approx((20 + 8 + 10) * tx_ms + read_30_60)
 
 
 def test_conserving_split_totals_without_unknown_equal_the_counters(tmp_path):
