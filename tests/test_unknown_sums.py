@@ -342,3 +342,19 @@ def test_output_throughput_is_unknown_when_a_request_has_no_output_tokens(tmp_pa
     # with both known: total output tokens / (last token - first send) = 22 / 0.070 s
     at = attribute(cap, align(_log(tmp_path / "log2.jsonl", [(10, 30, 60), (62, 70, 80)]), cap))
     assert at.summary["output_throughput_tps"] == pytest.approx(22 / 0.070)
+
+
+def test_an_unknown_whole_range_peak_has_no_instant(tmp_path):
+    """`peaks`' "whole range" row of a series with unknown bytes has no peak and no instant
+    (peak_t_s was 0.0, the range start, beside an empty peak); a known one keeps its start."""
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    _capture(tmp_path / "cap", {f"{B}/tx": (40, 45)})
+    r = CliRunner().invoke(main, ["peaks", str(tmp_path / "cap"), "--windows", "1ms", "--json"])
+    assert r.exit_code == 0, r.output
+    whole = {x["series"]: x for x in json.loads(r.stdout)["peaks"] if x["window"] == "whole range"}
+    assert whole[f"{B}/tx"]["peak_gbps"] is None and whole[f"{B}/tx"]["peak_t_s"] is None
+    assert whole[f"{A}/tx"]["peak_t_s"] == 0.0
+    assert whole[f"{A}/tx"]["peak_gbps"] == pytest.approx(PER_MS[f"{A}/tx"] * 8 / 1e6)
