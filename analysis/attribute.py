@@ -510,8 +510,7 @@ def _attribute_from(capture, log, be, *, arrival_window_s: float,
             notes.append(f"test(s) with no round after the warm-up, left out of the per-test "
                          f"table: {', '.join(gone)}")
     if log.alignment:
-        notes.append(f"alignment: {log.alignment['method']} ({log.alignment['note']}; "
-                     f"uncertainty {log.alignment['uncertainty_ns'] / 1e6:g} ms)")
+        notes.append(log.alignment_note())
     notes.extend(split_notes(summary))  # conserving.split_notes
     notes.extend(implausible_request_notes(out))
     if out["prefill_tx_bytes"].isna().any():

@@ -1246,6 +1246,8 @@ def cluster_summary_series(paths, *, requests: str | os.PathLike | None = None,
                 log = align(read_request_log(requests, format=request_format, run=run), cap,
                             offset_s=offset_s)
                 log_df = log.ok.copy()
+                # what the log's reading and placing said (failed rows, an anchored estimate), for the CLI
+                log_df.attrs["notes"] = [*log.notes, *filter(None, [log.alignment_note()])]
         del cap, got
         if progress:
             progress(step + 1, len(order), n.host)

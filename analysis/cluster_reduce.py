@@ -346,6 +346,8 @@ def _summarize(paths, *, requests=None, request_format: str | None = None,
         log = align(read_request_log(requests, format=request_format, run=run), ref_cap,
                     offset_s=offset_s)
         log_df = log.ok.copy()
+        # what the log's reading and placing said (failed rows, an anchored estimate), for the CLI
+        log_df.attrs["notes"] = [*log.notes, *filter(None, [log.alignment_note()])]
     for n in rs.nodes:  # the captures' own ends (a live capture's last segment)
         if n is rs.ref:
             n.t_end_ns = int(ref_cap.t_end_ns)

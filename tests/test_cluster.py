@@ -426,3 +426,34 @@ def test_no_straggler_says_the_threshold_and_the_latest_node(two_node_run_set):
     top = max(st, key=lambda r: r["late_ms"])
     said = f"the latest, {top['host']}, starts {top['late_ms']:+.2f} ms vs the median"
     assert (said in human.output) == (top["late_ms"] > 0 and top["late_share"] >= 0.5)
+
+
+def test_cluster_says_how_the_request_log_was_placed(two_node_run_set, tmp_path):
+    """A relative log placed by anchoring it to the first prefill burst is an estimate: `cluster`
+    says so as `attribute` does (it printed only the request count), in the table and in
+    --json's meta, with either engine's method."""
+    import json as _json
+
+    from click.testing import CliRunner
+
+    from rdmascope.cli import main
+
+    rows = [_json.loads(x) for x in (two_node_run_set / "requests.jsonl").read_text().split("\n")
+            if x.strip()]
+    t0 = min(r["t_send"] for r in rows)
+    rel = tmp_path / "relative.jsonl"
+    rel.write_text("".join(_json.dumps({**r, "clock": "relative", **{
+        k: r[k] - t0 + 0.25 for k in ("t_send", "t_first_token", "t_last_token")}}) + "\n"
+        for r in rows))
+    args = ["cluster", str(two_node_run_set), "--requests", str(rel)]
+    human = CliRunner().invoke(main, args)
+    assert "note: alignment: anchor (ESTIMATE" in human.output, human.output
+    notes = _json.loads(CliRunner().invoke(main, [*args, "--json"]).stdout)["meta"][
+        "request_log_notes"]
+    assert any(n.startswith("alignment: anchor (ESTIMATE") for n in notes), notes
+    # the second method (every node's series held) says the same
+    from rdmascope.analysis.cluster_reduce import cluster_summary
+
+    caps = sorted(p for p in two_node_run_set.iterdir() if (p / "manifest.json").exists())
+    res = cluster_summary(caps, requests=rel, method="series")
+    assert res.requests.attrs["notes"] == notes

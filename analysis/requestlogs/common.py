@@ -127,6 +127,16 @@ class RequestLog:
         """The successful requests only."""
         return self.requests[self.requests["ok"]].reset_index(drop=True)
 
+    def alignment_note(self) -> str | None:
+        """One line saying how the log was placed on the capture's clock (its method, why, and
+        the uncertainty; an anchored relative log says it is an estimate), None before
+        ``align``."""
+        a = self.alignment
+        if not a:
+            return None
+        return (f"alignment: {a['method']} ({a['note']}; uncertainty "
+                f"{a['uncertainty_ns'] / 1e6:g} ms)")
+
 
 def _s_to_ns(v: float) -> int:
     x = float(v) * 1e9

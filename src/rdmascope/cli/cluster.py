@@ -217,6 +217,8 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
         click.echo(f"requests: {requests_path}{log_note}, {len(res.requests)} requests"
                    if res.requests is not None else
                    "requests: no request log (give --requests for bytes per request)")
+        for n in (res.requests.attrs.get("notes", []) if res.requests is not None else []):
+            click.echo(f"  note: {n}")
         if link_gbps_note():
             click.echo(link_gbps_note())
         for w in res.warnings:
@@ -300,6 +302,8 @@ def command(captures, requests_path, request_format, offset_s, reference, refine
                "unmatched": res.unmatched, "failing": res.failing, "expect": res.expect,
                "expect_reason": res.expect_reason, "warnings": res.warnings,
                "requests": requests_path, "span_ns": [lo, hi], "line_rate": link_gbps_note(),
+               "request_log_notes": (res.requests.attrs.get("notes", [])
+                                     if res.requests is not None else []),
                "failed": res.failed, "engine": engine, "device_changes": changes,
                "maps": {s.host: s.cost for s in (res.summaries or []) if s.cost},
                **({"nccl_witness": {h: w.to_dict() for h, w in witnesses.items()}}
