@@ -76,6 +76,14 @@ class RunSetError(ValueError):
     """A set of captures that cannot be one run's (two of one host, no overlap, no clocks)."""
 
 
+class SameHostTwice(RunSetError, OptionValueError):
+    """Two captures of one host given as captures of one run: a usage error (exit 2), the
+    command line names them."""
+
+    def __init__(self, message: str):
+        OptionValueError.__init__(self, message, None)
+
+
 class NoSuchHost(RunSetError, OptionValueError):
     """``--reference HOST`` names no capture of the set: a usage error (exit 2) naming the
     hosts there are."""
@@ -172,8 +180,8 @@ def open_run_set(paths, *, reference: str | None = None, t_end_ns: dict | None =
         m = (manifests or {}).get(os.fspath(p)) or read_manifest(p)
         host = str(m.get("host") or p.name)
         if host in seen:
-            raise RunSetError(f"{seen[host]} and {p} are both captures of host {host!r}: give "
-                              "one capture per host of the run")
+            raise SameHostTwice(f"{seen[host]} and {p} are both captures of host {host!r}: "
+                                "give one capture per host of the run")
         seen[host] = p
         pairs = m.get("clock_pairs") or []
         if not pairs:

@@ -216,8 +216,11 @@ def test_single_capture_commands_take_a_run_set(cluster, tmp_path):
     start = [m["start_ns"] - m["t_start_ns"] for m in (m0, m1)]
     assert start[0] == 2_000_000_000
     assert start[1] / 1e9 == pytest.approx(2 + shift, abs=0.2e-3)
-    r = CliRunner().invoke(main, ["rates", caps[0], caps[0], "--window", "1s"])
-    assert r.exit_code == 4 and "both captures of host 'spark-01'" in r.output
+    # the same host twice on the command line: a usage error (exit 2), as every wrong command
+    # line is (it was 4, a capture's problem), in the set commands and the per-node ones
+    for cmd in (["rates", caps[0], caps[0], "--window", "1s"], ["cluster", caps[0], caps[0]]):
+        r = CliRunner().invoke(main, cmd)
+        assert r.exit_code == 2 and "both captures of host 'spark-01'" in r.output, r.output
 
 
 def test_streamed_node_pass_matches_peak_table_and_rebin(cluster):

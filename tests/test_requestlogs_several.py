@@ -76,3 +76,8 @@ def test_cli_takes_requests_several_times(tmp_path):
     with pytest.raises(RequestLogError, match="more than once"):
         cap = load_capture(FIX)
         merge_logs([align(read_request_log(p), cap) for p in (pa, pa)])
+    # on the command line: a usage error naming --requests (exit 2), not a log's problem (4)
+    r = CliRunner().invoke(main, ["attribute", str(FIX), "--requests", str(pa), "--requests",
+                                  str(pa)])
+    assert r.exit_code == 2 and "Invalid value for '--requests'" in r.output, r.output
+    assert "given more than once" in r.output

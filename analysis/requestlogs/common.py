@@ -84,6 +84,15 @@ class NoSuchRun(RequestLogError, OptionValueError):
         ValueError.__init__(self, self.message)
 
 
+class RepeatedLog(RequestLogError, OptionValueError):
+    """The same request log given twice with ``--requests``: a usage error (exit 2)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path, self.row, self.field, self.option = str(path), None, None, "--requests"
+        self.message = f"{path}: given more than once (each log once)"
+        ValueError.__init__(self, self.message)
+
+
 @dataclass
 class RequestLog:
     """One request log: a table of requests plus where its times come from.

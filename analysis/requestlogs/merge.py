@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .common import CLOCK_MONOTONIC, RequestLog, RequestLogError
+from .common import CLOCK_MONOTONIC, RepeatedLog, RequestLog, RequestLogError
 
 
 def source_names(paths: list[Path]) -> list[str]:
@@ -37,7 +37,7 @@ def merge_logs(logs: list[RequestLog]) -> RequestLog:
         return logs[0]
     paths = [Path(lg.path) for lg in logs]
     if len({p.resolve() for p in paths}) < len(paths):
-        raise RequestLogError(paths[0], "given more than once with --requests")
+        raise RepeatedLog(paths[0])
     for lg in logs:
         if lg.alignment is None:
             raise RequestLogError(lg.path, "is not aligned to the capture (align it first)")
