@@ -538,3 +538,23 @@ def test_anchor_never_uses_a_counter_over_its_own_line_rate(tmp_path, loaded):
     cap = load_capture(path) if loaded else open_capture(path)
     t, _ = first_burst_start_ns(cap)
     assert t == 1000 * S + 1000 * MS
+
+
+def test_a_number_written_as_a_string_is_read_as_that_number(tmp_path):
+    """docs/request-logs.md: "0.99" where a number belongs is that number; "soon" is refused
+    naming the file, row and field."""
+    import json as _json
+
+    row = {"request_id": "a", "t_send": 100.25, "t_first_token": 101.5, "t_last_token": 103.0,
+           "prompt_tokens": 10, "output_tokens": 5}
+    as_num = tmp_path / "num.jsonl"
+    as_num.write_text(_json.dumps(row) + "\n")
+    as_str = tmp_path / "str.jsonl"
+    as_str.write_text(_json.dumps({**row, "t_send": "100.25", "prompt_tokens": "10"}) + "\n")
+    a, b = read_request_log(as_num).requests, read_request_log(as_str).requests
+    for c in ("t_send_ns", "t_first_ns", "t_last_ns", "prompt_tokens"):
+        assert a[c].tolist() == b[c].tolist(), c
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(_json.dumps({**row, "t_send": "soon"}) + "\n")
+    with pytest.raises(RequestLogError, match=r"bad.jsonl: row 1: field 't_send'"):
+        read_request_log(bad)
