@@ -69,16 +69,16 @@ def time_range(t_start_ns: int, t_from: float | None, t_to: float | None, *,
         if spans:
             lo = min(s[0] for s in spans.values())
             hi = max(s[1] for s in spans.values())
-            first, last = (lo - t_start_ns) / 1e9, (hi - t_start_ns) / 1e9
+            first, last = _sec((lo - t_start_ns) / 1e9), _sec((hi - t_start_ns) / 1e9)
             if start is not None and start >= hi:
                 raise click.BadParameter(
-                    f"{t_from:g} s is at or after the capture's last reading ({last:.3f} s "
-                    f"after its start; the readings span {first:.3f} to {last:.3f} s)",
+                    f"{t_from:g} s is at or after the capture's last reading ({last} s "
+                    f"after its start; the readings span {first} to {last} s)",
                     param_hint="'--from'")
             if end is not None and end <= lo:
                 raise click.BadParameter(
-                    f"{t_to:g} s is at or before the capture's first reading ({first:.3f} s "
-                    f"after its start; the readings span {first:.3f} to {last:.3f} s)",
+                    f"{t_to:g} s is at or before the capture's first reading ({first} s "
+                    f"after its start; the readings span {first} to {last} s)",
                     param_hint="'--to'")
     return start, end
 
@@ -116,3 +116,9 @@ def _time_range(t_start_ns: int, t_from: float | None, t_to: float | None,
             raise click.BadParameter(f"{t_to:g} s is at or before the capture's start (0 s; it "
                                      f"ends at {span:.3f} s)", param_hint="'--to'")
     return start, end
+
+
+def _sec(x: float) -> str:
+    """Seconds for a message: 3 decimals, or 6 for a time within 10 ms of 0 that 3 would show
+    as 0.000 next to a smaller value given (a first reading 41 us after the start)."""
+    return f"{x:.6f}" if 0 < abs(x) < 0.01 else f"{x:.3f}"
