@@ -131,6 +131,8 @@ _HEADERS = {
     "prefill_rx_split_bytes": "prefill rx (MB, split)",
     "decode_rx_split_bytes": "decode rx (MB, split)",
     "prefill_per_token_split_bytes": "prefill per token (MB, split)",
+    "prefill_tx_split_known_bytes": "prefill tx (MB, split, known part)",
+    "decode_tx_split_known_bytes": "decode tx (MB, split, known part)",
     "prefill_tx_bytes": "prefill tx (MB, in window, shared)",
     "decode_tx_bytes": "decode tx (MB, in window, shared)",
     "prefill_rx_bytes": "prefill rx (MB, in window, shared)",

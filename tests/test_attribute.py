@@ -240,9 +240,11 @@ def test_cli_attribute_outputs_and_errors(tmp_path, overlap_capture):
     assert len(past) == 1 and d["requests"][0]["request_id"] in past[0], past
     r = CliRunner().invoke(main, ["attribute", cap, "--requests", str(tmp_path / "late.jsonl")])
     assert r.exit_code == 0 and r.output.count("run past the capture") == 1, r.output
-    # the human per-request table carries the flag in the request's row
+    # the human per-request table carries the flag in the request's row, and the decode's
+    # known split part beside its unknown split
     table = r.output[r.output.index("Per request"):r.output.index("Per round")]
     assert "flag" in table and "runs past the capture end" in table, table
+    assert "decode tx (MB, split, known part)" in table, table
     # nothing inside the capture: refused, the error names the file, row and field
     write_log(tmp_path / "later.jsonl", [(5000, 5030, 5150)])
     r = CliRunner().invoke(main, ["attribute", cap, "--requests", str(tmp_path / "later.jsonl")])

@@ -228,7 +228,12 @@ def _human(att, definitions: bool) -> None:
     warm = ["warmup"] if att.warmup_rounds else []
     # a request flagged (runs past the capture, corrected values) says so in its row
     flag = ["flag"] if "flag" in att.requests and att.requests["flag"].astype(bool).any() else []
-    echo_table(att.requests, REQ_COLS + warm + flag, "Per request (node tx, all RDMA devices)")
+    # a split unknown somewhere: its known part (what was read) beside it, as in --json
+    known = [f"{w}_tx_split_known_bytes" for w in ("prefill", "decode")
+             if f"{w}_tx_split_known_bytes" in att.requests
+             and att.requests[f"{w}_tx_split_bytes"].isna().any()]
+    echo_table(att.requests, REQ_COLS + known + warm + flag,
+               "Per request (node tx, all RDMA devices)")
     echo_table(att.rounds, ROUND_COLS + warm, "Per round")
     echo_table(att.tests, TEST_COLS[:2] + (["warmup_rounds"] if warm else []) + TEST_COLS[2:],
                "Per test (mean of rounds, min and max" + (", warm-up left out)" if warm
