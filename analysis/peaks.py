@@ -184,11 +184,12 @@ def _whole_range_row(col: str, mean: float, qq: int, lo: int, hi: int, t_ref: in
     ``mean`` in Gb/s, ``qq`` the range's quality bits (series.QUALITY_*), times in ns on the
     capture's clock (``t_ref`` is t = 0 of ``peak_t_s``); every percentile equals the mean.
     """
-    known = bool(np.isfinite(mean))  # an unknown mean has no instant either
+    known = bool(np.isfinite(mean))  # an unknown mean has no instant to show
+    # peak_t_ns stays the range's start (the row's window, which --uncertainty reads)
     row = {"series": col, "window": "whole range", "window_ns": hi - lo,
-           "peak_gbps": mean, "peak_t_ns": lo if known else None,
+           "peak_gbps": mean, "peak_t_ns": lo,
            "peak_t_s": (lo - t_ref) / 1e9 if known else np.nan,
-           "raw_max_gbps": mean, "raw_max_t_ns": lo if known else None,
+           "raw_max_gbps": mean, "raw_max_t_ns": lo,
            "n_windows": 1 if not (qq & (QUALITY_EMPTY | QUALITY_INVALID)) else 0,
            "n_nan_windows": int(bool(qq & QUALITY_INVALID)),
            "n_gap_windows": int(bool(qq & QUALITY_GAP)),

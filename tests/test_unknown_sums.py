@@ -346,7 +346,8 @@ def test_output_throughput_is_unknown_when_a_request_has_no_output_tokens(tmp_pa
 
 def test_an_unknown_whole_range_peak_has_no_instant(tmp_path):
     """`peaks`' "whole range" row of a series with unknown bytes has no peak and no instant
-    (peak_t_s was 0.0, the range start, beside an empty peak); a known one keeps its start."""
+    (peak_t_s was 0.0, the range start, beside an empty peak); a known one keeps its start.
+    peak_t_ns stays the row's window start (the range), which --uncertainty reads."""
     from click.testing import CliRunner
 
     from rdmascope.cli import main
