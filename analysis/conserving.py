@@ -34,9 +34,10 @@ off as the total; the known parts are kept beside them (``*_known``: per request
 what the counters read in its segments, the readable part of a segment whose bytes are unknown
 included; idle/other's and the total's), and those add up the same way: the per-request
 known parts plus idle/other's equal the known total. A prefill or decode reaching outside the
-span split (the readings') is unknown too, its part inside its known part. Assumptions: one model (one bytes-per-
-token), FCFS admission, the same tokens per step for every decoding request, traffic not from
-requests (keep-alives, other jobs) shows up in whatever phase is active when it is sent.
+span split (the readings') is unknown too, its part inside its known part. Assumptions: one
+model (one bytes-per-token), FCFS admission, the same tokens per step for every decoding
+request, traffic not from requests (keep-alives, other jobs) shows up in whatever phase is
+active when it is sent.
 """
 
 from __future__ import annotations
@@ -115,7 +116,9 @@ def totals(tx: np.ndarray, rx: np.ndarray, idle: np.ndarray | None, dur: np.ndar
             out[f"idle_{d}"] = out[f"idle_{d}_known"] = float("nan")
         else:
             ki = k[idle]
-            out[f"idle_{d}_known"] = float(np.nansum(kv[idle]))
+            # nothing of the direction read: its idle part is as unknown as its total
+            out[f"idle_{d}_known"] = float(np.nansum(kv[idle])) if known == known \
+                else float("nan")
             out[f"idle_{d}"] = float(np.nansum(v[idle])) if ki.all() else float("nan")
     unk = ~(kt & kr)
     out["unknown_segments"] = int(unk.sum())
@@ -184,9 +187,10 @@ def bytes_per_token(tx, seg, row, w, n, known, S) -> float | None:
 
 def known_parts(v: np.ndarray, read: np.ndarray | None) -> np.ndarray:
     """Each segment's known part (S,): its bytes where known, else what its counters read in
-    it (``read``: ``windows.range_frame``'s known part, NaN where nothing was read; None: 0)."""
+    it (``read``: ``windows.range_frame``'s known part, NaN where nothing was read; None: NaN,
+    nothing known of it). NaN stays NaN, so "nothing known" is never a known 0."""
     if read is None:
-        return np.where(np.isfinite(v), v, 0.0)
+        return np.asarray(v, dtype=float)
     return np.where(np.isfinite(v), v, np.asarray(read, dtype=float))
 
 

@@ -129,3 +129,21 @@ def test_a_split_too_dense_to_hold_is_unknown_and_said(monkeypatch):
     assert sp.total_tx == full.total_tx == 2_000_000.0
     (note,) = A.split_notes({"split_pairs_over_budget": sp.pairs_over_budget})
     assert "too densely" in note and "in flight at one instant" in note
+
+
+def test_known_totals_of_a_direction_never_read_are_unknown_not_zero():
+    """An ``integrate`` that gives only (tx, rx) and no readable part: a direction whose every
+    piece is unknown has an unknown known total (NaN), never a known 0; the other direction's
+    known total is its bytes."""
+    from rdmascope.analysis import conserving
+
+    send = np.array([100, 400], np.int64)
+    first, last = send + 100, send + 200
+
+    def integ(a, b):
+        return np.full(len(a), np.nan), (b - a).astype(float)
+
+    sp = conserving.split(send, first, last, np.full(2, 10.0), np.full(2, 5.0), integ, 0, 1000)
+    assert np.isnan(sp.total_tx) and np.isnan(sp.total_tx_known) and np.isnan(sp.idle_tx_known)
+    assert np.isnan(sp.prefill_tx).all() and (sp.prefill_tx_known == 0).all()
+    assert sp.total_rx == sp.total_rx_known == 1000.0
