@@ -331,12 +331,14 @@ def command(capture, width_ns, t_from, t_to, origin_s, group, by, source, with_b
         t_end = _capture_end_ns(m, total)
         # --from past the end is refused only against a stop record, never against an estimate
         stop = m.get("stop") if isinstance(m.get("stop"), dict) else {}
-        start, end = time_range(t0, t_from, t_to,
-                                t_end_ns=t_end if stop.get("monotonic_ns") == t_end else None)
-        if start is not None or end is not None:  # a range holding none of the readings
+        info = None
+        if t_from is not None or t_to is not None:  # a range holding none of the readings
             from rdmascope.analysis.stream import open_capture
 
-            time_range(t0, t_from, t_to, readings=open_capture(capture), source=src)
+            info = open_capture(capture)
+        start, end = time_range(t0, t_from, t_to,
+                                t_end_ns=t_end if stop.get("monotonic_ns") == t_end else None,
+                                readings=info, source=src)
         sel = cdf[cdf["data"] & (cdf["source"] == src if src else cdf["data"])]
         links = (twin_links(types.SimpleNamespace(meta=m, counters=cdf), source=src)
                  if group == "twins" else {})

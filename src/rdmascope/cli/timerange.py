@@ -32,7 +32,6 @@ def time_range_options(f: Callable) -> Callable:
     return f
 
 
-
 def origin_option(f: Callable) -> Callable:
     """Add ``--origin`` (seconds after the capture start, a unit allowed) as origin_s."""
     return click.option("--origin", "origin_s", type=SECONDS, default=None, metavar="TIME",
